@@ -1,0 +1,45 @@
+package store
+
+import "sync"
+
+// Hub fans wakeups out to in-process subscribers without ever blocking the
+// sender. Backends embed one to implement Store.Subscribe.
+type Hub struct {
+	mu   sync.Mutex
+	subs map[Topic]map[chan string]struct{}
+}
+
+// Subscribe returns a channel of payloads for topic and a cancel function.
+// The channel is buffered; a full channel drops the wakeup (callers poll).
+func (h *Hub) Subscribe(topic Topic) (<-chan string, func()) {
+	ch := make(chan string, 64)
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = make(map[Topic]map[chan string]struct{})
+	}
+	if h.subs[topic] == nil {
+		h.subs[topic] = make(map[chan string]struct{})
+	}
+	h.subs[topic][ch] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.subs[topic], ch)
+			h.mu.Unlock()
+		})
+	}
+}
+
+// Publish sends payload to every subscriber of topic that has room.
+func (h *Hub) Publish(topic Topic, payload string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[topic] {
+		select {
+		case ch <- payload:
+		default:
+		}
+	}
+}
