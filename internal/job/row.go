@@ -53,6 +53,9 @@ const (
 	OutcomePanic    Outcome = "panic"    // handler panicked
 	OutcomeExpired  Outcome = "expired"  // lease expired; rescued
 	OutcomeCanceled Outcome = "canceled" // cancel honoured by the holder
+	// OutcomeInterrupted: the worker shut down before the handler returned
+	// and gave the lease back.
+	OutcomeInterrupted Outcome = "interrupted"
 )
 
 // Attempt is one execution of a job, for history and audit.

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// completer writes the ends of attempts in batches: a flush happens when
+// CompleteBatch are pending or CompleteInterval after the first of them,
+// whichever comes first; completions arriving during a flush make the next
+// batch. A job leaves the running set (and stops being heartbeated) only
+// after its completion is committed, so a crash before the flush means the
+// lease expires and the job runs again: at least once, never lost.
+type completer struct {
+	e  *Engine
+	in chan pendingFinish
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type pendingFinish struct {
+	ex  *execution
+	fin *store.JobFinishParams
+}
+
+func newCompleter(e *Engine) *completer {
+	return &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch)}
+}
+
+// add queues one completion. It blocks while the queue is full (back
+// pressure on handlers when the database is slow).
+func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
+	c.in <- pendingFinish{ex: ex, fin: fin}
+}
+
+func (c *completer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return nil
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go c.run(ctx)
+	return nil
+}
+
+// Stop flushes what is pending and stops. Call it after every execution has
+// handed in its completion.
+func (c *completer) Stop() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel = nil
+	c.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (c *completer) run(ctx context.Context) {
+	defer close(c.done)
+	max := c.e.cfg.CompleteBatch
+	batch := make([]pendingFinish, 0, max)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.drain(batch)
+			return
+		case p := <-c.in:
+			batch = append(batch[:0], p)
+		}
+		timer.Reset(c.e.cfg.CompleteInterval)
+	collect:
+		for len(batch) < max {
+			select {
+			case p := <-c.in:
+				batch = append(batch, p)
+			case <-timer.C:
+				break collect
+			case <-ctx.Done():
+				break collect
+			}
+		}
+		timer.Stop()
+		c.flush(ctx, batch)
+	}
+}
+
+// drain flushes batch and everything still queued, at shutdown.
+func (c *completer) drain(batch []pendingFinish) {
+	for {
+		select {
+		case p := <-c.in:
+			batch = append(batch, p)
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) > 0 {
+		c.flush(context.Background(), batch)
+	}
+}
+
+// flush writes one batch, retrying while the database is unreachable. At
+// shutdown (ctx done) it tries a bounded number of times, then leaves the
+// jobs to the rescuer: they will run again, never be lost.
+func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
+	params := make([]*store.JobFinishParams, len(batch))
+	for i, p := range batch {
+		params[i] = p.fin
+	}
+	delay := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		applied, err := c.e.store.JobFinishMany(wctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
+		cancel()
+		if err == nil {
+			for i, p := range batch {
+				if !applied[i] {
+					c.e.log.Warn("completion fenced: the lease was lost before it was written",
+						attrService, "completer", attrJobID, p.fin.ID.String(), attrAttempt, p.fin.Attempt)
+				}
+				c.e.finished(p.ex)
+			}
+			return
+		}
+		c.e.log.Error("write completions failed", attrService, "completer", attrCount, len(batch), attrError, err)
+		if ctx.Err() != nil && try >= 3 {
+			for _, p := range batch {
+				c.e.finished(p.ex)
+			}
+			return
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}

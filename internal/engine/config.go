@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/docket-run/docket/internal/backoff"
+)
+
+// Defaults of Config. Each suits production; tests set short values.
+const (
+	LeaseDurationDefault     = 30 * time.Second
+	LeaseDurationMin         = time.Second
+	JobTimeoutDefault        = 5 * time.Minute
+	MaxAttemptsDefault       = 25
+	RescueIntervalDefault    = 15 * time.Second
+	SchedulerIntervalDefault = time.Second
+	PruneIntervalDefault     = time.Minute
+	RetentionDefault         = 7 * 24 * time.Hour
+	PollIntervalDefault      = time.Second
+	LeaderTTLDefault         = 15 * time.Second
+	NodeHeartbeatDefault     = 10 * time.Second
+	FetchBatchDefault        = 200
+	CompleteBatchDefault     = 1000
+	CompleteIntervalDefault  = time.Millisecond
+	RetryBackoffBaseDefault  = time.Second
+	RetryBackoffMaxDefault   = time.Hour
+	QueueWorkersDefault      = 10
+)
+
+// Config configures an Engine. Zero fields take the defaults above.
+type Config struct {
+	// NodeID names this process in leases, attempts and the nodes table.
+	// Default: hostname-pid-random.
+	NodeID string
+	// Queues maps each queue this node works to its concurrency (handlers
+	// running at once). Empty: the engine only does maintenance.
+	Queues map[string]int
+	// LeaseDuration of acquired jobs; the worker renews leases every third
+	// of it. Default 30 s.
+	LeaseDuration time.Duration
+	// JobTimeout is the default per-attempt deadline. Default 5 min.
+	JobTimeout time.Duration
+	// RescueInterval: how often the leader looks for expired leases. A job
+	// whose holder died is retried within LeaseDuration + RescueInterval.
+	// Default 15 s.
+	RescueInterval time.Duration
+	// SchedulerInterval: how often RETRY jobs whose backoff is over are
+	// queued again. Default 1 s.
+	SchedulerInterval time.Duration
+	// PruneInterval and Retention: finished jobs older than Retention are
+	// deleted every PruneInterval. Defaults 1 min and 7 days.
+	PruneInterval time.Duration
+	Retention     time.Duration
+	// PollInterval: fallback acquisition poll when no wakeup arrives.
+	// Default 1 s.
+	PollInterval time.Duration
+	// LeaderTTL: leadership term, renewed every third of it. Default 15 s.
+	LeaderTTL time.Duration
+	// NodeHeartbeat: how often the node refreshes its row. Default 10 s.
+	NodeHeartbeat time.Duration
+	// FetchBatch: most jobs acquired per query. Default 200.
+	FetchBatch int
+	// CompleteBatch and CompleteInterval: completions are written when
+	// CompleteBatch are pending or CompleteInterval after the first of them.
+	// Defaults 1000 and 1 ms.
+	CompleteBatch    int
+	CompleteInterval time.Duration
+	// RetryBackoff is the default retry policy (per-type policies override).
+	// Defaults base 1 s, max 1 h.
+	RetryBackoff backoff.Policy
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.LeaseDuration, LeaseDurationDefault)
+	def(&c.JobTimeout, JobTimeoutDefault)
+	def(&c.RescueInterval, RescueIntervalDefault)
+	def(&c.SchedulerInterval, SchedulerIntervalDefault)
+	def(&c.PruneInterval, PruneIntervalDefault)
+	def(&c.Retention, RetentionDefault)
+	def(&c.PollInterval, PollIntervalDefault)
+	def(&c.LeaderTTL, LeaderTTLDefault)
+	def(&c.NodeHeartbeat, NodeHeartbeatDefault)
+	def(&c.CompleteInterval, CompleteIntervalDefault)
+	def(&c.RetryBackoff.Base, RetryBackoffBaseDefault)
+	def(&c.RetryBackoff.Max, RetryBackoffMaxDefault)
+	if c.FetchBatch == 0 {
+		c.FetchBatch = FetchBatchDefault
+	}
+	if c.CompleteBatch == 0 {
+		c.CompleteBatch = CompleteBatchDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NodeID == "" {
+		c.NodeID = defaultNodeID()
+	}
+	return c
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.LeaseDuration < LeaseDurationMin {
+		errs = append(errs, fmt.Errorf("LeaseDuration %v is below the minimum %v", c.LeaseDuration, LeaseDurationMin))
+	}
+	for q, n := range c.Queues {
+		if q == "" {
+			errs = append(errs, errors.New("Queues: queue name is empty"))
+		}
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("Queues[%q]: concurrency %d must be at least 1", q, n))
+		}
+	}
+	positive := map[string]time.Duration{
+		"JobTimeout": c.JobTimeout, "RescueInterval": c.RescueInterval,
+		"SchedulerInterval": c.SchedulerInterval, "PruneInterval": c.PruneInterval,
+		"Retention": c.Retention, "PollInterval": c.PollInterval, "LeaderTTL": c.LeaderTTL,
+		"NodeHeartbeat": c.NodeHeartbeat, "CompleteInterval": c.CompleteInterval,
+	}
+	for name, d := range positive {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+		}
+	}
+	if c.FetchBatch < 1 || c.CompleteBatch < 1 {
+		errs = append(errs, fmt.Errorf("FetchBatch (%d) and CompleteBatch (%d) must be at least 1", c.FetchBatch, c.CompleteBatch))
+	}
+	if c.RetryBackoff.Base < 0 || c.RetryBackoff.Max < c.RetryBackoff.Base {
+		errs = append(errs, fmt.Errorf("RetryBackoff: base %v must be >= 0 and <= max %v", c.RetryBackoff.Base, c.RetryBackoff.Max))
+	}
+	return errors.Join(errs...)
+}

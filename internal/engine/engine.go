@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Log attribute keys.
+const (
+	attrService = "service"
+	attrQueue   = "queue"
+	attrJobID   = "job_id"
+	attrAttempt = "attempt"
+	attrError   = "error"
+	attrCount   = "count"
+)
+
+// Engine runs this node's share of the work: a producer per configured
+// queue, the completer, lease heartbeats, node registration, and — while this
+// node is leader — the maintenance services.
+type Engine struct {
+	cfg      Config
+	store    store.Store
+	handlers map[string]*Handler
+	log      *slog.Logger
+
+	completer *completer
+	heartbeat *heartbeat
+	producers map[string]*producer
+	services  []Service // started after the producers, stopped before them
+
+	mu      sync.Mutex
+	running map[job.Ref]*execution
+	idle    *sync.Cond // signalled when running shrinks
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // executions
+}
+
+// New makes an engine. handlers maps job types to their handlers.
+func New(st store.Store, cfg Config, handlers map[string]*Handler) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	e := &Engine{
+		cfg:       cfg,
+		store:     st,
+		handlers:  handlers,
+		log:       cfg.Logger,
+		producers: map[string]*producer{},
+		running:   map[job.Ref]*execution{},
+	}
+	e.idle = sync.NewCond(&e.mu)
+	e.completer = newCompleter(e)
+	e.heartbeat = newHeartbeat(e)
+	for q, n := range cfg.Queues {
+		e.producers[q] = newProducer(e, q, n)
+	}
+	e.services = []Service{
+		newNodeRegistry(e),
+		newElector(e),
+	}
+	return e, nil
+}
+
+// NodeID is this engine's node id (lease owner).
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// Config is the effective configuration (defaults applied).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Start launches every service. It returns at once.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return nil
+	}
+	e.started = true
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.mu.Unlock()
+
+	core := []Service{e.completer, e.heartbeat}
+	for _, p := range e.producers {
+		core = append(core, p)
+	}
+	if err := startAll(ctx, append(core, e.services...)...); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	return nil
+}
+
+// Stop shuts down gracefully: acquisition stops at once; running handlers
+// may finish until ctx is done; then their contexts are canceled and, after
+// a short grace, leases still held are given back (RETRY, due now) so another
+// node can take them. Completions are flushed before Stop returns.
+func (e *Engine) Stop(ctx context.Context) {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return
+	}
+	e.started = false
+	e.mu.Unlock()
+
+	for _, p := range e.producers {
+		p.Stop()
+	}
+	if !e.waitIdle(ctx) {
+		e.cancelAll(errShutdown)
+		grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		if !e.waitIdle(grace) {
+			e.releaseAll(grace)
+		}
+		cancel()
+	}
+	e.completer.Stop()
+	e.heartbeat.Stop()
+	stopAll(e.services...)
+	e.cancel()
+}
+
+// waitIdle waits until nothing runs (true) or ctx is done (false).
+func (e *Engine) waitIdle(ctx context.Context) bool {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.idle.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.running) > 0 {
+		if ctx.Err() != nil {
+			return false
+		}
+		e.idle.Wait()
+	}
+	return true
+}
+
+func (e *Engine) cancelAll(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ex := range e.running {
+		ex.cancel(cause)
+	}
+}
+
+// releaseAll gives back the leases of handlers that ignored cancellation.
+// Their late results are fenced: the attempt no longer holds the lease.
+func (e *Engine) releaseAll(ctx context.Context) {
+	e.mu.Lock()
+	var params []*store.JobFinishParams
+	var exs []*execution
+	for _, ex := range e.running {
+		params = append(params, e.retryOrDead(ex, job.OutcomeInterrupted, "worker shut down before the handler returned", true))
+		exs = append(exs, ex)
+	}
+	e.mu.Unlock()
+	if len(params) == 0 {
+		return
+	}
+	if _, err := e.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: e.cfg.Now()}); err != nil {
+		e.log.Warn("release leases at shutdown failed; the rescuer will retry them", attrService, "engine", attrError, err)
+	}
+	for _, ex := range exs {
+		e.finished(ex)
+	}
+}
+
+// finished removes an execution from the running set and frees its slot.
+func (e *Engine) finished(ex *execution) {
+	e.mu.Lock()
+	_, ok := e.running[ex.ref]
+	delete(e.running, ex.ref)
+	if len(e.running) == 0 {
+		e.idle.Broadcast()
+	}
+	e.mu.Unlock()
+	if ok && ex.producer != nil {
+		ex.producer.slotFreed()
+	}
+}
+
+// runningRefs lists the attempts this node holds (including those whose
+// completion is waiting for the next flush: they still need their lease).
+func (e *Engine) runningRefs() []job.Ref {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	refs := make([]job.Ref, 0, len(e.running))
+	for ref := range e.running {
+		refs = append(refs, ref)
+	}
+	return refs
+}
+
+func (e *Engine) lookup(ref job.Ref) *execution {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[ref]
+}
+
+func defaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// launch starts one goroutine per acquired job. The execution stays in the
+// running set (and keeps its lease renewed) until its completion is flushed.
+func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
+	for _, row := range rows {
+		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
+		h := e.handlers[row.Type]
+		exCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		ex := &execution{
+			row: row, ref: ref, handler: h, producer: p,
+			cancel: cancel, store: e.store, now: e.cfg.Now,
+		}
+		ex.ctx = context.WithValue(exCtx, executionKey{}, ex)
+		e.mu.Lock()
+		e.running[ref] = ex
+		e.mu.Unlock()
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.execute(ex)
+		}()
+	}
+}
+
+// execute runs the handler and hands the attempt's end to the completer.
+func (e *Engine) execute(ex *execution) {
+	defer ex.cancel(nil)
+	fin := e.run(ex)
+	if fin == nil {
+		// The lease was lost: whatever happened, this attempt no longer
+		// counts. Another attempt (or the rescuer) owns the job now.
+		e.finished(ex)
+		return
+	}
+	e.completer.add(ex, fin)
+}
+
+func (e *Engine) timeout(ex *execution) time.Duration {
+	switch {
+	case ex.row.Timeout > 0:
+		return ex.row.Timeout
+	case ex.handler != nil && ex.handler.Timeout > 0:
+		return ex.handler.Timeout
+	}
+	return e.cfg.JobTimeout
+}
+
+// run calls the handler with the job's deadline and turns its return into
+// the attempt's end. nil means the lease was lost and nothing is recorded.
+func (e *Engine) run(ex *execution) *store.JobFinishParams {
+	if ex.handler == nil {
+		return e.retryOrDead(ex, job.OutcomeError, fmt.Sprintf("no handler registered for job type %q on node %s", ex.row.Type, e.cfg.NodeID), false)
+	}
+	deadline := ex.row.AttemptedAt.Add(e.timeout(ex))
+	ctx, cancel := context.WithDeadlineCause(ex.ctx, deadline, errTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, executionKey{}, ex)
+
+	result, err, panicked := callHandler(ctx, ex)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(context.Cause(ex.ctx), errLeaseLost):
+		return nil
+	case err == nil:
+		if result == nil {
+			result = ex.result
+		}
+		return &store.JobFinishParams{
+			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateSuccess,
+			Outcome: job.OutcomeSuccess, Result: result, FinishedAt: e.cfg.Now(),
+		}
+	case errors.Is(cause, ErrCancelRequested):
+		return &store.JobFinishParams{
+			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateCanceled,
+			Outcome: job.OutcomeCanceled, Error: "canceled while running: " + err.Error(), FinishedAt: e.cfg.Now(),
+		}
+	case errors.Is(cause, errShutdown):
+		return e.retryOrDead(ex, job.OutcomeInterrupted, "interrupted by worker shutdown: "+err.Error(), true)
+	case panicked:
+		return e.retryOrDead(ex, job.OutcomePanic, err.Error(), false)
+	case errors.Is(cause, errTimeout):
+		return e.retryOrDead(ex, job.OutcomeTimeout, fmt.Sprintf("timed out after %v: %v", e.timeout(ex), err), false)
+	}
+	if fatal := (*FatalError)(nil); errors.As(err, &fatal) {
+		return &store.JobFinishParams{
+			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateDead,
+			Outcome: job.OutcomeError, Error: err.Error(), FinishedAt: e.cfg.Now(),
+		}
+	}
+	return e.retryOrDead(ex, job.OutcomeError, err.Error(), false)
+}
+
+// callHandler runs the handler, turning a panic into an error with its stack.
+func callHandler(ctx context.Context, ex *execution) (result []byte, err error, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			panicked = true
+		}
+	}()
+	result, err = ex.handler.Work(ctx, ex.row)
+	return result, err, false
+}
+
+// retryOrDead ends an attempt that failed: RETRY after the type's backoff,
+// or DEAD when it was the last allowed attempt. now=true retries at once
+// (a lease given back, not a failure of the job).
+func (e *Engine) retryOrDead(ex *execution, outcome job.Outcome, msg string, now bool) *store.JobFinishParams {
+	return e.failure(ex.row, ex.handler, outcome, msg, now)
+}
+
+func (e *Engine) failure(row *job.Row, h *Handler, outcome job.Outcome, msg string, now bool) *store.JobFinishParams {
+	t := e.cfg.Now()
+	fin := &store.JobFinishParams{
+		ID: row.ID, Attempt: row.Attempt, Outcome: outcome, Error: msg, FinishedAt: t,
+	}
+	if row.Attempt >= row.MaxAttempts {
+		fin.State = job.StateDead
+		return fin
+	}
+	fin.State = job.StateRetry
+	fin.RunAt = t
+	if !now {
+		policy := e.cfg.RetryBackoff
+		if h != nil && h.Backoff.Base > 0 {
+			policy = h.Backoff
+		}
+		fin.RunAt = t.Add(policy.Delay(row.Attempt))
+	}
+	return fin
+}

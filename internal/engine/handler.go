@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Handler runs jobs of one type.
+type Handler struct {
+	// Work runs one attempt. A nil error means SUCCESS with the returned
+	// result (nil for none); *FatalError means DEAD; any other error RETRY
+	// (DEAD once attempts are used up). A panic counts as a retryable error.
+	Work func(ctx context.Context, row *job.Row) (json.RawMessage, error)
+	// Timeout overrides Config.JobTimeout for this type (a job's own
+	// timeout overrides both).
+	Timeout time.Duration
+	// Backoff overrides Config.RetryBackoff for this type when Base > 0.
+	Backoff backoff.Policy
+}
+
+// FatalError marks a handler error that must not be retried: the job goes
+// to DEAD at once.
+type FatalError struct{ Err error }
+
+func (e *FatalError) Error() string { return "fatal: " + e.Err.Error() }
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// ErrCancelRequested is the cause of a handler context canceled because the
+// job was canceled while it ran.
+var ErrCancelRequested = errors.New("job cancel requested")
+
+// Causes of a handler context's end that the engine itself decides.
+var (
+	errTimeout   = errors.New("job timeout exceeded")
+	errShutdown  = errors.New("worker shutting down")
+	errLeaseLost = errors.New("job lease lost")
+)
+
+// execution is one attempt of one job running on this node.
+type execution struct {
+	row      *job.Row
+	ref      job.Ref
+	handler  *Handler
+	producer *producer
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	store    store.Store
+	now      func() time.Time
+	// result set through SetResult; read after the handler returned.
+	result json.RawMessage
+}
+
+type executionKey struct{}
+
+func executionFrom(ctx context.Context) *execution {
+	ex, _ := ctx.Value(executionKey{}).(*execution)
+	return ex
+}
+
+// ErrNotInJob is returned by Progress and SetResult outside a handler.
+var ErrNotInJob = errors.New("context does not belong to a running job")
+
+// ReportProgress persists progress (0..100) of the job running in ctx.
+func ReportProgress(ctx context.Context, percent float64, message string) error {
+	ex := executionFrom(ctx)
+	if ex == nil {
+		return ErrNotInJob
+	}
+	if percent < 0 || percent > 100 {
+		return errors.New("progress must be between 0 and 100")
+	}
+	return ex.store.JobProgress(ctx, &store.JobProgressParams{
+		Ref: ex.ref, Progress: percent, Message: message, Now: ex.now(),
+	})
+}
+
+// SetResult records the result a successful attempt stores with the job.
+func SetResult(ctx context.Context, result json.RawMessage) error {
+	ex := executionFrom(ctx)
+	if ex == nil {
+		return ErrNotInJob
+	}
+	ex.result = result
+	return nil
+}

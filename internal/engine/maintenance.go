@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// maintenanceBatch bounds the rows one maintenance statement touches.
+const maintenanceBatch = 1000
+
+// newNodeRegistry keeps this node's row in the nodes table fresh and
+// removes it when the engine stops.
+func newNodeRegistry(e *Engine) Service {
+	host, _ := os.Hostname()
+	return &onStop{
+		loop: &loop{name: "node", interval: e.cfg.NodeHeartbeat, fn: func(ctx context.Context) {
+			err := e.store.NodeHeartbeat(ctx, &store.NodeHeartbeatParams{
+				ID: e.cfg.NodeID, Hostname: host, PID: os.Getpid(), Now: e.cfg.Now(),
+			})
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("node heartbeat failed", attrService, "node", attrError, err)
+			}
+		}},
+		stop: func(ctx context.Context) error { return e.store.NodeDelete(ctx, e.cfg.NodeID) },
+		log:  func(err error) { e.log.Warn("deregister node failed", attrService, "node", attrError, err) },
+	}
+}
+
+// onStop is a loop with a final action after it stops.
+type onStop struct {
+	*loop
+	stop func(ctx context.Context) error
+	log  func(error)
+}
+
+func (o *onStop) Stop() {
+	o.mu.Lock()
+	running := o.cancel != nil
+	o.mu.Unlock()
+	o.loop.Stop()
+	if !running {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := o.stop(ctx); err != nil {
+		o.log(err)
+	}
+}
+
+// elector tries to become (or stay) leader every third of the TTL. While
+// this node leads it runs the maintenance services; when it loses the term
+// it stops them. Leadership is a TTL lease row in the database, so a dead
+// leader is replaced within one TTL.
+type elector struct {
+	*loop
+	e           *Engine
+	maintenance []Service
+
+	mu      sync.Mutex
+	leading bool
+}
+
+func newElector(e *Engine) Service {
+	el := &elector{e: e, maintenance: []Service{
+		&loop{name: "rescuer", interval: e.cfg.RescueInterval, fn: e.rescue},
+		&loop{name: "scheduler", interval: e.cfg.SchedulerInterval, fn: e.schedule},
+		&loop{name: "pruner", interval: e.cfg.PruneInterval, fn: e.prune},
+	}}
+	el.loop = &loop{name: "elector", interval: e.cfg.LeaderTTL / 3, fn: el.attempt}
+	return el
+}
+
+func (el *elector) attempt(ctx context.Context) {
+	ok, err := el.e.store.LeaderAttemptElect(ctx, &store.LeaderElectParams{
+		NodeID: el.e.cfg.NodeID, TTL: el.e.cfg.LeaderTTL, Now: el.e.cfg.Now(),
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		el.e.log.Warn("leader election failed", attrService, "elector", attrError, err)
+		ok = false // cannot prove the term was renewed: step down to be safe
+	}
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	switch {
+	case ok && !el.leading:
+		el.e.log.Info("elected leader; starting maintenance", attrService, "elector")
+		if err := startAll(ctx, el.maintenance...); err != nil {
+			el.e.log.Error("start maintenance failed", attrService, "elector", attrError, err)
+			return
+		}
+		el.leading = true
+	case !ok && el.leading:
+		el.e.log.Info("lost leadership; stopping maintenance", attrService, "elector")
+		stopAll(el.maintenance...)
+		el.leading = false
+	}
+}
+
+func (el *elector) Stop() {
+	el.loop.Stop()
+	el.mu.Lock()
+	leading := el.leading
+	el.leading = false
+	el.mu.Unlock()
+	stopAll(el.maintenance...)
+	if leading {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := el.e.store.LeaderResign(ctx, &store.LeaderResignParams{NodeID: el.e.cfg.NodeID}); err != nil {
+			el.e.log.Warn("resign leadership failed", attrService, "elector", attrError, err)
+		}
+	}
+}
+
+// rescue ends attempts whose lease expired (their holder died, hung or was
+// partitioned away): RETRY after backoff, or DEAD on the last attempt. The
+// update is guarded by attempt and by the lease still being expired, so a
+// holder that renewed in between keeps its job.
+func (e *Engine) rescue(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := e.cfg.Now()
+		rows, err := e.store.JobListExpired(ctx, &store.JobListExpiredParams{Now: now, Max: maintenanceBatch})
+		if err != nil {
+			e.logMaintenance(ctx, "rescuer", err)
+			return
+		}
+		if len(rows) == 0 {
+			return
+		}
+		params := make([]*store.JobFinishParams, len(rows))
+		for i, row := range rows {
+			msg := fmt.Sprintf("lease held by node %s expired at %s", row.LeaseOwner, row.LeaseExpiresAt.Format(time.RFC3339Nano))
+			params[i] = e.failure(row, e.handlers[row.Type], job.OutcomeExpired, msg, false)
+		}
+		applied, err := e.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: now, ExpiredOnly: true})
+		if err != nil {
+			e.logMaintenance(ctx, "rescuer", err)
+			return
+		}
+		n := 0
+		for _, a := range applied {
+			if a {
+				n++
+			}
+		}
+		e.log.Info("rescued jobs with expired leases", attrService, "rescuer", attrCount, n)
+		if len(rows) < maintenanceBatch {
+			return
+		}
+	}
+}
+
+// schedule queues RETRY jobs whose backoff is over.
+func (e *Engine) schedule(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := e.store.JobSchedule(ctx, &store.JobScheduleParams{Now: e.cfg.Now(), Max: maintenanceBatch})
+		if err != nil {
+			e.logMaintenance(ctx, "scheduler", err)
+			return
+		}
+		if n < maintenanceBatch {
+			return
+		}
+	}
+}
+
+// prune deletes finished jobs past retention and nodes long gone.
+func (e *Engine) prune(ctx context.Context) {
+	now := e.cfg.Now()
+	for ctx.Err() == nil {
+		n, err := e.store.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{
+			FinishedBefore: now.Add(-e.cfg.Retention), Max: maintenanceBatch,
+		})
+		if err != nil {
+			e.logMaintenance(ctx, "pruner", err)
+			return
+		}
+		if n < maintenanceBatch {
+			break
+		}
+	}
+	stale := now.Add(-max(10*e.cfg.NodeHeartbeat, time.Minute))
+	if _, err := e.store.NodeDeleteStale(ctx, &store.NodeDeleteStaleParams{LastActiveBefore: stale}); err != nil {
+		e.logMaintenance(ctx, "pruner", err)
+	}
+}
+
+func (e *Engine) logMaintenance(ctx context.Context, service string, err error) {
+	if ctx.Err() == nil {
+		e.log.Warn("maintenance failed", attrService, service, attrError, err)
+	}
+}

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// producer acquires jobs of one queue for this node, never more than the
+// queue's concurrency at once. It fetches when a wakeup says work arrived,
+// when its last fetch came back full (there is a backlog) and enough slots
+// are free, or when the fallback poll interval passes.
+type producer struct {
+	e     *Engine
+	queue string
+	limit int
+
+	wake  chan struct{} // work may be available
+	freed chan struct{} // a slot came free
+
+	mu     sync.Mutex
+	active int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newProducer(e *Engine, queue string, limit int) *producer {
+	return &producer{
+		e: e, queue: queue, limit: limit,
+		wake:  make(chan struct{}, 1),
+		freed: make(chan struct{}, 1),
+	}
+}
+
+func (p *producer) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return nil
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	wakeups, unsubscribe := p.e.store.Subscribe(store.TopicJobAvailable)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer unsubscribe()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case q := <-wakeups:
+				if q == "" || q == p.queue {
+					signal(p.wake)
+				}
+			}
+		}
+	}()
+	go func() {
+		defer close(p.done)
+		p.run(ctx)
+		wg.Wait()
+	}()
+	return nil
+}
+
+// Stop stops acquiring. Jobs already running are the engine's to finish.
+func (p *producer) Stop() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (p *producer) slotFreed() {
+	p.mu.Lock()
+	p.active--
+	p.mu.Unlock()
+	signal(p.freed)
+}
+
+func (p *producer) free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limit - p.active
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (p *producer) run(ctx context.Context) {
+	poll := time.NewTimer(0) // fetch once at start
+	defer poll.Stop()
+	batch := min(p.e.cfg.FetchBatch, p.limit)
+	// With a backlog, wait for this many free slots before fetching again,
+	// so one query serves many slots instead of one query per completion.
+	refill := max(1, batch/2)
+	backlog := false
+	for {
+		free := p.free()
+		fetch := false
+		switch {
+		case free == 0:
+			// Wait for a slot; wakeups are remembered in p.wake.
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.freed:
+			}
+			continue
+		case backlog && free >= refill:
+			fetch = true
+		}
+		if !fetch {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			case <-poll.C:
+			case <-p.freed:
+				if !backlog || p.free() < refill {
+					continue
+				}
+			}
+		}
+		want := min(p.free(), batch)
+		n := p.fetch(ctx, want)
+		backlog = n > 0 && n == want
+		poll.Reset(p.e.cfg.PollInterval)
+	}
+}
+
+// fetch acquires up to n jobs and launches them; it returns how many came.
+func (p *producer) fetch(ctx context.Context, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	rows, err := p.e.store.JobAcquire(ctx, &store.JobAcquireParams{
+		Queue: p.queue, Max: n, Owner: p.e.cfg.NodeID,
+		LeaseDuration: p.e.cfg.LeaseDuration, Now: p.e.cfg.Now(),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.e.log.Warn("acquire jobs failed", attrService, "producer", attrQueue, p.queue, attrError, err)
+		}
+		return 0
+	}
+	if len(rows) == 0 {
+		return 0
+	}
+	p.mu.Lock()
+	p.active += len(rows)
+	p.mu.Unlock()
+	p.e.launch(ctx, p, rows)
+	return len(rows)
+}
