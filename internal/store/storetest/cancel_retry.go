@@ -1,0 +1,160 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+func testCancel(t *testing.T, open opener) {
+	for _, from := range []job.State{job.StateCreated, job.StateQueued, job.StateRetry} {
+		t.Run("From"+string(from), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			before := b.jobIn(t, from)
+			mark := b.outboxMark(t)
+			got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+			require.NoError(t, err)
+			require.NotNil(t, got)
+			for _, row := range []*job.Row{got, b.get(t, before.ID)} {
+				require.Equal(t, job.StateCanceled, row.State)
+				requireTime(t, later, row.FinishedAt)
+				requireTime(t, later, row.UpdatedAt)
+				require.Greater(t, row.Version, before.Version)
+				requireNoLease(t, row)
+			}
+			b.requireOneStateChanged(t, mark, tr(before, from, job.StateCanceled))
+			// A canceled job is never acquired.
+			require.Empty(t, b.acquire(t, before.Queue, 10, later.Add(time.Hour)))
+		})
+	}
+
+	t.Run("FromRunning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		before := b.jobIn(t, job.StateRunning)
+		got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: at(10 * time.Second)})
+		require.NoError(t, err)
+		for _, row := range []*job.Row{got, b.get(t, before.ID)} {
+			require.Equal(t, job.StateRunning, row.State, "a running job is canceled by its holder")
+			require.True(t, row.CancelRequested)
+			require.Equal(t, before.Attempt, row.Attempt)
+			require.Equal(t, before.LeaseOwner, row.LeaseOwner)
+			require.True(t, row.FinishedAt.IsZero())
+		}
+
+		hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{
+			Jobs: []job.Ref{{ID: before.ID, Attempt: before.Attempt}}, LeaseDuration: lease, Now: at(20 * time.Second),
+		})
+		require.NoError(t, err)
+		require.Len(t, hb, 1)
+		require.True(t, hb[0].Extended)
+		require.True(t, hb[0].CancelRequested)
+
+		// The holder honours it.
+		require.Equal(t, []bool{true}, b.finish(t, at(30*time.Second), finishParams(before, job.StateCanceled)))
+		require.Equal(t, job.StateCanceled, b.get(t, before.ID).State)
+	})
+
+	t.Run("AlreadyCanceled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		before := b.jobIn(t, job.StateCanceled)
+		mark := b.outboxMark(t)
+		got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+		require.NoError(t, err)
+		requireUnchanged(t, before, got)
+		requireUnchanged(t, before, b.get(t, before.ID))
+		b.requireNoOutbox(t, mark)
+	})
+
+	for _, from := range []job.State{job.StateSuccess, job.StateDead} {
+		t.Run("From"+string(from), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			before := b.jobIn(t, from)
+			mark := b.outboxMark(t)
+			_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+			requireInvalidTransition(t, err, from, job.StateCanceled)
+			requireUnchanged(t, before, b.get(t, before.ID))
+			b.requireNoOutbox(t, mark)
+		})
+	}
+
+	t.Run("Unknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: newID(), Now: later})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
+
+func testRetry(t *testing.T, open opener) {
+	for _, from := range []job.State{job.StateDead, job.StateCanceled} {
+		t.Run("From"+string(from), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			before := b.jobIn(t, from)
+			require.Equal(t, 1, before.Attempt)
+			mark := b.outboxMark(t)
+			got, err := b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: before.ID, Now: later})
+			require.NoError(t, err)
+			require.NotNil(t, got)
+			for _, row := range []*job.Row{got, b.get(t, before.ID)} {
+				require.Equal(t, job.StateQueued, row.State)
+				require.Equal(t, 0, row.Attempt)
+				require.True(t, row.FinishedAt.IsZero(), "finished_at: %v", row.FinishedAt)
+				requireTime(t, later, row.UpdatedAt)
+				require.Greater(t, row.Version, before.Version)
+				requireNoLease(t, row)
+			}
+			b.requireOneStateChanged(t, mark, tr(got, from, job.StateQueued))
+
+			// Retrying again is a no-op.
+			again, err := b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: before.ID, Now: later.Add(time.Minute)})
+			require.NoError(t, err)
+			requireUnchanged(t, got, again)
+
+			// The job is due at once and starts over at attempt 1.
+			rows := b.acquire(t, before.Queue, 10, later.Add(time.Second))
+			require.Len(t, rows, 1)
+			require.Equal(t, 1, rows[0].Attempt)
+		})
+	}
+
+	for _, from := range []job.State{job.StateCreated, job.StateQueued, job.StateRetry, job.StateRunning} {
+		t.Run("Unchanged"+string(from), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			before := b.jobIn(t, from)
+			mark := b.outboxMark(t)
+			got, err := b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: before.ID, Now: later})
+			require.NoError(t, err)
+			requireUnchanged(t, before, got)
+			requireUnchanged(t, before, b.get(t, before.ID))
+			b.requireNoOutbox(t, mark)
+		})
+	}
+
+	t.Run("FromSUCCESS", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		before := b.jobIn(t, job.StateSuccess)
+		mark := b.outboxMark(t)
+		_, err := b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: before.ID, Now: later})
+		requireInvalidTransition(t, err, job.StateSuccess, job.StateQueued)
+		requireUnchanged(t, before, b.get(t, before.ID))
+		b.requireNoOutbox(t, mark)
+	})
+
+	t.Run("Unknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		_, err := b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: newID(), Now: later})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}

@@ -1,0 +1,117 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+func testHeartbeatProgress(t *testing.T, open opener) {
+	t.Run("HeartbeatExtends", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		a := b.jobIn(t, job.StateRunning) // lease until setupAcquire+lease
+		c := b.jobIn(t, job.StateRunning)
+		now := at(30 * time.Second)
+		refs := []job.Ref{{ID: c.ID, Attempt: c.Attempt}, {ID: a.ID, Attempt: a.Attempt}}
+		hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Jobs: refs, LeaseDuration: 2 * time.Minute, Now: now})
+		require.NoError(t, err)
+		require.Len(t, hb, 2)
+		for i, r := range hb {
+			require.Equal(t, refs[i], r.Ref, "results aligned with params")
+			require.True(t, r.Extended)
+			require.False(t, r.CancelRequested)
+			requireTime(t, now.Add(2*time.Minute), r.LeaseExpiresAt)
+			row := b.get(t, r.Ref.ID)
+			require.Equal(t, job.StateRunning, row.State)
+			requireTime(t, now.Add(2*time.Minute), row.LeaseExpiresAt)
+			require.Equal(t, owner, row.LeaseOwner)
+			require.Equal(t, 1, row.Attempt)
+		}
+
+		// The extended lease is no longer expired where the old one was.
+		expired, err := b.s.JobListExpired(b.ctx, &store.JobListExpiredParams{Now: at(2 * time.Minute), Max: 10})
+		require.NoError(t, err)
+		require.Empty(t, expired)
+	})
+
+	t.Run("HeartbeatFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		running := b.jobIn(t, job.StateRunning)
+		done := b.jobIn(t, job.StateSuccess)
+		unknown := job.Ref{ID: newID(), Attempt: 1}
+		refs := []job.Ref{
+			{ID: running.ID, Attempt: running.Attempt + 1},
+			{ID: done.ID, Attempt: done.Attempt},
+			unknown,
+			{ID: running.ID, Attempt: running.Attempt},
+		}
+		hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Jobs: refs, LeaseDuration: time.Hour, Now: at(30 * time.Second)})
+		require.NoError(t, err)
+		require.Len(t, hb, len(refs))
+		for i, r := range hb {
+			require.Equal(t, refs[i], r.Ref)
+		}
+		require.False(t, hb[0].Extended, "stale attempt")
+		require.False(t, hb[1].Extended, "finished job")
+		require.False(t, hb[2].Extended, "unknown job")
+		require.True(t, hb[3].Extended, "current attempt")
+		requireUnchanged(t, done, b.get(t, done.ID))
+	})
+
+	t.Run("HeartbeatStaleLeavesLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		running := b.jobIn(t, job.StateRunning)
+		hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{
+			Jobs: []job.Ref{{ID: running.ID, Attempt: running.Attempt + 1}}, LeaseDuration: time.Hour, Now: at(30 * time.Second),
+		})
+		require.NoError(t, err)
+		require.Len(t, hb, 1)
+		require.False(t, hb[0].Extended)
+		requireTime(t, running.LeaseExpiresAt, b.get(t, running.ID).LeaseExpiresAt)
+	})
+
+	t.Run("Progress", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 25, Message: "a quarter", Now: at(10 * time.Second)}))
+		got := b.get(t, row.ID)
+		require.InDelta(t, 25.0, got.Progress, 1e-9)
+		require.Equal(t, "a quarter", got.ProgressMsg)
+		require.Equal(t, job.StateRunning, got.State)
+
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 99.5, Now: at(20 * time.Second)}))
+		got = b.get(t, row.ID)
+		require.InDelta(t, 99.5, got.Progress, 1e-9)
+	})
+
+	t.Run("ProgressLeaseLost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		running := b.jobIn(t, job.StateRunning)
+		done := b.jobIn(t, job.StateSuccess)
+		mark := b.outboxMark(t)
+		err := b.s.JobProgress(b.ctx, &store.JobProgressParams{
+			Ref: job.Ref{ID: running.ID, Attempt: running.Attempt + 1}, Progress: 50, Message: "x", Now: at(10 * time.Second),
+		})
+		require.ErrorIs(t, err, store.ErrLeaseLost)
+		err = b.s.JobProgress(b.ctx, &store.JobProgressParams{
+			Ref: job.Ref{ID: done.ID, Attempt: done.Attempt}, Progress: 50, Message: "x", Now: at(10 * time.Second),
+		})
+		require.ErrorIs(t, err, store.ErrLeaseLost)
+		got := b.get(t, running.ID)
+		require.Zero(t, got.Progress)
+		require.Empty(t, got.ProgressMsg)
+		requireUnchanged(t, running, got)
+		requireUnchanged(t, done, b.get(t, done.ID))
+		b.requireNoOutbox(t, mark)
+	})
+}

@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+func testLeader(t *testing.T, open opener) {
+	elect := func(t *testing.T, b *bundle, node string, now time.Time) bool {
+		t.Helper()
+		ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{NodeID: node, TTL: 30 * time.Second, Now: now})
+		require.NoError(t, err)
+		return ok
+	}
+	resign := func(t *testing.T, b *bundle, node string) {
+		t.Helper()
+		require.NoError(t, b.s.LeaderResign(b.ctx, &store.LeaderResignParams{NodeID: node}))
+	}
+
+	t.Run("ElectRenewExpire", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		require.True(t, elect(t, b, "n1", base), "first node is elected")
+		require.False(t, elect(t, b, "n2", at(10*time.Second)), "term still valid")
+		require.True(t, elect(t, b, "n1", at(20*time.Second)), "leader renews")
+		// The renewal moved the term to base+50s.
+		require.False(t, elect(t, b, "n2", at(40*time.Second)), "renewed term still valid")
+		require.True(t, elect(t, b, "n2", at(51*time.Second)), "term expired")
+		require.False(t, elect(t, b, "n1", at(52*time.Second)), "old leader lost it")
+		require.True(t, elect(t, b, "n2", at(53*time.Second)))
+	})
+
+	t.Run("Resign", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		require.True(t, elect(t, b, "n1", base))
+		resign(t, b, "n2") // not the leader: no effect
+		require.False(t, elect(t, b, "n2", at(time.Second)))
+		resign(t, b, "n1")
+		require.True(t, elect(t, b, "n2", at(2*time.Second)), "resigning frees leadership at once")
+		require.False(t, elect(t, b, "n1", at(3*time.Second)))
+	})
+
+	t.Run("ResignWithoutLeader", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		resign(t, b, "n1")
+		require.True(t, elect(t, b, "n1", base))
+	})
+}
+
+func testNode(t *testing.T, open opener) {
+	nodes := func(t *testing.T, b *bundle) map[string]*store.Node {
+		t.Helper()
+		list, err := b.s.NodeList(b.ctx)
+		require.NoError(t, err)
+		m := map[string]*store.Node{}
+		for _, n := range list {
+			require.NotContains(t, m, n.ID, "node listed twice")
+			m[n.ID] = n
+		}
+		return m
+	}
+	heartbeat := func(t *testing.T, b *bundle, id string, now time.Time) {
+		t.Helper()
+		require.NoError(t, b.s.NodeHeartbeat(b.ctx, &store.NodeHeartbeatParams{ID: id, Hostname: "host-" + id, PID: 4242, Now: now}))
+	}
+
+	t.Run("HeartbeatUpserts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		require.Empty(t, nodes(t, b))
+		heartbeat(t, b, "n1", base)
+		got := nodes(t, b)
+		require.Len(t, got, 1)
+		require.Equal(t, "host-n1", got["n1"].Hostname)
+		require.Equal(t, 4242, got["n1"].PID)
+		requireTime(t, base, got["n1"].StartedAt)
+		requireTime(t, base, got["n1"].LastActive)
+
+		heartbeat(t, b, "n1", at(time.Minute))
+		heartbeat(t, b, "n2", at(2*time.Minute))
+		got = nodes(t, b)
+		require.Len(t, got, 2)
+		requireTime(t, base, got["n1"].StartedAt, "started_at is kept")
+		requireTime(t, at(time.Minute), got["n1"].LastActive)
+		requireTime(t, at(2*time.Minute), got["n2"].StartedAt)
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		heartbeat(t, b, "n1", base)
+		heartbeat(t, b, "n2", base)
+		require.NoError(t, b.s.NodeDelete(b.ctx, "n1"))
+		got := nodes(t, b)
+		require.Len(t, got, 1)
+		require.Contains(t, got, "n2")
+	})
+
+	t.Run("DeleteStale", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		heartbeat(t, b, "old", base)
+		heartbeat(t, b, "fresh", base)
+		heartbeat(t, b, "fresh", at(5*time.Minute))
+		heartbeat(t, b, "new", at(6*time.Minute))
+		n, err := b.s.NodeDeleteStale(b.ctx, &store.NodeDeleteStaleParams{LastActiveBefore: at(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		got := nodes(t, b)
+		require.Len(t, got, 2)
+		require.Contains(t, got, "fresh")
+		require.Contains(t, got, "new")
+	})
+}
+
+func testQueue(t *testing.T, open opener) {
+	t.Run("QueueList", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		qs, err := b.s.QueueList(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, qs)
+
+		f := b.listFixture(t)
+		empty := newQueue()
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: empty, Paused: true, Now: at(time.Minute)}))
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: f.q1, Paused: true, Now: at(2 * time.Minute)}))
+
+		got := queueMap(t, b)
+		require.Len(t, got, 4)
+		require.True(t, got[f.q1].Paused)
+		requireTime(t, at(2*time.Minute), got[f.q1].UpdatedAt)
+		require.Equal(t, map[job.State]int{job.StateQueued: 2}, nonZero(got[f.q1].Counts))
+		require.False(t, got[f.q2].Paused)
+		require.True(t, got[f.q2].UpdatedAt.IsZero(), "pause flag never set")
+		require.Equal(t, map[job.State]int{job.StateCreated: 1, job.StateCanceled: 1}, nonZero(got[f.q2].Counts))
+		require.False(t, got[f.q3].Paused)
+		require.Equal(t, map[job.State]int{job.StateRunning: 1}, nonZero(got[f.q3].Counts))
+		require.True(t, got[empty].Paused)
+		requireTime(t, at(time.Minute), got[empty].UpdatedAt)
+		require.Empty(t, nonZero(got[empty].Counts))
+
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: f.q1, Paused: false, Now: at(3 * time.Minute)}))
+		got = queueMap(t, b)
+		require.False(t, got[f.q1].Paused)
+		requireTime(t, at(3*time.Minute), got[f.q1].UpdatedAt)
+	})
+}
+
+func queueMap(t *testing.T, b *bundle) map[string]*store.Queue {
+	t.Helper()
+	qs, err := b.s.QueueList(b.ctx)
+	require.NoError(t, err)
+	m := map[string]*store.Queue{}
+	for _, q := range qs {
+		require.NotContains(t, m, q.Name, "queue listed twice")
+		m[q.Name] = q
+	}
+	return m
+}
+
+func nonZero(m map[job.State]int) map[job.State]int {
+	out := map[job.State]int{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// listFixture is five jobs, ids ascending:
+//
+//	0: type a, queue q1, priority 0, QUEUED
+//	1: type b, queue q1, priority 1, QUEUED
+//	2: type a, queue q2, priority 2, CREATED
+//	3: type b, queue q2, priority 0, CANCELED
+//	4: type c, queue q3, priority 1, RUNNING
+type listFixture struct {
+	ids        []uuid.UUID
+	q1, q2, q3 string
+}
+
+func (b *bundle) listFixture(t *testing.T) *listFixture {
+	t.Helper()
+	f := &listFixture{q1: newQueue(), q2: newQueue(), q3: newQueue()}
+	spec := []struct {
+		typ, queue string
+		priority   int
+		state      job.State
+	}{
+		{"a", f.q1, 0, job.StateQueued},
+		{"b", f.q1, 1, job.StateQueued},
+		{"a", f.q2, 2, job.StateCreated},
+		{"b", f.q2, 0, job.StateQueued},
+		{"c", f.q3, 1, job.StateQueued},
+	}
+	var ps []*store.JobInsertParams
+	for _, s := range spec {
+		p := newJob(s.queue)
+		p.Type, p.Priority, p.State = s.typ, s.priority, s.state
+		ps = append(ps, p)
+		f.ids = append(f.ids, p.ID)
+	}
+	b.insert(t, ps...)
+	_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: f.ids[3], Now: at(time.Second)})
+	require.NoError(t, err)
+	rows := b.acquire(t, f.q3, 1, at(time.Second))
+	require.Equal(t, []uuid.UUID{f.ids[4]}, ids(rows))
+	return f
+}
+
+// pick returns the fixture ids at idx, in the given order.
+func (f *listFixture) pick(idx ...int) []uuid.UUID {
+	out := []uuid.UUID{}
+	for _, i := range idx {
+		out = append(out, f.ids[i])
+	}
+	return out
+}
+
+func testList(t *testing.T, open opener) {
+	t.Run("Filters", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		f := b.listFixture(t)
+		prio := func(n int) *int { return &n }
+		for _, tc := range []struct {
+			name string
+			p    store.JobListParams
+			want []int
+		}{
+			{"All", store.JobListParams{}, []int{4, 3, 2, 1, 0}},
+			{"State", store.JobListParams{States: []job.State{job.StateQueued}}, []int{1, 0}},
+			{"States", store.JobListParams{States: []job.State{job.StateQueued, job.StateCanceled}}, []int{3, 1, 0}},
+			{"Running", store.JobListParams{States: []job.State{job.StateRunning}}, []int{4}},
+			{"Type", store.JobListParams{Types: []string{"a"}}, []int{2, 0}},
+			{"Types", store.JobListParams{Types: []string{"a", "c"}}, []int{4, 2, 0}},
+			{"Queue", store.JobListParams{Queues: []string{f.q2}}, []int{3, 2}},
+			{"Queues", store.JobListParams{Queues: []string{f.q1, f.q3}}, []int{4, 1, 0}},
+			{"Priority0", store.JobListParams{Priority: prio(0)}, []int{3, 0}},
+			{"Priority1", store.JobListParams{Priority: prio(1)}, []int{4, 1}},
+			{"TypeAndQueue", store.JobListParams{Types: []string{"a"}, Queues: []string{f.q1}}, []int{0}},
+			{"StateAndType", store.JobListParams{States: []job.State{job.StateRunning}, Types: []string{"b"}}, []int{}},
+			{"Limit", store.JobListParams{Limit: 2}, []int{4, 3}},
+			{"BeforeID", store.JobListParams{BeforeID: f.ids[2]}, []int{1, 0}},
+			{"BeforeIDAndType", store.JobListParams{BeforeID: f.ids[3], Types: []string{"b"}}, []int{1}},
+			{"UnknownType", store.JobListParams{Types: []string{"zzz"}}, []int{}},
+		} {
+			p := tc.p
+			if p.Limit == 0 {
+				p.Limit = 100
+			}
+			rows, err := b.s.JobList(b.ctx, &p)
+			require.NoError(t, err, tc.name)
+			require.Equal(t, f.pick(tc.want...), append([]uuid.UUID{}, ids(rows)...), tc.name)
+		}
+
+		rows, err := b.s.JobList(b.ctx, &store.JobListParams{States: []job.State{job.StateRunning}, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, owner, rows[0].LeaseOwner, "listed rows are whole rows")
+		require.Equal(t, "c", rows[0].Type)
+	})
+
+	t.Run("Paging", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		const n = 250
+		var ps []*store.JobInsertParams
+		for i := range n {
+			p := newJob(newQueue())
+			p.Priority = i % 4
+			ps = append(ps, p)
+		}
+		b.insert(t, ps...)
+
+		seen := map[uuid.UUID]bool{}
+		var pages []int
+		cursor := uuid.Nil
+		var prev uuid.UUID
+		for {
+			rows, err := b.s.JobList(b.ctx, &store.JobListParams{BeforeID: cursor, Limit: 100})
+			require.NoError(t, err)
+			if len(rows) == 0 {
+				break
+			}
+			pages = append(pages, len(rows))
+			for _, r := range rows {
+				require.False(t, seen[r.ID], "job listed twice")
+				seen[r.ID] = true
+				if prev != uuid.Nil {
+					require.Negative(t, compareUUID(r.ID, prev), "newest first")
+				}
+				prev = r.ID
+			}
+			cursor = rows[len(rows)-1].ID
+			require.Less(t, len(pages), 10, "paging does not end")
+		}
+		require.Equal(t, []int{100, 100, 50}, pages)
+		require.Len(t, seen, n)
+	})
+
+	t.Run("Count", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		require.Empty(t, countMap(t, b))
+		f := b.listFixture(t)
+		require.Equal(t, map[string]int{
+			f.q1 + "/QUEUED":   2,
+			f.q2 + "/CREATED":  1,
+			f.q2 + "/CANCELED": 1,
+			f.q3 + "/RUNNING":  1,
+		}, countMap(t, b))
+	})
+
+}
+
+func compareUUID(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }

@@ -1,0 +1,87 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const (
+	// wakeupDeadline is how long a test waits for a wakeup.
+	wakeupDeadline = 5 * time.Second
+	// wakeupNudge: a wakeup sent while a listener is still connecting may
+	// be lost (delivery is best effort), so the trigger is repeated this
+	// often until one arrives.
+	wakeupNudge = 500 * time.Millisecond
+)
+
+// awaitWakeup calls trigger, then waits until ch delivers want or "" (which
+// means "anything may have changed"), calling trigger again every
+// wakeupNudge. It fails the test after wakeupDeadline.
+func awaitWakeup(t *testing.T, ch <-chan string, want string, trigger func()) {
+	t.Helper()
+	trigger()
+	deadline := time.NewTimer(wakeupDeadline)
+	defer deadline.Stop()
+	nudge := time.NewTicker(wakeupNudge)
+	defer nudge.Stop()
+	var other []string
+	for {
+		select {
+		case got := <-ch:
+			if got == want || got == "" {
+				return
+			}
+			other = append(other, got)
+		case <-nudge.C:
+			trigger()
+		case <-deadline.C:
+			t.Fatalf("no wakeup %q within %v (got only %q)", want, wakeupDeadline, other)
+		}
+	}
+}
+
+func testSubscribe(t *testing.T, open opener) {
+	t.Run("JobAvailableOnInsert", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		ch, cancel := b.s.Subscribe(store.TopicJobAvailable)
+		defer cancel()
+		q := newQueue()
+		awaitWakeup(t, ch, q, func() { b.insertOne(t, newJob(q)) })
+	})
+
+	t.Run("JobCancelOnRunning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		ch, cancel := b.s.Subscribe(store.TopicJobCancel)
+		defer cancel()
+		awaitWakeup(t, ch, row.ID.String(), func() {
+			got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: row.ID, Now: at(10 * time.Second)})
+			require.NoError(t, err)
+			require.True(t, got.CancelRequested)
+		})
+	})
+
+	t.Run("CancelStopsDelivery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		stopped, cancelStopped := b.s.Subscribe(store.TopicJobAvailable)
+		cancelStopped()
+		cancelStopped() // safe twice
+		live, cancelLive := b.s.Subscribe(store.TopicJobAvailable)
+		defer cancelLive()
+		q := newQueue()
+		awaitWakeup(t, live, q, func() { b.insertOne(t, newJob(q)) })
+		select {
+		case got, ok := <-stopped:
+			require.False(t, ok, "canceled subscription got %q", got) // closed is fine
+		default:
+		}
+	})
+}
