@@ -1,0 +1,99 @@
+package sqlite
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// anyDueSQL answers, on a reader, whether acquiring could find anything, so
+// that polling an empty queue never takes the write lock.
+const anyDueSQL = `SELECT EXISTS (
+	SELECT 1 FROM docket_jobs WHERE state = 'QUEUED' AND queue = ?1 AND run_at <= ?2)
+	AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = ?1 AND paused = 1)`
+
+// acquireSQL leases due QUEUED jobs of a queue in sort order, unless the
+// queue is paused. The write transaction holds SQLite's write lock, so no
+// other acquirer can see these rows QUEUED: SQLite's "SKIP LOCKED".
+const acquireSQL = `UPDATE docket_jobs SET
+	state = 'RUNNING', attempt = attempt + 1, lease_owner = ?1, lease_expires_at = ?2,
+	attempted_at = ?3, progress = 0, progress_message = '', cancel_requested = 0,
+	updated_at = ?3, version = version + 1
+WHERE id IN (
+	SELECT id FROM docket_jobs
+	WHERE state = 'QUEUED' AND queue = ?4 AND run_at <= ?3
+		AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = ?4 AND paused = 1)
+	ORDER BY sort_at, id
+	LIMIT ?5)
+RETURNING ` + jobColumns + `, sort_at`
+
+// JobAcquire implements store.Store.
+func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*job.Row, error) {
+	if p.Max <= 0 {
+		return nil, nil
+	}
+	now := micros(p.Now)
+	var due bool
+	if err := s.reader.QueryRowContext(ctx, anyDueSQL, p.Queue, now).Scan(&due); err != nil {
+		return nil, fmt.Errorf("check queue %q for due jobs: %w", p.Queue, err)
+	}
+	if !due {
+		return nil, nil
+	}
+	acquire, err := s.prepare(ctx, acquireSQL)
+	if err != nil {
+		return nil, fmt.Errorf("prepare acquire: %w", err)
+	}
+	type acquired struct {
+		row    *job.Row
+		sortAt int64
+	}
+	var got []acquired
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.StmtContext(ctx, acquire).QueryContext(ctx,
+			p.Owner, micros(p.Now.Add(p.LeaseDuration)), now, p.Queue, p.Max)
+		if err != nil {
+			return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a acquired
+			if a.row, err = scanJob(rows, &a.sortAt); err != nil {
+				return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
+			}
+			got = append(got, a)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
+		}
+		if len(got) == 0 {
+			return nil
+		}
+		// RETURNING gives no order: restore the acquisition order.
+		slices.SortFunc(got, func(a, b acquired) int {
+			if c := cmp.Compare(a.sortAt, b.sortAt); c != 0 {
+				return c
+			}
+			return bytes.Compare(a.row.ID[:], b.row.ID[:])
+		})
+		ts := make([]job.Transition, len(got))
+		for i, a := range got {
+			ts[i] = transitionOf(a.row, job.StateQueued)
+		}
+		return insertStateChanged(ctx, tx, ts, p.Now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*job.Row, len(got))
+	for i, a := range got {
+		out[i] = a.row
+	}
+	return out, nil
+}

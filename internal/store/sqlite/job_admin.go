@@ -1,0 +1,317 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const jobByIDSQL = `SELECT ` + jobColumns + ` FROM docket_jobs WHERE id = ?`
+
+// JobGet implements store.Store.
+func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+	r, err := scanJob(s.reader.QueryRowContext(ctx, jobByIDSQL, id.String()))
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, notFound(err))
+	}
+	return r, nil
+}
+
+// JobList implements store.Store.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	var (
+		where []string
+		args  []any
+	)
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		where = append(where, col+" IN ("+placeholders(len(vals))+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	states := make([]string, len(p.States))
+	for i, st := range p.States {
+		states[i] = string(st)
+	}
+	in("state", states)
+	in("job_type", p.Types)
+	in("queue", p.Queues)
+	if p.Priority != nil {
+		where = append(where, "priority = ?")
+		args = append(args, *p.Priority)
+	}
+	if p.BeforeID != uuid.Nil {
+		where = append(where, "id < ?")
+		args = append(args, p.BeforeID.String())
+	}
+	q := `SELECT ` + jobColumns + ` FROM docket_jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limit(p.Limit))
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	out, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobCount implements store.Store.
+func (s *Store) JobCount(ctx context.Context) ([]*store.JobCount, error) {
+	rows, err := s.reader.QueryContext(ctx,
+		`SELECT queue, state, count(*) FROM docket_jobs GROUP BY queue, state ORDER BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.JobCount
+	for rows.Next() {
+		var c store.JobCount
+		var state string
+		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		c.State = job.State(state)
+		out = append(out, &c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobAttemptList implements store.Store: the recorded attempts, then the
+// running one synthesized from the job row (attempt rows are written when an
+// attempt ends).
+func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error) {
+	tx, err := s.reader.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	r, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, id.String()))
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, notFound(err))
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT attempt, node, started_at, finished_at, outcome, error
+		FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, id.String())
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []*job.Attempt
+	for rows.Next() {
+		a := job.Attempt{JobID: id}
+		var started, finished int64
+		var outcome string
+		if err := rows.Scan(&a.Attempt, &a.Node, &started, &finished, &outcome, &a.Error); err != nil {
+			return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+		}
+		a.StartedAt, a.FinishedAt, a.Outcome = fromMicros(started), fromMicros(finished), job.Outcome(outcome)
+		out = append(out, &a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+	}
+	if r.State == job.StateRunning {
+		out = append(out, &job.Attempt{
+			JobID: id, Attempt: r.Attempt, Node: r.LeaseOwner,
+			StartedAt: r.AttemptedAt, Outcome: job.OutcomeRunning,
+		})
+	}
+	return out, nil
+}
+
+// JobTransition implements store.Store.
+func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	if err := job.CheckTransition(p.From, p.To); err != nil {
+		var it *job.InvalidTransitionError
+		if errors.As(err, &it) {
+			it.JobID = p.ID.String()
+		}
+		return nil, err
+	}
+	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
+		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
+	}
+	var r *job.Row
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if r, err = s.transitionTx(ctx, tx, p); err != nil {
+			return err
+		}
+		if r != nil {
+			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, p.From)}, p.Now)
+		}
+		var state string
+		err = tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)
+		if err != nil {
+			return fmt.Errorf("transition job %s: %w", p.ID, notFound(err))
+		}
+		return &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publishAvailable(p.Now, r)
+	return r, nil
+}
+
+// transitionTx makes the change p describes, guarded by state = p.From (and
+// attempt = p.Attempt from RUNNING, whose history row it writes). It returns
+// the changed row, or nil when the guard matched nothing. The caller has
+// checked the transition against the state machine.
+func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransitionParams) (*job.Row, error) {
+	now := micros(p.Now)
+	set := []string{"state = ?", "updated_at = ?", "version = version + 1"}
+	args := []any{string(p.To), now}
+	clearLease := func() { set = append(set, "lease_owner = NULL", "lease_expires_at = NULL") }
+	switch p.To {
+	case job.StateQueued:
+		runAt := micros(orNow(p.RunAt, p.Now))
+		set = append(set, "run_at = ?", "sort_at = ? + priority * ?", "finished_at = NULL", "cancel_requested = 0")
+		args = append(args, runAt, runAt, s.agingMicros)
+		if p.From == job.StateDead || p.From == job.StateCanceled {
+			set = append(set, "attempt = 0")
+		}
+		clearLease()
+	case job.StateRunning:
+		set = append(set, "attempt = attempt + 1", "lease_owner = ?", "lease_expires_at = ?",
+			"attempted_at = ?", "progress = 0", "progress_message = ''", "cancel_requested = 0")
+		args = append(args, p.Owner, micros(p.LeaseExpiresAt), now)
+	case job.StateRetry:
+		set = append(set, "run_at = ?", "last_error = coalesce(?, last_error)")
+		args = append(args, micros(orNow(p.RunAt, p.Now)), nullString(p.Error))
+		clearLease()
+	case job.StateSuccess:
+		set = append(set, "result = coalesce(?, result)", "finished_at = ?")
+		args = append(args, nullJSON(p.Result), now)
+		clearLease()
+	case job.StateDead, job.StateCanceled:
+		set = append(set, "finished_at = ?", "last_error = coalesce(?, last_error)")
+		args = append(args, now, nullString(p.Error))
+		clearLease()
+	default:
+		return nil, fmt.Errorf("transition job %s: unknown state %q", p.ID, p.To)
+	}
+	where := "id = ? AND state = ?"
+	args = append(args, p.ID.String(), string(p.From))
+	if p.From == job.StateRunning {
+		where += " AND attempt = ?"
+		args = append(args, p.Attempt)
+		if _, err := tx.ExecContext(ctx, recordAttemptSQL, p.ID.String(), p.Attempt, now,
+			string(outcomeOf(p.To, p.Outcome)), p.Error, 0, now); err != nil {
+			return nil, fmt.Errorf("record attempt %d of job %s: %w", p.Attempt, p.ID, err)
+		}
+	}
+	q := `UPDATE docket_jobs SET ` + strings.Join(set, ", ") + ` WHERE ` + where + ` RETURNING ` + jobColumns
+	r, err := scanJob(tx.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transition job %s from %s to %s: %w", p.ID, p.From, p.To, err)
+	}
+	return r, nil
+}
+
+// JobCancel implements store.Store.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error) {
+	var (
+		r         *job.Row
+		requested bool // a RUNNING job's holder must be told
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, p.ID.String()))
+		if err != nil {
+			return fmt.Errorf("cancel job %s: %w", p.ID, notFound(err))
+		}
+		switch cur.State {
+		case job.StateCreated, job.StateQueued, job.StateRetry:
+			r, err = s.transitionTx(ctx, tx, &store.JobTransitionParams{
+				ID: p.ID, From: cur.State, To: job.StateCanceled, Now: p.Now,
+			})
+			if err != nil {
+				return err
+			}
+			if r == nil { // cannot happen: we hold the write lock
+				return fmt.Errorf("cancel job %s: changed concurrently", p.ID)
+			}
+			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, cur.State)}, p.Now)
+		case job.StateRunning:
+			requested = true
+			if cur.CancelRequested {
+				r = cur
+				return nil
+			}
+			r, err = scanJob(tx.QueryRowContext(ctx, `UPDATE docket_jobs SET
+				cancel_requested = 1, updated_at = ?, version = version + 1
+				WHERE id = ? RETURNING `+jobColumns, micros(p.Now), p.ID.String()))
+			if err != nil {
+				return fmt.Errorf("request cancel of job %s: %w", p.ID, err)
+			}
+			return nil
+		case job.StateCanceled:
+			r = cur
+			return nil
+		default:
+			return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateCanceled}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if requested {
+		s.hub.Publish(store.TopicJobCancel, p.ID.String())
+	}
+	return r, nil
+}
+
+// JobRetry implements store.Store.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row, error) {
+	var r *job.Row
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, p.ID.String()))
+		if err != nil {
+			return fmt.Errorf("retry job %s: %w", p.ID, notFound(err))
+		}
+		switch cur.State {
+		case job.StateDead, job.StateCanceled:
+			r, err = s.transitionTx(ctx, tx, &store.JobTransitionParams{
+				ID: p.ID, From: cur.State, To: job.StateQueued, Now: p.Now,
+			})
+			if err != nil {
+				return err
+			}
+			if r == nil { // cannot happen: we hold the write lock
+				return fmt.Errorf("retry job %s: changed concurrently", p.ID)
+			}
+			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, cur.State)}, p.Now)
+		case job.StateSuccess:
+			return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateQueued}
+		default:
+			r = cur
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publishAvailable(p.Now, r)
+	return r, nil
+}

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// JobSchedule implements store.Store.
+func (s *Store) JobSchedule(ctx context.Context, p *store.JobScheduleParams) (int, error) {
+	var ts []job.Transition
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE docket_jobs SET
+			state = 'QUEUED', sort_at = run_at + priority * ?1, updated_at = ?2, version = version + 1
+			WHERE id IN (
+				SELECT id FROM docket_jobs WHERE state = 'RETRY' AND run_at <= ?2
+				ORDER BY run_at, id LIMIT ?3)
+			RETURNING id, job_type, queue, attempt`, s.agingMicros, micros(p.Now), limit(p.Max))
+		if err != nil {
+			return fmt.Errorf("schedule retries: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t := job.Transition{From: job.StateRetry, To: job.StateQueued}
+			var id string
+			if err := rows.Scan(&id, &t.JobType, &t.Queue, &t.Attempt); err != nil {
+				return fmt.Errorf("schedule retries: %w", err)
+			}
+			if t.JobID, err = uuid.Parse(id); err != nil {
+				return fmt.Errorf("schedule retries: job id %q: %w", id, err)
+			}
+			ts = append(ts, t)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("schedule retries: %w", err)
+		}
+		return insertStateChanged(ctx, tx, ts, p.Now)
+	})
+	if err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if !seen[t.Queue] {
+			seen[t.Queue] = true
+			s.hub.Publish(store.TopicJobAvailable, t.Queue)
+		}
+	}
+	return len(ts), nil
+}
+
+// JobListExpired implements store.Store.
+func (s *Store) JobListExpired(ctx context.Context, p *store.JobListExpiredParams) ([]*job.Row, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM docket_jobs
+		WHERE state = 'RUNNING' AND lease_expires_at < ?
+		ORDER BY lease_expires_at, id LIMIT ?`, micros(p.Now), limit(p.Max))
+	if err != nil {
+		return nil, fmt.Errorf("list expired leases: %w", err)
+	}
+	out, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// JobDeleteFinished implements store.Store. Attempt rows go with their jobs
+// (ON DELETE CASCADE; foreign_keys is on for every connection).
+func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishedParams) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM docket_jobs WHERE id IN (
+			SELECT id FROM docket_jobs
+			WHERE finished_at < ? AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
+			ORDER BY finished_at LIMIT ?)`, micros(p.FinishedBefore), limit(p.Max))
+		if err != nil {
+			return fmt.Errorf("delete finished jobs: %w", err)
+		}
+		n, err = res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("delete finished jobs: %w", err)
+		}
+		return nil
+	})
+	return int(n), err
+}

@@ -1,0 +1,88 @@
+-- SQLite mirror of the PostgreSQL schema: same tables, columns and indexes.
+-- ids are canonical uuid strings (they sort in UUIDv7 time order), instants
+-- are INTEGER unix microseconds (UTC), JSON is TEXT, booleans are 0/1.
+CREATE TABLE docket_jobs (
+    id               TEXT    NOT NULL PRIMARY KEY,
+    job_type         TEXT    NOT NULL,
+    queue            TEXT    NOT NULL,
+    priority         INTEGER NOT NULL,
+    payload          TEXT    NOT NULL,
+    result           TEXT,
+    idempotency_key  TEXT,
+    state            TEXT    NOT NULL,
+    attempt          INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL,
+    run_at           INTEGER NOT NULL,
+    -- run_at + priority × aging: the acquisition order (priority with aging).
+    sort_at          INTEGER NOT NULL,
+    timeout_ms       INTEGER NOT NULL DEFAULT 0,
+    lease_owner      TEXT,
+    lease_expires_at INTEGER,
+    attempted_at     INTEGER,
+    progress         REAL    NOT NULL DEFAULT 0,
+    progress_message TEXT    NOT NULL DEFAULT '',
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    version          INTEGER NOT NULL DEFAULT 1,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    finished_at      INTEGER,
+    last_error       TEXT    NOT NULL DEFAULT ''
+) STRICT;
+
+CREATE UNIQUE INDEX docket_jobs_idempotency_key ON docket_jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- Acquisition: due work of one queue in sort order.
+CREATE INDEX docket_jobs_acquire ON docket_jobs (queue, sort_at, id) WHERE state = 'QUEUED';
+-- Scheduler (RETRY -> QUEUED) and rescuer (expired RUNNING leases).
+CREATE INDEX docket_jobs_retry_due ON docket_jobs (run_at) WHERE state = 'RETRY';
+CREATE INDEX docket_jobs_lease_expiry ON docket_jobs (lease_expires_at) WHERE state = 'RUNNING';
+-- Listing filters, newest first, and the pruner.
+CREATE INDEX docket_jobs_state_id ON docket_jobs (state, id);
+CREATE INDEX docket_jobs_type_id ON docket_jobs (job_type, id);
+CREATE INDEX docket_jobs_queue_state ON docket_jobs (queue, state);
+CREATE INDEX docket_jobs_finished ON docket_jobs (finished_at) WHERE finished_at IS NOT NULL;
+
+-- History of finished attempts. A manual retry resets a job's attempt counter,
+-- so (job_id, attempt) can repeat: rows are keyed by a rowid in insertion
+-- order (oldest first), and one index under the job's id serves both the
+-- history listing and ON DELETE CASCADE.
+CREATE TABLE docket_job_attempts (
+    id          INTEGER PRIMARY KEY,
+    job_id      TEXT    NOT NULL REFERENCES docket_jobs (id) ON DELETE CASCADE,
+    attempt     INTEGER NOT NULL,
+    node        TEXT    NOT NULL,
+    started_at  INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    error       TEXT    NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX docket_job_attempts_job ON docket_job_attempts (job_id, id);
+
+CREATE TABLE docket_outbox (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_type   TEXT    NOT NULL,
+    data         TEXT    NOT NULL,
+    created_at   INTEGER NOT NULL,
+    published_at INTEGER
+) STRICT;
+CREATE INDEX docket_outbox_unpublished ON docket_outbox (id) WHERE published_at IS NULL;
+
+CREATE TABLE docket_queues (
+    name       TEXT    NOT NULL PRIMARY KEY,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE docket_nodes (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    hostname    TEXT    NOT NULL,
+    pid         INTEGER NOT NULL,
+    started_at  INTEGER NOT NULL,
+    last_active INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE docket_leader (
+    name       TEXT    NOT NULL PRIMARY KEY,
+    node_id    TEXT    NOT NULL,
+    elected_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT;

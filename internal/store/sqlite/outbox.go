@@ -1,0 +1,72 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const insertOutboxSQL = `INSERT INTO docket_outbox (event_type, data, created_at) VALUES (?, ?, ?)`
+
+// insertOutbox writes one outbox row inside tx.
+func insertOutbox(ctx context.Context, tx *sql.Tx, eventType string, data any, now time.Time) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", eventType, err)
+	}
+	if _, err := tx.ExecContext(ctx, insertOutboxSQL, eventType, string(b), micros(now)); err != nil {
+		return fmt.Errorf("insert %s outbox row: %w", eventType, err)
+	}
+	return nil
+}
+
+// insertStateChanged writes the one job.state_changed outbox row describing
+// every transition a call made; nothing when there were none.
+func insertStateChanged(ctx context.Context, tx *sql.Tx, ts []job.Transition, now time.Time) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	return insertOutbox(ctx, tx, job.EventStateChanged, job.StateChangedData{Transitions: ts}, now)
+}
+
+// transitionOf describes r's change from state from to its current state.
+func transitionOf(r *job.Row, from job.State) job.Transition {
+	return job.Transition{
+		JobID: r.ID, JobType: r.Type, Queue: r.Queue,
+		From: from, To: r.State, Attempt: r.Attempt,
+	}
+}
+
+// OutboxList implements store.Store.
+func (s *Store) OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxEvent, error) {
+	rows, err := s.reader.QueryContext(ctx, `
+		SELECT id, event_type, data, created_at FROM docket_outbox
+		WHERE id > ? ORDER BY id LIMIT ?`, p.AfterID, limit(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list outbox after %d: %w", p.AfterID, err)
+	}
+	defer rows.Close()
+	var out []*store.OutboxEvent
+	for rows.Next() {
+		var (
+			e         store.OutboxEvent
+			data      []byte
+			createdAt int64
+		)
+		if err := rows.Scan(&e.ID, &e.Type, &data, &createdAt); err != nil {
+			return nil, fmt.Errorf("scan outbox row: %w", err)
+		}
+		e.Data = json.RawMessage(data)
+		e.CreatedAt = fromMicros(createdAt)
+		out = append(out, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list outbox after %d: %w", p.AfterID, err)
+	}
+	return out, nil
+}

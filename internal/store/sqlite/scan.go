@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// jobColumns is the column list every job query selects (or returns), in the
+// order scanJob reads it.
+const jobColumns = `id, job_type, queue, priority, payload, result, idempotency_key, state,
+	attempt, max_attempts, run_at, timeout_ms, lease_owner, lease_expires_at, attempted_at,
+	progress, progress_message, cancel_requested, version, created_at, updated_at,
+	finished_at, last_error`
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob converts one row of jobColumns (plus extra trailing destinations)
+// into a job.Row. It is the only place that knows the column encodings.
+func scanJob(sc scanner, extra ...any) (*job.Row, error) {
+	var (
+		r                                       job.Row
+		id, state                               string
+		payload, result                         []byte
+		key, leaseOwner                         sql.NullString
+		runAt, createdAt, updatedAt, timeoutMS  int64
+		leaseExpiresAt, attemptedAt, finishedAt sql.NullInt64
+		cancelRequested                         int64
+	)
+	dest := []any{
+		&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key, &state,
+		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &leaseOwner, &leaseExpiresAt, &attemptedAt,
+		&r.Progress, &r.ProgressMsg, &cancelRequested, &r.Version, &createdAt, &updatedAt,
+		&finishedAt, &r.LastError,
+	}
+	if err := sc.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.ID, err = uuid.Parse(id); err != nil {
+		return nil, fmt.Errorf("job id %q: %w", id, err)
+	}
+	r.Payload = json.RawMessage(payload)
+	if result != nil {
+		r.Result = json.RawMessage(result)
+	}
+	r.IdempotencyKey = key.String
+	r.State = job.State(state)
+	r.RunAt = fromMicros(runAt)
+	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	r.LeaseOwner = leaseOwner.String
+	r.LeaseExpiresAt = fromNullMicros(leaseExpiresAt)
+	r.AttemptedAt = fromNullMicros(attemptedAt)
+	r.CancelRequested = cancelRequested != 0
+	r.CreatedAt = fromMicros(createdAt)
+	r.UpdatedAt = fromMicros(updatedAt)
+	r.FinishedAt = fromNullMicros(finishedAt)
+	return &r, nil
+}
+
+// scanJobs reads every row of rows with scanJob and closes rows.
+func scanJobs(rows *sql.Rows) ([]*job.Row, error) {
+	defer rows.Close()
+	var out []*job.Row
+	for rows.Next() {
+		r, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// micros encodes an instant as unix microseconds.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// nullMicros encodes an instant, or NULL for the zero time.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// fromMicros decodes unix microseconds as a UTC instant.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// fromNullMicros decodes unix microseconds; NULL is the zero time.
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+// nullString encodes "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullJSON encodes JSON as TEXT, nil as NULL.
+func nullJSON(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// boolInt encodes a boolean as 0/1.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// orNow returns t, or now when t is zero.
+func orNow(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
+
+// limit turns a Max/Limit parameter into SQLite's LIMIT: non-positive means
+// no limit (-1).
+func limit(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// notFound translates sql.ErrNoRows into store.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?, ", n-1) + "?"
+}

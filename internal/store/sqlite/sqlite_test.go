@@ -1,0 +1,365 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/store/storetest"
+)
+
+// openPath opens a store on path (not migrated) and closes it at cleanup.
+func openPath(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+// migrated opens and migrates a store on path.
+func migrated(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	s := openPath(t, path)
+	_, err := s.Migrate(context.Background(), &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	return s
+}
+
+// open makes a migrated, empty store on a file of its own.
+func open(t *testing.T) store.Store {
+	return migrated(t, filepath.Join(t.TempDir(), "docket.db"))
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, open)
+}
+
+var base = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func newJob(queue string) *store.JobInsertParams {
+	return &store.JobInsertParams{
+		ID:          uuid.Must(uuid.NewV7()),
+		Type:        "email",
+		Queue:       queue,
+		Payload:     json.RawMessage(`{"n":1}`),
+		State:       job.StateQueued,
+		MaxAttempts: 3,
+	}
+}
+
+func TestInsertTx(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := open(t).(*sqlite.Store)
+
+	insertIn := func(p *store.JobInsertParams) (*sql.Tx, []*store.JobInsertResult) {
+		tx, err := s.DB().BeginTx(ctx, nil)
+		require.NoError(t, err)
+		res, err := s.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: base})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.Equal(t, p.ID, res[0].Job.ID)
+		return tx, res
+	}
+
+	rolledBack := newJob("tx")
+	tx, _ := insertIn(rolledBack)
+	require.NoError(t, tx.Rollback())
+	_, err := s.JobGet(ctx, rolledBack.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	evs, err := s.OutboxList(ctx, &store.OutboxListParams{})
+	require.NoError(t, err)
+	require.Empty(t, evs, "the outbox row rolls back with the job")
+
+	committed := newJob("tx")
+	tx, res := insertIn(committed)
+	require.NoError(t, tx.Commit())
+	got, err := s.JobGet(ctx, committed.ID)
+	require.NoError(t, err)
+	require.Equal(t, res[0].Job, got)
+	evs, err = s.OutboxList(ctx, &store.OutboxListParams{})
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+
+	_, err = s.JobInsertManyTx(ctx, (*sql.Tx)(nil), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("tx")}, Now: base})
+	require.ErrorIs(t, err, store.ErrUnsupportedTx)
+}
+
+func TestInsertIdempotencyRace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := open(t)
+	const n = 100
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		got  []*store.JobInsertResult
+		errs []error
+	)
+	for range n {
+		wg.Go(func() {
+			p := newJob("idem")
+			p.IdempotencyKey = "the-one"
+			res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: base})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			got = append(got, res[0])
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Len(t, got, n)
+	inserted := 0
+	for _, r := range got {
+		require.Equal(t, got[0].Job.ID, r.Job.ID, "every caller gets the one row")
+		if !r.Duplicate {
+			inserted++
+		}
+	}
+	require.Equal(t, 1, inserted)
+	counts, err := s.JobCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []*store.JobCount{{Queue: "idem", State: job.StateQueued, Count: 1}}, counts)
+}
+
+func TestHubWakeupAfterInsert(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := open(t)
+	ch, cancel := s.Subscribe(store.TopicJobAvailable)
+	defer cancel()
+
+	future := newJob("later")
+	future.RunAt = base.Add(time.Hour)
+	_, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{
+		Jobs: []*store.JobInsertParams{newJob("a"), newJob("a"), newJob("b"), future}, Now: base,
+	})
+	require.NoError(t, err)
+	var woke []string
+	for len(woke) < 2 {
+		select {
+		case q := <-ch:
+			woke = append(woke, q)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no wakeup after insert; got %q", woke)
+		}
+	}
+	require.ElementsMatch(t, []string{"a", "b"}, woke, "one wakeup per queue with due work")
+	select {
+	case q := <-ch:
+		t.Fatalf("unexpected wakeup %q", q)
+	default:
+	}
+}
+
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openPath(t, filepath.Join(t.TempDir(), "docket.db"))
+	tables := func() []string {
+		rows, err := s.DB().QueryContext(ctx,
+			`SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'docket_%' ORDER BY name`)
+		require.NoError(t, err)
+		defer rows.Close()
+		var names []string
+		for rows.Next() {
+			var n string
+			require.NoError(t, rows.Scan(&n))
+			names = append(names, n)
+		}
+		require.NoError(t, rows.Err())
+		return names
+	}
+	all := []string{"docket_job_attempts", "docket_jobs", "docket_leader", "docket_migrations",
+		"docket_nodes", "docket_outbox", "docket_queues"}
+
+	ms, err := s.MigrationStatus(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+	for _, m := range ms {
+		require.False(t, m.Applied)
+	}
+	for range 2 {
+		done, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+		require.NoError(t, err)
+		require.Len(t, done, len(ms))
+		require.True(t, done[0].Applied)
+		require.Equal(t, all, tables())
+		_, err = s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("m")}, Now: base})
+		require.NoError(t, err)
+
+		done, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+		require.NoError(t, err)
+		require.Empty(t, done, "up when current does nothing")
+
+		done, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Down})
+		require.NoError(t, err)
+		require.Len(t, done, len(ms))
+		require.Equal(t, []string{"docket_migrations"}, tables())
+		status, err := s.MigrationStatus(ctx)
+		require.NoError(t, err)
+		for _, m := range status {
+			require.False(t, m.Applied)
+		}
+	}
+}
+
+// acquireAll drains queue with s in batches, finishing each batch, and
+// returns the ids it got.
+func acquireAll(ctx context.Context, s store.Store, queue, owner string, batch int) ([]uuid.UUID, error) {
+	var got []uuid.UUID
+	for {
+		rows, err := s.JobAcquire(ctx, &store.JobAcquireParams{
+			Queue: queue, Max: batch, Owner: owner, LeaseDuration: time.Minute, Now: base.Add(time.Second),
+		})
+		if err != nil {
+			return got, err
+		}
+		if len(rows) == 0 {
+			return got, nil
+		}
+		fs := make([]*store.JobFinishParams, len(rows))
+		for i, r := range rows {
+			got = append(got, r.ID)
+			fs[i] = &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess}
+		}
+		ok, err := s.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: fs, Now: base.Add(2 * time.Second)})
+		if err != nil {
+			return got, err
+		}
+		for i, applied := range ok {
+			if !applied {
+				return got, fmt.Errorf("finish of %s not applied", fs[i].ID)
+			}
+		}
+	}
+}
+
+func insertN(t testing.TB, s store.Store, queue string, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 1000 {
+		ps := make([]*store.JobInsertParams, min(1000, n-i))
+		for j := range ps {
+			ps[j] = newJob(queue)
+		}
+		_, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{Jobs: ps, Now: base})
+		require.NoError(t, err)
+	}
+}
+
+// requireEachOnce asserts every acquired id is distinct and there are n.
+func requireEachOnce(t *testing.T, n int, lists ...[]uuid.UUID) {
+	t.Helper()
+	seen := map[uuid.UUID]bool{}
+	for _, l := range lists {
+		for _, id := range l {
+			require.False(t, seen[id], "job %s handed out twice", id)
+			seen[id] = true
+		}
+	}
+	require.Len(t, seen, n)
+}
+
+func TestTwoStoresAcquireConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	s1 := migrated(t, path)
+	s2 := openPath(t, path)
+	const n = 2000
+	insertN(t, s1, "shared", n)
+
+	var wg sync.WaitGroup
+	lists := make([][]uuid.UUID, 4)
+	errs := make([]error, 4)
+	for i := range lists {
+		s := store.Store(s1)
+		if i%2 == 1 {
+			s = s2
+		}
+		wg.Go(func() { lists[i], errs[i] = acquireAll(ctx, s, "shared", fmt.Sprintf("w%d", i), 7+i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	requireEachOnce(t, n, lists...)
+	counts, err := s2.JobCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []*store.JobCount{{Queue: "shared", State: job.StateSuccess, Count: n}}, counts)
+}
+
+// TestHelperAcquireProcess is the child of TestProcessesAcquireConcurrently.
+func TestHelperAcquireProcess(t *testing.T) {
+	path := os.Getenv("DOCKET_SQLITE_HELPER_DB")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	s := openPath(t, path)
+	ids, err := acquireAll(t.Context(), s, "shared", "pid-"+strconv.Itoa(os.Getpid()), 10)
+	require.NoError(t, err)
+	for _, id := range ids {
+		fmt.Println("ACQUIRED", id)
+	}
+}
+
+func TestProcessesAcquireConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	s := migrated(t, path)
+	const n = 3000
+	insertN(t, s, "shared", n)
+
+	const procs = 3
+	lists := make([][]uuid.UUID, procs+1)
+	var wg sync.WaitGroup
+	errs := make([]error, procs+1)
+	for i := range procs {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperAcquireProcess$", "-test.v")
+			cmd.Env = append(os.Environ(), "DOCKET_SQLITE_HELPER_DB="+path)
+			out, err := cmd.Output()
+			if err != nil {
+				errs[i] = fmt.Errorf("helper %d: %w\n%s", i, err, out)
+				return
+			}
+			sc := bufio.NewScanner(bytes.NewReader(out))
+			for sc.Scan() {
+				var id string
+				if _, err := fmt.Sscanf(sc.Text(), "ACQUIRED %s", &id); err == nil {
+					lists[i] = append(lists[i], uuid.MustParse(id))
+				}
+			}
+		})
+	}
+	wg.Go(func() { lists[procs], errs[procs] = acquireAll(ctx, s, "shared", "parent", 10) })
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	requireEachOnce(t, n, lists...)
+	t.Logf("jobs per process: parent %d, children %d %d %d", len(lists[procs]), len(lists[0]), len(lists[1]), len(lists[2]))
+}

@@ -1,0 +1,196 @@
+// Package sqlite implements store.Store on an embedded SQLite file with
+// modernc.org/sqlite (pure Go, no cgo).
+//
+// A Store holds two connection pools on the same file: a writer with exactly
+// one connection, whose transactions begin IMMEDIATE so that every write
+// transaction takes SQLite's write lock up front, and a pool of readers for
+// read-only queries (WAL mode lets them run beside the writer). Several
+// processes may open the same file; their writes are serialised by SQLite's
+// file locks and busy_timeout.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// busyTimeoutMillis is how long a connection waits for another connection
+// (or process) to release a lock before a statement fails with SQLITE_BUSY.
+const busyTimeoutMillis = 10000
+
+// Store is the SQLite backend.
+type Store struct {
+	writer *sql.DB // one connection; BEGIN IMMEDIATE
+	reader *sql.DB // read-only queries
+	opts   store.Options
+	// agingMicros is opts.PriorityAging in microseconds: sort_at =
+	// run_at + priority × agingMicros.
+	agingMicros int64
+	hub         store.Hub
+
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt // prepared on writer, by query text
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the SQLite database at path. It does not
+// migrate: call Migrate (or `docket migrate`) before use.
+func Open(ctx context.Context, path string, opts store.Options) (*Store, error) {
+	opts = opts.WithDefaults()
+	writer, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite writer %q: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	// The writer connection is made first so that journal_mode=WAL is in
+	// force before any reader connects.
+	if err := writer.PingContext(ctx); err != nil {
+		_ = writer.Close()
+		return nil, fmt.Errorf("connect sqlite writer %q: %w", path, err)
+	}
+	reader, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		_ = writer.Close()
+		return nil, fmt.Errorf("open sqlite reader %q: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(n)
+	reader.SetMaxIdleConns(n)
+	if err := reader.PingContext(ctx); err != nil {
+		_ = writer.Close()
+		_ = reader.Close()
+		return nil, fmt.Errorf("connect sqlite reader %q: %w", path, err)
+	}
+	return &Store{
+		writer:      writer,
+		reader:      reader,
+		opts:        opts,
+		agingMicros: opts.PriorityAging.Microseconds(),
+		stmts:       make(map[string]*sql.Stmt),
+	}, nil
+}
+
+// dsn builds the modernc DSN: the pragmas run on every new connection.
+func dsn(path string, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	// FULL: a committed job survives a power loss, not only a crash.
+	q.Add("_pragma", "synchronous(FULL)")
+	if writer {
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(ON)")
+	}
+	u := url.URL{Scheme: "file", Opaque: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// DB returns the writer *sql.DB: begin a transaction on it to use
+// JobInsertManyTx. It has one connection, so do not call other Store methods
+// while holding one of its transactions.
+func (s *Store) DB() *sql.DB { return s.writer }
+
+// Backend implements store.Store.
+func (s *Store) Backend() string { return "sqlite" }
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite writer: %w", err)
+	}
+	if err := s.reader.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite reader: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	var errs []error
+	for _, st := range s.stmts {
+		errs = append(errs, st.Close())
+	}
+	s.stmts = map[string]*sql.Stmt{}
+	s.mu.Unlock()
+	errs = append(errs, s.reader.Close(), s.writer.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite store: %w", err)
+	}
+	return nil
+}
+
+// Subscribe implements store.Store with the in-process hub: SQLite has no
+// NOTIFY, so wakeups reach only subscribers of this Store; other processes
+// find work by polling.
+func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
+	return s.hub.Subscribe(topic)
+}
+
+// prepare returns query prepared on the writer, preparing it on first use;
+// use it inside a write transaction with tx.StmtContext. Call it before
+// beginning the transaction: the writer has one connection, which the
+// transaction holds. Statements are prepared lazily because the schema may not
+// exist yet at Open.
+func (s *Store) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.writer.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin write transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// publishAvailable wakes workers of every queue where one of rows is now due
+// QUEUED work. Call it after commit.
+func (s *Store) publishAvailable(now time.Time, rows ...*job.Row) {
+	var seen map[string]bool
+	for _, r := range rows {
+		if r.State != job.StateQueued || r.RunAt.After(now) || seen[r.Queue] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[r.Queue] = true
+		s.hub.Publish(store.TopicJobAvailable, r.Queue)
+	}
+}
