@@ -229,3 +229,86 @@ func testAcquire(t *testing.T, open opener) {
 		require.Empty(t, b.acquire(t, newQueue(), 10, at(time.Second)))
 	})
 }
+
+// testSortKeyFollowsRunAt checks that a job put back in the queue is ordered
+// by its new run_at, not the one it was inserted with: job A (inserted at
+// base, run_at base) is requeued by each path with a run_at after base+10m,
+// and job B of the same priority, due at base+10m, must go first.
+func testSortKeyFollowsRunAt(t *testing.T, open opener) {
+	requeue := map[string]func(t *testing.T, b *bundle, a *job.Row) time.Time{
+		"Schedule": func(t *testing.T, b *bundle, a *job.Row) time.Time {
+			n, err := b.s.JobSchedule(b.ctx, &store.JobScheduleParams{Now: later, Max: 10})
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			return later
+		},
+		"TransitionRetryToQueued": func(t *testing.T, b *bundle, a *job.Row) time.Time {
+			_, err := b.s.JobTransition(b.ctx, &store.JobTransitionParams{
+				ID: a.ID, From: job.StateRetry, To: job.StateQueued, RunAt: at(50 * time.Minute), Now: at(20 * time.Minute),
+			})
+			require.NoError(t, err)
+			return later
+		},
+		"Retry": func(t *testing.T, b *bundle, a *job.Row) time.Time {
+			_, err := b.s.JobTransition(b.ctx, &store.JobTransitionParams{ID: a.ID, From: job.StateRetry, To: job.StateDead, Now: at(20 * time.Minute)})
+			require.NoError(t, err)
+			_, err = b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: a.ID, Now: later})
+			require.NoError(t, err)
+			return later.Add(time.Second)
+		},
+		"TransitionDeadToQueued": func(t *testing.T, b *bundle, a *job.Row) time.Time {
+			_, err := b.s.JobTransition(b.ctx, &store.JobTransitionParams{ID: a.ID, From: job.StateRetry, To: job.StateDead, Now: at(20 * time.Minute)})
+			require.NoError(t, err)
+			_, err = b.s.JobTransition(b.ctx, &store.JobTransitionParams{ID: a.ID, From: job.StateDead, To: job.StateQueued, Now: later})
+			require.NoError(t, err)
+			return later.Add(time.Second)
+		},
+	}
+	for name, requeue := range requeue {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			a := b.jobIn(t, job.StateRetry) // RETRY, run_at base+30m
+			bp := newJob(a.Queue)
+			bp.RunAt = at(10 * time.Minute)
+			b.insertOne(t, bp)
+			now := requeue(t, b, a)
+			require.Equal(t, job.StateQueued, b.get(t, a.ID).State)
+			var got []uuid.UUID
+			for range 2 {
+				rows := b.acquire(t, a.Queue, 1, now)
+				require.Len(t, rows, 1)
+				got = append(got, rows[0].ID)
+			}
+			require.Equal(t, []uuid.UUID{bp.ID, a.ID}, got, "the requeued job must be ordered by its new run_at")
+		})
+	}
+
+	t.Run("FutureJobDoesNotBlock", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q := newQueue()
+		future := newJob(q) // key base+1m, not due before it
+		future.RunAt = at(time.Minute)
+		due := newJob(q) // key base+5m, due
+		due.Priority = 1
+		b.insert(t, future, due)
+		rows := b.acquire(t, q, 1, at(time.Second))
+		require.Equal(t, []uuid.UUID{due.ID}, ids(rows))
+	})
+
+	t.Run("EqualKeysAcrossPriorities", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q := newQueue()
+		first := newJob(q) // priority 1, run_at base-5m: key base
+		first.Priority = 1
+		first.RunAt = at(-5 * time.Minute)
+		second := newJob(q) // priority 0, run_at base: key base
+		b.insert(t, second, first)
+		for _, want := range []uuid.UUID{first.ID, second.ID} {
+			rows := b.acquire(t, q, 1, at(time.Second))
+			require.Equal(t, []uuid.UUID{want}, ids(rows), "equal sort keys: lower id first")
+		}
+	})
+}

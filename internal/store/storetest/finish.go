@@ -151,10 +151,16 @@ func testFinish(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		q := newQueue()
-		expired, renewed := newJob(q), newJob(q)
-		b.insert(t, expired, renewed)
+		expired, renewed, boundary := newJob(q), newJob(q), newJob(q)
+		b.insert(t, expired, renewed, boundary)
 		rows := b.acquire(t, q, 2, at(time.Second)) // leases until base+61s
 		require.Len(t, rows, 2)
+		// boundary's lease ends exactly at the rescuer's Now: not expired.
+		rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: q, Max: 1, Owner: owner, LeaseDuration: 2*time.Minute - time.Second, Now: at(time.Second)})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, boundary.ID, rows[0].ID)
+		boundaryBefore := rows[0]
 		hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{
 			Jobs: []job.Ref{{ID: renewed.ID, Attempt: 1}}, LeaseDuration: 10 * time.Minute, Now: at(30 * time.Second),
 		})
@@ -170,12 +176,17 @@ func testFinish(t *testing.T, open opener) {
 			}
 		}
 		ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{
-			Jobs:        []*store.JobFinishParams{rescue(job.Ref{ID: expired.ID, Attempt: 1}), rescue(job.Ref{ID: renewed.ID, Attempt: 1})},
+			Jobs: []*store.JobFinishParams{
+				rescue(job.Ref{ID: expired.ID, Attempt: 1}),
+				rescue(job.Ref{ID: renewed.ID, Attempt: 1}),
+				rescue(job.Ref{ID: boundary.ID, Attempt: 1}),
+			},
 			Now:         at(2 * time.Minute),
 			ExpiredOnly: true,
 		})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, false}, ok)
+		require.Equal(t, []bool{true, false, false}, ok)
+		requireUnchanged(t, boundaryBefore, b.get(t, boundary.ID))
 		got := b.get(t, expired.ID)
 		require.Equal(t, job.StateRetry, got.State)
 		require.Equal(t, "lease expired", got.LastError)

@@ -44,13 +44,14 @@ func testInsert(t *testing.T, open opener) {
 	t.Run("EveryFieldRoundTrips", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
-		runAt := at(5*time.Minute + 123456*time.Microsecond)
+		// Times are instants: another zone must come back as the same one.
+		runAt := at(5*time.Minute + 123456*time.Microsecond).In(time.FixedZone("UTC+5", 5*3600))
 		p := &store.JobInsertParams{
 			ID:             newID(),
 			Type:           "report.render",
 			Queue:          "reports",
 			Priority:       3,
-			Payload:        json.RawMessage(`{"user": 42, "tags": ["a", "b"], "nested": {"x": 1.5, "ok": true, "none": null}}`),
+			Payload:        json.RawMessage(`{"user": 42, "tags": ["a", "b"], "nested": {"x": 1.5, "ok": true, "none": null}, "text": "héllo ✓ \"q\" \\ \n", "big": 9007199254740991}`),
 			IdempotencyKey: "render-42",
 			State:          job.StateQueued,
 			MaxAttempts:    7,
@@ -220,6 +221,15 @@ func testInsert(t *testing.T, open opener) {
 			}
 		}
 		require.Equal(t, map[string]int{q + "/QUEUED": n - 1}, countMap(t, b))
+	})
+
+	t.Run("EmptyBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		res, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Now: base})
+		require.NoError(t, err)
+		require.Empty(t, res)
+		b.requireNoOutbox(t, 0)
 	})
 
 	t.Run("GetUnknown", func(t *testing.T) {

@@ -29,7 +29,8 @@ type opener = func(t *testing.T) store.Store
 
 // Run runs every conformance test against stores made by open. open must
 // return a migrated, empty store isolated from other tests and close it via
-// t.Cleanup.
+// t.Cleanup. The store must use the default store.Options (the aging tests
+// assume PriorityAgingDefault). Every leaf test calls open once.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	groups := []struct {
 		name string
@@ -39,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Insert", testInsert},
 		{"Outbox", testOutbox},
 		{"Acquire", testAcquire},
+		{"SortKey", testSortKeyFollowsRunAt},
 		{"Finish", testFinish},
 		{"Transition", testTransition},
 		{"Cancel", testCancel},

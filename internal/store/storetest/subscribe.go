@@ -55,6 +55,25 @@ func testSubscribe(t *testing.T, open opener) {
 		awaitWakeup(t, ch, q, func() { b.insertOne(t, newJob(q)) })
 	})
 
+	t.Run("JobAvailableOnSchedule", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRetry)
+		// Subscribed after the setup: wakeups of the insert are not waited for.
+		ch, cancel := b.s.Subscribe(store.TopicJobAvailable)
+		defer cancel()
+		scheduled := false
+		awaitWakeup(t, ch, row.Queue, func() {
+			if scheduled {
+				return // the job moved once; nothing is left to nudge
+			}
+			n, err := b.s.JobSchedule(b.ctx, &store.JobScheduleParams{Now: later, Max: 10})
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			scheduled = true
+		})
+	})
+
 	t.Run("JobCancelOnRunning", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

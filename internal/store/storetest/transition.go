@@ -100,6 +100,15 @@ func testTransition(t *testing.T, open opener) {
 					}
 					b.requireOneStateChanged(t, mark, tr(stored, from, to))
 
+					if to == job.StateRunning {
+						attempts, err := b.s.JobAttemptList(b.ctx, before.ID)
+						require.NoError(t, err)
+						require.Len(t, attempts, before.Attempt+1)
+						requireAttempt(t, &job.Attempt{
+							JobID: before.ID, Attempt: before.Attempt + 1, Node: p.Owner,
+							StartedAt: later, Outcome: job.OutcomeRunning,
+						}, attempts[len(attempts)-1])
+					}
 					if from == job.StateRunning {
 						attempts, err := b.s.JobAttemptList(b.ctx, before.ID)
 						require.NoError(t, err)
