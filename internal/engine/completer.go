@@ -15,8 +15,9 @@ import (
 // after its completion is committed, so a crash before the flush means the
 // lease expires and the job runs again: at least once, never lost.
 type completer struct {
-	e  *Engine
-	in chan pendingFinish
+	e       *Engine
+	in      chan pendingFinish
+	stopped chan struct{} // closed by Stop: late completions are dropped
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -29,13 +30,19 @@ type pendingFinish struct {
 }
 
 func newCompleter(e *Engine) *completer {
-	return &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch)}
+	return &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch), stopped: make(chan struct{})}
 }
 
 // add queues one completion. It blocks while the queue is full (back
-// pressure on handlers when the database is slow).
+// pressure on handlers when the database is slow). After Stop the
+// completion is dropped: its lease was given back at shutdown, so the
+// attempt no longer counts.
 func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
-	c.in <- pendingFinish{ex: ex, fin: fin}
+	select {
+	case c.in <- pendingFinish{ex: ex, fin: fin}:
+	case <-c.stopped:
+		c.e.finished(ex)
+	}
 }
 
 func (c *completer) Start(ctx context.Context) error {
@@ -62,6 +69,7 @@ func (c *completer) Stop() {
 	}
 	cancel()
 	<-done
+	close(c.stopped)
 }
 
 func (c *completer) run(ctx context.Context) {
@@ -92,6 +100,7 @@ func (c *completer) run(ctx context.Context) {
 		}
 		timer.Stop()
 		c.flush(ctx, batch)
+		batch = batch[:0]
 	}
 }
 

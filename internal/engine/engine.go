@@ -119,10 +119,13 @@ func (e *Engine) Stop(ctx context.Context) {
 	if !e.waitIdle(ctx) {
 		e.cancelAll(errShutdown)
 		grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		if !e.waitIdle(grace) {
-			e.releaseAll(grace)
-		}
+		idle := e.waitIdle(grace)
 		cancel()
+		if !idle {
+			release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			e.releaseAll(release)
+			cancel()
+		}
 	}
 	e.completer.Stop()
 	e.heartbeat.Stop()

@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// clock is a manual clock: time moves only when the test says so.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type bundle struct {
+	store store.Store
+	clock *clock
+}
+
+func setup(t *testing.T, backend testdb.Backend) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	url := backend.URL(t)
+	var st store.Store
+	var err error
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		st, err = sqlite.Open(ctx, path, store.Options{}.WithDefaults())
+	} else {
+		st, err = postgres.Open(ctx, url, store.Options{}.WithDefaults())
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	return &bundle{store: st, clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+}
+
+func (b *bundle) config(queues map[string]int) Config {
+	return Config{
+		NodeID: "node-test", Queues: queues, LeaseDuration: 3 * time.Second,
+		RescueInterval: 10 * time.Millisecond, SchedulerInterval: 10 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, LeaderTTL: 150 * time.Millisecond,
+		RetryBackoff: backoff.Policy{Base: time.Second, Max: time.Second},
+		Now:          b.clock.Now,
+	}
+}
+
+func (b *bundle) insert(t *testing.T, typ string, n int) []uuid.UUID {
+	t.Helper()
+	p := &store.JobInsertManyParams{Now: b.clock.Now()}
+	for range n {
+		p.Jobs = append(p.Jobs, &store.JobInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Type: typ, Queue: typ, Payload: json.RawMessage(`{}`),
+			State: job.StateQueued, MaxAttempts: 5,
+		})
+	}
+	res, err := b.store.JobInsertMany(context.Background(), p)
+	require.NoError(t, err)
+	ids := make([]uuid.UUID, n)
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, backend testdb.Backend)) {
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, backend)
+		})
+	}
+}
+
+// A job leased by a node that died is rescued once its lease expires (on
+// the engine's clock: no sleeping for 3 s) and then run here.
+func TestRescueExpiredLease(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		id := b.insert(t, "rescue", 1)[0]
+		got, err := b.store.JobAcquire(ctx, &store.JobAcquireParams{
+			Queue: "rescue", Max: 1, Owner: "ghost", LeaseDuration: 3 * time.Second, Now: b.clock.Now(),
+		})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+
+		var ran atomic.Int64
+		e, err := New(b.store, b.config(map[string]int{"rescue": 2}), map[string]*Handler{
+			"rescue": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				ran.Add(1)
+				return json.RawMessage(`{"ok":true}`), nil
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+
+		get := func() *job.Row {
+			row, err := b.store.JobGet(ctx, id)
+			require.NoError(t, err)
+			return row
+		}
+		require.Equal(t, job.StateRunning, get().State, "the lease has not expired yet")
+		b.clock.Advance(4 * time.Second) // past the ghost's lease
+		waitFor(t, "the rescue", func() bool { return get().State == job.StateRetry })
+		require.EqualValues(t, 0, ran.Load())
+		b.clock.Advance(2 * time.Second) // past the retry backoff
+		waitFor(t, "the retry to succeed", func() bool { return get().State == job.StateSuccess })
+		require.EqualValues(t, 1, ran.Load())
+
+		atts, err := b.store.JobAttemptList(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, atts, 2)
+		require.Equal(t, "ghost", atts[0].Node)
+		require.Equal(t, job.OutcomeExpired, atts[0].Outcome)
+		require.Equal(t, "node-test", atts[1].Node)
+		require.Equal(t, job.OutcomeSuccess, atts[1].Outcome)
+	})
+}
+
+// Completions are written in batches: far fewer finishing statements (one
+// outbox row each) than jobs.
+func TestCompletionsAreBatched(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		const n = 400
+		b.insert(t, "batch", n)
+		cfg := b.config(map[string]int{"batch": 100})
+		cfg.CompleteInterval = 20 * time.Millisecond
+		cfg.FetchBatch = 100
+		e, err := New(b.store, cfg, map[string]*Handler{
+			"batch": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) { return nil, nil }},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		waitFor(t, "all jobs to succeed", func() bool {
+			counts, err := b.store.JobCount(ctx)
+			require.NoError(t, err)
+			for _, c := range counts {
+				if c.State == job.StateSuccess {
+					return c.Count == n
+				}
+			}
+			return false
+		})
+		events, err := b.store.OutboxList(ctx, &store.OutboxListParams{Limit: 10000})
+		require.NoError(t, err)
+		finishes, finished := 0, 0
+		for _, ev := range events {
+			var data job.StateChangedData
+			require.NoError(t, json.Unmarshal(ev.Data, &data))
+			if len(data.Transitions) > 0 && data.Transitions[0].To == job.StateSuccess {
+				finishes++
+				finished += len(data.Transitions)
+			}
+		}
+		require.Equal(t, n, finished)
+		require.Less(t, finishes, n/4, "completions written in batches")
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := Config{Queues: map[string]int{"q": 0, "": 1}, LeaseDuration: time.Millisecond}.WithDefaults()
+	cfg.LeaseDuration = time.Millisecond
+	err := cfg.Validate()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "LeaseDuration")
+	require.Contains(t, err.Error(), `Queues["q"]`)
+	require.Contains(t, err.Error(), "queue name is empty")
+	require.NoError(t, Config{}.WithDefaults().Validate())
+}
