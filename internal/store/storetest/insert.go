@@ -41,6 +41,19 @@ func testInsert(t *testing.T, open opener) {
 		}
 	})
 
+	t.Run("QueueDefaultsToType", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := newJob("")
+		p.Type = "thumbnail"
+		row := b.insertOne(t, p)
+		require.Equal(t, "thumbnail", row.Queue)
+		require.Equal(t, "thumbnail", b.get(t, p.ID).Queue)
+		rows := b.acquire(t, "thumbnail", 1, at(time.Second))
+		require.Len(t, rows, 1)
+		require.Equal(t, p.ID, rows[0].ID)
+	})
+
 	t.Run("EveryFieldRoundTrips", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
