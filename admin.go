@@ -1,0 +1,91 @@
+package docket
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Get returns one job; ErrNotFound when there is none.
+func (c *Client) Get(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	return c.store.JobGet(ctx, id)
+}
+
+// ListParams filter List. Zero fields filter nothing.
+type ListParams struct {
+	States   []JobState
+	Types    []string
+	Queues   []string
+	Priority *int
+	// Before is the cursor: jobs with ids below it (the previous page's
+	// last id). uuid.Nil starts at the newest.
+	Before uuid.UUID
+	// Limit; default 100, at most 1000.
+	Limit int
+}
+
+// List lists jobs newest first.
+func (c *Client) List(ctx context.Context, p ListParams) ([]*JobRow, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	p.Limit = min(p.Limit, 1000)
+	return c.store.JobList(ctx, &store.JobListParams{
+		States: p.States, Types: p.Types, Queues: p.Queues, Priority: p.Priority,
+		BeforeID: p.Before, Limit: p.Limit,
+	})
+}
+
+// Attempts lists a job's attempts, oldest first, with the running one.
+func (c *Client) Attempts(ctx context.Context, id uuid.UUID) ([]*JobAttempt, error) {
+	return c.store.JobAttemptList(ctx, id)
+}
+
+// Cancel cancels a job: at once when it waits (CREATED, QUEUED, RETRY); when
+// it runs, its handler's context is canceled and the holder records
+// CANCELED (the returned row has CancelRequested). Canceling a canceled job
+// changes nothing; SUCCESS and DEAD give *InvalidTransitionError.
+func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	return c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+}
+
+// Retry puts a DEAD or CANCELED job back in its queue with attempts reset.
+// A job that is waiting or running is returned unchanged; a job that
+// succeeded gives *InvalidTransitionError.
+func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	return c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.cfg.Now()})
+}
+
+// QueueInfo is a queue's pause flag and job counts by state.
+type QueueInfo = store.Queue
+
+// PauseQueue stops every worker from acquiring jobs of queue (running jobs
+// finish). ResumeQueue undoes it.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: true, Now: c.cfg.Now()})
+}
+
+// ResumeQueue lets workers acquire jobs of queue again.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: false, Now: c.cfg.Now()})
+}
+
+// Queues lists queues with their counts and pause flags.
+func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
+	return c.store.QueueList(ctx)
+}
+
+// CountByState counts jobs per state over all queues.
+func (c *Client) CountByState(ctx context.Context) (map[JobState]int, error) {
+	counts, err := c.store.JobCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[JobState]int{}
+	for _, n := range counts {
+		out[n.State] += n.Count
+	}
+	return out, nil
+}

@@ -1,0 +1,52 @@
+// Command docket runs and manages docket: migrations, the demo, and (in
+// later releases) the server.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := rootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "docket:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "docket",
+		Short:         "A durable platform for asynchronous work",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(migrateCommand(), demoCommand())
+	return root
+}
+
+// databaseURLFlag adds --database-url, defaulting to $DOCKET_DATABASE_URL,
+// then to the embedded SQLite file.
+func databaseURLFlag(cmd *cobra.Command, def string) *string {
+	if env := os.Getenv("DOCKET_DATABASE_URL"); env != "" {
+		def = env
+	}
+	return cmd.Flags().String("database-url", def,
+		"database: postgres://… or sqlite:PATH (env DOCKET_DATABASE_URL)")
+}
+
+// openClient opens the database; logs go to stderr at level and above.
+func openClient(ctx context.Context, url string, migrate bool, level slog.Level) (*docket.Client, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: migrate, Logger: logger})
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket"
+)
+
+func migrateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply, revert or show database schema migrations",
+	}
+	var url *string
+	run := func(dir string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			steps := 0
+			if len(args) == 1 {
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 {
+					return fmt.Errorf("steps %q: must be a positive integer", args[0])
+				}
+				steps = n
+			}
+			client, err := openClient(cmd.Context(), *url, false, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			done, err := client.Migrate(cmd.Context(), migrateDirection(dir), steps)
+			if err != nil {
+				return err
+			}
+			if len(done) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "nothing to migrate %s\n", dir)
+			}
+			for _, m := range done {
+				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s %04d_%s\n", dir, m.Version, m.Name)
+			}
+			return nil
+		}
+	}
+	up := &cobra.Command{Use: "up [steps]", Short: "Apply pending migrations (all, or the next N)", Args: cobra.MaximumNArgs(1), RunE: run("up")}
+	down := &cobra.Command{Use: "down [steps]", Short: "Revert applied migrations (all, or the last N)", Args: cobra.MaximumNArgs(1), RunE: run("down")}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "List migrations and whether each is applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := openClient(cmd.Context(), *url, false, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ms, err := client.MigrationStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
+			for _, m := range ms {
+				applied := "no"
+				if m.Applied {
+					applied = m.AppliedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%04d\t%s\t%s\n", m.Version, m.Name, applied)
+			}
+			return tw.Flush()
+		},
+	}
+	for _, c := range []*cobra.Command{up, down, status} {
+		u := databaseURLFlag(c, docket.DatabaseURLDefault)
+		c.PreRun = func(*cobra.Command, []string) { url = u }
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+func migrateDirection(dir string) docket.MigrateDirection {
+	if dir == "down" {
+		return docket.MigrateDown
+	}
+	return docket.MigrateUp
+}

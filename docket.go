@@ -1,0 +1,172 @@
+// Package docket is a durable platform for asynchronous work: jobs are
+// recorded in a database (PostgreSQL, or an embedded SQLite file by default)
+// and run at least once by handlers, with leases, retries and crash recovery.
+//
+// A Client inserts and manages jobs; a Worker runs them:
+//
+//	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: "sqlite:docket.db", AutoMigrate: true})
+//	w := docket.NewWorker(client, docket.WorkerConfig{})
+//	docket.AddHandler(w, func(ctx context.Context, job *docket.Job[EmailArgs]) error { … })
+//	w.Start(ctx)
+//	client.Insert(ctx, EmailArgs{To: "a@example.com"}, nil)
+package docket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/store/sqlite"
+)
+
+// DatabaseURLDefault is used when Config.DatabaseURL is empty: an SQLite
+// file in the working directory.
+const DatabaseURLDefault = "sqlite:docket.db"
+
+// Config configures a Client.
+type Config struct {
+	// DatabaseURL: "postgres://…" (or "postgresql://…") or "sqlite:PATH".
+	// Default DatabaseURLDefault.
+	DatabaseURL string
+	// AutoMigrate applies pending migrations when the client opens.
+	// Default false: run `docket migrate up` (or Client.Migrate) instead.
+	AutoMigrate bool
+	// PriorityAging: how much waiting one priority step is worth; a job of
+	// priority p sorts as if it became due p × PriorityAging later, so low
+	// priority work cannot starve. Default 5 min.
+	PriorityAging time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock used for every timestamp; default time.Now. Tests
+	// inject their own to move time without sleeping.
+	Now func() time.Time
+}
+
+// Client inserts, reads and manages jobs. It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	store store.Store
+}
+
+// NewClient opens the database named by cfg.DatabaseURL.
+func NewClient(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = DatabaseURLDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	st, err := openStore(ctx, cfg.DatabaseURL, store.Options{PriorityAging: cfg.PriorityAging})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, store: st}
+	if cfg.AutoMigrate {
+		if _, err := c.Migrate(ctx, MigrateUp, 0); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func openStore(ctx context.Context, url string, opts store.Options) (store.Store, error) {
+	opts = opts.WithDefaults()
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		st, err := postgres.Open(ctx, url, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		return st, nil
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+		if path == "" {
+			return nil, errors.New(`database url "sqlite:" needs a file path, e.g. sqlite:docket.db`)
+		}
+		st, err := sqlite.Open(ctx, path, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("database url %q: scheme must be postgres:// or sqlite:", redact(url))
+}
+
+// redact hides a password in a URL for error messages.
+func redact(url string) string {
+	at := strings.LastIndex(url, "@")
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return url
+	}
+	if colon := strings.Index(url[scheme+3:at], ":"); colon >= 0 {
+		return url[:scheme+3+colon] + ":xxxxx" + url[at:]
+	}
+	return url
+}
+
+// Close releases the database connections.
+func (c *Client) Close() error { return c.store.Close() }
+
+// Backend names the database in use: "postgres" or "sqlite".
+func (c *Client) Backend() string { return c.store.Backend() }
+
+// Ping checks the database is reachable.
+func (c *Client) Ping(ctx context.Context) error { return c.store.Ping(ctx) }
+
+// MigrateDirection is up or down.
+type MigrateDirection = store.Direction
+
+// Migration directions for Client.Migrate.
+const (
+	MigrateUp   = store.Up
+	MigrateDown = store.Down
+)
+
+// Migration is one schema version and whether it is applied.
+type Migration = store.Migration
+
+// Migrate applies steps migrations (0 = all) in the given direction and
+// returns the migrations it applied or reverted.
+func (c *Client) Migrate(ctx context.Context, dir MigrateDirection, steps int) ([]Migration, error) {
+	done, err := c.store.Migrate(ctx, &store.MigrateParams{Direction: dir, Steps: steps})
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", dir, err)
+	}
+	return done, nil
+}
+
+// MigrationStatus lists every known migration and whether it is applied.
+func (c *Client) MigrationStatus(ctx context.Context) ([]Migration, error) {
+	return c.store.MigrationStatus(ctx)
+}
+
+// JobRow is a job as stored.
+type JobRow = job.Row
+
+// JobState is a job's lifecycle state.
+type JobState = job.State
+
+// Job states.
+const (
+	JobStateCreated  = job.StateCreated
+	JobStateQueued   = job.StateQueued
+	JobStateRunning  = job.StateRunning
+	JobStateRetry    = job.StateRetry
+	JobStateSuccess  = job.StateSuccess
+	JobStateDead     = job.StateDead
+	JobStateCanceled = job.StateCanceled
+)
+
+// JobAttempt is one execution of a job.
+type JobAttempt = job.Attempt

@@ -1,0 +1,31 @@
+package docket
+
+import (
+	"github.com/docket-run/docket/internal/engine"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// ErrNotFound: no job with that id.
+var ErrNotFound = store.ErrNotFound
+
+// ErrLeaseLost: the attempt no longer holds the job's lease (it expired and
+// was rescued, or the job was canceled); its writes are refused.
+var ErrLeaseLost = store.ErrLeaseLost
+
+// ErrNotInJob is returned by Progress and SetResult outside a handler.
+var ErrNotInJob = engine.ErrNotInJob
+
+// ErrCancelRequested is the cause (context.Cause) of a handler's context
+// when the job was canceled while running.
+var ErrCancelRequested = engine.ErrCancelRequested
+
+// InvalidTransitionError: the state machine refused a change (e.g. retrying
+// a job that succeeded). Nothing was changed.
+type InvalidTransitionError = job.InvalidTransitionError
+
+// FatalError marks a handler error that must not be retried.
+type FatalError = engine.FatalError
+
+// Fatal wraps err so the job goes to DEAD at once instead of being retried.
+func Fatal(err error) error { return &engine.FatalError{Err: err} }

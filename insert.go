@@ -1,0 +1,237 @@
+package docket
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/engine"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// JobArgs is the payload of a job; its JobType names the handler that runs
+// it. It is encoded with encoding/json.
+type JobArgs interface {
+	JobType() string
+}
+
+// RawArgs is a job given as a type name and JSON payload (as the HTTP API
+// receives them).
+type RawArgs struct {
+	Type    string
+	Payload json.RawMessage
+}
+
+// JobType implements JobArgs.
+func (r RawArgs) JobType() string { return r.Type }
+
+// MarshalJSON returns the payload as is.
+func (r RawArgs) MarshalJSON() ([]byte, error) {
+	if len(r.Payload) == 0 {
+		return []byte("{}"), nil
+	}
+	return r.Payload, nil
+}
+
+// Limits of InsertOpts.
+const (
+	PriorityMin     = 0
+	PriorityMax     = 9
+	PriorityDefault = 1
+)
+
+// InsertOpts are per-job options; the zero value takes every default.
+type InsertOpts struct {
+	// Queue; default the job type.
+	Queue string
+	// Priority 0 (runs first) .. 9; default 1. Ages with waiting time.
+	Priority *int
+	// MaxAttempts; default 25.
+	MaxAttempts int
+	// RunAt: not run before this instant; default now.
+	RunAt time.Time
+	// Timeout of each attempt; default the worker's JobTimeout (5 min).
+	Timeout time.Duration
+	// IdempotencyKey: inserting again with the same key returns the
+	// existing job instead of a new one. Unique in the database.
+	IdempotencyKey string
+}
+
+// InsertParams is one job of InsertMany.
+type InsertParams struct {
+	Args JobArgs
+	Opts *InsertOpts
+}
+
+// InsertResult is the job inserted (or, for a repeated idempotency key, the
+// job that already had the key: Duplicate is true).
+type InsertResult struct {
+	Job       *JobRow
+	Duplicate bool
+}
+
+// Insert records one job.
+func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	res, err := c.InsertMany(ctx, []InsertParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// InsertMany records many jobs in one transaction (COPY on PostgreSQL).
+func (c *Client) InsertMany(ctx context.Context, jobs []InsertParams) ([]*InsertResult, error) {
+	return c.insert(ctx, nil, jobs)
+}
+
+// InsertTx records one job inside the caller's PostgreSQL transaction: it
+// exists if and only if the transaction commits.
+func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	return c.insertOneTx(ctx, tx, args, opts)
+}
+
+// InsertManyTx is InsertMany inside the caller's PostgreSQL transaction.
+func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParams) ([]*InsertResult, error) {
+	return c.insert(ctx, tx, jobs)
+}
+
+// InsertSQLTx records one job inside the caller's database/sql transaction
+// (PostgreSQL through the pgx stdlib driver, or SQLite).
+func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	return c.insertOneTx(ctx, tx, args, opts)
+}
+
+func (c *Client) insertOneTx(ctx context.Context, tx any, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	if tx == nil {
+		return nil, errors.New("insert in transaction: tx is nil")
+	}
+	res, err := c.insert(ctx, tx, []InsertParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*InsertResult, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	now := c.cfg.Now()
+	params := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, len(jobs)), Now: now}
+	for i, j := range jobs {
+		p, err := insertParams(j.Args, j.Opts, now)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		params.Jobs[i] = p
+	}
+	var res []*store.JobInsertResult
+	var err error
+	if tx == nil {
+		res, err = c.store.JobInsertMany(ctx, params)
+	} else {
+		res, err = c.store.JobInsertManyTx(ctx, tx, params)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(jobs), err)
+	}
+	out := make([]*InsertResult, len(res))
+	for i, r := range res {
+		out[i] = &InsertResult{Job: r.Job, Duplicate: r.Duplicate}
+	}
+	return out, nil
+}
+
+// ValidationError names the option or field that is invalid.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInsertParams, error) {
+	if args == nil {
+		return nil, &ValidationError{Field: "args", Message: "is required"}
+	}
+	if opts == nil {
+		opts = &InsertOpts{}
+	}
+	typ := args.JobType()
+	if err := validName("jobType", typ); err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return nil, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()}
+	}
+	queue := opts.Queue
+	if queue == "" {
+		queue = typ
+	}
+	if err := validName("queue", queue); err != nil {
+		return nil, err
+	}
+	priority := PriorityDefault
+	if opts.Priority != nil {
+		priority = *opts.Priority
+	}
+	if priority < PriorityMin || priority > PriorityMax {
+		return nil, &ValidationError{Field: "priority", Message: fmt.Sprintf("must be between %d and %d", PriorityMin, PriorityMax)}
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = engine.MaxAttemptsDefault
+	}
+	if maxAttempts < 1 || maxAttempts > 1000 {
+		return nil, &ValidationError{Field: "maxAttempts", Message: "must be between 1 and 1000"}
+	}
+	if opts.Timeout < 0 {
+		return nil, &ValidationError{Field: "timeout", Message: "must not be negative"}
+	}
+	if len(opts.IdempotencyKey) > 255 {
+		return nil, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"}
+	}
+	runAt := opts.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("make job id: %w", err)
+	}
+	return &store.JobInsertParams{
+		ID: id, Type: typ, Queue: queue, Priority: priority, Payload: payload,
+		IdempotencyKey: opts.IdempotencyKey, State: job.StateQueued,
+		MaxAttempts: maxAttempts, RunAt: runAt, Timeout: opts.Timeout,
+	}, nil
+}
+
+// validName checks a job type or queue name: 1..128 bytes of letters,
+// digits and . _ - : /
+func validName(field, s string) error {
+	if s == "" {
+		return &ValidationError{Field: field, Message: "is required"}
+	}
+	if len(s) > 128 {
+		return &ValidationError{Field: field, Message: "must be at most 128 bytes"}
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == '-' || r == ':' || r == '/'
+		if !ok {
+			return &ValidationError{Field: field, Message: fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - : /)", r)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package docket_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// Child processes: the test binary re-run with these variables set.
+const (
+	childRoleEnv = "DOCKET_TEST_CHILD"
+	childURLEnv  = "DOCKET_TEST_CHILD_URL"
+	childFileEnv = "DOCKET_TEST_CHILD_FILE"
+)
+
+type (
+	raceArgs  struct{ N int }
+	crashArgs struct{}
+)
+
+func (raceArgs) JobType() string  { return "test.race" }
+func (crashArgs) JobType() string { return "test.crash" }
+
+// runChild is a worker process: "race" logs every execution to a file and
+// runs until SIGTERM; "crash" signals (by creating a file) that it is inside
+// a handler and then hangs there until it is killed.
+func runChild(role string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: os.Getenv(childURLEnv)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	defer client.Close()
+	path := os.Getenv(childFileEnv)
+	cfg := docket.WorkerConfig{PollInterval: 50 * time.Millisecond, LeaderTTL: 300 * time.Millisecond}
+	var w *docket.Worker
+	switch role {
+	case "race":
+		log, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		defer log.Close()
+		cfg.Queues = map[string]int{"test.race": 8}
+		cfg.FetchBatch = 8
+		w = docket.NewWorker(client, cfg)
+		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[raceArgs]) error {
+			start := time.Now().UnixNano()
+			if j.Args.N%10 == 0 {
+				time.Sleep(time.Millisecond) // widen the window for overlaps
+			}
+			line := fmt.Sprintf("%s %d %s %d %d\n", j.ID, j.Attempt, j.LeaseOwner, start, time.Now().UnixNano())
+			_, err := log.WriteString(line) // one write, O_APPEND: lines never interleave
+			return err
+		})
+	case "crash":
+		cfg.LeaseDuration = time.Second
+		w = docket.NewWorker(client, cfg)
+		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[crashArgs]) error {
+			if err := os.WriteFile(path, []byte(j.LeaseOwner), 0o644); err != nil {
+				return err
+			}
+			select {} // hang until SIGKILL
+		})
+	default:
+		fmt.Fprintln(os.Stderr, "child: unknown role", role)
+		return 2
+	}
+	if err := w.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.Stop(stopCtx)
+	return 0
+}
+
+func startChild(t *testing.T, role, url, file string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childURLEnv+"="+url, childFileEnv+"="+file)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+func openStore(t *testing.T, url string) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	var st store.Store
+	var err error
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		st, err = sqlite.Open(ctx, path, store.Options{}.WithDefaults())
+	} else {
+		st, err = postgres.Open(ctx, url, store.Options{}.WithDefaults())
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// TestRaceTwoProcesses: two OS processes with 8 workers each work one
+// database down. Afterwards every job succeeded exactly once: one accepted
+// completion each, one execution each, no two executions overlapping.
+func TestRaceTwoProcesses(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		n := 10000
+		if backend.Name == "sqlite" {
+			n = 2000
+		}
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		params := make([]docket.InsertParams, n)
+		for i := range params {
+			params[i] = docket.InsertParams{Args: raceArgs{N: i}}
+		}
+		_, err := b.client.InsertMany(ctx, params)
+		require.NoError(t, err)
+
+		dir := t.TempDir()
+		var children []*exec.Cmd
+		for i := range 2 {
+			children = append(children, startChild(t, "race", b.url, filepath.Join(dir, fmt.Sprintf("exec-%d.log", i))))
+		}
+		eventually(t, 3*time.Minute, "every job to succeed", func() bool {
+			counts, err := b.client.CountByState(ctx)
+			require.NoError(t, err)
+			return counts[docket.JobStateSuccess] == n
+		})
+		for _, c := range children {
+			require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, c.Wait(), "child exits cleanly")
+		}
+
+		// Executions from the handler logs.
+		type execution struct {
+			attempt    int
+			node       string
+			start, end int64
+		}
+		runs := map[uuid.UUID][]execution{}
+		nodes := map[string]bool{}
+		for i := range children {
+			f, err := os.Open(filepath.Join(dir, fmt.Sprintf("exec-%d.log", i)))
+			require.NoError(t, err)
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var id string
+				var ex execution
+				_, err := fmt.Sscan(sc.Text(), &id, &ex.attempt, &ex.node, &ex.start, &ex.end)
+				require.NoError(t, err, sc.Text())
+				runs[uuid.MustParse(id)] = append(runs[uuid.MustParse(id)], ex)
+				nodes[ex.node] = true
+			}
+			require.NoError(t, f.Close())
+		}
+		require.Len(t, runs, n, "every job ran")
+		require.Len(t, nodes, 2, "both processes did work")
+		for id, exs := range runs {
+			for i := range exs {
+				for j := i + 1; j < len(exs); j++ {
+					overlap := exs[i].start < exs[j].end && exs[j].start < exs[i].end
+					require.False(t, overlap, "job %s: executions %+v and %+v overlap", id, exs[i], exs[j])
+				}
+			}
+			require.Len(t, exs, 1, "job %s ran %d times without any fault", id, len(exs))
+		}
+
+		// Accepted completions, from the outbox: RUNNING -> SUCCESS once per job.
+		st := openStore(t, b.url)
+		successes := map[uuid.UUID]int{}
+		var after int64
+		for {
+			events, err := st.OutboxList(ctx, &store.OutboxListParams{AfterID: after, Limit: 1000})
+			require.NoError(t, err)
+			if len(events) == 0 {
+				break
+			}
+			for _, ev := range events {
+				after = ev.ID
+				if ev.Type != job.EventStateChanged {
+					continue
+				}
+				var data job.StateChangedData
+				require.NoError(t, json.Unmarshal(ev.Data, &data))
+				for _, tr := range data.Transitions {
+					if tr.To == job.StateSuccess {
+						successes[tr.JobID]++
+					}
+				}
+			}
+		}
+		require.Len(t, successes, n)
+		for id, c := range successes {
+			require.Equal(t, 1, c, "job %s has %d accepted completions", id, c)
+		}
+		var before uuid.UUID
+		seen := 0
+		for {
+			rows, err := b.client.List(ctx, docket.ListParams{Before: before, Limit: 1000})
+			require.NoError(t, err)
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				require.Equal(t, 1, r.Attempt, "job %s", r.ID)
+				require.Equal(t, docket.JobStateSuccess, r.State)
+			}
+			seen += len(rows)
+			before = rows[len(rows)-1].ID
+		}
+		require.Equal(t, n, seen)
+	})
+}
+
+// TestCrashInHandler: a worker process is SIGKILLed inside a handler; the
+// job's lease expires, another process rescues it and completes it.
+func TestCrashInHandler(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cfg := fastConfig()
+		cfg.LeaseDuration = time.Second
+		b := setup(t, backend, cfg)
+		ctx := context.Background()
+		res, err := b.client.Insert(ctx, crashArgs{}, nil)
+		require.NoError(t, err)
+
+		marker := filepath.Join(t.TempDir(), "inside-handler")
+		child := startChild(t, "crash", b.url, marker)
+		var childNode string
+		eventually(t, 30*time.Second, "the child to enter the handler", func() bool {
+			b, err := os.ReadFile(marker)
+			childNode = string(b)
+			return err == nil && len(b) > 0
+		})
+		require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+		_ = child.Wait()
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRunning, row.State, "the dead child still holds the lease")
+		require.Equal(t, childNode, row.LeaseOwner)
+
+		ran := make(chan int, 1)
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[crashArgs]) error {
+			ran <- j.Attempt
+			return nil
+		})
+		b.start(t)
+		row = b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+		require.Equal(t, 2, <-ran)
+		require.Equal(t, 2, row.Attempt)
+		atts, err := b.client.Attempts(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Len(t, atts, 2)
+		require.Equal(t, childNode, atts[0].Node)
+		require.EqualValues(t, "expired", atts[0].Outcome)
+		require.Contains(t, atts[0].Error, "expired")
+		require.Equal(t, b.worker.NodeID(), atts[1].Node)
+		require.EqualValues(t, "success", atts[1].Outcome)
+	})
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as README.md tells: installs and starts what the tests
+# need (PostgreSQL from Debian packages, on loopback), then runs the linters
+# and every test on both backends, with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CI=${CI:-}
+eval "$(scripts/testdb.sh start | grep '^DOCKET_TEST_DATABASE_URL=' | sed 's/^/export /')"
+echo "PostgreSQL for tests: $DOCKET_TEST_DATABASE_URL"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "not gofmt'ed:"; echo "$unformatted"; exit 1; fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== staticcheck"
+if ! command -v staticcheck >/dev/null 2>&1; then
+  GOBIN="$(go env GOPATH)/bin" go install honnef.co/go/tools/cmd/staticcheck@2025.1.1
+  export PATH="$(go env GOPATH)/bin:$PATH"
+fi
+staticcheck ./...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 20m "$@" ./...

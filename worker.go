@@ -1,0 +1,210 @@
+package docket
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/engine"
+	"github.com/docket-run/docket/internal/job"
+)
+
+// WorkerConfig configures a Worker. Zero fields take the documented
+// defaults, which suit production; tests set short timings instead of
+// sleeping. Queues not listed but served by a registered handler (a job's
+// queue defaults to its type) are worked with QueueWorkersDefault slots.
+type WorkerConfig struct {
+	// NodeID names this process in leases and attempts; default
+	// hostname-pid-random.
+	NodeID string
+	// Queues maps queue names to how many of their jobs run at once here.
+	Queues map[string]int
+	// LeaseDuration of acquired jobs, renewed every third of it; default 30 s.
+	LeaseDuration time.Duration
+	// JobTimeout is the default deadline of one attempt; default 5 min.
+	JobTimeout time.Duration
+	// RescueInterval: how often expired leases are looked for; a job whose
+	// worker died runs again within LeaseDuration + RescueInterval.
+	// Default 15 s.
+	RescueInterval time.Duration
+	// SchedulerInterval: how often retries whose backoff is over are queued
+	// again; default 1 s.
+	SchedulerInterval time.Duration
+	// PruneInterval and Retention: finished jobs older than Retention are
+	// deleted; defaults 1 min and 7 days.
+	PruneInterval time.Duration
+	Retention     time.Duration
+	// PollInterval: fallback poll for new jobs when no wakeup arrives;
+	// default 1 s.
+	PollInterval time.Duration
+	// LeaderTTL: term of the maintenance leader; default 15 s.
+	LeaderTTL time.Duration
+	// FetchBatch: most jobs acquired by one query; default 200.
+	FetchBatch int
+	// CompleteBatch and CompleteInterval: results are written when this many
+	// are pending or this long after the first; defaults 1000 and 1 ms.
+	CompleteBatch    int
+	CompleteInterval time.Duration
+	// RetryBackoffBase and RetryBackoffMax: the delay after attempt n is
+	// uniform in [c/2, c], c = min(base × 2^(n-1), max); defaults 1 s and 1 h.
+	RetryBackoffBase time.Duration
+	RetryBackoffMax  time.Duration
+}
+
+func (c WorkerConfig) engineConfig(client *Client) engine.Config {
+	return engine.Config{
+		NodeID: c.NodeID, Queues: c.Queues, LeaseDuration: c.LeaseDuration,
+		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval,
+		SchedulerInterval: c.SchedulerInterval, PruneInterval: c.PruneInterval,
+		Retention: c.Retention, PollInterval: c.PollInterval, LeaderTTL: c.LeaderTTL,
+		FetchBatch: c.FetchBatch, CompleteBatch: c.CompleteBatch, CompleteInterval: c.CompleteInterval,
+		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
+		Logger:       client.cfg.Logger, Now: client.cfg.Now,
+	}
+}
+
+// QueueWorkersDefault is the concurrency of a queue a Worker works because a
+// handler is registered for it, when WorkerConfig.Queues does not list it.
+const QueueWorkersDefault = engine.QueueWorkersDefault
+
+// Worker runs jobs in this process: it acquires leases on its queues, runs
+// the registered handlers, renews leases, records results, and takes its
+// turn as leader for maintenance (rescuing expired leases, scheduling
+// retries, pruning). Any number of workers in any number of processes may
+// share one PostgreSQL database.
+type Worker struct {
+	client *Client
+	cfg    WorkerConfig
+
+	mu       sync.Mutex
+	handlers map[string]*engine.Handler
+	engine   *engine.Engine
+}
+
+// NewWorker makes a worker on client's database. Register handlers with
+// AddHandler, then Start it.
+func NewWorker(client *Client, cfg WorkerConfig) *Worker {
+	return &Worker{client: client, cfg: cfg, handlers: map[string]*engine.Handler{}}
+}
+
+// Job is one attempt of a job whose payload decoded into Args.
+type Job[T JobArgs] struct {
+	*JobRow
+	Args T
+}
+
+// HandlerOpts tune one job type.
+type HandlerOpts struct {
+	// Timeout of each attempt; default WorkerConfig.JobTimeout. A job's own
+	// timeout (InsertOpts.Timeout) wins over both.
+	Timeout time.Duration
+	// RetryBackoffBase and RetryBackoffMax: the retry delay after attempt n
+	// is uniform in [c/2, c] with c = min(base × 2^(n-1), max). Default the
+	// worker's RetryBackoff.
+	RetryBackoffBase time.Duration
+	RetryBackoffMax  time.Duration
+}
+
+// AddHandler registers fn for jobs whose type is T's JobType(). The payload
+// is decoded into T; a payload that does not decode sends the job to DEAD.
+// fn returning nil records SUCCESS (with the result given to SetResult, if
+// any); Fatal(err) records DEAD; any other error or a panic records RETRY
+// (DEAD once attempts are used up). ctx carries the attempt's deadline and is
+// canceled with cause ErrCancelRequested when the job is canceled.
+func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) error, opts ...HandlerOpts) {
+	var zero T
+	typ := zero.JobType()
+	var o HandlerOpts
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	h := &engine.Handler{
+		Timeout: o.Timeout,
+		Backoff: backoff.Policy{Base: o.RetryBackoffBase, Max: o.RetryBackoffMax},
+		Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+			var args T
+			if err := json.Unmarshal(row.Payload, &args); err != nil {
+				return nil, Fatal(fmt.Errorf("decode payload of job type %q: %w", typ, err))
+			}
+			return nil, fn(ctx, &Job[T]{JobRow: row, Args: args})
+		},
+	}
+	if h.Backoff.Base > 0 && h.Backoff.Max < h.Backoff.Base {
+		h.Backoff.Max = h.Backoff.Base
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[typ] = h
+}
+
+// Start begins working. It returns once the worker's services run.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.engine != nil {
+		return errors.New("worker already started")
+	}
+	cfg := w.cfg.engineConfig(w.client)
+	queues := make(map[string]int, len(cfg.Queues)+len(w.handlers))
+	for q, n := range cfg.Queues {
+		queues[q] = n
+	}
+	for typ := range w.handlers {
+		if _, ok := queues[typ]; !ok {
+			queues[typ] = QueueWorkersDefault
+		}
+	}
+	cfg.Queues = queues
+	e, err := engine.New(w.client.store, cfg, w.handlers)
+	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	w.engine = e
+	return nil
+}
+
+// Stop shuts down gracefully: no new jobs are taken; running handlers may
+// finish until ctx is done, after which their contexts are canceled and the
+// leases they still hold are given back for another node to run.
+func (w *Worker) Stop(ctx context.Context) {
+	w.mu.Lock()
+	e := w.engine
+	w.engine = nil
+	w.mu.Unlock()
+	if e != nil {
+		e.Stop(ctx)
+	}
+}
+
+// NodeID is the id under which this worker holds leases.
+func (w *Worker) NodeID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.engine != nil {
+		return w.engine.NodeID()
+	}
+	return w.cfg.NodeID
+}
+
+// Progress records the running job's progress (0..100) and a message; it
+// is visible at once in the job and as a job.progress event.
+func Progress(ctx context.Context, percent float64, message string) error {
+	return engine.ReportProgress(ctx, percent, message)
+}
+
+// SetResult sets the JSON result stored with the job if the handler
+// succeeds.
+func SetResult(ctx context.Context, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode job result: %w", err)
+	}
+	return engine.SetResult(ctx, b)
+}

@@ -1,0 +1,461 @@
+package docket_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// Job types used by the tests.
+type (
+	echoArgs  struct{ N int }
+	flakyArgs struct{ FailTimes int }
+	blockArgs struct{ Key string }
+	fatalArgs struct{}
+	panicArgs struct{}
+	slowArgs  struct{}
+)
+
+func (echoArgs) JobType() string  { return "test.echo" }
+func (flakyArgs) JobType() string { return "test.flaky" }
+func (blockArgs) JobType() string { return "test.block" }
+func (fatalArgs) JobType() string { return "test.fatal" }
+func (panicArgs) JobType() string { return "test.panic" }
+func (slowArgs) JobType() string  { return "test.slow" }
+
+type bundle struct {
+	client *docket.Client
+	worker *docket.Worker
+	url    string
+}
+
+// fastConfig keeps every engine timing short so tests wait on signals and
+// short polls, never on production intervals.
+func fastConfig() docket.WorkerConfig {
+	return docket.WorkerConfig{
+		LeaseDuration:     5 * time.Second,
+		RescueInterval:    100 * time.Millisecond,
+		SchedulerInterval: 20 * time.Millisecond,
+		PollInterval:      50 * time.Millisecond,
+		LeaderTTL:         300 * time.Millisecond,
+		RetryBackoffBase:  time.Millisecond,
+		RetryBackoffMax:   10 * time.Millisecond,
+	}
+}
+
+func setup(t *testing.T, backend testdb.Backend, cfg docket.WorkerConfig) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	url := backend.URL(t)
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, client.Close()) })
+	w := docket.NewWorker(client, cfg)
+	return &bundle{client: client, worker: w, url: url}
+}
+
+func (b *bundle) start(t *testing.T) {
+	t.Helper()
+	require.NoError(t, b.worker.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.worker.Stop(ctx)
+	})
+}
+
+// eventually polls cond every 10 ms until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (b *bundle) waitState(t *testing.T, id uuid.UUID, want docket.JobState) *docket.JobRow {
+	t.Helper()
+	var row *docket.JobRow
+	eventually(t, 20*time.Second, fmt.Sprintf("job %s to be %s", id, want), func() bool {
+		var err error
+		row, err = b.client.Get(context.Background(), id)
+		require.NoError(t, err)
+		return row.State == want
+	})
+	return row
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, backend testdb.Backend)) {
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, backend)
+		})
+	}
+}
+
+func TestWorkerRunsJobsWithResults(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		var runs atomic.Int64
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error {
+			runs.Add(1)
+			return docket.SetResult(ctx, map[string]int{"double": j.Args.N * 2})
+		})
+		b.start(t)
+		params := make([]docket.InsertParams, 50)
+		for i := range params {
+			params[i] = docket.InsertParams{Args: echoArgs{N: i}}
+		}
+		res, err := b.client.InsertMany(context.Background(), params)
+		require.NoError(t, err)
+		for i, r := range res {
+			row := b.waitState(t, r.Job.ID, docket.JobStateSuccess)
+			require.JSONEq(t, fmt.Sprintf(`{"double":%d}`, 2*i), string(row.Result))
+			require.Equal(t, 1, row.Attempt)
+			require.False(t, row.FinishedAt.IsZero())
+			require.Empty(t, row.LeaseOwner)
+		}
+		require.EqualValues(t, 50, runs.Load())
+		atts, err := b.client.Attempts(context.Background(), res[0].Job.ID)
+		require.NoError(t, err)
+		require.Len(t, atts, 1)
+		require.Equal(t, b.worker.NodeID(), atts[0].Node)
+		require.EqualValues(t, "success", atts[0].Outcome)
+	})
+}
+
+func TestWorkerRetriesThenSucceeds(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[flakyArgs]) error {
+			if j.Attempt <= j.Args.FailTimes {
+				return fmt.Errorf("flaky failure %d", j.Attempt)
+			}
+			return nil
+		})
+		b.start(t)
+		res, err := b.client.Insert(context.Background(), flakyArgs{FailTimes: 2}, nil)
+		require.NoError(t, err)
+		row := b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+		require.Equal(t, 3, row.Attempt)
+		atts, err := b.client.Attempts(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		require.Len(t, atts, 3)
+		require.EqualValues(t, "error", atts[0].Outcome)
+		require.Equal(t, "flaky failure 1", atts[0].Error)
+		require.EqualValues(t, "error", atts[1].Outcome)
+		require.EqualValues(t, "success", atts[2].Outcome)
+	})
+}
+
+func TestWorkerRetryExhaustedGoesDead(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[flakyArgs]) error {
+			return errors.New("always fails")
+		})
+		b.start(t)
+		res, err := b.client.Insert(context.Background(), flakyArgs{}, &docket.InsertOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		row := b.waitState(t, res.Job.ID, docket.JobStateDead)
+		require.Equal(t, 3, row.Attempt)
+		require.Equal(t, "always fails", row.LastError)
+	})
+}
+
+func TestWorkerFatalPanicTimeout(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[fatalArgs]) error {
+			return docket.Fatal(errors.New("bad card"))
+		})
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[panicArgs]) error {
+			var m map[string]int
+			m["boom"]++ // nil map write panics
+			return nil
+		})
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[slowArgs]) error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		b.start(t)
+		ctx := context.Background()
+		fatal, err := b.client.Insert(ctx, fatalArgs{}, nil)
+		require.NoError(t, err)
+		panicked, err := b.client.Insert(ctx, panicArgs{}, &docket.InsertOpts{MaxAttempts: 2})
+		require.NoError(t, err)
+		slow, err := b.client.Insert(ctx, slowArgs{}, &docket.InsertOpts{MaxAttempts: 1, Timeout: 50 * time.Millisecond})
+		require.NoError(t, err)
+
+		row := b.waitState(t, fatal.Job.ID, docket.JobStateDead)
+		require.Equal(t, 1, row.Attempt, "a fatal error is not retried")
+		require.Contains(t, row.LastError, "bad card")
+
+		row = b.waitState(t, panicked.Job.ID, docket.JobStateDead)
+		require.Equal(t, 2, row.Attempt, "a panic is retried")
+		require.Contains(t, row.LastError, "panic: assignment to entry in nil map")
+		require.Contains(t, row.LastError, "goroutine", "the stack is recorded")
+		atts, err := b.client.Attempts(ctx, panicked.Job.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, "panic", atts[0].Outcome)
+
+		row = b.waitState(t, slow.Job.ID, docket.JobStateDead)
+		require.Contains(t, row.LastError, "timed out after 50ms")
+		atts, err = b.client.Attempts(ctx, slow.Job.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, "timeout", atts[0].Outcome)
+	})
+}
+
+// blocker lets a test hold handlers inside a job and release them.
+type blocker struct {
+	mu      sync.Mutex
+	started map[string]chan struct{}
+	release chan struct{}
+	causes  sync.Map // key -> error (context cause seen by the handler)
+}
+
+func newBlocker() *blocker {
+	return &blocker{started: map[string]chan struct{}{}, release: make(chan struct{})}
+}
+
+func (bl *blocker) startedCh(key string) chan struct{} {
+	bl.mu.Lock()
+	defer bl.mu.Unlock()
+	ch, ok := bl.started[key]
+	if !ok {
+		ch = make(chan struct{})
+		bl.started[key] = ch
+	}
+	return ch
+}
+
+func waitCh(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestProgressAndCancelRunningJob(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		bl := newBlocker()
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[blockArgs]) error {
+			if err := docket.Progress(ctx, 40, "warming up"); err != nil {
+				return err
+			}
+			close(bl.startedCh(j.Args.Key))
+			<-ctx.Done()
+			bl.causes.Store(j.Args.Key, context.Cause(ctx))
+			return ctx.Err()
+		})
+		b.start(t)
+		ctx := context.Background()
+		res, err := b.client.Insert(ctx, blockArgs{Key: "a"}, nil)
+		require.NoError(t, err)
+		waitCh(t, bl.startedCh("a"), "handler start")
+
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRunning, row.State)
+		require.InDelta(t, 40, row.Progress, 0.001)
+		require.Equal(t, "warming up", row.ProgressMsg)
+		require.Equal(t, b.worker.NodeID(), row.LeaseOwner)
+
+		row, err = b.client.Cancel(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRunning, row.State)
+		require.True(t, row.CancelRequested)
+
+		row = b.waitState(t, res.Job.ID, docket.JobStateCanceled)
+		cause, _ := bl.causes.Load("a")
+		require.ErrorIs(t, cause.(error), docket.ErrCancelRequested)
+		require.Contains(t, row.LastError, "canceled while running")
+
+		// Canceling again changes nothing; retrying brings it back.
+		again, err := b.client.Cancel(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, row.Version, again.Version)
+		row, err = b.client.Retry(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, row.State)
+		require.Equal(t, 0, row.Attempt)
+	})
+}
+
+func TestProgressOutsideJob(t *testing.T) {
+	require.ErrorIs(t, docket.Progress(context.Background(), 1, ""), docket.ErrNotInJob)
+}
+
+func TestCancelAndRetryRules(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		queued, err := b.client.Insert(ctx, echoArgs{}, &docket.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		row, err := b.client.Retry(ctx, queued.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, queued.Job.Version, row.Version, "retrying a queued job changes nothing")
+		row, err = b.client.Cancel(ctx, queued.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateCanceled, row.State)
+
+		_, err = b.client.Get(ctx, uuid.Must(uuid.NewV7()))
+		require.ErrorIs(t, err, docket.ErrNotFound)
+
+		// A job that succeeded can be neither canceled nor retried.
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error { return nil })
+		b.start(t)
+		done, err := b.client.Insert(ctx, echoArgs{}, nil)
+		require.NoError(t, err)
+		b.waitState(t, done.Job.ID, docket.JobStateSuccess)
+		var invalid *docket.InvalidTransitionError
+		_, err = b.client.Cancel(ctx, done.Job.ID)
+		require.ErrorAs(t, err, &invalid)
+		_, err = b.client.Retry(ctx, done.Job.ID)
+		require.ErrorAs(t, err, &invalid)
+		require.Equal(t, docket.JobStateSuccess, invalid.From)
+	})
+}
+
+func TestIdempotentInsert(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		ids := make([]uuid.UUID, 100)
+		errs := make([]error, 100)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := b.client.Insert(ctx, echoArgs{N: 7}, &docket.InsertOpts{IdempotencyKey: "order-7"})
+				errs[i] = err
+				if err == nil {
+					ids[i] = res.Job.ID
+				}
+			}()
+		}
+		wg.Wait()
+		for i := range ids {
+			require.NoError(t, errs[i])
+			require.Equal(t, ids[0], ids[i])
+		}
+		rows, err := b.client.List(ctx, docket.ListParams{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+	})
+}
+
+func TestInsertValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0], fastConfig())
+	ctx := context.Background()
+	bad := 12
+	cases := map[string]struct {
+		args  docket.JobArgs
+		opts  *docket.InsertOpts
+		field string
+	}{
+		"no type":      {docket.RawArgs{}, nil, "jobType"},
+		"bad type":     {docket.RawArgs{Type: "a b"}, nil, "jobType"},
+		"bad queue":    {echoArgs{}, &docket.InsertOpts{Queue: strings.Repeat("q", 200)}, "queue"},
+		"bad priority": {echoArgs{}, &docket.InsertOpts{Priority: &bad}, "priority"},
+		"bad attempts": {echoArgs{}, &docket.InsertOpts{MaxAttempts: -1}, "maxAttempts"},
+		"bad payload":  {docket.RawArgs{Type: "x", Payload: json.RawMessage("{")}, nil, "payload"},
+	}
+	for name, c := range cases {
+		_, err := b.client.Insert(ctx, c.args, c.opts)
+		var verr *docket.ValidationError
+		require.ErrorAs(t, err, &verr, name)
+		require.Equal(t, c.field, verr.Field, name)
+	}
+	rows, err := b.client.List(ctx, docket.ListParams{})
+	require.NoError(t, err)
+	require.Empty(t, rows, "nothing half-written")
+}
+
+func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		bl := newBlocker()
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[blockArgs]) error {
+			close(bl.startedCh(j.Args.Key))
+			<-bl.release // ignores its context on purpose
+			return nil
+		})
+		require.NoError(t, b.worker.Start(context.Background()))
+		ctx := context.Background()
+		res, err := b.client.Insert(ctx, blockArgs{Key: "stuck"}, nil)
+		require.NoError(t, err)
+		waitCh(t, bl.startedCh("stuck"), "handler start")
+
+		stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		b.worker.Stop(stopCtx)
+		cancel()
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, row.State, "the lease is given back")
+		require.Empty(t, row.LeaseOwner)
+		atts, err := b.client.Attempts(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, "interrupted", atts[0].Outcome)
+		close(bl.release) // the late return is fenced: nothing changes
+		row2, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, row2.State)
+	})
+}
+
+func TestPausedQueueIsNotWorked(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		require.NoError(t, b.client.PauseQueue(ctx, "test.echo"))
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error { return nil })
+		b.start(t)
+		res, err := b.client.Insert(ctx, echoArgs{}, nil)
+		require.NoError(t, err)
+		// Several poll intervals pass with the queue paused.
+		for range 5 {
+			row, err := b.client.Get(ctx, res.Job.ID)
+			require.NoError(t, err)
+			require.Equal(t, docket.JobStateQueued, row.State)
+			time.Sleep(60 * time.Millisecond)
+		}
+		qs, err := b.client.Queues(ctx)
+		require.NoError(t, err)
+		require.Len(t, qs, 1)
+		require.True(t, qs[0].Paused)
+		require.NoError(t, b.client.ResumeQueue(ctx, "test.echo"))
+		b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+	})
+}
