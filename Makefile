@@ -1,0 +1,25 @@
+.DEFAULT_GOAL := help
+.PHONY: help build test race lint testdb demo
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## Build the docket binary into ./bin
+	go build -o bin/docket ./cmd/docket
+
+test: ## The whole suite: start PostgreSQL, lint, every test on both backends with -race
+	./scripts/test.sh
+
+race: testdb ## go test -race on the packages with concurrency
+	DOCKET_TEST_DATABASE_URL=$$(scripts/testdb.sh url) go test -race -count=1 . ./internal/engine ./internal/store/...
+
+lint: ## gofmt, go vet, staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	go vet ./...
+	staticcheck ./...
+
+testdb: ## Start the throwaway PostgreSQL for tests (installs it if missing)
+	scripts/testdb.sh start
+
+demo: ## Run the demo on the embedded SQLite default
+	go run ./cmd/docket demo

@@ -1,0 +1,88 @@
+package docket_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// Jobs inserted in the caller's transaction exist if and only if it commits.
+func TestInsertInCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("sqlite *sql.Tx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testdb.Backend{Name: "sqlite", URL: testdb.SQLiteURL}, fastConfig())
+		db, err := sql.Open("sqlite", strings.TrimPrefix(b.url, "sqlite:")+"?_pragma=busy_timeout(10000)")
+		require.NoError(t, err)
+		defer db.Close()
+		checkSQLTx(t, b, db)
+	})
+	t.Run("postgres *sql.Tx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testdb.Backend{Name: "postgres", URL: testdb.PostgresURL}, fastConfig())
+		db, err := sql.Open("pgx", b.url)
+		require.NoError(t, err)
+		defer db.Close()
+		checkSQLTx(t, b, db)
+	})
+	t.Run("postgres pgx.Tx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testdb.Backend{Name: "postgres", URL: testdb.PostgresURL}, fastConfig())
+		conn, err := pgx.Connect(ctx, b.url)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		rolled, err := b.client.InsertTx(ctx, tx, echoArgs{N: 1}, nil)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
+		_, err = b.client.Get(ctx, rolled.Job.ID)
+		require.ErrorIs(t, err, docket.ErrNotFound)
+
+		tx, err = conn.Begin(ctx)
+		require.NoError(t, err)
+		res, err := b.client.InsertManyTx(ctx, tx, []docket.InsertParams{{Args: echoArgs{N: 2}}, {Args: echoArgs{N: 3}}})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		for _, r := range res {
+			got, err := b.client.Get(ctx, r.Job.ID)
+			require.NoError(t, err)
+			require.Equal(t, docket.JobStateQueued, got.State)
+		}
+	})
+}
+
+func checkSQLTx(t *testing.T, b *bundle, db *sql.DB) {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	rolled, err := b.client.InsertSQLTx(ctx, tx, echoArgs{N: 1}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	_, err = b.client.Get(ctx, rolled.Job.ID)
+	require.ErrorIs(t, err, docket.ErrNotFound)
+
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	res, err := b.client.InsertSQLTx(ctx, tx, echoArgs{N: 2}, &docket.InsertOpts{IdempotencyKey: "k"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	got, err := b.client.Get(ctx, res.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, docket.JobStateQueued, got.State)
+	dup, err := b.client.Insert(ctx, echoArgs{N: 2}, &docket.InsertOpts{IdempotencyKey: "k"})
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, res.Job.ID, dup.Job.ID)
+}
