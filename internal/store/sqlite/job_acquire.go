@@ -26,7 +26,7 @@ const acquireSQL = `UPDATE docket_jobs SET
 	attempted_at = ?3, progress = 0, progress_message = '', cancel_requested = 0,
 	updated_at = ?3, version = version + 1
 WHERE id IN (
-	SELECT id FROM docket_jobs
+	SELECT id FROM docket_jobs INDEXED BY docket_jobs_acquire
 	WHERE state = 'QUEUED' AND queue = ?4 AND run_at <= ?3
 		AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = ?4 AND paused = 1)
 	ORDER BY sort_at, id

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -19,14 +20,53 @@ SELECT id, attempt, coalesce(lease_owner, ''), coalesce(attempted_at, ?3), ?3, ?
 FROM docket_jobs
 WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expires_at < ?7)`
 
-// finishSQL ends a RUNNING attempt under the same guard as recordAttemptSQL.
-// NULL parameters keep the column: ?4 result, ?5 run_at, ?6 last_error.
-const finishSQL = `UPDATE docket_jobs SET
-	state = ?3, result = coalesce(?4, result), run_at = coalesce(?5, run_at),
-	last_error = coalesce(?6, last_error), finished_at = ?7,
-	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?8, version = version + 1
-WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?9 = 0 OR lease_expires_at < ?8)
-RETURNING job_type, queue`
+// The finish of a batch is three statements whatever its size, each taking
+// the whole batch as one JSON array parameter (json_each), so neither the
+// statement count nor the SQL text grows with the batch:
+//
+//  1. finishReadSQL reads the fencing columns of every job in the batch;
+//     Go decides which finishes apply (the write lock is held, so nothing
+//     changes in between);
+//  2. finishAttemptsSQL writes the history rows of the applied ones;
+//  3. finishUpdateSQL moves them, still guarded by state and attempt. The
+//     unary + keeps the planner from driving the join from the state index
+//     instead of looking each job up by id.
+
+// finishReadSQL: ?1 is a JSON array of job ids.
+const finishReadSQL = `SELECT j.id, j.job_type, j.queue, j.state, j.attempt,
+	coalesce(j.lease_owner, ''), j.attempted_at, j.lease_expires_at
+FROM docket_jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))`
+
+// finishAttemptsSQL: ?1 is a JSON array of
+// [job_id, attempt, node, started_at, finished_at, outcome, error].
+const finishAttemptsSQL = `INSERT INTO docket_job_attempts
+	(job_id, attempt, node, started_at, finished_at, outcome, error)
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
+FROM json_each(?1)`
+
+// finishUpdateSQL: ?1 is a JSON array of
+// [id, attempt, state, result, run_at, last_error, finished_at], where a
+// null result, run_at or last_error keeps the column; ?2 is Now.
+const finishUpdateSQL = `UPDATE docket_jobs SET
+	state = f.state, result = coalesce(f.result, docket_jobs.result),
+	run_at = coalesce(f.run_at, docket_jobs.run_at),
+	last_error = coalesce(f.last_error, docket_jobs.last_error), finished_at = f.finished_at,
+	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
+		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
+		value ->> 6 AS finished_at
+	FROM json_each(?1)) AS f
+WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt`
+
+// running is what finishing needs to know of a job.
+type running struct {
+	jobType, queue string
+	state          job.State
+	attempt        int
+	owner          string
+	attemptedAt    sql.NullInt64
+	leaseExpiresAt sql.NullInt64
+}
 
 // JobFinishMany implements store.Store.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
@@ -42,51 +82,86 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	if len(p.Jobs) == 0 {
 		return applied, nil
 	}
-	record, err := s.prepare(ctx, recordAttemptSQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare attempt record: %w", err)
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{finishReadSQL, finishAttemptsSQL, finishUpdateSQL} {
+		st, err := s.prepare(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("prepare finish: %w", err)
+		}
+		stmts[i] = st
 	}
-	finish, err := s.prepare(ctx, finishSQL)
+	ids := make([]string, len(p.Jobs))
+	for i, f := range p.Jobs {
+		ids[i] = f.ID.String()
+	}
+	idsJSON, err := json.Marshal(ids)
 	if err != nil {
-		return nil, fmt.Errorf("prepare finish: %w", err)
+		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	now := micros(p.Now)
-	expiredOnly := boolInt(p.ExpiredOnly)
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		record, finish := tx.StmtContext(ctx, record), tx.StmtContext(ctx, finish)
-		var ts []job.Transition
+		jobs, err := readRunning(ctx, tx.StmtContext(ctx, stmts[0]), string(idsJSON))
+		if err != nil {
+			return err
+		}
+		var (
+			attempts, updates [][]any
+			ts                []job.Transition
+		)
 		for i, f := range p.Jobs {
+			cur := jobs[ids[i]]
+			if cur == nil || cur.state != job.StateRunning || cur.attempt != f.Attempt ||
+				p.ExpiredOnly && !(cur.leaseExpiresAt.Valid && cur.leaseExpiresAt.Int64 < now) {
+				continue // fenced off
+			}
+			cur.state = f.State // a second finish of it in this batch is fenced off
+			applied[i] = true
 			at := micros(orNow(f.FinishedAt, p.Now))
-			res, err := record.ExecContext(ctx, f.ID.String(), f.Attempt, at,
-				string(outcomeOf(f.State, f.Outcome)), f.Error, expiredOnly, now)
-			if err != nil {
-				return fmt.Errorf("record attempt %d of job %s: %w", f.Attempt, f.ID, err)
+			started := at
+			if cur.attemptedAt.Valid {
+				started = cur.attemptedAt.Int64
 			}
-			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				continue // fenced off: not RUNNING at this attempt
-			}
+			attempts = append(attempts, []any{ids[i], f.Attempt, cur.owner, started, at,
+				outcomeOf(f.State, f.Outcome), f.Error})
 			var result, runAt, finishedAt any
 			switch f.State {
 			case job.StateSuccess:
-				result = nullJSON(f.Result)
+				if f.Result != nil {
+					result = string(f.Result)
+				}
 				finishedAt = at
 			case job.StateRetry:
 				runAt = micros(orNow(f.RunAt, p.Now))
 			default:
 				finishedAt = at
 			}
-			var t job.Transition
-			err = finish.QueryRowContext(ctx, f.ID.String(), f.Attempt, string(f.State),
-				result, runAt, nullString(f.Error), finishedAt, now, expiredOnly).Scan(&t.JobType, &t.Queue)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("finish attempt %d of job %s as %s: %w", f.Attempt, f.ID, f.State, err)
-			}
-			t.JobID, t.From, t.To, t.Attempt = f.ID, job.StateRunning, f.State, f.Attempt
-			ts = append(ts, t)
-			applied[i] = true
+			updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
+				nullString(f.Error), finishedAt})
+			ts = append(ts, job.Transition{JobID: f.ID, JobType: cur.jobType, Queue: cur.queue,
+				From: job.StateRunning, To: f.State, Attempt: f.Attempt})
+		}
+		if len(ts) == 0 {
+			return nil
+		}
+		attemptsJSON, err := json.Marshal(attempts)
+		if err != nil {
+			return fmt.Errorf("finish jobs: %w", err)
+		}
+		if _, err := tx.StmtContext(ctx, stmts[1]).ExecContext(ctx, string(attemptsJSON)); err != nil {
+			return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
+		}
+		updatesJSON, err := json.Marshal(updates)
+		if err != nil {
+			return fmt.Errorf("finish jobs: %w", err)
+		}
+		res, err := tx.StmtContext(ctx, stmts[2]).ExecContext(ctx, string(updatesJSON), now)
+		if err != nil {
+			return fmt.Errorf("finish %d jobs: %w", len(updates), err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("finish %d jobs: %w", len(updates), err)
+		} else if n != int64(len(updates)) {
+			return fmt.Errorf("finish %d jobs: %d changed", len(updates), n)
 		}
 		return insertStateChanged(ctx, tx, ts, p.Now)
 	})
@@ -94,6 +169,32 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		return nil, err
 	}
 	return applied, nil
+}
+
+// readRunning reads the fencing columns of the jobs in idsJSON, by id.
+func readRunning(ctx context.Context, st *sql.Stmt, idsJSON string) (map[string]*running, error) {
+	rows, err := st.QueryContext(ctx, idsJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs to finish: %w", err)
+	}
+	defer rows.Close()
+	jobs := map[string]*running{}
+	for rows.Next() {
+		var (
+			id, state string
+			r         running
+		)
+		if err := rows.Scan(&id, &r.jobType, &r.queue, &state, &r.attempt, &r.owner,
+			&r.attemptedAt, &r.leaseExpiresAt); err != nil {
+			return nil, fmt.Errorf("read jobs to finish: %w", err)
+		}
+		r.state = job.State(state)
+		jobs[id] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read jobs to finish: %w", err)
+	}
+	return jobs, nil
 }
 
 // outcomeOf is o, or the outcome implied by ending an attempt in state to.

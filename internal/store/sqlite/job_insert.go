@@ -3,27 +3,58 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
-// insertJobSQL inserts one job; a taken idempotency key inserts nothing and
-// returns no row.
-const insertJobSQL = `INSERT INTO docket_jobs (
-	id, job_type, queue, priority, payload, idempotency_key, state, max_attempts,
-	run_at, sort_at, timeout_ms, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING ` + jobColumns
+// insertColumns are the columns an insert sets; the rest take defaults.
+const insertColumns = `id, job_type, queue, priority, payload, idempotency_key, state,
+	max_attempts, run_at, sort_at, timeout_ms, created_at, updated_at`
+
+// insertColumnCount is the number of insertColumns.
+const insertColumnCount = 13
+
+// insertChunks are the row counts of the multi-row INSERT statements that
+// jobs without an idempotency key are written with: a batch is covered
+// greedily, largest first, so each size's statement is prepared once.
+var insertChunks = []int{256, 64, 16, 4, 1}
+
+// insertRowsSQL inserts n jobs in one statement.
+func insertRowsSQL(n int) string {
+	row := "(" + placeholders(insertColumnCount) + ")"
+	return `INSERT INTO docket_jobs (` + insertColumns + `) VALUES ` +
+		strings.Repeat(row+", ", n-1) + row
+}
+
+// insertKeyedSQL inserts one job with an idempotency key; a taken key
+// inserts nothing (0 rows affected).
+var insertKeyedSQL = insertRowsSQL(1) +
+	` ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
 
 const jobByKeySQL = `SELECT ` + jobColumns + ` FROM docket_jobs WHERE idempotency_key = ?`
 
-// insertStmts are the statements of one insert batch, usable in its tx.
-type insertStmts struct {
-	insert, byKey *sql.Stmt
+// stmtFunc gives a statement usable in the current transaction.
+type stmtFunc func(ctx context.Context, query string) (*sql.Stmt, error)
+
+// insertQueries lists every statement insertMany will use for p.
+func insertQueries(p *store.JobInsertManyParams) []string {
+	keyless := 0
+	for _, j := range p.Jobs {
+		if j.IdempotencyKey == "" {
+			keyless++
+		}
+	}
+	qs := []string{insertKeyedSQL, jobByKeySQL}
+	for _, n := range insertChunks {
+		if keyless >= n {
+			qs = append(qs, insertRowsSQL(n))
+			keyless %= n
+		}
+	}
+	return qs
 }
 
 // JobInsertMany implements store.Store. Writes are serialised (one writer
@@ -34,19 +65,22 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err := validateInsert(p); err != nil {
 		return nil, err
 	}
-	insert, err := s.prepare(ctx, insertJobSQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare job insert: %w", err)
-	}
-	byKey, err := s.prepare(ctx, jobByKeySQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare job lookup by idempotency key: %w", err)
+	// Prepare before beginning: the transaction holds the one connection.
+	prepared := map[string]*sql.Stmt{}
+	for _, q := range insertQueries(p) {
+		st, err := s.prepare(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("prepare job insert: %w", err)
+		}
+		prepared[q] = st
 	}
 	var out []*store.JobInsertResult
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		st := insertStmts{insert: tx.StmtContext(ctx, insert), byKey: tx.StmtContext(ctx, byKey)}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt := func(ctx context.Context, q string) (*sql.Stmt, error) {
+			return tx.StmtContext(ctx, prepared[q]), nil
+		}
 		var err error
-		out, err = s.insertMany(ctx, tx, st, p)
+		out, err = s.insertMany(ctx, tx, stmt, p)
 		return err
 	})
 	if err != nil {
@@ -66,17 +100,24 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 	if err := validateInsert(p); err != nil {
 		return nil, err
 	}
-	insert, err := sqlTx.PrepareContext(ctx, insertJobSQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare job insert: %w", err)
+	prepared := map[string]*sql.Stmt{}
+	defer func() {
+		for _, st := range prepared {
+			_ = st.Close()
+		}
+	}()
+	stmt := func(ctx context.Context, q string) (*sql.Stmt, error) {
+		if st, ok := prepared[q]; ok {
+			return st, nil
+		}
+		st, err := sqlTx.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("prepare job insert: %w", err)
+		}
+		prepared[q] = st
+		return st, nil
 	}
-	defer insert.Close()
-	byKey, err := sqlTx.PrepareContext(ctx, jobByKeySQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare job lookup by idempotency key: %w", err)
-	}
-	defer byKey.Close()
-	return s.insertMany(ctx, sqlTx, insertStmts{insert: insert, byKey: byKey}, p)
+	return s.insertMany(ctx, sqlTx, stmt, p)
 }
 
 // validateInsert rejects a batch before anything is written.
@@ -97,37 +138,48 @@ func validateInsert(p *store.JobInsertManyParams) error {
 	return nil
 }
 
-// insertMany inserts p.Jobs with the statements of transaction tx, and one
-// outbox row describing every job it created (from state "").
-func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, st insertStmts, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
-	now := micros(p.Now)
+// insertMany inserts p.Jobs in transaction tx, and one outbox row
+// describing every job it created (from state ""). Jobs without an
+// idempotency key cannot conflict: they go in multi-row statements. Jobs
+// with one go one by one, in order, so a key's first use wins.
+func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, stmt stmtFunc, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
 	out := make([]*store.JobInsertResult, len(p.Jobs))
+	args := make([][]any, len(p.Jobs))
+	var keyless []int
 	for i, j := range p.Jobs {
-		queue := j.Queue
-		if queue == "" {
-			queue = j.Type
+		out[i] = &store.JobInsertResult{Job: s.insertedRow(j, p.Now)}
+		args[i] = insertArgs(out[i].Job, s.agingMicros)
+		if j.IdempotencyKey == "" {
+			keyless = append(keyless, i)
 		}
-		state := j.State
-		if state == "" {
-			state = job.StateQueued
-		}
-		runAt := micros(orNow(j.RunAt, p.Now))
-		r, err := scanJob(st.insert.QueryRowContext(ctx,
-			j.ID.String(), j.Type, queue, j.Priority, string(j.Payload), nullString(j.IdempotencyKey),
-			string(state), j.MaxAttempts, runAt, runAt+int64(j.Priority)*s.agingMicros,
-			j.Timeout.Milliseconds(), now, now))
-		if err == nil {
-			out[i] = &store.JobInsertResult{Job: r}
+	}
+	for _, n := range insertChunks {
+		if len(keyless) < n {
 			continue
 		}
-		if !errors.Is(err, sql.ErrNoRows) || j.IdempotencyKey == "" {
-			return nil, fmt.Errorf("insert job %s of type %q: %w", j.ID, j.Type, err)
-		}
-		r, err = scanJob(st.byKey.QueryRowContext(ctx, j.IdempotencyKey))
+		st, err := stmt(ctx, insertRowsSQL(n))
 		if err != nil {
-			return nil, fmt.Errorf("read job with idempotency key %q: %w", j.IdempotencyKey, err)
+			return nil, err
 		}
-		out[i] = &store.JobInsertResult{Job: r, Duplicate: true}
+		flat := make([]any, 0, n*insertColumnCount)
+		for len(keyless) >= n {
+			flat = flat[:0]
+			for _, i := range keyless[:n] {
+				flat = append(flat, args[i]...)
+			}
+			if _, err := st.ExecContext(ctx, flat...); err != nil {
+				return nil, fmt.Errorf("insert %d jobs: %w", n, err)
+			}
+			keyless = keyless[n:]
+		}
+	}
+	for i, j := range p.Jobs {
+		if j.IdempotencyKey == "" {
+			continue
+		}
+		if err := insertKeyed(ctx, stmt, out[i], args[i]); err != nil {
+			return nil, err
+		}
 	}
 	var ts []job.Transition
 	for _, r := range out {
@@ -139,6 +191,35 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, st insertStmts, p *s
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertKeyed inserts res.Job, which has an idempotency key; when the key is
+// taken it replaces res.Job with the existing row and marks it Duplicate.
+func insertKeyed(ctx context.Context, stmt stmtFunc, res *store.JobInsertResult, args []any) error {
+	r := res.Job
+	insert, err := stmt(ctx, insertKeyedSQL)
+	if err != nil {
+		return err
+	}
+	result, err := insert.ExecContext(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("insert job %s of type %q: %w", r.ID, r.Type, err)
+	}
+	if n, err := result.RowsAffected(); err != nil {
+		return fmt.Errorf("insert job %s of type %q: %w", r.ID, r.Type, err)
+	} else if n == 1 {
+		return nil
+	}
+	byKey, err := stmt(ctx, jobByKeySQL)
+	if err != nil {
+		return err
+	}
+	existing, err := scanJob(byKey.QueryRowContext(ctx, r.IdempotencyKey))
+	if err != nil {
+		return fmt.Errorf("read job with idempotency key %q: %w", r.IdempotencyKey, err)
+	}
+	res.Job, res.Duplicate = existing, true
+	return nil
 }
 
 // resultRows returns the newly inserted jobs of an insert.

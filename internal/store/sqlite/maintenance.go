@@ -11,16 +11,34 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
+// The maintenance queries name their partial index: without statistics the
+// planner would rather take docket_jobs_state_id and sort.
+
+// scheduleSQL: ?1 aging in µs, ?2 Now, ?3 limit.
+const scheduleSQL = `UPDATE docket_jobs SET
+	state = 'QUEUED', sort_at = run_at + priority * ?1, updated_at = ?2, version = version + 1
+WHERE id IN (
+	SELECT id FROM docket_jobs INDEXED BY docket_jobs_retry_due
+	WHERE state = 'RETRY' AND run_at <= ?2
+	ORDER BY run_at, id LIMIT ?3)
+RETURNING id, job_type, queue, attempt`
+
+// listExpiredSQL: ?1 Now, ?2 limit.
+const listExpiredSQL = `SELECT ` + jobColumns + ` FROM docket_jobs INDEXED BY docket_jobs_lease_expiry
+WHERE state = 'RUNNING' AND lease_expires_at < ?1
+ORDER BY lease_expires_at, id LIMIT ?2`
+
+// deleteFinishedSQL: ?1 finished before, ?2 limit.
+const deleteFinishedSQL = `DELETE FROM docket_jobs WHERE id IN (
+	SELECT id FROM docket_jobs INDEXED BY docket_jobs_finished
+	WHERE finished_at < ?1 AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
+	ORDER BY finished_at LIMIT ?2)`
+
 // JobSchedule implements store.Store.
 func (s *Store) JobSchedule(ctx context.Context, p *store.JobScheduleParams) (int, error) {
 	var ts []job.Transition
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE docket_jobs SET
-			state = 'QUEUED', sort_at = run_at + priority * ?1, updated_at = ?2, version = version + 1
-			WHERE id IN (
-				SELECT id FROM docket_jobs WHERE state = 'RETRY' AND run_at <= ?2
-				ORDER BY run_at, id LIMIT ?3)
-			RETURNING id, job_type, queue, attempt`, s.agingMicros, micros(p.Now), limit(p.Max))
+		rows, err := tx.QueryContext(ctx, scheduleSQL, s.agingMicros, micros(p.Now), limit(p.Max))
 		if err != nil {
 			return fmt.Errorf("schedule retries: %w", err)
 		}
@@ -56,9 +74,7 @@ func (s *Store) JobSchedule(ctx context.Context, p *store.JobScheduleParams) (in
 
 // JobListExpired implements store.Store.
 func (s *Store) JobListExpired(ctx context.Context, p *store.JobListExpiredParams) ([]*job.Row, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM docket_jobs
-		WHERE state = 'RUNNING' AND lease_expires_at < ?
-		ORDER BY lease_expires_at, id LIMIT ?`, micros(p.Now), limit(p.Max))
+	rows, err := s.reader.QueryContext(ctx, listExpiredSQL, micros(p.Now), limit(p.Max))
 	if err != nil {
 		return nil, fmt.Errorf("list expired leases: %w", err)
 	}
@@ -74,10 +90,7 @@ func (s *Store) JobListExpired(ctx context.Context, p *store.JobListExpiredParam
 func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishedParams) (int, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM docket_jobs WHERE id IN (
-			SELECT id FROM docket_jobs
-			WHERE finished_at < ? AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
-			ORDER BY finished_at LIMIT ?)`, micros(p.FinishedBefore), limit(p.Max))
+		res, err := tx.ExecContext(ctx, deleteFinishedSQL, micros(p.FinishedBefore), limit(p.Max))
 		if err != nil {
 			return fmt.Errorf("delete finished jobs: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,45 @@ func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 	r.UpdatedAt = fromMicros(updatedAt)
 	r.FinishedAt = fromNullMicros(finishedAt)
 	return &r, nil
+}
+
+// insertedRow is the row that inserting j at now stores: what scanJob would
+// read back, down to the storage precision (microseconds; timeout in ms).
+func (s *Store) insertedRow(j *store.JobInsertParams, now time.Time) *job.Row {
+	queue := j.Queue
+	if queue == "" {
+		queue = j.Type
+	}
+	state := j.State
+	if state == "" {
+		state = job.StateQueued
+	}
+	at := fromMicros(micros(now))
+	return &job.Row{
+		ID:             j.ID,
+		Type:           j.Type,
+		Queue:          queue,
+		Priority:       j.Priority,
+		Payload:        slices.Clone(j.Payload),
+		IdempotencyKey: j.IdempotencyKey,
+		State:          state,
+		MaxAttempts:    j.MaxAttempts,
+		RunAt:          fromMicros(micros(orNow(j.RunAt, now))),
+		Timeout:        time.Duration(j.Timeout.Milliseconds()) * time.Millisecond,
+		Version:        1,
+		CreatedAt:      at,
+		UpdatedAt:      at,
+	}
+}
+
+// insertArgs are the values of insertColumns for r.
+func insertArgs(r *job.Row, agingMicros int64) []any {
+	runAt := micros(r.RunAt)
+	return []any{
+		r.ID.String(), r.Type, r.Queue, r.Priority, string(r.Payload), nullString(r.IdempotencyKey),
+		string(r.State), r.MaxAttempts, runAt, runAt + int64(r.Priority)*agingMicros,
+		r.Timeout.Milliseconds(), micros(r.CreatedAt), micros(r.UpdatedAt),
+	}
 }
 
 // scanJobs reads every row of rows with scanJob and closes rows.

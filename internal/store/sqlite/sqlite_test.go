@@ -288,7 +288,10 @@ func TestTwoStoresAcquireConcurrently(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "docket.db")
 	s1 := migrated(t, path)
 	s2 := openPath(t, path)
-	const n = 2000
+	// Small batches, so that the stores contend on every few jobs. Writers
+	// of different connections wait in SQLite's busy handler (sleeps of
+	// 1ms and up), so this is slow per job: keep n modest.
+	const n = 600
 	insertN(t, s1, "shared", n)
 
 	var wg sync.WaitGroup
@@ -299,7 +302,7 @@ func TestTwoStoresAcquireConcurrently(t *testing.T) {
 		if i%2 == 1 {
 			s = s2
 		}
-		wg.Go(func() { lists[i], errs[i] = acquireAll(ctx, s, "shared", fmt.Sprintf("w%d", i), 7+i) })
+		wg.Go(func() { lists[i], errs[i] = acquireAll(ctx, s, "shared", fmt.Sprintf("w%d", i), 3+i) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -330,7 +333,7 @@ func TestProcessesAcquireConcurrently(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "docket.db")
 	s := migrated(t, path)
-	const n = 3000
+	const n = 1200
 	insertN(t, s, "shared", n)
 
 	const procs = 3

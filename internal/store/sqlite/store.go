@@ -93,6 +93,9 @@ func dsn(path string, writer bool) string {
 	q.Add("_pragma", "foreign_keys(ON)")
 	// FULL: a committed job survives a power loss, not only a crash.
 	q.Add("_pragma", "synchronous(FULL)")
+	// Statement journals (every multi-index write inside a transaction has
+	// one) and temporary b-trees stay in memory instead of temp files.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	if writer {
 		q.Set("_txlock", "immediate")
 	} else {

@@ -1,0 +1,66 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// TestQueryPlans checks with EXPLAIN QUERY PLAN that the hot and maintenance
+// queries use the index meant for them and never scan docket_jobs.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "docket.db"), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		query string
+		args  []any
+		want  []string // each must appear in the plan
+	}{
+		{"Acquire", acquireSQL, []any{"o", 1, 1, "q", 10},
+			[]string{"USING INDEX docket_jobs_acquire (queue=?)"}},
+		{"AnyDue", anyDueSQL, []any{"q", 1},
+			[]string{"USING INDEX docket_jobs_queue_state (queue=? AND state=?)"}},
+		{"FinishRead", finishReadSQL, []any{`[]`},
+			[]string{"SEARCH j USING INDEX sqlite_autoindex_docket_jobs_1 (id=?)"}},
+		{"FinishUpdate", finishUpdateSQL, []any{`[]`, 1},
+			[]string{"SCAN json_each", "SEARCH docket_jobs USING INDEX sqlite_autoindex_docket_jobs_1 (id=?)"}},
+		{"Schedule", scheduleSQL, []any{1, 1, 10},
+			[]string{"USING INDEX docket_jobs_retry_due (run_at<?)"}},
+		{"ListExpired", listExpiredSQL, []any{1, 10},
+			[]string{"USING INDEX docket_jobs_lease_expiry (lease_expires_at<?)"}},
+		{"DeleteFinished", deleteFinishedSQL, []any{1, 10},
+			[]string{"USING INDEX docket_jobs_finished (finished_at<?)"}},
+		{"ListByType", `SELECT id FROM docket_jobs WHERE job_type IN (?) AND id < ? ORDER BY id DESC LIMIT 10`,
+			[]any{"a", "x"}, []string{"USING COVERING INDEX docket_jobs_type_id (job_type=? AND id<?)"}},
+		{"Attempts", `SELECT attempt FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, []any{"x"},
+			[]string{"USING INDEX docket_job_attempts_job (job_id=?)"}},
+	} {
+		rows, err := s.writer.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+		require.NoError(t, err, tc.name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		text := strings.Join(plan, "\n")
+		for _, w := range tc.want {
+			require.Contains(t, text, w, "%s plan:\n%s", tc.name, text)
+		}
+		require.NotContains(t, text, "SCAN docket_jobs", "%s plan:\n%s", tc.name, text)
+	}
+}
