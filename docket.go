@@ -99,7 +99,7 @@ func openStore(ctx context.Context, url string, opts store.Options) (store.Store
 		}
 		return st, nil
 	}
-	return nil, fmt.Errorf("database url %q: scheme must be postgres:// or sqlite:", redact(url))
+	return nil, fmt.Errorf("database url %q: scheme must be postgres://, postgresql:// or sqlite:PATH", redact(url))
 }
 
 // redact hides a password in a URL for error messages.

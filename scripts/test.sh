@@ -18,7 +18,7 @@ go vet ./...
 
 echo "== staticcheck"
 if ! command -v staticcheck >/dev/null 2>&1; then
-  GOBIN="$(go env GOPATH)/bin" go install honnef.co/go/tools/cmd/staticcheck@2025.1.1
+  GOBIN="$(go env GOPATH)/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
   export PATH="$(go env GOPATH)/bin:$PATH"
 fi
 staticcheck ./...

@@ -118,14 +118,14 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if c.LeaseDuration < LeaseDurationMin {
-		errs = append(errs, fmt.Errorf("LeaseDuration %v is below the minimum %v", c.LeaseDuration, LeaseDurationMin))
+		errs = append(errs, fmt.Errorf("invalid LeaseDuration: %v is below the minimum %v", c.LeaseDuration, LeaseDurationMin))
 	}
 	for q, n := range c.Queues {
 		if q == "" {
-			errs = append(errs, errors.New("Queues: queue name is empty"))
+			errs = append(errs, errors.New("invalid Queues: a queue name is empty"))
 		}
 		if n < 1 {
-			errs = append(errs, fmt.Errorf("Queues[%q]: concurrency %d must be at least 1", q, n))
+			errs = append(errs, fmt.Errorf("invalid Queues[%q]: concurrency %d must be at least 1", q, n))
 		}
 	}
 	positive := map[string]time.Duration{
@@ -136,14 +136,14 @@ func (c Config) Validate() error {
 	}
 	for name, d := range positive {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+			errs = append(errs, fmt.Errorf("invalid %s: %v must not be negative", name, d))
 		}
 	}
 	if c.FetchBatch < 1 || c.CompleteBatch < 1 {
-		errs = append(errs, fmt.Errorf("FetchBatch (%d) and CompleteBatch (%d) must be at least 1", c.FetchBatch, c.CompleteBatch))
+		errs = append(errs, fmt.Errorf("invalid FetchBatch (%d) or CompleteBatch (%d): must be at least 1", c.FetchBatch, c.CompleteBatch))
 	}
 	if c.RetryBackoff.Base < 0 || c.RetryBackoff.Max < c.RetryBackoff.Base {
-		errs = append(errs, fmt.Errorf("RetryBackoff: base %v must be >= 0 and <= max %v", c.RetryBackoff.Base, c.RetryBackoff.Max))
+		errs = append(errs, fmt.Errorf("invalid RetryBackoff: base %v must be >= 0 and <= max %v", c.RetryBackoff.Base, c.RetryBackoff.Max))
 	}
 	return errors.Join(errs...)
 }

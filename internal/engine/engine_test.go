@@ -213,6 +213,6 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "LeaseDuration")
 	require.Contains(t, err.Error(), `Queues["q"]`)
-	require.Contains(t, err.Error(), "queue name is empty")
+	require.Contains(t, err.Error(), "a queue name is empty")
 	require.NoError(t, Config{}.WithDefaults().Validate())
 }

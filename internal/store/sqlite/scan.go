@@ -126,14 +126,6 @@ func scanJobs(rows *sql.Rows) ([]*job.Row, error) {
 // micros encodes an instant as unix microseconds.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// nullMicros encodes an instant, or NULL for the zero time.
-func nullMicros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
 // fromMicros decodes unix microseconds as a UTC instant.
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
 
