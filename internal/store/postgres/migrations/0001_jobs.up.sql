@@ -38,7 +38,12 @@ CREATE INDEX docket_jobs_type_id ON docket_jobs (job_type, id);
 CREATE INDEX docket_jobs_queue_state ON docket_jobs (queue, state);
 CREATE INDEX docket_jobs_finished ON docket_jobs (finished_at) WHERE finished_at IS NOT NULL;
 
+-- History of finished attempts. A manual retry resets a job's attempt counter,
+-- so (job_id, attempt) can repeat: rows are keyed by an identity in insertion
+-- order (oldest first) instead, under the job's id so one index serves both
+-- the history listing and ON DELETE CASCADE.
 CREATE TABLE docket_job_attempts (
+    id          bigint GENERATED ALWAYS AS IDENTITY,
     job_id      uuid        NOT NULL REFERENCES docket_jobs (id) ON DELETE CASCADE,
     attempt     integer     NOT NULL,
     node        text        NOT NULL,
@@ -46,7 +51,7 @@ CREATE TABLE docket_job_attempts (
     finished_at timestamptz NOT NULL,
     outcome     text        NOT NULL,
     error       text        NOT NULL DEFAULT '',
-    PRIMARY KEY (job_id, attempt)
+    PRIMARY KEY (job_id, id)
 );
 
 CREATE TABLE docket_outbox (

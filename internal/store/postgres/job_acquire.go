@@ -1,0 +1,57 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// acquireSQL leases a batch in one statement. The ids are picked by an
+// ARRAY(...) subquery so the UPDATE reaches them through the primary key;
+// `id IN (SELECT ...)` may be planned as a hash join over the whole table.
+// The picking scan walks docket_jobs_acquire (queue, sort_at, id WHERE state
+// = 'QUEUED') in order and skips rows locked by other acquirers. The plan is
+// recorded in docs/store-plans.md.
+//
+// $1 queue, $2 now, $3 max, $4 owner, $5 lease expiry.
+var acquireSQL = `
+WITH acquired AS (
+	UPDATE docket_jobs j SET
+		state            = 'RUNNING',
+		attempt          = j.attempt + 1,
+		lease_owner      = $4,
+		lease_expires_at = $5,
+		attempted_at     = $2,
+		progress         = 0,
+		progress_message = '',
+		cancel_requested = false,
+		updated_at       = $2,
+		version          = j.version + 1
+	WHERE j.id = ANY(ARRAY(
+		SELECT id FROM docket_jobs
+		WHERE state = 'QUEUED' AND queue = $1 AND run_at <= $2
+			AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = $1 AND paused)
+		ORDER BY sort_at, id
+		LIMIT $3
+		FOR UPDATE SKIP LOCKED))
+		AND j.state = 'QUEUED'
+	RETURNING j.*
+),
+outbox AS (` + outboxStateChanged("acquired", "'QUEUED'::text", "state", "$2") + `)
+SELECT ` + jobColumns + ` FROM acquired ORDER BY sort_at, id`
+
+// JobAcquire implements store.Store.
+func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*job.Row, error) {
+	if p.Max <= 0 {
+		return nil, nil
+	}
+	now := dbTime(p.Now)
+	rows, err := s.queryJobs(ctx, acquireSQL,
+		p.Queue, now, p.Max, p.Owner, dbTime(now.Add(p.LeaseDuration)))
+	if err != nil {
+		return nil, fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
+	}
+	return rows, nil
+}

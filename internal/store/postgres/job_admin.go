@@ -1,0 +1,444 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// guardedRetries bounds how often a guarded single-row change is retried
+// when the row changed between the statement's snapshot and its lock.
+const guardedRetries = 10
+
+// JobGet implements store.Store.
+func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+	row, err := s.queryJob(ctx, `SELECT `+jobColumns+` FROM docket_jobs WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobList implements store.Store. Only the filters given appear in the SQL,
+// so each combination is planned on its own indexes.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(p.States) > 0 {
+		states := make([]string, len(p.States))
+		for i, st := range p.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+arg(states)+"::text[])")
+	}
+	if len(p.Types) > 0 {
+		where = append(where, "job_type = ANY("+arg(p.Types)+"::text[])")
+	}
+	if len(p.Queues) > 0 {
+		where = append(where, "queue = ANY("+arg(p.Queues)+"::text[])")
+	}
+	if p.Priority != nil {
+		where = append(where, "priority = "+arg(*p.Priority))
+	}
+	if p.BeforeID != uuid.Nil {
+		where = append(where, "id < "+arg(p.BeforeID))
+	}
+	var sql strings.Builder
+	sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
+	if len(where) > 0 {
+		sql.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	sql.WriteString(" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)))
+	rows, err := s.queryJobs(ctx, sql.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// JobCount implements store.Store.
+func (s *Store) JobCount(ctx context.Context) ([]*store.JobCount, error) {
+	rs, err := s.pool.Query(ctx, `
+		SELECT queue, state, count(*) FROM docket_jobs GROUP BY queue, state ORDER BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rs.Close()
+	var out []*store.JobCount
+	for rs.Next() {
+		var (
+			c     store.JobCount
+			state string
+		)
+		if err := rs.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		c.State = job.State(state)
+		out = append(out, &c)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return out, nil
+}
+
+// attemptListSQL reads the job's finished attempts and, as a last row of
+// kind 1, the job itself, so one snapshot answers "does it exist" and "is an
+// attempt running".
+const attemptListSQL = `
+SELECT 0 AS kind, a.id AS seq, a.attempt, a.node, a.started_at, a.finished_at, a.outcome, a.error, ''
+FROM docket_job_attempts a WHERE a.job_id = $1
+UNION ALL
+SELECT 1, 0, j.attempt, coalesce(j.lease_owner, ''), j.attempted_at, NULL, '', '', j.state
+FROM docket_jobs j WHERE j.id = $1
+ORDER BY kind, seq`
+
+// JobAttemptList implements store.Store.
+func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error) {
+	rs, err := s.pool.Query(ctx, attemptListSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+	}
+	defer rs.Close()
+	var (
+		out   []*job.Attempt
+		found bool
+	)
+	for rs.Next() {
+		var (
+			kind, seq         int64
+			a                 job.Attempt
+			started, finished *time.Time
+			outcome, jobState string
+		)
+		if err := rs.Scan(&kind, &seq, &a.Attempt, &a.Node, &started, &finished, &outcome, &a.Error, &jobState); err != nil {
+			return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+		}
+		a.JobID = id
+		a.StartedAt = utcOrZero(started)
+		a.FinishedAt = utcOrZero(finished)
+		a.Outcome = job.Outcome(outcome)
+		if kind == 1 {
+			found = true
+			if job.State(jobState) != job.StateRunning {
+				continue
+			}
+			a.Outcome = job.OutcomeRunning
+		}
+		out = append(out, &a)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("list attempts of job %s: %w", id, store.ErrNotFound)
+	}
+	return out, nil
+}
+
+// jobState reads a job's state and attempt; store.ErrNotFound when missing.
+func (s *Store) jobState(ctx context.Context, id uuid.UUID) (job.State, int, error) {
+	var (
+		state   string
+		attempt int
+	)
+	err := s.pool.QueryRow(ctx, `SELECT state, attempt FROM docket_jobs WHERE id = $1`, id).Scan(&state, &attempt)
+	if err != nil {
+		return "", 0, notFound(err)
+	}
+	return job.State(state), attempt, nil
+}
+
+// transitionSQL makes one state change by the state machine. The job is
+// joined a second time as prev for the values the UPDATE overwrites (the
+// lease owner of the ending attempt); prev must agree with the guard, so a
+// row that changed after the snapshot is refused and the caller re-reads.
+var transitionSQL = `
+WITH t AS (
+	UPDATE docket_jobs j SET
+		state = @to::text,
+		attempt = CASE
+			WHEN @to::text = 'RUNNING' THEN j.attempt + 1
+			WHEN @to::text = 'QUEUED' AND @from::text IN ('DEAD', 'CANCELED') THEN 0
+			ELSE j.attempt END,
+		run_at = CASE WHEN @to::text IN ('QUEUED', 'RETRY') THEN @run_at::timestamptz ELSE j.run_at END,
+		sort_at = CASE WHEN @to::text = 'QUEUED'
+			THEN @run_at::timestamptz + j.priority * @aging_us::bigint * interval '1 microsecond'
+			ELSE j.sort_at END,
+		lease_owner = CASE WHEN @to::text = 'RUNNING' THEN @owner::text END,
+		lease_expires_at = CASE WHEN @to::text = 'RUNNING' THEN @lease_expires_at::timestamptz END,
+		attempted_at = CASE WHEN @to::text = 'RUNNING' THEN @now::timestamptz ELSE j.attempted_at END,
+		progress = CASE WHEN @to::text = 'RUNNING' THEN 0 ELSE j.progress END,
+		progress_message = CASE WHEN @to::text = 'RUNNING' THEN '' ELSE j.progress_message END,
+		cancel_requested = CASE WHEN @to::text IN ('RUNNING', 'QUEUED') THEN false ELSE j.cancel_requested END,
+		result = CASE WHEN @to::text = 'SUCCESS' THEN @result::jsonb ELSE j.result END,
+		last_error = CASE
+			WHEN @from::text = 'RUNNING' AND @to::text <> 'SUCCESS' THEN @error::text
+			WHEN @error::text <> '' THEN @error::text
+			ELSE j.last_error END,
+		finished_at = CASE WHEN @to::text IN ('SUCCESS', 'DEAD', 'CANCELED') THEN @now::timestamptz END,
+		updated_at = @now::timestamptz,
+		version = j.version + 1
+	FROM docket_jobs prev
+	WHERE j.id = @id::uuid AND prev.id = j.id
+		AND j.state = @from::text AND prev.state = @from::text
+		AND (@from::text <> 'RUNNING' OR (j.attempt = @attempt::integer AND prev.attempt = @attempt::integer))
+	RETURNING j.*, prev.lease_owner AS prev_owner
+),
+attempts AS (
+	INSERT INTO docket_job_attempts (job_id, attempt, node, started_at, finished_at, outcome, error)
+	SELECT id, attempt, coalesce(prev_owner, ''), coalesce(attempted_at, @now::timestamptz), @now::timestamptz,
+		@outcome::text, CASE WHEN state = 'SUCCESS' THEN '' ELSE @error::text END
+	FROM t WHERE @from::text = 'RUNNING'
+),
+outbox AS (` + outboxStateChanged("t", "@from::text", "state", "@now::timestamptz") + `),
+notify AS (` + notifyAvailable("t", "@now::timestamptz") + `)
+SELECT ` + jobColumns + ` FROM t WHERE ` + notifyGuard("notify")
+
+// JobTransition implements store.Store.
+func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	if err := job.CheckTransition(p.From, p.To); err != nil {
+		var ite *job.InvalidTransitionError
+		if errors.As(err, &ite) {
+			ite.JobID = p.ID.String()
+		}
+		return nil, err
+	}
+	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
+		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
+	}
+	now := dbTime(p.Now)
+	runAt := now
+	if !p.RunAt.IsZero() {
+		runAt = dbTime(p.RunAt)
+	}
+	outcome := p.Outcome
+	if outcome == "" {
+		outcome = defaultOutcome(p.To)
+	}
+	var result *string
+	if p.To == job.StateSuccess && p.Result != nil {
+		r := string(p.Result)
+		result = &r
+	}
+	args := pgx.NamedArgs{
+		"id": p.ID, "from": string(p.From), "to": string(p.To), "attempt": p.Attempt,
+		"now": now, "run_at": runAt, "aging_us": s.agingMicros,
+		"owner": p.Owner, "lease_expires_at": dbTime(p.LeaseExpiresAt),
+		"result": result, "error": p.Error, "outcome": string(outcome),
+	}
+	for range guardedRetries {
+		row, err := s.queryJob(ctx, transitionSQL, args)
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, err)
+		}
+		state, attempt, err := s.jobState(ctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, err)
+		}
+		if state != p.From || (p.From == job.StateRunning && attempt != p.Attempt) {
+			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: state, To: p.To}
+		}
+		// The job is where the caller expects it again: it changed between
+		// the statement's snapshot and its lock. Try again.
+	}
+	return nil, fmt.Errorf("transition job %s %s -> %s: lost %d races", p.ID, p.From, p.To, guardedRetries)
+}
+
+// cancelSQL cancels a CREATED, QUEUED or RETRY job, or records a cancel
+// request on a RUNNING one and wakes its holder.
+var cancelSQL = `
+WITH c AS (
+	UPDATE docket_jobs j SET
+		state            = CASE WHEN j.state = 'RUNNING' THEN j.state ELSE 'CANCELED' END,
+		cancel_requested = j.cancel_requested OR j.state = 'RUNNING',
+		finished_at      = CASE WHEN j.state = 'RUNNING' THEN j.finished_at ELSE $2::timestamptz END,
+		updated_at       = $2::timestamptz,
+		version          = j.version + 1
+	FROM docket_jobs prev
+	WHERE j.id = $1 AND prev.id = j.id AND j.state = prev.state
+		AND j.state IN ('CREATED', 'QUEUED', 'RETRY', 'RUNNING')
+	RETURNING j.*, prev.state AS prev_state
+),
+outbox AS (` + outboxStateChanged("c WHERE state = 'CANCELED'", "prev_state", "state", "$2::timestamptz") + `),
+notify AS (SELECT pg_notify('` + channelJobCancel + `', id::text) FROM c WHERE state = 'RUNNING')
+SELECT ` + jobColumns + ` FROM c WHERE ` + notifyGuard("notify")
+
+// JobCancel implements store.Store.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error) {
+	now := dbTime(p.Now)
+	for range guardedRetries {
+		row, err := s.queryJob(ctx, cancelSQL, p.ID, now)
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("cancel job %s: %w", p.ID, err)
+		}
+		row, err = s.JobGet(ctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("cancel job %s: %w", p.ID, err)
+		}
+		switch row.State {
+		case job.StateCanceled:
+			return row, nil
+		case job.StateSuccess, job.StateDead:
+			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: row.State, To: job.StateCanceled}
+		}
+		// Still cancellable: it changed under the statement. Try again.
+	}
+	return nil, fmt.Errorf("cancel job %s: lost %d races", p.ID, guardedRetries)
+}
+
+// retrySQL puts a DEAD or CANCELED job back to QUEUED, attempts reset.
+var retrySQL = `
+WITH r AS (
+	UPDATE docket_jobs j SET
+		state            = 'QUEUED',
+		attempt          = 0,
+		run_at           = $2::timestamptz,
+		sort_at          = $2::timestamptz + j.priority * $3::bigint * interval '1 microsecond',
+		finished_at      = NULL,
+		cancel_requested = false,
+		updated_at       = $2::timestamptz,
+		version          = j.version + 1
+	FROM docket_jobs prev
+	WHERE j.id = $1 AND prev.id = j.id AND j.state = prev.state
+		AND j.state IN ('DEAD', 'CANCELED')
+	RETURNING j.*, prev.state AS prev_state
+),
+outbox AS (` + outboxStateChanged("r", "prev_state", "state", "$2::timestamptz") + `),
+notify AS (` + notifyAvailable("r", "$2::timestamptz") + `)
+SELECT ` + jobColumns + ` FROM r WHERE ` + notifyGuard("notify")
+
+// JobRetry implements store.Store.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row, error) {
+	now := dbTime(p.Now)
+	for range guardedRetries {
+		row, err := s.queryJob(ctx, retrySQL, p.ID, now, s.agingMicros)
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("retry job %s: %w", p.ID, err)
+		}
+		row, err = s.JobGet(ctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("retry job %s: %w", p.ID, err)
+		}
+		switch row.State {
+		case job.StateSuccess:
+			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: row.State, To: job.StateQueued}
+		case job.StateCreated, job.StateQueued, job.StateRetry, job.StateRunning:
+			return row, nil
+		}
+		// DEAD or CANCELED again: it changed under the statement. Try again.
+	}
+	return nil, fmt.Errorf("retry job %s: lost %d races", p.ID, guardedRetries)
+}
+
+// progressSQL records progress of a running attempt and its outbox row.
+const progressSQL = `
+WITH p AS (
+	UPDATE docket_jobs SET
+		progress         = $3::float8,
+		progress_message = $4::text,
+		updated_at       = $5::timestamptz,
+		version          = version + 1
+	WHERE id = $1 AND state = 'RUNNING' AND attempt = $2
+	RETURNING id, attempt
+),
+outbox AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'job.progress', json_strip_nulls(json_build_object(
+		'jobId', id, 'attempt', attempt, 'progress', $3::float8, 'message', NULLIF($4::text, ''))),
+		$5::timestamptz
+	FROM p
+)
+SELECT count(*) FROM p`
+
+// JobProgress implements store.Store.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
+	var n int
+	err := s.pool.QueryRow(ctx, progressSQL,
+		p.Ref.ID, p.Ref.Attempt, p.Progress, p.Message, dbTime(p.Now)).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("record progress of job %s: %w", p.Ref.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("record progress of job %s attempt %d: %w", p.Ref.ID, p.Ref.Attempt, store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// heartbeatSQL extends the leases still held under the given attempts. The
+// state guard cannot use an index, so rows are reached through the primary
+// key from the unnest (see finishSQL).
+const heartbeatSQL = `
+UPDATE docket_jobs j SET
+	lease_expires_at = $3::timestamptz,
+	updated_at       = $4::timestamptz,
+	version          = j.version + 1
+FROM unnest($1::uuid[], $2::integer[]) AS u(id, attempt)
+WHERE j.id = u.id AND j.state || '' = 'RUNNING' AND j.attempt = u.attempt
+RETURNING j.id, j.attempt, j.cancel_requested`
+
+// JobHeartbeat implements store.Store.
+func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) ([]*store.JobHeartbeatResult, error) {
+	out := make([]*store.JobHeartbeatResult, len(p.Jobs))
+	if len(p.Jobs) == 0 {
+		return out, nil
+	}
+	ids := make([]uuid.UUID, len(p.Jobs))
+	attempts := make([]int, len(p.Jobs))
+	for i, ref := range p.Jobs {
+		ids[i], attempts[i] = ref.ID, ref.Attempt
+	}
+	now := dbTime(p.Now)
+	expires := dbTime(now.Add(p.LeaseDuration))
+	rs, err := s.pool.Query(ctx, heartbeatSQL, ids, attempts, expires, now)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
+	}
+	defer rs.Close()
+	extended := map[job.Ref]bool{} // ref → cancel requested
+	for rs.Next() {
+		var (
+			ref    job.Ref
+			cancel bool
+		)
+		if err := rs.Scan(&ref.ID, &ref.Attempt, &cancel); err != nil {
+			return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
+		}
+		extended[ref] = cancel
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
+	}
+	for i, ref := range p.Jobs {
+		r := &store.JobHeartbeatResult{Ref: ref}
+		if cancel, ok := extended[ref]; ok {
+			r.Extended, r.CancelRequested, r.LeaseExpiresAt = true, cancel, expires
+		}
+		out[i] = r
+	}
+	return out, nil
+}

@@ -1,0 +1,332 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// copyMinJobs: batches larger than this without idempotency keys are
+// written with COPY, which is several times cheaper per row than INSERT.
+const copyMinJobs = 50
+
+// insertUnnestSQL inserts a batch from parallel arrays in one statement
+// that also writes the outbox row and the wakeups. Rows whose idempotency
+// key exists are skipped (the caller fetches them afterwards, in a new
+// snapshot that sees concurrently committed keys).
+var insertUnnestSQL = `
+WITH ins AS (
+	INSERT INTO docket_jobs (id, job_type, queue, priority, payload, idempotency_key, state,
+		max_attempts, run_at, sort_at, timeout_ms, created_at, updated_at)
+	SELECT id, job_type, queue, priority, payload::jsonb, NULLIF(idempotency_key, ''), state,
+		max_attempts, run_at, sort_at, timeout_ms, $12::timestamptz, $12::timestamptz
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[],
+		$7::text[], $8::integer[], $9::timestamptz[], $10::timestamptz[], $11::bigint[])
+		AS u(id, job_type, queue, priority, payload, idempotency_key, state,
+			max_attempts, run_at, sort_at, timeout_ms)
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING *
+),
+outbox AS (` + outboxStateChanged("ins", "''::text", "state", "$12::timestamptz") + `),
+notify AS (` + notifyAvailable("ins", "$12::timestamptz") + `)
+SELECT ` + jobColumns + ` FROM ins WHERE ` + notifyGuard("notify")
+
+// insertExistingSQL reads the rows that own conflicting idempotency keys.
+const insertExistingSQL = `SELECT ` + jobColumns + ` FROM docket_jobs WHERE idempotency_key = ANY($1::text[])`
+
+// insertCopyFinishSQL writes the outbox row and the wakeups of a COPY batch.
+const insertCopyFinishSQL = `
+WITH outbox AS (
+	INSERT INTO docket_outbox (event_type, data, created_at) VALUES ('job.state_changed', $1::json, $2)
+)
+SELECT pg_notify('` + channelJobAvailable + `', queue) FROM unnest($3::text[]) AS queue`
+
+// copyColumns are the docket_jobs columns a COPY batch fills; the others
+// take their defaults.
+var copyColumns = []string{
+	"id", "job_type", "queue", "priority", "payload", "state", "max_attempts",
+	"run_at", "sort_at", "timeout_ms", "created_at", "updated_at",
+}
+
+// insertPlan is a validated batch: the jobs as they will be stored, and
+// which of them are later duplicates of an idempotency key in the batch.
+type insertPlan struct {
+	now  time.Time
+	jobs []*job.Row // aligned with the params; fields as stored
+	// firstOf[i] is the index of the first job with job i's idempotency
+	// key (i itself for the first), or -1 when job i has no key.
+	firstOf []int
+	hasKeys bool
+}
+
+// planInsert validates p and fills in defaults.
+func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
+	now := dbTime(p.Now)
+	plan := &insertPlan{
+		now:     now,
+		jobs:    make([]*job.Row, len(p.Jobs)),
+		firstOf: make([]int, len(p.Jobs)),
+	}
+	firstByKey := map[string]int{}
+	for i, jp := range p.Jobs {
+		if jp == nil {
+			return nil, fmt.Errorf("insert jobs: job %d is nil", i)
+		}
+		if jp.ID == uuid.Nil {
+			return nil, fmt.Errorf("insert jobs: job %d has no id", i)
+		}
+		state := jp.State
+		if state == "" {
+			state = job.StateQueued
+		}
+		if state != job.StateQueued && state != job.StateCreated {
+			return nil, fmt.Errorf("insert jobs: job %d: state must be %s or %s, got %q",
+				i, job.StateQueued, job.StateCreated, jp.State)
+		}
+		queue := jp.Queue
+		if queue == "" {
+			queue = jp.Type
+		}
+		payload := jp.Payload
+		if payload == nil {
+			payload = json.RawMessage("null")
+		}
+		runAt := now
+		if !jp.RunAt.IsZero() {
+			runAt = dbTime(jp.RunAt)
+		}
+		plan.jobs[i] = &job.Row{
+			ID:             jp.ID,
+			Type:           jp.Type,
+			Queue:          queue,
+			Priority:       jp.Priority,
+			Payload:        payload,
+			IdempotencyKey: jp.IdempotencyKey,
+			State:          state,
+			MaxAttempts:    jp.MaxAttempts,
+			RunAt:          runAt,
+			Timeout:        jp.Timeout.Truncate(time.Millisecond),
+			Version:        1,
+			CreatedAt:      now,
+			UpdatedAt:      now,
+		}
+		plan.firstOf[i] = -1
+		if k := jp.IdempotencyKey; k != "" {
+			plan.hasKeys = true
+			first, seen := firstByKey[k]
+			if !seen {
+				first = i
+				firstByKey[k] = i
+			}
+			plan.firstOf[i] = first
+		}
+	}
+	return plan, nil
+}
+
+// useCopy reports whether the batch goes through COPY.
+func (p *insertPlan) useCopy() bool { return !p.hasKeys && len(p.jobs) > copyMinJobs }
+
+// sortAt is the acquisition order key of a job entering QUEUED.
+func (s *Store) sortAt(runAt time.Time, priority int) time.Time {
+	return runAt.Add(time.Duration(priority) * s.opts.PriorityAging)
+}
+
+// JobInsertMany implements store.Store.
+func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+	plan, err := s.planInsert(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.jobs) == 0 {
+		return []*store.JobInsertResult{}, nil
+	}
+	if !plan.useCopy() {
+		// One statement is its own transaction; fetching the owners of
+		// conflicting keys afterwards needs none.
+		return s.insertUnnest(ctx, pgxQuerier{s.pool}, plan)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	res, err := s.insertCopy(ctx, tx, plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: commit: %w", err)
+	}
+	return res, nil
+}
+
+// JobInsertManyTx implements store.Store: tx is a pgx.Tx or a *sql.Tx on the
+// pgx stdlib driver.
+func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+	var q querier
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		plan, err := s.planInsert(p)
+		if err != nil {
+			return nil, err
+		}
+		if len(plan.jobs) == 0 {
+			return []*store.JobInsertResult{}, nil
+		}
+		if plan.useCopy() {
+			return s.insertCopy(ctx, tx, plan)
+		}
+		return s.insertUnnest(ctx, pgxQuerier{tx}, plan)
+	case *sql.Tx:
+		q = sqlQuerier{tx}
+	default:
+		return nil, fmt.Errorf("insert jobs: %T: %w", tx, store.ErrUnsupportedTx)
+	}
+	plan, err := s.planInsert(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.jobs) == 0 {
+		return []*store.JobInsertResult{}, nil
+	}
+	return s.insertUnnest(ctx, q, plan)
+}
+
+// insertUnnest inserts the plan's first occurrence of each key (and every
+// job without one) in one statement, then reads the existing owners of the
+// keys that conflicted.
+func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) ([]*store.JobInsertResult, error) {
+	n := len(plan.jobs)
+	var (
+		ids        = make([]uuid.UUID, 0, n)
+		types      = make([]string, 0, n)
+		queues     = make([]string, 0, n)
+		priorities = make([]int, 0, n)
+		payloads   = make([]string, 0, n)
+		keys       = make([]string, 0, n)
+		states     = make([]string, 0, n)
+		maxes      = make([]int, 0, n)
+		runAts     = make([]time.Time, 0, n)
+		sortAts    = make([]time.Time, 0, n)
+		timeouts   = make([]int64, 0, n)
+	)
+	for i, j := range plan.jobs {
+		if f := plan.firstOf[i]; f >= 0 && f != i {
+			continue // a later duplicate of a key in this batch
+		}
+		ids = append(ids, j.ID)
+		types = append(types, j.Type)
+		queues = append(queues, j.Queue)
+		priorities = append(priorities, j.Priority)
+		payloads = append(payloads, string(j.Payload))
+		keys = append(keys, j.IdempotencyKey)
+		states = append(states, string(j.State))
+		maxes = append(maxes, j.MaxAttempts)
+		runAts = append(runAts, j.RunAt)
+		sortAts = append(sortAts, s.sortAt(j.RunAt, j.Priority))
+		timeouts = append(timeouts, j.Timeout.Milliseconds())
+	}
+	rs, err := q.query(ctx, insertUnnestSQL,
+		ids, types, queues, priorities, payloads, keys, states, maxes, runAts, sortAts, timeouts, plan.now)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted, err := collectJobs(rs)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	byID := make(map[uuid.UUID]*job.Row, len(inserted))
+	for _, row := range inserted {
+		byID[row.ID] = row
+	}
+
+	// Keys whose first occurrence was not inserted belong to existing rows.
+	var conflicted []string
+	for i, j := range plan.jobs {
+		if plan.firstOf[i] == i && byID[j.ID] == nil {
+			conflicted = append(conflicted, j.IdempotencyKey)
+		}
+	}
+	byKey := map[string]*job.Row{}
+	if len(conflicted) > 0 {
+		rs, err := q.query(ctx, insertExistingSQL, conflicted)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: read existing idempotency keys: %w", err)
+		}
+		existing, err := collectJobs(rs)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: read existing idempotency keys: %w", err)
+		}
+		for _, row := range existing {
+			byKey[row.IdempotencyKey] = row
+		}
+	}
+
+	out := make([]*store.JobInsertResult, n)
+	for i, j := range plan.jobs {
+		first := plan.firstOf[i]
+		switch {
+		case first < 0 || first == i:
+			if row := byID[j.ID]; row != nil {
+				out[i] = &store.JobInsertResult{Job: row}
+				continue
+			}
+			if first < 0 {
+				return nil, fmt.Errorf("insert jobs: job %s was not inserted", j.ID)
+			}
+			row := byKey[j.IdempotencyKey]
+			if row == nil {
+				return nil, fmt.Errorf("insert jobs: idempotency key %q conflicted but its job is gone", j.IdempotencyKey)
+			}
+			out[i] = &store.JobInsertResult{Job: row, Duplicate: true}
+		default:
+			out[i] = &store.JobInsertResult{Job: out[first].Job, Duplicate: true}
+		}
+	}
+	return out, nil
+}
+
+// insertCopy writes a batch without idempotency keys with COPY, then its
+// outbox row and wakeups, in tx. The rows are returned as planned: a COPY
+// batch stores exactly the planned values.
+func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]*store.JobInsertResult, error) {
+	src := make([][]any, len(plan.jobs))
+	transitions := make([]job.Transition, len(plan.jobs))
+	var dueQueues []string
+	seenQueue := map[string]bool{}
+	for i, j := range plan.jobs {
+		src[i] = []any{
+			j.ID, j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State), j.MaxAttempts,
+			j.RunAt, s.sortAt(j.RunAt, j.Priority), j.Timeout.Milliseconds(), j.CreatedAt, j.UpdatedAt,
+		}
+		transitions[i] = job.Transition{JobID: j.ID, JobType: j.Type, Queue: j.Queue, To: j.State}
+		if j.State == job.StateQueued && !j.RunAt.After(plan.now) && !seenQueue[j.Queue] {
+			seenQueue[j.Queue] = true
+			dueQueues = append(dueQueues, j.Queue)
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"docket_jobs"}, copyColumns, pgx.CopyFromRows(src)); err != nil {
+		return nil, fmt.Errorf("insert jobs: copy: %w", err)
+	}
+	data, err := json.Marshal(job.StateChangedData{Transitions: transitions})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: encode outbox event: %w", err)
+	}
+	if _, err := tx.Exec(ctx, insertCopyFinishSQL, string(data), plan.now, dueQueues); err != nil {
+		return nil, fmt.Errorf("insert jobs: write outbox: %w", err)
+	}
+	out := make([]*store.JobInsertResult, len(plan.jobs))
+	for i, j := range plan.jobs {
+		out[i] = &store.JobInsertResult{Job: j}
+	}
+	return out, nil
+}

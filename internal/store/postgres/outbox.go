@@ -1,0 +1,66 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// outboxStateChanged is the body of a CTE that writes ONE job.state_changed
+// outbox row describing every row of src (a CTE of changed jobs with id,
+// job_type, queue, attempt), and nothing when src is empty. from and to are
+// SQL expressions over src's columns; now is the SQL placeholder of the
+// statement's Now. The JSON is job.StateChangedData.
+func outboxStateChanged(src, from, to, now string) string {
+	return fmt.Sprintf(`INSERT INTO docket_outbox (event_type, data, created_at)
+		SELECT 'job.state_changed',
+			json_build_object('transitions', json_agg(json_build_object(
+				'jobId', id, 'jobType', job_type, 'queue', queue,
+				'from', %s, 'to', %s, 'attempt', attempt))),
+			%s
+		FROM %s
+		HAVING count(*) > 0`, from, to, now, src)
+}
+
+// notifyAvailable is the body of a CTE that sends one docket_job_available
+// NOTIFY per distinct queue of src's rows that are QUEUED and due at now.
+// PostgreSQL delivers it on commit. The CTE must be referenced (see
+// notifyGuard) or it is not run.
+func notifyAvailable(src, now string) string {
+	return fmt.Sprintf(`SELECT pg_notify('%s', queue)
+		FROM (SELECT DISTINCT queue FROM %s WHERE state = 'QUEUED' AND run_at <= %s) due`,
+		channelJobAvailable, src, now)
+}
+
+// notifyGuard is a WHERE condition that forces a notify CTE named cte to
+// run: a SELECT CTE that nothing reads is never executed.
+func notifyGuard(cte string) string {
+	return fmt.Sprintf(`(SELECT count(*) FROM %s) >= 0`, cte)
+}
+
+// OutboxList implements store.Store.
+func (s *Store) OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxEvent, error) {
+	rs, err := s.pool.Query(ctx, `
+		SELECT id, event_type, data, created_at
+		FROM docket_outbox
+		WHERE id > $1
+		ORDER BY id
+		LIMIT $2`, p.AfterID, limitOrNull(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	defer rs.Close()
+	var out []*store.OutboxEvent
+	for rs.Next() {
+		ev, err := scanOutbox(rs)
+		if err != nil {
+			return nil, fmt.Errorf("list outbox: %w", err)
+		}
+		out = append(out, ev)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,544 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/storetest"
+)
+
+const envURL = "DOCKET_TEST_DATABASE_URL"
+
+// testBase is the suite's fixed "now".
+var testBase = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// serverURL is the test server's URL: the test skips without one, and
+// fails under CI, where PostgreSQL must be there.
+func serverURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(envURL)
+	if u == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: in CI the PostgreSQL tests must run (scripts/testdb.sh start)", envURL)
+		}
+		t.Skipf("%s is not set; run scripts/testdb.sh start", envURL)
+	}
+	return u
+}
+
+// schemaURL creates a fresh schema, dropped when the test ends, and returns
+// a URL whose search_path is that schema.
+func schemaURL(t testing.TB) string {
+	t.Helper()
+	base := serverURL(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "docket_t_" + hex.EncodeToString(b[:])
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	require.NoError(t, exec("CREATE SCHEMA "+schema))
+	t.Cleanup(func() {
+		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openAt opens a store on url, closed when the test ends.
+func openAt(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+// bundle is what the postgres-specific tests work with.
+type bundle struct {
+	ctx context.Context
+	s   *Store
+	url string
+}
+
+// setup opens a migrated store on a fresh schema.
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	u := schemaURL(t)
+	s := openAt(t, u)
+	ctx := context.Background()
+	_, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	return &bundle{ctx: ctx, s: s, url: u}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return setup(t).s
+	})
+}
+
+func newJob(queue string) *store.JobInsertParams {
+	return &store.JobInsertParams{
+		ID:          uuid.Must(uuid.NewV7()),
+		Type:        "email",
+		Queue:       queue,
+		Payload:     json.RawMessage(`{"to":"a@example.com"}`),
+		State:       job.StateQueued,
+		MaxAttempts: 3,
+	}
+}
+
+func newJobs(queue string, n int) []*store.JobInsertParams {
+	ps := make([]*store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = newJob(queue)
+	}
+	return ps
+}
+
+func (b *bundle) count(t testing.TB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.s.Pool().QueryRow(b.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+func (b *bundle) outbox(t testing.TB) []*store.OutboxEvent {
+	t.Helper()
+	evs, err := b.s.OutboxList(b.ctx, &store.OutboxListParams{Limit: 1000})
+	require.NoError(t, err)
+	return evs
+}
+
+// TestInsertCopyAndUnnest inserts a batch large enough for COPY and a small
+// one through the unnest INSERT and checks both store the same thing.
+func TestInsertCopyAndUnnest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, n := range []int{copyMinJobs + 150, 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			q := "q" + fmt.Sprint(n)
+			ps := newJobs(q, n)
+			ps[1].Priority, ps[1].RunAt, ps[1].Timeout = 3, testBase.Add(time.Hour), 1500*time.Millisecond
+			ps[2].State = job.StateCreated
+			before := b.outbox(t)
+			res, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+			require.NoError(t, err)
+			require.Len(t, res, n)
+			for i, r := range res {
+				require.False(t, r.Duplicate)
+				require.Equal(t, ps[i].ID, r.Job.ID)
+				got, err := b.s.JobGet(b.ctx, ps[i].ID)
+				require.NoError(t, err)
+				require.JSONEq(t, string(got.Payload), string(r.Job.Payload))
+				got.Payload, r.Job.Payload = nil, nil
+				require.Equal(t, got, r.Job, "returned row %d differs from the stored one", i)
+			}
+			row := res[1].Job
+			require.Equal(t, 3, row.Priority)
+			require.Equal(t, testBase.Add(time.Hour), row.RunAt)
+			require.Equal(t, 1500*time.Millisecond, row.Timeout)
+			require.Equal(t, job.StateCreated, res[2].Job.State)
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM docket_jobs WHERE id = $1 AND sort_at = $2`,
+				row.ID, row.RunAt.Add(3*store.PriorityAgingDefault)))
+
+			evs := b.outbox(t)[len(before):]
+			require.Len(t, evs, 1)
+			var d job.StateChangedData
+			require.NoError(t, json.Unmarshal(evs[0].Data, &d))
+			require.Len(t, d.Transitions, n)
+		})
+	}
+}
+
+// TestInsertTx inserts in a caller's transaction, pgx and database/sql,
+// small (unnest) and large (COPY, pgx only) batches.
+func TestInsertTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	db, err := sql.Open("pgx", b.url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+
+	type txer struct {
+		begin    func(t *testing.T) any
+		rollback func(tx any) error
+		commit   func(tx any) error
+	}
+	kinds := map[string]txer{
+		"pgx": {
+			begin: func(t *testing.T) any {
+				tx, err := b.s.Pool().Begin(b.ctx)
+				require.NoError(t, err)
+				return tx
+			},
+			rollback: func(tx any) error { return tx.(pgx.Tx).Rollback(b.ctx) },
+			commit:   func(tx any) error { return tx.(pgx.Tx).Commit(b.ctx) },
+		},
+		"sql": {
+			begin: func(t *testing.T) any {
+				tx, err := db.BeginTx(b.ctx, nil)
+				require.NoError(t, err)
+				return tx
+			},
+			rollback: func(tx any) error { return tx.(*sql.Tx).Rollback() },
+			commit:   func(tx any) error { return tx.(*sql.Tx).Commit() },
+		},
+	}
+	for name, k := range kinds {
+		for _, n := range []int{3, copyMinJobs + 10} {
+			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
+				q := fmt.Sprintf("%s-%d", name, n)
+				insert := func(tx any, ps []*store.JobInsertParams) []*store.JobInsertResult {
+					res, err := b.s.JobInsertManyTx(b.ctx, tx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+					require.NoError(t, err)
+					require.Len(t, res, len(ps))
+					return res
+				}
+				jobsIn := func() int {
+					return b.count(t, `SELECT count(*) FROM docket_jobs WHERE queue = $1`, q)
+				}
+				outboxBefore := len(b.outbox(t))
+
+				tx := k.begin(t)
+				res := insert(tx, newJobs(q, n))
+				require.Equal(t, job.StateQueued, res[0].Job.State)
+				require.NoError(t, k.rollback(tx))
+				require.Zero(t, jobsIn(), "rolled back")
+				require.Len(t, b.outbox(t), outboxBefore, "rolled back outbox")
+
+				tx = k.begin(t)
+				ps := newJobs(q, n)
+				ps[0].IdempotencyKey = q + "-key"
+				dup := newJob(q)
+				dup.IdempotencyKey = ps[0].IdempotencyKey
+				res = insert(tx, append(ps, dup))
+				require.False(t, res[0].Duplicate)
+				require.True(t, res[n].Duplicate)
+				require.Equal(t, ps[0].ID, res[n].Job.ID)
+				require.NoError(t, k.commit(tx))
+				require.Equal(t, n, jobsIn(), "committed")
+				require.Len(t, b.outbox(t), outboxBefore+1, "committed outbox")
+			})
+		}
+	}
+
+	t.Run("Unsupported", func(t *testing.T) {
+		_, err := b.s.JobInsertManyTx(b.ctx, "not a tx", &store.JobInsertManyParams{Jobs: newJobs("x", 1), Now: testBase})
+		require.ErrorIs(t, err, store.ErrUnsupportedTx)
+	})
+}
+
+// TestIdempotencyKeyRace: concurrent inserters of one key make one row and
+// all get it back.
+func TestIdempotencyKeyRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 100
+	var (
+		wg      sync.WaitGroup
+		results = make([]*store.JobInsertResult, n)
+		errs    = make([]error, n)
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			p := newJob("race")
+			p.IdempotencyKey = "the-key"
+			<-start
+			res, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: testBase})
+			if err == nil {
+				results[i] = res[0]
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	var fresh int
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, results[0].Job.ID, results[i].Job.ID)
+		if !results[i].Duplicate {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "exactly one inserter inserted")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM docket_jobs WHERE idempotency_key = 'the-key'`))
+	require.Len(t, b.outbox(t), 1)
+}
+
+// waitFor reads ch until want arrives, failing after a deadline; it returns
+// the payloads seen before it.
+func waitFor(t *testing.T, ch <-chan string, want string) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-ch:
+			if got == want {
+				return seen
+			}
+			seen = append(seen, got)
+		case <-deadline:
+			t.Fatalf("no wakeup %q within 10s; saw %q", want, seen)
+		}
+	}
+}
+
+// TestListen: wakeups arrive after commit, not before; cancel requests wake
+// the holder; a lost listener connection reconnects and says so.
+func TestListen(t *testing.T) {
+	b := setup(t)
+	avail, stop := b.s.Subscribe(store.TopicJobAvailable)
+	defer stop()
+	cancels, stopCancels := b.s.Subscribe(store.TopicJobCancel)
+	defer stopCancels()
+	q := "listen-" + uuid.NewString()
+	marker := func(payload string) {
+		_, err := b.s.Pool().Exec(b.ctx, `SELECT pg_notify($1, $2)`, channelJobAvailable, payload)
+		require.NoError(t, err)
+	}
+
+	tx, err := b.s.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = b.s.JobInsertManyTx(b.ctx, tx, &store.JobInsertManyParams{Jobs: newJobs(q, 2), Now: testBase})
+	require.NoError(t, err)
+	// Notifications arrive in commit order: the marker, committed after the
+	// insert but before its commit, comes first.
+	m := "marker-" + uuid.NewString()
+	marker(m)
+	require.NotContains(t, waitFor(t, avail, m), q, "wakeup before commit")
+	require.NoError(t, tx.Commit(b.ctx))
+	waitFor(t, avail, q)
+
+	rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: q, Max: 1, Owner: "n", LeaseDuration: time.Minute, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	_, err = b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: rows[0].ID, Now: testBase})
+	require.NoError(t, err)
+	waitFor(t, cancels, rows[0].ID.String())
+
+	// Kill the listener's connection: it comes back and publishes "".
+	pid := b.s.listenerPID()
+	require.NotZero(t, pid)
+	_, err = b.s.Pool().Exec(b.ctx, `SELECT pg_terminate_backend($1)`, pid)
+	require.NoError(t, err)
+	waitFor(t, avail, "")
+	waitFor(t, cancels, "")
+	require.NotEqual(t, pid, b.s.listenerPID())
+	_, err = b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs(q, 1), Now: testBase})
+	require.NoError(t, err)
+	waitFor(t, avail, q)
+}
+
+// TestAcquirePlan checks at ~100k rows that acquisition walks the acquire
+// index and updates through the primary key, and that finishing a batch
+// joins through the primary key.
+func TestAcquirePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 100k jobs")
+	}
+	t.Parallel()
+	b := setup(t)
+	const total, batch = 100_000, 5_000
+	queues := []string{"default", "other", "third", "fourth"}
+	for i := range total / batch {
+		ps := newJobs(queues[i%len(queues)], batch)
+		for j, p := range ps {
+			p.Priority = j % 4
+		}
+		_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+		require.NoError(t, err)
+	}
+	_, err := b.s.Pool().Exec(b.ctx, `ANALYZE docket_jobs`)
+	require.NoError(t, err)
+
+	plan := b.explain(t, acquireSQL, "default", testBase, 100, "node", testBase.Add(time.Minute))
+	t.Logf("acquire plan:\n%s", plan)
+	require.Contains(t, plan, "docket_jobs_acquire")
+	require.Contains(t, plan, "docket_jobs_pkey")
+	require.NotContains(t, plan, "Seq Scan on docket_jobs")
+	require.NotContains(t, plan, "Hash Join")
+
+	// Acquire and finish a batch of 2,000 for real, and look at the
+	// finishing plan.
+	start := time.Now()
+	rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "default", Max: 2000, Owner: "node", LeaseDuration: time.Minute, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, rows, 2000)
+	acquired := time.Since(start)
+	fs := make([]*store.JobFinishParams, len(rows))
+	for i, r := range rows {
+		fs[i] = &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess}
+	}
+	start = time.Now()
+	ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fs, Now: testBase})
+	require.NoError(t, err)
+	finished := time.Since(start)
+	for _, applied := range ok {
+		require.True(t, applied)
+	}
+	t.Logf("acquire 2000: %v, finish 2000: %v", acquired, finished)
+}
+
+// explain returns the EXPLAIN text of query with args.
+func (b *bundle) explain(t *testing.T, query string, args ...any) string {
+	t.Helper()
+	rs, err := b.s.Pool().Query(b.ctx, "EXPLAIN "+query, args...)
+	require.NoError(t, err)
+	var lines []string
+	for rs.Next() {
+		var line string
+		require.NoError(t, rs.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rs.Err())
+	return strings.Join(lines, "\n")
+}
+
+// TestMigrations: up, down (all), up again; concurrent migrators apply
+// each migration once.
+func TestMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openAt(t, schemaURL(t))
+	tableExists := func() bool {
+		var ok bool
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT to_regclass('docket_jobs') IS NOT NULL`).Scan(&ok))
+		return ok
+	}
+	status := func() []store.Migration {
+		ms, err := s.MigrationStatus(ctx)
+		require.NoError(t, err)
+		require.NotEmpty(t, ms)
+		return ms
+	}
+	for _, m := range status() {
+		require.False(t, m.Applied)
+	}
+
+	var wg sync.WaitGroup
+	applied := make([][]store.Migration, 5)
+	for i := range applied {
+		wg.Go(func() {
+			ms, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+			require.NoError(t, err)
+			applied[i] = ms
+		})
+	}
+	wg.Wait()
+	var n int
+	for _, ms := range applied {
+		n += len(ms)
+	}
+	require.Len(t, status(), n, "each migration applied exactly once")
+	for _, m := range status() {
+		require.True(t, m.Applied)
+		require.False(t, m.AppliedAt.IsZero())
+	}
+	require.True(t, tableExists())
+
+	down, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Down})
+	require.NoError(t, err)
+	require.Len(t, down, n)
+	require.False(t, tableExists())
+	for _, m := range status() {
+		require.False(t, m.Applied)
+	}
+
+	up, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up, Steps: 1})
+	require.NoError(t, err)
+	require.Len(t, up, 1)
+	require.Equal(t, 1, up[0].Version)
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	require.True(t, tableExists())
+	again, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	require.Empty(t, again)
+}
+
+// BenchmarkBurnDown works 100k pre-inserted no-op jobs to zero with
+// workers acquiring and finishing batches (the PERF-NOTES burn-down).
+func BenchmarkBurnDown(b *testing.B) {
+	for _, batch := range []int{100, 2000} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) {
+			const total, workers = 100_000, 2
+			for b.Loop() {
+				b.StopTimer()
+				bu := setup(b)
+				for range total / 5000 {
+					_, err := bu.s.JobInsertMany(bu.ctx, &store.JobInsertManyParams{Jobs: newJobs("default", 5000), Now: testBase})
+					require.NoError(b, err)
+				}
+				_, err := bu.s.Pool().Exec(bu.ctx, `ANALYZE docket_jobs`)
+				require.NoError(b, err)
+				b.StartTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				var acqDur, finDur atomic.Int64
+				for w := range workers {
+					wg.Go(func() {
+						for {
+							t0 := time.Now()
+							rows, err := bu.s.JobAcquire(bu.ctx, &store.JobAcquireParams{
+								Queue: "default", Max: batch, Owner: fmt.Sprint("w", w), LeaseDuration: time.Minute, Now: testBase,
+							})
+							require.NoError(b, err)
+							if len(rows) == 0 {
+								return
+							}
+							fs := make([]*store.JobFinishParams, len(rows))
+							for i, r := range rows {
+								fs[i] = &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess}
+							}
+							t1 := time.Now()
+							_, err = bu.s.JobFinishMany(bu.ctx, &store.JobFinishManyParams{Jobs: fs, Now: testBase})
+							require.NoError(b, err)
+							acqDur.Add(int64(t1.Sub(t0)))
+							finDur.Add(int64(time.Since(t1)))
+						}
+					})
+				}
+				wg.Wait()
+				b.Logf("acquire %v finish %v", time.Duration(acqDur.Load()), time.Duration(finDur.Load()))
+				b.ReportMetric(float64(total)/time.Since(start).Seconds(), "jobs/s")
+			}
+		})
+	}
+}

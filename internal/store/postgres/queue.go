@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// queueSetPausedSQL upserts the pause flag; resuming wakes the queue's
+// workers, since its due jobs were left waiting.
+const queueSetPausedSQL = `
+WITH q AS (
+	INSERT INTO docket_queues (name, paused, updated_at) VALUES ($1, $2, $3)
+	ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at
+	RETURNING name, paused
+)
+SELECT pg_notify('` + channelJobAvailable + `', name) FROM q WHERE NOT paused`
+
+// QueueSetPaused implements store.Store.
+func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
+	if p.Name == "" {
+		return fmt.Errorf("set queue paused: empty queue name")
+	}
+	if _, err := s.pool.Exec(ctx, queueSetPausedSQL, p.Name, p.Paused, dbTime(p.Now)); err != nil {
+		return fmt.Errorf("set queue %q paused=%t: %w", p.Name, p.Paused, err)
+	}
+	return nil
+}
+
+// queueListSQL is every queue that has jobs or a row in docket_queues, one
+// row per (queue, state with jobs), or one row with a NULL state for a
+// queue without jobs.
+const queueListSQL = `
+SELECT coalesce(q.name, c.queue), coalesce(q.paused, false), q.updated_at, c.state, coalesce(c.n, 0)
+FROM (SELECT queue, state, count(*) AS n FROM docket_jobs GROUP BY queue, state) c
+FULL JOIN docket_queues q ON q.name = c.queue
+ORDER BY 1, 4`
+
+// QueueList implements store.Store, ordered by name.
+func (s *Store) QueueList(ctx context.Context) ([]*store.Queue, error) {
+	rs, err := s.pool.Query(ctx, queueListSQL)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	defer rs.Close()
+	var (
+		out  []*store.Queue
+		last *store.Queue
+	)
+	for rs.Next() {
+		var (
+			name      string
+			paused    bool
+			updatedAt *time.Time
+			state     *string
+			n         int
+		)
+		if err := rs.Scan(&name, &paused, &updatedAt, &state, &n); err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		if last == nil || last.Name != name {
+			last = &store.Queue{Name: name, Paused: paused, UpdatedAt: utcOrZero(updatedAt), Counts: map[job.State]int{}}
+			out = append(out, last)
+		}
+		if state != nil {
+			last.Counts[job.State(*state)] = n
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return out, nil
+}

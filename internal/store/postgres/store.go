@@ -1,0 +1,248 @@
+// Package postgres implements store.Store on PostgreSQL with pgx v5 and
+// hand-written SQL.
+//
+// Every state change is one statement (CTEs carry the outbox row, the
+// attempt history and the NOTIFY wakeups), so it is one transaction without a
+// BEGIN/COMMIT round trip. Wakeups travel through LISTEN/NOTIFY: a dedicated
+// connection listens on docket_job_available (payload: queue) and
+// docket_job_cancel (payload: job id) and fans out through a store.Hub.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// NOTIFY channels.
+const (
+	channelJobAvailable = "docket_job_available"
+	channelJobCancel    = "docket_job_cancel"
+)
+
+// listenerReadyTimeout bounds how long the first Subscribe waits for the
+// listener connection to be LISTENing, so that wakeups committed after
+// Subscribe returns are not missed.
+const listenerReadyTimeout = 5 * time.Second
+
+// Listener reconnect backoff.
+const (
+	listenerBackoffMin = 100 * time.Millisecond
+	listenerBackoffMax = 5 * time.Second
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is the PostgreSQL backend.
+type Store struct {
+	pool *pgxpool.Pool
+	opts store.Options
+	// agingMicros is opts.PriorityAging in microseconds, the unit the SQL
+	// uses to compute sort_at.
+	agingMicros int64
+
+	hub store.Hub
+
+	mu            sync.Mutex
+	closed        bool
+	listenStarted bool
+	listenReady   chan struct{} // closed once the first LISTEN succeeded or failed
+	listenCancel  context.CancelFunc
+	listenDone    chan struct{}
+	listenPID     uint32 // backend pid of the listener connection, 0 when down
+}
+
+// Open connects to the database at url (postgres://...). Runtime parameters
+// in the URL, such as search_path, apply to every connection, so one database
+// can hold several docket schemas. Open does not migrate.
+func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	opts = opts.WithDefaults()
+	return &Store{
+		pool:        pool,
+		opts:        opts,
+		agingMicros: opts.PriorityAging.Microseconds(),
+	}, nil
+}
+
+// Pool is the connection pool, for tests and for callers that begin their
+// own transactions for JobInsertManyTx.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Backend implements store.Store.
+func (s *Store) Backend() string { return "postgres" }
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Close stops the listener (waiting for it) and closes the pool. It is safe
+// to call more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	cancel, done := s.listenCancel, s.listenDone
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.pool.Close()
+	return nil
+}
+
+// Subscribe implements store.Store. The first call starts the listener
+// connection and waits (briefly) until it is LISTENing.
+func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
+	ch, cancel := s.hub.Subscribe(topic)
+	if ready := s.startListener(); ready != nil {
+		select {
+		case <-ready:
+		case <-time.After(listenerReadyTimeout):
+		}
+	}
+	return ch, cancel
+}
+
+// startListener starts the listener goroutine once and returns the channel
+// closed when it first got ready; nil when the store is closed.
+func (s *Store) startListener() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if !s.listenStarted {
+		s.listenStarted = true
+		ctx, cancel := context.WithCancel(context.Background())
+		s.listenCancel = cancel
+		s.listenReady = make(chan struct{})
+		s.listenDone = make(chan struct{})
+		go s.listen(ctx)
+	}
+	return s.listenReady
+}
+
+// listen keeps a dedicated connection LISTENing and publishes notifications
+// to the hub until ctx ends. After a reconnect it publishes "" on every topic:
+// wakeups may have been missed while it was down.
+func (s *Store) listen(ctx context.Context) {
+	defer close(s.listenDone)
+	var readyOnce sync.Once
+	ready := func() { readyOnce.Do(func() { close(s.listenReady) }) }
+	defer ready()
+
+	backoff := listenerBackoffMin
+	for first := true; ; first = false {
+		conn, err := s.listenConnect(ctx)
+		if err == nil {
+			s.setListenerPID(conn.PgConn().PID())
+			ready()
+			if !first {
+				s.hub.Publish(store.TopicJobAvailable, "")
+				s.hub.Publish(store.TopicJobCancel, "")
+			}
+			backoff = listenerBackoffMin
+			err = s.receive(ctx, conn)
+			s.setListenerPID(0)
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+		} else {
+			ready()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the listener has no caller to report to; it retries.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, listenerBackoffMax)
+	}
+}
+
+func (s *Store) setListenerPID(pid uint32) {
+	s.mu.Lock()
+	s.listenPID = pid
+	s.mu.Unlock()
+}
+
+// listenerPID is the listener connection's backend pid (0 when down).
+func (s *Store) listenerPID() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listenPID
+}
+
+// listenConnect opens the listener connection (outside the pool) and
+// LISTENs on both channels.
+func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("connect listener: %w", err)
+	}
+	for _, ch := range []string{channelJobAvailable, channelJobCancel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("listen on %s: %w", ch, err)
+		}
+	}
+	return conn, nil
+}
+
+// receive publishes notifications until the connection fails or ctx ends.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		switch n.Channel {
+		case channelJobAvailable:
+			s.hub.Publish(store.TopicJobAvailable, n.Payload)
+		case channelJobCancel:
+			s.hub.Publish(store.TopicJobCancel, n.Payload)
+		}
+	}
+}
+
+// notFound translates pgx.ErrNoRows into store.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// limitOrNull maps a non-positive limit to NULL (LIMIT NULL = no limit).
+func limitOrNull(n int) *int {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}
