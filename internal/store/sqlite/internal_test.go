@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,5 +64,34 @@ func TestQueryPlans(t *testing.T) {
 			require.Contains(t, text, w, "%s plan:\n%s", tc.name, text)
 		}
 		require.NotContains(t, text, "SCAN docket_jobs", "%s plan:\n%s", tc.name, text)
+	}
+}
+
+// TestPragmas checks the settings every connection, writer and reader, runs
+// with.
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "docket.db"), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	want := map[string]string{
+		"journal_mode": "wal",
+		"synchronous":  "2", // FULL
+		"foreign_keys": "1",
+		"busy_timeout": "10000",
+		"temp_store":   "2", // MEMORY
+	}
+	for name, db := range map[string]interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}{"writer": s.writer, "reader": s.reader} {
+		for pragma, v := range want {
+			var got string
+			require.NoError(t, db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got), "%s %s", name, pragma)
+			require.Equal(t, v, got, "%s: PRAGMA %s", name, pragma)
+		}
+		var queryOnly string
+		require.NoError(t, db.QueryRowContext(ctx, "PRAGMA query_only").Scan(&queryOnly))
+		require.Equal(t, map[string]string{"writer": "0", "reader": "1"}[name], queryOnly, "%s query_only", name)
 	}
 }

@@ -65,6 +65,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err := validateInsert(p); err != nil {
 		return nil, err
 	}
+	if len(p.Jobs) == 0 {
+		return []*store.JobInsertResult{}, nil
+	}
 	// Prepare before beginning: the transaction holds the one connection.
 	prepared := map[string]*sql.Stmt{}
 	for _, q := range insertQueries(p) {
