@@ -65,6 +65,25 @@ func newJob(queue string) *store.JobInsertParams {
 	}
 }
 
+func TestOpenPath(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for _, bad := range []string{"", ":memory:", "file:x.db"} {
+		_, err := sqlite.Open(ctx, bad, store.Options{})
+		require.Error(t, err, "path %q", bad)
+	}
+	// Characters that mean something in a URI are part of the file name.
+	path := filepath.Join(t.TempDir(), "a dir?#%", "docket 1.db")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	s := migrated(t, path)
+	_, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("q")}, Now: base})
+	require.NoError(t, err)
+	_, err = os.Stat(path)
+	require.NoError(t, err, "the database is at the path given")
+	_, err = os.Stat(path + "-wal")
+	require.NoError(t, err, "WAL mode")
+}
+
 func TestInsertTx(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

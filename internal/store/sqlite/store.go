@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +48,13 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the SQLite database at path. It does not
 // migrate: call Migrate (or `docket migrate`) before use.
+//
+// path must name a file: the writer and the readers are separate connections,
+// so an in-memory database (":memory:") would be a different one for each.
 func Open(ctx context.Context, path string, opts store.Options) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open sqlite: path must be a file path, got %q", path)
+	}
 	opts = opts.WithDefaults()
 	writer, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {
@@ -85,6 +92,9 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 	}, nil
 }
 
+// uriPath escapes a file path for a SQLite file: URI.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
 // dsn builds the modernc DSN: the pragmas run on every new connection.
 func dsn(path string, writer bool) string {
 	q := url.Values{}
@@ -101,8 +111,9 @@ func dsn(path string, writer bool) string {
 	} else {
 		q.Add("_pragma", "query_only(ON)")
 	}
-	u := url.URL{Scheme: "file", Opaque: path, RawQuery: q.Encode()}
-	return u.String()
+	// A file: URI, so that SQLite rather than the driver reads the path; the
+	// characters that mean something in a URI are escaped.
+	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 }
 
 // DB returns the writer *sql.DB: begin a transaction on it to use
