@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/store/postgres"
@@ -41,6 +42,12 @@ type Config struct {
 	// priority p sorts as if it became due p × PriorityAging later, so low
 	// priority work cannot starve. Default 5 min.
 	PriorityAging time.Duration
+	// RetryBackoffBase and RetryBackoffMax: the retry policy of jobs failed
+	// through remote leases, and the default of every Worker. The delay after
+	// attempt n is uniform in [c/2, c], c = min(base × 2^(n-1), max).
+	// Defaults 1 s and 1 h.
+	RetryBackoffBase time.Duration
+	RetryBackoffMax  time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock used for every timestamp; default time.Now. Tests
@@ -64,6 +71,12 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.RetryBackoffBase <= 0 {
+		cfg.RetryBackoffBase = engine.RetryBackoffBaseDefault
+	}
+	if cfg.RetryBackoffMax < cfg.RetryBackoffBase {
+		cfg.RetryBackoffMax = max(engine.RetryBackoffMaxDefault, cfg.RetryBackoffBase)
 	}
 	st, err := openStore(ctx, cfg.DatabaseURL, store.Options{PriorityAging: cfg.PriorityAging})
 	if err != nil {

@@ -50,13 +50,14 @@ type WorkerConfig struct {
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoffBase and RetryBackoffMax: the delay after attempt n is
-	// uniform in [c/2, c], c = min(base × 2^(n-1), max); defaults 1 s and 1 h.
+	// uniform in [c/2, c], c = min(base × 2^(n-1), max); default the
+	// client's (1 s and 1 h).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 }
 
 func (c WorkerConfig) engineConfig(client *Client) engine.Config {
-	return engine.Config{
+	cfg := engine.Config{
 		NodeID: c.NodeID, Queues: c.Queues, LeaseDuration: c.LeaseDuration,
 		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval,
 		SchedulerInterval: c.SchedulerInterval, PruneInterval: c.PruneInterval,
@@ -65,6 +66,10 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,
 	}
+	if cfg.RetryBackoff.Base == 0 {
+		cfg.RetryBackoff = client.retryPolicy()
+	}
+	return cfg
 }
 
 // QueueWorkersDefault is the concurrency of a queue a Worker works because a

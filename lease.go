@@ -1,0 +1,249 @@
+package docket
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Remote leases let a program outside this process (a worker in any
+// language, over HTTP) take jobs, renew them and report their end. A lease
+// id names the job and the attempt, and is the lease's fencing token: once
+// the lease expired and the job was rescued, or the job moved on, every call
+// with the old lease id is refused with ErrLeaseLost.
+
+// Limits of LeaseParams.
+const (
+	LeaseMaxJobs     = 100
+	LeaseMaxWait     = 30 * time.Second
+	LeaseDurationMin = 5 * time.Second
+	LeaseDurationMax = time.Hour
+)
+
+// Lease is one job leased to a remote worker until ExpiresAt.
+type Lease struct {
+	ID        string // "<job id>.<attempt>"
+	Job       *JobRow
+	ExpiresAt time.Time
+}
+
+// LeaseParams ask for jobs.
+type LeaseParams struct {
+	Queues   []string      // at least one
+	Max      int           // 1 … LeaseMaxJobs
+	Wait     time.Duration // long-poll up to this long when nothing is due (≤ LeaseMaxWait)
+	Duration time.Duration // lease length, LeaseDurationMin … LeaseDurationMax
+	WorkerID string        // recorded as the lease owner and in the attempt history
+}
+
+func (p *LeaseParams) validate() error {
+	if len(p.Queues) == 0 {
+		return &ValidationError{Field: "queues", Message: "needs at least one queue"}
+	}
+	for i, q := range p.Queues {
+		if err := validName(fmt.Sprintf("queues[%d]", i), q); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p.Max < 1 || p.Max > LeaseMaxJobs:
+		return &ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d", LeaseMaxJobs)}
+	case p.Wait < 0 || p.Wait > LeaseMaxWait:
+		return &ValidationError{Field: "waitSeconds", Message: fmt.Sprintf("must be between 0 and %d", int(LeaseMaxWait/time.Second))}
+	case p.Duration < LeaseDurationMin || p.Duration > LeaseDurationMax:
+		return &ValidationError{Field: "leaseSeconds", Message: fmt.Sprintf("must be between %d and %d", int(LeaseDurationMin/time.Second), int(LeaseDurationMax/time.Second))}
+	}
+	return validName("workerId", p.WorkerID)
+}
+
+// LeaseID formats the lease id of one attempt of a job.
+func LeaseID(jobID uuid.UUID, attempt int) string {
+	return jobID.String() + "." + strconv.Itoa(attempt)
+}
+
+// ParseLeaseID splits a lease id into job id and attempt.
+func ParseLeaseID(s string) (uuid.UUID, int, error) {
+	id, att, ok := strings.Cut(s, ".")
+	if !ok {
+		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "must be <job id>.<attempt>"}
+	}
+	jobID, err := uuid.Parse(id)
+	if err != nil {
+		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "job id is not a UUID"}
+	}
+	attempt, err := strconv.Atoi(att)
+	if err != nil || attempt < 1 {
+		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "attempt must be a positive integer"}
+	}
+	return jobID, attempt, nil
+}
+
+func parseRef(leaseID string) (job.Ref, error) {
+	id, attempt, err := ParseLeaseID(leaseID)
+	return job.Ref{ID: id, Attempt: attempt}, err
+}
+
+// Lease takes up to p.Max due jobs from p.Queues. When none is due it waits
+// up to p.Wait for one (woken by inserts, polling every second as a
+// fallback) and then returns an empty list.
+func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	var wakeups <-chan string
+	deadline := c.cfg.Now().Add(p.Wait)
+	queues := append([]string(nil), p.Queues...)
+	for {
+		rand.Shuffle(len(queues), func(i, j int) { queues[i], queues[j] = queues[j], queues[i] })
+		var out []*Lease
+		for _, q := range queues {
+			rows, err := c.store.JobAcquire(ctx, &store.JobAcquireParams{
+				Queue: q, Max: p.Max - len(out), Owner: p.WorkerID,
+				LeaseDuration: p.Duration, Now: c.cfg.Now(),
+			})
+			if err != nil {
+				return out, fmt.Errorf("lease jobs of queue %q: %w", q, err)
+			}
+			for _, row := range rows {
+				out = append(out, &Lease{ID: LeaseID(row.ID, row.Attempt), Job: row, ExpiresAt: row.LeaseExpiresAt})
+			}
+			if len(out) == p.Max {
+				break
+			}
+		}
+		remaining := deadline.Sub(c.cfg.Now())
+		if len(out) > 0 || remaining <= 0 {
+			return out, nil
+		}
+		if wakeups == nil {
+			ch, unsubscribe := c.store.Subscribe(store.TopicJobAvailable)
+			defer unsubscribe()
+			wakeups = ch
+			continue // look once more: a job may have come before we listened
+		}
+		t := time.NewTimer(min(remaining, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-wakeups:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// LeaseState is what a heartbeat learns.
+type LeaseState struct {
+	ExpiresAt       time.Time
+	CancelRequested bool // the job was canceled: stop and call LeaseFail
+}
+
+// LeaseHeartbeat renews a lease for d and, when progress is not nil,
+// records progress (0..100) and message. ErrLeaseLost when the lease is no
+// longer held.
+func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Duration, progress *float64, message string) (*LeaseState, error) {
+	ref, err := parseRef(leaseID)
+	if err != nil {
+		return nil, err
+	}
+	if d < LeaseDurationMin || d > LeaseDurationMax {
+		return nil, &ValidationError{Field: "leaseSeconds", Message: "out of range"}
+	}
+	if progress != nil && (*progress < 0 || *progress > 100) {
+		return nil, &ValidationError{Field: "progress", Message: "must be between 0 and 100"}
+	}
+	now := c.cfg.Now()
+	res, err := c.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Jobs: []job.Ref{ref}, LeaseDuration: d, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("renew lease %s: %w", leaseID, err)
+	}
+	if !res[0].Extended {
+		return nil, ErrLeaseLost
+	}
+	if progress != nil {
+		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: *progress, Message: message, Now: now})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &LeaseState{ExpiresAt: res[0].LeaseExpiresAt, CancelRequested: res[0].CancelRequested}, nil
+}
+
+// LeaseComplete records SUCCESS with an optional JSON result.
+func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.RawMessage) error {
+	ref, err := parseRef(leaseID)
+	if err != nil {
+		return err
+	}
+	if len(result) > 0 && !json.Valid(result) {
+		return &ValidationError{Field: "result", Message: "is not valid JSON"}
+	}
+	return c.finishLease(ctx, &store.JobFinishParams{
+		ID: ref.ID, Attempt: ref.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: result,
+	})
+}
+
+// LeaseFail records a failed attempt: RETRY after backoff when retryable
+// and attempts remain, DEAD otherwise, CANCELED when the job's cancel was
+// requested. It returns the state recorded.
+func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryable bool) (JobState, error) {
+	ref, err := parseRef(leaseID)
+	if err != nil {
+		return "", err
+	}
+	row, err := c.store.JobGet(ctx, ref.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrLeaseLost
+	}
+	if err != nil {
+		return "", err
+	}
+	if row.State != job.StateRunning || row.Attempt != ref.Attempt {
+		return "", ErrLeaseLost
+	}
+	now := c.cfg.Now()
+	fin := &store.JobFinishParams{ID: ref.ID, Attempt: ref.Attempt, Outcome: job.OutcomeError, Error: message, FinishedAt: now}
+	switch {
+	case row.CancelRequested:
+		fin.State, fin.Outcome = job.StateCanceled, job.OutcomeCanceled
+	case !retryable || row.Attempt >= row.MaxAttempts:
+		fin.State = job.StateDead
+	default:
+		fin.State = job.StateRetry
+		fin.RunAt = now.Add(c.retryPolicy().Delay(row.Attempt))
+	}
+	if err := c.finishLease(ctx, fin); err != nil {
+		return "", err
+	}
+	return fin.State, nil
+}
+
+func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams) error {
+	if fin.FinishedAt.IsZero() {
+		fin.FinishedAt = c.cfg.Now()
+	}
+	applied, err := c.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()})
+	if err != nil {
+		return fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
+	}
+	if !applied[0] {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+func (c *Client) retryPolicy() backoff.Policy {
+	return backoff.Policy{Base: c.cfg.RetryBackoffBase, Max: c.cfg.RetryBackoffMax}
+}

@@ -1,0 +1,166 @@
+package docket_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// manualClock is a clock tests move by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestRemoteLeaseLifecycle(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend, fastConfig())
+		params := docket.LeaseParams{Queues: []string{"test.echo"}, Max: 10, Duration: 30 * time.Second, WorkerID: "py-worker-1"}
+
+		// Long poll: nothing due, a job arrives while waiting.
+		got := make(chan []*docket.Lease, 1)
+		go func() {
+			p := params
+			p.Wait = 10 * time.Second
+			leases, err := b.client.Lease(ctx, p)
+			require.NoError(t, err)
+			got <- leases
+		}()
+		time.Sleep(50 * time.Millisecond) // let the poll start waiting (either order passes)
+		res, err := b.client.Insert(ctx, echoArgs{N: 1}, &docket.InsertOpts{MaxAttempts: 2})
+		require.NoError(t, err)
+		var leases []*docket.Lease
+		select {
+		case leases = <-got:
+		case <-time.After(9 * time.Second):
+			t.Fatal("long poll did not return the new job")
+		}
+		require.Len(t, leases, 1)
+		l := leases[0]
+		require.Equal(t, docket.LeaseID(res.Job.ID, 1), l.ID)
+		require.Equal(t, "py-worker-1", l.Job.LeaseOwner)
+		require.JSONEq(t, `{"N":1}`, string(l.Job.Payload))
+
+		p := 30.0
+		st, err := b.client.LeaseHeartbeat(ctx, l.ID, time.Minute, &p, "a third")
+		require.NoError(t, err)
+		require.False(t, st.CancelRequested)
+		require.True(t, st.ExpiresAt.After(l.ExpiresAt))
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.InDelta(t, 30, row.Progress, 0.001)
+
+		state, err := b.client.LeaseFail(ctx, l.ID, "upstream 503", true)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, state)
+		// The old lease is fenced now.
+		require.ErrorIs(t, b.client.LeaseComplete(ctx, l.ID, nil), docket.ErrLeaseLost)
+		_, err = b.client.LeaseHeartbeat(ctx, l.ID, time.Minute, nil, "")
+		require.ErrorIs(t, err, docket.ErrLeaseLost)
+
+		// Once retried the second attempt is the last: a failure is final.
+		_, err = b.client.Retry(ctx, res.Job.ID) // RETRY: unchanged
+		require.NoError(t, err)
+		b.start(t) // the scheduler requeues it; no handler for test.echo here
+		var second []*docket.Lease
+		eventually(t, 10*time.Second, "the retry to be leasable", func() bool {
+			second, err = b.client.Lease(ctx, params)
+			require.NoError(t, err)
+			return len(second) == 1
+		})
+		require.Equal(t, docket.LeaseID(res.Job.ID, 2), second[0].ID)
+		state, err = b.client.LeaseFail(ctx, second[0].ID, "still broken", true)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateDead, state)
+	})
+}
+
+func TestRemoteLeaseExpiryIsFenced(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		clock := &manualClock{now: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+		url := backend.URL(t)
+		client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true, Now: clock.Now})
+		require.NoError(t, err)
+		defer client.Close()
+		res, err := client.Insert(ctx, echoArgs{}, nil)
+		require.NoError(t, err)
+		params := docket.LeaseParams{Queues: []string{"test.echo"}, Max: 1, Duration: 10 * time.Second, WorkerID: "a"}
+		first, err := client.Lease(ctx, params)
+		require.NoError(t, err)
+		require.Len(t, first, 1)
+
+		// The holder stalls past its lease; the leader's rescuer (here a
+		// worker on the same clock) requeues the job; a second worker takes it.
+		clock.Advance(11 * time.Second)
+		w := docket.NewWorker(client, docket.WorkerConfig{
+			RescueInterval: 10 * time.Millisecond, SchedulerInterval: 10 * time.Millisecond,
+			LeaderTTL: 300 * time.Millisecond, RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond,
+		})
+		require.NoError(t, w.Start(ctx))
+		defer w.Stop(ctx)
+		params.WorkerID = "b"
+		var second []*docket.Lease
+		eventually(t, 10*time.Second, "the rescued job to be leased again", func() bool {
+			clock.Advance(time.Millisecond)
+			second, err = client.Lease(ctx, params)
+			require.NoError(t, err)
+			return len(second) == 1
+		})
+		require.ErrorIs(t, client.LeaseComplete(ctx, first[0].ID, json.RawMessage(`{"by":"a"}`)), docket.ErrLeaseLost)
+		require.NoError(t, client.LeaseComplete(ctx, second[0].ID, json.RawMessage(`{"by":"b"}`)))
+		row, err := client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateSuccess, row.State)
+		require.JSONEq(t, `{"by":"b"}`, string(row.Result))
+	})
+}
+
+func TestLeaseValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0], fastConfig())
+	ctx := context.Background()
+	cases := map[string]struct {
+		p     docket.LeaseParams
+		field string
+	}{
+		"no queues": {docket.LeaseParams{Max: 1, Duration: time.Minute, WorkerID: "w"}, "queues"},
+		"max":       {docket.LeaseParams{Queues: []string{"q"}, Max: 101, Duration: time.Minute, WorkerID: "w"}, "max"},
+		"wait":      {docket.LeaseParams{Queues: []string{"q"}, Max: 1, Wait: time.Hour, Duration: time.Minute, WorkerID: "w"}, "waitSeconds"},
+		"lease":     {docket.LeaseParams{Queues: []string{"q"}, Max: 1, Duration: time.Second, WorkerID: "w"}, "leaseSeconds"},
+		"worker":    {docket.LeaseParams{Queues: []string{"q"}, Max: 1, Duration: time.Minute}, "workerId"},
+		"bad queue": {docket.LeaseParams{Queues: []string{"a b"}, Max: 1, Duration: time.Minute, WorkerID: "w"}, "queues[0]"},
+	}
+	for name, c := range cases {
+		_, err := b.client.Lease(ctx, c.p)
+		var verr *docket.ValidationError
+		require.ErrorAs(t, err, &verr, name)
+		require.Equal(t, c.field, verr.Field, name)
+	}
+	for _, bad := range []string{"", "x", "not-a-uuid.1", "0192f5a0-0000-7000-8000-000000000000.0", "0192f5a0-0000-7000-8000-000000000000.x"} {
+		_, _, err := docket.ParseLeaseID(bad)
+		require.Error(t, err, bad)
+	}
+}
