@@ -131,6 +131,8 @@ type Store interface {
 	// effort and non-blocking: slow receivers miss wakeups, never block the
 	// store, so callers also poll. cancel stops the subscription.
 	Subscribe(topic Topic) (ch <-chan string, cancel func())
+
+	KeyStore
 }
 
 // Topic names a wakeup channel.
@@ -392,3 +394,48 @@ type OutboxEvent struct {
 	Data      json.RawMessage
 	CreatedAt time.Time
 }
+
+// API keys: only a hash of each secret is stored.
+
+// APIKey is one key of the HTTP API.
+type APIKey struct {
+	ID        uuid.UUID
+	Name      string
+	Role      string
+	Prefix    string // first characters of the secret, for people to recognise it
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while valid
+}
+
+// APIKeyInsertParams records a new key.
+type APIKeyInsertParams struct {
+	ID         uuid.UUID
+	Name       string
+	Role       string
+	Prefix     string
+	SecretHash string // hex SHA-256 of the secret; unique
+	Now        time.Time
+}
+
+// APIKeyRevokeParams revokes a key.
+type APIKeyRevokeParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// KeyStore is the part of Store that keeps API keys.
+type KeyStore interface {
+	// APIKeyInsert records a key; a secret hash that exists already is an
+	// error (ErrDuplicate).
+	APIKeyInsert(ctx context.Context, p *APIKeyInsertParams) (*APIKey, error)
+	// APIKeyGetByHash finds a key that is not revoked; ErrNotFound otherwise.
+	APIKeyGetByHash(ctx context.Context, secretHash string) (*APIKey, error)
+	// APIKeyList lists every key, revoked ones too, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKey, error)
+	// APIKeyRevoke revokes a key (revoking twice is fine); ErrNotFound when
+	// there is no such key.
+	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
+}
+
+// ErrDuplicate: a unique value (such as an API key's secret) exists already.
+var ErrDuplicate = errors.New("duplicate")

@@ -1,0 +1,147 @@
+package docket
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Role is what an API key may do.
+type Role string
+
+// Roles of API keys.
+const (
+	RoleAdmin    Role = "admin"    // everything
+	RoleProducer Role = "producer" // submit, read, cancel and retry jobs
+	RoleWorker   Role = "worker"   // the remote-worker lease protocol only
+	RoleViewer   Role = "viewer"   // read only
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleViewer}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleAdmin, RoleProducer, RoleWorker, RoleViewer:
+		return true
+	}
+	return false
+}
+
+// APIKey is a key of the HTTP API. Only a hash of its secret is stored; the
+// secret is shown once, when the key is created.
+type APIKey struct {
+	ID        uuid.UUID
+	Name      string
+	Role      Role
+	Prefix    string // the first characters of the secret, to recognise it
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the key is valid
+}
+
+// apiKeyAlphabet: secrets are "dk_" and 40 characters of it (≈ 238 bits).
+const apiKeyAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func newAPIKeySecret() (string, error) {
+	out := make([]byte, 0, 43)
+	out = append(out, "dk_"...)
+	var b [64]byte
+	for len(out) < cap(out) {
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("make api key: %w", err)
+		}
+		for _, c := range b {
+			// Reject bytes past the last whole multiple of the alphabet so
+			// every character is equally likely.
+			if int(c) < 256-256%len(apiKeyAlphabet) && len(out) < cap(out) {
+				out = append(out, apiKeyAlphabet[int(c)%len(apiKeyAlphabet)])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func apiKeyFrom(k *store.APIKey) *APIKey {
+	return &APIKey{ID: k.ID, Name: k.Name, Role: Role(k.Role), Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// CreateAPIKey makes a key with a random secret. The secret is returned
+// once and never stored: only its SHA-256 is.
+func (c *Client) CreateAPIKey(ctx context.Context, name string, role Role) (string, *APIKey, error) {
+	secret, err := newAPIKeySecret()
+	if err != nil {
+		return "", nil, err
+	}
+	k, err := c.ImportAPIKey(ctx, name, role, secret)
+	return secret, k, err
+}
+
+// ImportAPIKey records a key with a secret chosen by the operator (such as
+// DOCKET_ADMIN_KEY). Importing a secret that exists returns ErrDuplicate.
+func (c *Client) ImportAPIKey(ctx context.Context, name string, role Role, secret string) (*APIKey, error) {
+	if !role.Valid() {
+		return nil, &ValidationError{Field: "role", Message: "must be admin, producer, worker or viewer"}
+	}
+	if name == "" || len(name) > 128 {
+		return nil, &ValidationError{Field: "name", Message: "must be 1 to 128 bytes"}
+	}
+	if len(secret) < 16 {
+		return nil, &ValidationError{Field: "secret", Message: "must be at least 16 characters"}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	k, err := c.store.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+		ID: id, Name: name, Role: string(role), Prefix: secret[:min(8, len(secret))],
+		SecretHash: hashSecret(secret), Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return apiKeyFrom(k), nil
+}
+
+// ErrDuplicate: the API key secret exists already.
+var ErrDuplicate = store.ErrDuplicate
+
+// APIKeys lists every key, revoked ones too.
+func (c *Client) APIKeys(ctx context.Context) ([]*APIKey, error) {
+	keys, err := c.store.APIKeyList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*APIKey, len(keys))
+	for i, k := range keys {
+		out[i] = apiKeyFrom(k)
+	}
+	return out, nil
+}
+
+// RevokeAPIKey revokes a key at once; ErrNotFound when there is none.
+func (c *Client) RevokeAPIKey(ctx context.Context, id uuid.UUID) error {
+	return c.store.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: id, Now: c.cfg.Now()})
+}
+
+// AuthenticateAPIKey returns the valid key with this secret; ErrNotFound
+// when there is none (unknown or revoked).
+func (c *Client) AuthenticateAPIKey(ctx context.Context, secret string) (*APIKey, error) {
+	k, err := c.store.APIKeyGetByHash(ctx, hashSecret(secret))
+	if err != nil {
+		return nil, err
+	}
+	return apiKeyFrom(k), nil
+}

@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+const apiKeyColumns = `id, name, role, prefix, created_at, revoked_at`
+
+func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
+	var k store.APIKey
+	var revoked *time.Time
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Prefix, &k.CreatedAt, &revoked); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = k.CreatedAt.UTC()
+	if revoked != nil {
+		k.RevokedAt = revoked.UTC()
+	}
+	return &k, nil
+}
+
+// APIKeyInsert implements store.Store.
+func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+apiKeyColumns,
+		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, dbTime(p.Now)))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return nil, fmt.Errorf("insert api key: %w", store.ErrDuplicate)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert api key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeyGetByHash implements store.Store.
+func (s *Store) APIKeyGetByHash(ctx context.Context, secretHash string) (*store.APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM docket_api_keys
+		WHERE secret_hash = $1 AND revoked_at IS NULL`, secretHash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find api key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeyList implements store.Store.
+func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
+	rs, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM docket_api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rs.Close()
+	var out []*store.APIKey
+	for rs.Next() {
+		k, err := scanAPIKey(rs)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return out, nil
+}
+
+// APIKeyRevoke implements store.Store.
+func (s *Store) APIKeyRevoke(ctx context.Context, p *store.APIKeyRevokeParams) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE docket_api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`,
+		p.ID, dbTime(p.Now))
+	if err != nil {
+		return fmt.Errorf("revoke api key %s: %w", p.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+const apiKeyColumns = `id, name, role, prefix, created_at, revoked_at`
+
+func scanAPIKey(row scanner) (*store.APIKey, error) {
+	var k store.APIKey
+	var id string
+	var created int64
+	var revoked sql.NullInt64
+	if err := row.Scan(&id, &k.Name, &k.Role, &k.Prefix, &created, &revoked); err != nil {
+		return nil, err
+	}
+	var err error
+	if k.ID, err = uuid.Parse(id); err != nil {
+		return nil, fmt.Errorf("api key id %q: %w", id, err)
+	}
+	k.CreatedAt, k.RevokedAt = fromMicros(created), fromNullMicros(revoked)
+	return &k, nil
+}
+
+// APIKeyInsert implements store.Store.
+func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
+	var k *store.APIKey
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, created_at)
+			VALUES (?, ?, ?, ?, ?, ?) RETURNING `+apiKeyColumns,
+			p.ID.String(), p.Name, p.Role, p.Prefix, p.SecretHash, micros(p.Now)))
+		return err
+	})
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return nil, fmt.Errorf("insert api key: %w", store.ErrDuplicate)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert api key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeyGetByHash implements store.Store.
+func (s *Store) APIKeyGetByHash(ctx context.Context, secretHash string) (*store.APIKey, error) {
+	k, err := scanAPIKey(s.reader.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM docket_api_keys
+		WHERE secret_hash = ? AND revoked_at IS NULL`, secretHash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find api key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeyList implements store.Store.
+func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM docket_api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.APIKey
+	for rows.Next() {
+		k, err := scanAPIKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return out, nil
+}
+
+// APIKeyRevoke implements store.Store.
+func (s *Store) APIKeyRevoke(ctx context.Context, p *store.APIKeyRevokeParams) error {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE docket_api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`,
+			micros(p.Now), p.ID.String())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("revoke api key %s: %w", p.ID, err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

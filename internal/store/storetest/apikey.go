@@ -1,0 +1,99 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+func testAPIKey(t *testing.T, open opener) {
+	ctx := context.Background()
+	insert := func(t *testing.T, st store.Store, name, hash string) *store.APIKey {
+		t.Helper()
+		k, err := st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Name: name, Role: "producer", Prefix: "dk_abc", SecretHash: hash, Now: at(0),
+		})
+		require.NoError(t, err)
+		return k
+	}
+
+	t.Run("InsertGetListRevoke", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		k := insert(t, st, "ci", "hash-1")
+		require.Equal(t, "ci", k.Name)
+		require.Equal(t, "producer", k.Role)
+		require.Equal(t, "dk_abc", k.Prefix)
+		require.WithinDuration(t, at(0), k.CreatedAt, timeTolerance)
+		require.True(t, k.RevokedAt.IsZero())
+
+		got, err := st.APIKeyGetByHash(ctx, "hash-1")
+		require.NoError(t, err)
+		require.Equal(t, k.ID, got.ID)
+		_, err = st.APIKeyGetByHash(ctx, "hash-2")
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		k2 := insert(t, st, "ops", "hash-2")
+		list, err := st.APIKeyList(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		require.Equal(t, k.ID, list[0].ID)
+		require.Equal(t, k2.ID, list[1].ID)
+
+		require.NoError(t, st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: k.ID, Now: at(1e9)}))
+		require.NoError(t, st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: k.ID, Now: at(2e9)}), "revoking twice is fine")
+		_, err = st.APIKeyGetByHash(ctx, "hash-1")
+		require.ErrorIs(t, err, store.ErrNotFound, "a revoked key does not authenticate")
+		list, err = st.APIKeyList(ctx)
+		require.NoError(t, err)
+		require.WithinDuration(t, at(1e9), list[0].RevokedAt, timeTolerance, "the first revocation time is kept")
+		require.True(t, list[1].RevokedAt.IsZero())
+
+		err = st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: uuid.Must(uuid.NewV7()), Now: at(0)})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DuplicateSecret", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		insert(t, st, "a", "same")
+		_, err := st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Name: "b", Role: "admin", Prefix: "x", SecretHash: "same", Now: at(0),
+		})
+		require.ErrorIs(t, err, store.ErrDuplicate)
+		list, err := st.APIKeyList(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+	})
+
+	t.Run("ConcurrentSameSecret", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+					ID: uuid.Must(uuid.NewV7()), Name: "boot", Role: "admin", Prefix: "x", SecretHash: "boot", Now: at(0),
+				})
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+			} else {
+				require.ErrorIs(t, err, store.ErrDuplicate)
+			}
+		}
+		require.Equal(t, 1, ok)
+	})
+}
