@@ -1,0 +1,3 @@
+package api
+
+func (s *Server) jobRoutes() []route { return nil }

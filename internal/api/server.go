@@ -1,0 +1,231 @@
+// Package api serves docket over HTTP: the jobs API, the remote-worker
+// lease protocol, health and metrics. Requests and responses are typed
+// structs; decoding, validation and error mapping happen in one helper
+// (endpoint); every error is application/problem+json (problem.go).
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket"
+)
+
+// Defaults of Config.
+const (
+	MaxBodyBytesDefault = 1 << 20
+	authCacheTTL        = 10 * time.Second
+)
+
+// Authenticator checks API key secrets (docket.Client implements it).
+type Authenticator interface {
+	AuthenticateAPIKey(ctx context.Context, secret string) (*docket.APIKey, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Client *docket.Client
+	// Auth checks bearer keys; default Client.
+	Auth Authenticator
+	// MaxBodyBytes limits request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// RateLimit per API key in requests per second; 0 disables it.
+	RateLimit float64
+	// RateBurst: requests a key may send at once; default RateLimit
+	// rounded up (at least 1).
+	RateBurst int
+	Logger    *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	client  *docket.Client
+	mux     *http.ServeMux
+	paths   *http.ServeMux // every route's path, any method: tells 404 from 405
+	routes  []route
+	limiter *limiter
+
+	authMu    sync.Mutex
+	authCache map[string]authEntry
+}
+
+type authEntry struct {
+	key     *docket.APIKey
+	expires time.Time
+}
+
+// permission is what a route needs; roles grant permissions.
+type permission int
+
+const (
+	permPublic permission = iota // no key needed (health, metrics, openapi)
+	permRead                     // read jobs and queues
+	permSubmit                   // submit, cancel, retry jobs
+	permLease                    // the remote-worker protocol
+	permAdmin                    // everything else
+)
+
+var grants = map[docket.Role][]permission{
+	docket.RoleAdmin:    {permRead, permSubmit, permLease, permAdmin},
+	docket.RoleProducer: {permRead, permSubmit},
+	docket.RoleWorker:   {permLease},
+	docket.RoleViewer:   {permRead},
+}
+
+// route is one endpoint. The table of routes is the single source of what
+// the server serves; the OpenAPI document is checked against it.
+type route struct {
+	Method  string
+	Path    string // Go 1.22 pattern path, e.g. /v1/jobs/{jobId}
+	Perm    permission
+	Handler http.Handler
+}
+
+// New builds a server.
+func New(cfg Config) *Server {
+	if cfg.Auth == nil {
+		cfg.Auth = cfg.Client
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, client: cfg.Client, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
+	if cfg.RateLimit > 0 {
+		s.limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	s.routes = append(s.routes, s.healthRoutes()...)
+	s.routes = append(s.routes, s.jobRoutes()...)
+	s.routes = append(s.routes, s.queueRoutes()...)
+	s.routes = append(s.routes, s.leaseRoutes()...)
+	for _, rt := range s.routes {
+		h := rt.Handler
+		if rt.Perm != permPublic {
+			h = s.authorize(rt.Perm, h)
+		}
+		s.mux.Handle(rt.Method+" "+rt.Path, h)
+		if _, p := s.paths.Handler(&http.Request{Method: "GET", URL: &url.URL{Path: rt.Path}}); p != rt.Path {
+			s.paths.Handle(rt.Path, http.NotFoundHandler())
+		}
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, notFound("no route for "+r.Method+" "+r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeProblem(w, problemFor(nil))
+		}
+	}()
+	// A path that exists with other methods is 405, not 404.
+	if _, pattern := s.mux.Handler(r); pattern == "/" {
+		if _, p := s.paths.Handler(r); p != "" {
+			writeProblem(w, problem(http.StatusMethodNotAllowed, "method", "Method not allowed", r.Method+" is not allowed on "+r.URL.Path))
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+type principalKey struct{}
+
+// principal is the API key of the request (nil on public routes).
+func principal(ctx context.Context) *docket.APIKey {
+	k, _ := ctx.Value(principalKey{}).(*docket.APIKey)
+	return k
+}
+
+func (s *Server) authorize(perm permission, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := bearer(r)
+		if !ok {
+			writeProblem(w, unauthorized("send Authorization: Bearer <API key>"))
+			return
+		}
+		key, err := s.authenticate(r.Context(), secret)
+		if err != nil {
+			if problemFor(err).Status >= 500 {
+				s.fail(w, r, err)
+				return
+			}
+			writeProblem(w, unauthorized("the API key is not valid"))
+			return
+		}
+		allowed := false
+		for _, p := range grants[key.Role] {
+			allowed = allowed || p == perm
+		}
+		if !allowed {
+			writeProblem(w, forbidden("role "+string(key.Role)+" may not call "+r.Method+" "+r.URL.Path))
+			return
+		}
+		if s.limiter != nil {
+			if wait := s.limiter.allow(key.ID.String()); wait > 0 {
+				writeProblem(w, tooMany(wait))
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, key)))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !equalFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	return h[len(prefix):], true
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		ca, cb := a[i]|0x20, b[i]|0x20
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}
+
+// authenticate checks a secret, caching answers briefly so a busy client
+// does not cost a query per request; a revoked key stops working within
+// authCacheTTL.
+func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKey, error) {
+	now := time.Now()
+	s.authMu.Lock()
+	e, ok := s.authCache[secret]
+	s.authMu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.key, nil
+	}
+	key, err := s.cfg.Auth.AuthenticateAPIKey(ctx, secret)
+	if err != nil {
+		return nil, err
+	}
+	s.authMu.Lock()
+	if len(s.authCache) > 10000 {
+		clear(s.authCache)
+	}
+	s.authCache[secret] = authEntry{key: key, expires: now.Add(authCacheTTL)}
+	s.authMu.Unlock()
+	return key, nil
+}
