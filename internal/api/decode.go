@@ -14,6 +14,12 @@ import (
 // Empty is the request type of endpoints without a body.
 type Empty struct{}
 
+// optionalBody is implemented by request types whose body may be absent
+// (then the zero value is validated).
+type optionalBody interface {
+	bodyOptional()
+}
+
 // Validator is implemented by request types that check themselves after
 // decoding; the error is usually a *Problem naming the field.
 type Validator interface {
@@ -28,7 +34,8 @@ func endpoint[Req, Resp any](s *Server, fn func(ctx context.Context, r *http.Req
 	return func(w http.ResponseWriter, r *http.Request) {
 		req := new(Req)
 		if _, empty := any(req).(*Empty); !empty {
-			if err := decodeBody(w, r, s.cfg.MaxBodyBytes, req); err != nil {
+			_, optional := any(req).(optionalBody)
+			if err := decodeBody(w, r, s.cfg.MaxBodyBytes, optional, req); err != nil {
 				s.fail(w, r, err)
 				return
 			}
@@ -57,7 +64,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, p)
 }
 
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, into any) error {
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bool, into any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return problem(http.StatusUnsupportedMediaType, "media-type", "Unsupported media type", "send application/json")
 	}
@@ -70,6 +77,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, into any) e
 		return badRequest("could not read the body: " + err.Error())
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
 		return badRequest("the body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

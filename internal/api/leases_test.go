@@ -1,0 +1,184 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+type remoteArgs struct {
+	Text string `json:"text"`
+}
+
+func (remoteArgs) JobType() string { return "remote.echo" }
+
+func (b *bundle) lease(t *testing.T, max int) []leaseView {
+	t.Helper()
+	r := b.do(t, docket.RoleWorker, "POST", "/v1/leases",
+		map[string]any{"queues": []string{"remote.echo"}, "max": max, "waitSeconds": 0, "leaseSeconds": 30, "workerId": "py-1"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	var resp leaseResponse
+	r.JSON(t, &resp)
+	return resp.Leases
+}
+
+func TestLeaseProtocol(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		var ids []string
+		for _, text := range []string{"a", "b", "c"} {
+			res, err := b.client.Insert(ctx, remoteArgs{Text: text}, &docket.InsertOpts{MaxAttempts: 3})
+			require.NoError(t, err)
+			ids = append(ids, res.Job.ID.String())
+		}
+		leases := b.lease(t, 10)
+		require.Len(t, leases, 3)
+		require.Equal(t, ids[0], leases[0].JobID.String())
+		require.Equal(t, docket.LeaseID(leases[0].JobID, 1), leases[0].LeaseID)
+		require.JSONEq(t, `{"text":"a"}`, string(leases[0].Payload))
+		require.Equal(t, "remote.echo", leases[0].JobType)
+		require.Empty(t, b.lease(t, 10), "everything is leased")
+
+		// Heartbeat with progress, then complete with a result.
+		l := leases[0]
+		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", map[string]any{"progress": 50, "message": "half"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var hb heartbeatResponse
+		r.JSON(t, &hb)
+		require.False(t, hb.CancelRequested)
+		require.True(t, hb.ExpiresAt.After(l.ExpiresAt) || hb.ExpiresAt.Equal(l.ExpiresAt))
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/complete", map[string]any{"result": map[string]string{"echo": "a"}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"status":"SUCCESS"}`, string(r.Body))
+		row, err := b.client.Get(ctx, l.JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateSuccess, row.State)
+		require.JSONEq(t, `{"echo":"a"}`, string(row.Result))
+		require.Equal(t, "py-1", mustAttempts(t, b, row)[0].Node)
+
+		// The same lease again is fenced: 409, nothing changes.
+		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/complete", nil).Problem(t, http.StatusConflict)
+		require.Contains(t, p.Type, "lease-lost")
+		b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", nil).Problem(t, http.StatusConflict)
+		b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/fail", map[string]any{"error": "x", "retryable": true}).Problem(t, http.StatusConflict)
+
+		// A retryable failure → RETRY; a final one → DEAD.
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/fail", map[string]any{"error": "timeout talking to S3", "retryable": true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"status":"RETRY"}`, string(r.Body))
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[2].LeaseID+"/fail", map[string]any{"error": "bad input", "retryable": false})
+		require.JSONEq(t, `{"status":"DEAD"}`, string(r.Body))
+		row, err = b.client.Get(ctx, leases[2].JobID)
+		require.NoError(t, err)
+		require.Equal(t, "bad input", row.LastError)
+	})
+}
+
+func mustAttempts(t *testing.T, b *bundle, row *docket.JobRow) []*docket.JobAttempt {
+	t.Helper()
+	atts, err := b.client.Attempts(context.Background(), row.ID)
+	require.NoError(t, err)
+	return atts
+}
+
+func TestLeaseCancelWhileHeld(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		_, err := b.client.Insert(ctx, remoteArgs{Text: "x"}, nil)
+		require.NoError(t, err)
+		l := b.lease(t, 1)[0]
+		_, err = b.client.Cancel(ctx, l.JobID)
+		require.NoError(t, err)
+		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", "")
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var hb heartbeatResponse
+		r.JSON(t, &hb)
+		require.True(t, hb.CancelRequested, "the holder learns of the cancel")
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/fail", map[string]any{"error": "stopped on request", "retryable": true})
+		require.JSONEq(t, `{"status":"CANCELED"}`, string(r.Body))
+	})
+}
+
+func TestLeaseValidationAndAuth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ok := map[string]any{"queues": []string{"q"}, "max": 1, "waitSeconds": 0, "leaseSeconds": 30, "workerId": "w"}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range ok {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	cases := []struct {
+		body  any
+		field string
+	}{
+		{with("queues", nil), "queues"},
+		{with("queues", []string{}), "queues"},
+		{with("queues", []string{"bad queue"}), "queues[0]"},
+		{with("max", 0), "max"},
+		{with("max", 101), "max"},
+		{with("waitSeconds", 31), "waitSeconds"},
+		{with("leaseSeconds", 4), "leaseSeconds"},
+		{with("leaseSeconds", nil), "leaseSeconds"},
+		{with("workerId", nil), "workerId"},
+		{with("max", "ten"), "max"},
+		{with("extra", 1), "extra"},
+	}
+	for _, c := range cases {
+		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases", c.body).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 1, "%v", c.body)
+		require.Equal(t, c.field, p.Errors[0].Field, "%v", c.body)
+	}
+	p := b.do(t, docket.RoleWorker, "POST", "/v1/leases", `{"queues": [`).Problem(t, http.StatusBadRequest)
+	require.Contains(t, p.Detail, "malformed JSON")
+	p = b.do(t, docket.RoleWorker, "POST", "/v1/leases/not-a-lease/complete", nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, "leaseId", p.Errors[0].Field)
+	p = b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/fail", map[string]any{"error": "x"}).Problem(t, http.StatusBadRequest)
+	require.Equal(t, "retryable", p.Errors[0].Field)
+	b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/heartbeat", map[string]any{"progress": 101}).Problem(t, http.StatusBadRequest)
+	b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", "text/plain").Problem(t, http.StatusUnsupportedMediaType)
+
+	// Only workers and admins speak the lease protocol.
+	for role, status := range map[docket.Role]int{
+		docket.RoleAdmin: 200, docket.RoleWorker: 200, docket.RoleProducer: 403, docket.RoleViewer: 403, "": 401,
+	} {
+		r := b.do(t, role, "POST", "/v1/leases", ok)
+		require.Equal(t, status, r.Status, "role %q: %s", role, r.Body)
+	}
+	r := b.do(t, "", "POST", "/v1/leases", ok, "Authorization", "Bearer dk_wrong")
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json"))
+
+	// Nothing due: an empty list, after waiting.
+	r = b.do(t, docket.RoleWorker, "POST", "/v1/leases", with("waitSeconds", 1))
+	require.Equal(t, http.StatusOK, r.Status)
+	var resp leaseResponse
+	require.NoError(t, json.Unmarshal(r.Body, &resp))
+	require.Empty(t, resp.Leases)
+	require.Equal(t, "[]", string(mustRaw(t, r.Body, "leases")), "an empty list, not null")
+}
+
+func mustRaw(t *testing.T, body []byte, key string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(body, &m))
+	return m[key]
+}
