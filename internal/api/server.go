@@ -105,6 +105,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.jobRoutes()...)
 	s.routes = append(s.routes, s.queueRoutes()...)
 	s.routes = append(s.routes, s.leaseRoutes()...)
+	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler
 		if rt.Perm != permPublic {
