@@ -1,0 +1,166 @@
+// Package riverbench adapts River (github.com/riverqueue/river) to docket's
+// bench harness (internal/bench), so that River and `docket bench` are
+// measured on the same workloads with the same counting: no-op jobs,
+// completions counted as committed in the database.
+//
+// It is a module of its own, as are the two programs that use it
+// (postgres/ with the latest River, sqlite/ with riversqlite, whose latest
+// release needs River v0.31.0), so that River's dependencies never enter
+// docket's go.mod.
+package riverbench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/docket-run/docket/internal/bench"
+)
+
+// Flags are the command line of both programs.
+type Flags struct {
+	URL           string
+	Config        bench.Config
+	Workers       int
+	FetchCooldown time.Duration
+	FetchPoll     time.Duration
+}
+
+// ParseFlags parses os.Args.
+func ParseFlags() (*Flags, error) {
+	f := &Flags{}
+	var output string
+	flag.StringVar(&f.URL, "database-url", "", "postgres://… or sqlite:PATH")
+	flag.StringVar(&f.Config.Mode, "mode", bench.ModeBurn, "burn, continuous or latency")
+	flag.IntVar(&f.Config.Jobs, "jobs", bench.JobsDefault, "burn: jobs to insert and work")
+	flag.DurationVar(&f.Config.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
+	flag.IntVar(&f.Config.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second")
+	flag.IntVar(&f.Config.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertManyFast call")
+	flag.DurationVar(&f.Config.Interval, "interval", bench.IntervalDefault, "progress and sample period")
+	flag.IntVar(&f.Workers, "workers", 1000, "MaxWorkers of the queue")
+	flag.IntVar(new(int), "batch", 0, "ignored: River fetches up to its free worker slots")
+	flag.DurationVar(&f.FetchCooldown, "fetch-cooldown", 0, "River FetchCooldown (0: River's default, 100ms)")
+	flag.DurationVar(&f.FetchPoll, "fetch-poll-interval", 0, "River FetchPollInterval (0: River's default, 1s)")
+	flag.StringVar(&output, "o", "text", "text or json")
+	flag.Parse()
+	switch output {
+	case "text":
+	case "json":
+		f.Config.JSON = true
+	default:
+		return nil, fmt.Errorf("-o %q: want text or json", output)
+	}
+	f.Config.Out, f.Config.Log = os.Stdout, os.Stderr
+	return f, nil
+}
+
+// Run migrates River's schema and runs the benchmark. count runs a
+// query returning one integer.
+func Run[TTx any](ctx context.Context, f *Flags, backend string, driver riverdriver.Driver[TTx],
+	count func(ctx context.Context, query string) (int, error)) error {
+	s := &system[TTx]{backend: backend, driver: driver, flags: f, count: count}
+	migrator, err := rivermigrate.New(s.driver, nil)
+	if err != nil {
+		return fmt.Errorf("migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if s.client, err = river.NewClient(s.driver, &river.Config{}); err != nil {
+		return fmt.Errorf("insert client: %w", err)
+	}
+	_, err = bench.Run(ctx, s, f.Config)
+	return err
+}
+
+// noopArgs is the no-op job.
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	hooks *bench.Hooks
+}
+
+func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	if w.hooks.Tracking() {
+		w.hooks.Started(strconv.FormatInt(job.ID, 10))
+	}
+	w.hooks.Returned()
+	return nil
+}
+
+// system adapts a River client to the bench harness.
+type system[TTx any] struct {
+	backend string
+	driver  riverdriver.Driver[TTx]
+	flags   *Flags
+	count   func(ctx context.Context, query string) (int, error)
+
+	client *river.Client[TTx] // inserts only
+	worker *river.Client[TTx]
+}
+
+func (s *system[TTx]) Name() string    { return "river" }
+func (s *system[TTx]) Backend() string { return s.backend }
+
+func (s *system[TTx]) Insert(ctx context.Context, n int) error {
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i].Args = noopArgs{}
+	}
+	_, err := s.client.InsertManyFast(ctx, params)
+	return err
+}
+
+func (s *system[TTx]) InsertOne(ctx context.Context) (string, error) {
+	res, err := s.client.Insert(ctx, noopArgs{}, nil)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(res.Job.ID, 10), nil
+}
+
+func (s *system[TTx]) StartWorkers(ctx context.Context, h *bench.Hooks) error {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{hooks: h})
+	c, err := river.NewClient(s.driver, &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.flags.Workers}},
+		Workers:           workers,
+		FetchCooldown:     s.flags.FetchCooldown,
+		FetchPollInterval: s.flags.FetchPoll,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	s.worker = c
+	return nil
+}
+
+func (s *system[TTx]) StopWorkers(ctx context.Context) error {
+	if s.worker == nil {
+		return nil
+	}
+	return s.worker.Stop(ctx)
+}
+
+func (s *system[TTx]) CountCompleted(ctx context.Context) (int, error) {
+	return s.count(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`)
+}
+
+func (s *system[TTx]) CountUnfinished(ctx context.Context) (int, error) {
+	return s.count(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`)
+}

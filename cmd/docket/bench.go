@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/bench"
+)
+
+// benchWorkersDefault is the handler slots of `docket bench`: no-op jobs
+// need many slots to keep the database busy.
+const benchWorkersDefault = 1000
+
+func benchCommand() *cobra.Command {
+	var (
+		cfg     bench.Config
+		workers int
+		batch   int
+		output  string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and latency with no-op jobs",
+		Long: `Measure docket with no-op jobs on a fresh database.
+
+  --mode burn --jobs N          insert N jobs (insert jobs/s), then work them
+                                to zero (jobs/s = N / time from worker start
+                                to the last committed completion)
+  --mode continuous --duration D
+                                work for D while keeping at least 75,000 jobs
+                                available (topped up every 250 ms)
+  --mode latency --rate R --duration D
+                                insert R jobs/s one by one (open loop) and
+                                report the time from each insert's commit to
+                                its handler's start
+
+Completions are counted in the database, as committed, not as handler
+returns. Progress goes to stderr every --interval; the result to stdout as
+docket_insert_jobs_per_sec=… and docket_jobs_per_sec=… lines (and latency
+percentiles), or as JSON with -o json.`,
+		Args: cobra.NoArgs,
+	}
+	url := databaseURLFlag(cmd, "sqlite:docket-bench.db")
+	f := cmd.Flags()
+	f.StringVar(&cfg.Mode, "mode", bench.ModeBurn, "burn, continuous or latency")
+	f.IntVar(&cfg.Jobs, "jobs", bench.JobsDefault, "burn: jobs to insert and work")
+	f.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
+	f.IntVar(&cfg.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second")
+	f.IntVar(&cfg.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertMany call")
+	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
+	f.IntVar(&workers, "workers", benchWorkersDefault, "handlers running at once")
+	f.IntVar(&batch, "batch", 0, "most jobs acquired per query (0: the worker default)")
+	f.StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch output {
+		case "text":
+		case "json":
+			cfg.JSON = true
+		default:
+			return fmt.Errorf("--output %q: want text or json", output)
+		}
+		ctx := cmd.Context()
+		client, err := openClient(ctx, *url, true, slog.LevelWarn)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		cfg.Out, cfg.Log = os.Stdout, os.Stderr
+		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch}, cfg)
+		return err
+	}
+	return cmd
+}
+
+// benchArgs is the no-op job of `docket bench`.
+type benchArgs struct{}
+
+func (benchArgs) JobType() string { return "bench.noop" }
+
+// benchSystem adapts the public docket API to the bench harness.
+type benchSystem struct {
+	client  *docket.Client
+	workers int
+	batch   int
+	worker  *docket.Worker
+}
+
+func (s *benchSystem) Name() string    { return "docket" }
+func (s *benchSystem) Backend() string { return s.client.Backend() }
+
+func (s *benchSystem) Insert(ctx context.Context, n int) error {
+	jobs := make([]docket.InsertParams, n)
+	for i := range jobs {
+		jobs[i].Args = benchArgs{}
+	}
+	_, err := s.client.InsertMany(ctx, jobs)
+	return err
+}
+
+func (s *benchSystem) InsertOne(ctx context.Context) (string, error) {
+	res, err := s.client.Insert(ctx, benchArgs{}, nil)
+	if err != nil {
+		return "", err
+	}
+	return res.Job.ID.String(), nil
+}
+
+func (s *benchSystem) StartWorkers(ctx context.Context, h *bench.Hooks) error {
+	w := docket.NewWorker(s.client, docket.WorkerConfig{
+		Queues:     map[string]int{benchArgs{}.JobType(): s.workers},
+		FetchBatch: s.batch,
+	})
+	docket.AddHandler(w, func(_ context.Context, job *docket.Job[benchArgs]) error {
+		if h.Tracking() {
+			h.Started(job.ID.String())
+		}
+		h.Returned()
+		return nil
+	})
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	s.worker = w
+	return nil
+}
+
+func (s *benchSystem) StopWorkers(ctx context.Context) error {
+	if s.worker != nil {
+		s.worker.Stop(ctx)
+	}
+	return nil
+}
+
+func (s *benchSystem) CountCompleted(ctx context.Context) (int, error) {
+	counts, err := s.client.CountByState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return counts[docket.JobStateSuccess], nil
+}
+
+func (s *benchSystem) CountUnfinished(ctx context.Context) (int, error) {
+	counts, err := s.client.CountByState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return counts[docket.JobStateCreated] + counts[docket.JobStateQueued] +
+		counts[docket.JobStateRunning] + counts[docket.JobStateRetry], nil
+}
