@@ -53,6 +53,13 @@ type Config struct {
 	// Now is the clock used for every timestamp; default time.Now. Tests
 	// inject their own to move time without sleeping.
 	Now func() time.Time
+	// OnJobFinished, when set, observes the end of every attempt this
+	// process records: completions of this client's Workers (and their
+	// rescues of expired leases while they lead) and remote lease ends
+	// through LeaseComplete and LeaseFail. It runs synchronously after the
+	// commit and must be quick (count, don't do I/O). Ends refused as fenced
+	// are not reported. Default none. docket serve uses it for /metrics.
+	OnJobFinished func(JobFinishedEvent)
 }
 
 // Client inserts, reads and manages jobs. It is safe for concurrent use.

@@ -190,9 +190,14 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	if len(result) > 0 && !json.Valid(result) {
 		return &ValidationError{Field: "result", Message: "is not valid JSON"}
 	}
-	return c.finishLease(ctx, &store.JobFinishParams{
+	fin := &store.JobFinishParams{
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: result,
-	})
+	}
+	if err := c.finishLease(ctx, fin); err != nil {
+		return err
+	}
+	c.observeLease(ctx, nil, fin)
+	return nil
 }
 
 // LeaseFail records a failed attempt: RETRY after backoff when retryable
@@ -227,6 +232,7 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 	if err := c.finishLease(ctx, fin); err != nil {
 		return "", err
 	}
+	c.observeLease(ctx, row, fin)
 	return fin.State, nil
 }
 

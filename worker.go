@@ -65,6 +65,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		FetchBatch: c.FetchBatch, CompleteBatch: c.CompleteBatch, CompleteInterval: c.CompleteInterval,
 		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,
+		OnFinish: client.engineObserver(),
 	}
 	if cfg.RetryBackoff.Base == 0 {
 		cfg.RetryBackoff = client.retryPolicy()

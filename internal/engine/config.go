@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
 )
 
 // Defaults of Config. Each suits production; tests set short values.
@@ -75,6 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. Tests inject their own.
 	Now func() time.Time
+	// OnFinish, when set, observes every attempt end this engine wrote and
+	// the database applied (completions, shutdown releases, and rescues
+	// while this node leads): row is the job as acquired (queue, RunAt,
+	// AttemptedAt), fin the end recorded. It is called synchronously after
+	// the commit, from the writing goroutine: it must be quick and must not
+	// block. Fenced ends are not observed. Default none.
+	OnFinish func(row *job.Row, fin *store.JobFinishParams)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

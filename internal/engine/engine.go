@@ -174,11 +174,22 @@ func (e *Engine) releaseAll(ctx context.Context) {
 	if len(params) == 0 {
 		return
 	}
-	if _, err := e.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: e.cfg.Now()}); err != nil {
+	applied, err := e.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: e.cfg.Now()})
+	if err != nil {
 		e.log.Warn("release leases at shutdown failed; the rescuer will retry them", attrService, "engine", attrError, err)
 	}
-	for _, ex := range exs {
+	for i, ex := range exs {
+		if err == nil && applied[i] {
+			e.observe(ex.row, params[i])
+		}
 		e.finished(ex)
+	}
+}
+
+// observe reports an applied attempt end to Config.OnFinish.
+func (e *Engine) observe(row *job.Row, fin *store.JobFinishParams) {
+	if e.cfg.OnFinish != nil {
+		e.cfg.OnFinish(row, fin)
 	}
 }
 

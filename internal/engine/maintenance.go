@@ -147,9 +147,10 @@ func (e *Engine) rescue(ctx context.Context) {
 			return
 		}
 		n := 0
-		for _, a := range applied {
+		for i, a := range applied {
 			if a {
 				n++
+				e.observe(rows[i], params[i])
 			}
 		}
 		e.log.Info("rescued jobs with expired leases", attrService, "rescuer", attrCount, n)
