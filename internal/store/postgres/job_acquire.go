@@ -12,8 +12,11 @@ import (
 // ARRAY(...) subquery so the UPDATE reaches them through the primary key;
 // `id IN (SELECT ...)` may be planned as a hash join over the whole table.
 // The picking scan walks docket_jobs_acquire (queue, sort_at, id WHERE state
-// = 'QUEUED') in order and skips rows locked by other acquirers. The plan is
-// recorded in docs/store-plans.md.
+// = 'QUEUED') in order and skips rows locked by other acquirers. The UPDATE
+// needs no state guard of its own: FOR UPDATE re-checks the WHERE on the
+// newest version of a row before locking it, and the lock holds until
+// commit. (A guard would also tempt the planner into docket_jobs_state_id.)
+// The plan is recorded in docs/store-plans.md.
 //
 // $1 queue, $2 now, $3 max, $4 owner, $5 lease expiry.
 var acquireSQL = `
@@ -36,7 +39,6 @@ WITH acquired AS (
 		ORDER BY sort_at, id
 		LIMIT $3
 		FOR UPDATE SKIP LOCKED))
-		AND j.state = 'QUEUED'
 	RETURNING j.*
 ),
 outbox AS (` + outboxStateChanged("acquired", "'QUEUED'::text", "state", "$2") + `)

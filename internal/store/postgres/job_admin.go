@@ -389,15 +389,16 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 	return nil
 }
 
-// heartbeatSQL extends the leases still held under the given attempts. The
-// state guard cannot use an index, so rows are reached through the primary
-// key from the unnest (see finishSQL).
+// heartbeatSQL extends the leases still held under the given attempts,
+// reaching each row through its primary key from the unnest (see finishSQL
+// for why the arrays are hidden in sub-selects and the state guard is not
+// indexable).
 const heartbeatSQL = `
 UPDATE docket_jobs j SET
 	lease_expires_at = $3::timestamptz,
 	updated_at       = $4::timestamptz,
 	version          = j.version + 1
-FROM unnest($1::uuid[], $2::integer[]) AS u(id, attempt)
+FROM unnest((SELECT $1::uuid[]), (SELECT $2::integer[])) AS u(id, attempt)
 WHERE j.id = u.id AND j.state || '' = 'RUNNING' AND j.attempt = u.attempt
 RETURNING j.id, j.attempt, j.cancel_requested`
 

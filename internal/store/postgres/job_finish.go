@@ -17,22 +17,27 @@ import (
 // only new values); prev is pinned to the same attempt, so a stale prev
 // can only refuse, never misattribute. %s is an extra guard (ExpiredOnly).
 //
-// The state guard is written as
+// Every row must be reached through its primary key from the unnest,
+// whatever the statistics say (plans in docs/store-plans.md):
 //
-//	j.state || '' = 'RUNNING'
-//
-// on purpose: it cannot use an index. Statistics make RUNNING look rare,
-// and a generic plan (prepared statements switch to one after five runs)
-// then enters docket_jobs through docket_jobs_state_id and joins it against
-// the unnest in a nested loop: 2,000 × 2,000 comparisons, seconds per batch.
-// Every row must be reached through its primary key from the unnest.
+//   - Each array is passed as (SELECT $n): the planner then cannot see that
+//     the batch holds 2,000 rows, assumes a handful, and loops over them
+//     into docket_jobs_pkey. Seeing 2,000, it prefers a hash join over a
+//     sequential scan of the whole table.
+//   - The state guard appends an empty string to state before comparing,
+//     so no index can serve it. Statistics make RUNNING look rare, and a
+//     plan entering docket_jobs through a state index, then looping over
+//     the unnest for each of its rows, costs seconds per batch (a generic
+//     plan, which prepared statements switch to after five runs, did
+//     exactly that).
 //
 // $1 ids, $2 attempts, $3 states, $4 outcomes, $5 results, $6 errors,
 // $7 retry run_ats, $8 attempt finished_ats, $9 now.
 var finishSQL = `
 WITH u AS (
-	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::text[], $5::text[],
-		$6::text[], $7::timestamptz[], $8::timestamptz[]) WITH ORDINALITY
+	SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::integer[]), (SELECT $3::text[]),
+		(SELECT $4::text[]), (SELECT $5::text[]), (SELECT $6::text[]),
+		(SELECT $7::timestamptz[]), (SELECT $8::timestamptz[])) WITH ORDINALITY
 		AS u(id, attempt, state, outcome, result, error, run_at, finished_at, ord)
 ),
 finished AS (

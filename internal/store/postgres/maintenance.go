@@ -9,7 +9,8 @@ import (
 )
 
 // scheduleSQL moves due RETRY jobs to QUEUED (oldest run_at first, through
-// docket_jobs_retry_due), with one outbox row and a wakeup per queue.
+// docket_jobs_retry_due), with one outbox row and a wakeup per queue. As in
+// acquireSQL, the locked rows need no second state guard.
 //
 // $1 now, $2 max (NULL = all), $3 priority aging in microseconds.
 var scheduleSQL = `
@@ -25,7 +26,6 @@ WITH scheduled AS (
 		ORDER BY run_at
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED))
-		AND j.state = 'RETRY'
 	RETURNING j.id, j.job_type, j.queue, j.attempt, j.state, j.run_at
 ),
 outbox AS (` + outboxStateChanged("scheduled", "'RETRY'::text", "state", "$1::timestamptz") + `),
@@ -66,8 +66,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 			WHERE finished_at < $1 AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
 			ORDER BY finished_at
 			LIMIT $2
-			FOR UPDATE SKIP LOCKED))
-			AND state IN ('SUCCESS', 'DEAD', 'CANCELED')`,
+			FOR UPDATE SKIP LOCKED))`,
 		dbTime(p.FinishedBefore), limitOrNull(p.Max))
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)

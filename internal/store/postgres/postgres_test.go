@@ -414,6 +414,97 @@ func TestAcquirePlan(t *testing.T) {
 		require.True(t, applied)
 	}
 	t.Logf("acquire 2000: %v, finish 2000: %v", acquired, finished)
+
+	// The finishing statement reaches each job through the primary key,
+	// in the custom plan and in the generic one prepared statements
+	// switch to.
+	rows, err = b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "other", Max: 2000, Owner: "node", LeaseDuration: time.Minute, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, rows, 2000)
+	finishArgs := func() []any {
+		n := len(rows)
+		var (
+			ids      = make([]uuid.UUID, n)
+			attempts = make([]int, n)
+			states   = make([]string, n)
+			outcomes = make([]string, n)
+			results  = make([]*string, n)
+			errs     = make([]string, n)
+			times    = make([]time.Time, n)
+		)
+		for i, r := range rows {
+			ids[i], attempts[i], states[i], outcomes[i], times[i] = r.ID, r.Attempt, "SUCCESS", "success", testBase
+		}
+		return []any{ids, attempts, states, outcomes, results, errs, times, times, testBase}
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		tx, err := b.s.Pool().Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(b.ctx) }()
+		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, "PREPARE finish_plan AS "+finishAnySQL)
+		require.NoError(t, err)
+		plan := explainTx(t, tx, "EXECUTE finish_plan", finishArgs()...)
+		_, err = tx.Exec(b.ctx, "DEALLOCATE finish_plan")
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(b.ctx))
+		t.Logf("finish plan (%s):\n%s", mode, plan)
+		require.Contains(t, plan, "docket_jobs_pkey")
+		require.NotContains(t, plan, "Seq Scan on docket_jobs")
+		require.NotContains(t, plan, "docket_jobs_state_id")
+		require.NotContains(t, plan, "docket_jobs_lease_expiry")
+		require.NotContains(t, plan, "Hash Join")
+	}
+}
+
+// explainTx returns the EXPLAIN text of EXECUTE name(args), the arguments
+// spelled as literals (EXPLAIN EXECUTE takes no bind parameters).
+func explainTx(t *testing.T, tx pgx.Tx, execute string, args ...any) string {
+	t.Helper()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		var lit string
+		require.NoError(t, tx.QueryRow(context.Background(), "SELECT quote_nullable($1::text)", textOf(a)).Scan(&lit))
+		lits[i] = lit
+	}
+	rs, err := tx.Query(context.Background(), "EXPLAIN "+execute+"("+strings.Join(lits, ", ")+")")
+	require.NoError(t, err)
+	var lines []string
+	for rs.Next() {
+		var line string
+		require.NoError(t, rs.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rs.Err())
+	return strings.Join(lines, "\n")
+}
+
+// textOf spells a finish argument in PostgreSQL's text input syntax.
+func textOf(a any) string {
+	list := func(n int, elem func(i int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = elem(i)
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	ts := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
+	switch v := a.(type) {
+	case []uuid.UUID:
+		return list(len(v), func(i int) string { return v[i].String() })
+	case []int:
+		return list(len(v), func(i int) string { return fmt.Sprint(v[i]) })
+	case []string:
+		return list(len(v), func(i int) string { return `"` + v[i] + `"` })
+	case []*string:
+		return list(len(v), func(i int) string { return "NULL" })
+	case []time.Time:
+		return list(len(v), func(i int) string { return ts(v[i]) })
+	case time.Time:
+		return ts(v)
+	}
+	panic(fmt.Sprintf("textOf %T", a))
 }
 
 // explain returns the EXPLAIN text of query with args.

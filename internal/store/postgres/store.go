@@ -44,6 +44,9 @@ var _ store.Store = (*Store)(nil)
 type Store struct {
 	pool *pgxpool.Pool
 	opts store.Options
+	// baseCtx carries Open's values without its cancellation: the listener
+	// lives as long as the store, until Close.
+	baseCtx context.Context
 	// agingMicros is opts.PriorityAging in microseconds, the unit the SQL
 	// uses to compute sort_at.
 	agingMicros int64
@@ -73,6 +76,7 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	}
 	opts = opts.WithDefaults()
 	return &Store{
+		baseCtx:     context.WithoutCancel(ctx),
 		pool:        pool,
 		opts:        opts,
 		agingMicros: opts.PriorityAging.Microseconds(),
@@ -136,7 +140,7 @@ func (s *Store) startListener() <-chan struct{} {
 	}
 	if !s.listenStarted {
 		s.listenStarted = true
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(s.baseCtx)
 		s.listenCancel = cancel
 		s.listenReady = make(chan struct{})
 		s.listenDone = make(chan struct{})
@@ -156,8 +160,9 @@ func (s *Store) listen(ctx context.Context) {
 
 	backoff := listenerBackoffMin
 	for first := true; ; first = false {
-		conn, err := s.listenConnect(ctx)
-		if err == nil {
+		// A failed or broken connection is retried with backoff: there is
+		// no caller to report it to, and subscribers poll anyway.
+		if conn, err := s.listenConnect(ctx); err == nil {
 			s.setListenerPID(conn.PgConn().PID())
 			ready()
 			if !first {
@@ -165,18 +170,13 @@ func (s *Store) listen(ctx context.Context) {
 				s.hub.Publish(store.TopicJobCancel, "")
 			}
 			backoff = listenerBackoffMin
-			err = s.receive(ctx, conn)
+			s.receive(ctx, conn)
 			s.setListenerPID(0)
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = conn.Close(closeCtx)
 			cancel()
-		} else {
-			ready()
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		_ = err // the listener has no caller to report to; it retries.
+		ready()
 		select {
 		case <-ctx.Done():
 			return
@@ -216,11 +216,11 @@ func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // receive publishes notifications until the connection fails or ctx ends.
-func (s *Store) receive(ctx context.Context, conn *pgx.Conn) error {
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
+			return
 		}
 		switch n.Channel {
 		case channelJobAvailable:
