@@ -39,6 +39,9 @@ type Config struct {
 	// rounded up (at least 1).
 	RateBurst int
 	Logger    *slog.Logger
+	// Metrics served at /metrics; default NewMetrics(). Give the same
+	// Metrics to docket.Config.OnJobFinished to count attempt ends.
+	Metrics *Metrics
 }
 
 // Server is the HTTP API.
@@ -49,6 +52,7 @@ type Server struct {
 	paths   *http.ServeMux // every route's path, any method: tells 404 from 405
 	routes  []route
 	limiter *limiter
+	metrics *Metrics
 
 	authMu    sync.Mutex
 	authCache map[string]authEntry
@@ -97,11 +101,18 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, client: cfg.Client, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Client != nil {
+		cfg.Metrics.countFrom(cfg.Client)
+	}
+	s := &Server{cfg: cfg, client: cfg.Client, metrics: cfg.Metrics, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
 	}
 	s.routes = append(s.routes, s.healthRoutes()...)
+	s.routes = append(s.routes, s.metricsRoutes()...)
 	s.routes = append(s.routes, s.jobRoutes()...)
 	s.routes = append(s.routes, s.queueRoutes()...)
 	s.routes = append(s.routes, s.leaseRoutes()...)

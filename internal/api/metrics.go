@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/docket-run/docket"
+)
+
+// Metric names and labels, all prefixed docket_.
+const (
+	metricNamespace = "docket"
+	labelQueue      = "queue"
+	labelState      = "state"
+)
+
+// durationBuckets (seconds) cover a few milliseconds of queueing up to an
+// hour of running.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// countTimeout bounds the count query of one scrape.
+const countTimeout = 5 * time.Second
+
+// Metrics are the Prometheus metrics of a docket process, in a registry of
+// their own (never the global one):
+//
+//	docket_jobs{queue,state}                      gauge, counted in the database at scrape time
+//	docket_jobs_inserted_total{queue}             jobs inserted through this API
+//	docket_jobs_completed_total{queue,state}      attempt ends: SUCCESS, RETRY, DEAD, CANCELED
+//	docket_jobs_failed_total{queue}               attempt ends that were errors (JobFinishedEvent.Failed)
+//	docket_job_queue_latency_seconds{queue}       due → start of each attempt
+//	docket_job_run_duration_seconds{queue}        start → end of each attempt
+//
+// plus the Go runtime and process collectors. Counters and histograms count
+// what this process did; sum them over processes. Attempt ends are fed by
+// JobFinished, which docket serve installs as docket.Config.OnJobFinished.
+// A nil *Metrics counts nothing.
+type Metrics struct {
+	registry     *prometheus.Registry
+	jobs         *jobsCollector
+	inserted     *prometheus.CounterVec
+	completed    *prometheus.CounterVec
+	failed       *prometheus.CounterVec
+	queueLatency *prometheus.HistogramVec
+	runDuration  *prometheus.HistogramVec
+}
+
+// NewMetrics makes the metrics and their registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		jobs: &jobsCollector{desc: prometheus.NewDesc(metricNamespace+"_jobs",
+			"Jobs by queue and state, counted in the database at scrape time.", []string{labelQueue, labelState}, nil)},
+		inserted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Name: "jobs_inserted_total",
+			Help: "Jobs inserted through the HTTP API of this process (idempotent repeats not counted).",
+		}, []string{labelQueue}),
+		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Name: "jobs_completed_total",
+			Help: "Attempt ends recorded by this process, by the state the job moved to (SUCCESS, RETRY, DEAD, CANCELED).",
+		}, []string{labelQueue, labelState}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Name: "jobs_failed_total",
+			Help: "Attempts that ended in an error: returned error, timeout, panic, or lease expired.",
+		}, []string{labelQueue}),
+		queueLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricNamespace, Name: "job_queue_latency_seconds",
+			Help:    "Time from a job becoming due to the start of an attempt, observed when the attempt ends.",
+			Buckets: durationBuckets,
+		}, []string{labelQueue}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricNamespace, Name: "job_run_duration_seconds",
+			Help:    "Time from the start to the end of an attempt (attempts rescued after their lease expired are not observed).",
+			Buckets: durationBuckets,
+		}, []string{labelQueue}),
+	}
+	m.registry.MustRegister(m.jobs, m.inserted, m.completed, m.failed, m.queueLatency, m.runDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Inserted counts n jobs newly inserted into queue. Call it once per
+// created job (or batch), not for idempotent repeats.
+func (m *Metrics) Inserted(queue string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.inserted.WithLabelValues(queue).Add(float64(n))
+}
+
+// JobFinished counts one attempt end; it has the signature of
+// docket.Config.OnJobFinished.
+func (m *Metrics) JobFinished(e docket.JobFinishedEvent) {
+	if m == nil {
+		return
+	}
+	m.completed.WithLabelValues(e.Queue, string(e.State)).Inc()
+	if e.Failed() {
+		m.failed.WithLabelValues(e.Queue).Inc()
+	}
+	if !e.StartedAt.IsZero() {
+		if !e.DueAt.IsZero() {
+			m.queueLatency.WithLabelValues(e.Queue).Observe(e.QueueLatency().Seconds())
+		}
+		// A rescued attempt's end is when the rescuer noticed, not when
+		// the work stopped: it says nothing about run time.
+		if e.Outcome != docket.OutcomeExpired {
+			m.runDuration.WithLabelValues(e.Queue).Observe(e.RunDuration().Seconds())
+		}
+	}
+}
+
+// Registry is where the metrics live, for adding more collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// counter is what the jobs gauge needs from the client.
+type counter interface {
+	Queues(ctx context.Context) ([]*docket.QueueInfo, error)
+}
+
+// jobsCollector counts jobs by queue and state in the database at each
+// scrape: one grouped count, so the gauge is never stale and costs nothing
+// between scrapes.
+type jobsCollector struct {
+	desc   *prometheus.Desc
+	source atomic.Pointer[counter]
+}
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.source.Load()
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+	defer cancel()
+	queues, err := (*src).Queues(ctx)
+	if err != nil {
+		// The other metrics are still served; the error is logged by the
+		// handler (ContinueOnError).
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, q := range queues {
+		for _, st := range []docket.JobState{
+			docket.JobStateCreated, docket.JobStateQueued, docket.JobStateRunning, docket.JobStateRetry,
+			docket.JobStateSuccess, docket.JobStateDead, docket.JobStateCanceled,
+		} {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, string(st))
+		}
+	}
+}
+
+// countFrom makes the jobs gauge count with src.
+func (m *Metrics) countFrom(src counter) { m.jobs.source.Store(&src) }
+
+func (s *Server) metricsRoutes() []route {
+	h := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{s.cfg.Logger},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return []route{{Method: "GET", Path: "/metrics", Perm: permPublic, Handler: h}}
+}
+
+// promLogger sends promhttp's errors to slog.
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) { l.log.Warn("metrics scrape failed", "error", v) }

@@ -1,0 +1,83 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		m := NewMetrics()
+		b := setup(t, backend, func(c *Config) { c.Metrics = m })
+		for range 2 {
+			_, err := b.client.Insert(ctx, docket.RawArgs{Type: "mail.send"}, &docket.InsertOpts{Queue: "mail"})
+			require.NoError(t, err)
+		}
+		m.Inserted("mail", 2)
+		now := time.Now()
+		m.JobFinished(docket.JobFinishedEvent{
+			Queue: "mail", State: docket.JobStateRetry, Outcome: docket.OutcomeError,
+			DueAt: now.Add(-3 * time.Second), StartedAt: now.Add(-2 * time.Second), FinishedAt: now,
+		})
+		m.JobFinished(docket.JobFinishedEvent{
+			Queue: "mail", State: docket.JobStateSuccess, Outcome: docket.OutcomeSuccess,
+			DueAt: now, StartedAt: now, FinishedAt: now.Add(time.Second),
+		})
+
+		r := b.do(t, "", "GET", "/metrics", nil) // public: no key
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Contains(t, r.Header.Get("Content-Type"), "text/plain")
+		body := string(r.Body)
+		for _, want := range []string{
+			`docket_jobs{queue="mail",state="QUEUED"} 2`,
+			`docket_jobs{queue="mail",state="RUNNING"} 0`,
+			`docket_jobs_inserted_total{queue="mail"} 2`,
+			`docket_jobs_completed_total{queue="mail",state="RETRY"} 1`,
+			`docket_jobs_completed_total{queue="mail",state="SUCCESS"} 1`,
+			`docket_jobs_failed_total{queue="mail"} 1`,
+			`docket_job_queue_latency_seconds_count{queue="mail"} 2`,
+			`docket_job_queue_latency_seconds_sum{queue="mail"} 1`,
+			`docket_job_run_duration_seconds_sum{queue="mail"} 3`,
+			`go_goroutines `,
+		} {
+			require.Contains(t, body, want)
+		}
+
+		// With the database gone the gauge is missing but the rest is served.
+		require.NoError(t, b.client.Close())
+		r = b.do(t, "", "GET", "/metrics", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.NotContains(t, string(r.Body), "docket_jobs{")
+		require.Contains(t, string(r.Body), `docket_jobs_inserted_total{queue="mail"} 2`)
+	})
+}
+
+func TestMetricsNil(t *testing.T) {
+	t.Parallel()
+	var m *Metrics
+	m.Inserted("q", 1)
+	m.JobFinished(docket.JobFinishedEvent{Queue: "q"})
+}
+
+func TestHealthzDatabaseDown(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		require.Equal(t, http.StatusOK, b.do(t, "", "GET", "/healthz", nil).Status)
+		require.NoError(t, b.client.Close())
+		r := b.do(t, "", "GET", "/healthz", nil)
+		require.Equal(t, http.StatusServiceUnavailable, r.Status, string(r.Body))
+		var h healthResponse
+		r.JSON(t, &h)
+		require.Equal(t, "unavailable", h.Status)
+	})
+}
