@@ -408,10 +408,11 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 	if len(p.Jobs) == 0 {
 		return out, nil
 	}
+	// Locked in id order, like JobFinishMany, so the two never deadlock.
 	ids := make([]uuid.UUID, len(p.Jobs))
 	attempts := make([]int, len(p.Jobs))
-	for i, ref := range p.Jobs {
-		ids[i], attempts[i] = ref.ID, ref.Attempt
+	for i, k := range byID(len(p.Jobs), func(i int) uuid.UUID { return p.Jobs[i].ID }) {
+		ids[i], attempts[i] = p.Jobs[k].ID, p.Jobs[k].Attempt
 	}
 	now := dbTime(p.Now)
 	expires := dbTime(now.Add(p.LeaseDuration))

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -102,7 +104,12 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		runAts      = make([]time.Time, n)
 		finishedAts = make([]time.Time, n)
 	)
-	for i, f := range p.Jobs {
+	// Rows are locked in the order of the arrays: sorting by id gives every
+	// batch (finish, rescue, heartbeat) the same lock order, so two batches
+	// sharing jobs wait for each other instead of deadlocking.
+	order := byID(len(p.Jobs), func(i int) uuid.UUID { return p.Jobs[i].ID })
+	for i, k := range order {
+		f := p.Jobs[k]
 		switch f.State {
 		case job.StateSuccess, job.StateRetry, job.StateDead, job.StateCanceled:
 		default:
@@ -144,10 +151,23 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		if err := rs.Scan(&ord); err != nil {
 			return nil, fmt.Errorf("finish %d jobs: %w", n, err)
 		}
-		applied[ord-1] = true
+		applied[order[ord-1]] = true
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("finish %d jobs: %w", n, err)
 	}
 	return applied, nil
+}
+
+// byID returns the indexes 0..n-1 ordered by id(i).
+func byID(n int, id func(i int) uuid.UUID) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ia, ib := id(a), id(b)
+		return bytes.Compare(ia[:], ib[:])
+	})
+	return order
 }

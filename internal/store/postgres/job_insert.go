@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -219,10 +221,29 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 		sortAts    = make([]time.Time, 0, n)
 		timeouts   = make([]int64, 0, n)
 	)
-	for i, j := range plan.jobs {
-		if f := plan.firstOf[i]; f >= 0 && f != i {
-			continue // a later duplicate of a key in this batch
+	// Rows are inserted in the order of the arrays, and an insert waits
+	// on a concurrent one of the same idempotency key: keyed rows go
+	// first, sorted by key, so batches sharing keys never deadlock.
+	order := make([]int, 0, n)
+	for i := range plan.jobs {
+		if f := plan.firstOf[i]; f < 0 || f == i { // skip later duplicates of a key
+			order = append(order, i)
 		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ka, kb := plan.jobs[a].IdempotencyKey, plan.jobs[b].IdempotencyKey
+		switch {
+		case ka == kb:
+			return 0
+		case ka == "":
+			return 1
+		case kb == "":
+			return -1
+		}
+		return strings.Compare(ka, kb)
+	})
+	for _, i := range order {
+		j := plan.jobs[i]
 		ids = append(ids, j.ID)
 		types = append(types, j.Type)
 		queues = append(queues, j.Queue)

@@ -633,3 +633,75 @@ func BenchmarkBurnDown(b *testing.B) {
 		})
 	}
 }
+
+// TestBatchesDoNotDeadlock races batches over the same jobs in opposite
+// orders: finish against finish (completer and rescuer) and against
+// heartbeat, and inserts sharing idempotency keys. Rows are locked in a
+// canonical order, so none of them may fail with a deadlock.
+func TestBatchesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 200
+	reversed := func(refs []job.Ref) []job.Ref {
+		out := make([]job.Ref, len(refs))
+		for i, r := range refs {
+			out[len(refs)-1-i] = r
+		}
+		return out
+	}
+	finish := func(refs []job.Ref) func() error {
+		return func() error {
+			fs := make([]*store.JobFinishParams, len(refs))
+			for i, r := range refs {
+				fs[i] = &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess}
+			}
+			_, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fs, Now: testBase})
+			return err
+		}
+	}
+	heartbeat := func(refs []job.Ref) func() error {
+		return func() error {
+			_, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Jobs: refs, LeaseDuration: time.Minute, Now: testBase})
+			return err
+		}
+	}
+	race := func(fs ...func() error) {
+		var wg sync.WaitGroup
+		errs := make([]error, len(fs))
+		for i, f := range fs {
+			wg.Go(func() { errs[i] = f() })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	for round := range 5 {
+		q := fmt.Sprint("deadlock-", round)
+		_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs(q, n), Now: testBase})
+		require.NoError(t, err)
+		rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: q, Max: n, Owner: "n", LeaseDuration: time.Minute, Now: testBase})
+		require.NoError(t, err)
+		refs := make([]job.Ref, len(rows))
+		for i, r := range rows {
+			refs[i] = job.Ref{ID: r.ID, Attempt: r.Attempt}
+		}
+		race(heartbeat(refs), heartbeat(reversed(refs)), finish(reversed(refs)), finish(refs))
+
+		keyed := func(reverse bool) func() error {
+			return func() error {
+				ps := newJobs(q, 50)
+				for i, p := range ps {
+					k := i
+					if reverse {
+						k = len(ps) - 1 - i
+					}
+					p.IdempotencyKey = fmt.Sprint(q, "-", k)
+				}
+				_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+				return err
+			}
+		}
+		race(keyed(false), keyed(true), keyed(false), keyed(true))
+	}
+}
