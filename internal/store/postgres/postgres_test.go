@@ -705,3 +705,43 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 		race(keyed(false), keyed(true), keyed(false), keyed(true))
 	}
 }
+
+// TestAttemptHistoryAfterManualRetry: a manual retry resets the attempt
+// counter, so attempt numbers repeat in the history; both runs are kept,
+// oldest first.
+func TestAttemptHistoryAfterManualRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := newJob("history")
+	_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: testBase})
+	require.NoError(t, err)
+	run := func(now time.Time, owner string, to job.State) {
+		rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "history", Max: 1, Owner: owner, LeaseDuration: time.Minute, Now: now})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, 1, rows[0].Attempt)
+		ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: now.Add(time.Second), Jobs: []*store.JobFinishParams{{
+			ID: p.ID, Attempt: 1, State: to, Error: string(to),
+		}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, ok)
+	}
+	run(testBase, "node-a", job.StateDead)
+	_, err = b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: p.ID, Now: testBase.Add(time.Minute)})
+	require.NoError(t, err)
+	run(testBase.Add(2*time.Minute), "node-b", job.StateSuccess)
+
+	attempts, err := b.s.JobAttemptList(b.ctx, p.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	require.Equal(t, "node-a", attempts[0].Node)
+	require.Equal(t, job.OutcomeError, attempts[0].Outcome)
+	require.Equal(t, "DEAD", attempts[0].Error)
+	require.Equal(t, "node-b", attempts[1].Node)
+	require.Equal(t, job.OutcomeSuccess, attempts[1].Outcome)
+	require.Empty(t, attempts[1].Error)
+	for _, a := range attempts {
+		require.Equal(t, 1, a.Attempt)
+		require.Equal(t, time.Second, a.Duration())
+	}
+}
