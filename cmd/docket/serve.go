@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/api"
+)
+
+// serveConfig is every setting of docket serve. Each is a flag and an
+// environment variable (serveSettings); a flag wins over the environment,
+// which wins over the default. Zero values are not defaults: load fills
+// every field.
+type serveConfig struct {
+	Listen            string        // --listen, DOCKET_LISTEN; default 127.0.0.1:8080
+	DatabaseURL       string        // --database-url, DOCKET_DATABASE_URL; default sqlite:docket.db
+	NodeID            string        // --node-id, DOCKET_NODE_ID; default hostname-pid-random
+	AdminKey          string        // --admin-key, DOCKET_ADMIN_KEY; default none
+	LeaseSeconds      int           // --lease-seconds, DOCKET_LEASE_SECONDS; default 30
+	JobTimeout        time.Duration // --job-timeout, DOCKET_JOB_TIMEOUT; default 5m
+	RescueInterval    time.Duration // --rescue-interval, DOCKET_RESCUE_INTERVAL; default 15s
+	SchedulerInterval time.Duration // --scheduler-interval, DOCKET_SCHEDULER_INTERVAL; default 1s
+	PruneInterval     time.Duration // --prune-interval, DOCKET_PRUNE_INTERVAL; default 1m
+	Retention         time.Duration // --retention, DOCKET_RETENTION; default 168h
+	PollInterval      time.Duration // --poll-interval, DOCKET_POLL_INTERVAL; default 1s
+	LeaderTTL         time.Duration // --leader-ttl, DOCKET_LEADER_TTL; default 15s
+	RetryBackoffBase  time.Duration // --retry-backoff-base, DOCKET_RETRY_BACKOFF_BASE; default 1s
+	RetryBackoffMax   time.Duration // --retry-backoff-max, DOCKET_RETRY_BACKOFF_MAX; default 1h
+	PriorityAging     time.Duration // --priority-aging, DOCKET_PRIORITY_AGING; default 5m
+	MaxBodyBytes      int64         // --max-body-bytes, DOCKET_MAX_BODY_BYTES; default 1048576
+	RateLimit         rateLimit     // --rate-limit, DOCKET_RATE_LIMIT; default off
+	RateBurst         int           // --rate-burst, DOCKET_RATE_BURST; default 0 (the limit's N)
+	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
+	LogLevel          slog.Level    // --log-level, DOCKET_LOG_LEVEL; default info
+	LogFormat         string        // --log-format, DOCKET_LOG_FORMAT; default text
+
+	// from names where each setting came from, by environment variable:
+	// "--flag" or "DOCKET_X"; absent for defaults.
+	from map[string]string
+}
+
+// setting is one row of the configuration table.
+type setting struct {
+	flag, env string
+	def       string // as a user would write it; parsed like any other value
+	usage     string
+	field     func(c *serveConfig) any // pointer to the field it sets
+}
+
+// serveSettings is the whole configuration of docket serve, in the order
+// of docs/configuration.md (a test checks the page lists every row).
+var serveSettings = []setting{
+	{"listen", "DOCKET_LISTEN", "127.0.0.1:8080", "address to serve HTTP on, host:port (port 0 picks a free port)", func(c *serveConfig) any { return &c.Listen }},
+	{"database-url", "DOCKET_DATABASE_URL", docket.DatabaseURLDefault, "database: postgres://… or sqlite:PATH", func(c *serveConfig) any { return &c.DatabaseURL }},
+	{"node-id", "DOCKET_NODE_ID", "", "name of this process in leases, attempts and the nodes table (default hostname-pid-random)", func(c *serveConfig) any { return &c.NodeID }},
+	{"admin-key", "DOCKET_ADMIN_KEY", "", "bootstrap admin API key (at least 16 characters), imported as key \"bootstrap\"; prefer the environment variable: arguments are visible to other users", func(c *serveConfig) any { return &c.AdminKey }},
+	{"lease-seconds", "DOCKET_LEASE_SECONDS", "30", "lease of jobs taken by in-process workers, in seconds; renewed every third of it", func(c *serveConfig) any { return &c.LeaseSeconds }},
+	{"job-timeout", "DOCKET_JOB_TIMEOUT", "5m", "default deadline of one attempt run by an in-process worker", func(c *serveConfig) any { return &c.JobTimeout }},
+	{"rescue-interval", "DOCKET_RESCUE_INTERVAL", "15s", "how often the leader looks for expired leases", func(c *serveConfig) any { return &c.RescueInterval }},
+	{"scheduler-interval", "DOCKET_SCHEDULER_INTERVAL", "1s", "how often RETRY jobs whose backoff is over are queued again", func(c *serveConfig) any { return &c.SchedulerInterval }},
+	{"prune-interval", "DOCKET_PRUNE_INTERVAL", "1m", "how often finished jobs past retention are deleted", func(c *serveConfig) any { return &c.PruneInterval }},
+	{"retention", "DOCKET_RETENTION", "168h", "how long SUCCESS, DEAD and CANCELED jobs are kept", func(c *serveConfig) any { return &c.Retention }},
+	{"poll-interval", "DOCKET_POLL_INTERVAL", "1s", "fallback poll for due jobs when no wakeup arrives", func(c *serveConfig) any { return &c.PollInterval }},
+	{"leader-ttl", "DOCKET_LEADER_TTL", "15s", "term of the maintenance leader; a dead leader is replaced within it", func(c *serveConfig) any { return &c.LeaderTTL }},
+	{"retry-backoff-base", "DOCKET_RETRY_BACKOFF_BASE", "1s", "retry delay after the first failed attempt; doubles per attempt", func(c *serveConfig) any { return &c.RetryBackoffBase }},
+	{"retry-backoff-max", "DOCKET_RETRY_BACKOFF_MAX", "1h", "cap of the retry delay", func(c *serveConfig) any { return &c.RetryBackoffMax }},
+	{"priority-aging", "DOCKET_PRIORITY_AGING", "5m", "waiting time one priority step is worth (0 turns aging off)", func(c *serveConfig) any { return &c.PriorityAging }},
+	{"max-body-bytes", "DOCKET_MAX_BODY_BYTES", strconv.Itoa(api.MaxBodyBytesDefault), "largest request body accepted; larger is 413", func(c *serveConfig) any { return &c.MaxBodyBytes }},
+	{"rate-limit", "DOCKET_RATE_LIMIT", "off", "requests per API key, N/s or N/m (e.g. 200/s); over it is 429 with Retry-After", func(c *serveConfig) any { return &c.RateLimit }},
+	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
+	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
+	{"log-level", "DOCKET_LOG_LEVEL", "info", "debug, info, warn or error", func(c *serveConfig) any { return &c.LogLevel }},
+	{"log-format", "DOCKET_LOG_FORMAT", "text", "text or json (logs go to stderr)", func(c *serveConfig) any { return &c.LogFormat }},
+}
+
+// rateLimit is a parsed DOCKET_RATE_LIMIT: N requests per Per; zero is off.
+type rateLimit struct {
+	N   float64
+	Per time.Duration
+}
+
+func (r rateLimit) perSecond() float64 {
+	if r.N == 0 {
+		return 0
+	}
+	return r.N / r.Per.Seconds()
+}
+
+func parseRateLimit(v string) (rateLimit, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "off", "0":
+		return rateLimit{}, nil
+	}
+	n, unit, ok := strings.Cut(strings.TrimSpace(v), "/")
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute}[strings.TrimSpace(unit)]
+	f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
+	if !ok || per == 0 || err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return rateLimit{}, fmt.Errorf("%q: must be N/s or N/m with N > 0 (e.g. 200/s), or off", v)
+	}
+	return rateLimit{N: f, Per: per}, nil
+}
+
+// parseInto sets the field p points to from its text form.
+func parseInto(p any, v string) error {
+	var err error
+	switch p := p.(type) {
+	case *string:
+		*p = v
+	case *int:
+		*p, err = strconv.Atoi(v)
+		if err != nil {
+			err = fmt.Errorf("%q: must be an integer", v)
+		}
+	case *int64:
+		*p, err = strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			err = fmt.Errorf("%q: must be an integer", v)
+		}
+	case *time.Duration:
+		*p, err = time.ParseDuration(v)
+		if err != nil {
+			err = fmt.Errorf("%q: must be a Go duration such as 500ms, 15s or 1h30m", v)
+		}
+	case *slog.Level:
+		if err = p.UnmarshalText([]byte(v)); err != nil {
+			err = fmt.Errorf("%q: must be debug, info, warn or error", v)
+		}
+	case *rateLimit:
+		*p, err = parseRateLimit(v)
+	default:
+		panic(fmt.Sprintf("serve setting of unknown type %T", p))
+	}
+	return err
+}
+
+// addServeFlags registers one flag per setting. Flags hold text; values
+// are parsed by loadServeConfig, so flags and environment share one parser.
+func addServeFlags(fs *pflag.FlagSet) {
+	var probe serveConfig
+	for _, s := range serveSettings {
+		fs.Var(&textFlag{value: s.def, typ: typeName(s.field(&probe))}, s.flag, s.usage+" (env "+s.env+")")
+		fs.Lookup(s.flag).DefValue = s.def
+	}
+}
+
+// textFlag is a flag kept as text, with the type shown in --help.
+type textFlag struct{ value, typ string }
+
+func (f *textFlag) String() string     { return f.value }
+func (f *textFlag) Set(v string) error { f.value = v; return nil }
+func (f *textFlag) Type() string       { return f.typ }
+
+func typeName(field any) string {
+	switch field.(type) {
+	case *int, *int64:
+		return "int"
+	case *time.Duration:
+		return "duration"
+	case *slog.Level:
+		return "level"
+	case *rateLimit:
+		return "rate"
+	}
+	return "string"
+}
+
+// loadServeConfig resolves every setting: the flag if it was given, else
+// the environment variable if it is set and not empty, else the default.
+// Errors name the flag or variable the bad value came from.
+func loadServeConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveConfig, error) {
+	c := &serveConfig{from: map[string]string{}}
+	var errs []error
+	for _, s := range serveSettings {
+		v, src := s.def, ""
+		if f := fs.Lookup(s.flag); f != nil && f.Changed {
+			v, src = f.Value.String(), "--"+s.flag
+		} else if e, ok := lookupEnv(s.env); ok && e != "" {
+			v, src = e, s.env
+		}
+		if src != "" {
+			c.from[s.env] = src
+		}
+		if err := parseInto(s.field(c), v); err != nil {
+			errs = append(errs, fmt.Errorf("invalid %s %w", c.name(s.env), err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// name is how errors refer to a setting: where its value came from, or
+// both spellings for a default.
+func (c *serveConfig) name(env string) string {
+	if src, ok := c.from[env]; ok {
+		return src
+	}
+	for _, s := range serveSettings {
+		if s.env == env {
+			return env + " (--" + s.flag + ")"
+		}
+	}
+	return env
+}
+
+// Validate reports every setting out of range, naming it.
+func (c *serveConfig) Validate() error {
+	var errs []error
+	check := func(env string, ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("invalid %s: "+format, append([]any{c.name(env)}, args...)...))
+		}
+	}
+	_, _, err := net.SplitHostPort(c.Listen)
+	check("DOCKET_LISTEN", err == nil, "%q must be host:port, e.g. 127.0.0.1:8080 or :8080", c.Listen)
+	check("DOCKET_DATABASE_URL", c.DatabaseURL != "", "must not be empty")
+	check("DOCKET_ADMIN_KEY", c.AdminKey == "" || len(c.AdminKey) >= 16, "must be at least 16 characters (it has %d)", len(c.AdminKey))
+	check("DOCKET_LEASE_SECONDS", c.LeaseSeconds >= 1 && c.LeaseSeconds <= 86400, "%d must be between 1 and 86400", c.LeaseSeconds)
+	for _, d := range []struct {
+		env string
+		v   time.Duration
+	}{
+		{"DOCKET_JOB_TIMEOUT", c.JobTimeout}, {"DOCKET_RESCUE_INTERVAL", c.RescueInterval},
+		{"DOCKET_SCHEDULER_INTERVAL", c.SchedulerInterval}, {"DOCKET_PRUNE_INTERVAL", c.PruneInterval},
+		{"DOCKET_RETENTION", c.Retention}, {"DOCKET_POLL_INTERVAL", c.PollInterval},
+		{"DOCKET_LEADER_TTL", c.LeaderTTL}, {"DOCKET_RETRY_BACKOFF_BASE", c.RetryBackoffBase},
+		{"DOCKET_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+	} {
+		check(d.env, d.v > 0, "%v must be positive", d.v)
+	}
+	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,
+		"%v must not be below DOCKET_RETRY_BACKOFF_BASE (%v)", c.RetryBackoffMax, c.RetryBackoffBase)
+	check("DOCKET_PRIORITY_AGING", c.PriorityAging >= 0, "%v must not be negative", c.PriorityAging)
+	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
+	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
+	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
+	return errors.Join(errs...)
+}
+
+func (c *serveConfig) clientConfig(logger *slog.Logger, onFinished func(docket.JobFinishedEvent)) docket.Config {
+	return docket.Config{
+		DatabaseURL: c.DatabaseURL, AutoMigrate: true, PriorityAging: c.PriorityAging,
+		RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
+		Logger: logger, OnJobFinished: onFinished,
+	}
+}
+
+func (c *serveConfig) workerConfig() docket.WorkerConfig {
+	return docket.WorkerConfig{
+		NodeID: c.NodeID, LeaseDuration: time.Duration(c.LeaseSeconds) * time.Second,
+		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval, SchedulerInterval: c.SchedulerInterval,
+		PruneInterval: c.PruneInterval, Retention: c.Retention, PollInterval: c.PollInterval,
+		LeaderTTL: c.LeaderTTL, RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
+	}
+}
+
+func (c *serveConfig) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serveCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API and the maintenance services (on the embedded SQLite file by default)",
+		Long: `Run the HTTP API, the remote-worker lease protocol, /healthz and /metrics,
+and this process's share of maintenance (rescuing expired leases, scheduling
+retries, pruning). Any number of serve processes may share one PostgreSQL.
+
+Every flag has an environment variable (shown in its help); a flag wins over
+the environment. See docs/configuration.md.`,
+		Args: cobra.NoArgs,
+	}
+	addServeFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadServeConfig(cmd.Flags(), os.LookupEnv)
+		if err != nil {
+			return err
+		}
+		return runServe(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	return cmd
+}
+
+// longPollGrace is how long, at shutdown, requests get before their
+// contexts are canceled: ordinary requests finish well within it, while
+// long polls (POST /v1/leases with waitSeconds) are cut short instead of
+// holding the shutdown for up to 30 s.
+const longPollGrace = time.Second
+
+// runServe runs until ctx is canceled (SIGINT/SIGTERM), then shuts down:
+// the listener closes, requests in flight finish, maintenance stops and
+// leadership is given up.
+func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) error {
+	logger := cfg.logger(stderr)
+	metrics := api.NewMetrics()
+	client, err := docket.NewClient(ctx, cfg.clientConfig(logger, metrics.JobFinished))
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := bootstrapKeys(ctx, client, cfg.AdminKey, stdout, stderr, logger); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+
+	// No handlers run in serve yet: the worker takes its turn as leader for
+	// maintenance, which is what rescues remote workers' expired leases.
+	worker := docket.NewWorker(client, cfg.workerConfig())
+	if err := worker.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start maintenance: %w", err)
+	}
+	stopWorker := func() {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		worker.Stop(wctx)
+	}
+
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	hs := &http.Server{
+		Handler: api.New(api.Config{
+			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
+			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stderr, "docket listening on http://%s (backend %s)\n", ln.Addr(), client.Backend())
+	logger.Info("serving", "address", ln.Addr().String(), "backend", client.Backend(), "node_id", worker.NodeID(),
+		"rate_limit", cfg.RateLimit.perSecond(), "max_body_bytes", cfg.MaxBodyBytes)
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		stopWorker()
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	cut := time.AfterFunc(longPollGrace, cancelRequests)
+	err = hs.Shutdown(sctx)
+	cut.Stop()
+	if err != nil {
+		logger.Warn("requests still running at the shutdown timeout were cut", "error", err)
+		_ = hs.Close()
+	}
+	<-served // http.ErrServerClosed
+	stopWorker()
+	logger.Info("stopped")
+	return nil
+}
+
+// rateBurst: DOCKET_RATE_BURST, or N of "N/s" / "N/m" so a key may spend a
+// whole period's allowance at once.
+func rateBurst(cfg *serveConfig) int {
+	if cfg.RateBurst > 0 || cfg.RateLimit.N == 0 {
+		return cfg.RateBurst
+	}
+	return max(1, int(math.Ceil(cfg.RateLimit.N)))
+}
+
+// bootstrapKeyName names the admin key made from DOCKET_ADMIN_KEY or
+// generated on first start.
+const bootstrapKeyName = "bootstrap"
+
+// bootstrapKeys makes sure an administrator can get in: DOCKET_ADMIN_KEY is
+// imported as an admin key (once: an existing one is left as is); without
+// it, when no key exists at all, an admin key is generated and its secret
+// printed once, alone on the last line of stdout. Two processes starting at
+// once on an empty database may both generate one: each prints its own and
+// both work (revoke the spare with docket keys revoke).
+func bootstrapKeys(ctx context.Context, client *docket.Client, adminKey string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if adminKey != "" {
+		k, err := client.ImportAPIKey(ctx, bootstrapKeyName, docket.RoleAdmin, adminKey)
+		switch {
+		case errors.Is(err, docket.ErrDuplicate):
+			if _, err := client.AuthenticateAPIKey(ctx, adminKey); errors.Is(err, docket.ErrNotFound) {
+				logger.Warn("DOCKET_ADMIN_KEY was revoked: it does not authenticate; set another or unset it")
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("import DOCKET_ADMIN_KEY: %w", err)
+		}
+		logger.Info("imported DOCKET_ADMIN_KEY as admin key", "key_id", k.ID.String(), "name", k.Name)
+		return nil
+	}
+	keys, err := client.APIKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("list API keys: %w", err)
+	}
+	if len(keys) > 0 {
+		return nil
+	}
+	secret, k, err := client.CreateAPIKey(ctx, bootstrapKeyName, docket.RoleAdmin)
+	if err != nil {
+		return fmt.Errorf("create bootstrap admin key: %w", err)
+	}
+	fmt.Fprintf(stderr, "docket: no API key existed, so admin key %s (%q) was created; its secret is the last line of stdout and is not shown again\n", k.ID, k.Name)
+	fmt.Fprintln(stdout, secret)
+	return nil
+}

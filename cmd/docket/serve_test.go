@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/engine"
+)
+
+// loadWith parses args and env as docket serve would.
+func loadWith(t *testing.T, env map[string]string, args ...string) (*serveConfig, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	addServeFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	return loadServeConfig(fs, func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	})
+}
+
+func TestServeConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := loadWith(t, nil)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.Listen)
+	require.Equal(t, docket.DatabaseURLDefault, c.DatabaseURL)
+	// The defaults are the engine's: serve changes none of them.
+	w := c.workerConfig()
+	require.Equal(t, engine.LeaseDurationDefault, w.LeaseDuration)
+	require.Equal(t, engine.JobTimeoutDefault, w.JobTimeout)
+	require.Equal(t, engine.RescueIntervalDefault, w.RescueInterval)
+	require.Equal(t, engine.SchedulerIntervalDefault, w.SchedulerInterval)
+	require.Equal(t, engine.PruneIntervalDefault, w.PruneInterval)
+	require.Equal(t, engine.RetentionDefault, w.Retention)
+	require.Equal(t, engine.PollIntervalDefault, w.PollInterval)
+	require.Equal(t, engine.LeaderTTLDefault, w.LeaderTTL)
+	require.Equal(t, engine.RetryBackoffBaseDefault, w.RetryBackoffBase)
+	require.Equal(t, engine.RetryBackoffMaxDefault, w.RetryBackoffMax)
+	require.Equal(t, 5*time.Minute, c.PriorityAging)
+	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+	require.Zero(t, c.RateLimit.perSecond())
+	require.Empty(t, c.AdminKey)
+}
+
+func TestServeConfigSources(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DOCKET_LISTEN": "127.0.0.1:0", "DOCKET_LEASE_SECONDS": "7", "DOCKET_RESCUE_INTERVAL": "250ms",
+		"DOCKET_RATE_LIMIT": "600/m", "DOCKET_LOG_LEVEL": "debug", "DOCKET_DATABASE_URL": "",
+	}
+	c, err := loadWith(t, env, "--lease-seconds", "9")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:0", c.Listen)
+	require.Equal(t, 9, c.LeaseSeconds, "a flag wins over the environment")
+	require.Equal(t, 250*time.Millisecond, c.RescueInterval)
+	require.InDelta(t, 10, c.RateLimit.perSecond(), 1e-9)
+	require.Equal(t, 600, rateBurst(c))
+	require.Equal(t, "DEBUG", c.LogLevel.String())
+	require.Equal(t, docket.DatabaseURLDefault, c.DatabaseURL, "an empty variable is unset")
+}
+
+func TestServeConfigErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{env: map[string]string{"DOCKET_RATE_LIMIT": "fast"}, want: `invalid DOCKET_RATE_LIMIT "fast"`},
+		{env: map[string]string{"DOCKET_RATE_LIMIT": "5/h"}, want: `invalid DOCKET_RATE_LIMIT "5/h"`},
+		{env: map[string]string{"DOCKET_RATE_LIMIT": "-1/s"}, want: `invalid DOCKET_RATE_LIMIT "-1/s"`},
+		{env: map[string]string{"DOCKET_LEASE_SECONDS": "ten"}, want: `invalid DOCKET_LEASE_SECONDS "ten": must be an integer`},
+		{env: map[string]string{"DOCKET_LEASE_SECONDS": "0"}, want: "invalid DOCKET_LEASE_SECONDS: 0 must be between 1"},
+		{env: map[string]string{"DOCKET_RESCUE_INTERVAL": "15"}, want: `invalid DOCKET_RESCUE_INTERVAL "15": must be a Go duration`},
+		{env: map[string]string{"DOCKET_SCHEDULER_INTERVAL": "-1s"}, want: "invalid DOCKET_SCHEDULER_INTERVAL: -1s must be positive"},
+		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "1m", "DOCKET_RETRY_BACKOFF_MAX": "1s"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX: 1s must not be below"},
+		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "2h"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX (--retry-backoff-max): 1h0m0s"},
+		{env: map[string]string{"DOCKET_MAX_BODY_BYTES": "1MB"}, want: `invalid DOCKET_MAX_BODY_BYTES "1MB"`},
+		{env: map[string]string{"DOCKET_ADMIN_KEY": "short"}, want: "invalid DOCKET_ADMIN_KEY: must be at least 16 characters"},
+		{env: map[string]string{"DOCKET_LOG_LEVEL": "loud"}, want: `invalid DOCKET_LOG_LEVEL "loud"`},
+		{env: map[string]string{"DOCKET_LISTEN": "8080"}, want: `invalid DOCKET_LISTEN: "8080" must be host:port`},
+		{args: []string{"--leader-ttl", "0s"}, want: "invalid --leader-ttl: 0s must be positive"},
+		{env: map[string]string{"DOCKET_LEADER_TTL": "1s"}, args: []string{"--leader-ttl", "x"}, want: `invalid --leader-ttl "x"`},
+	} {
+		_, err := loadWith(t, tc.env, tc.args...)
+		require.Error(t, err, "%v %v", tc.env, tc.args)
+		require.Contains(t, err.Error(), tc.want)
+	}
+	_, err := loadWith(t, map[string]string{"DOCKET_RATE_LIMIT": "off", "DOCKET_ADMIN_KEY": "0123456789abcdef"})
+	require.NoError(t, err)
+}
+
+// The configuration page documents every flag and variable.
+func TestServeConfigDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	for _, s := range serveSettings {
+		row := "| `--" + s.flag + "` | `" + s.env + "` |"
+		require.True(t, strings.Contains(string(doc), row), "docs/configuration.md lacks the row %s", row)
+	}
+}
