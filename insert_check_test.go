@@ -2,6 +2,9 @@ package docket_test
 
 import (
 	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +50,39 @@ func TestInsertConflict(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// FuzzInsertConflictNumbers checks the exact number comparison of payloads
+// against big.Rat on numbers small enough for big.Rat to handle.
+func FuzzInsertConflictNumbers(f *testing.F) {
+	for _, seed := range [][2]string{{"1", "1.0"}, {"-0", "0e5"}, {"12e-1", "1.2"}, {"100", "1e2"}, {"0.10", "1E-1"}, {"5", "6"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ra, okA := smallNumber(a)
+		rb, okB := smallNumber(b)
+		if !okA || !okB {
+			return
+		}
+		existing := &docket.JobRow{Type: "n", Queue: "n", Priority: docket.PriorityDefault, MaxAttempts: 25, Payload: json.RawMessage(a)}
+		got, err := docket.InsertConflict(existing, docket.RawArgs{Type: "n", Payload: json.RawMessage(b)}, nil)
+		require.NoError(t, err)
+		require.Equal(t, ra.Cmp(rb) == 0, got == "", "%s vs %s: %q", a, b, got)
+	})
+}
+
+// smallNumber parses a JSON number whose exponent is small.
+func smallNumber(s string) (*big.Rat, bool) {
+	var n json.Number
+	if json.Unmarshal([]byte(s), &n) != nil || len(s) > 40 {
+		return nil, false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e > 100 || e < -100 {
+			return nil, false
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	return r, ok
 }

@@ -1,0 +1,63 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+func TestQueues(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		r := b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"items":[]}`, string(r.Body))
+
+		b.jobInState(t, "mail", docket.JobStateDead) // leases from the queue: first
+		b.jobInState(t, "mail", docket.JobStateQueued)
+		b.jobInState(t, "sms", docket.JobStateQueued)
+
+		pause := func(action, queue string) *pauseResponse {
+			t.Helper()
+			r := b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape(queue)+"/"+action, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			var resp pauseResponse
+			r.JSON(t, &resp)
+			return &resp
+		}
+		require.Equal(t, &pauseResponse{Name: "mail", Paused: true}, pause("pause", "mail"))
+		require.Equal(t, &pauseResponse{Name: "mail", Paused: true}, pause("pause", "mail"), "pausing twice is pausing")
+		// A queue without jobs may be paused ahead of time; names may hold a slash.
+		require.Equal(t, &pauseResponse{Name: "team/reports", Paused: true}, pause("pause", "team/reports"))
+
+		// Paused: nothing is leased from it.
+		b.insertJob(t, "mail", nil)
+		leases, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"mail"}, Max: 10, Duration: docket.LeaseDurationMin, WorkerID: "w"})
+		require.NoError(t, err)
+		require.Empty(t, leases)
+
+		r = b.do(t, docket.RoleProducer, "GET", "/v1/queues", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"items":[
+			{"name":"mail","paused":true,"counts":{"CREATED":0,"QUEUED":2,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":1,"CANCELED":0}},
+			{"name":"sms","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0}},
+			{"name":"team/reports","paused":true,"counts":{"CREATED":0,"QUEUED":0,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0}}]}`,
+			string(r.Body))
+
+		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
+		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
+		b.leaseOneJob(t, "mail")
+
+		requireProblemField(t, b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("bad name")+"/pause", nil).
+			Problem(t, http.StatusBadRequest), "queue")
+		b.do(t, docket.RoleAdmin, "GET", "/v1/queues/mail/pause", nil).Problem(t, http.StatusMethodNotAllowed)
+	})
+}
