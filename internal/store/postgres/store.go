@@ -3,9 +3,13 @@
 //
 // Every state change is one statement (CTEs carry the outbox row, the
 // attempt history and the NOTIFY wakeups), so it is one transaction without a
-// BEGIN/COMMIT round trip. Wakeups travel through LISTEN/NOTIFY: a dedicated
+// BEGIN/COMMIT round trip; only a large insert is a COPY plus one statement
+// in a transaction. Wakeups travel through LISTEN/NOTIFY: a dedicated
 // connection listens on docket_job_available (payload: queue) and
 // docket_job_cancel (payload: job id) and fans out through a store.Hub.
+// NOTIFY channels belong to the database, not the schema, so stores on
+// different schemas of one database see each other's wakeups: spurious
+// wakeups, which subscribers tolerate by design.
 package postgres
 
 import (
@@ -64,7 +68,8 @@ type Store struct {
 
 // Open connects to the database at url (postgres://...). Runtime parameters
 // in the URL, such as search_path, apply to every connection, so one database
-// can hold several docket schemas. Open does not migrate.
+// can hold several docket schemas; pool settings such as pool_max_conns are
+// honoured too. Open does not migrate.
 func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
