@@ -175,6 +175,9 @@ func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInse
 	if err != nil {
 		return nil, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()}
 	}
+	if jsonHasNUL(payload) {
+		return nil, &ValidationError{Field: "payload", Message: nulMessage}
+	}
 	queue := opts.Queue
 	if queue == "" {
 		queue = typ

@@ -190,6 +190,9 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	if len(result) > 0 && !json.Valid(result) {
 		return &ValidationError{Field: "result", Message: "is not valid JSON"}
 	}
+	if jsonHasNUL(result) {
+		return &ValidationError{Field: "result", Message: nulMessage}
+	}
 	fin := &store.JobFinishParams{
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: result,
 	}

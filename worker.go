@@ -212,5 +212,8 @@ func SetResult(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode job result: %w", err)
 	}
+	if jsonHasNUL(b) {
+		return &ValidationError{Field: "result", Message: nulMessage}
+	}
 	return engine.SetResult(ctx, b)
 }

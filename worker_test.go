@@ -305,6 +305,29 @@ func TestProgressAndCancelRunningJob(t *testing.T) {
 	})
 }
 
+// A result PostgreSQL cannot store (a NUL in a string) is refused by
+// SetResult, so it can never poison a batch of completions.
+func TestSetResultRefusesNUL(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		errs := make(chan error, 1)
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error {
+			err := docket.SetResult(ctx, map[string]string{"s": "a\x00b"})
+			errs <- err
+			return docket.SetResult(ctx, "fine")
+		})
+		b.start(t)
+		res, err := b.client.Insert(context.Background(), echoArgs{}, nil)
+		require.NoError(t, err)
+		var verr *docket.ValidationError
+		require.ErrorAs(t, <-errs, &verr)
+		require.Equal(t, "result", verr.Field)
+		row := b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+		require.JSONEq(t, `"fine"`, string(row.Result))
+	})
+}
+
 func TestProgressOutsideJob(t *testing.T) {
 	require.ErrorIs(t, docket.Progress(context.Background(), 1, ""), docket.ErrNotInJob)
 }

@@ -72,32 +72,10 @@ func (req *submitRequest) Validate() error {
 	if req.TimeoutSeconds != nil && (*req.TimeoutSeconds < 0 || *req.TimeoutSeconds > timeoutSecondsMax) {
 		return invalidField("timeoutSeconds", fmt.Sprintf("must be between 0 (the worker's default) and %d", timeoutSecondsMax))
 	}
-	if len(req.Payload) > 0 && hasNUL(req.Payload) {
-		// PostgreSQL cannot store it; refused on every backend alike.
-		return invalidField("payload", `must not contain the NUL character (\u0000) in a string`)
-	}
 	if err := docket.ValidateInsert(req.insert()); err != nil {
 		return err
 	}
 	return nil
-}
-
-// hasNUL reports whether a (valid) JSON text has a string or key holding
-// U+0000.
-func hasNUL(data json.RawMessage) bool {
-	if !bytes.Contains(data, []byte(`\u0000`)) {
-		return false // the only way to write NUL in JSON
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
-			return true
-		}
-	}
 }
 
 // insert is the request as arguments of Client.Insert.

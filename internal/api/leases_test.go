@@ -65,6 +65,10 @@ func TestLeaseProtocol(t *testing.T) {
 		require.JSONEq(t, `{"echo":"a"}`, string(row.Result))
 		require.Equal(t, "py-1", mustAttempts(t, b, row)[0].Node)
 
+		// A result PostgreSQL could not store is refused up front, on every backend.
+		nul := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/complete", `{"result":{"s":"a\u0000b"}}`).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "result", nul.Errors[0].Field)
+
 		// The same lease again is fenced: 409, nothing changes.
 		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/complete", nil).Problem(t, http.StatusConflict)
 		require.Contains(t, p.Type, "lease-lost")

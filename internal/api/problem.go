@@ -74,10 +74,6 @@ func tooMany(retryAfter int) *Problem {
 	return p
 }
 
-func unavailable(detail string) *Problem {
-	return problem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", detail)
-}
-
 // problemFor maps an error from the layers below to its problem. Unknown
 // errors are 500s whose detail does not leak internals.
 func problemFor(err error) *Problem {

@@ -120,9 +120,13 @@ func (c *completer) drain(batch []pendingFinish) {
 	}
 }
 
-// flush writes one batch, retrying while the database is unreachable. At
-// shutdown (ctx done) it tries a bounded number of times, then leaves the
-// jobs to the rescuer: they will run again, never be lost.
+// flush writes one batch, retrying while the database is unreachable. When
+// the database answers but keeps refusing the batch, one completion in it is
+// bad: the batch is split and flushed one by one, and a completion refused
+// on its own is dropped (logged) — its lease expires and the job is retried,
+// instead of one row stalling every completion. At shutdown (ctx done) it
+// tries a bounded number of times, then leaves the jobs to the rescuer: they
+// run again, never lost.
 func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 	params := make([]*store.JobFinishParams, len(batch))
 	for i, p := range batch {
@@ -135,9 +139,7 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		cancel()
 		if err == nil {
 			for i, p := range batch {
-				if applied[i] {
-					c.e.observe(p.ex.row, p.fin)
-				} else {
+				if !applied[i] {
 					c.e.log.Warn("completion fenced: the lease was lost before it was written",
 						attrService, "completer", attrJobID, p.fin.ID.String(), attrAttempt, p.fin.Attempt)
 				}
@@ -146,6 +148,18 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 			return
 		}
 		c.e.log.Error("write completions failed", attrService, "completer", attrCount, len(batch), attrError, err)
+		if try >= 3 && c.databaseUp(ctx) {
+			if len(batch) > 1 {
+				for _, p := range batch {
+					c.flush(ctx, []pendingFinish{p})
+				}
+				return
+			}
+			c.e.log.Error("completion refused by the database; the job will run again when its lease expires",
+				attrService, "completer", attrJobID, batch[0].fin.ID.String(), attrAttempt, batch[0].fin.Attempt, attrError, err)
+			c.e.finished(batch[0].ex)
+			return
+		}
 		if ctx.Err() != nil && try >= 3 {
 			for _, p := range batch {
 				c.e.finished(p.ex)
@@ -158,4 +172,10 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+func (c *completer) databaseUp(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return c.e.store.Ping(pctx) == nil
 }

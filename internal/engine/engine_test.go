@@ -216,3 +216,38 @@ func TestConfigValidate(t *testing.T) {
 	require.Contains(t, err.Error(), "a queue name is empty")
 	require.NoError(t, Config{}.WithDefaults().Validate())
 }
+
+// One completion the database refuses (PostgreSQL cannot store a NUL in
+// jsonb) must not stall the others written in the same batch.
+func TestRefusedCompletionDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		ids := b.insert(t, "mixed", 20)
+		poison := ids[7]
+		cfg := b.config(map[string]int{"mixed": 20})
+		cfg.CompleteInterval = 50 * time.Millisecond // one batch for all
+		e, err := New(b.store, cfg, map[string]*Handler{
+			"mixed": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				if row.ID == poison {
+					return json.RawMessage(`{"s":"a\u0000b"}`), nil
+				}
+				return json.RawMessage(`{}`), nil
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		for _, id := range ids {
+			if id == poison {
+				continue
+			}
+			waitFor(t, "the good jobs to succeed", func() bool {
+				row, err := b.store.JobGet(ctx, id)
+				require.NoError(t, err)
+				return row.State == job.StateSuccess
+			})
+		}
+	})
+}
