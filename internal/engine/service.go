@@ -36,9 +36,10 @@ func (l *loop) Start(ctx context.Context) error {
 		return nil
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
+	done := make(chan struct{}) // Stop clears l.done, maybe before this goroutine runs
+	l.done = done
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		t := time.NewTicker(l.interval)
 		defer t.Stop()
 		for {
