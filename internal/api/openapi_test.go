@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -210,6 +211,77 @@ func documentedRoles(t *testing.T, op, description string) []string {
 		r = strings.TrimSpace(r)
 		require.True(t, docket.Role(r).Valid(), "%s: unknown role %q", op, r)
 		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestOpenAPISchemasMatchTypes checks that each schema has exactly the JSON
+// fields of the Go type the handlers decode or encode.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	t.Parallel()
+	_, raw := parseOpenAPI(t, openapiDocument)
+	for schema, v := range map[string]any{
+		"SubmitJobRequest":    submitRequest{},
+		"JobAccepted":         submitResponse{},
+		"BatchSubmitRequest":  batchRequest{},
+		"BatchSubmitResponse": batchResponse{},
+		"BatchItemResult":     batchItem{},
+		"Job":                 jobView{},
+		"JobList":             listResponse{},
+		"JobSummary":          summaryResponse{},
+		"Attempt":             attemptView{},
+		"AttemptList":         attemptsResponse{},
+		"Queue":               queueView{},
+		"QueueList":           queuesResponse{},
+		"QueuePaused":         pauseResponse{},
+		"LeaseRequest":        leaseRequest{},
+		"Lease":               leaseView{},
+		"LeaseResponse":       leaseResponse{},
+		"HeartbeatRequest":    heartbeatRequest{},
+		"HeartbeatResponse":   heartbeatResponse{},
+		"CompleteRequest":     completeRequest{},
+		"CompleteResponse":    statusResponse{},
+		"FailRequest":         failRequest{},
+		"FailResponse":        statusResponse{},
+		"Health":              healthResponse{},
+		"Problem":             Problem{},
+		"FieldError":          FieldError{},
+	} {
+		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
+		props, _ := s["properties"].(map[string]any)
+		var documented []string
+		for name := range props {
+			documented = append(documented, name)
+		}
+		sort.Strings(documented)
+		require.Equal(t, jsonFields(reflect.TypeOf(v)), documented, "schema %s against %T", schema, v)
+	}
+}
+
+// jsonFields lists the JSON names of a struct's fields, embedded structs
+// flattened, sorted.
+func jsonFields(typ reflect.Type) []string {
+	var out []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			out = append(out, jsonFields(ft)...)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
 	}
 	sort.Strings(out)
 	return out
