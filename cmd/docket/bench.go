@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ func benchCommand() *cobra.Command {
 		workers int
 		batch   int
 		output  string
+		profile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -56,6 +58,7 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&workers, "workers", benchWorkersDefault, "handlers running at once")
 	f.IntVar(&batch, "batch", 0, "most jobs acquired per query (0: the worker default)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch output {
 		case "text":
@@ -71,6 +74,17 @@ percentiles), or as JSON with -o json.`,
 		}
 		defer client.Close()
 		cfg.Out, cfg.Log = os.Stdout, os.Stderr
+		if profile != "" {
+			f, err := os.Create(profile)
+			if err != nil {
+				return fmt.Errorf("create cpu profile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("start cpu profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch}, cfg)
 		return err
 	}
