@@ -1,0 +1,6 @@
+//go:build race
+
+package servertest
+
+// raceEnabled: the tests run with -race, and so does the server they start.
+const raceEnabled = true
