@@ -31,7 +31,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand())
+	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand())
 	return root
 }
 

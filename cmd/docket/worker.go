@@ -1,0 +1,569 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// docket worker is a remote worker: it leases jobs from a server over HTTP
+// and runs a program per job. The program gets the payload on stdin and
+// the job's identity in its environment; it prints the result JSON on
+// stdout and says how it went with its exit status.
+
+// Exit statuses of the --exec program with a meaning of their own; any other
+// non-zero status fails the job for good.
+const (
+	exitSuccess   = 0
+	exitRetryable = 75 // EX_TEMPFAIL from sysexits.h
+)
+
+// Limits of what the worker keeps of a program's output.
+const (
+	resultMaxBytes   = 1 << 20 // stdout beyond this fails the job
+	stderrTailBytes  = 4 << 10 // the end of stderr becomes the error message
+	reportAttempts   = 5       // tries to deliver complete/fail before giving up
+	leaseRetryMax    = 10 * time.Second
+	killGraceDefault = 5 * time.Second
+)
+
+// workerConfig is what docket worker was asked to do.
+type workerConfig struct {
+	Queues          []string
+	Argv            []string // the program and its arguments
+	Concurrency     int
+	LeaseSeconds    int
+	WaitSeconds     int
+	WorkerID        string
+	ShutdownTimeout time.Duration // how long running programs may finish after SIGTERM
+	KillGrace       time.Duration // between SIGTERM and SIGKILL of a program
+	Logger          *slog.Logger
+}
+
+func workerCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worker --queue Q --exec 'CMD ARGS'",
+		Short: "Run a program per job, leasing jobs from a docket server over HTTP",
+		Long: `Run a program for each job of the queues, leasing jobs from a docket server
+over HTTP (the remote-worker protocol; the key needs role worker or admin).
+
+For each job, CMD runs with the job's payload on stdin and DOCKET_JOB_ID,
+DOCKET_JOB_TYPE, DOCKET_QUEUE, DOCKET_ATTEMPT and DOCKET_LEASE_ID in its
+environment (job id and attempt let it make its side effects idempotent).
+Its stdout, if not empty, must be JSON: the job's result. Its exit status:
+  0      the job succeeded
+  75     the job failed and may be retried (EX_TEMPFAIL)
+  other  the job failed for good (DEAD)
+The last 4 KiB of stderr are the error message of a failure.
+
+--exec is split into words like a shell would (quotes and backslashes) but no
+shell runs it: write sh -c '…' for pipes or variables.
+
+The lease is renewed every --lease-seconds/3 while CMD runs. If the job is
+canceled, or the lease is lost, CMD is stopped (SIGTERM, then SIGKILL).
+On SIGTERM or SIGINT the worker takes no new jobs, lets running programs
+finish for up to --shutdown-timeout, then stops them and fails their jobs
+as retryable.`,
+		Example: `  docket worker --queue thumbnails --exec './make-thumbnail --size 128'
+  docket worker --queue echo --concurrency 4 --exec 'sh -c "cat; exit 0"'`,
+		Args: cobra.NoArgs,
+	}
+	api := addAPIFlags(cmd.Flags())
+	f := cmd.Flags()
+	queues := f.StringArray("queue", nil, "queue to take jobs from (repeat for several; required)")
+	execLine := f.String("exec", "", "program and arguments to run per job (required)")
+	concurrency := f.Int("concurrency", 1, "jobs run at once")
+	leaseSeconds := f.Int("lease-seconds", 30, "lease length, renewed every third of it (5..3600)")
+	waitSeconds := f.Int("wait-seconds", 20, "long-poll this long for a job when none is due (0..30)")
+	workerID := f.String("worker-id", "", "name recorded as the jobs' holder (default HOST-PID)")
+	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running programs may finish")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		argv, err := splitCommandLine(*execLine)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--exec: %w", err)
+		case len(argv) == 0:
+			return errors.New("--exec is required: the program to run per job")
+		case len(*queues) == 0:
+			return errors.New("--queue is required")
+		case *concurrency < 1 || *concurrency > 1000:
+			return fmt.Errorf("--concurrency %d: want 1..1000", *concurrency)
+		case *leaseSeconds < 5 || *leaseSeconds > 3600:
+			return fmt.Errorf("--lease-seconds %d: want 5..3600", *leaseSeconds)
+		case *waitSeconds < 0 || *waitSeconds > 30:
+			return fmt.Errorf("--wait-seconds %d: want 0..30", *waitSeconds)
+		case *shutdownTimeout < 0:
+			return fmt.Errorf("--shutdown-timeout %s: must not be negative", *shutdownTimeout)
+		}
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return fmt.Errorf("--exec: %w", err)
+		}
+		id := *workerID
+		if id == "" {
+			id = defaultWorkerID()
+		}
+		c, err := api.client()
+		if err != nil {
+			return err
+		}
+		w := &remoteWorker{api: c, cfg: workerConfig{
+			Queues: *queues, Argv: argv, Concurrency: *concurrency, LeaseSeconds: *leaseSeconds,
+			WaitSeconds: *waitSeconds, WorkerID: id, ShutdownTimeout: *shutdownTimeout,
+			KillGrace: killGraceDefault,
+			Logger:    slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("service", "worker", "worker_id", id),
+		}}
+		return w.run(cmd.Context())
+	}
+	return cmd
+}
+
+// defaultWorkerID is HOST-PID with characters a name may not have replaced.
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	id := []byte(host + "-" + strconv.Itoa(os.Getpid()))
+	for i, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-:/", c) >= 0
+		if !ok {
+			id[i] = '-'
+		}
+	}
+	return string(id)
+}
+
+// lease is one job leased to this worker (POST /v1/leases).
+type lease struct {
+	LeaseID   string          `json:"leaseId"`
+	JobID     string          `json:"jobId"`
+	JobType   string          `json:"jobType"`
+	Queue     string          `json:"queue"`
+	Payload   json.RawMessage `json:"payload"`
+	Attempt   int             `json:"attempt"`
+	ExpiresAt time.Time       `json:"expiresAt"`
+}
+
+type remoteWorker struct {
+	api *apiClient
+	cfg workerConfig
+}
+
+// run leases and runs jobs until ctx is canceled, then drains: running
+// programs get cfg.ShutdownTimeout to finish before they are stopped and
+// their jobs failed as retryable. It returns nil after a clean drain.
+func (w *remoteWorker) run(ctx context.Context) error {
+	log := w.cfg.Logger
+	log.Info("worker started", "queues", w.cfg.Queues, "exec", w.cfg.Argv, "concurrency", w.cfg.Concurrency)
+
+	// hard is canceled ShutdownTimeout after ctx: running programs are
+	// stopped then. Reports use contexts that outlive both.
+	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHard()
+
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	failures := 0
+	for ctx.Err() == nil {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		n := 1
+	more:
+		for n < w.cfg.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		leases, err := w.lease(ctx, n)
+		for range n - len(leases) {
+			<-slots
+		}
+		for _, l := range leases {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.runJob(hard, l)
+			}()
+		}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		failures++
+		delay := retryDelay(err, failures)
+		log.Warn("lease jobs failed; trying again", "error", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	if running := len(slots); running > 0 {
+		log.Info("stopping: waiting for running jobs", "running", running, "timeout", w.cfg.ShutdownTimeout)
+		t := time.NewTimer(w.cfg.ShutdownTimeout)
+		select {
+		case <-drained:
+		case <-t.C:
+			log.Warn("shutdown timeout: stopping running jobs; they will be retried")
+			stopHard()
+			<-drained
+		}
+		t.Stop()
+	}
+	<-drained
+	log.Info("worker stopped")
+	return nil
+}
+
+// retryDelay is how long to wait after the n-th failure in a row to lease:
+// the server's Retry-After when it sent one, else exponential with jitter.
+func retryDelay(err error, n int) time.Duration {
+	var p *apiError
+	if errors.As(err, &p) && p.RetryAfter > 0 {
+		return p.RetryAfter
+	}
+	d := min(leaseRetryMax, 250*time.Millisecond<<min(n-1, 10))
+	return d/2 + rand.N(d/2+1)
+}
+
+func (w *remoteWorker) lease(ctx context.Context, n int) ([]lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.WaitSeconds)*time.Second+requestTimeout)
+	defer cancel()
+	body := map[string]any{
+		"queues": w.cfg.Queues, "max": n, "waitSeconds": w.cfg.WaitSeconds,
+		"leaseSeconds": w.cfg.LeaseSeconds, "workerId": w.cfg.WorkerID,
+	}
+	var resp struct {
+		Leases []lease `json:"leases"`
+	}
+	if err := w.api.do(ctx, "POST", "/v1/leases", body, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Leases, nil
+}
+
+// Why a program was stopped before it exited on its own.
+type stopReason int
+
+const (
+	stopNone     stopReason = iota
+	stopShutdown            // the worker is shutting down past its timeout
+	stopCanceled            // the job was canceled (heartbeat said so)
+	stopLost                // the lease is no longer ours (409)
+)
+
+// runJob runs the program for one lease and reports the outcome. hard is
+// canceled when the worker must stop the program (shutdown timeout).
+func (w *remoteWorker) runJob(hard context.Context, l lease) {
+	log := w.cfg.Logger.With("job_id", l.JobID, "job_type", l.JobType, "attempt", l.Attempt)
+	log.Info("job started")
+	start := time.Now()
+
+	runCtx, stop := context.WithCancel(hard)
+	defer stop()
+	var (
+		mu     sync.Mutex
+		reason stopReason
+	)
+	stopFor := func(r stopReason) {
+		mu.Lock()
+		if reason == stopNone {
+			reason = r
+		}
+		mu.Unlock()
+		stop()
+	}
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		w.heartbeat(runCtx, l, log, stopFor)
+	}()
+
+	out, err := w.execute(runCtx, l)
+	stop()
+	<-beats
+	mu.Lock()
+	r := reason
+	mu.Unlock()
+	if r == stopNone && hard.Err() != nil {
+		r = stopShutdown
+	}
+
+	// The report must reach the server even while the worker shuts down.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(hard), 2*requestTimeout)
+	defer cancel()
+	log = log.With("duration", time.Since(start).Round(time.Millisecond))
+	switch {
+	case r == stopLost:
+		log.Warn("job abandoned: the lease was lost (expired or rescued); the server has moved on")
+	case err == nil: // it finished before it could be stopped
+		w.complete(ctx, l, log, out)
+	case r == stopCanceled:
+		w.fail(ctx, l, log, "canceled while running", false)
+	case r == stopShutdown:
+		w.fail(ctx, l, log, "worker shut down before the program finished", true)
+	default:
+		w.fail(ctx, l, log, err.message, err.retryable)
+	}
+}
+
+// execError is a failed run of the program.
+type execError struct {
+	message   string
+	retryable bool
+}
+
+// execute runs the program with the payload on stdin and returns its result
+// (stdout, checked to be JSON; nil when empty).
+func (w *remoteWorker) execute(ctx context.Context, l lease) (json.RawMessage, *execError) {
+	cmd := exec.CommandContext(ctx, w.cfg.Argv[0], w.cfg.Argv[1:]...)
+	cmd.Stdin = bytes.NewReader(l.Payload)
+	stdout := &cappedBuffer{max: resultMaxBytes}
+	stderr := &tailBuffer{max: stderrTailBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"DOCKET_JOB_ID="+l.JobID,
+		"DOCKET_JOB_TYPE="+l.JobType,
+		"DOCKET_QUEUE="+l.Queue,
+		"DOCKET_ATTEMPT="+strconv.Itoa(l.Attempt),
+		"DOCKET_LEASE_ID="+l.LeaseID,
+	)
+	done := isolate(cmd, w.cfg.KillGrace)
+	err := cmd.Run()
+	done()
+	var exitErr *exec.ExitError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, &execError{message: "stopped", retryable: true} // runJob knows why
+	case errors.As(err, &exitErr):
+		code := exitErr.ExitCode()
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = exitErr.Error()
+		}
+		return nil, &execError{message: msg, retryable: code == exitRetryable}
+	case err != nil:
+		return nil, &execError{message: "run " + w.cfg.Argv[0] + ": " + err.Error(), retryable: true}
+	case stdout.overflow:
+		return nil, &execError{message: fmt.Sprintf("the program's stdout (the result) is over %d bytes", resultMaxBytes)}
+	}
+	result := bytes.TrimSpace(stdout.Bytes())
+	if len(result) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(result) {
+		snippet := string(result[:min(len(result), 200)])
+		return nil, &execError{message: "the program's stdout is not JSON (the result must be): " + snippet}
+	}
+	return result, nil
+}
+
+// heartbeat renews the lease every LeaseSeconds/3 until ctx ends, and stops
+// the job when it was canceled or the lease is lost.
+func (w *remoteWorker) heartbeat(ctx context.Context, l lease, log *slog.Logger, stopFor func(stopReason)) {
+	every := time.Duration(w.cfg.LeaseSeconds) * time.Second / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var resp struct {
+			ExpiresAt       time.Time `json:"expiresAt"`
+			CancelRequested bool      `json:"cancelRequested"`
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		err := w.api.do(rctx, "POST", "/v1/leases/"+url.PathEscape(l.LeaseID)+"/heartbeat",
+			map[string]any{"leaseSeconds": w.cfg.LeaseSeconds}, &resp)
+		cancel()
+		var p *apiError
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &p) && p.Status == 409:
+			stopFor(stopLost)
+			return
+		case err != nil:
+			// The lease may still be ours: keep the program running and
+			// try again at the next tick.
+			log.Warn("heartbeat failed", "error", err)
+		case resp.CancelRequested:
+			log.Info("job canceled: stopping the program")
+			stopFor(stopCanceled)
+			return
+		}
+	}
+}
+
+func (w *remoteWorker) complete(ctx context.Context, l lease, log *slog.Logger, result json.RawMessage) {
+	body := map[string]any{}
+	if result != nil {
+		body["result"] = result
+	}
+	if w.report(ctx, l, log, "complete", body) {
+		log.Info("job succeeded")
+	}
+}
+
+func (w *remoteWorker) fail(ctx context.Context, l lease, log *slog.Logger, message string, retryable bool) {
+	var resp struct {
+		Status string `json:"status"`
+	}
+	if w.report(ctx, l, log, "fail", map[string]any{"error": message, "retryable": retryable}, &resp) {
+		log.Info("job failed", "status", resp.Status, "retryable", retryable, "error", firstLine(message))
+	}
+}
+
+// report sends complete or fail, trying again on errors that may pass.
+// It returns whether the server took it.
+func (w *remoteWorker) report(ctx context.Context, l lease, log *slog.Logger, action string, body any, out ...any) bool {
+	var resp any
+	if len(out) > 0 {
+		resp = out[0]
+	}
+	path := "/v1/leases/" + url.PathEscape(l.LeaseID) + "/" + action
+	for n := 1; ; n++ {
+		err := w.api.do(ctx, "POST", path, body, resp)
+		if err == nil {
+			return true
+		}
+		var p *apiError
+		temporary := !errors.As(err, &p) || p.temporary()
+		if p != nil && p.Status == 409 {
+			log.Warn("job outcome refused: the lease was lost (expired or rescued)", "action", action, "error", err)
+			return false
+		}
+		if !temporary || n == reportAttempts || ctx.Err() != nil {
+			log.Error("could not report the job's outcome; the lease will expire and the job be retried", "action", action, "error", err)
+			return false
+		}
+		t := time.NewTimer(retryDelay(err, n))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// cappedBuffer keeps up to max bytes and notes whether more came; it never
+// refuses a write, so the program is not blocked or killed by a full pipe.
+type cappedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		b.overflow = true
+		b.Buffer.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
+
+// splitCommandLine splits s into words the way a POSIX shell would for
+// quoting: whitespace separates words, '…' is literal, "…" keeps \" \\ \$
+// \` escapes, and a backslash outside quotes escapes the next character.
+// Nothing is expanded.
+func splitCommandLine(s string) ([]string, error) {
+	var (
+		words []string
+		cur   strings.Builder
+		in    bool // inside a word
+	)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		case c == '\'':
+			end := strings.IndexByte(s[i+1:], '\'')
+			if end < 0 {
+				return nil, errors.New("unterminated ' quote")
+			}
+			cur.WriteString(s[i+1 : i+1+end])
+			i += end + 1
+			in = true
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`", s[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(s[i])
+			}
+			if i == len(s) {
+				return nil, errors.New(`unterminated " quote`)
+			}
+			in = true
+		case c == '\\':
+			if i+1 == len(s) {
+				return nil, errors.New("trailing backslash")
+			}
+			i++
+			if s[i] != '\n' { // backslash-newline joins lines
+				cur.WriteByte(s[i])
+				in = true
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
