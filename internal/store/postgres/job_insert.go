@@ -137,9 +137,10 @@ func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
 // useCopy reports whether the batch goes through COPY.
 func (p *insertPlan) useCopy() bool { return !p.hasKeys && len(p.jobs) > copyMinJobs }
 
-// sortAt is the acquisition order key of a job entering QUEUED.
+// sortAt is the acquisition order key of a job entering QUEUED, computed
+// in microseconds exactly as the SQL of the other transitions does.
 func (s *Store) sortAt(runAt time.Time, priority int) time.Time {
-	return runAt.Add(time.Duration(priority) * s.opts.PriorityAging)
+	return runAt.Add(time.Duration(int64(priority)*s.agingMicros) * time.Microsecond)
 }
 
 // JobInsertMany implements store.Store.

@@ -47,12 +47,11 @@ var _ store.Store = (*Store)(nil)
 // Store is the PostgreSQL backend.
 type Store struct {
 	pool *pgxpool.Pool
-	opts store.Options
 	// baseCtx carries Open's values without its cancellation: the listener
 	// lives as long as the store, until Close.
 	baseCtx context.Context
-	// agingMicros is opts.PriorityAging in microseconds, the unit the SQL
-	// uses to compute sort_at.
+	// agingMicros is Options.PriorityAging in microseconds, the unit the
+	// SQL uses to compute sort_at.
 	agingMicros int64
 
 	hub store.Hub
@@ -83,7 +82,6 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	return &Store{
 		baseCtx:     context.WithoutCancel(ctx),
 		pool:        pool,
-		opts:        opts,
 		agingMicros: opts.PriorityAging.Microseconds(),
 	}, nil
 }
