@@ -2,7 +2,9 @@ package servertest_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -364,6 +366,46 @@ func TestServeMetricsCountInserts(t *testing.T) {
 		`docket_jobs{queue="other",state="QUEUED"} 2`,
 		`docket_jobs_inserted_total{queue="count.me"} 3`,
 		`docket_jobs_inserted_total{queue="other"} 2`)
+}
+
+// SIGTERM while a remote worker long-polls for a lease: the poll is cut
+// short instead of holding the shutdown for its 30 s.
+func TestServeShutdownCutsLongPolls(t *testing.T) {
+	t.Parallel()
+	admin := servertest.NewAdminKey()
+	srv := servertest.Start(t, servertest.Options{Env: map[string]string{"DOCKET_ADMIN_KEY": admin}})
+	// One connection: a first request makes the server hold it, so the
+	// long poll written on it is surely read and served.
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	res, err := client.Get(srv.URL + "/healthz")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	require.NoError(t, res.Body.Close())
+
+	body := `{"queues":["nothing.here"],"max":1,"waitSeconds":30,"leaseSeconds":30,"workerId":"w"}`
+	req, err := http.NewRequest("POST", srv.URL+"/v1/leases", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/json")
+	wrote := make(chan struct{})
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) },
+	}))
+	polled := make(chan error, 1)
+	go func() {
+		res, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			err = res.Body.Close()
+		}
+		polled <- err
+	}()
+	<-wrote
+	start := time.Now()
+	require.Equal(t, 0, srv.Stop(t))
+	require.Less(t, time.Since(start), 8*time.Second, "the long poll held the shutdown")
+	require.NoError(t, <-polled, "the long poll gets an answer, not a dropped connection")
 }
 
 func TestMainBinaryIsCached(t *testing.T) {

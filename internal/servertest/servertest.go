@@ -348,6 +348,10 @@ func environ(env map[string]string) []string {
 			out = append(out, kv)
 		}
 	}
+	if raceEnabled {
+		// The race runtime sleeps 1 s at exit by default.
+		out = append(out, "GORACE=atexit_sleep_ms=0")
+	}
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
