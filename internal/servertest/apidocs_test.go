@@ -1,0 +1,275 @@
+package servertest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/servertest"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// docs/api.md is checked by running it: every ```sh block that starts with
+// "# doc-test" runs, in order, in one bash (so variables carry over from
+// one example to the next, as for a reader following along), against a
+// real server with $DOCKET and $KEY set. When an ```http sample follows
+// the block, the status of the block's last curl call must be the sample's
+// and the block's output must have the sample's JSON fields (and values,
+// but for ids, times, cursors and details, which differ from run to run).
+// Every other curl call must answer 2xx.
+
+const apiDoc = "../../docs/api.md"
+
+// docExample is one doc-test block and the sample answer after it.
+type docExample struct {
+	Line   int    // of the block in api.md
+	Script string // the block's commands
+	Sample *docSample
+}
+
+type docSample struct {
+	Status int
+	Body   string
+}
+
+var (
+	docBlock    = regexp.MustCompile("(?s)```sh\n# doc-test\n(.*?)```\n(?:\n```http\n(.*?)```\n)?")
+	sampleFirst = regexp.MustCompile(`^HTTP/1\.1 (\d{3}) `)
+)
+
+func parseDocExamples(t *testing.T, doc string) []docExample {
+	t.Helper()
+	var out []docExample
+	for _, m := range docBlock.FindAllStringSubmatchIndex(doc, -1) {
+		ex := docExample{Line: 1 + strings.Count(doc[:m[0]], "\n"), Script: doc[m[2]:m[3]]}
+		if m[4] >= 0 {
+			sample := doc[m[4]:m[5]]
+			sm := sampleFirst.FindStringSubmatch(sample)
+			require.NotNil(t, sm, "api.md:%d: the sample must start with HTTP/1.1 <status>", ex.Line)
+			status, _ := strconv.Atoi(sm[1])
+			_, body, _ := strings.Cut(sample, "\n\n") // after the headers
+			ex.Sample = &docSample{Status: status, Body: body}
+		}
+		out = append(out, ex)
+	}
+	return out
+}
+
+// docPreamble makes curl record the status of every call in $DOC_STATUS
+// and print the body as curl would.
+const docPreamble = `set -euo pipefail
+curl() {
+  local out
+  out=$(command curl -w '\n%{http_code}' "$@") || return
+  printf '%s\n' "${out##*$'\n'}" >> "$DOC_STATUS"
+  out=${out%$'\n'*}
+  printf '%s\n' "${out%$'\n'}"
+}
+`
+
+// needTools skips the test when a program it runs is missing, except under
+// CI, where that is a failure.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed to run the examples of docs/api.md: %v", tool, err)
+			}
+			t.Skipf("%s is needed to run the examples of docs/api.md: %v", tool, err)
+		}
+	}
+}
+
+func TestAPIDocExamples(t *testing.T) {
+	t.Parallel()
+	needTools(t, "bash", "curl", "jq")
+	doc, err := os.ReadFile(apiDoc)
+	require.NoError(t, err)
+	examples := parseDocExamples(t, string(doc))
+	require.NotEmpty(t, examples)
+
+	key := servertest.NewAdminKey()
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: map[string]string{"DOCKET_ADMIN_KEY": key}})
+
+	statusFile := filepath.Join(t.TempDir(), "status")
+	var script strings.Builder
+	script.WriteString(docPreamble)
+	for i, ex := range examples {
+		// Markers split the output and the statuses by example.
+		fmt.Fprintf(&script, "printf '\\n::doc-example %d\\n'\necho '::%d' >> \"$DOC_STATUS\"\n%s\n", i, i, ex.Script)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd.Dir = t.TempDir()
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DOCKET") && !strings.HasPrefix(kv, "KEY=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "DOCKET="+srv.URL, "KEY="+key, "DOC_STATUS="+statusFile)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+
+	outputs := regexp.MustCompile(`\n::doc-example \d+\n`).Split(stdout.String(), -1)[1:]
+	statuses := map[int][]int{}
+	recorded, err := os.ReadFile(statusFile)
+	require.NoError(t, err)
+	current := -1
+	for _, line := range strings.Fields(string(recorded)) {
+		if n, ok := strings.CutPrefix(line, "::"); ok {
+			current, _ = strconv.Atoi(n)
+			continue
+		}
+		code, _ := strconv.Atoi(line)
+		statuses[current] = append(statuses[current], code)
+	}
+	if runErr != nil {
+		ex := examples[len(outputs)-1]
+		t.Fatalf("the example at docs/api.md:%d failed (%v)\n%s\noutput:\n%s\nstderr:\n%s",
+			ex.Line, runErr, ex.Script, outputs[len(outputs)-1], stderr.String())
+	}
+	require.Len(t, outputs, len(examples))
+
+	for i, ex := range examples {
+		codes := statuses[i]
+		where := fmt.Sprintf("docs/api.md:%d", ex.Line)
+		require.NotEmpty(t, codes, "%s: the example calls no curl", where)
+		last := codes[len(codes)-1]
+		for _, c := range codes[:len(codes)-1] {
+			require.True(t, c >= 200 && c < 300, "%s: a call before the last one answered %d\noutput:\n%s", where, c, outputs[i])
+		}
+		if ex.Sample == nil {
+			require.True(t, last >= 200 && last < 300, "%s: answered %d\noutput:\n%s", where, last, outputs[i])
+			continue
+		}
+		require.Equal(t, ex.Sample.Status, last, "%s: the status of the sample\noutput:\n%s", where, outputs[i])
+		var want, got any
+		if json.Unmarshal([]byte(ex.Sample.Body), &want) != nil {
+			continue // not a JSON sample (metrics)
+		}
+		require.NoError(t, json.Unmarshal([]byte(outputs[i]), &got), "%s: the output is not JSON like the sample:\n%s", where, outputs[i])
+		if diffs := compareSample("", want, got); len(diffs) > 0 {
+			t.Errorf("%s: the output differs from the sample:\n  %s\noutput:\n%s", where, strings.Join(diffs, "\n  "), outputs[i])
+		}
+	}
+}
+
+// variableFields differ from run to run: only their JSON type is compared.
+var variableFields = []string{
+	"jobId", "leaseId", "createdAt", "updatedAt", "scheduledAt", "finishedAt",
+	"startedAt", "expiresAt", "leaseExpiresAt", "nextCursor", "detail", "durationMs",
+}
+
+// compareSample lists how got differs from the sample want: the same
+// fields everywhere, the same array lengths, the same values but for
+// variableFields (same type).
+func compareSample(path string, want, got any) []string {
+	name := path[strings.LastIndex(path, ".")+1:]
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: want an object, got %v", path, got)}
+		}
+		var diffs []string
+		var keys []string
+		for k := range w {
+			keys = append(keys, k)
+		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			wv, inWant := w[k]
+			gv, inGot := g[k]
+			switch {
+			case !inGot:
+				diffs = append(diffs, fmt.Sprintf("%s.%s: in the sample, not in the answer", path, k))
+			case !inWant:
+				diffs = append(diffs, fmt.Sprintf("%s.%s: in the answer, not in the sample", path, k))
+			default:
+				diffs = append(diffs, compareSample(path+"."+k, wv, gv)...)
+			}
+		}
+		return diffs
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: want %d items, got %v", path, len(w), got)}
+		}
+		var diffs []string
+		for i := range w {
+			diffs = append(diffs, compareSample(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return diffs
+	}
+	if slices.Contains(variableFields, name) {
+		if fmt.Sprintf("%T", want) != fmt.Sprintf("%T", got) {
+			return []string{fmt.Sprintf("%s: want a %T, got %v", path, want, got)}
+		}
+		return nil
+	}
+	if want != got {
+		return []string{fmt.Sprintf("%s: want %v, got %v", path, want, got)}
+	}
+	return nil
+}
+
+// TestAPIDocCoversEveryOperation: every operation of the OpenAPI document
+// has a section "### METHOD /path" in docs/api.md with a doc-test example.
+func TestAPIDocCoversEveryOperation(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(apiDoc)
+	require.NoError(t, err)
+	spec, err := os.ReadFile("../api/openapi.json")
+	require.NoError(t, err)
+	var openapi struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(spec, &openapi))
+
+	sections := map[string]string{} // "METHOD /path" -> section text
+	parts := regexp.MustCompile(`(?m)^### `).Split(string(doc), -1)
+	for _, part := range parts[1:] {
+		heading, body, _ := strings.Cut(part, "\n")
+		body, _, _ = strings.Cut(body, "\n## ") // a section ends at the next chapter
+		sections[heading] = body
+	}
+	var ops []string
+	for path, item := range openapi.Paths {
+		for method := range item {
+			ops = append(ops, strings.ToUpper(method)+" "+path)
+		}
+	}
+	sort.Strings(ops)
+	require.NotEmpty(t, ops)
+	for _, op := range ops {
+		body, ok := sections[op]
+		require.True(t, ok, "docs/api.md has no section \"### %s\"", op)
+		require.Contains(t, body, "```sh\n# doc-test\n", "docs/api.md, section %s: no doc-test example", op)
+	}
+	for heading := range sections {
+		if regexp.MustCompile(`^[A-Z]+ /`).MatchString(heading) {
+			require.Contains(t, ops, heading, "docs/api.md documents %s, which is not in openapi.json", heading)
+		}
+	}
+}
