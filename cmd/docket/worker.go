@@ -164,7 +164,9 @@ type remoteWorker struct {
 
 // run leases and runs jobs until ctx is canceled, then drains: running
 // programs get cfg.ShutdownTimeout to finish before they are stopped and
-// their jobs failed as retryable. It returns nil after a clean drain.
+// their jobs failed as retryable. It returns nil after a clean drain, and
+// the server's problem when it refuses to lease (a bad key, say): errors
+// that may pass (network, 5xx, 429) are retried with backoff instead.
 func (w *remoteWorker) run(ctx context.Context) error {
 	log := w.cfg.Logger
 	log.Info("worker started", "queues", w.cfg.Queues, "exec", w.cfg.Argv, "concurrency", w.cfg.Concurrency)
@@ -177,6 +179,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	failures := 0
+	var fatal error
 	for ctx.Err() == nil {
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -213,6 +216,11 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if p := (*apiError)(nil); errors.As(err, &p) && !p.temporary() {
+			// A refused key or request will not pass by itself.
+			fatal = err
+			break
+		}
 		failures++
 		delay := retryDelay(err, failures)
 		log.Warn("lease jobs failed; trying again", "error", err, "retry_in", delay)
@@ -240,7 +248,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 	}
 	<-drained
 	log.Info("worker stopped")
-	return nil
+	return fatal
 }
 
 // retryDelay is how long to wait after the n-th failure in a row to lease:

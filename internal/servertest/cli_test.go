@@ -342,3 +342,27 @@ func TestCLIWorkerCancelAndShutdown(t *testing.T) {
 	require.Contains(t, []string{"RETRY", "QUEUED"}, j.Status, "stopped at the shutdown timeout: failed as retryable")
 	require.Equal(t, "worker shut down before the program finished", j.LastError)
 }
+
+// A worker whose key or program cannot work says so and exits 1 instead of
+// retrying forever.
+func TestCLIWorkerRefusals(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: servertest.FastEnv()})
+	viewer := srv.CreateKey(t, "viewer", "cli-viewer")
+
+	res := cli(t, srv, viewer, "worker", "--queue", "q", "--exec", "cat")
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Contains(t, res.Stderr, "docket: 403 Forbidden: ")
+
+	res = cli(t, srv, srv.AdminKey, "worker", "--queue", "q", "--exec", "no-such-program-docket --flag")
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Contains(t, res.Stderr, `docket: --exec: exec: "no-such-program-docket"`)
+
+	res = cli(t, srv, srv.AdminKey, "worker", "--queue", "q", "--exec", `sh -c "unterminated`)
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Contains(t, res.Stderr, "docket: --exec: unterminated")
+
+	res = cli(t, srv, srv.AdminKey, "worker", "--exec", "cat")
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Contains(t, res.Stderr, "docket: --queue is required")
+}
