@@ -24,20 +24,21 @@ import (
 // the job's identity in its environment; it prints the result JSON on
 // stdout and says how it went with its exit status.
 
-// Exit statuses of the --exec program with a meaning of their own; any other
-// non-zero status fails the job for good.
-const (
-	exitSuccess   = 0
-	exitRetryable = 75 // EX_TEMPFAIL from sysexits.h
-)
+// exitRetryable is the exit status of an --exec program whose job may be
+// retried (EX_TEMPFAIL from sysexits.h). 0 is success; any other status
+// fails the job for good.
+const exitRetryable = 75
 
-// Limits of what the worker keeps of a program's output.
+// Limits and timings of the worker.
 const (
-	resultMaxBytes   = 1 << 20 // stdout beyond this fails the job
-	stderrTailBytes  = 4 << 10 // the end of stderr becomes the error message
-	reportAttempts   = 5       // tries to deliver complete/fail before giving up
-	leaseRetryMax    = 10 * time.Second
-	killGraceDefault = 5 * time.Second
+	resultMaxBytes  = 1 << 20 // stdout beyond this fails the job
+	stderrTailBytes = 4 << 10 // the end of stderr becomes the error message
+	reportAttempts  = 5       // tries to deliver complete/fail before giving up
+	leaseRetryMax   = 10 * time.Second
+	// emptyPollInterval: at most one lease request per interval while
+	// none comes back.
+	emptyPollInterval = time.Second
+	killGraceDefault  = 5 * time.Second
 )
 
 // workerConfig is what docket worker was asked to do.
@@ -197,6 +198,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 				break more
 			}
 		}
+		asked := time.Now()
 		leases, err := w.lease(ctx, n)
 		for range n - len(leases) {
 			<-slots
@@ -211,6 +213,11 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		}
 		if err == nil {
 			failures = 0
+			if len(leases) == 0 {
+				// Nothing came (the long poll ended, or there is none with
+				// --wait-seconds 0): do not ask more than once per interval.
+				pause(ctx, emptyPollInterval-time.Since(asked))
+			}
 			continue
 		}
 		if ctx.Err() != nil {
@@ -224,12 +231,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		failures++
 		delay := retryDelay(err, failures)
 		log.Warn("lease jobs failed; trying again", "error", err, "retry_in", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		pause(ctx, delay)
 	}
 
 	drained := make(chan struct{})
@@ -475,12 +477,20 @@ func (w *remoteWorker) report(ctx context.Context, l lease, log *slog.Logger, ac
 			log.Error("could not report the job's outcome; the lease will expire and the job be retried", "action", action, "error", err)
 			return false
 		}
-		t := time.NewTimer(retryDelay(err, n))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		pause(ctx, retryDelay(err, n))
+	}
+}
+
+// pause waits d, or less if ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
