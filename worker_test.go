@@ -443,15 +443,18 @@ func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
 		cancel()
 		row, err := b.client.Get(ctx, res.Job.ID)
 		require.NoError(t, err)
-		require.Equal(t, docket.JobStateRetry, row.State, "the lease is given back")
+		// Given back as RETRY, due at once; the scheduler (still running
+		// until the worker's maintenance stops) may already have queued it.
+		require.Contains(t, []docket.JobState{docket.JobStateRetry, docket.JobStateQueued}, row.State, "the lease is given back")
 		require.Empty(t, row.LeaseOwner)
+		require.Equal(t, 1, row.Attempt)
 		atts, err := b.client.Attempts(ctx, res.Job.ID)
 		require.NoError(t, err)
 		require.EqualValues(t, "interrupted", atts[0].Outcome)
 		close(bl.release) // the late return is fenced: nothing changes
 		row2, err := b.client.Get(ctx, res.Job.ID)
 		require.NoError(t, err)
-		require.Equal(t, docket.JobStateRetry, row2.State)
+		require.NotEqual(t, docket.JobStateSuccess, row2.State)
 	})
 }
 

@@ -132,6 +132,8 @@ func (s *Server) submitJob(ctx context.Context, r *http.Request, req *submitRequ
 		if err := idempotencyConflict(res.Job, args, opts); err != nil {
 			return 0, nil, err
 		}
+	} else {
+		s.metrics.Inserted(res.Job.Queue, 1)
 	}
 	return http.StatusAccepted, submitResponseOf(res.Job), nil
 }
@@ -210,6 +212,9 @@ func (s *Server) submitBatch(ctx context.Context, r *http.Request, req *batchReq
 		}
 		for k, ins := range res {
 			item := resp.Items[indexes[k]]
+			if !ins.Duplicate {
+				s.metrics.Inserted(ins.Job.Queue, 1)
+			}
 			if ins.Duplicate {
 				args := params[k].Args.(docket.RawArgs)
 				if err := idempotencyConflict(ins.Job, args, params[k].Opts); err != nil {

@@ -77,6 +77,11 @@ type leaseResponse struct {
 func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRequest) (int, *leaseResponse, error) {
 	leases, err := s.client.Lease(ctx, req.params())
 	if err != nil && len(leases) == 0 {
+		if ctx.Err() != nil {
+			// The long poll was cut short (client gone, server shutting
+			// down): nothing was leased.
+			return http.StatusOK, &leaseResponse{Leases: []leaseView{}}, nil
+		}
 		return 0, nil, err
 	}
 	// Jobs leased before an error are returned: they are held now, and
