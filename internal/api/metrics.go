@@ -36,6 +36,7 @@ const countTimeout = 5 * time.Second
 //	docket_jobs_failed_total{queue}               attempt ends that were errors (JobFinishedEvent.Failed)
 //	docket_job_queue_latency_seconds{queue}       due → start of each attempt
 //	docket_job_run_duration_seconds{queue}        start → end of each attempt
+//	docket_http_requests_in_flight                requests being served now (long polls included)
 //
 // plus the Go runtime and process collectors. Counters and histograms count
 // what this process did; sum them over processes. Attempt ends are fed by
@@ -49,6 +50,7 @@ type Metrics struct {
 	failed       *prometheus.CounterVec
 	queueLatency *prometheus.HistogramVec
 	runDuration  *prometheus.HistogramVec
+	inFlight     prometheus.Gauge
 }
 
 // NewMetrics makes the metrics and their registry.
@@ -79,10 +81,24 @@ func NewMetrics() *Metrics {
 			Help:    "Time from the start to the end of an attempt (attempts rescued after their lease expired are not observed).",
 			Buckets: durationBuckets,
 		}, []string{labelQueue}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricNamespace, Name: "http_requests_in_flight",
+			Help: "HTTP requests this process is serving right now, long polls included.",
+		}),
 	}
-	m.registry.MustRegister(m.jobs, m.inserted, m.completed, m.failed, m.queueLatency, m.runDuration,
+	m.registry.MustRegister(m.jobs, m.inserted, m.completed, m.failed, m.queueLatency, m.runDuration, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// requestStarted counts a request in flight; call the returned func when it
+// ends.
+func (m *Metrics) requestStarted() func() {
+	if m == nil {
+		return func() {}
+	}
+	m.inFlight.Inc()
+	return m.inFlight.Dec
 }
 
 // Inserted counts n jobs newly inserted into queue. Call it once per

@@ -135,6 +135,7 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.metrics.requestStarted()()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

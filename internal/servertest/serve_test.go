@@ -402,6 +402,18 @@ func TestServeShutdownCutsLongPolls(t *testing.T) {
 		polled <- err
 	}()
 	<-wrote
+	// Written is not yet read: until the server reads the request it counts
+	// the connection as idle, and Shutdown may close it. Wait until the
+	// server serves the poll (the scrape itself is the other request).
+	servertest.Eventually(t, 10*time.Second, "the long poll to be in flight", func() bool {
+		res, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), "\ndocket_http_requests_in_flight 2\n")
+	})
 	start := time.Now()
 	require.Equal(t, 0, srv.Stop(t))
 	require.Less(t, time.Since(start), 8*time.Second, "the long poll held the shutdown")
