@@ -32,7 +32,7 @@ func TestQueryPlans(t *testing.T) {
 		{"Acquire", acquireSQL, []any{"o", 1, 1, "q", 10},
 			[]string{"USING INDEX docket_jobs_acquire (queue=?)"}},
 		{"AnyDue", anyDueSQL, []any{"q", 1},
-			[]string{"USING INDEX docket_jobs_queue_state (queue=? AND state=?)"}},
+			[]string{"USING INDEX docket_jobs_acquire (queue=?)"}},
 		{"FinishRead", finishReadSQL, []any{`[]`},
 			[]string{"SEARCH j USING INDEX sqlite_autoindex_docket_jobs_1 (id=?)"}},
 		{"FinishUpdate", finishUpdateSQL, []any{`[]`, 1},
