@@ -409,7 +409,7 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 		return out, nil
 	}
 	// Locked in id order, like JobFinishMany, so the two never deadlock.
-	ids := make([]uuid.UUID, len(p.Jobs))
+	ids := make([][16]byte, len(p.Jobs)) // see JobFinishMany
 	attempts := make([]int, len(p.Jobs))
 	for i, k := range byID(len(p.Jobs), func(i int) uuid.UUID { return p.Jobs[i].ID }) {
 		ids[i], attempts[i] = p.Jobs[k].ID, p.Jobs[k].Attempt

@@ -95,7 +95,10 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	}
 	now := dbTime(p.Now)
 	var (
-		ids         = make([]uuid.UUID, n)
+		// [16]byte, not uuid.UUID: pgx encodes it directly, where a
+		// uuid.UUID goes through its driver.Valuer string and is parsed
+		// back (a fifth of the client's CPU in the burn benchmark).
+		ids         = make([][16]byte, n)
 		attempts    = make([]int, n)
 		states      = make([]string, n)
 		outcomes    = make([]string, n)

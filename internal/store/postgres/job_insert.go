@@ -210,7 +210,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) ([]*store.JobInsertResult, error) {
 	n := len(plan.jobs)
 	var (
-		ids        = make([]uuid.UUID, 0, n)
+		ids        = make([][16]byte, 0, n) // see JobFinishMany
 		types      = make([]string, 0, n)
 		queues     = make([]string, 0, n)
 		priorities = make([]int, 0, n)
@@ -327,7 +327,7 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 	seenQueue := map[string]bool{}
 	for i, j := range plan.jobs {
 		src[i] = []any{
-			j.ID, j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State), j.MaxAttempts,
+			[16]byte(j.ID), j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State), j.MaxAttempts,
 			j.RunAt, s.sortAt(j.RunAt, j.Priority), j.Timeout.Milliseconds(), j.CreatedAt, j.UpdatedAt,
 		}
 		transitions[i] = job.Transition{JobID: j.ID, JobType: j.Type, Queue: j.Queue, To: j.State}
