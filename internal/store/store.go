@@ -133,6 +133,9 @@ type Store interface {
 	Subscribe(topic Topic) (ch <-chan string, cancel func())
 
 	KeyStore
+	OutboxStore
+	InboxStore
+	WebhookStore
 }
 
 // Topic names a wakeup channel.
