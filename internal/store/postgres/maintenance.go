@@ -56,20 +56,32 @@ func (s *Store) JobListExpired(ctx context.Context, p *store.JobListExpiredParam
 	return rows, nil
 }
 
-// JobDeleteFinished implements store.Store: oldest first; attempts go with
-// their job (ON DELETE CASCADE). Max <= 0 means no limit.
+// deleteFinishedSQL deletes finished jobs, oldest first, and their
+// attempts (reached through the attempts' primary key, which leads with
+// job_id). $1 finished before, $2 limit (NULL: none).
+const deleteFinishedSQL = `
+WITH gone AS (
+	DELETE FROM docket_jobs
+	WHERE id = ANY(ARRAY(
+		SELECT id FROM docket_jobs
+		WHERE finished_at < $1 AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
+		ORDER BY finished_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED))
+	RETURNING id
+),
+attempts AS (
+	DELETE FROM docket_job_attempts WHERE job_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT count(*) FROM gone`
+
+// JobDeleteFinished implements store.Store: oldest first, with their
+// attempts. Max <= 0 means no limit.
 func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishedParams) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM docket_jobs
-		WHERE id = ANY(ARRAY(
-			SELECT id FROM docket_jobs
-			WHERE finished_at < $1 AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
-			ORDER BY finished_at
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED))`,
-		dbTime(p.FinishedBefore), limitOrNull(p.Max))
+	var n int
+	err := s.pool.QueryRow(ctx, deleteFinishedSQL, dbTime(p.FinishedBefore), limitOrNull(p.Max)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }

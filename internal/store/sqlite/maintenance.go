@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -28,11 +30,16 @@ const listExpiredSQL = `SELECT ` + jobColumns + ` FROM docket_jobs INDEXED BY do
 WHERE state = 'RUNNING' AND lease_expires_at < ?1
 ORDER BY lease_expires_at, id LIMIT ?2`
 
-// deleteFinishedSQL: ?1 finished before, ?2 limit.
+// deleteFinishedSQL: ?1 finished before, ?2 limit. It returns the ids, for
+// deleteAttemptsSQL.
 const deleteFinishedSQL = `DELETE FROM docket_jobs WHERE id IN (
 	SELECT id FROM docket_jobs INDEXED BY docket_jobs_finished
 	WHERE finished_at < ?1 AND state IN ('SUCCESS', 'DEAD', 'CANCELED')
-	ORDER BY finished_at LIMIT ?2)`
+	ORDER BY finished_at LIMIT ?2)
+RETURNING id`
+
+// deleteAttemptsSQL: ?1 is a JSON array of job ids.
+const deleteAttemptsSQL = `DELETE FROM docket_job_attempts WHERE job_id IN (SELECT value FROM json_each(?1))`
 
 // JobSchedule implements store.Store.
 func (s *Store) JobSchedule(ctx context.Context, p *store.JobScheduleParams) (int, error) {
@@ -85,20 +92,39 @@ func (s *Store) JobListExpired(ctx context.Context, p *store.JobListExpiredParam
 	return out, nil
 }
 
-// JobDeleteFinished implements store.Store. Attempt rows go with their jobs
-// (ON DELETE CASCADE; foreign_keys is on for every connection).
+// JobDeleteFinished implements store.Store: the jobs and their attempts,
+// in one write transaction.
 func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishedParams) (int, error) {
-	var n int64
+	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, deleteFinishedSQL, micros(p.FinishedBefore), limit(p.Max))
+		rows, err := tx.QueryContext(ctx, deleteFinishedSQL, micros(p.FinishedBefore), limit(p.Max))
 		if err != nil {
 			return fmt.Errorf("delete finished jobs: %w", err)
 		}
-		n, err = res.RowsAffected()
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("delete finished jobs: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("delete finished jobs: %w", err)
+		}
+		n = len(ids)
+		if n == 0 {
+			return nil
+		}
+		idsJSON, err := json.Marshal(ids)
 		if err != nil {
 			return fmt.Errorf("delete finished jobs: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, deleteAttemptsSQL, string(idsJSON)); err != nil {
+			return fmt.Errorf("delete attempts of %d finished jobs: %w", n, err)
 		}
 		return nil
 	})
-	return int(n), err
+	return n, err
 }

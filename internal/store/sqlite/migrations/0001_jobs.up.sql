@@ -50,10 +50,12 @@ CREATE INDEX docket_jobs_finished ON docket_jobs (finished_at) WHERE finished_at
 -- History of finished attempts. A manual retry resets a job's attempt counter,
 -- so (job_id, attempt) can repeat: rows are keyed by a rowid in insertion
 -- order (oldest first), and one index under the job's id serves both the
--- history listing and ON DELETE CASCADE.
+-- history listing and the pruner, which deletes a job's attempts with it.
+-- No foreign key, as on PostgreSQL: attempt rows are only written by the
+-- statement that ends the attempt on the job's row.
 CREATE TABLE docket_job_attempts (
     id          INTEGER PRIMARY KEY,
-    job_id      TEXT    NOT NULL REFERENCES docket_jobs (id) ON DELETE CASCADE,
+    job_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL,
     node        TEXT    NOT NULL,
     started_at  INTEGER NOT NULL,
