@@ -1,5 +1,90 @@
 package store
 
+import (
+	"context"
+	"time"
+)
+
 // OutboxStore is the part of Store the outbox relay and the event history
-// (SSE) use. Filled in by the events work.
-type OutboxStore interface{}
+// (SSE) use.
+//
+// The relay publishes unpublished rows in id order and then marks them
+// published, giving each a publish sequence number: increasing in the order
+// the rows were published, and visible in that order (a reader that sees
+// sequence n also sees every row published before it). Ids do not give that
+// order, because an id is assigned before its transaction commits, so a row
+// may commit after rows with higher ids were published. The history is
+// therefore read by publish sequence.
+type OutboxStore interface {
+	// OutboxListUnpublished lists up to Limit rows not yet published, in id
+	// order.
+	OutboxListUnpublished(ctx context.Context, p *OutboxListUnpublishedParams) ([]*OutboxEvent, error)
+	// OutboxMarkPublished marks the rows p.IDs published at Now in one
+	// statement, numbering them after every row published before, in the
+	// order of p.IDs. Rows already published (by a relay that overlapped
+	// this one) keep their number. It wakes subscribers of
+	// TopicOutboxPublished, in every process where the backend can.
+	// Returns how many rows it marked.
+	OutboxMarkPublished(ctx context.Context, p *OutboxMarkPublishedParams) (int, error)
+	// OutboxGetPublished returns a published row; ErrNotFound when there is
+	// no such row, it is not published yet, or it was pruned.
+	OutboxGetPublished(ctx context.Context, id int64) (*PublishedEvent, error)
+	// OutboxListPublished lists published rows with AfterSeq < sequence <=
+	// AfterSeq + Window, in sequence order, filtered. Through is the
+	// sequence up to which the result is complete: a later call with
+	// AfterSeq = Through misses nothing and repeats nothing.
+	OutboxListPublished(ctx context.Context, p *OutboxListPublishedParams) (rows []*PublishedEvent, through int64, err error)
+	// OutboxLastSeq is the highest publish sequence so far (0 for none).
+	OutboxLastSeq(ctx context.Context) (int64, error)
+	// OutboxDeletePublished deletes up to Max rows published before
+	// PublishedBefore, oldest first. Unpublished rows are never deleted,
+	// nor is the newest published row: numbering goes on after it.
+	OutboxDeletePublished(ctx context.Context, p *OutboxDeletePublishedParams) (int, error)
+}
+
+// TopicOutboxPublished wakes readers of the event history when rows were
+// marked published; the payload is empty.
+const TopicOutboxPublished Topic = "outbox_published"
+
+// OutboxListUnpublishedParams lists unpublished rows.
+type OutboxListUnpublishedParams struct {
+	Limit int
+}
+
+// OutboxMarkPublishedParams marks rows published, numbered in IDs order.
+type OutboxMarkPublishedParams struct {
+	IDs []int64
+	Now time.Time
+}
+
+// OutboxListPublishedParams reads the published history.
+type OutboxListPublishedParams struct {
+	AfterSeq int64
+	// Window bounds the sequence numbers one call scans (so a filter that
+	// matches little cannot make one query read the whole history);
+	// non-positive means OutboxWindowDefault.
+	Window int64
+	// Types keeps rows of these event types; empty keeps all.
+	Types []string
+	// Contains keeps rows whose JSON data contains this text (e.g. a job
+	// id); "" keeps all. It is a pre-filter: callers check the events.
+	Contains string
+	// Limit of rows; non-positive means no limit.
+	Limit int
+}
+
+// OutboxWindowDefault is the default OutboxListPublishedParams.Window.
+const OutboxWindowDefault = 10000
+
+// OutboxDeletePublishedParams prunes the history.
+type OutboxDeletePublishedParams struct {
+	PublishedBefore time.Time
+	Max             int
+}
+
+// PublishedEvent is a published outbox row with its place in the history.
+type PublishedEvent struct {
+	OutboxEvent
+	Seq         int64
+	PublishedAt time.Time
+}

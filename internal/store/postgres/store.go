@@ -171,6 +171,7 @@ func (s *Store) listen(ctx context.Context) {
 			if !first {
 				s.hub.Publish(store.TopicJobAvailable, "")
 				s.hub.Publish(store.TopicJobCancel, "")
+				s.hub.Publish(store.TopicOutboxPublished, "")
 			}
 			backoff = listenerBackoffMin
 			s.receive(ctx, conn)
@@ -203,13 +204,13 @@ func (s *Store) listenerPID() uint32 {
 }
 
 // listenConnect opens the listener connection (outside the pool) and
-// LISTENs on both channels.
+// LISTENs on every channel.
 func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect listener: %w", err)
 	}
-	for _, ch := range []string{channelJobAvailable, channelJobCancel} {
+	for _, ch := range []string{channelJobAvailable, channelJobCancel, channelOutboxPublished} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("listen on %s: %w", ch, err)
@@ -230,6 +231,8 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 			s.hub.Publish(store.TopicJobAvailable, n.Payload)
 		case channelJobCancel:
 			s.hub.Publish(store.TopicJobCancel, n.Payload)
+		case channelOutboxPublished:
+			s.hub.Publish(store.TopicOutboxPublished, n.Payload)
 		}
 	}
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Basics", testBasics},
 		{"Insert", testInsert},
 		{"Outbox", testOutbox},
+		{"OutboxRelay", testOutboxRelay},
 		{"Acquire", testAcquire},
 		{"SortKey", testSortKeyFollowsRunAt},
 		{"Finish", testFinish},
