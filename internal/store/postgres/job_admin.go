@@ -45,6 +45,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 			states[i] = string(st)
 		}
 		where = append(where, "state = ANY("+arg(states)+"::text[])")
+		if !listsWaiting(p.States) {
+			where = append(where, finishedPredicate)
+		}
 	}
 	if len(p.Types) > 0 {
 		where = append(where, "job_type = ANY("+arg(p.Types)+"::text[])")
@@ -69,6 +72,21 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return rows, nil
+}
+
+// finishedPredicate is the predicate of the partial indexes
+// docket_jobs_state_id and docket_jobs_type_id, spelled out in listings
+// that imply it so that a generic plan can use them as well.
+const finishedPredicate = "state NOT IN ('QUEUED', 'RUNNING')"
+
+// listsWaiting reports whether states holds QUEUED or RUNNING.
+func listsWaiting(states []job.State) bool {
+	for _, st := range states {
+		if st == job.StateQueued || st == job.StateRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // JobCount implements store.Store.

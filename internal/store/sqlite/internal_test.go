@@ -43,8 +43,12 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"USING INDEX docket_jobs_lease_expiry (lease_expires_at<?)"}},
 		{"DeleteFinished", deleteFinishedSQL, []any{1, 10},
 			[]string{"USING INDEX docket_jobs_finished (finished_at<?)"}},
-		{"ListByType", `SELECT id FROM docket_jobs WHERE job_type IN (?) AND id < ? ORDER BY id DESC LIMIT 10`,
-			[]any{"a", "x"}, []string{"USING COVERING INDEX docket_jobs_type_id (job_type=? AND id<?)"}},
+		// Listings of ended jobs, as JobList spells them: the partial
+		// indexes leave out QUEUED and RUNNING.
+		{"ListByType", `SELECT id FROM docket_jobs WHERE state IN (?) AND state NOT IN ('QUEUED', 'RUNNING') AND job_type IN (?) AND id < ? ORDER BY id DESC LIMIT 10`,
+			[]any{"DEAD", "a", "x"}, []string{"USING INDEX docket_jobs_type_id (job_type=? AND id<?)"}},
+		{"ListByState", `SELECT id FROM docket_jobs WHERE state IN (?) AND state NOT IN ('QUEUED', 'RUNNING') AND id < ? ORDER BY id DESC LIMIT 10`,
+			[]any{"DEAD", "x"}, []string{"USING COVERING INDEX docket_jobs_state_id (state=? AND id<?)"}},
 		{"Attempts", `SELECT attempt FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, []any{"x"},
 			[]string{"USING INDEX docket_job_attempts_job (job_id=?)"}},
 	} {

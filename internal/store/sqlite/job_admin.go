@@ -24,6 +24,16 @@ func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 	return r, nil
 }
 
+// listsWaiting reports whether states holds QUEUED or RUNNING.
+func listsWaiting(states []job.State) bool {
+	for _, st := range states {
+		if st == job.StateQueued || st == job.StateRunning {
+			return true
+		}
+	}
+	return false
+}
+
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
 	var (
@@ -44,6 +54,12 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 		states[i] = string(st)
 	}
 	in("state", states)
+	if len(states) > 0 && !listsWaiting(p.States) {
+		// The predicate of the partial indexes docket_jobs_state_id and
+		// docket_jobs_type_id: SQLite uses a partial index only when the
+		// query states its predicate.
+		where = append(where, "state NOT IN ('QUEUED', 'RUNNING')")
+	}
 	in("job_type", p.Types)
 	in("queue", p.Queues)
 	if p.Priority != nil {

@@ -211,7 +211,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return names
 	}
-	all := []string{"docket_api_keys", "docket_job_attempts", "docket_jobs", "docket_leader", "docket_migrations",
+	all := []string{"docket_api_keys", "docket_dead_letters", "docket_inbox", "docket_job_attempts", "docket_jobs", "docket_leader", "docket_migrations",
 		"docket_nodes", "docket_outbox", "docket_queues"}
 
 	ms, err := s.MigrationStatus(ctx)

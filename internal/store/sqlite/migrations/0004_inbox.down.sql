@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS docket_dead_letters;
+DROP TABLE IF EXISTS docket_inbox;
