@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Subscribe", testSubscribe},
 		{"Concurrency", testConcurrency},
 		{"APIKey", testAPIKey},
+		{"Webhook", testWebhook},
 		{"Inbox", testInbox},
 	}
 	for _, g := range groups {
