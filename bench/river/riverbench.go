@@ -44,6 +44,7 @@ func ParseFlags() (*Flags, error) {
 	flag.DurationVar(&f.Config.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
 	flag.IntVar(&f.Config.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second")
 	flag.IntVar(&f.Config.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertManyFast call")
+	flag.IntVar(&f.Config.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertManyFast calls in flight at once")
 	flag.DurationVar(&f.Config.Interval, "interval", bench.IntervalDefault, "progress and sample period")
 	flag.IntVar(&f.Workers, "workers", 1000, "MaxWorkers of the queue")
 	flag.IntVar(new(int), "batch", 0, "ignored: River fetches up to its free worker slots")

@@ -35,7 +35,10 @@ const (
 	DurationDefault    = 30 * time.Second
 	RateDefault        = 1000
 	InsertBatchDefault = 5000
-	IntervalDefault    = 2 * time.Second
+	// InsertConcurrencyDefault: one client bulk-inserting, batch after
+	// batch.
+	InsertConcurrencyDefault = 1
+	IntervalDefault          = 2 * time.Second
 	// BacklogMin is the least number of available jobs continuous mode
 	// keeps, topping up every TopUpInterval.
 	BacklogMin    = 75_000
@@ -121,10 +124,13 @@ type Config struct {
 	Duration    time.Duration // continuous, latency
 	Rate        int           // latency: inserts per second
 	InsertBatch int           // jobs per Insert call
-	Interval    time.Duration // progress line and sample period
-	JSON        bool          // one JSON object on Out instead of lines
-	Out         io.Writer     // results
-	Log         io.Writer     // progress
+	// InsertConcurrency: Insert calls in flight at once when inserting a
+	// backlog (burn, continuous top-ups).
+	InsertConcurrency int
+	Interval          time.Duration // progress line and sample period
+	JSON              bool          // one JSON object on Out instead of lines
+	Out               io.Writer     // results
+	Log               io.Writer     // progress
 }
 
 // WithDefaults fills zero fields.
@@ -143,6 +149,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.InsertBatch <= 0 {
 		c.InsertBatch = InsertBatchDefault
+	}
+	if c.InsertConcurrency <= 0 {
+		c.InsertConcurrency = InsertConcurrencyDefault
 	}
 	if c.Interval <= 0 {
 		c.Interval = IntervalDefault
@@ -241,16 +250,43 @@ func (r *runner) completed(ctx context.Context) (int, error) {
 	return n - r.base, nil
 }
 
-// insert inserts n jobs in batches of InsertBatch.
+// insert inserts n jobs in batches of InsertBatch, InsertConcurrency
+// batches at a time.
 func (r *runner) insert(ctx context.Context, n int) error {
+	batches := make(chan int)
+	errs := make(chan error, r.cfg.InsertConcurrency)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range r.cfg.InsertConcurrency {
+		wg.Go(func() {
+			for b := range batches {
+				if err := r.sys.Insert(ctx, b); err != nil {
+					errs <- fmt.Errorf("insert %d jobs: %w", b, err)
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
 	for n > 0 {
 		b := min(n, r.cfg.InsertBatch)
-		if err := r.sys.Insert(ctx, b); err != nil {
-			return fmt.Errorf("insert %d jobs: %w", b, err)
+		select {
+		case batches <- b:
+			n -= b
+		case <-ctx.Done():
+			break feed
 		}
-		n -= b
 	}
-	return nil
+	close(batches)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return ctx.Err()
+	}
 }
 
 // sample appends a sample at elapsed and prints a progress line.
