@@ -22,6 +22,7 @@ func benchCommand() *cobra.Command {
 		cfg     bench.Config
 		workers int
 		batch   int
+		flush   int
 		output  string
 		profile string
 	)
@@ -54,9 +55,11 @@ percentiles), or as JSON with -o json.`,
 	f.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
 	f.IntVar(&cfg.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second")
 	f.IntVar(&cfg.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertMany call")
+	f.IntVar(&cfg.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertMany calls in flight at once")
 	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
 	f.IntVar(&workers, "workers", benchWorkersDefault, "handlers running at once")
 	f.IntVar(&batch, "batch", 0, "most jobs acquired per query (0: the worker default)")
+	f.IntVar(&flush, "complete-batch", 0, "most completions written per statement (0: the worker default)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +88,7 @@ percentiles), or as JSON with -o json.`,
 			}
 			defer pprof.StopCPUProfile()
 		}
-		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch}, cfg)
+		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush}, cfg)
 		return err
 	}
 	return cmd
@@ -101,6 +104,7 @@ type benchSystem struct {
 	client  *docket.Client
 	workers int
 	batch   int
+	flush   int
 	worker  *docket.Worker
 }
 
@@ -127,7 +131,7 @@ func (s *benchSystem) InsertOne(ctx context.Context) (string, error) {
 func (s *benchSystem) StartWorkers(ctx context.Context, h *bench.Hooks) error {
 	w := docket.NewWorker(s.client, docket.WorkerConfig{
 		Queues:     map[string]int{benchArgs{}.JobType(): s.workers},
-		FetchBatch: s.batch,
+		FetchBatch: s.batch, CompleteBatch: s.flush,
 	})
 	docket.AddHandler(w, func(_ context.Context, job *docket.Job[benchArgs]) error {
 		if h.Tracking() {
