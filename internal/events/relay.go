@@ -1,0 +1,308 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Log attribute keys.
+const (
+	attrService = "service"
+	attrError   = "error"
+	attrCount   = "count"
+)
+
+// Defaults of RelayConfig.
+const (
+	RelayPollIntervalDefault  = 200 * time.Millisecond
+	RelayBatchDefault         = 200
+	RelayRetentionDefault     = 24 * time.Hour
+	RelayPruneIntervalDefault = time.Minute
+	RelayBackoffBaseDefault   = 100 * time.Millisecond
+	RelayBackoffMaxDefault    = 5 * time.Second
+	RelayBreakerTripDefault   = 3
+	RelayBreakerOpenDefault   = 5 * time.Second
+)
+
+// RelayConfig configures a Relay. Zero fields take the defaults above.
+type RelayConfig struct {
+	// PollInterval: how often the relay looks for unpublished rows when no
+	// wakeup came. Wakeups come with inserted jobs; other state changes
+	// (acquire, finish) are found by this poll. Default 200 ms.
+	PollInterval time.Duration
+	// Batch: most outbox rows published per round (each row may fan out
+	// into many events). Default 200.
+	Batch int
+	// Retention: published rows are kept this long for the event history
+	// (SSE resume), then pruned every PruneInterval. Defaults 24 h and 1 min.
+	Retention     time.Duration
+	PruneInterval time.Duration
+	// Backoff: the wait after a failed round grows from BackoffBase to
+	// BackoffMax. Defaults 100 ms and 5 s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// BreakerTrip consecutive failed publishes open the circuit: for
+	// BreakerOpen no publish is tried, then one is. Defaults 3 and 5 s.
+	BreakerTrip uint32
+	BreakerOpen time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c RelayConfig) WithDefaults() RelayConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.PollInterval, RelayPollIntervalDefault)
+	def(&c.Retention, RelayRetentionDefault)
+	def(&c.PruneInterval, RelayPruneIntervalDefault)
+	def(&c.BackoffBase, RelayBackoffBaseDefault)
+	def(&c.BackoffMax, RelayBackoffMaxDefault)
+	def(&c.BreakerOpen, RelayBreakerOpenDefault)
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.Batch <= 0 {
+		c.Batch = RelayBatchDefault
+	}
+	if c.BreakerTrip == 0 {
+		c.BreakerTrip = RelayBreakerTripDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Publisher publishes events and returns once the bus has stored them all
+// (or recognised them as duplicates). Bus implements it.
+type Publisher interface {
+	Publish(ctx context.Context, evs []Envelope) error
+}
+
+// RelayStore is what the relay needs of the store.
+type RelayStore interface {
+	store.OutboxStore
+	Subscribe(topic store.Topic) (<-chan string, func())
+}
+
+// Relay publishes the outbox to the bus. Run it on the elected leader only
+// (one relay at a time gives the history its order; two overlapping at a
+// change of leader publish some events twice, which the bus drops by id).
+//
+// Each round reads unpublished rows in id order, publishes their events in
+// that order, waits for the acks, then marks the rows published in one
+// statement. Per job this is commit order: a job's later change commits
+// after its earlier one (the row is locked) and so gets a higher outbox id,
+// and the earlier row is visible whenever the later one is. A crash between
+// publishing and marking publishes the rows again on the next round; the bus
+// drops the duplicates by Nats-Msg-Id = event id.
+//
+// While the bus is down rounds fail: the relay backs off, and after
+// BreakerTrip failures a circuit breaker stops trying for BreakerOpen at a
+// time. Nothing is lost: events wait in the outbox.
+type Relay struct {
+	cfg     RelayConfig
+	store   RelayStore
+	pub     Publisher
+	log     *slog.Logger
+	breaker *gobreaker.CircuitBreaker[struct{}]
+	backoff backoff.Policy
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	lastErr error
+}
+
+// NewRelay makes a relay from st to pub; Start runs it.
+func NewRelay(st RelayStore, pub Publisher, cfg RelayConfig) *Relay {
+	cfg = cfg.WithDefaults()
+	r := &Relay{
+		cfg: cfg, store: st, pub: pub,
+		log:     cfg.Logger.With(attrService, "relay"),
+		backoff: backoff.Policy{Base: cfg.BackoffBase, Max: cfg.BackoffMax},
+	}
+	r.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "event bus",
+		MaxRequests: 1,
+		Timeout:     cfg.BreakerOpen,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerTrip },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			r.log.Info("event bus circuit breaker changed state", "from", from.String(), "to", to.String())
+		},
+		// A round cut short by Stop says nothing about the bus.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+	})
+	return r
+}
+
+// Start launches the relay's goroutine. It may be started again after Stop
+// (the leader's maintenance services stop and start with its terms).
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return nil
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.done = done
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	return nil
+}
+
+// Stop stops the relay and waits for it. Safe to call twice and before
+// Start.
+func (r *Relay) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.cancel, r.done = nil, nil
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Health is nil unless the last round failed (the bus is down or refused
+// the events, or the database failed).
+func (r *Relay) Health() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastErr != nil {
+		return fmt.Errorf("outbox relay (circuit %s): %w", r.breaker.State(), r.lastErr)
+	}
+	return nil
+}
+
+func (r *Relay) setErr(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+}
+
+func (r *Relay) run(ctx context.Context) {
+	wake, unsubscribe := r.store.Subscribe(store.TopicJobAvailable)
+	defer unsubscribe()
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	nextPrune := time.Now()
+	failures := 0
+	for ctx.Err() == nil {
+		if !time.Now().Before(nextPrune) {
+			r.prune(ctx)
+			nextPrune = time.Now().Add(r.cfg.PruneInterval)
+		}
+		n, err := r.Round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			r.setErr(err)
+			wait := r.backoff.Delay(failures)
+			r.log.Warn("publish outbox failed; events wait in the outbox", attrError, err,
+				"failures", failures, "retry_in", wait.String())
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if failures > 0 {
+			r.log.Info("publishing outbox again", "after_failures", failures)
+			failures = 0
+			r.setErr(nil)
+		}
+		if n == r.cfg.Batch {
+			continue // more may be waiting
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// Round publishes one batch of unpublished rows and marks them published.
+// It returns how many rows it published.
+func (r *Relay) Round(ctx context.Context) (int, error) {
+	rows, err := r.store.OutboxListUnpublished(ctx, &store.OutboxListUnpublishedParams{Limit: r.cfg.Batch})
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	var evs []Envelope
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+		ev, err := expandOrRaw(row)
+		if err != nil {
+			r.log.Error("outbox row does not decode; published as it is", "outbox_id", row.ID, attrError, err)
+		}
+		evs = append(evs, ev...)
+	}
+	_, err = r.breaker.Execute(func() (struct{}, error) {
+		return struct{}{}, r.pub.Publish(ctx, evs)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("publish %d events of %d outbox rows: %w", len(evs), len(rows), err)
+	}
+	if _, err := r.store.OutboxMarkPublished(ctx, &store.OutboxMarkPublishedParams{IDs: ids, Now: r.cfg.Now()}); err != nil {
+		return 0, err
+	}
+	return len(rows), nil
+}
+
+// prune deletes published rows past retention.
+func (r *Relay) prune(ctx context.Context) {
+	before := r.cfg.Now().Add(-r.cfg.Retention)
+	for ctx.Err() == nil {
+		n, err := r.store.OutboxDeletePublished(ctx, &store.OutboxDeletePublishedParams{PublishedBefore: before, Max: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("prune published outbox rows failed", attrError, err)
+			}
+			return
+		}
+		if n > 0 {
+			r.log.Debug("pruned published outbox rows", attrCount, n)
+		}
+		if n < 1000 {
+			return
+		}
+	}
+}
+
+// expandOrRaw is Expand, except that a row that does not decode gives one
+// event with its data as written (and the error): such a row must not hold
+// the rest of the outbox back, and every surface shows it alike.
+func expandOrRaw(row *store.OutboxEvent) ([]Envelope, error) {
+	evs, err := Expand(row)
+	if err != nil {
+		return []Envelope{{ID: EventID(row.ID, 0), Type: row.Type, OccurredAt: row.CreatedAt, Data: row.Data}}, err
+	}
+	return evs, nil
+}
