@@ -99,6 +99,9 @@ func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *In
 
 // InsertManyTx is InsertMany inside the caller's PostgreSQL transaction.
 func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParams) ([]*InsertResult, error) {
+	if tx == nil {
+		return nil, errors.New("insert in transaction: tx is nil")
+	}
 	return c.insert(ctx, tx, jobs)
 }
 

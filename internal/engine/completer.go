@@ -81,7 +81,7 @@ func (c *completer) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			c.drain(batch)
+			c.drain(ctx, batch)
 			return
 		case p := <-c.in:
 			batch = append(batch[:0], p)
@@ -104,8 +104,10 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
-// drain flushes batch and everything still queued, at shutdown.
-func (c *completer) drain(batch []pendingFinish) {
+// drain flushes batch and everything still queued, at shutdown. ctx is
+// done, so a database that cannot be reached gets a few tries, not forever:
+// the jobs then run again after their leases expire.
+func (c *completer) drain(ctx context.Context, batch []pendingFinish) {
 	for {
 		select {
 		case p := <-c.in:
@@ -116,7 +118,7 @@ func (c *completer) drain(batch []pendingFinish) {
 		break
 	}
 	if len(batch) > 0 {
-		c.flush(context.Background(), batch)
+		c.flush(ctx, batch)
 	}
 }
 
@@ -134,7 +136,11 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 	}
 	delay := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		timeout := 30 * time.Second
+		if ctx.Err() != nil {
+			timeout = 5 * time.Second // shutting down: do not hold Stop long
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		applied, err := c.e.store.JobFinishMany(wctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
 		cancel()
 		if err == nil {

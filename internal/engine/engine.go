@@ -79,7 +79,9 @@ func (e *Engine) NodeID() string { return e.cfg.NodeID }
 // Config is the effective configuration (defaults applied).
 func (e *Engine) Config() Config { return e.cfg }
 
-// Start launches every service. It returns at once.
+// Start launches every service. It returns at once. Canceling ctx stops
+// acquisition only: running handlers finish, their completions are written
+// and their leases renewed until Stop, which must still be called.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -87,14 +89,23 @@ func (e *Engine) Start(ctx context.Context) error {
 		return nil
 	}
 	e.started = true
-	ctx, e.cancel = context.WithCancel(ctx)
+	acquireCtx := ctx
+	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	acquireCtx, cancelAcquire := context.WithCancel(acquireCtx)
+	stopAcquire := context.AfterFunc(ctx, cancelAcquire)
 	e.mu.Unlock()
 
-	core := []Service{e.completer, e.heartbeat}
-	for _, p := range e.producers {
-		core = append(core, p)
+	services := []Service{e.completer, e.heartbeat}
+	services = append(services, e.services...)
+	if err := startAll(ctx, services...); err != nil {
+		return fmt.Errorf("start engine: %w", err)
 	}
-	if err := startAll(ctx, append(core, e.services...)...); err != nil {
+	producers := make([]Service, 0, len(e.producers))
+	for _, p := range e.producers {
+		producers = append(producers, p)
+	}
+	if err := startAll(acquireCtx, producers...); err != nil {
+		stopAcquire()
 		return fmt.Errorf("start engine: %w", err)
 	}
 	return nil
@@ -167,6 +178,9 @@ func (e *Engine) releaseAll(ctx context.Context) {
 	var params []*store.JobFinishParams
 	var exs []*execution
 	for _, ex := range e.running {
+		if ex.returned.Load() {
+			continue // its completion waits in the completer, flushed at Stop
+		}
 		params = append(params, e.retryOrDead(ex, job.OutcomeInterrupted, "worker shut down before the handler returned", true))
 		exs = append(exs, ex)
 	}

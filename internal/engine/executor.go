@@ -23,6 +23,7 @@ func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 			cancel: cancel, store: e.store, now: e.cfg.Now,
 		}
 		ex.ctx = context.WithValue(exCtx, executionKey{}, ex)
+		ex.leaseExpires.Store(row.LeaseExpiresAt.UnixNano())
 		e.mu.Lock()
 		e.running[ref] = ex
 		e.mu.Unlock()
@@ -38,6 +39,7 @@ func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 func (e *Engine) execute(ex *execution) {
 	defer ex.cancel(nil)
 	fin := e.run(ex)
+	ex.returned.Store(true)
 	if fin == nil {
 		// The lease was lost: whatever happened, this attempt no longer
 		// counts. Another attempt (or the rescuer) owns the job now.
@@ -63,8 +65,9 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	if ex.handler == nil {
 		return e.retryOrDead(ex, job.OutcomeError, fmt.Sprintf("no handler registered for job type %q on node %s", ex.row.Type, e.cfg.NodeID), false)
 	}
-	deadline := ex.row.AttemptedAt.Add(e.timeout(ex))
-	ctx, cancel := context.WithDeadlineCause(ex.ctx, deadline, errTimeout)
+	// The deadline counts from the attempt's start on the engine's clock.
+	remaining := e.timeout(ex) - e.cfg.Now().Sub(ex.row.AttemptedAt)
+	ctx, cancel := context.WithTimeoutCause(ex.ctx, remaining, errTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, executionKey{}, ex)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/docket-run/docket/internal/backoff"
@@ -54,6 +55,13 @@ type execution struct {
 	now      func() time.Time
 	// result set through SetResult; read after the handler returned.
 	result json.RawMessage
+	// returned is set once the handler returned and its completion was
+	// decided: from then on the completer owns the attempt's end.
+	returned atomic.Bool
+	// leaseExpires is the lease's end (unix nanoseconds, engine clock) as
+	// last renewed; past it the attempt no longer counts and the handler is
+	// canceled, even if the database could not be reached to say so.
+	leaseExpires atomic.Int64
 }
 
 type executionKey struct{}

@@ -69,10 +69,15 @@ func (h *heartbeat) run(ctx context.Context, cancels <-chan string) {
 }
 
 func (h *heartbeat) beat(ctx context.Context) {
+	defer h.expire()
 	refs := h.e.runningRefs()
 	if len(refs) == 0 {
 		return
 	}
+	// A renewal that takes longer than a third of the lease is useless:
+	// give up and try again at the next tick.
+	ctx, cancel := context.WithTimeout(ctx, h.e.cfg.LeaseDuration/3)
+	defer cancel()
 	res, err := h.e.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{
 		Jobs: refs, LeaseDuration: h.e.cfg.LeaseDuration, Now: h.e.cfg.Now(),
 	})
@@ -89,7 +94,25 @@ func (h *heartbeat) beat(ctx context.Context) {
 		case !r.Extended:
 			ex.cancel(errLeaseLost)
 		case r.CancelRequested:
+			ex.leaseExpires.Store(r.LeaseExpiresAt.UnixNano())
 			ex.cancel(ErrCancelRequested)
+		default:
+			ex.leaseExpires.Store(r.LeaseExpiresAt.UnixNano())
+		}
+	}
+}
+
+// expire cancels handlers whose lease has run out without a renewal (the
+// database was unreachable, or renewals were too slow): from then on the
+// leader may rescue the job and another node run it, so this attempt must
+// stop rather than run alongside. Its result will be fenced anyway.
+func (h *heartbeat) expire() {
+	now := h.e.cfg.Now().UnixNano()
+	h.e.mu.Lock()
+	defer h.e.mu.Unlock()
+	for _, ex := range h.e.running {
+		if !ex.returned.Load() && now >= ex.leaseExpires.Load() {
+			ex.cancel(errLeaseLost)
 		}
 	}
 }

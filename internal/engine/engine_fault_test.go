@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// faultyStore injects failures into a real store: renewals or writes of
+// completions fail while the flags are set, as when the database is
+// unreachable from this node.
+type faultyStore struct {
+	store.Store
+	heartbeatDown atomic.Bool
+	finishDown    atomic.Bool
+}
+
+var errInjected = errors.New("injected: database unreachable")
+
+func (f *faultyStore) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) ([]*store.JobHeartbeatResult, error) {
+	if f.heartbeatDown.Load() {
+		return nil, errInjected
+	}
+	return f.Store.JobHeartbeat(ctx, p)
+}
+
+func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
+	if f.finishDown.Load() {
+		return nil, errInjected
+	}
+	return f.Store.JobFinishMany(ctx, p)
+}
+
+func (f *faultyStore) Ping(ctx context.Context) error {
+	if f.finishDown.Load() {
+		return errInjected
+	}
+	return f.Store.Ping(ctx)
+}
+
+// A handler whose lease runs out without a renewal is canceled: from then
+// on another node may run the job, and two holders must never run at once.
+func TestHandlerStopsWhenLeaseRunsOutUnrenewed(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		ctx := context.Background()
+		b.insert(t, "lapse", 1)
+		started := make(chan struct{})
+		causes := make(chan error, 1)
+		cfg := b.config(map[string]int{"lapse": 1})
+		e, err := New(fs, cfg, map[string]*Handler{
+			"lapse": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				close(started)
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				return nil, ctx.Err()
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		<-started
+		fs.heartbeatDown.Store(true)
+		b.clock.Advance(cfg.LeaseDuration + time.Second)
+		select {
+		case cause := <-causes:
+			require.ErrorIs(t, cause, errLeaseLost)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the handler kept running past its lease")
+		}
+	})
+}
+
+// Canceling the context given to Start stops acquisition only: a running
+// handler finishes and its success is recorded, not overwritten at Stop.
+func TestStartContextCancelKeepsCompletions(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		id := b.insert(t, "ctx", 1)[0]
+		started, release := make(chan struct{}), make(chan struct{})
+		e, err := New(b.store, b.config(map[string]int{"ctx": 1}), map[string]*Handler{
+			"ctx": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				close(started)
+				<-release
+				return nil, nil
+			}},
+		})
+		require.NoError(t, err)
+		startCtx, cancel := context.WithCancel(context.Background())
+		require.NoError(t, e.Start(startCtx))
+		<-started
+		cancel()
+		close(release)
+		waitFor(t, "the success to be written", func() bool {
+			row, err := b.store.JobGet(context.Background(), id)
+			require.NoError(t, err)
+			return row.State == job.StateSuccess
+		})
+		stopCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		e.Stop(stopCtx)
+		require.NoError(t, stopCtx.Err(), "Stop returned before its deadline")
+	})
+}
+
+// Stop returns even when the database cannot take the last completions:
+// the jobs run again after their leases expire.
+func TestStopReturnsWhileDatabaseDown(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		id := b.insert(t, "down", 1)[0]
+		done := make(chan struct{})
+		e, err := New(fs, b.config(map[string]int{"down": 1}), map[string]*Handler{
+			"down": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				fs.finishDown.Store(true)
+				close(done)
+				return nil, nil
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		<-done
+		stopped := make(chan struct{})
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			e.Stop(ctx)
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(60 * time.Second):
+			t.Fatal("Stop hung while the database was down")
+		}
+		row, err := b.store.JobGet(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, job.StateRunning, row.State, "not recorded: the lease will expire and the job run again")
+	})
+}
