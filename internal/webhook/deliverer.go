@@ -1,0 +1,287 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Delivery request headers.
+const (
+	HeaderEventID    = "X-Docket-Event-Id"
+	HeaderEventType  = "X-Docket-Event-Type"
+	HeaderTimestamp  = "X-Docket-Timestamp" // unix seconds
+	HeaderSignature  = "X-Docket-Signature" // sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">
+	HeaderDeliveryID = "X-Docket-Delivery-Id"
+	HeaderAttempt    = "X-Docket-Attempt"
+)
+
+// userAgent is sent with every delivery.
+const userAgent = "docket-webhooks/1"
+
+// errorBodyMax bounds how much of a failed answer is kept in last_error.
+const errorBodyMax = 256
+
+// runDeliverer sends due deliveries until ctx ends: every PollInterval, or
+// sooner when woken (new deliveries, a redelivery, an endpoint done), it
+// claims deliveries of the endpoints that are neither busy nor behind an
+// open breaker, and sends each endpoint's batch in event order in its own
+// goroutine, at most Concurrency at once.
+func (s *Service) runDeliverer(ctx context.Context) {
+	d := &deliverer{s: s, busy: map[uuid.UUID]bool{}}
+	defer d.wg.Wait()
+	t := time.NewTicker(s.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		d.claim(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// deliverer is the state of one runDeliverer.
+type deliverer struct {
+	s  *Service
+	wg sync.WaitGroup
+
+	mu   sync.Mutex
+	busy map[uuid.UUID]bool // subscriptions with a batch in flight
+}
+
+func (d *deliverer) claim(ctx context.Context) {
+	s := d.s
+	hooks, err := s.store.WebhookList(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("list webhooks failed", attrError, err)
+		}
+		return
+	}
+	byID := make(map[uuid.UUID]*store.Webhook, len(hooks))
+	d.mu.Lock()
+	exclude := make([]uuid.UUID, 0, len(d.busy))
+	for id := range d.busy {
+		exclude = append(exclude, id)
+	}
+	free := s.cfg.Concurrency - len(d.busy)
+	d.mu.Unlock()
+	for _, w := range hooks {
+		byID[w.ID] = w
+		if s.breakers.open(w.URL) {
+			exclude = append(exclude, w.ID)
+		}
+	}
+	if free <= 0 || len(hooks) == 0 {
+		return
+	}
+	now := s.cfg.Now()
+	claimed, err := s.store.WebhookDeliveryClaim(ctx, &store.WebhookDeliveryClaimParams{
+		Now: now, Max: free * PerWebhookBatch, PerWebhook: PerWebhookBatch, Exclude: exclude,
+		// Long enough for the batch to be sent one by one, each within
+		// the timeout; another claimer may retry it after that.
+		LeaseUntil: now.Add(time.Duration(PerWebhookBatch+1) * s.cfg.Timeout),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("claim webhook deliveries failed", attrError, err)
+		}
+		return
+	}
+	batches := map[uuid.UUID][]*store.WebhookDelivery{}
+	var order []uuid.UUID
+	for _, dl := range claimed {
+		if batches[dl.WebhookID] == nil {
+			order = append(order, dl.WebhookID)
+		}
+		batches[dl.WebhookID] = append(batches[dl.WebhookID], dl)
+	}
+	for _, id := range order {
+		w, batch := byID[id], batches[id]
+		if w == nil { // created after the list: the next claim sends it
+			d.releaseAll(ctx, batch, now)
+			continue
+		}
+		d.mu.Lock()
+		d.busy[id] = true
+		d.mu.Unlock()
+		d.wg.Go(func() {
+			defer func() {
+				d.mu.Lock()
+				delete(d.busy, id)
+				d.mu.Unlock()
+				s.notify()
+			}()
+			d.send(ctx, w, batch)
+		})
+	}
+}
+
+// send delivers one subscription's batch in event order.
+func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.WebhookDelivery) {
+	s := d.s
+	cb := s.breakers.get(w.URL)
+	for i, dl := range batch {
+		if ctx.Err() != nil {
+			d.releaseAll(ctx, batch[i:], s.cfg.Now())
+			return
+		}
+		res, err := cb.Execute(func() (result, error) {
+			r := s.post(ctx, w, dl)
+			return r, r.err
+		})
+		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || (err != nil && ctx.Err() != nil) {
+			// Not attempted (or cut short by shutdown): give the attempts
+			// back; the breaker decides when the endpoint is tried again.
+			d.releaseAll(ctx, batch[i:], s.cfg.Now())
+			return
+		}
+		d.record(ctx, w, dl, res)
+	}
+}
+
+// result is the outcome of one POST.
+type result struct {
+	status int
+	err    error // nil for a 2xx
+}
+
+// post sends one delivery and reads (a little of) the answer.
+func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery) result {
+	ts := strconv.FormatInt(s.cfg.Now().Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(dl.Payload))
+	if err != nil {
+		return result{err: fmt.Errorf("build request: %w", err)}
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", userAgent)
+	h.Set(HeaderEventID, dl.EventID)
+	h.Set(HeaderEventType, dl.EventType)
+	h.Set(HeaderTimestamp, ts)
+	h.Set(HeaderSignature, Sign(w.Secret, ts, dl.Payload))
+	h.Set(HeaderDeliveryID, dl.ID.String())
+	h.Set(HeaderAttempt, strconv.Itoa(dl.Attempts))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyMax))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := "HTTP " + resp.Status
+		if len(bytes.TrimSpace(snippet)) > 0 {
+			msg += ": " + string(bytes.ToValidUTF8(bytes.TrimSpace(snippet), []byte("?")))
+		}
+		return result{status: resp.StatusCode, err: errors.New(msg)}
+	}
+	return result{status: resp.StatusCode}
+}
+
+// record stores the outcome of an attempt: DELIVERED on a 2xx; otherwise
+// PENDING after a backoff, or DEAD after the last attempt.
+func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery, r result) {
+	s := d.s
+	now := s.cfg.Now()
+	p := &store.WebhookDeliveryFinishParams{ID: dl.ID, Attempt: dl.Attempts, StatusCode: r.status, Now: now}
+	switch {
+	case r.err == nil:
+		p.State = store.DeliveryDelivered
+	case dl.Attempts >= s.cfg.MaxAttempts:
+		p.State, p.Error = store.DeliveryDead, r.err.Error()
+	default:
+		p.State, p.Error = store.DeliveryPending, r.err.Error()
+		policy := backoff.Policy{Base: s.cfg.BackoffBase, Max: s.cfg.BackoffMax}
+		p.NextAttemptAt = now.Add(policy.Delay(dl.Attempts))
+	}
+	// Recorded even while shutting down: the attempt was made.
+	ok, err := s.store.WebhookDeliveryFinish(context.WithoutCancel(ctx), p)
+	switch {
+	case err != nil:
+		s.log.Warn("record webhook delivery failed", attrDelivery, dl.ID.String(), attrError, err)
+	case !ok:
+		s.log.Info("webhook delivery changed while it was sent; outcome not recorded",
+			attrDelivery, dl.ID.String(), attrEventID, dl.EventID)
+	case p.State == store.DeliveryDead:
+		s.log.Warn("webhook delivery is dead", attrWebhook, w.ID.String(), attrDelivery, dl.ID.String(),
+			attrEventID, dl.EventID, "attempts", dl.Attempts, attrError, p.Error)
+	case p.State == store.DeliveryPending:
+		s.log.Info("webhook delivery failed; will retry", attrWebhook, w.ID.String(), attrDelivery, dl.ID.String(),
+			attrEventID, dl.EventID, "attempt", dl.Attempts, "next_attempt_at", p.NextAttemptAt, attrError, p.Error)
+	}
+}
+
+// releaseAll gives back claimed attempts that were not made.
+func (d *deliverer) releaseAll(ctx context.Context, ds []*store.WebhookDelivery, due time.Time) {
+	ctx = context.WithoutCancel(ctx)
+	for _, dl := range ds {
+		if _, err := d.s.store.WebhookDeliveryRelease(ctx, &store.WebhookDeliveryReleaseParams{
+			ID: dl.ID, Attempt: dl.Attempts, NextAttemptAt: due, Now: d.s.cfg.Now(),
+		}); err != nil {
+			d.s.log.Warn("release webhook delivery failed", attrDelivery, dl.ID.String(), attrError, err)
+		}
+	}
+}
+
+// breakers holds one circuit breaker per endpoint URL.
+type breakers struct {
+	cfg Config
+	log *slog.Logger
+
+	mu sync.Mutex
+	m  map[string]*gobreaker.CircuitBreaker[result]
+}
+
+func newBreakers(cfg Config, log *slog.Logger) *breakers {
+	return &breakers{cfg: cfg, log: log, m: map[string]*gobreaker.CircuitBreaker[result]{}}
+}
+
+func (b *breakers) get(url string) *gobreaker.CircuitBreaker[result] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cb := b.m[url]
+	if cb == nil {
+		failures := uint32(b.cfg.BreakerFailures)
+		cb = gobreaker.NewCircuitBreaker[result](gobreaker.Settings{
+			Name:        url,
+			MaxRequests: 1,
+			Timeout:     b.cfg.BreakerOpen,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+			// A request cut short by shutdown says nothing of the endpoint.
+			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+			OnStateChange: func(name string, from, to gobreaker.State) {
+				b.log.Info("webhook endpoint circuit breaker "+to.String(), attrEndpoint, name, "from", from.String())
+				if b.cfg.OnBreakerChange != nil {
+					b.cfg.OnBreakerChange(name, from.String(), to.String())
+				}
+			},
+		})
+		b.m[url] = cb
+	}
+	return cb
+}
+
+// open reports whether url's breaker is open (no attempt may be made).
+func (b *breakers) open(url string) bool {
+	b.mu.Lock()
+	cb := b.m[url]
+	b.mu.Unlock()
+	return cb != nil && cb.State() == gobreaker.StateOpen
+}

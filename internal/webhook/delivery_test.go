@@ -1,0 +1,256 @@
+package webhook
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// A receiver failing its first 3 deliveries gets every event eventually,
+// each signed with its secret.
+func TestDeliveredAfterFailures(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		rc := newReceiver(t, func(n int, _ *http.Request) int {
+			if n <= 3 {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusOK
+		})
+		w := b.subscribe(t, rc.srv.URL+"/hook")
+		b.start(t)
+		b.insertJobs(t, 3)
+		b.insertJobs(t, 2)
+		want := b.eventIDs(t)
+		require.Len(t, want, 5)
+
+		ds := b.waitStates(t, w, 5, store.DeliveryDelivered)
+		attempts := 0
+		for _, d := range ds {
+			attempts += d.Attempts
+			require.Equal(t, http.StatusOK, d.LastStatusCode)
+			require.Empty(t, d.LastError)
+			require.False(t, d.FinishedAt.IsZero())
+		}
+		require.Equal(t, 5+3, attempts, "three failed attempts, then one each")
+
+		got := map[string]int{}
+		for _, r := range rc.requests() {
+			require.NoError(t, Verify(testSecret, r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), r.Body),
+				"every delivery is signed with the subscription's secret")
+			require.Error(t, Verify("wrong-secret-wrong-secret", r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), r.Body),
+				"a wrong secret fails verification")
+			ts, err := strconv.ParseInt(r.Header.Get(HeaderTimestamp), 10, 64)
+			require.NoError(t, err)
+			require.WithinDuration(t, time.Now(), time.Unix(ts, 0), time.Minute)
+			require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+			require.Equal(t, "job.state_changed", r.Header.Get(HeaderEventType))
+			require.NotEmpty(t, r.Header.Get(HeaderDeliveryID))
+			id := r.Header.Get(HeaderEventID)
+			require.Contains(t, string(r.Body), `"id":"`+id+`"`, "the body is the event's envelope")
+			got[id]++
+		}
+		var gotIDs []string
+		for id := range got {
+			gotIDs = append(gotIDs, id)
+		}
+		require.ElementsMatch(t, want, gotIDs, "every event arrived")
+	})
+}
+
+// Running the fan-out twice, or two dispatchers at once, inserts each
+// delivery once.
+func TestFanOutIdempotent(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		other, err := New(testConfig(b.st))
+		require.NoError(t, err)
+		w1 := b.subscribe(t, "http://127.0.0.1:1/a")
+		w2, err := b.svc.Create(b.ctx, CreateParams{URL: "http://127.0.0.1:1/b", EventTypes: []string{"job.progress"}, Secret: testSecret})
+		require.NoError(t, err)
+		for range 4 {
+			b.insertJobs(t, 3)
+		}
+
+		var wg sync.WaitGroup
+		counts := make([]int, 2)
+		for i, svc := range []*Service{b.svc, other} {
+			wg.Go(func() {
+				n, err := svc.FanOut(b.ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				counts[i] = n
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 12, counts[0]+counts[1], "one delivery per event to the subscription of every type")
+		n, err := b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "a second pass finds nothing to do")
+
+		ds := b.deliveries(t, w1)
+		require.Len(t, ds, 12)
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.EventID)
+		}
+		require.ElementsMatch(t, b.eventIDs(t), ids)
+		require.Empty(t, b.deliveries(t, w2), "job.progress only")
+
+		b.insertJobs(t, 1)
+		n, err = other.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "new rows only")
+	})
+}
+
+// A delivery that keeps failing is DEAD after MaxAttempts; redelivery
+// brings it back.
+func TestDeadThenRedeliver(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, func(c *Config) { c.MaxAttempts = 3 })
+		rc := newReceiver(t, func(int, *http.Request) int { return http.StatusInternalServerError })
+		w := b.subscribe(t, rc.srv.URL)
+		b.start(t)
+		b.insertJobs(t, 1)
+
+		d := b.waitStates(t, w, 1, store.DeliveryDead)[0]
+		require.Equal(t, 3, d.Attempts)
+		require.Equal(t, http.StatusInternalServerError, d.LastStatusCode)
+		require.Equal(t, "HTTP 500 Internal Server Error: not now", d.LastError)
+		require.Len(t, rc.requests(), 3, "no attempt after the last")
+
+		rc.setFail(nil)
+		again, err := b.svc.Redeliver(b.ctx, w.ID, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryPending, again.State)
+		require.Zero(t, again.Attempts)
+		d = b.waitStates(t, w, 1, store.DeliveryDelivered)[0]
+		require.Equal(t, 1, d.Attempts)
+		require.Equal(t, http.StatusNoContent, d.LastStatusCode)
+		require.Len(t, rc.requests(), 4)
+
+		// A delivered one can be sent again too.
+		_, err = b.svc.Redeliver(b.ctx, w.ID, d.ID)
+		require.NoError(t, err)
+		waitFor(t, "the redelivery", func() bool { return len(rc.requests()) == 5 })
+		b.waitStates(t, w, 1, store.DeliveryDelivered)
+	})
+}
+
+// After BreakerFailures consecutive failures an endpoint's breaker opens:
+// no request reaches it while open; then one is tried, succeeds, and the
+// rest follow.
+func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		type change struct {
+			at       time.Time
+			from, to string
+		}
+		var (
+			mu      sync.Mutex
+			changes []change
+		)
+		b := setup(t, backend, func(c *Config) {
+			c.BreakerFailures = 3
+			c.BreakerOpen = 300 * time.Millisecond
+			c.OnBreakerChange = func(_, from, to string) {
+				mu.Lock()
+				defer mu.Unlock()
+				changes = append(changes, change{time.Now(), from, to})
+			}
+		})
+		history := func() []change {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(changes)
+		}
+		rc := newReceiver(t, func(int, *http.Request) int { return http.StatusBadGateway })
+		w := b.subscribe(t, rc.srv.URL)
+		b.start(t)
+		b.insertJobs(t, 4)
+
+		waitFor(t, "the breaker to open", func() bool { return len(history()) >= 1 })
+		require.Equal(t, "open", history()[0].to)
+		require.Len(t, rc.requests(), 3, "three consecutive failures open it")
+		rc.setFail(nil)
+
+		ds := b.waitStates(t, w, 4, store.DeliveryDelivered)
+		h := history()
+		require.GreaterOrEqual(t, len(h), 3)
+		require.Equal(t, []string{"open", "half-open", "closed"}, []string{h[0].to, h[1].to, h[2].to})
+		opened, halfOpen := h[0].at, h[1].at
+		require.GreaterOrEqual(t, halfOpen.Sub(opened), 300*time.Millisecond)
+		for _, r := range rc.requests() {
+			require.False(t, r.At.After(opened) && r.At.Before(halfOpen), "a request reached the endpoint while its breaker was open")
+		}
+		require.Len(t, rc.requests(), 3+4)
+		attempts := 0
+		for _, d := range ds {
+			attempts += d.Attempts
+		}
+		require.Equal(t, 3+4, attempts, "deliveries held back by the open breaker did not spend attempts")
+	})
+}
+
+// An outbox id is taken before its transaction commits, so a row can
+// commit after a row with a higher id was fanned out. It is still fanned
+// out, once.
+func TestFanOutRowCommittedLate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[1]) // PostgreSQL: SQLite commits in id order
+	w := b.subscribe(t, "http://127.0.0.1:1/")
+	conn, err := pgx.Connect(b.ctx, b.url)
+	require.NoError(t, err)
+	defer conn.Close(b.ctx)
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = b.st.JobInsertManyTx(b.ctx, tx, &store.JobInsertManyParams{Now: time.Now(), Jobs: []*store.JobInsertParams{{
+		ID: uuid.Must(uuid.NewV7()), Type: "late", Queue: "late", Payload: json.RawMessage(`{}`), State: job.StateQueued, MaxAttempts: 1,
+	}}})
+	require.NoError(t, err)
+	b.insertJobs(t, 1) // commits first, with the higher id
+
+	n, err := b.svc.FanOut(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	early := b.eventIDs(t)
+	require.Len(t, early, 1)
+
+	require.NoError(t, tx.Commit(b.ctx))
+	n, err = b.svc.FanOut(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the late row is found")
+	all := b.eventIDs(t)
+	require.Len(t, all, 2)
+	lateID, _, err := events.ParseEventID(all[0])
+	require.NoError(t, err)
+	earlyID, _, err := events.ParseEventID(early[0])
+	require.NoError(t, err)
+	require.Less(t, lateID, earlyID, "the late row has the lower id")
+
+	var got []string
+	for _, d := range b.deliveries(t, w) {
+		got = append(got, d.EventID)
+	}
+	require.ElementsMatch(t, all, got)
+}

@@ -1,0 +1,144 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// pruneEvery is how often the dispatcher deletes deliveries past retention.
+const pruneEvery = time.Minute
+
+// runDispatcher fans the outbox out into deliveries every PollInterval
+// until ctx ends, and prunes old deliveries now and then.
+func (s *Service) runDispatcher(ctx context.Context) {
+	t := time.NewTicker(s.cfg.PollInterval)
+	defer t.Stop()
+	var pruned time.Time
+	for {
+		if _, err := s.FanOut(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("webhook fan-out failed", attrError, err)
+		}
+		if now := s.cfg.Now(); now.Sub(pruned) >= pruneEvery {
+			pruned = now
+			s.prune(ctx, now)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// FanOut turns every outbox row not fanned out yet into one delivery per
+// (subscription, event) whose type the subscription wants, and marks the
+// rows, one transaction per batch of rows. It returns how many deliveries
+// it inserted.
+//
+// It never skips a row: it reads rows by their "not fanned out" mark, not
+// above a cursor, so a row that committed after rows with higher ids is
+// found on the next pass. It never duplicates a delivery: deliveries are
+// unique per (subscription, event id), so a second pass or a second
+// dispatcher that read the same rows inserts nothing. The leader runs it;
+// tests call it directly.
+func (s *Service) FanOut(ctx context.Context) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: fanOutBatch})
+		if err != nil {
+			return total, err
+		}
+		if len(rows) == 0 {
+			return total, nil
+		}
+		hooks, err := s.store.WebhookList(ctx)
+		if err != nil {
+			return total, err
+		}
+		p := &store.WebhookFanOutParams{Now: s.cfg.Now(), OutboxIDs: make([]int64, 0, len(rows))}
+		for _, row := range rows {
+			p.OutboxIDs = append(p.OutboxIDs, row.ID)
+			if len(hooks) == 0 {
+				continue
+			}
+			ds, err := deliveriesOf(row, hooks)
+			if err != nil {
+				// A row that cannot be read would stop the fan-out for
+				// good: it is marked and reported instead.
+				s.log.Error("outbox row skipped by webhooks", "outbox_id", row.ID, attrError, err)
+				continue
+			}
+			p.Deliveries = append(p.Deliveries, ds...)
+		}
+		n, err := s.store.WebhookFanOut(ctx, p)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n > 0 {
+			s.log.Debug("fanned out webhook deliveries", attrCount, n)
+			s.notify()
+		}
+		if len(rows) < fanOutBatch {
+			break
+		}
+	}
+	return total, ctx.Err()
+}
+
+// deliveriesOf expands one outbox row into its events and pairs each with
+// the subscriptions that want its type. The payload is the envelope JSON,
+// the body every attempt POSTs.
+func deliveriesOf(row *store.OutboxEvent, hooks []*store.Webhook) ([]*store.WebhookDeliveryInsertParams, error) {
+	evs, err := events.Expand(row)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.WebhookDeliveryInsertParams
+	for i, ev := range evs {
+		var body []byte
+		for _, w := range hooks {
+			if !matches(w, ev.Type) {
+				continue
+			}
+			if body == nil {
+				if body, err = json.Marshal(ev); err != nil {
+					return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
+				}
+			}
+			out = append(out, &store.WebhookDeliveryInsertParams{
+				ID: uuid.Must(uuid.NewV7()), WebhookID: w.ID, EventID: ev.ID, EventType: ev.Type,
+				OutboxID: row.ID, EventIndex: i, Payload: body,
+			})
+		}
+	}
+	return out, nil
+}
+
+// prune deletes DELIVERED and DEAD deliveries past retention.
+func (s *Service) prune(ctx context.Context, now time.Time) {
+	for ctx.Err() == nil {
+		n, err := s.store.WebhookDeliveryDeleteFinished(ctx, &store.WebhookDeliveryDeleteFinishedParams{
+			FinishedBefore: now.Add(-s.cfg.Retention), Max: 1000,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("prune webhook deliveries failed", attrError, err)
+			}
+			return
+		}
+		if n > 0 {
+			s.log.Info("pruned webhook deliveries", attrCount, n)
+		}
+		if n < 1000 {
+			return
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// EventTypes are the event types a subscription may name (or "*").
+var EventTypes = []string{job.EventStateChanged, job.EventProgress}
+
+// Limits of a subscription.
+const (
+	SecretMinLen = 16
+	secretMaxLen = 1024
+	urlMaxLen    = 2048
+)
+
+// ValidationError names the field of a subscription that is wrong.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// CreateParams describe a new subscription.
+type CreateParams struct {
+	URL        string
+	EventTypes []string
+	Secret     string
+}
+
+// Validate checks everything but the URL's host (Create checks that).
+func (p *CreateParams) Validate() error {
+	switch {
+	case p.URL == "":
+		return &ValidationError{"url", "is required"}
+	case len(p.URL) > urlMaxLen:
+		return &ValidationError{"url", fmt.Sprintf("must be at most %d characters", urlMaxLen)}
+	}
+	if _, err := parseTarget(p.URL); err != nil {
+		return &ValidationError{"url", err.Error()}
+	}
+	if len(p.EventTypes) == 0 {
+		return &ValidationError{"eventTypes", `must list at least one event type, or "*" for all`}
+	}
+	for i, t := range p.EventTypes {
+		if t != "*" && !slices.Contains(EventTypes, t) {
+			return &ValidationError{fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; known: %v or \"*\"", t, EventTypes)}
+		}
+	}
+	switch {
+	case len(p.Secret) < SecretMinLen:
+		return &ValidationError{"secret", fmt.Sprintf("must be at least %d characters (it has %d)", SecretMinLen, len(p.Secret))}
+	case len(p.Secret) > secretMaxLen:
+		return &ValidationError{"secret", fmt.Sprintf("must be at most %d characters", secretMaxLen)}
+	}
+	return nil
+}
+
+// Create validates and records a subscription. The URL's host must be an
+// allowed target now (see guard); a *ValidationError says which field is
+// wrong.
+func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Webhook, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.guard.checkURL(ctx, p.URL); err != nil {
+		return nil, &ValidationError{"url", err.Error()}
+	}
+	types := slices.Compact(slices.Sorted(slices.Values(p.EventTypes)))
+	if slices.Contains(types, "*") {
+		types = []string{"*"}
+	}
+	w, err := s.store.WebhookInsert(ctx, &store.WebhookInsertParams{
+		ID: uuid.Must(uuid.NewV7()), URL: p.URL, EventTypes: types, Secret: p.Secret, Now: s.cfg.Now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("webhook subscribed", attrWebhook, w.ID.String(), attrEndpoint, w.URL)
+	return w, nil
+}
+
+// Get returns a subscription; store.ErrNotFound when there is none.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+	return s.store.WebhookGet(ctx, id)
+}
+
+// List lists every subscription, oldest first.
+func (s *Service) List(ctx context.Context) ([]*store.Webhook, error) {
+	return s.store.WebhookList(ctx)
+}
+
+// Delete deletes a subscription and its deliveries; store.ErrNotFound when
+// there is none.
+func (s *Service) Delete(ctx context.Context, id uuid.UUID) error {
+	if err := s.store.WebhookDelete(ctx, id); err != nil {
+		return err
+	}
+	s.log.Info("webhook deleted", attrWebhook, id.String())
+	return nil
+}
+
+// Deliveries lists a subscription's deliveries, newest event first, of one
+// state ("" for all); store.ErrNotFound when there is no such subscription.
+func (s *Service) Deliveries(ctx context.Context, id uuid.UUID, state store.WebhookDeliveryState, limit int) ([]*store.WebhookDelivery, error) {
+	if _, err := s.store.WebhookGet(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.store.WebhookDeliveryList(ctx, &store.WebhookDeliveryListParams{WebhookID: id, State: state, Limit: limit})
+}
+
+// Redeliver puts a DELIVERED or DEAD delivery back in line, due now with
+// its attempts reset; a PENDING one is returned as it is.
+// store.ErrNotFound when the subscription has no such delivery.
+func (s *Service) Redeliver(ctx context.Context, id, deliveryID uuid.UUID) (*store.WebhookDelivery, error) {
+	d, err := s.store.WebhookDeliveryRedeliver(ctx, &store.WebhookDeliveryRedeliverParams{
+		WebhookID: id, ID: deliveryID, Now: s.cfg.Now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return d, nil
+}
+
+// matches reports whether w subscribes to events of type t.
+func matches(w *store.Webhook, t string) bool {
+	return slices.Contains(w.EventTypes, "*") || slices.Contains(w.EventTypes, t)
+}
+
+// IsNotFound reports whether err means there is no such subscription or
+// delivery.
+func IsNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
