@@ -347,7 +347,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	hs := &http.Server{
 		Handler: api.New(api.Config{
 			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
-			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics,
+			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client.DeadLetters(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

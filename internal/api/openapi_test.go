@@ -247,6 +247,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Health":              healthResponse{},
 		"Problem":             Problem{},
 		"FieldError":          FieldError{},
+		"DeadLetter":          deadLetterView{},
+		"DeadLetterList":      deadLettersResponse{},
 	} {
 		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
 		props, _ := s["properties"].(map[string]any)

@@ -42,6 +42,8 @@ type Config struct {
 	// Metrics served at /metrics; default NewMetrics(). Give the same
 	// Metrics to docket.Config.OnJobFinished to count attempt ends.
 	Metrics *Metrics
+	// DeadLetters serves /v1/dead-letters; default none (503).
+	DeadLetters DeadLetterStore
 }
 
 // Server is the HTTP API.
@@ -116,6 +118,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.jobRoutes()...)
 	s.routes = append(s.routes, s.queueRoutes()...)
 	s.routes = append(s.routes, s.leaseRoutes()...)
+	s.routes = append(s.routes, s.deadLetterRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler

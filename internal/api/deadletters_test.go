@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// setupDeadLetters is a server whose dead letters come from a second store
+// on the server's database (migrated by the server's client), which the
+// test writes dead letters with.
+func setupDeadLetters(t *testing.T, backend testdb.Backend) (*bundle, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	u := backend.URL(t)
+	var (
+		st  store.Store
+		err error
+	)
+	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
+		st, err = sqlite.Open(ctx, path, store.Options{})
+	} else {
+		st, err = postgres.Open(ctx, u, store.Options{})
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	fixed := testdb.Backend{Name: backend.Name, URL: func(testing.TB) string { return u }}
+	b := setup(t, fixed, func(cfg *Config) { cfg.DeadLetters = st })
+	return b, st
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b, st := setupDeadLetters(t, backend)
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		for _, d := range []struct{ consumer, id string }{{"qc", "10-0"}, {"aggregate", "11-2"}} {
+			ok, err := st.DeadLetterRecord(ctx, &store.DeadLetterRecordParams{
+				Consumer: d.consumer, EventID: d.id, EventType: "judgment.received",
+				Envelope:   json.RawMessage(`{"id":"` + d.id + `","type":"judgment.received","data":{}}`),
+				Deliveries: 5, LastError: "score: no test answer", Now: now,
+			})
+			require.NoError(t, err)
+			require.True(t, ok)
+			now = now.Add(time.Second)
+		}
+
+		var list deadLettersResponse
+		r := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &list)
+		require.Len(t, list.Items, 2)
+		require.Equal(t, "qc", list.Items[0].Consumer)
+
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumer=qc", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		var raw map[string][]map[string]any
+		r.JSON(t, &raw)
+		require.Len(t, raw["items"], 1)
+		item := raw["items"][0]
+		require.Equal(t, "qc", item["consumer"])
+		require.Equal(t, "10-0", item["eventId"])
+		require.Equal(t, "judgment.received", item["type"])
+		require.EqualValues(t, 5, item["deliveries"])
+		require.Equal(t, "score: no test answer", item["lastError"])
+		require.Equal(t, map[string]any{"id": "10-0", "type": "judgment.received", "data": map[string]any{}}, item["event"])
+		require.NotEmpty(t, item["createdAt"])
+		require.NotContains(t, item, "retryRequestedAt")
+
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?limit=1", nil)
+		r.JSON(t, &list)
+		require.Len(t, list.Items, 1)
+		p := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?limit=0", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "limit", p.Errors[0].Field)
+
+		// Retry: 202, the request is recorded for the consumer to take up.
+		r = b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/qc/10-0/retry", nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		var v deadLetterView
+		r.JSON(t, &v)
+		require.Equal(t, "10-0", v.EventID)
+		require.NotNil(t, v.RetryRequestedAt)
+		claimed, err := st.DeadLetterClaimRetries(ctx, &store.DeadLetterClaimRetriesParams{Consumer: "qc", Max: 10})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		require.Equal(t, "10-0", claimed[0].EventID)
+
+		b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/qc/11-2/retry", nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/nobody/10-0/retry", nil).Problem(t, http.StatusNotFound)
+
+		// Admin only.
+		for _, role := range []docket.Role{docket.RoleProducer, docket.RoleViewer, docket.RoleWorker} {
+			b.do(t, role, "GET", "/v1/dead-letters", nil).Problem(t, http.StatusForbidden)
+			b.do(t, role, "POST", "/v1/dead-letters/qc/10-0/retry", nil).Problem(t, http.StatusForbidden)
+		}
+		b.do(t, "", "GET", "/v1/dead-letters", nil).Problem(t, http.StatusUnauthorized)
+	})
+}
+
+func TestDeadLettersUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters", nil).Problem(t, http.StatusServiceUnavailable)
+	b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/qc/1-0/retry", nil).Problem(t, http.StatusServiceUnavailable)
+}
