@@ -54,6 +54,10 @@ type WorkerConfig struct {
 	// client's (1 s and 1 h).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
+	// EventRelay, when set, publishes the outbox to the event bus while
+	// this worker is the elected leader (one relay at a time, like the
+	// rescuer). Make it with Client.NewEventRelay. Default none.
+	EventRelay *EventRelay
 }
 
 func (c WorkerConfig) engineConfig(client *Client) engine.Config {
@@ -65,7 +69,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		FetchBatch: c.FetchBatch, CompleteBatch: c.CompleteBatch, CompleteInterval: c.CompleteInterval,
 		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,
-		OnFinish: client.engineObserver(),
+		OnFinish: client.engineObserver(), Maintenance: c.maintenance(),
 	}
 	if cfg.RetryBackoff.Base == 0 {
 		cfg.RetryBackoff = client.retryPolicy()

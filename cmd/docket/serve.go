@@ -19,6 +19,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
+	"github.com/docket-run/docket/internal/events"
 )
 
 // serveConfig is every setting of docket serve. Each is a flag and an
@@ -47,6 +48,9 @@ type serveConfig struct {
 	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
 	LogLevel          slog.Level    // --log-level, DOCKET_LOG_LEVEL; default info
 	LogFormat         string        // --log-format, DOCKET_LOG_FORMAT; default text
+	NATSURL           string        // --nats-url, DOCKET_NATS_URL; default "" (embedded bus)
+	NATSDir           string        // --nats-dir, DOCKET_NATS_DIR; default "" (next to the SQLite file)
+	EventRetention    time.Duration // --event-retention, DOCKET_EVENT_RETENTION; default 24h
 
 	// from names where each setting came from, by environment variable:
 	// "--flag" or "DOCKET_X"; absent for defaults.
@@ -85,6 +89,9 @@ var serveSettings = []setting{
 	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
 	{"log-level", "DOCKET_LOG_LEVEL", "info", "debug, info, warn or error", func(c *serveConfig) any { return &c.LogLevel }},
 	{"log-format", "DOCKET_LOG_FORMAT", "text", "text or json (logs go to stderr)", func(c *serveConfig) any { return &c.LogFormat }},
+	{"nats-url", "DOCKET_NATS_URL", "", "external NATS server or cluster with JetStream for events, nats://host:4222 (default: an embedded server)", func(c *serveConfig) any { return &c.NATSURL }},
+	{"nats-dir", "DOCKET_NATS_DIR", "", "JetStream storage directory of the embedded NATS server (default: <SQLite file>-nats, or docket-nats with PostgreSQL)", func(c *serveConfig) any { return &c.NATSDir }},
+	{"event-retention", "DOCKET_EVENT_RETENTION", "24h", "how long published events are kept in the database for SSE resume (Last-Event-ID)", func(c *serveConfig) any { return &c.EventRetention }},
 }
 
 // rateLimit is a parsed DOCKET_RATE_LIMIT: N requests per Per; zero is off.
@@ -242,7 +249,7 @@ func (c *serveConfig) Validate() error {
 		{"DOCKET_SCHEDULER_INTERVAL", c.SchedulerInterval}, {"DOCKET_PRUNE_INTERVAL", c.PruneInterval},
 		{"DOCKET_RETENTION", c.Retention}, {"DOCKET_POLL_INTERVAL", c.PollInterval},
 		{"DOCKET_LEADER_TTL", c.LeaderTTL}, {"DOCKET_RETRY_BACKOFF_BASE", c.RetryBackoffBase},
-		{"DOCKET_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+		{"DOCKET_SHUTDOWN_TIMEOUT", c.ShutdownTimeout}, {"DOCKET_EVENT_RETENTION", c.EventRetention},
 	} {
 		check(d.env, d.v > 0, "%v must be positive", d.v)
 	}
@@ -252,6 +259,8 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
+	check("DOCKET_NATS_URL", c.NATSURL == "" || strings.HasPrefix(c.NATSURL, "nats://") || strings.HasPrefix(c.NATSURL, "tls://"),
+		"%q must be nats://host:port (several comma-separated) or empty for the embedded server", c.NATSURL)
 	return errors.Join(errs...)
 }
 
@@ -270,6 +279,20 @@ func (c *serveConfig) workerConfig() docket.WorkerConfig {
 		PruneInterval: c.PruneInterval, Retention: c.Retention, PollInterval: c.PollInterval,
 		LeaderTTL: c.LeaderTTL, RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
 	}
+}
+
+// busConfig is the event bus: the external NATS of DOCKET_NATS_URL, or an
+// embedded server storing its stream in DOCKET_NATS_DIR, by default next
+// to the SQLite file (docket.db-nats) or, with PostgreSQL, in docket-nats.
+func (c *serveConfig) busConfig(logger *slog.Logger) events.BusConfig {
+	dir := c.NATSDir
+	if dir == "" && c.NATSURL == "" {
+		dir = "docket-nats"
+		if path, ok := strings.CutPrefix(c.DatabaseURL, "sqlite:"); ok {
+			dir = strings.TrimPrefix(path, "//") + "-nats"
+		}
+	}
+	return events.BusConfig{URL: c.NATSURL, Dir: dir, Logger: logger}
 }
 
 func (c *serveConfig) logger(w io.Writer) *slog.Logger {
@@ -330,9 +353,21 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	}
 	defer ln.Close()
 
+	// Events wait in the outbox while the bus is down: an external server
+	// that is not up yet does not stop serve; /healthz reports it.
+	bus, err := events.OpenBus(ctx, cfg.busConfig(logger))
+	if err != nil {
+		return fmt.Errorf("event bus: %w", err)
+	}
+	defer bus.Close() // after the worker (and its relay) stopped
+	relay := client.NewEventRelay(bus, docket.EventRelayConfig{Retention: cfg.EventRetention})
+
 	// No handlers run in serve yet: the worker takes its turn as leader for
-	// maintenance, which is what rescues remote workers' expired leases.
-	worker := docket.NewWorker(client, cfg.workerConfig())
+	// maintenance, which is what rescues remote workers' expired leases and
+	// relays the outbox to the bus.
+	wcfg := cfg.workerConfig()
+	wcfg.EventRelay = relay
+	worker := docket.NewWorker(client, wcfg)
 	if err := worker.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start maintenance: %w", err)
 	}
@@ -348,6 +383,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		Handler: api.New(api.Config{
 			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
 			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client.DeadLetters(),
+			BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

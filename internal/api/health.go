@@ -16,9 +16,14 @@ type healthResponse struct {
 	Status   string `json:"status"` // "ok" or "unavailable"
 	Database string `json:"database"`
 	Backend  string `json:"backend"`
+	// Bus is "ok", or "degraded" while the event bus is down (events wait
+	// in the outbox; the API works); absent without a bus.
+	Bus       string `json:"bus,omitempty"`
+	BusDetail string `json:"busDetail,omitempty"`
 }
 
-// healthz answers 200 while the database answers, 503 otherwise.
+// healthz answers 200 while the database answers, 503 otherwise. The bus
+// being down is reported but is not a 503: the API still works.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -26,6 +31,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err := s.client.Ping(ctx); err != nil {
 		resp.Status, resp.Database, status = "unavailable", "unreachable: "+err.Error(), http.StatusServiceUnavailable
+	}
+	if s.cfg.BusHealth != nil {
+		resp.Bus = "ok"
+		if err := s.cfg.BusHealth(); err != nil {
+			resp.Bus, resp.BusDetail = "degraded", err.Error()
+		}
 	}
 	writeJSON(w, status, resp)
 }

@@ -44,6 +44,14 @@ type Config struct {
 	Metrics *Metrics
 	// DeadLetters serves /v1/dead-letters; default none (503).
 	DeadLetters DeadLetterStore
+	// BusHealth reports the event bus in /healthz: nil while it works.
+	// Default none (no bus field).
+	BusHealth func() error
+	// EventHeartbeat: SSE streams send a comment this often so proxies
+	// keep them open; EventPoll: how often they look for new events when
+	// no wakeup came. Defaults 15 s and 1 s.
+	EventHeartbeat time.Duration
+	EventPoll      time.Duration
 }
 
 // Server is the HTTP API.
@@ -118,6 +126,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.jobRoutes()...)
 	s.routes = append(s.routes, s.queueRoutes()...)
 	s.routes = append(s.routes, s.leaseRoutes()...)
+	s.routes = append(s.routes, s.eventRoutes()...)
 	s.routes = append(s.routes, s.deadLetterRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {

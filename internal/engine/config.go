@@ -84,6 +84,11 @@ type Config struct {
 	// the commit, from the writing goroutine: it must be quick and must not
 	// block. Fenced ends are not observed. Default none.
 	OnFinish func(row *job.Row, fin *store.JobFinishParams)
+	// Maintenance lists more services run only while this node is the
+	// elected leader, beside the rescuer, scheduler and pruner (the outbox
+	// relay). Each is started at the start of a term and stopped at its
+	// end, so it must support Start after Stop. Default none.
+	Maintenance []Service
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

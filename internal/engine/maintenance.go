@@ -73,6 +73,7 @@ func newElector(e *Engine) Service {
 		&loop{name: "scheduler", interval: e.cfg.SchedulerInterval, fn: e.schedule},
 		&loop{name: "pruner", interval: e.cfg.PruneInterval, fn: e.prune},
 	}}
+	el.maintenance = append(el.maintenance, e.cfg.Maintenance...)
 	el.loop = &loop{name: "elector", interval: e.cfg.LeaderTTL / 3, fn: el.attempt}
 	return el
 }

@@ -178,6 +178,7 @@ func (r *Relay) Stop() {
 	r.mu.Lock()
 	cancel, done := r.cancel, r.done
 	r.cancel, r.done = nil, nil
+	r.lastErr = nil // a relay that does not run reports nothing
 	r.mu.Unlock()
 	if cancel == nil {
 		return

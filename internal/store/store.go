@@ -74,10 +74,14 @@ type Store interface {
 	// JobFinishMany moves RUNNING jobs to SUCCESS, RETRY, DEAD or CANCELED in
 	// one transaction, each guarded by state = RUNNING and attempt = the
 	// given attempt (fencing). It writes each finished attempt's history row.
+	// An attempt finishing in RETRY while a cancel is requested ends the job
+	// CANCELED instead (finished, never run again).
 	// The result is aligned with p.Jobs: true where the change was applied.
 	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]bool, error)
 	// JobHeartbeat extends the leases of RUNNING jobs still held under the
-	// given attempts, and reports cancel requests.
+	// given attempts to Now+LeaseDuration, never shortening one (a lease
+	// already reaching further keeps its expiry), and reports cancel
+	// requests and the resulting expiry.
 	JobHeartbeat(ctx context.Context, p *JobHeartbeatParams) ([]*JobHeartbeatResult, error)
 	// JobProgress records progress of a running attempt and writes a
 	// job.progress outbox row. ErrLeaseLost when the attempt is not current.
@@ -264,7 +268,8 @@ type JobFinishManyParams struct {
 	ExpiredOnly bool
 }
 
-// JobHeartbeatParams extends the leases of these attempts to Now+LeaseDuration.
+// JobHeartbeatParams extends the leases of these attempts to at least
+// Now+LeaseDuration.
 type JobHeartbeatParams struct {
 	Jobs          []job.Ref
 	LeaseDuration time.Duration

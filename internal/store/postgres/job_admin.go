@@ -410,15 +410,16 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 // heartbeatSQL extends the leases still held under the given attempts,
 // reaching each row through its primary key from the unnest (see finishSQL
 // for why the arrays are hidden in sub-selects and the state guard is not
-// indexable).
+// indexable). A heartbeat never shortens a lease: a renewal for less than
+// what is left keeps the expiry.
 const heartbeatSQL = `
 UPDATE docket_jobs j SET
-	lease_expires_at = $3::timestamptz,
+	lease_expires_at = greatest(j.lease_expires_at, $3::timestamptz),
 	updated_at       = $4::timestamptz,
 	version          = j.version + 1
 FROM unnest((SELECT $1::uuid[]), (SELECT $2::integer[])) AS u(id, attempt)
 WHERE j.id = u.id AND j.state || '' = 'RUNNING' AND j.attempt = u.attempt
-RETURNING j.id, j.attempt, j.cancel_requested`
+RETURNING j.id, j.attempt, j.cancel_requested, j.lease_expires_at`
 
 // JobHeartbeat implements store.Store.
 func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) ([]*store.JobHeartbeatResult, error) {
@@ -439,24 +440,28 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
 	}
 	defer rs.Close()
-	extended := map[job.Ref]bool{} // ref → cancel requested
+	type renewed struct {
+		cancel  bool
+		expires time.Time
+	}
+	extended := map[job.Ref]renewed{}
 	for rs.Next() {
 		var (
-			ref    job.Ref
-			cancel bool
+			ref job.Ref
+			r   renewed
 		)
-		if err := rs.Scan(&ref.ID, &ref.Attempt, &cancel); err != nil {
+		if err := rs.Scan(&ref.ID, &ref.Attempt, &r.cancel, &r.expires); err != nil {
 			return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
 		}
-		extended[ref] = cancel
+		extended[ref] = r
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
 	}
 	for i, ref := range p.Jobs {
 		r := &store.JobHeartbeatResult{Ref: ref}
-		if cancel, ok := extended[ref]; ok {
-			r.Extended, r.CancelRequested, r.LeaseExpiresAt = true, cancel, expires
+		if e, ok := extended[ref]; ok {
+			r.Extended, r.CancelRequested, r.LeaseExpiresAt = true, e.cancel, e.expires.UTC()
 		}
 		out[i] = r
 	}

@@ -18,6 +18,9 @@ import (
 // time as prev to read the lease owner the UPDATE clears (RETURNING sees
 // only new values); prev is pinned to the same attempt, so a stale prev
 // can only refuse, never misattribute. %s is an extra guard (ExpiredOnly).
+// An attempt ending in RETRY while a cancel is requested ends the job
+// CANCELED instead, so the request is not lost to the next attempt (SET
+// reads the old row, so j.cancel_requested is the request as it stood).
 //
 // Every row must be reached through its primary key from the unnest,
 // whatever the statistics say (plans in docs/store-plans.md):
@@ -44,11 +47,11 @@ WITH u AS (
 ),
 finished AS (
 	UPDATE docket_jobs j SET
-		state            = u.state,
+		state            = CASE WHEN u.state = 'RETRY' AND j.cancel_requested THEN 'CANCELED' ELSE u.state END,
 		result           = CASE WHEN u.state = 'SUCCESS' THEN u.result::jsonb ELSE j.result END,
 		last_error       = CASE WHEN u.state = 'SUCCESS' THEN j.last_error ELSE u.error END,
-		run_at           = CASE WHEN u.state = 'RETRY' THEN u.run_at ELSE j.run_at END,
-		finished_at      = CASE WHEN u.state = 'RETRY' THEN NULL ELSE $9::timestamptz END,
+		run_at           = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN u.run_at ELSE j.run_at END,
+		finished_at      = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN NULL ELSE $9::timestamptz END,
 		lease_owner      = NULL,
 		lease_expires_at = NULL,
 		updated_at       = $9::timestamptz,

@@ -34,7 +34,7 @@ WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expire
 
 // finishReadSQL: ?1 is a JSON array of job ids.
 const finishReadSQL = `SELECT j.id, j.job_type, j.queue, j.state, j.attempt,
-	coalesce(j.lease_owner, ''), j.attempted_at, j.lease_expires_at
+	coalesce(j.lease_owner, ''), j.attempted_at, j.lease_expires_at, j.cancel_requested
 FROM docket_jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))`
 
 // finishAttemptsSQL: ?1 is a JSON array of
@@ -60,12 +60,13 @@ WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.a
 
 // running is what finishing needs to know of a job.
 type running struct {
-	jobType, queue string
-	state          job.State
-	attempt        int
-	owner          string
-	attemptedAt    sql.NullInt64
-	leaseExpiresAt sql.NullInt64
+	jobType, queue  string
+	state           job.State
+	attempt         int
+	owner           string
+	attemptedAt     sql.NullInt64
+	leaseExpiresAt  sql.NullInt64
+	cancelRequested bool
 }
 
 // JobFinishMany implements store.Store.
@@ -114,7 +115,14 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 				p.ExpiredOnly && !(cur.leaseExpiresAt.Valid && cur.leaseExpiresAt.Int64 < now) {
 				continue // fenced off
 			}
-			cur.state = f.State // a second finish of it in this batch is fenced off
+			// An attempt ending in RETRY while a cancel is requested ends
+			// the job CANCELED, so the request is not lost to the next
+			// attempt.
+			to := f.State
+			if to == job.StateRetry && cur.cancelRequested {
+				to = job.StateCanceled
+			}
+			cur.state = to // a second finish of it in this batch is fenced off
 			applied[i] = true
 			at := micros(orNow(f.FinishedAt, p.Now))
 			started := at
@@ -124,7 +132,7 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			attempts = append(attempts, []any{ids[i], f.Attempt, cur.owner, started, at,
 				outcomeOf(f.State, f.Outcome), f.Error})
 			var result, runAt, finishedAt any
-			switch f.State {
+			switch to {
 			case job.StateSuccess:
 				if f.Result != nil {
 					result = string(f.Result)
@@ -135,10 +143,10 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			default:
 				finishedAt = at
 			}
-			updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
+			updates = append(updates, []any{ids[i], f.Attempt, to, result, runAt,
 				nullString(f.Error), finishedAt})
 			ts = append(ts, job.Transition{JobID: f.ID, JobType: cur.jobType, Queue: cur.queue,
-				From: job.StateRunning, To: f.State, Attempt: f.Attempt})
+				From: job.StateRunning, To: to, Attempt: f.Attempt})
 		}
 		if len(ts) == 0 {
 			return nil
@@ -185,7 +193,7 @@ func readRunning(ctx context.Context, st *sql.Stmt, idsJSON string) (map[string]
 			r         running
 		)
 		if err := rows.Scan(&id, &r.jobType, &r.queue, &state, &r.attempt, &r.owner,
-			&r.attemptedAt, &r.leaseExpiresAt); err != nil {
+			&r.attemptedAt, &r.leaseExpiresAt, &r.cancelRequested); err != nil {
 			return nil, fmt.Errorf("read jobs to finish: %w", err)
 		}
 		r.state = job.State(state)
@@ -212,9 +220,12 @@ func outcomeOf(to job.State, o job.Outcome) job.Outcome {
 	}
 }
 
-const heartbeatSQL = `UPDATE docket_jobs SET lease_expires_at = ?3, updated_at = ?4, version = version + 1
+// heartbeatSQL renews a lease to ?3 at the earliest: a heartbeat never
+// shortens a lease, a renewal for less than what is left keeps the expiry.
+const heartbeatSQL = `UPDATE docket_jobs
+SET lease_expires_at = max(coalesce(lease_expires_at, ?3), ?3), updated_at = ?4, version = version + 1
 WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2
-RETURNING cancel_requested`
+RETURNING cancel_requested, lease_expires_at`
 
 // JobHeartbeat implements store.Store.
 func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) ([]*store.JobHeartbeatResult, error) {
@@ -233,16 +244,16 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		heartbeat := tx.StmtContext(ctx, heartbeat)
 		for _, r := range out {
-			var cancel int64
+			var cancel, expiresAt int64
 			err := heartbeat.QueryRowContext(ctx, r.Ref.ID.String(), r.Ref.Attempt,
-				micros(expires), micros(p.Now)).Scan(&cancel)
+				micros(expires), micros(p.Now)).Scan(&cancel, &expiresAt)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("heartbeat attempt %d of job %s: %w", r.Ref.Attempt, r.Ref.ID, err)
 			}
-			r.Extended, r.CancelRequested, r.LeaseExpiresAt = true, cancel != 0, expires
+			r.Extended, r.CancelRequested, r.LeaseExpiresAt = true, cancel != 0, fromMicros(expiresAt)
 		}
 		return nil
 	})

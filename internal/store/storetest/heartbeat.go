@@ -39,6 +39,32 @@ func testHeartbeatProgress(t *testing.T, open opener) {
 		require.Empty(t, expired)
 	})
 
+	t.Run("HeartbeatNeverShortens", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		refs := []job.Ref{{ID: row.ID, Attempt: row.Attempt}}
+		heartbeat := func(now time.Time, d time.Duration) time.Time {
+			t.Helper()
+			hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Jobs: refs, LeaseDuration: d, Now: now})
+			require.NoError(t, err)
+			require.Len(t, hb, 1)
+			require.True(t, hb[0].Extended)
+			got := b.get(t, row.ID)
+			requireTime(t, got.LeaseExpiresAt, hb[0].LeaseExpiresAt, "the reported expiry is the stored one")
+			return got.LeaseExpiresAt
+		}
+		long := at(10 * time.Second).Add(10 * time.Minute)
+		requireTime(t, long, heartbeat(at(10*time.Second), 10*time.Minute))
+		// A shorter renewal keeps the longer lease.
+		requireTime(t, long, heartbeat(at(20*time.Second), 30*time.Second))
+		expired, err := b.s.JobListExpired(b.ctx, &store.JobListExpiredParams{Now: at(5 * time.Minute), Max: 10})
+		require.NoError(t, err)
+		require.Empty(t, expired)
+		// A renewal reaching past it extends it.
+		requireTime(t, at(9*time.Minute).Add(2*time.Minute), heartbeat(at(9*time.Minute), 2*time.Minute))
+	})
+
 	t.Run("HeartbeatFenced", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Transition", testTransition},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
+		{"CancelOnRetry", testCancelOnRetry},
 		{"HeartbeatProgress", testHeartbeatProgress},
 		{"Maintenance", testMaintenance},
 		{"List", testList},

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/events"
+)
+
+// Defaults of the SSE streams (Config.EventHeartbeat, Config.EventPoll).
+const (
+	eventHeartbeatDefault = 15 * time.Second
+	eventPollDefault      = time.Second
+	// eventPage bounds the outbox rows one read of the history takes.
+	eventPage = 500
+	// lastEventIDParam is the query form of the Last-Event-ID header, for
+	// clients that cannot set headers on their first request.
+	lastEventIDParam = "lastEventId"
+)
+
+var eventType = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+
+func (s *Server) eventRoutes() []route {
+	return []route{
+		{Method: "GET", Path: "/v1/events", Perm: permRead, Handler: http.HandlerFunc(s.streamEvents)},
+		{Method: "GET", Path: "/v1/jobs/{jobId}/events", Perm: permRead, Handler: http.HandlerFunc(s.streamJobEvents)},
+	}
+}
+
+// streamEvents serves GET /v1/events?types=…&jobId=…: every event from
+// now on (or, with Last-Event-ID, right after that one), as Server-Sent
+// Events.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	f, err := eventFilter(r)
+	if err == nil && r.URL.Query().Get("jobId") != "" {
+		f.JobID, err = uuid.Parse(r.URL.Query().Get("jobId"))
+		if err != nil {
+			err = invalidField("jobId", "must be a job id (UUID)")
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.stream(w, r, f, func(ctx context.Context, h *docket.EventHistory) (events.Cursor, error) { return h.Tail(ctx) })
+}
+
+// streamJobEvents serves GET /v1/jobs/{jobId}/events: one job's state
+// changes and progress, from the oldest kept (or after Last-Event-ID).
+func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("jobId"))
+	if err != nil {
+		s.fail(w, r, invalidField("jobId", "must be a job id (UUID)"))
+		return
+	}
+	f, err := eventFilter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.client.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f.JobID = id
+	s.stream(w, r, f, func(context.Context, *docket.EventHistory) (events.Cursor, error) { return events.Cursor{}, nil })
+}
+
+// eventFilter reads ?types=a,b.
+func eventFilter(r *http.Request) (events.Filter, error) {
+	var f events.Filter
+	if v := r.URL.Query().Get("types"); v != "" {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if !eventType.MatchString(t) {
+				return f, invalidField("types", fmt.Sprintf("%q is not an event type such as job.state_changed", t))
+			}
+			f.Types = append(f.Types, t)
+		}
+	}
+	return f, nil
+}
+
+// stream writes the history after the start cursor (or after the event of
+// Last-Event-ID) as SSE, then new events as they are published, until the
+// client goes or the server shuts down.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Filter, start func(context.Context, *docket.EventHistory) (events.Cursor, error)) {
+	ctx := r.Context()
+	h := s.client.EventHistory()
+	// Subscribed before the start is read: nothing published after it is
+	// missed.
+	wake, unsubscribe := h.Wake()
+	defer unsubscribe()
+
+	var cur events.Cursor
+	var err error
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get(lastEventIDParam)
+	}
+	if last != "" {
+		if _, _, perr := events.ParseEventID(last); perr != nil {
+			s.fail(w, r, invalidField("Last-Event-ID", perr.Error()))
+			return
+		}
+		cur, err = h.After(ctx, last)
+		if errors.Is(err, events.ErrNotInHistory) {
+			err = problem(http.StatusGone, "event-gone", "Event not in the history",
+				fmt.Sprintf("event %s is not in the event history (pruned after the retention period, or never published): resuming after it would leave a gap", last))
+		}
+	} else {
+		cur, err = start(ctx, h)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // no buffering in nginx
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 1000\n\n"); err != nil || rc.Flush() != nil {
+		return
+	}
+
+	heartbeat := time.NewTicker(orDefault(s.cfg.EventHeartbeat, eventHeartbeatDefault))
+	defer heartbeat.Stop()
+	poll := time.NewTicker(orDefault(s.cfg.EventPoll, eventPollDefault))
+	defer poll.Stop()
+	for {
+		evs, next, err := h.Read(ctx, cur, f, eventPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("read event history failed; ending the stream", "path", r.URL.Path, "error", err)
+			}
+			return // the client reconnects with Last-Event-ID
+		}
+		for i := range evs {
+			if err := writeEvent(w, &evs[i]); err != nil {
+				return
+			}
+		}
+		if len(evs) > 0 && rc.Flush() != nil {
+			return
+		}
+		if next != cur {
+			cur = next
+			continue // more may follow at once
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-poll.C:
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeEvent writes one SSE event: id, type, and the envelope as data
+// (JSON on one line).
+func writeEvent(w http.ResponseWriter, ev *events.Envelope) error {
+	data, err := json.Marshal(ev) // compact: one line
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, data)
+	return err
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

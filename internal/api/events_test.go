@@ -1,0 +1,363 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// sseEvent is one event of a stream; Comment is set for comment lines.
+type sseEvent struct {
+	ID, Event, Data string
+	Comment         string
+}
+
+// sseStream reads a text/event-stream response in a goroutine.
+type sseStream struct {
+	res    *http.Response
+	events chan sseEvent
+}
+
+// stream opens an SSE stream as role and requires 200.
+func (b *bundle) stream(t *testing.T, role docket.Role, path string, headers ...string) *sseStream {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", b.server.URL+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.keys[role])
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	s := &sseStream{res: res, events: make(chan sseEvent, 1000)}
+	go func() {
+		defer close(s.events)
+		sc := bufio.NewScanner(res.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev != (sseEvent{}) {
+					s.events <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, ":"):
+				s.events <- sseEvent{Comment: strings.TrimSpace(line[1:])}
+			default:
+				k, v, _ := strings.Cut(line, ": ")
+				switch k {
+				case "id":
+					ev.ID = v
+				case "event":
+					ev.Event = v
+				case "data":
+					ev.Data = v
+				}
+			}
+		}
+	}()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close disconnects.
+func (s *sseStream) Close() { _ = s.res.Body.Close() }
+
+// read returns the next n events (comments skipped), failing after 30 s.
+func (s *sseStream) read(t *testing.T, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	deadline := time.After(30 * time.Second)
+	for len(out) < n {
+		select {
+		case ev, ok := <-s.events:
+			require.True(t, ok, "stream ended after %d of %d events", len(out), n)
+			if ev.Comment == "" {
+				out = append(out, ev)
+			}
+		case <-deadline:
+			t.Fatalf("only %d of %d events within 30 s", len(out), n)
+		}
+	}
+	return out
+}
+
+// eventsBundle is an API server whose outbox is relayed to a real
+// (embedded) NATS JetStream bus.
+func eventsSetup(t *testing.T, backend testdb.Backend, opts ...option) *bundle {
+	t.Helper()
+	opts = append(opts, func(c *Config) { c.EventPoll = 50 * time.Millisecond })
+	b := setup(t, backend, opts...)
+	bus, err := events.OpenBus(t.Context(), events.BusConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(bus.Close)
+	relay := b.client.NewEventRelay(bus, docket.EventRelayConfig{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, relay.Start(context.WithoutCancel(t.Context())))
+	t.Cleanup(relay.Stop)
+	return b
+}
+
+// history is every published event, in publish order, that f selects.
+func (b *bundle) history(t *testing.T, f events.Filter) []events.Envelope {
+	t.Helper()
+	h := b.client.EventHistory()
+	var out []events.Envelope
+	cur := events.Cursor{}
+	for {
+		evs, next, err := h.Read(t.Context(), cur, f, 100)
+		require.NoError(t, err)
+		out = append(out, evs...)
+		if next == cur {
+			return out
+		}
+		cur = next
+	}
+}
+
+// waitPublished waits until the relay has published everything.
+func (b *bundle) waitPublished(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := b.client.UnpublishedEventRows(t.Context())
+		require.NoError(t, err)
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d outbox rows still unpublished", n)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type sseJob struct{}
+
+func (sseJob) JobType() string { return "sse_test" }
+
+// makeEvents inserts n jobs one by one and cancels every other one: 1.5n
+// events.
+func (b *bundle) makeEvents(t *testing.T, n int) []uuid.UUID {
+	t.Helper()
+	var ids []uuid.UUID
+	for i := range n {
+		res, err := b.client.Insert(t.Context(), sseJob{}, nil)
+		require.NoError(t, err)
+		ids = append(ids, res.Job.ID)
+		if i%2 == 0 {
+			_, err := b.client.Cancel(t.Context(), res.Job.ID)
+			require.NoError(t, err)
+		}
+	}
+	return ids
+}
+
+func requireEnvelope(t *testing.T, want events.Envelope, got sseEvent) {
+	t.Helper()
+	require.Equal(t, want.ID, got.ID)
+	require.Equal(t, want.Type, got.Event)
+	var env events.Envelope
+	require.NoError(t, json.Unmarshal([]byte(got.Data), &env))
+	require.Equal(t, want.ID, env.ID)
+	require.Equal(t, want.Subject, env.Subject)
+	require.JSONEq(t, string(want.Data), string(env.Data))
+	require.WithinDuration(t, want.OccurredAt, env.OccurredAt, time.Millisecond)
+}
+
+func TestSSEResumeWithoutGapsOrDuplicates(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := eventsSetup(t, backend)
+		first := b.stream(t, docket.RoleViewer, "/v1/events")
+		b.makeEvents(t, 10) // 15 events
+		seen := first.read(t, 7)
+		first.Close() // gone mid-stream
+		b.makeEvents(t, 10)
+		b.waitPublished(t)
+
+		second := b.stream(t, docket.RoleViewer, "/v1/events", "Last-Event-ID", seen[len(seen)-1].ID)
+		seen = append(seen, second.read(t, 30-len(seen))...)
+		want := b.history(t, events.Filter{})
+		require.Len(t, want, 30)
+		require.Len(t, seen, len(want))
+		for i := range want {
+			requireEnvelope(t, want[i], seen[i])
+		}
+		// And live: new events arrive on the open stream.
+		b.makeEvents(t, 1)
+		live := second.read(t, 2)
+		want = b.history(t, events.Filter{})
+		requireEnvelope(t, want[30], live[0])
+		requireEnvelope(t, want[31], live[1])
+	})
+}
+
+func TestSSEResumeInsideARow(t *testing.T) {
+	t.Parallel()
+	b := eventsSetup(t, testdb.Backends()[0])
+	var batch []docket.InsertParams
+	for range 5 {
+		batch = append(batch, docket.InsertParams{Args: sseJob{}})
+	}
+	_, err := b.client.InsertMany(t.Context(), batch) // one row, five events
+	require.NoError(t, err)
+	b.makeEvents(t, 2)
+	b.waitPublished(t)
+	want := b.history(t, events.Filter{})
+	require.Len(t, want, 8)
+	require.True(t, strings.HasSuffix(want[1].ID, "-1"), "the batch is one row: %s", want[1].ID)
+	// Resume after the second event of the batch's row, by query parameter.
+	s := b.stream(t, docket.RoleAdmin, "/v1/events?lastEventId="+want[1].ID)
+	got := s.read(t, 6)
+	for i := range got {
+		requireEnvelope(t, want[2+i], got[i])
+	}
+}
+
+func TestSSEFilters(t *testing.T) {
+	t.Parallel()
+	b := eventsSetup(t, testdb.Backends()[0])
+	ids := b.makeEvents(t, 4)
+	b.waitPublished(t)
+	all := b.history(t, events.Filter{})
+	require.Len(t, all, 6)
+
+	// One job: its whole kept history, then nothing else.
+	job := b.stream(t, docket.RoleViewer, "/v1/jobs/"+ids[0].String()+"/events")
+	want := b.history(t, events.Filter{JobID: ids[0]})
+	require.Len(t, want, 2, "inserted and canceled")
+	got := job.read(t, 2)
+	for i := range got {
+		requireEnvelope(t, want[i], got[i])
+		require.Equal(t, "jobs/"+ids[0].String(), want[i].Subject)
+	}
+	// Types and job id on the whole stream, from the start (the first
+	// event's id as Last-Event-ID resumes after it).
+	s := b.stream(t, docket.RoleViewer, "/v1/events?types=job.state_changed&jobId="+ids[2].String(), "Last-Event-ID", all[0].ID)
+	want = b.history(t, events.Filter{JobID: ids[2]})
+	got = s.read(t, 2)
+	for i := range got {
+		requireEnvelope(t, want[i], got[i])
+	}
+	// Later events of other jobs do not show on the job's stream.
+	b.makeEvents(t, 2)
+	_, err := b.client.Retry(t.Context(), ids[0]) // CANCELED -> QUEUED
+	require.NoError(t, err)
+	b.waitPublished(t)
+	got = job.read(t, 1)
+	want = b.history(t, events.Filter{JobID: ids[0]})
+	requireEnvelope(t, want[2], got[0])
+	progress := b.history(t, events.Filter{Types: []string{"job.progress"}})
+	require.Empty(t, progress)
+}
+
+func TestSSEHeartbeat(t *testing.T) {
+	t.Parallel()
+	b := eventsSetup(t, testdb.Backends()[0], func(c *Config) { c.EventHeartbeat = 20 * time.Millisecond })
+	s := b.stream(t, docket.RoleViewer, "/v1/events")
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-s.events:
+			if ev.Comment == "heartbeat" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no heartbeat")
+		}
+	}
+}
+
+func TestSSEErrors(t *testing.T) {
+	t.Parallel()
+	b := eventsSetup(t, testdb.Backends()[0])
+	ids := b.makeEvents(t, 1)
+	b.waitPublished(t)
+	all := b.history(t, events.Filter{})
+
+	p := b.do(t, docket.RoleViewer, "GET", "/v1/events", nil, "Last-Event-ID", "nope").Problem(t, http.StatusBadRequest)
+	require.Equal(t, "Last-Event-ID", p.Errors[0].Field)
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events", nil, "Last-Event-ID", "999999-0").Problem(t, http.StatusGone)
+	require.Contains(t, p.Detail, "999999-0")
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?types=job.state_changed,Bad%20Type", nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, "types", p.Errors[0].Field)
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?jobId=42", nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, "jobId", p.Errors[0].Field)
+	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events", nil).Problem(t, http.StatusBadRequest)
+	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+uuid.Must(uuid.NewV7()).String()+"/events", nil).Problem(t, http.StatusNotFound)
+	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events", nil, "Last-Event-ID", "5-x").Problem(t, http.StatusBadRequest)
+	b.do(t, docket.RoleWorker, "GET", "/v1/events", nil).Problem(t, http.StatusForbidden)
+	b.do(t, "", "GET", "/v1/events", nil).Problem(t, http.StatusUnauthorized)
+	b.do(t, docket.RoleViewer, "POST", "/v1/events", nil).Problem(t, http.StatusMethodNotAllowed)
+	// The last event is a fine place to resume: the stream waits.
+	s := b.stream(t, docket.RoleViewer, "/v1/events", "Last-Event-ID", all[len(all)-1].ID)
+	b.makeEvents(t, 1)
+	got := s.read(t, 2)
+	all = b.history(t, events.Filter{})
+	requireEnvelope(t, all[len(all)-2], got[0])
+}
+
+func TestSSEEndsWithTheServer(t *testing.T) {
+	t.Parallel()
+	b := eventsSetup(t, testdb.Backends()[0])
+	s := b.stream(t, docket.RoleViewer, "/v1/events")
+	b.server.CloseClientConnections()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the stream did not end")
+		}
+	}
+}
+
+func TestHealthReportsTheBus(t *testing.T) {
+	t.Parallel()
+	var busDown atomic.Bool
+	b := setup(t, testdb.Backends()[0], func(c *Config) {
+		c.BusHealth = func() error {
+			if busDown.Load() {
+				return errors.New("event bus is not connected")
+			}
+			return nil
+		}
+	})
+	var h healthResponse
+	r := b.do(t, "", "GET", "/healthz", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &h)
+	require.Equal(t, "ok", h.Bus)
+	require.Empty(t, h.BusDetail)
+
+	busDown.Store(true)
+	r = b.do(t, "", "GET", "/healthz", nil)
+	require.Equal(t, http.StatusOK, r.Status, "the API works without the bus")
+	h = healthResponse{}
+	r.JSON(t, &h)
+	require.Equal(t, "ok", h.Status)
+	require.Equal(t, "degraded", h.Bus)
+	require.Contains(t, h.BusDetail, "not connected")
+
+	// Without a bus configured, no bus field.
+	plain := setup(t, testdb.Backends()[0])
+	r = plain.do(t, "", "GET", "/healthz", nil)
+	require.NotContains(t, string(r.Body), "bus")
+}
