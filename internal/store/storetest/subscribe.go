@@ -74,6 +74,19 @@ func testSubscribe(t *testing.T, open opener) {
 		})
 	})
 
+	t.Run("JobAvailableOnResume", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateQueued)
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: row.Queue, Paused: true, Now: at(time.Minute)}))
+		// Subscribed after the setup: wakeups of the insert are not waited for.
+		ch, cancel := b.s.Subscribe(store.TopicJobAvailable)
+		defer cancel()
+		awaitWakeup(t, ch, row.Queue, func() {
+			require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: row.Queue, Paused: false, Now: at(2 * time.Minute)}))
+		})
+	})
+
 	t.Run("JobCancelOnRunning", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
