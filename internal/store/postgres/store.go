@@ -42,6 +42,16 @@ const (
 	listenerBackoffMax = 5 * time.Second
 )
 
+// Listener liveness: after listenerPingInterval without a notification the
+// listener pings its connection, and reconnects when no answer comes within
+// listenerPingTimeout. A half-open connection (the server or a middlebox
+// gone without a FIN or RST) would otherwise block the wait forever, and
+// every wakeup with it.
+const (
+	listenerPingInterval = 30 * time.Second
+	listenerPingTimeout  = 10 * time.Second
+)
+
 var _ store.Store = (*Store)(nil)
 
 // Store is the PostgreSQL backend.
@@ -63,6 +73,9 @@ type Store struct {
 	listenCancel  context.CancelFunc
 	listenDone    chan struct{}
 	listenPID     uint32 // backend pid of the listener connection, 0 when down
+	// pingInterval and pingTimeout are listenerPingInterval and
+	// listenerPingTimeout; tests shorten them.
+	pingInterval, pingTimeout time.Duration
 }
 
 // Open connects to the database at url (postgres://...). Runtime parameters
@@ -80,9 +93,11 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	}
 	opts = opts.WithDefaults()
 	return &Store{
-		baseCtx:     context.WithoutCancel(ctx),
-		pool:        pool,
-		agingMicros: opts.PriorityAging.Microseconds(),
+		baseCtx:      context.WithoutCancel(ctx),
+		pool:         pool,
+		agingMicros:  opts.PriorityAging.Microseconds(),
+		pingInterval: listenerPingInterval,
+		pingTimeout:  listenerPingTimeout,
 	}, nil
 }
 
@@ -220,11 +235,19 @@ func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // receive publishes notifications until the connection fails or ctx ends.
+// A connection quiet for pingInterval is pinged; one that does not answer
+// within pingTimeout counts as failed.
 func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		waitCtx, cancel := context.WithTimeout(ctx, s.pingInterval)
+		n, err := conn.WaitForNotification(waitCtx)
+		quiet := waitCtx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err != nil {
-			return
+			if !quiet || !s.pingListener(ctx, conn) {
+				return
+			}
+			continue
 		}
 		switch n.Channel {
 		case channelJobAvailable:
@@ -235,6 +258,14 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 			s.hub.Publish(store.TopicOutboxPublished, n.Payload)
 		}
 	}
+}
+
+// pingListener reports whether the listener connection answers a ping
+// within pingTimeout.
+func (s *Store) pingListener(ctx context.Context, conn *pgx.Conn) bool {
+	pingCtx, cancel := context.WithTimeout(ctx, s.pingTimeout)
+	defer cancel()
+	return conn.Ping(pingCtx) == nil
 }
 
 // notFound translates pgx.ErrNoRows into store.ErrNotFound.
