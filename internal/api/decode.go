@@ -87,7 +87,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 	if err := dec.Decode(into); err != nil {
 		return jsonProblem(err)
 	}
-	if dec.More() {
+	// Only whitespace may follow the object. dec.More would miss a stray
+	// closing delimiter ("{...}}" or "{...} ]").
+	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the body has data after the JSON object")
 	}
 	return nil

@@ -15,7 +15,7 @@ func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`{"queues":["q"],"max":1,"waitSeconds":0,"leaseSeconds":30,"workerId":"w"}`,
 		`{"progress":50,"message":"half"}`, `{"result":{"a":1}}`, `{"error":"x","retryable":true}`,
-		``, `{`, `[]`, `null`, `{"max":"1"}`, `{"queues":[1]}`, `{"extra":true}`, `{} {}`,
+		``, `{`, `[]`, `null`, `{"max":"1"}`, `{"queues":[1]}`, `{"extra":true}`, `{} {}`, `{}}`, `{} ]`,
 		`{"progress":1e400}`, "\x00", `{"queues":["a"],"max":-1}`,
 	} {
 		f.Add([]byte(seed))

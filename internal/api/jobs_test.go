@@ -279,6 +279,8 @@ func TestSubmitValidation(t *testing.T) {
 			{"malformed JSON", `{"jobType":"a",`, ""},
 			{"not JSON", `jobType=a`, ""},
 			{"trailing data", `{"jobType":"a"} {}`, ""},
+			{"trailing brace", `{"jobType":"a"}}`, ""},
+			{"trailing bracket", `{"jobType":"a"} ]`, ""},
 			{"empty body", ``, ""},
 			{"array body", `[{"jobType":"a"}]`, "(body)"},
 		} {
