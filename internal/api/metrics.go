@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +28,16 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 // countTimeout bounds the count query of one scrape.
 const countTimeout = 5 * time.Second
 
+// countCacheFor is how long one count of the jobs gauge serves scrapes:
+// /metrics is public and each count is a grouped scan of the jobs table, so
+// frequent scrapes, or scrapes by anyone, must not reach the database each
+// time.
+const countCacheFor = 5 * time.Second
+
 // Metrics are the Prometheus metrics of a docket process, in a registry of
 // their own (never the global one):
 //
-//	docket_jobs{queue,state}                      gauge, counted in the database at scrape time
+//	docket_jobs{queue,state}                      gauge, counted in the database at scrape time (at most every 5 s)
 //	docket_jobs_inserted_total{queue}             jobs inserted through this API
 //	docket_jobs_completed_total{queue,state}      attempt ends: SUCCESS, RETRY, DEAD, CANCELED
 //	docket_jobs_failed_total{queue}               attempt ends that were errors (JobFinishedEvent.Failed)
@@ -57,8 +64,9 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		jobs: &jobsCollector{desc: prometheus.NewDesc(metricNamespace+"_jobs",
-			"Jobs by queue and state, counted in the database at scrape time.", []string{labelQueue, labelState}, nil)},
+		jobs: &jobsCollector{now: time.Now, desc: prometheus.NewDesc(metricNamespace+"_jobs",
+			"Jobs by queue and state, counted in the database at scrape time (a count serves scrapes for 5 s).",
+			[]string{labelQueue, labelState}, nil)},
 		inserted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricNamespace, Name: "jobs_inserted_total",
 			Help: "Jobs inserted through the HTTP API of this process (idempotent repeats not counted).",
@@ -140,12 +148,20 @@ type counter interface {
 	Queues(ctx context.Context) ([]*docket.QueueInfo, error)
 }
 
-// jobsCollector counts jobs by queue and state in the database at each
-// scrape: one grouped count, so the gauge is never stale and costs nothing
-// between scrapes.
+// jobsCollector counts jobs by queue and state in the database at scrape
+// time: one grouped count, which serves the scrapes of the next
+// countCacheFor (its error too), so the gauge is at most that stale and
+// costs nothing between scrapes.
 type jobsCollector struct {
 	desc   *prometheus.Desc
 	source atomic.Pointer[counter]
+	now    func() time.Time // time.Now; tests move it
+
+	// mu is held while counting: concurrent scrapes share one count.
+	mu        sync.Mutex
+	countedAt time.Time // zero: never counted
+	queues    []*docket.QueueInfo
+	err       error
 }
 
 func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -155,9 +171,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
-	defer cancel()
-	queues, err := (*src).Queues(ctx)
+	queues, err := c.count(*src)
 	if err != nil {
 		// The other metrics are still served; the error is logged by the
 		// handler (ContinueOnError).
@@ -172,6 +186,20 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, string(st))
 		}
 	}
+}
+
+// count returns the counts of src, counted at most countCacheFor ago.
+func (c *jobsCollector) count(src counter) ([]*docket.QueueInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if age := c.now().Sub(c.countedAt); !c.countedAt.IsZero() && age >= 0 && age < countCacheFor {
+		return c.queues, c.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+	defer cancel()
+	c.queues, c.err = src.Queues(ctx)
+	c.countedAt = c.now()
+	return c.queues, c.err
 }
 
 // countFrom makes the jobs gauge count with src.

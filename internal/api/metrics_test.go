@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ func TestMetrics(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
 		ctx := context.Background()
 		m := NewMetrics()
+		clock := fakeClock(m)
 		b := setup(t, backend, func(c *Config) { c.Metrics = m })
 		for range 2 {
 			_, err := b.client.Insert(ctx, docket.RawArgs{Type: "mail.send"}, &docket.InsertOpts{Queue: "mail"})
@@ -52,12 +54,67 @@ func TestMetrics(t *testing.T) {
 			require.Contains(t, body, want)
 		}
 
-		// With the database gone the gauge is missing but the rest is served.
+		// With the database gone the gauge is missing (once the last count
+		// has aged out) but the rest is served.
 		require.NoError(t, b.client.Close())
+		clock.Add(int64(countCacheFor))
 		r = b.do(t, "", "GET", "/metrics", nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		require.NotContains(t, string(r.Body), "docket_jobs{")
 		require.Contains(t, string(r.Body), `docket_jobs_inserted_total{queue="mail"} 2`)
+	})
+}
+
+// fakeClock makes m's jobs gauge read time from the returned offset (in
+// nanoseconds) added to a fixed instant.
+func fakeClock(m *Metrics) *atomic.Int64 {
+	var offset atomic.Int64
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m.jobs.now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	return &offset
+}
+
+// countingCounter counts the counts it makes through a real client.
+type countingCounter struct {
+	client *docket.Client
+	calls  atomic.Int32
+}
+
+func (c *countingCounter) Queues(ctx context.Context) ([]*docket.QueueInfo, error) {
+	c.calls.Add(1)
+	return c.client.Queues(ctx)
+}
+
+// TestMetricsCountCached: the public /metrics counts jobs in the database
+// at most once per countCacheFor, whatever the number of scrapes.
+func TestMetricsCountCached(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		m := NewMetrics()
+		clock := fakeClock(m)
+		b := setup(t, backend, func(c *Config) { c.Metrics = m })
+		src := &countingCounter{client: b.client}
+		m.countFrom(src)
+		insert := func() {
+			_, err := b.client.Insert(ctx, docket.RawArgs{Type: "mail.send"}, &docket.InsertOpts{Queue: "mail"})
+			require.NoError(t, err)
+		}
+		scrape := func() string {
+			r := b.do(t, "", "GET", "/metrics", nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			return string(r.Body)
+		}
+		insert()
+		require.Contains(t, scrape(), `docket_jobs{queue="mail",state="QUEUED"} 1`)
+		insert()
+		clock.Add(int64(countCacheFor - time.Millisecond))
+		require.Contains(t, scrape(), `docket_jobs{queue="mail",state="QUEUED"} 1`, "served from the first count")
+		require.Equal(t, int32(1), src.calls.Load(), "two scrapes within the window, one count")
+
+		clock.Add(int64(time.Millisecond))
+		require.Contains(t, scrape(), `docket_jobs{queue="mail",state="QUEUED"} 2`)
+		require.Equal(t, int32(2), src.calls.Load(), "the window is over: counted again")
 	})
 }
 
