@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,8 +64,9 @@ over HTTP (the remote-worker protocol; the key needs role worker or admin).
 
 For each job, CMD runs with the job's payload on stdin and DOCKET_JOB_ID,
 DOCKET_JOB_TYPE, DOCKET_QUEUE, DOCKET_ATTEMPT and DOCKET_LEASE_ID in its
-environment (job id and attempt let it make its side effects idempotent).
-Its stdout, if not empty, must be JSON: the job's result. Its exit status:
+environment (job id and attempt let it make its side effects idempotent);
+the rest of the worker's environment is passed on, except DOCKET_API_KEY and
+DOCKET_ADMIN_KEY. Its stdout, if not empty, must be JSON: the job's result. Its exit status:
   0      the job succeeded
   75     the job failed and may be retried (EX_TEMPFAIL)
   other  the job failed for good (DEAD)
@@ -359,7 +361,7 @@ func (w *remoteWorker) execute(ctx context.Context, l lease) (json.RawMessage, *
 	stdout := &cappedBuffer{max: resultMaxBytes}
 	stderr := &tailBuffer{max: stderrTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(childEnviron(os.Environ()),
 		"DOCKET_JOB_ID="+l.JobID,
 		"DOCKET_JOB_TYPE="+l.JobType,
 		"DOCKET_QUEUE="+l.Queue,
@@ -394,6 +396,24 @@ func (w *remoteWorker) execute(ctx context.Context, l lease) (json.RawMessage, *
 		return nil, &execError{message: "the program's stdout is not JSON (the result must be): " + snippet}
 	}
 	return result, nil
+}
+
+// secretEnv names the variables of the worker's own environment that are
+// not passed to the programs it runs: the worker's API key is for the
+// worker, and a program has no business holding an admin key.
+var secretEnv = []string{"DOCKET_API_KEY", "DOCKET_ADMIN_KEY"}
+
+// childEnviron is environ (KEY=value entries) without the secretEnv
+// variables. Names are compared ignoring case, as Windows does.
+func childEnviron(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(secretEnv, func(s string) bool { return strings.EqualFold(s, name) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // heartbeat renews the lease every LeaseSeconds/3 until ctx ends, and stops

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -83,4 +85,27 @@ func TestDefaultWorkerIDIsAName(t *testing.T) {
 	for _, c := range id {
 		require.True(t, c < 128 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-:/", c)), "%q", id)
 	}
+}
+
+// TestExecEnvironment: the program gets the job's variables and the
+// worker's environment, but not the worker's API key nor an admin key.
+func TestExecEnvironment(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	t.Setenv("DOCKET_API_KEY", "dk_worker-secret")
+	t.Setenv("DOCKET_ADMIN_KEY", "admin-secret-0123456789")
+	t.Setenv("DOCKET_TEST_OTHER", "kept")
+	w := &remoteWorker{cfg: workerConfig{
+		Argv: []string{sh, "-c", `printf '{"api":"%s","admin":"%s","other":"%s","job":"%s"}' ` +
+			`"${DOCKET_API_KEY-unset}" "${DOCKET_ADMIN_KEY-unset}" "$DOCKET_TEST_OTHER" "$DOCKET_JOB_ID"`},
+		KillGrace: time.Second,
+	}}
+	out, execErr := w.execute(t.Context(), lease{LeaseID: "j1.1", JobID: "j1", JobType: "t", Queue: "q", Attempt: 1})
+	require.Nil(t, execErr)
+	require.JSONEq(t, `{"api":"unset","admin":"unset","other":"kept","job":"j1"}`, string(out))
+
+	require.Equal(t, []string{"A=1", "DOCKET_QUEUE=x", "B=docket_api_key="},
+		childEnviron([]string{"A=1", "DOCKET_API_KEY=k", "DOCKET_QUEUE=x", "docket_admin_key=k", "B=docket_api_key=", "DOCKET_ADMIN_KEY="}))
 }
