@@ -20,6 +20,7 @@ import (
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
 	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/webhook"
 )
 
 // serveConfig is every setting of docket serve. Each is a flag and an
@@ -51,6 +52,17 @@ type serveConfig struct {
 	NATSURL           string        // --nats-url, DOCKET_NATS_URL; default "" (embedded bus)
 	NATSDir           string        // --nats-dir, DOCKET_NATS_DIR; default "" (next to the SQLite file)
 	EventRetention    time.Duration // --event-retention, DOCKET_EVENT_RETENTION; default 24h
+
+	// Webhooks (docs/events.md).
+	WebhookPollInterval    time.Duration // --webhook-poll-interval, DOCKET_WEBHOOK_POLL_INTERVAL; default 1s
+	WebhookTimeout         time.Duration // --webhook-timeout, DOCKET_WEBHOOK_TIMEOUT; default 10s
+	WebhookBackoffBase     time.Duration // --webhook-backoff-base, DOCKET_WEBHOOK_BACKOFF_BASE; default 5s
+	WebhookBackoffMax      time.Duration // --webhook-backoff-max, DOCKET_WEBHOOK_BACKOFF_MAX; default 1h
+	WebhookMaxAttempts     int           // --webhook-max-attempts, DOCKET_WEBHOOK_MAX_ATTEMPTS; default 15
+	WebhookBreakerFailures int           // --webhook-breaker-failures, DOCKET_WEBHOOK_BREAKER_FAILURES; default 5
+	WebhookBreakerOpen     time.Duration // --webhook-breaker-open, DOCKET_WEBHOOK_BREAKER_OPEN; default 30s
+	WebhookAllowHosts      string        // --webhook-allow-hosts, DOCKET_WEBHOOK_ALLOW_HOSTS; default none
+	WebhookAllowAny        bool          // --webhook-allow-any, DOCKET_WEBHOOK_ALLOW_ANY; default false
 
 	// from names where each setting came from, by environment variable:
 	// "--flag" or "DOCKET_X"; absent for defaults.
@@ -92,6 +104,15 @@ var serveSettings = []setting{
 	{"nats-url", "DOCKET_NATS_URL", "", "external NATS server or cluster with JetStream for events, nats://host:4222 (default: an embedded server)", func(c *serveConfig) any { return &c.NATSURL }},
 	{"nats-dir", "DOCKET_NATS_DIR", "", "JetStream storage directory of the embedded NATS server (default: <SQLite file>-nats, or docket-nats with PostgreSQL)", func(c *serveConfig) any { return &c.NATSDir }},
 	{"event-retention", "DOCKET_EVENT_RETENTION", "24h", "how long published events are kept in the database for SSE resume (Last-Event-ID)", func(c *serveConfig) any { return &c.EventRetention }},
+	{"webhook-poll-interval", "DOCKET_WEBHOOK_POLL_INTERVAL", "1s", "how often the leader fans new events out to webhooks and looks for due deliveries", func(c *serveConfig) any { return &c.WebhookPollInterval }},
+	{"webhook-timeout", "DOCKET_WEBHOOK_TIMEOUT", "10s", "deadline of one webhook delivery request", func(c *serveConfig) any { return &c.WebhookTimeout }},
+	{"webhook-backoff-base", "DOCKET_WEBHOOK_BACKOFF_BASE", "5s", "delay after a failed webhook delivery attempt; doubles per attempt", func(c *serveConfig) any { return &c.WebhookBackoffBase }},
+	{"webhook-backoff-max", "DOCKET_WEBHOOK_BACKOFF_MAX", "1h", "cap of the webhook retry delay", func(c *serveConfig) any { return &c.WebhookBackoffMax }},
+	{"webhook-max-attempts", "DOCKET_WEBHOOK_MAX_ATTEMPTS", "15", "failed attempts after which a webhook delivery is DEAD", func(c *serveConfig) any { return &c.WebhookMaxAttempts }},
+	{"webhook-breaker-failures", "DOCKET_WEBHOOK_BREAKER_FAILURES", "5", "consecutive failures that open a webhook endpoint's circuit breaker", func(c *serveConfig) any { return &c.WebhookBreakerFailures }},
+	{"webhook-breaker-open", "DOCKET_WEBHOOK_BREAKER_OPEN", "30s", "how long an open breaker holds deliveries to its endpoint before one is tried", func(c *serveConfig) any { return &c.WebhookBreakerOpen }},
+	{"webhook-allow-hosts", "DOCKET_WEBHOOK_ALLOW_HOSTS", "", "webhook targets allowed besides loopback: comma-separated host names, *.domain, IPs or CIDRs", func(c *serveConfig) any { return &c.WebhookAllowHosts }},
+	{"webhook-allow-any", "DOCKET_WEBHOOK_ALLOW_ANY", "false", "let webhooks target any host (turns the SSRF guard off)", func(c *serveConfig) any { return &c.WebhookAllowAny }},
 }
 
 // rateLimit is a parsed DOCKET_RATE_LIMIT: N requests per Per; zero is off.
@@ -148,6 +169,11 @@ func parseInto(p any, v string) error {
 		}
 	case *rateLimit:
 		*p, err = parseRateLimit(v)
+	case *bool:
+		*p, err = strconv.ParseBool(v)
+		if err != nil {
+			err = fmt.Errorf("%q: must be true or false", v)
+		}
 	default:
 		panic(fmt.Sprintf("serve setting of unknown type %T", p))
 	}
@@ -181,6 +207,8 @@ func typeName(field any) string {
 		return "level"
 	case *rateLimit:
 		return "rate"
+	case *bool:
+		return "bool"
 	}
 	return "string"
 }
@@ -253,6 +281,21 @@ func (c *serveConfig) Validate() error {
 	} {
 		check(d.env, d.v > 0, "%v must be positive", d.v)
 	}
+	for _, d := range []struct {
+		env string
+		v   time.Duration
+	}{
+		{"DOCKET_WEBHOOK_POLL_INTERVAL", c.WebhookPollInterval}, {"DOCKET_WEBHOOK_TIMEOUT", c.WebhookTimeout},
+		{"DOCKET_WEBHOOK_BACKOFF_BASE", c.WebhookBackoffBase}, {"DOCKET_WEBHOOK_BREAKER_OPEN", c.WebhookBreakerOpen},
+	} {
+		check(d.env, d.v > 0, "%v must be positive", d.v)
+	}
+	check("DOCKET_WEBHOOK_BACKOFF_MAX", c.WebhookBackoffMax >= c.WebhookBackoffBase,
+		"%v must not be below DOCKET_WEBHOOK_BACKOFF_BASE (%v)", c.WebhookBackoffMax, c.WebhookBackoffBase)
+	check("DOCKET_WEBHOOK_MAX_ATTEMPTS", c.WebhookMaxAttempts >= 1 && c.WebhookMaxAttempts <= 1000, "%d must be between 1 and 1000", c.WebhookMaxAttempts)
+	check("DOCKET_WEBHOOK_BREAKER_FAILURES", c.WebhookBreakerFailures >= 1, "%d must be at least 1", c.WebhookBreakerFailures)
+	hostsErr := webhook.CheckAllowHosts(c.webhookAllowHosts())
+	check("DOCKET_WEBHOOK_ALLOW_HOSTS", hostsErr == nil, "%v", hostsErr)
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,
 		"%v must not be below DOCKET_RETRY_BACKOFF_BASE (%v)", c.RetryBackoffMax, c.RetryBackoffBase)
 	check("DOCKET_PRIORITY_AGING", c.PriorityAging >= 0, "%v must not be negative", c.PriorityAging)
@@ -293,6 +336,28 @@ func (c *serveConfig) busConfig(logger *slog.Logger) events.BusConfig {
 		}
 	}
 	return events.BusConfig{URL: c.NATSURL, Dir: dir, Logger: logger}
+}
+
+// webhookAllowHosts splits DOCKET_WEBHOOK_ALLOW_HOSTS.
+func (c *serveConfig) webhookAllowHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.WebhookAllowHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// webhookConfig is the webhook service's; it follows the worker's
+// leadership (same node id and term).
+func (c *serveConfig) webhookConfig(nodeID string) docket.WebhooksConfig {
+	return docket.WebhooksConfig{
+		NodeID: nodeID, LeaderTTL: c.LeaderTTL, PollInterval: c.WebhookPollInterval, Timeout: c.WebhookTimeout,
+		BackoffBase: c.WebhookBackoffBase, BackoffMax: c.WebhookBackoffMax, MaxAttempts: c.WebhookMaxAttempts,
+		BreakerFailures: c.WebhookBreakerFailures, BreakerOpen: c.WebhookBreakerOpen,
+		AllowHosts: c.webhookAllowHosts(), AllowAny: c.WebhookAllowAny, Retention: c.Retention,
+	}
 }
 
 func (c *serveConfig) logger(w io.Writer) *slog.Logger {
@@ -371,7 +436,17 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	if err := worker.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start maintenance: %w", err)
 	}
+	// Webhooks run while the worker leads; they stop before it resigns.
+	hooks, err := client.NewWebhooks(cfg.webhookConfig(worker.NodeID()))
+	if err == nil {
+		err = hooks.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		worker.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("start webhooks: %w", err)
+	}
 	stopWorker := func() {
+		hooks.Stop()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
 		worker.Stop(wctx)
@@ -383,6 +458,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		Handler: api.New(api.Config{
 			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
 			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client.DeadLetters(),
+			Webhooks:  hooks,
 			BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
 		}),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -249,6 +249,11 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"FieldError":          FieldError{},
 		"DeadLetter":          deadLetterView{},
 		"DeadLetterList":      deadLettersResponse{},
+		"WebhookRequest":      webhookRequest{},
+		"Webhook":             webhookView{},
+		"WebhookList":         webhooksResponse{},
+		"WebhookDelivery":     deliveryView{},
+		"WebhookDeliveryList": deliveriesResponse{},
 	} {
 		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
 		props, _ := s["properties"].(map[string]any)

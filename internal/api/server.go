@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/webhook"
 )
 
 // Defaults of Config.
@@ -52,6 +53,8 @@ type Config struct {
 	// no wakeup came. Defaults 15 s and 1 s.
 	EventHeartbeat time.Duration
 	EventPoll      time.Duration
+	// Webhooks serves /v1/webhooks; default none (503).
+	Webhooks *webhook.Service
 }
 
 // Server is the HTTP API.
@@ -128,6 +131,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.leaseRoutes()...)
 	s.routes = append(s.routes, s.eventRoutes()...)
 	s.routes = append(s.routes, s.deadLetterRoutes()...)
+	s.routes = append(s.routes, s.webhookRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler

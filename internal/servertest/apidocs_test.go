@@ -172,7 +172,7 @@ func TestAPIDocExamples(t *testing.T) {
 
 // variableFields differ from run to run: only their JSON type is compared.
 var variableFields = []string{
-	"jobId", "leaseId", "createdAt", "updatedAt", "scheduledAt", "finishedAt",
+	"id", "jobId", "leaseId", "createdAt", "updatedAt", "scheduledAt", "finishedAt",
 	"startedAt", "expiresAt", "leaseExpiresAt", "nextCursor", "detail", "durationMs",
 }
 

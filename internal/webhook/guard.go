@@ -155,7 +155,7 @@ type notAllowedError struct{ what string }
 
 func (e *notAllowedError) Error() string {
 	return e.what + " is not allowed: webhooks may reach loopback addresses and the hosts of " +
-		"DOCKET_WEBHOOK_ALLOW_HOSTS (DOCKET_WEBHOOK_ALLOW_ANY=1 lifts the limit)"
+		"DOCKET_WEBHOOK_ALLOW_HOSTS (DOCKET_WEBHOOK_ALLOW_ANY=true lifts the limit)"
 }
 
 func (e *notAllowedError) Is(target error) bool { return target == ErrHostNotAllowed }
@@ -207,4 +207,11 @@ func (g *guard) control(_, address string, _ syscall.RawConn) error {
 		return &notAllowedError{"address " + ap.Addr().String()}
 	}
 	return nil
+}
+
+// CheckAllowHosts reports the first entry of DOCKET_WEBHOOK_ALLOW_HOSTS that
+// is neither a host name, a "*.domain" wildcard, an IP address nor a CIDR.
+func CheckAllowHosts(hosts []string) error {
+	_, err := newGuard(hosts, false, nil)
+	return err
 }

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/webhook"
+)
+
+// withWebhooks gives the server a webhook service with short timings,
+// running until the test ends.
+func withWebhooks(t *testing.T) option {
+	return func(c *Config) {
+		svc, err := c.Client.NewWebhooks(docket.WebhooksConfig{
+			NodeID: "api-test", LeaderTTL: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+			BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, MaxAttempts: 2,
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		require.NoError(t, err)
+		require.NoError(t, svc.Start(context.Background()))
+		t.Cleanup(svc.Stop)
+		c.Webhooks = svc
+	}
+}
+
+const hookSecret = "0123456789abcdef-secret"
+
+func TestWebhooksCRUD(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, withWebhooks(t))
+		body := map[string]any{"url": "http://127.0.0.1:9/hook", "eventTypes": []string{"job.state_changed"}, "secret": hookSecret}
+
+		b.do(t, docket.RoleProducer, "POST", "/v1/webhooks", body).Problem(t, http.StatusForbidden)
+		b.do(t, docket.RoleViewer, "GET", "/v1/webhooks", nil).Problem(t, http.StatusForbidden)
+
+		r := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", body)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		require.NotContains(t, string(r.Body), hookSecret, "the secret is never shown")
+		var created webhookView
+		r.JSON(t, &created)
+		require.Equal(t, "http://127.0.0.1:9/hook", created.URL)
+		require.Equal(t, []string{"job.state_changed"}, created.EventTypes)
+		require.WithinDuration(t, time.Now(), created.CreatedAt, time.Minute)
+
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks/"+created.ID.String(), nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.NotContains(t, string(r.Body), hookSecret)
+		var got webhookView
+		r.JSON(t, &got)
+		require.Equal(t, created, got)
+
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		var list webhooksResponse
+		r.JSON(t, &list)
+		require.Len(t, list.Items, 1)
+		require.Equal(t, created.ID, list.Items[0].ID)
+
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks/"+created.ID.String()+"/deliveries", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.JSONEq(t, `{"items":[]}`, string(r.Body))
+
+		r = b.do(t, docket.RoleAdmin, "DELETE", "/v1/webhooks/"+created.ID.String(), nil)
+		require.Equal(t, http.StatusNoContent, r.Status)
+		require.Empty(t, r.Body)
+		b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks/"+created.ID.String(), nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleAdmin, "DELETE", "/v1/webhooks/"+created.ID.String(), nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks/"+created.ID.String()+"/deliveries", nil).Problem(t, http.StatusNotFound)
+		p := b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks/nope", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "webhookId", p.Errors[0].Field)
+	})
+}
+
+func TestWebhookValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0], withWebhooks(t))
+	for _, tc := range []struct {
+		body  string
+		field string
+	}{
+		{`{"eventTypes":["*"],"secret":"` + hookSecret + `"}`, "url"},
+		{`{"url":"ftp://127.0.0.1/x","eventTypes":["*"],"secret":"` + hookSecret + `"}`, "url"},
+		{`{"url":"not a url","eventTypes":["*"],"secret":"` + hookSecret + `"}`, "url"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":[],"secret":"` + hookSecret + `"}`, "eventTypes"},
+		{`{"url":"http://127.0.0.1/x","secret":"` + hookSecret + `"}`, "eventTypes"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":["job.progress","job.deleted"],"secret":"` + hookSecret + `"}`, "eventTypes[1]"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":["*"],"secret":"short"}`, "secret"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":["*"]}`, "secret"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":"*","secret":"` + hookSecret + `"}`, "eventTypes"},
+		{`{"url":"http://127.0.0.1/x","eventTypes":["*"],"secret":"` + hookSecret + `","allowAnyHost":true}`, "allowAnyHost"},
+		// Not loopback, not allowed: refused when subscribing (SSRF).
+		{`{"url":"http://10.0.0.1/x","eventTypes":["*"],"secret":"` + hookSecret + `"}`, "url"},
+		{`{"url":"http://169.254.169.254/latest/meta-data","eventTypes":["*"],"secret":"` + hookSecret + `"}`, "url"},
+	} {
+		p := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", tc.body).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 1, tc.body)
+		require.Equal(t, tc.field, p.Errors[0].Field, tc.body)
+	}
+	p := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks",
+		`{"url":"http://10.0.0.1/x","eventTypes":["*"],"secret":"`+hookSecret+`"}`).Problem(t, http.StatusBadRequest)
+	require.Contains(t, p.Detail, "url: host 10.0.0.1 is not allowed")
+	r := b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks", nil)
+	require.JSONEq(t, `{"items":[]}`, string(r.Body), "nothing was written")
+}
+
+func TestWebhookDeliveriesAndRedeliver(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, withWebhooks(t))
+		var (
+			mu   sync.Mutex
+			fail = true
+			got  []string
+		)
+		rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			defer mu.Unlock()
+			if err := webhook.Verify(hookSecret, r.Header.Get("X-Docket-Signature"), r.Header.Get("X-Docket-Timestamp"), body); err != nil {
+				t.Errorf("delivery %s: %v", r.Header.Get("X-Docket-Event-Id"), err)
+			}
+			got = append(got, r.Header.Get("X-Docket-Event-Id"))
+			if fail {
+				http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			}
+		}))
+		t.Cleanup(rc.Close)
+
+		r := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks",
+			map[string]any{"url": rc.URL, "eventTypes": []string{"*"}, "secret": hookSecret})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var hook webhookView
+		r.JSON(t, &hook)
+		sub := b.do(t, docket.RoleProducer, "POST", "/v1/jobs", map[string]any{"jobType": "email"})
+		require.Equal(t, http.StatusAccepted, sub.Status)
+
+		path := "/v1/webhooks/" + hook.ID.String() + "/deliveries"
+		var dead deliveryView
+		waitUntil(t, "the delivery to be DEAD", func() bool {
+			var list deliveriesResponse
+			b.do(t, docket.RoleAdmin, "GET", path+"?status=DEAD", nil).JSON(t, &list)
+			if len(list.Items) == 1 {
+				dead = *list.Items[0]
+			}
+			return len(list.Items) == 1
+		})
+		require.Equal(t, 2, dead.Attempts)
+		require.NotNil(t, dead.LastStatusCode)
+		require.Equal(t, http.StatusServiceUnavailable, *dead.LastStatusCode)
+		require.Contains(t, dead.LastError, "down for maintenance")
+		require.Nil(t, dead.NextAttemptAt)
+		require.NotNil(t, dead.FinishedAt)
+		require.NotNil(t, dead.LastAttemptAt)
+		require.Equal(t, "job.state_changed", dead.EventType)
+		require.Contains(t, string(dead.Event), `"id":"`+dead.EventID+`"`)
+
+		var pending deliveriesResponse
+		b.do(t, docket.RoleAdmin, "GET", path+"?status=PENDING", nil).JSON(t, &pending)
+		require.Empty(t, pending.Items)
+		b.do(t, docket.RoleAdmin, "GET", path+"?status=LOST", nil).Problem(t, http.StatusBadRequest)
+		b.do(t, docket.RoleAdmin, "GET", path+"?limit=0", nil).Problem(t, http.StatusBadRequest)
+
+		mu.Lock()
+		fail = false
+		mu.Unlock()
+		r = b.do(t, docket.RoleAdmin, "POST", fmt.Sprintf("%s/%s/redeliver", path, dead.ID), nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var again deliveryView
+		r.JSON(t, &again)
+		require.Equal(t, "PENDING", string(again.Status))
+		require.Zero(t, again.Attempts)
+		waitUntil(t, "the redelivery", func() bool {
+			var list deliveriesResponse
+			b.do(t, docket.RoleAdmin, "GET", path+"?status=DELIVERED", nil).JSON(t, &list)
+			return len(list.Items) == 1 && list.Items[0].Attempts == 1
+		})
+		mu.Lock()
+		require.Equal(t, []string{dead.EventID, dead.EventID, dead.EventID}, got)
+		mu.Unlock()
+
+		b.do(t, docket.RoleAdmin, "POST", path+"/"+hook.ID.String()+"/redeliver", nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleProducer, "POST", fmt.Sprintf("%s/%s/redeliver", path, dead.ID), nil).Problem(t, http.StatusForbidden)
+	})
+}
+
+func TestWebhooksUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	p := b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks", nil).Problem(t, http.StatusServiceUnavailable)
+	require.True(t, strings.Contains(p.Detail, "webhooks"))
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
