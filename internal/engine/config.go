@@ -22,11 +22,12 @@ const (
 	PruneIntervalDefault     = time.Minute
 	RetentionDefault         = 7 * 24 * time.Hour
 	PollIntervalDefault      = time.Second
+	FetchCooldownDefault     = 5 * time.Millisecond
 	LeaderTTLDefault         = 15 * time.Second
 	NodeHeartbeatDefault     = 10 * time.Second
 	FetchBatchDefault        = 200
 	CompleteBatchDefault     = 1000
-	CompleteIntervalDefault  = time.Millisecond
+	CompleteIntervalDefault  = 5 * time.Millisecond
 	RetryBackoffBaseDefault  = time.Second
 	RetryBackoffMaxDefault   = time.Hour
 	QueueWorkersDefault      = 10
@@ -63,11 +64,18 @@ type Config struct {
 	LeaderTTL time.Duration
 	// NodeHeartbeat: how often the node refreshes its row. Default 10 s.
 	NodeHeartbeat time.Duration
+	// FetchCooldown: least time between two acquisitions prompted by
+	// wakeups. An idle queue acquires at once on the first wakeup; a burst
+	// of single inserts then waits out the rest of the cooldown and is
+	// acquired by one query instead of one durable commit per job, which
+	// would take the fsyncs the inserts need. Default 5 ms.
+	FetchCooldown time.Duration
 	// FetchBatch: most jobs acquired per query. Default 200.
 	FetchBatch int
 	// CompleteBatch and CompleteInterval: completions are written when
 	// CompleteBatch are pending or CompleteInterval after the first of them.
-	// Defaults 1000 and 1 ms.
+	// Defaults 1000 and 5 ms (a commit per completion at a few hundred
+	// jobs/s would compete with the inserts for fsyncs).
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoff is the default retry policy (per-type policies override).
@@ -105,6 +113,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.PruneInterval, PruneIntervalDefault)
 	def(&c.Retention, RetentionDefault)
 	def(&c.PollInterval, PollIntervalDefault)
+	def(&c.FetchCooldown, FetchCooldownDefault)
 	def(&c.LeaderTTL, LeaderTTLDefault)
 	def(&c.NodeHeartbeat, NodeHeartbeatDefault)
 	def(&c.CompleteInterval, CompleteIntervalDefault)
@@ -147,6 +156,7 @@ func (c Config) Validate() error {
 		"SchedulerInterval": c.SchedulerInterval, "PruneInterval": c.PruneInterval,
 		"Retention": c.Retention, "PollInterval": c.PollInterval, "LeaderTTL": c.LeaderTTL,
 		"NodeHeartbeat": c.NodeHeartbeat, "CompleteInterval": c.CompleteInterval,
+		"FetchCooldown": c.FetchCooldown,
 	}
 	for name, d := range positive {
 		if d < 0 {

@@ -108,6 +108,7 @@ func (p *producer) run(ctx context.Context) {
 	// so one query serves many slots instead of one query per completion.
 	refill := max(1, batch/2)
 	backlog := false
+	var last time.Time // start of the last fetch
 	for {
 		free := p.free()
 		fetch := false
@@ -134,7 +135,19 @@ func (p *producer) run(ctx context.Context) {
 					continue
 				}
 			}
+			// Debounce: within the cooldown of the last fetch, wait for
+			// the rest of it; wakeups meanwhile are folded into this fetch.
+			if wait := p.e.cfg.FetchCooldown - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		}
+		last = time.Now()
 		want := min(p.free(), batch)
 		n := p.fetch(ctx, want)
 		backlog = n > 0 && n == want
