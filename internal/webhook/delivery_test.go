@@ -254,3 +254,42 @@ func TestFanOutRowCommittedLate(t *testing.T) {
 	}
 	require.ElementsMatch(t, all, got)
 }
+
+// Two processes share the database: only the leader fans out and sends,
+// so each event is delivered once; when the leader stops, the other takes
+// over within a leadership term.
+func TestLeaderOnlyAndFailover(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		other, err := New(testConfig(b.st))
+		require.NoError(t, err)
+		rc := newReceiver(t, nil)
+		w := b.subscribe(t, rc.srv.URL)
+		b.start(t)
+		require.NoError(t, other.Start(b.ctx))
+		t.Cleanup(other.Stop)
+
+		waitFor(t, "a leader", func() bool { return b.svc.Leading() || other.Leading() })
+		b.insertJobs(t, 3)
+		b.waitStates(t, w, 3, store.DeliveryDelivered)
+		require.Len(t, rc.requests(), 3, "one request per event")
+		// A leader that misses a renewal leads on until its next attempt
+		// shows it lost the term: a moment of two is harmless (fan-out and
+		// claims are idempotent), and settles to one.
+		waitFor(t, "exactly one leader", func() bool { return b.svc.Leading() != other.Leading() })
+
+		b.svc.Stop()
+		other.Stop()
+		// Whichever led is stopped; a new process takes over once the term
+		// it left behind runs out.
+		third, err := New(testConfig(b.st))
+		require.NoError(t, err)
+		require.NoError(t, third.Start(b.ctx))
+		t.Cleanup(third.Stop)
+		b.insertJobs(t, 2)
+		b.waitStates(t, w, 5, store.DeliveryDelivered)
+		require.Len(t, rc.requests(), 5)
+		waitFor(t, "the new leader", third.Leading)
+	})
+}

@@ -177,6 +177,14 @@ func (s *Service) stopLeading() {
 	s.leading = false
 }
 
+// Leading reports whether this node runs the dispatcher and the delivery
+// worker now.
+func (s *Service) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}
+
 // notify wakes the delivery worker (without blocking).
 func (s *Service) notify() {
 	select {
