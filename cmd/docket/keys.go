@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net/url"
+	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +22,11 @@ func keysCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Create, list and revoke API keys (works on the database directly)",
+		Long: `Create, list and revoke API keys, working on the database directly.
+
+The database must exist and be migrated (docket serve migrates on start, or
+run docket migrate up): these commands never create or migrate one, so a
+mistyped --database-url fails instead of making a new database.`,
 	}
 
 	create := &cobra.Command{
@@ -27,7 +38,7 @@ func keysCommand() *cobra.Command {
 	role := create.Flags().String("role", "", "admin, producer, worker or viewer (required)")
 	name := create.Flags().String("name", "", "who or what the key is for (required)")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := openClient(cmd.Context(), *createURL, true, slog.LevelWarn)
+		client, err := openMigrated(cmd.Context(), *createURL)
 		if err != nil {
 			return err
 		}
@@ -45,7 +56,7 @@ func keysCommand() *cobra.Command {
 	list := &cobra.Command{Use: "list", Short: "List API keys", Args: cobra.NoArgs}
 	listURL := databaseURLFlag(list, docket.DatabaseURLDefault)
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := openClient(cmd.Context(), *listURL, true, slog.LevelWarn)
+		client, err := openMigrated(cmd.Context(), *listURL)
 		if err != nil {
 			return err
 		}
@@ -73,7 +84,7 @@ func keysCommand() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("key id %q: not a UUID (see docket keys list)", args[0])
 		}
-		client, err := openClient(cmd.Context(), *revokeURL, true, slog.LevelWarn)
+		client, err := openMigrated(cmd.Context(), *revokeURL)
 		if err != nil {
 			return err
 		}
@@ -86,4 +97,43 @@ func keysCommand() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
+}
+
+// openMigrated opens the database at databaseURL for a keys command without
+// creating or migrating it: a mistyped URL must not make a new database, nor
+// a newer CLI migrate a database its servers are still using. It fails when
+// a migration is pending.
+func openMigrated(ctx context.Context, databaseURL string) (*docket.Client, error) {
+	shown := displayURL(databaseURL)
+	if path, ok := strings.CutPrefix(databaseURL, "sqlite:"); ok {
+		path = strings.TrimPrefix(path, "//")
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("there is no database at %s: check --database-url (docket serve or docket migrate up creates it)", shown)
+		}
+	}
+	client, err := openClient(ctx, databaseURL, false, slog.LevelWarn)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := client.MigrationStatus(ctx)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("read the migrations of the database at %s: %w", shown, err)
+	}
+	for _, m := range ms {
+		if !m.Applied {
+			_ = client.Close()
+			return nil, fmt.Errorf("the database at %s is not migrated (migration %04d_%s is pending): run docket migrate up",
+				shown, m.Version, m.Name)
+		}
+	}
+	return client, nil
+}
+
+// displayURL is a database URL fit for messages: without its password.
+func displayURL(databaseURL string) string {
+	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return databaseURL
 }

@@ -154,6 +154,9 @@ func TestServeBackends(t *testing.T) {
 func TestServeAdminKeyImport(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// docket keys never creates nor migrates the database.
+	migrate := servertest.Run(t, dir, nil, "migrate", "up")
+	require.Equal(t, 0, migrate.Code, migrate.Stderr)
 	servertest.CreateKey(t, dir, "", "viewer", "someone")
 	admin := servertest.NewAdminKey()
 	opts := servertest.Options{Dir: dir, Env: map[string]string{"DOCKET_ADMIN_KEY": admin}}

@@ -290,7 +290,8 @@ func (s *Server) CreateKey(t testing.TB, role, name string) string {
 
 // CreateKey runs `docket keys create --role role --name name` in dir on
 // databaseURL ("" for the default) and returns the secret: the last line of
-// its stdout.
+// its stdout. The database must be migrated (docket keys never migrates):
+// start a server on it first, or run docket migrate up.
 func CreateKey(t testing.TB, dir, databaseURL, role, name string) string {
 	t.Helper()
 	args := []string{"keys", "create", "--role", role, "--name", name}

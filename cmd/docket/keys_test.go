@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// runDocket runs the docket command in-process with args and returns its
+// stdout.
+func runDocket(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := rootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+// TestKeysNeverMigrate: docket keys works on a migrated database only; it
+// neither creates nor migrates one.
+func TestKeysNeverMigrate(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			u := backend.URL(t)
+			if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
+				// A mistyped path makes no database.
+				_, err := runDocket(t, "keys", "list", "--database-url", u)
+				require.ErrorContains(t, err, "there is no database at "+u)
+				_, statErr := os.Stat(path)
+				require.ErrorIs(t, statErr, os.ErrNotExist, "keys list created the database")
+				// An existing but empty one is not migrated.
+				c, err := docket.NewClient(context.Background(), docket.Config{DatabaseURL: u})
+				require.NoError(t, err)
+				require.NoError(t, c.Close())
+			}
+			for _, args := range [][]string{
+				{"keys", "list"},
+				{"keys", "create", "--role", "admin", "--name", "ops"},
+				{"keys", "revoke", "0190a6e4-7c5b-7000-8000-000000000000"},
+			} {
+				_, err := runDocket(t, append(args, "--database-url", u)...)
+				require.ErrorContains(t, err, "is not migrated", args)
+				require.ErrorContains(t, err, "run docket migrate up", args)
+			}
+			c, err := docket.NewClient(context.Background(), docket.Config{DatabaseURL: u})
+			require.NoError(t, err)
+			ms, err := c.MigrationStatus(context.Background())
+			require.NoError(t, err)
+			for _, m := range ms {
+				require.False(t, m.Applied, "keys applied migration %d", m.Version)
+			}
+			require.NoError(t, c.Close())
+
+			_, err = runDocket(t, "migrate", "up", "--database-url", u)
+			require.NoError(t, err)
+			out, err := runDocket(t, "keys", "create", "--role", "admin", "--name", "ops", "--database-url", u)
+			require.NoError(t, err)
+			require.Contains(t, out, "created key")
+			out, err = runDocket(t, "keys", "list", "--database-url", u)
+			require.NoError(t, err)
+			require.Contains(t, out, "ops")
+		})
+	}
+}
+
+func TestDisplayURLHidesPassword(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://u:xxxxx@db:5432/docket", displayURL("postgres://u:secret@db:5432/docket"))
+	require.Equal(t, "sqlite:docket.db", displayURL("sqlite:docket.db"))
+}
