@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -125,6 +126,10 @@ type HandlerOpts struct {
 // any); Fatal(err) records DEAD; any other error or a panic records RETRY
 // (DEAD once attempts are used up). ctx carries the attempt's deadline and is
 // canceled with cause ErrCancelRequested when the job is canceled.
+//
+// Handlers are registered before Start (or after Stop, for the next Start):
+// AddHandler on a running worker panics, as registering while jobs are being
+// taken is a programming error (the new type's queue would not be worked).
 func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) error, opts ...HandlerOpts) {
 	var zero T
 	typ := zero.JobType()
@@ -148,6 +153,9 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.engine != nil {
+		panic(fmt.Sprintf("docket: AddHandler for job type %q on a running worker: register handlers before Start", typ))
+	}
 	w.handlers[typ] = h
 }
 
@@ -169,7 +177,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	cfg.Queues = queues
-	e, err := engine.New(w.client.store, cfg, w.handlers)
+	// The engine gets its own copy: handlers added after a Stop are for the
+	// next Start, never seen by a running engine.
+	e, err := engine.New(w.client.store, cfg, maps.Clone(w.handlers))
 	if err != nil {
 		return err
 	}

@@ -483,3 +483,34 @@ func TestPausedQueueIsNotWorked(t *testing.T) {
 		b.waitState(t, res.Job.ID, docket.JobStateSuccess)
 	})
 }
+
+// TestAddHandlerWhileRunningPanics: handlers are registered before Start;
+// registering on a running worker panics (rather than racing the engine for
+// its map, with the new type's queue never worked). After Stop, a handler
+// added is worked from the next Start.
+func TestAddHandlerWhileRunningPanics(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error { return nil })
+		require.NoError(t, b.worker.Start(ctx))
+		require.PanicsWithValue(t,
+			`docket: AddHandler for job type "test.fatal" on a running worker: register handlers before Start`,
+			func() {
+				docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[fatalArgs]) error { return nil })
+			})
+		echo, err := b.client.Insert(ctx, echoArgs{}, nil)
+		require.NoError(t, err)
+		b.waitState(t, echo.Job.ID, docket.JobStateSuccess)
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		b.worker.Stop(stopCtx)
+
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[fatalArgs]) error { return nil })
+		b.start(t)
+		fatal, err := b.client.Insert(ctx, fatalArgs{}, nil)
+		require.NoError(t, err)
+		b.waitState(t, fatal.Job.ID, docket.JobStateSuccess)
+	})
+}
