@@ -282,11 +282,23 @@ func TestRelayPrunesPublishedRows(t *testing.T) {
 	eventually(t, 30*time.Second, "published", func() bool { return unpublished(t, st) == 0 })
 	total := len(expected(t, st))
 	require.NotZero(t, total)
+	rows, err := st.OutboxList(t.Context(), &store.OutboxListParams{})
+	require.NoError(t, err)
+	var ids []int64
+	for _, row := range rows {
+		ids = append(ids, row.ID)
+	}
+	// Rows are kept until webhook fan-out is done with them too.
+	_, err = st.WebhookFanOut(t.Context(), &store.WebhookFanOutParams{OutboxIDs: ids[1:], Now: clock()})
+	require.NoError(t, err)
 	now.Add(int64(2 * time.Hour))
-	// Everything but the newest row goes.
+	// Everything fanned out but the newest row goes.
 	eventually(t, 30*time.Second, "pruned", func() bool {
 		rows, err := st.OutboxList(t.Context(), &store.OutboxListParams{})
 		require.NoError(t, err)
-		return len(rows) == 1
+		return len(rows) == 2
 	})
+	rows, err = st.OutboxList(t.Context(), &store.OutboxListParams{})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[0], ids[len(ids)-1]}, []int64{rows[0].ID, rows[1].ID})
 }

@@ -38,7 +38,8 @@ type OutboxStore interface {
 	OutboxLastSeq(ctx context.Context) (int64, error)
 	// OutboxDeletePublished deletes up to Max rows published before
 	// PublishedBefore, oldest first. Unpublished rows are never deleted,
-	// nor is the newest published row: numbering goes on after it.
+	// nor rows not fanned out to webhooks yet (see WebhookStore), nor the
+	// newest published row: numbering goes on after it.
 	OutboxDeletePublished(ctx context.Context, p *OutboxDeletePublishedParams) (int, error)
 }
 

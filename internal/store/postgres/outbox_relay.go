@@ -159,13 +159,14 @@ func (s *Store) OutboxListPublished(ctx context.Context, p *store.OutboxListPubl
 
 // OutboxDeletePublished implements store.Store: oldest first along the
 // publish_seq index. The newest published row is kept, so numbering goes on
-// after it and a reader waiting past it misses nothing.
+// after it and a reader waiting past it misses nothing; so is a row whose
+// webhook deliveries are not made yet (webhooks_at, migration 0005).
 func (s *Store) OutboxDeletePublished(ctx context.Context, p *store.OutboxDeletePublishedParams) (int, error) {
 	tag, err := s.pool.Exec(ctx, `
 		DELETE FROM docket_outbox
 		WHERE id = ANY(ARRAY(
 			SELECT id FROM docket_outbox
-			WHERE publish_seq IS NOT NULL AND published_at < $1
+			WHERE publish_seq IS NOT NULL AND published_at < $1 AND webhooks_at IS NOT NULL
 			  AND publish_seq < (SELECT max(publish_seq) FROM docket_outbox)
 			ORDER BY publish_seq
 			LIMIT $2))`, dbTime(p.PublishedBefore), limitOrNull(p.Max))

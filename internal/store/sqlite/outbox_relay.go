@@ -165,13 +165,14 @@ func (s *Store) OutboxListPublished(ctx context.Context, p *store.OutboxListPubl
 
 // OutboxDeletePublished implements store.Store: oldest first along the
 // publish_seq index. The newest published row is kept, so numbering goes on
-// after it and a reader waiting past it misses nothing.
+// after it and a reader waiting past it misses nothing; so is a row whose
+// webhook deliveries are not made yet (webhooks_at, migration 0005).
 func (s *Store) OutboxDeletePublished(ctx context.Context, p *store.OutboxDeletePublishedParams) (int, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM docket_outbox WHERE id IN (
 			SELECT id FROM docket_outbox INDEXED BY docket_outbox_publish_seq
-			WHERE publish_seq IS NOT NULL AND published_at < ?
+			WHERE publish_seq IS NOT NULL AND published_at < ? AND webhooks_at IS NOT NULL
 			  AND publish_seq < (SELECT max(publish_seq) FROM docket_outbox)
 			ORDER BY publish_seq LIMIT ?)`, micros(p.PublishedBefore), limit(p.Max))
 		if err != nil {

@@ -194,7 +194,13 @@ func testOutboxRelay(t *testing.T, open opener) {
 		b.markPublished(t, at(time.Minute), ids[0], ids[1])
 		b.markPublished(t, at(time.Hour), ids[2])
 		// ids[3] and ids[4] stay unpublished: never deleted.
-		n, err := b.s.OutboxDeletePublished(b.ctx, &store.OutboxDeletePublishedParams{PublishedBefore: at(2 * time.Hour), Max: 1})
+		// A row is kept until its webhook deliveries are made too.
+		n, err := b.s.OutboxDeletePublished(b.ctx, &store.OutboxDeletePublishedParams{PublishedBefore: at(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Zero(t, n, "not fanned out to webhooks")
+		_, err = b.s.WebhookFanOut(b.ctx, &store.WebhookFanOutParams{OutboxIDs: ids, Now: at(time.Minute)})
+		require.NoError(t, err)
+		n, err = b.s.OutboxDeletePublished(b.ctx, &store.OutboxDeletePublishedParams{PublishedBefore: at(2 * time.Hour), Max: 1})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, []int64{ids[1], ids[2]}, b.history(t, store.OutboxListPublishedParams{}))
