@@ -1,8 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +141,47 @@ func TestHealthzDatabaseDown(t *testing.T) {
 		var h healthResponse
 		r.JSON(t, &h)
 		require.Equal(t, "unavailable", h.Status)
+		require.Equal(t, "unreachable", h.Database)
 	})
+}
+
+// TestHealthzHidesDatabaseError: the public /healthz says the database is
+// unreachable, not why (the driver's error names host, user and database);
+// the log says why.
+func TestHealthzHidesDatabaseError(t *testing.T) {
+	t.Parallel()
+	client, err := docket.NewClient(context.Background(), docket.Config{
+		DatabaseURL: "postgres://secret_user:pw@127.0.0.1:1/secret_db?connect_timeout=1",
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	var logs syncBuffer
+	srv := httptest.NewServer(New(Config{Client: client, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL + "/healthz")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, string(body))
+	require.JSONEq(t, `{"status":"unavailable","database":"unreachable","backend":"postgres"}`, string(body))
+	require.Contains(t, logs.String(), "secret_user", "the log says why")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
