@@ -234,7 +234,9 @@ func (b *Bus) publish(ctx context.Context, evs []Envelope) error {
 			return fmt.Errorf("encode event %s: %w", evs[i].ID, err)
 		}
 		msg := &nats.Msg{Subject: NATSSubject(evs[i].Type), Data: data}
-		f, err := b.js.PublishMsgAsync(msg, jetstream.WithMsgID(evs[i].ID), jetstream.WithExpectStream(StreamName))
+		// More than the pending limit waits for acks, up to the timeout.
+		f, err := b.js.PublishMsgAsync(msg, jetstream.WithMsgID(evs[i].ID), jetstream.WithExpectStream(StreamName),
+			jetstream.WithStallWait(b.cfg.PublishTimeout))
 		if err != nil {
 			return fmt.Errorf("publish event %s: %w", evs[i].ID, err)
 		}

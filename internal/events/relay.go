@@ -25,6 +25,7 @@ const (
 const (
 	RelayPollIntervalDefault  = 200 * time.Millisecond
 	RelayBatchDefault         = 200
+	RelayBatchEventsDefault   = 5000
 	RelayRetentionDefault     = 24 * time.Hour
 	RelayPruneIntervalDefault = time.Minute
 	RelayBackoffBaseDefault   = 100 * time.Millisecond
@@ -39,9 +40,12 @@ type RelayConfig struct {
 	// wakeup came. Wakeups come with inserted jobs; other state changes
 	// (acquire, finish) are found by this poll. Default 200 ms.
 	PollInterval time.Duration
-	// Batch: most outbox rows published per round (each row may fan out
-	// into many events). Default 200.
+	// Batch: most outbox rows published per round. Default 200.
 	Batch int
+	// BatchEvents: a round stops taking rows once it has this many events
+	// (one row of a large batch of jobs fans out into many); it always
+	// takes at least one row. Default 5000.
+	BatchEvents int
 	// Retention: published rows are kept this long for the event history
 	// (SSE resume), then pruned every PruneInterval. Defaults 24 h and 1 min.
 	Retention     time.Duration
@@ -78,6 +82,9 @@ func (c RelayConfig) WithDefaults() RelayConfig {
 	}
 	if c.Batch <= 0 {
 		c.Batch = RelayBatchDefault
+	}
+	if c.BatchEvents <= 0 {
+		c.BatchEvents = RelayBatchEventsDefault
 	}
 	if c.BreakerTrip == 0 {
 		c.BreakerTrip = RelayBreakerTripDefault
@@ -216,7 +223,7 @@ func (r *Relay) run(ctx context.Context) {
 			r.prune(ctx)
 			nextPrune = time.Now().Add(r.cfg.PruneInterval)
 		}
-		n, err := r.Round(ctx)
+		_, more, err := r.round(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -237,8 +244,8 @@ func (r *Relay) run(ctx context.Context) {
 			failures = 0
 			r.setErr(nil)
 		}
-		if n == r.cfg.Batch {
-			continue // more may be waiting
+		if more {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -251,30 +258,41 @@ func (r *Relay) run(ctx context.Context) {
 // Round publishes one batch of unpublished rows and marks them published.
 // It returns how many rows it published.
 func (r *Relay) Round(ctx context.Context) (int, error) {
+	n, _, err := r.round(ctx)
+	return n, err
+}
+
+// round is Round, also telling whether more rows may be waiting.
+func (r *Relay) round(ctx context.Context) (n int, more bool, err error) {
 	rows, err := r.store.OutboxListUnpublished(ctx, &store.OutboxListUnpublishedParams{Limit: r.cfg.Batch})
 	if err != nil || len(rows) == 0 {
-		return 0, err
+		return 0, false, err
 	}
-	var evs []Envelope
-	ids := make([]int64, len(rows))
-	for i, row := range rows {
-		ids[i] = row.ID
+	var (
+		evs []Envelope
+		ids []int64
+	)
+	for _, row := range rows {
 		ev, err := expandOrRaw(row)
 		if err != nil {
 			r.log.Error("outbox row does not decode; published as it is", "outbox_id", row.ID, attrError, err)
 		}
+		if len(ids) > 0 && len(evs)+len(ev) > r.cfg.BatchEvents {
+			break // the rest next round, in order
+		}
+		ids = append(ids, row.ID)
 		evs = append(evs, ev...)
 	}
 	_, err = r.breaker.Execute(func() (struct{}, error) {
 		return struct{}{}, r.pub.Publish(ctx, evs)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("publish %d events of %d outbox rows: %w", len(evs), len(rows), err)
+		return 0, false, fmt.Errorf("publish %d events of %d outbox rows: %w", len(evs), len(ids), err)
 	}
 	if _, err := r.store.OutboxMarkPublished(ctx, &store.OutboxMarkPublishedParams{IDs: ids, Now: r.cfg.Now()}); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return len(rows), nil
+	return len(ids), len(ids) < len(rows) || len(rows) == r.cfg.Batch, nil
 }
 
 // prune deletes published rows past retention.

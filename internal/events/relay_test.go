@@ -154,8 +154,9 @@ func TestRelayPublishesEveryEventOnceInCommitOrder(t *testing.T) {
 			st := relayStore(t, backend)
 			n := startNATS(t)
 			bus := openBus(t, n.URL())
-			// Small batches: many rounds while the work goes on.
-			relay := startRelay(t, st, bus, events.RelayConfig{Batch: 7})
+			// Small batches (rows of more events than BatchEvents go alone): many
+			// rounds while the work goes on.
+			relay := startRelay(t, st, bus, events.RelayConfig{Batch: 7, BatchEvents: 5})
 			require.NoError(t, workload(t.Context(), st, 4, 20))
 			eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, st) == 0 })
 			relay.Stop()
