@@ -39,10 +39,13 @@ func (r Role) Valid() bool {
 // APIKey is a key of the HTTP API. Only a hash of its secret is stored; the
 // secret is shown once, when the key is created.
 type APIKey struct {
-	ID        uuid.UUID
-	Name      string
-	Role      Role
-	Prefix    string // the first characters of the secret, to recognise it
+	ID   uuid.UUID
+	Name string
+	Role Role
+	// Prefix is the first characters of the secret, to recognise it: 8 of
+	// a generated secret ("dk_" and 5 random ones), at most 4 of an
+	// imported one (an operator's secret may be a passphrase).
+	Prefix    string
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is valid
 }
@@ -85,13 +88,36 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string, role Role) (stri
 	if err != nil {
 		return "", nil, err
 	}
-	k, err := c.ImportAPIKey(ctx, name, role, secret)
+	k, err := c.insertAPIKey(ctx, name, role, secret, generatedPrefixLen)
 	return secret, k, err
 }
+
+// How much of a secret is kept as the key's Prefix.
+const (
+	generatedPrefixLen = 8 // "dk_" and 5 of the random characters
+	importedPrefixLen  = 4 // of a secret chosen by an operator
+)
 
 // ImportAPIKey records a key with a secret chosen by the operator (such as
 // DOCKET_ADMIN_KEY). Importing a secret that exists returns ErrDuplicate.
 func (c *Client) ImportAPIKey(ctx context.Context, name string, role Role, secret string) (*APIKey, error) {
+	return c.insertAPIKey(ctx, name, role, secret, importedPrefixLen)
+}
+
+// prefixOf is the first n characters of secret (whole UTF-8 sequences).
+func prefixOf(secret string, n int) string {
+	for i := range secret {
+		if n == 0 {
+			return secret[:i]
+		}
+		n--
+	}
+	return secret
+}
+
+// insertAPIKey records a key for secret, keeping its first prefixLen
+// characters as the Prefix.
+func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secret string, prefixLen int) (*APIKey, error) {
 	if !role.Valid() {
 		return nil, &ValidationError{Field: "role", Message: "must be admin, producer, worker or viewer"}
 	}
@@ -106,7 +132,7 @@ func (c *Client) ImportAPIKey(ctx context.Context, name string, role Role, secre
 		return nil, err
 	}
 	k, err := c.store.APIKeyInsert(ctx, &store.APIKeyInsertParams{
-		ID: id, Name: name, Role: string(role), Prefix: secret[:min(8, len(secret))],
+		ID: id, Name: name, Role: string(role), Prefix: prefixOf(secret, prefixLen),
 		SecretHash: hashSecret(secret), Now: c.cfg.Now(),
 	})
 	if err != nil {

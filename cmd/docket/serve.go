@@ -514,20 +514,28 @@ const bootstrapKeyName = "bootstrap"
 // printed once, alone on the last line of stdout. Two processes starting at
 // once on an empty database may both generate one: each prints its own and
 // both work (revoke the spare with docket keys revoke).
+//
+// Changing DOCKET_ADMIN_KEY does not revoke the key of its previous value
+// (nor the key generated on first start): while DOCKET_ADMIN_KEY is set,
+// every start warns about the other valid keys named "bootstrap", by id.
 func bootstrapKeys(ctx context.Context, client *docket.Client, adminKey string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	if adminKey != "" {
 		k, err := client.ImportAPIKey(ctx, bootstrapKeyName, docket.RoleAdmin, adminKey)
 		switch {
 		case errors.Is(err, docket.ErrDuplicate):
-			if _, err := client.AuthenticateAPIKey(ctx, adminKey); errors.Is(err, docket.ErrNotFound) {
+			k, err = client.AuthenticateAPIKey(ctx, adminKey)
+			switch {
+			case errors.Is(err, docket.ErrNotFound):
 				logger.Warn("DOCKET_ADMIN_KEY was revoked: it does not authenticate; set another or unset it")
+			case err != nil:
+				return fmt.Errorf("look up DOCKET_ADMIN_KEY: %w", err)
 			}
-			return nil
 		case err != nil:
 			return fmt.Errorf("import DOCKET_ADMIN_KEY: %w", err)
+		default:
+			logger.Info("imported DOCKET_ADMIN_KEY as admin key", "key_id", k.ID.String(), "name", k.Name)
 		}
-		logger.Info("imported DOCKET_ADMIN_KEY as admin key", "key_id", k.ID.String(), "name", k.Name)
-		return nil
+		return warnOtherBootstrapKeys(ctx, client, k, logger)
 	}
 	keys, err := client.APIKeys(ctx)
 	if err != nil {
@@ -542,5 +550,27 @@ func bootstrapKeys(ctx context.Context, client *docket.Client, adminKey string, 
 	}
 	fmt.Fprintf(stderr, "docket: no API key existed, so admin key %s (%q) was created; its secret is the last line of stdout and is not shown again\n", k.ID, k.Name)
 	fmt.Fprintln(stdout, secret)
+	return nil
+}
+
+// warnOtherBootstrapKeys warns about the valid keys named "bootstrap" other
+// than current (the key of DOCKET_ADMIN_KEY; nil when it was revoked): keys
+// of a previous DOCKET_ADMIN_KEY, or generated on first start, which still
+// authenticate. It revokes nothing: the operator decides.
+func warnOtherBootstrapKeys(ctx context.Context, client *docket.Client, current *docket.APIKey, logger *slog.Logger) error {
+	keys, err := client.APIKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("list API keys: %w", err)
+	}
+	var others []string
+	for _, k := range keys {
+		if k.Name == bootstrapKeyName && k.RevokedAt.IsZero() && (current == nil || k.ID != current.ID) {
+			others = append(others, k.ID.String())
+		}
+	}
+	if len(others) > 0 {
+		logger.Warn("other bootstrap admin keys are still valid (a previous DOCKET_ADMIN_KEY, or the key generated on first start): "+
+			"revoke each one no longer needed with docket keys revoke KEY-ID", "key_ids", others)
+	}
 	return nil
 }
