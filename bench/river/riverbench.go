@@ -46,7 +46,7 @@ func ParseFlags() (*Flags, error) {
 	flag.IntVar(&f.Config.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertManyFast call")
 	flag.IntVar(&f.Config.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertManyFast calls in flight at once")
 	flag.DurationVar(&f.Config.Interval, "interval", bench.IntervalDefault, "progress and sample period")
-	flag.IntVar(&f.Workers, "workers", 1000, "MaxWorkers of the queue")
+	flag.IntVar(&f.Workers, "workers", 5000, "MaxWorkers of the queue")
 	flag.IntVar(new(int), "batch", 0, "ignored: River fetches up to its free worker slots")
 	flag.DurationVar(&f.FetchCooldown, "fetch-cooldown", 0, "River FetchCooldown (0: River's default, 100ms)")
 	flag.DurationVar(&f.FetchPoll, "fetch-poll-interval", 0, "River FetchPollInterval (0: River's default, 1s)")

@@ -15,7 +15,11 @@ import (
 
 // benchWorkersDefault is the handler slots of `docket bench`: no-op jobs
 // need many slots to keep the database busy.
-const benchWorkersDefault = 1000
+const benchWorkersDefault = 5000
+
+// benchBatchDefault is the most jobs one acquisition takes: with thousands
+// of slots, large batches keep the statements per job low.
+const benchBatchDefault = 2000
 
 func benchCommand() *cobra.Command {
 	var (
@@ -58,7 +62,7 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&cfg.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertMany calls in flight at once")
 	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
 	f.IntVar(&workers, "workers", benchWorkersDefault, "handlers running at once")
-	f.IntVar(&batch, "batch", 0, "most jobs acquired per query (0: the worker default)")
+	f.IntVar(&batch, "batch", benchBatchDefault, "most jobs acquired per query")
 	f.IntVar(&flush, "complete-batch", 0, "most completions written per statement (0: the worker default)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
