@@ -88,6 +88,7 @@ type Bus struct {
 	cfg BusConfig
 	log *slog.Logger
 	srv *server.Server // nil with an external URL
+	unlock func()      // of the embedded server's storage
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
@@ -125,6 +126,9 @@ func OpenBus(ctx context.Context, cfg BusConfig) (*Bus, error) {
 	}
 	var err error
 	if cfg.URL == "" {
+		if b.unlock, err = lockDir(cfg.Dir); err != nil {
+			return nil, err
+		}
 		b.srv, err = server.NewServer(&server.Options{
 			ServerName: "docket-embedded",
 			DontListen: true,
@@ -134,11 +138,12 @@ func OpenBus(ctx context.Context, cfg BusConfig) (*Bus, error) {
 			NoLog:      true,
 		})
 		if err != nil {
+			b.unlock()
 			return nil, fmt.Errorf("embedded NATS server: %w", err)
 		}
 		b.srv.Start()
 		if !b.srv.ReadyForConnections(embeddedStartTimeout) {
-			b.srv.Shutdown()
+			b.shutdownServer()
 			return nil, fmt.Errorf("embedded NATS server (storage %s) did not start within %v", cfg.Dir, embeddedStartTimeout)
 		}
 		opts = append(opts, nats.InProcessServer(b.srv))
@@ -287,5 +292,10 @@ func (b *Bus) shutdownServer() {
 	if b.srv != nil {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
+		b.srv = nil
+	}
+	if b.unlock != nil {
+		b.unlock()
+		b.unlock = nil
 	}
 }

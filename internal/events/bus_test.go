@@ -163,6 +163,8 @@ func TestBusEmbeddedKeepsEventsAcrossRestart(t *testing.T) {
 
 	b = open()
 	defer b.Close()
+	_, err := events.OpenBus(ctx, events.BusConfig{Dir: dir})
+	require.ErrorContains(t, err, "in use by another embedded server", "one server per storage")
 	require.NoError(t, b.Publish(ctx, evs[:1]))
 	st, err := b.JetStream().Stream(ctx, events.StreamName)
 	require.NoError(t, err)

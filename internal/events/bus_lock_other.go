@@ -1,0 +1,7 @@
+//go:build !unix
+
+package events
+
+// lockDir does not lock where flock is missing: run one embedded server per
+// storage directory.
+func lockDir(string) (func(), error) { return func() {}, nil }
