@@ -85,12 +85,12 @@ var ErrBusDown = errors.New("event bus is not connected")
 // Bus is the connection to NATS JetStream (and, in embedded mode, the
 // server itself). It is safe for concurrent use.
 type Bus struct {
-	cfg BusConfig
-	log *slog.Logger
-	srv *server.Server // nil with an external URL
-	unlock func()      // of the embedded server's storage
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	cfg    BusConfig
+	log    *slog.Logger
+	srv    *server.Server // nil with an external URL
+	unlock func()         // of the embedded server's storage
+	nc     *nats.Conn
+	js     jetstream.JetStream
 
 	mu          sync.Mutex
 	streamReady bool  // the stream was created or updated on this connection
