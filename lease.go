@@ -226,7 +226,7 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 	switch {
 	case row.CancelRequested:
 		fin.State, fin.Outcome = job.StateCanceled, job.OutcomeCanceled
-	case !retryable || row.Attempt >= row.MaxAttempts:
+	case !retryable || row.AttemptsUsed() >= row.MaxAttempts:
 		fin.State = job.StateDead
 	default:
 		fin.State = job.StateRetry

@@ -301,7 +301,7 @@ func TestProgressAndCancelRunningJob(t *testing.T) {
 		row, err = b.client.Retry(ctx, res.Job.ID)
 		require.NoError(t, err)
 		require.Equal(t, docket.JobStateQueued, row.State)
-		require.Equal(t, 0, row.Attempt)
+		require.Equal(t, 0, row.AttemptsUsed(), "a fresh budget of attempts")
 	})
 }
 
@@ -434,7 +434,8 @@ func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
 		})
 		require.NoError(t, b.worker.Start(context.Background()))
 		ctx := context.Background()
-		res, err := b.client.Insert(ctx, blockArgs{Key: "stuck"}, nil)
+		// Its only attempt: an interruption must not use it up.
+		res, err := b.client.Insert(ctx, blockArgs{Key: "stuck"}, &docket.InsertOpts{MaxAttempts: 1})
 		require.NoError(t, err)
 		waitCh(t, bl.startedCh("stuck"), "handler start")
 
@@ -448,6 +449,7 @@ func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
 		require.Contains(t, []docket.JobState{docket.JobStateRetry, docket.JobStateQueued}, row.State, "the lease is given back")
 		require.Empty(t, row.LeaseOwner)
 		require.Equal(t, 1, row.Attempt)
+		require.Equal(t, 0, row.AttemptsUsed(), "an interrupted attempt is refunded")
 		atts, err := b.client.Attempts(ctx, res.Job.ID)
 		require.NoError(t, err)
 		require.EqualValues(t, "interrupted", atts[0].Outcome)
@@ -455,6 +457,15 @@ func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
 		row2, err := b.client.Get(ctx, res.Job.ID)
 		require.NoError(t, err)
 		require.NotEqual(t, docket.JobStateSuccess, row2.State)
+
+		// The next worker runs it to the end on the attempt it still has.
+		next := docket.NewWorker(b.client, fastConfig())
+		docket.AddHandler(next, func(ctx context.Context, j *docket.Job[blockArgs]) error { return nil })
+		require.NoError(t, next.Start(ctx))
+		defer next.Stop(ctx)
+		done := b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+		require.Equal(t, 2, done.Attempt)
+		require.Equal(t, 1, done.AttemptsUsed())
 	})
 }
 

@@ -543,13 +543,13 @@ func TestCancelAndRetry(t *testing.T) {
 		call("cancel", done.ID, http.StatusConflict)
 		call("retry", done.ID, http.StatusConflict)
 
-		// DEAD: cancel refused; retry requeues with attempts reset.
+		// DEAD: cancel refused; retry requeues with a fresh budget of attempts.
 		dead := b.jobInState(t, "d", docket.JobStateDead)
 		call("cancel", dead.ID, http.StatusConflict)
 		require.Equal(t, docket.JobStateQueued, call("retry", dead.ID, 200).Status)
 		row, err := b.client.Get(ctx, dead.ID)
 		require.NoError(t, err)
-		require.Equal(t, 0, row.Attempt)
+		require.Equal(t, 0, row.AttemptsUsed())
 		require.Equal(t, docket.JobStateQueued, row.State)
 
 		for _, action := range []string{"cancel", "retry"} {

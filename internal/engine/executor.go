@@ -129,7 +129,9 @@ func (e *Engine) failure(row *job.Row, h *Handler, outcome job.Outcome, msg stri
 	fin := &store.JobFinishParams{
 		ID: row.ID, Attempt: row.Attempt, Outcome: outcome, Error: msg, FinishedAt: t,
 	}
-	if row.Attempt >= row.MaxAttempts {
+	// An interrupted attempt (the worker shut down) is refunded by the
+	// store, so it never uses up the budget: always RETRY.
+	if outcome != job.OutcomeInterrupted && row.AttemptsUsed() >= row.MaxAttempts {
 		fin.State = job.StateDead
 		return fin
 	}

@@ -33,7 +33,15 @@ type Row struct {
 	UpdatedAt       time.Time
 	FinishedAt      time.Time // zero until SUCCESS, DEAD or CANCELED
 	LastError       string
+	// AttemptBase is Attempt as it stood at the last manual retry (plus one
+	// for every attempt refunded because its worker shut down). Attempt
+	// itself never goes back: it is the fencing token of the lease.
+	AttemptBase int
 }
+
+// AttemptsUsed is how many attempts count against MaxAttempts: those
+// started since the last manual retry, less the refunded ones.
+func (r *Row) AttemptsUsed() int { return r.Attempt - r.AttemptBase }
 
 // Ref names one attempt of one job: the pair is the fencing token of a lease.
 type Ref struct {

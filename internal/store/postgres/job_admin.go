@@ -190,10 +190,9 @@ var transitionSQL = `
 WITH t AS (
 	UPDATE docket_jobs j SET
 		state = @to::text,
-		attempt = CASE
-			WHEN @to::text = 'RUNNING' THEN j.attempt + 1
-			WHEN @to::text = 'QUEUED' AND @from::text IN ('DEAD', 'CANCELED') THEN 0
-			ELSE j.attempt END,
+		attempt = CASE WHEN @to::text = 'RUNNING' THEN j.attempt + 1 ELSE j.attempt END,
+		attempt_base = CASE WHEN @to::text = 'QUEUED' AND @from::text IN ('DEAD', 'CANCELED')
+			THEN j.attempt ELSE j.attempt_base END,
 		run_at = CASE WHEN @to::text IN ('QUEUED', 'RETRY') THEN @run_at::timestamptz ELSE j.run_at END,
 		sort_at = CASE WHEN @to::text = 'QUEUED'
 			THEN @run_at::timestamptz + j.priority * @aging_us::bigint * interval '1 microsecond'
@@ -326,12 +325,14 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.R
 	return nil, fmt.Errorf("cancel job %s: lost %d races", p.ID, guardedRetries)
 }
 
-// retrySQL puts a DEAD or CANCELED job back to QUEUED, attempts reset.
+// retrySQL puts a DEAD or CANCELED job back to QUEUED with a fresh budget
+// of attempts (attempt_base moves up to attempt; attempt, the fencing
+// token, never goes back).
 var retrySQL = `
 WITH r AS (
 	UPDATE docket_jobs j SET
 		state            = 'QUEUED',
-		attempt          = 0,
+		attempt_base     = j.attempt,
 		run_at           = $2::timestamptz,
 		sort_at          = $2::timestamptz + j.priority * $3::bigint * interval '1 microsecond',
 		finished_at      = NULL,

@@ -21,6 +21,8 @@ import (
 // An attempt ending in RETRY while a cancel is requested ends the job
 // CANCELED instead, so the request is not lost to the next attempt (SET
 // reads the old row, so j.cancel_requested is the request as it stood).
+// An attempt interrupted by its worker's shutdown is refunded: attempt_base
+// moves up so it does not count against max attempts.
 //
 // Every row must be reached through its primary key from the unnest,
 // whatever the statistics say (plans in docs/store-plans.md):
@@ -52,6 +54,7 @@ finished AS (
 		last_error       = CASE WHEN u.state = 'SUCCESS' THEN j.last_error ELSE u.error END,
 		run_at           = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN u.run_at ELSE j.run_at END,
 		finished_at      = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN NULL ELSE $9::timestamptz END,
+		attempt_base     = CASE WHEN u.outcome = 'interrupted' THEN j.attempt_base + 1 ELSE j.attempt_base END,
 		lease_owner      = NULL,
 		lease_expires_at = NULL,
 		updated_at       = $9::timestamptz,

@@ -711,30 +711,31 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 	}
 }
 
-// TestAttemptHistoryAfterManualRetry: a manual retry resets the attempt
-// counter, so attempt numbers repeat in the history; both runs are kept,
-// oldest first.
+// TestAttemptHistoryAfterManualRetry: a manual retry gives a fresh budget
+// of attempts but attempt numbers keep counting (they fence leases); both
+// runs are kept, oldest first.
 func TestAttemptHistoryAfterManualRetry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := newJob("history")
 	_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: testBase})
 	require.NoError(t, err)
-	run := func(now time.Time, owner string, to job.State) {
+	run := func(now time.Time, owner string, to job.State, attempt int) {
 		rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "history", Max: 1, Owner: owner, LeaseDuration: time.Minute, Now: now})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
-		require.Equal(t, 1, rows[0].Attempt)
+		require.Equal(t, attempt, rows[0].Attempt)
+		require.Equal(t, 1, rows[0].AttemptsUsed())
 		ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: now.Add(time.Second), Jobs: []*store.JobFinishParams{{
-			ID: p.ID, Attempt: 1, State: to, Error: string(to),
+			ID: p.ID, Attempt: attempt, State: to, Error: string(to),
 		}}})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, ok)
 	}
-	run(testBase, "node-a", job.StateDead)
+	run(testBase, "node-a", job.StateDead, 1)
 	_, err = b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: p.ID, Now: testBase.Add(time.Minute)})
 	require.NoError(t, err)
-	run(testBase.Add(2*time.Minute), "node-b", job.StateSuccess)
+	run(testBase.Add(2*time.Minute), "node-b", job.StateSuccess, 2)
 
 	attempts, err := b.s.JobAttemptList(b.ctx, p.ID)
 	require.NoError(t, err)
@@ -745,8 +746,8 @@ func TestAttemptHistoryAfterManualRetry(t *testing.T) {
 	require.Equal(t, "node-b", attempts[1].Node)
 	require.Equal(t, job.OutcomeSuccess, attempts[1].Outcome)
 	require.Empty(t, attempts[1].Error)
-	for _, a := range attempts {
-		require.Equal(t, 1, a.Attempt)
+	for i, a := range attempts {
+		require.Equal(t, i+1, a.Attempt)
 		require.Equal(t, time.Second, a.Duration())
 	}
 }

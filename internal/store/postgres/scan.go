@@ -19,7 +19,7 @@ import (
 const jobColumns = `id, job_type, queue, priority, payload, result, idempotency_key,
 	state, attempt, max_attempts, run_at, timeout_ms, lease_owner, lease_expires_at,
 	attempted_at, progress, progress_message, cancel_requested, version,
-	created_at, updated_at, finished_at, last_error`
+	created_at, updated_at, finished_at, last_error, attempt_base`
 
 // rowScanner is a row of pgx or database/sql.
 type rowScanner interface {
@@ -42,7 +42,7 @@ func scanJob(r rowScanner) (*job.Row, error) {
 		&row.ID, &row.Type, &row.Queue, &row.Priority, &payload, &result, &idempotencyKey,
 		&state, &row.Attempt, &row.MaxAttempts, &row.RunAt, &timeoutMS, &leaseOwner, &leaseExpires,
 		&attemptedAt, &row.Progress, &row.ProgressMsg, &row.CancelRequested, &row.Version,
-		&row.CreatedAt, &row.UpdatedAt, &finished, &row.LastError,
+		&row.CreatedAt, &row.UpdatedAt, &finished, &row.LastError, &row.AttemptBase,
 	)
 	if err != nil {
 		return nil, err

@@ -203,7 +203,9 @@ func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransi
 		set = append(set, "run_at = ?", "sort_at = ? + priority * ?", "finished_at = NULL", "cancel_requested = 0")
 		args = append(args, runAt, runAt, s.agingMicros)
 		if p.From == job.StateDead || p.From == job.StateCanceled {
-			set = append(set, "attempt = 0")
+			// A fresh budget of attempts; attempt, the fencing token,
+			// never goes back.
+			set = append(set, "attempt_base = attempt")
 		}
 		clearLease()
 	case job.StateRunning:

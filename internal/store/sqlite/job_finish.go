@@ -45,16 +45,19 @@ SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->
 FROM json_each(?1)`
 
 // finishUpdateSQL: ?1 is a JSON array of
-// [id, attempt, state, result, run_at, last_error, finished_at], where a
-// null result, run_at or last_error keeps the column; ?2 is Now.
+// [id, attempt, state, result, run_at, last_error, finished_at, refund],
+// where a null result, run_at or last_error keeps the column, and refund 1
+// (an attempt interrupted by its worker's shutdown) moves attempt_base up so
+// the attempt does not count against max attempts; ?2 is Now.
 const finishUpdateSQL = `UPDATE docket_jobs SET
 	state = f.state, result = coalesce(f.result, docket_jobs.result),
+	attempt_base = docket_jobs.attempt_base + f.refund,
 	run_at = coalesce(f.run_at, docket_jobs.run_at),
 	last_error = coalesce(f.last_error, docket_jobs.last_error), finished_at = f.finished_at,
 	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
 		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
-		value ->> 6 AS finished_at
+		value ->> 6 AS finished_at, value ->> 7 AS refund
 	FROM json_each(?1)) AS f
 WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt`
 
@@ -143,8 +146,12 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			default:
 				finishedAt = at
 			}
+			refund := 0
+			if f.Outcome == job.OutcomeInterrupted {
+				refund = 1
+			}
 			updates = append(updates, []any{ids[i], f.Attempt, to, result, runAt,
-				nullString(f.Error), finishedAt})
+				nullString(f.Error), finishedAt, refund})
 			ts = append(ts, job.Transition{JobID: f.ID, JobType: cur.jobType, Queue: cur.queue,
 				From: job.StateRunning, To: to, Attempt: f.Attempt})
 		}

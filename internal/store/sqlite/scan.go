@@ -20,7 +20,7 @@ import (
 const jobColumns = `id, job_type, queue, priority, payload, result, idempotency_key, state,
 	attempt, max_attempts, run_at, timeout_ms, lease_owner, lease_expires_at, attempted_at,
 	progress, progress_message, cancel_requested, version, created_at, updated_at,
-	finished_at, last_error`
+	finished_at, last_error, attempt_base`
 
 // scanner is *sql.Row or *sql.Rows.
 type scanner interface {
@@ -43,7 +43,7 @@ func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 		&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key, &state,
 		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &leaseOwner, &leaseExpiresAt, &attemptedAt,
 		&r.Progress, &r.ProgressMsg, &cancelRequested, &r.Version, &createdAt, &updatedAt,
-		&finishedAt, &r.LastError,
+		&finishedAt, &r.LastError, &r.AttemptBase,
 	}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return nil, err

@@ -106,7 +106,8 @@ func testRetry(t *testing.T, open opener) {
 			require.NotNil(t, got)
 			for _, row := range []*job.Row{got, b.get(t, before.ID)} {
 				require.Equal(t, job.StateQueued, row.State)
-				require.Equal(t, 0, row.Attempt)
+				require.Equal(t, 1, row.Attempt, "attempt, the fencing token, never goes back")
+				require.Equal(t, 0, row.AttemptsUsed(), "a fresh budget of attempts")
 				require.True(t, row.FinishedAt.IsZero(), "finished_at: %v", row.FinishedAt)
 				requireTime(t, later, row.UpdatedAt)
 				require.Greater(t, row.Version, before.Version)
@@ -119,10 +120,22 @@ func testRetry(t *testing.T, open opener) {
 			require.NoError(t, err)
 			requireUnchanged(t, got, again)
 
-			// The job is due at once and starts over at attempt 1.
+			// The job is due at once; its next attempt has a new number, so
+			// a holder of the old lease (a worker partitioned away since)
+			// can neither renew nor finish the new one.
 			rows := b.acquire(t, before.Queue, 10, later.Add(time.Second))
 			require.Len(t, rows, 1)
-			require.Equal(t, 1, rows[0].Attempt)
+			require.Equal(t, 2, rows[0].Attempt)
+			require.Equal(t, 1, rows[0].AttemptsUsed())
+			hb, err := b.s.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{
+				Jobs: []job.Ref{{ID: before.ID, Attempt: 1}}, LeaseDuration: time.Minute, Now: later.Add(2 * time.Second),
+			})
+			require.NoError(t, err)
+			require.False(t, hb[0].Extended, "the old lease is fenced")
+			ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: later.Add(2 * time.Second),
+				Jobs: []*store.JobFinishParams{{ID: before.ID, Attempt: 1, State: job.StateSuccess}}})
+			require.NoError(t, err)
+			require.Equal(t, []bool{false}, ok, "the old lease cannot finish the new attempt")
 		})
 	}
 

@@ -73,7 +73,8 @@ func testTransition(t *testing.T, open opener) {
 							requireTime(t, p.LeaseExpiresAt, row.LeaseExpiresAt)
 							requireTime(t, later, row.AttemptedAt)
 						case to == job.StateQueued && (from == job.StateDead || from == job.StateCanceled):
-							require.Equal(t, 0, row.Attempt, "manual retry resets attempts")
+							require.Equal(t, before.Attempt, row.Attempt, "attempt, the fencing token, never goes back")
+							require.Equal(t, 0, row.AttemptsUsed(), "manual retry gives a fresh budget of attempts")
 						default:
 							require.Equal(t, before.Attempt, row.Attempt)
 						}

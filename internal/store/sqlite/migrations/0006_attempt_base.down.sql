@@ -1,0 +1,1 @@
+ALTER TABLE docket_jobs DROP COLUMN attempt_base;
