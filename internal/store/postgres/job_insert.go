@@ -320,30 +320,54 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 // insertCopy writes a batch without idempotency keys with COPY, then its
 // outbox row and wakeups, in tx. The rows are returned as planned: a COPY
 // batch stores exactly the planned values.
+//
+// The rows are encoded one at a time as COPY sends them, and the outbox
+// event is encoded meanwhile on another goroutine: the client's work
+// overlaps the database's instead of preceding it.
 func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]*store.JobInsertResult, error) {
-	src := make([][]any, len(plan.jobs))
-	transitions := make([]job.Transition, len(plan.jobs))
-	var dueQueues []string
-	seenQueue := map[string]bool{}
-	for i, j := range plan.jobs {
-		src[i] = []any{
-			[16]byte(j.ID), j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State), j.MaxAttempts,
-			j.RunAt, s.sortAt(j.RunAt, j.Priority), j.Timeout.Milliseconds(), j.CreatedAt, j.UpdatedAt,
-		}
-		transitions[i] = job.Transition{JobID: j.ID, JobType: j.Type, Queue: j.Queue, To: j.State}
-		if j.State == job.StateQueued && !j.RunAt.After(plan.now) && !seenQueue[j.Queue] {
-			seenQueue[j.Queue] = true
-			dueQueues = append(dueQueues, j.Queue)
-		}
+	type encoded struct {
+		data      []byte
+		dueQueues []string
+		err       error
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"docket_jobs"}, copyColumns, pgx.CopyFromRows(src)); err != nil {
+	outbox := make(chan encoded, 1)
+	go func() {
+		transitions := make([]job.Transition, len(plan.jobs))
+		var dueQueues []string
+		seenQueue := map[string]bool{}
+		for i, j := range plan.jobs {
+			transitions[i] = job.Transition{JobID: j.ID, JobType: j.Type, Queue: j.Queue, To: j.State}
+			if j.State == job.StateQueued && !j.RunAt.After(plan.now) && !seenQueue[j.Queue] {
+				seenQueue[j.Queue] = true
+				dueQueues = append(dueQueues, j.Queue)
+			}
+		}
+		data, err := json.Marshal(job.StateChangedData{Transitions: transitions})
+		outbox <- encoded{data, dueQueues, err}
+	}()
+
+	next := 0
+	row := make([]any, len(copyColumns)) // reused: pgx encodes a row before asking for the next
+	rows := pgx.CopyFromFunc(func() ([]any, error) {
+		if next == len(plan.jobs) {
+			return nil, nil
+		}
+		j := plan.jobs[next]
+		next++
+		row[0], row[1], row[2], row[3], row[4], row[5] = [16]byte(j.ID), j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State)
+		row[6], row[7], row[8], row[9], row[10], row[11] = j.MaxAttempts, j.RunAt, s.sortAt(j.RunAt, j.Priority),
+			j.Timeout.Milliseconds(), j.CreatedAt, j.UpdatedAt
+		return row, nil
+	})
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"docket_jobs"}, copyColumns, rows)
+	ev := <-outbox
+	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
-	data, err := json.Marshal(job.StateChangedData{Transitions: transitions})
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: encode outbox event: %w", err)
+	if ev.err != nil {
+		return nil, fmt.Errorf("insert jobs: encode outbox event: %w", ev.err)
 	}
-	if _, err := tx.Exec(ctx, insertCopyFinishSQL, string(data), plan.now, dueQueues); err != nil {
+	if _, err := tx.Exec(ctx, insertCopyFinishSQL, string(ev.data), plan.now, ev.dueQueues); err != nil {
 		return nil, fmt.Errorf("insert jobs: write outbox: %w", err)
 	}
 	out := make([]*store.JobInsertResult, len(plan.jobs))
