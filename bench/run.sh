@@ -18,6 +18,7 @@
 #   DURATION         continuous and latency: duration (default 30s)
 #   RATE             latency: inserts per second (default 500)
 #   WORKERS          handler slots of both (default 5000)
+#   INSERT_CONCURRENCY  bulk-insert clients in burn mode (default 1)
 #   NICE             niceness of the benchmark processes, e.g. -10 on a
 #                    shared machine (needs root; default 0)
 #   OUT              result directory (default bench/results)
@@ -34,6 +35,7 @@ sqlite_jobs=${SQLITE_JOBS:-50000}
 duration=${DURATION:-30s}
 rate=${RATE:-500}
 workers=${WORKERS:-5000}
+insert_concurrency=${INSERT_CONCURRENCY:-1}
 nice=${NICE:-0}
 out=${OUT:-bench/results}
 charts=${CHARTS:-docs}
@@ -75,7 +77,7 @@ one() {
   url=$(fresh_url "$backend" "$system")
   n=$jobs; [ "$backend" = sqlite ] && n=$sqlite_jobs
   case $mode in
-    burn) args=(--mode burn --jobs "$n") ;;
+    burn) args=(--mode burn --jobs "$n" --insert-concurrency "$insert_concurrency") ;;
     continuous) args=(--mode continuous --duration "$duration") ;;
     latency) args=(--mode latency --rate "$rate" --duration "$duration") ;;
   esac
