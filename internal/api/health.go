@@ -40,7 +40,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.BusHealth != nil {
 		resp.Bus = "ok"
 		if err := s.cfg.BusHealth(); err != nil {
-			resp.Bus, resp.BusDetail = "degraded", err.Error()
+			// The detail (addresses, server names) goes to the log, not to
+			// this public endpoint.
+			s.cfg.Logger.Warn("health check: the event bus is unreachable", "error", err)
+			resp.Bus, resp.BusDetail = "degraded", "the event bus is unreachable; events wait in the outbox"
 		}
 	}
 	writeJSON(w, status, resp)
