@@ -87,59 +87,7 @@ func (t *inboxTx) JobTransition(ctx context.Context, p *store.JobTransitionParam
 	if t.tx == nil {
 		return nil, errTxDone
 	}
-	if err := job.CheckTransition(p.From, p.To); err != nil {
-		var ite *job.InvalidTransitionError
-		if errors.As(err, &ite) {
-			ite.JobID = p.ID.String()
-		}
-		return nil, err
-	}
-	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
-		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
-	}
-	now := dbTime(p.Now)
-	runAt := now
-	if !p.RunAt.IsZero() {
-		runAt = dbTime(p.RunAt)
-	}
-	outcome := p.Outcome
-	if outcome == "" {
-		outcome = defaultOutcome(p.To)
-	}
-	var result *string
-	if p.To == job.StateSuccess && p.Result != nil {
-		r := string(p.Result)
-		result = &r
-	}
-	args := pgx.NamedArgs{
-		"id": p.ID, "from": string(p.From), "to": string(p.To), "attempt": p.Attempt,
-		"now": now, "run_at": runAt, "aging_us": t.s.agingMicros,
-		"owner": p.Owner, "lease_expires_at": dbTime(p.LeaseExpiresAt),
-		"result": result, "error": p.Error, "outcome": string(outcome),
-	}
-	for range guardedRetries {
-		row, err := scanJob(t.tx.QueryRow(ctx, transitionSQL, args))
-		if err == nil {
-			return row, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, err)
-		}
-		var (
-			state   string
-			attempt int
-		)
-		err = t.tx.QueryRow(ctx, `SELECT state, attempt FROM docket_jobs WHERE id = $1`, p.ID).Scan(&state, &attempt)
-		if err != nil {
-			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, notFound(err))
-		}
-		if job.State(state) != p.From || (p.From == job.StateRunning && attempt != p.Attempt) {
-			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
-		}
-		// Changed between the statement's snapshot and its lock (READ
-		// COMMITTED takes a new snapshot per statement): try again.
-	}
-	return nil, fmt.Errorf("transition job %s %s -> %s: lost %d races", p.ID, p.From, p.To, guardedRetries)
+	return transition(ctx, t.tx, t.s.agingMicros, p)
 }
 
 // JobGet implements store.Tx.

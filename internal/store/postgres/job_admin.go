@@ -169,19 +169,6 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 	return out, nil
 }
 
-// jobState reads a job's state and attempt; store.ErrNotFound when missing.
-func (s *Store) jobState(ctx context.Context, id uuid.UUID) (job.State, int, error) {
-	var (
-		state   string
-		attempt int
-	)
-	err := s.pool.QueryRow(ctx, `SELECT state, attempt FROM docket_jobs WHERE id = $1`, id).Scan(&state, &attempt)
-	if err != nil {
-		return "", 0, notFound(err)
-	}
-	return job.State(state), attempt, nil
-}
-
 // transitionSQL makes one state change by the state machine. The job is
 // joined a second time as prev for the values the UPDATE overwrites (the
 // lease owner of the ending attempt); prev must agree with the guard, so a
@@ -229,6 +216,20 @@ SELECT ` + jobColumns + ` FROM t WHERE ` + notifyGuard("notify")
 
 // JobTransition implements store.Store.
 func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	return transition(ctx, s.pool, s.agingMicros, p)
+}
+
+// rowQuerier runs single-row queries: the pool, or a transaction (the
+// inbox runs transitions inside its own).
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// transition makes one state change through q: checked against the state
+// machine first, then one guarded statement; on no match it reads the job
+// to tell a refused change from one that raced the statement's snapshot,
+// and tries again in the second case.
+func transition(ctx context.Context, q rowQuerier, agingMicros int64, p *store.JobTransitionParams) (*job.Row, error) {
 	if err := job.CheckTransition(p.From, p.To); err != nil {
 		var ite *job.InvalidTransitionError
 		if errors.As(err, &ite) {
@@ -255,27 +256,32 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 	}
 	args := pgx.NamedArgs{
 		"id": p.ID, "from": string(p.From), "to": string(p.To), "attempt": p.Attempt,
-		"now": now, "run_at": runAt, "aging_us": s.agingMicros,
+		"now": now, "run_at": runAt, "aging_us": agingMicros,
 		"owner": p.Owner, "lease_expires_at": dbTime(p.LeaseExpiresAt),
 		"result": result, "error": p.Error, "outcome": string(outcome),
 	}
 	for range guardedRetries {
-		row, err := s.queryJob(ctx, transitionSQL, args)
+		row, err := scanJob(q.QueryRow(ctx, transitionSQL, args))
 		if err == nil {
 			return row, nil
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, err)
 		}
-		state, attempt, err := s.jobState(ctx, p.ID)
+		var (
+			state   string
+			attempt int
+		)
+		err = q.QueryRow(ctx, `SELECT state, attempt FROM docket_jobs WHERE id = $1`, p.ID).Scan(&state, &attempt)
 		if err != nil {
-			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, err)
+			return nil, fmt.Errorf("transition job %s %s -> %s: %w", p.ID, p.From, p.To, notFound(err))
 		}
-		if state != p.From || (p.From == job.StateRunning && attempt != p.Attempt) {
-			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: state, To: p.To}
+		if job.State(state) != p.From || (p.From == job.StateRunning && attempt != p.Attempt) {
+			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
 		}
 		// The job is where the caller expects it again: it changed between
-		// the statement's snapshot and its lock. Try again.
+		// the statement's snapshot and its lock (READ COMMITTED takes a new
+		// snapshot per statement). Try again.
 	}
 	return nil, fmt.Errorf("transition job %s %s -> %s: lost %d races", p.ID, p.From, p.To, guardedRetries)
 }
