@@ -44,11 +44,20 @@ func transitionOf(r *job.Row, from job.State) job.Transition {
 
 // OutboxList implements store.Store.
 func (s *Store) OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxEvent, error) {
-	rows, err := s.reader.QueryContext(ctx, `
-		SELECT id, event_type, data, created_at FROM docket_outbox
+	out, err := s.queryOutbox(ctx, `SELECT id, event_type, data, created_at FROM docket_outbox
 		WHERE id > ? ORDER BY id LIMIT ?`, p.AfterID, limit(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list outbox after %d: %w", p.AfterID, err)
+	}
+	return out, nil
+}
+
+// queryOutbox reads outbox rows (id, event_type, data, created_at) on the
+// reader.
+func (s *Store) queryOutbox(ctx context.Context, query string, args ...any) ([]*store.OutboxEvent, error) {
+	rows, err := s.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []*store.OutboxEvent
@@ -65,8 +74,5 @@ func (s *Store) OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*s
 		e.CreatedAt = fromMicros(createdAt)
 		out = append(out, &e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list outbox after %d: %w", p.AfterID, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }

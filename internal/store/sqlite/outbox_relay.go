@@ -13,28 +13,10 @@ import (
 // OutboxListUnpublished implements store.Store: through the partial index
 // of unpublished rows.
 func (s *Store) OutboxListUnpublished(ctx context.Context, p *store.OutboxListUnpublishedParams) ([]*store.OutboxEvent, error) {
-	rows, err := s.reader.QueryContext(ctx, `
+	out, err := s.queryOutbox(ctx, `
 		SELECT id, event_type, data, created_at FROM docket_outbox INDEXED BY docket_outbox_unpublished
 		WHERE published_at IS NULL ORDER BY id LIMIT ?`, limit(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("list unpublished outbox rows: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.OutboxEvent
-	for rows.Next() {
-		var (
-			e         store.OutboxEvent
-			data      []byte
-			createdAt int64
-		)
-		if err := rows.Scan(&e.ID, &e.Type, &data, &createdAt); err != nil {
-			return nil, fmt.Errorf("scan outbox row: %w", err)
-		}
-		e.Data = json.RawMessage(data)
-		e.CreatedAt = fromMicros(createdAt)
-		out = append(out, &e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list unpublished outbox rows: %w", err)
 	}
 	return out, nil

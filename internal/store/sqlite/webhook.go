@@ -110,28 +110,10 @@ func (s *Store) WebhookDelete(ctx context.Context, id uuid.UUID) error {
 // WebhookOutboxListPending implements store.Store through the partial
 // index docket_outbox_webhooks_pending.
 func (s *Store) WebhookOutboxListPending(ctx context.Context, p *store.WebhookOutboxListPendingParams) ([]*store.OutboxEvent, error) {
-	rows, err := s.reader.QueryContext(ctx, `
+	out, err := s.queryOutbox(ctx, `
 		SELECT id, event_type, data, created_at FROM docket_outbox
 		WHERE webhooks_at IS NULL ORDER BY id LIMIT ?`, limit(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("list outbox rows to fan out: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.OutboxEvent
-	for rows.Next() {
-		var (
-			e         store.OutboxEvent
-			data      []byte
-			createdAt int64
-		)
-		if err := rows.Scan(&e.ID, &e.Type, &data, &createdAt); err != nil {
-			return nil, fmt.Errorf("scan outbox row: %w", err)
-		}
-		e.Data = json.RawMessage(data)
-		e.CreatedAt = fromMicros(createdAt)
-		out = append(out, &e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list outbox rows to fan out: %w", err)
 	}
 	return out, nil
