@@ -1,0 +1,632 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	mrand "math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
+)
+
+// Config of a chaos run.
+type Config struct {
+	// Seed of every random choice (scripts, fault schedule).
+	Seed uint64
+	// Duration of the submit-and-fault phase.
+	Duration time.Duration
+	// Jobs submitted, spread over Duration.
+	Jobs int
+	// Servers (docket serve), GoWorkers (in-process Go workers) and
+	// ExecWorkers (docket worker --exec) processes; defaults 3, 2, 1.
+	Servers, GoWorkers, ExecWorkers int
+	// MaxFaults bounds the faults injected; 0 means no bound but Duration.
+	MaxFaults int
+	// FaultGap is the mean pause between faults; default 3 s.
+	FaultGap time.Duration
+	// QuiesceTimeout bounds the wait for every job to finish after the
+	// faults stop; default 2 min.
+	QuiesceTimeout time.Duration
+	// DocketBin is the docket command; WorkerBin is bench/chaos (run with
+	// the role as its only argument).
+	DocketBin, WorkerBin string
+	// TestDBScript is scripts/testdb.sh.
+	TestDBScript string
+	// Dir holds the logs and the NATS storage; a new temporary directory
+	// when "" (removed unless the run found violations or failed).
+	Dir string
+	// Log receives progress lines; nil for none.
+	Log io.Writer
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Seed       uint64
+	Duration   time.Duration // whole run, start to checked
+	Jobs       int
+	Resubmits  int
+	Scripts    map[Script]int
+	Faults     map[string]int
+	Crashes    map[string]int // exits the run did not cause, by process
+	States     map[job.State]int
+	Violations []Violation
+	Dir        string
+}
+
+// Fault kinds.
+const (
+	FaultKillServe   = "kill_serve"
+	FaultKillWorker  = "kill_go_worker"
+	FaultKillExec    = "kill_exec_worker"
+	FaultPGFast      = "postgres_restart_fast"
+	FaultPGImmediate = "postgres_restart_immediate"
+	FaultNATSStop    = "nats_stop"
+	FaultPauseWorker = "pause_go_worker"
+)
+
+var faultKinds = []string{FaultKillServe, FaultKillWorker, FaultKillExec, FaultPGFast, FaultPGImmediate, FaultNATSStop, FaultPauseWorker}
+
+// String is the summary of the report.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos: seed %d, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
+	fmt.Fprintf(&b, "  scripts: %s\n", countsOf(r.Scripts))
+	fmt.Fprintf(&b, "  end states: %s\n", countsOf(r.States))
+	total := 0
+	for _, n := range r.Faults {
+		total += n
+	}
+	fmt.Fprintf(&b, "  faults: %d: %s\n", total, countsOf(r.Faults))
+	if len(r.Crashes) > 0 {
+		fmt.Fprintf(&b, "  unexpected exits: %s\n", countsOf(r.Crashes))
+	}
+	fmt.Fprintf(&b, "  violations: %d\n", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "    %s\n", v)
+	}
+	return b.String()
+}
+
+func countsOf[K ~string](m map[K]int) string {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// run is the state of one chaos run.
+type run struct {
+	cfg      Config
+	dir      string
+	rnd      *mrand.Rand // fault schedule; used by the injector only
+	pg       *postgresCluster
+	nats     *proc
+	natsURL  string
+	adminKey string
+	servers  []*proc
+	urls     []string
+	goW      []*proc
+	execW    []*proc
+	http     *http.Client
+
+	mu        sync.Mutex
+	faults    map[string]int
+	crashes   map[string]int
+	expect    map[string]Script
+	resubmits int
+}
+
+func (r *run) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "%s chaos: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+}
+
+// Run starts the processes, submits jobs while injecting faults, waits for
+// every job to finish and checks the invariants. The error is for a run
+// that could not be carried out; violations are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Servers == 0 {
+		cfg.Servers = 3
+	}
+	if cfg.GoWorkers == 0 {
+		cfg.GoWorkers = 2
+	}
+	if cfg.ExecWorkers == 0 {
+		cfg.ExecWorkers = 1
+	}
+	if cfg.FaultGap == 0 {
+		cfg.FaultGap = 3 * time.Second
+	}
+	if cfg.QuiesceTimeout == 0 {
+		cfg.QuiesceTimeout = 2 * time.Minute
+	}
+	began := time.Now()
+	r := &run{
+		cfg: cfg, rnd: mrand.New(mrand.NewPCG(cfg.Seed, 1)),
+		http:   &http.Client{Timeout: 30 * time.Second},
+		faults: map[string]int{}, crashes: map[string]int{}, expect: map[string]Script{},
+	}
+	keep := false
+	r.dir = cfg.Dir
+	if r.dir == "" {
+		d, err := os.MkdirTemp("", "docket-chaos-")
+		if err != nil {
+			return nil, err
+		}
+		r.dir = d
+		defer func() {
+			if !keep {
+				_ = os.RemoveAll(d)
+			}
+		}()
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer r.shutdown()
+	if err := r.startAll(ctx); err != nil {
+		keep = true
+		return nil, err
+	}
+
+	phase, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	var submitErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		submitErr = r.submitAll(phase)
+	}()
+	go func() {
+		defer wg.Done()
+		r.injectFaults(phase)
+	}()
+	wg.Wait()
+	if submitErr != nil {
+		keep = true
+		return nil, submitErr
+	}
+	r.logf("faults stopped; waiting for every job to finish")
+	rep, err := r.finish(ctx)
+	if err != nil {
+		keep = true
+		return nil, err
+	}
+	rep.Duration = time.Since(began)
+	rep.Dir = r.dir
+	if len(rep.Violations) > 0 {
+		keep = true
+	}
+	return rep, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (r *run) onCrash(name string, err error) {
+	r.mu.Lock()
+	r.crashes[name]++
+	r.mu.Unlock()
+	r.logf("%s exited on its own (%v); see %s.log", name, err, name)
+}
+
+func (r *run) startAll(ctx context.Context) error {
+	pgPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	bin, err := pgBinDir()
+	if err != nil {
+		return err
+	}
+	// Outside r.dir: the postgres user must reach it.
+	pgDir := filepath.Join(os.TempDir(), "docket-chaos-pg-"+randomHex(4))
+	r.pg = &postgresCluster{script: r.cfg.TestDBScript, dir: pgDir, port: pgPort, bin: bin}
+	r.logf("starting PostgreSQL on port %d in %s", pgPort, pgDir)
+	if err := r.pg.start(); err != nil {
+		return err
+	}
+
+	natsBin, err := natsBinary()
+	if err != nil {
+		return fmt.Errorf("nats-server is needed (apt-get install nats-server): %w", err)
+	}
+	natsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	r.natsURL = "nats://127.0.0.1:" + strconv.Itoa(natsPort)
+	r.nats = &proc{name: "nats", dir: r.dir, log: filepath.Join(r.dir, "nats.log"), env: os.Environ(),
+		argv: []string{natsBin, "-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(r.dir, "nats")}}
+	if err := r.startNATS(ctx); err != nil {
+		return err
+	}
+
+	r.adminKey = "chaos_admin_" + randomHex(16)
+	base := envWithout("DOCKET_")
+	for i := range r.cfg.Servers {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		p := &proc{
+			name: fmt.Sprintf("serve%d", i+1), dir: r.dir, log: filepath.Join(r.dir, fmt.Sprintf("serve%d.log", i+1)),
+			argv: []string{r.cfg.DocketBin, "serve", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--database-url", r.pg.url()},
+			env: append(slices.Clone(base),
+				"DOCKET_ADMIN_KEY="+r.adminKey, "DOCKET_NATS_URL="+r.natsURL, "DOCKET_NODE_ID="+fmt.Sprintf("serve%d", i+1),
+				"DOCKET_RESCUE_INTERVAL=200ms", "DOCKET_SCHEDULER_INTERVAL=50ms", "DOCKET_POLL_INTERVAL=200ms",
+				"DOCKET_LEADER_TTL=1s", "DOCKET_RETRY_BACKOFF_BASE=10ms", "DOCKET_RETRY_BACKOFF_MAX=200ms",
+				"DOCKET_SHUTDOWN_TIMEOUT=10s", "DOCKET_RATE_LIMIT=0"),
+			onCrash: r.onCrash,
+		}
+		r.servers = append(r.servers, p)
+		r.urls = append(r.urls, url)
+		// One at a time: the first migrates the database.
+		if err := r.startServer(ctx, i); err != nil {
+			return err
+		}
+	}
+	for i := range r.cfg.GoWorkers {
+		name := fmt.Sprintf("goworker%d", i+1)
+		p := &proc{
+			name: name, dir: r.dir, log: filepath.Join(r.dir, name+".log"),
+			argv:    []string{r.cfg.WorkerBin, RoleWorker},
+			env:     append(slices.Clone(base), envDatabaseURL+"="+r.pg.url(), envNodeID+"="+name),
+			onCrash: r.onCrash,
+		}
+		r.goW = append(r.goW, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for i := range r.cfg.ExecWorkers {
+		name := fmt.Sprintf("execworker%d", i+1)
+		p := &proc{
+			name: name, dir: r.dir, log: filepath.Join(r.dir, name+".log"),
+			argv: []string{r.cfg.DocketBin, "worker", "--server", r.urls[i%len(r.urls)], "--queue", Queue,
+				"--exec", r.cfg.WorkerBin + " " + RoleExec, "--concurrency", "4", "--lease-seconds", "5",
+				"--wait-seconds", "2", "--worker-id", name, "--shutdown-timeout", "5s"},
+			env:     append(slices.Clone(base), "DOCKET_API_KEY="+r.adminKey),
+			onCrash: r.onCrash,
+		}
+		r.execW = append(r.execW, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
+	return nil
+}
+
+func envWithout(prefix string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (r *run) startNATS(ctx context.Context) error {
+	if err := r.nats.start(); err != nil {
+		return err
+	}
+	return poll(ctx, 30*time.Second, "nats-server takes connections", func() bool {
+		return tcpUp(strings.TrimPrefix(r.natsURL, "nats://"))
+	})
+}
+
+func (r *run) startServer(ctx context.Context, i int) error {
+	if err := r.servers[i].start(); err != nil {
+		return err
+	}
+	return poll(ctx, 60*time.Second, r.servers[i].name+" answers HTTP", func() bool {
+		return httpUp(r.urls[i] + "/healthz")
+	})
+}
+
+// shutdown ends every process and the database.
+func (r *run) shutdown() {
+	var all []*proc
+	all = append(all, r.execW...)
+	all = append(all, r.goW...)
+	all = append(all, r.servers...)
+	var wg sync.WaitGroup
+	for _, p := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.end(syscall.SIGTERM, 15*time.Second)
+		}()
+	}
+	wg.Wait()
+	if r.nats != nil {
+		r.nats.end(syscall.SIGKILL, 5*time.Second)
+	}
+	if r.pg != nil {
+		r.pg.stop()
+	}
+}
+
+// submitAll submits cfg.Jobs jobs spread over the phase, over HTTP to the
+// servers in turn, retrying each until a server accepts it.
+func (r *run) submitAll(ctx context.Context) error {
+	rnd := mrand.New(mrand.NewPCG(r.cfg.Seed, 2))
+	gap := r.cfg.Duration / time.Duration(r.cfg.Jobs+1)
+	var wg sync.WaitGroup
+	errs := make(chan error, r.cfg.Jobs)
+	start := time.Now()
+	for i := range r.cfg.Jobs {
+		// Open loop: job i is due at start + i×gap whatever the others do.
+		if d := time.Until(start.Add(time.Duration(i) * gap)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		var script Script
+		switch x := rnd.IntN(100); {
+		case x < 45:
+			script = ScriptSuccess
+		case x < 65:
+			script = ScriptRetry
+		case x < 80:
+			script = ScriptFatal
+		default:
+			script = ScriptCancel
+		}
+		req := map[string]any{
+			"jobType": JobType, "queue": Queue,
+			"payload":        payload{Script: script, MS: 20 + rnd.IntN(400), N: i},
+			"idempotencyKey": fmt.Sprintf("chaos-%d-%d", r.cfg.Seed, i),
+		}
+		if rnd.IntN(10) == 0 {
+			req["runAt"] = time.Now().Add(time.Duration(1000+rnd.IntN(3000)) * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		}
+		resubmit := rnd.IntN(10) == 0
+		cancelAfter := time.Duration(rnd.IntN(2000)) * time.Millisecond
+		server := i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.submitOne(req, script, resubmit, cancelAfter, server); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// submitTimeout bounds the retries of one request across faults.
+const submitTimeout = 3 * time.Minute
+
+func (r *run) submitOne(req map[string]any, script Script, resubmit bool, cancelAfter time.Duration, server int) error {
+	key := req["idempotencyKey"].(string)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	var first string
+	for n := 0; n < 1 || (resubmit && n < 2); n++ {
+		var res struct {
+			JobID string `json:"jobId"`
+		}
+		if err := r.call("POST", "/v1/jobs", body, server+n, &res, http.StatusAccepted, http.StatusOK); err != nil {
+			return fmt.Errorf("submit %s: %w", key, err)
+		}
+		if n == 0 {
+			first = res.JobID
+			r.mu.Lock()
+			r.expect[key] = script
+			r.mu.Unlock()
+		} else {
+			r.mu.Lock()
+			r.resubmits++
+			r.mu.Unlock()
+			if res.JobID != first {
+				return fmt.Errorf("resubmitted key %s: job %s, first %s", key, res.JobID, first)
+			}
+		}
+	}
+	if script != ScriptCancel {
+		return nil
+	}
+	time.Sleep(cancelAfter) // when the client changes its mind: part of the script, not a wait for state
+	if err := r.call("POST", "/v1/jobs/"+first+"/cancel", nil, server, nil, http.StatusOK, http.StatusAccepted, http.StatusConflict); err != nil {
+		return fmt.Errorf("cancel %s: %w", key, err)
+	}
+	return nil
+}
+
+// call sends a request to the servers in turn from server until one
+// answers with one of the statuses, for up to submitTimeout.
+func (r *run) call(method, path string, body []byte, server int, out any, ok ...int) error {
+	deadline := time.Now().Add(submitTimeout)
+	var last string
+	for try := 0; time.Now().Before(deadline); try++ {
+		url := r.urls[(server+try)%len(r.urls)] + path
+		req, err := http.NewRequest(method, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+r.adminKey)
+		res, err := r.http.Do(req)
+		if err == nil {
+			data, rerr := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if rerr == nil && slices.Contains(ok, res.StatusCode) {
+				if out != nil {
+					return json.Unmarshal(data, out)
+				}
+				return nil
+			}
+			last = fmt.Sprintf("%s: %d %s", url, res.StatusCode, data)
+			if res.StatusCode >= 400 && res.StatusCode < 500 && res.StatusCode != http.StatusTooManyRequests {
+				return errors.New(last)
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond) // back off from a server that is down
+	}
+	return fmt.Errorf("no server accepted it within %v; last: %s", submitTimeout, last)
+}
+
+// injectFaults injects one fault at a time on the seeded schedule until
+// the phase ends or MaxFaults were injected. The first faults are every
+// kind once, in a seeded order, so even a short run injects each kind.
+func (r *run) injectFaults(ctx context.Context) {
+	first := slices.Clone(faultKinds)
+	r.rnd.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	for n := 0; r.cfg.MaxFaults == 0 || n < r.cfg.MaxFaults; n++ {
+		gap := r.cfg.FaultGap/2 + time.Duration(r.rnd.Int64N(int64(r.cfg.FaultGap)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(gap):
+		}
+		kind := faultKinds[r.rnd.IntN(len(faultKinds))]
+		if n < len(first) {
+			kind = first[n]
+		}
+		if err := r.inject(ctx, kind); err != nil {
+			r.logf("fault %s: %v", kind, err)
+			continue
+		}
+		r.mu.Lock()
+		r.faults[kind]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *run) inject(ctx context.Context, kind string) error {
+	// The pauses below are the faults' lengths, chosen by the schedule.
+	switch kind {
+	case FaultKillServe:
+		i := r.rnd.IntN(len(r.servers))
+		r.logf("SIGKILL %s", r.servers[i].name)
+		r.servers[i].end(syscall.SIGKILL, 5*time.Second)
+		time.Sleep(time.Duration(r.rnd.IntN(1000)) * time.Millisecond)
+		return r.startServer(context.WithoutCancel(ctx), i)
+	case FaultKillWorker, FaultKillExec:
+		ps := r.goW
+		if kind == FaultKillExec {
+			ps = r.execW
+		}
+		p := ps[r.rnd.IntN(len(ps))]
+		r.logf("SIGKILL %s", p.name)
+		p.end(syscall.SIGKILL, 5*time.Second)
+		time.Sleep(time.Duration(r.rnd.IntN(1000)) * time.Millisecond)
+		return p.start()
+	case FaultPGFast, FaultPGImmediate:
+		mode := "fast"
+		if kind == FaultPGImmediate {
+			mode = "immediate"
+		}
+		r.logf("restart PostgreSQL -m %s", mode)
+		return r.pg.restart(mode)
+	case FaultNATSStop:
+		d := time.Duration(1000+r.rnd.IntN(3000)) * time.Millisecond
+		r.logf("stop NATS for %v", d)
+		r.nats.end(syscall.SIGKILL, 5*time.Second)
+		time.Sleep(d)
+		return r.startNATS(context.WithoutCancel(ctx))
+	case FaultPauseWorker:
+		p := r.goW[r.rnd.IntN(len(r.goW))]
+		// Past the lease and the rescuer's next pass: its jobs are
+		// rescued and run elsewhere; when it wakes it must be fenced.
+		d := 2*goLease + time.Duration(r.rnd.IntN(1000))*time.Millisecond
+		r.logf("SIGSTOP %s for %v", p.name, d)
+		p.signal(syscall.SIGSTOP)
+		time.Sleep(d)
+		p.signal(syscall.SIGCONT)
+		return nil
+	}
+	return fmt.Errorf("unknown fault %q", kind)
+}
+
+// finish waits until every submitted job is terminal, then checks.
+func (r *run) finish(ctx context.Context) (*Report, error) {
+	st, err := postgres.Open(ctx, r.pg.url(), store.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open the database to check it: %w", err)
+	}
+	defer st.Close()
+	r.mu.Lock()
+	expect := maps.Clone(r.expect)
+	rep := &Report{Seed: r.cfg.Seed, Jobs: len(r.expect), Resubmits: r.resubmits,
+		Scripts: map[Script]int{}, Faults: maps.Clone(r.faults), Crashes: maps.Clone(r.crashes), States: map[job.State]int{}}
+	r.mu.Unlock()
+	for _, s := range expect {
+		rep.Scripts[s]++
+	}
+	var lastCounts []*store.JobCount
+	err = poll(ctx, r.cfg.QuiesceTimeout, "every job to finish", func() bool {
+		cs, err := st.JobCount(ctx)
+		if err != nil {
+			return false
+		}
+		lastCounts = cs
+		total := 0
+		for _, c := range cs {
+			if !c.State.Terminal() {
+				return false
+			}
+			total += c.Count
+		}
+		return total >= len(expect)
+	})
+	if err != nil {
+		var parts []string
+		for _, c := range lastCounts {
+			parts = append(parts, fmt.Sprintf("%s %d", c.State, c.Count))
+		}
+		r.logf("not quiet: %s", strings.Join(parts, ", "))
+		// Check anyway: the violations say what is stuck.
+	}
+	snap, lerr := Load(ctx, st)
+	if lerr != nil {
+		return nil, lerr
+	}
+	for _, j := range snap.Jobs {
+		rep.States[j.State]++
+	}
+	rep.Violations = snap.Check(Expectations{Jobs: expect, RescueWindow: goLease + 5*time.Second})
+	r.mu.Lock()
+	rep.Crashes = maps.Clone(r.crashes)
+	r.mu.Unlock()
+	return rep, nil
+}

@@ -1,0 +1,80 @@
+package chaos_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/chaos"
+)
+
+// chaosSeed is the fixed seed of the suite's chaos run.
+const chaosSeed = 7
+
+// TestChaosShort is a short chaos run: 3 servers, 2 Go workers and one
+// exec worker on a PostgreSQL and a NATS of its own, under a seeded
+// schedule of kills, pauses and restarts; every invariant must hold.
+// The binaries are built without -race: the run is about processes
+// dying, and race-built ones would make it too slow for 2 cores.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		if _, err := os.Stat("/usr/sbin/nats-server"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("nats-server is needed (apt-get install nats-server)")
+			}
+			t.Skip("nats-server is needed (apt-get install nats-server)")
+		}
+	}
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(m) == 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("PostgreSQL is needed (scripts/testdb.sh start installs it)")
+		}
+		t.Skip("PostgreSQL is needed (scripts/testdb.sh start installs it)")
+	}
+	bin := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{
+		{"docket", "github.com/docket-run/docket/cmd/docket"},
+		{"chaos", "github.com/docket-run/docket/bench/chaos"},
+	} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg).CombinedOutput()
+		require.NoError(t, err, "go build %s:\n%s", b.pkg, out)
+	}
+	script, err := filepath.Abs("../../scripts/testdb.sh")
+	require.NoError(t, err)
+
+	rep, err := chaos.Run(t.Context(), chaos.Config{
+		Seed:           chaosSeed,
+		Duration:       45 * time.Second,
+		Jobs:           200,
+		FaultGap:       2 * time.Second,
+		QuiesceTimeout: 90 * time.Second,
+		DocketBin:      filepath.Join(bin, "docket"),
+		WorkerBin:      filepath.Join(bin, "chaos"),
+		TestDBScript:   script,
+		Log:            tWriter{t},
+	})
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Empty(t, rep.Violations, "logs kept in %s", rep.Dir)
+	require.Equal(t, 200, rep.Jobs)
+	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
+		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker} {
+		require.NotZero(t, rep.Faults[kind], "fault %s was never injected", kind)
+	}
+}
+
+// tWriter sends the run's progress lines to the test log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
