@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -56,6 +57,20 @@ type Expectations struct {
 	// AllowNonTerminal skips the "every job is terminal" check (for a
 	// database still being worked on).
 	AllowNonTerminal bool
+	// Deliveries are the event consumers to hold to the outbox: each
+	// must have seen every job transition of the outbox.
+	Deliveries []Delivery
+}
+
+// Delivery is what one consumer of events (an SSE client, a webhook
+// receiver) saw: how many times it got each event id.
+type Delivery struct {
+	Name string
+	Seen map[string]int
+	// ExactlyOnce: a repeat is a violation (SSE resumed with
+	// Last-Event-ID); otherwise repeats are allowed (webhooks are at least
+	// once).
+	ExactlyOnce bool
 }
 
 // Kinds of violation.
@@ -69,6 +84,9 @@ const (
 	KindAttempts         = "attempts"          // more attempts used than allowed
 	KindOutbox           = "outbox"            // the outbox's transitions are not the job's path
 	KindExpiredLease     = "expired_lease"     // RUNNING with a lease expired beyond the rescue window
+	KindUndelivered      = "undelivered"       // a consumer never got a committed event
+	KindRedelivered      = "redelivered"       // an exactly-once consumer got an event twice
+	KindPhantomEvent     = "phantom_event"     // a consumer got an event that is not in the outbox
 )
 
 // Violation is one broken invariant.
@@ -88,7 +106,13 @@ type Snapshot struct {
 	Jobs     []*job.Row
 	Attempts map[uuid.UUID][]*job.Attempt
 	// Transitions are the outbox's job transitions in outbox order.
-	Transitions []job.Transition
+	Transitions []Change
+}
+
+// Change is one job transition of the outbox with its event id.
+type Change struct {
+	EventID string
+	job.Transition
 }
 
 // pageSize of the reads of Load.
@@ -131,7 +155,9 @@ func Load(ctx context.Context, st store.Store) (*Snapshot, error) {
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return nil, fmt.Errorf("decode outbox row %d: %w", ev.ID, err)
 			}
-			s.Transitions = append(s.Transitions, d.Transitions...)
+			for i, tr := range d.Transitions {
+				s.Transitions = append(s.Transitions, Change{EventID: events.EventID(ev.ID, i), Transition: tr})
+			}
 		}
 		if len(evs) < pageSize {
 			break
@@ -191,7 +217,7 @@ func (s *Snapshot) Check(exp Expectations) []Violation {
 
 	paths := map[uuid.UUID][]job.Transition{}
 	for _, tr := range s.Transitions {
-		paths[tr.JobID] = append(paths[tr.JobID], tr)
+		paths[tr.JobID] = append(paths[tr.JobID], tr.Transition)
 	}
 	known := map[uuid.UUID]bool{}
 	for _, r := range s.Jobs {
@@ -215,6 +241,37 @@ func (s *Snapshot) Check(exp Expectations) []Violation {
 		if !known[id] {
 			add(KindOutbox, &job.Row{ID: id}, "%d outbox transitions of a job that does not exist", len(p))
 		}
+	}
+	for _, d := range exp.Deliveries {
+		out = append(out, s.checkDelivery(d)...)
+	}
+	return out
+}
+
+// checkDelivery: the consumer saw every outbox transition (once, if
+// ExactlyOnce) and nothing else. Several misses of one consumer are one
+// violation per event, so the count says how much was lost.
+func (s *Snapshot) checkDelivery(d Delivery) []Violation {
+	var out []Violation
+	committed := make(map[string]bool, len(s.Transitions))
+	for _, tr := range s.Transitions {
+		committed[tr.EventID] = true
+		switch n := d.Seen[tr.EventID]; {
+		case n == 0:
+			out = append(out, Violation{Kind: KindUndelivered, JobID: tr.JobID, Detail: fmt.Sprintf("%s never got event %s (%s→%s)", d.Name, tr.EventID, tr.From, tr.To)})
+		case n > 1 && d.ExactlyOnce:
+			out = append(out, Violation{Kind: KindRedelivered, JobID: tr.JobID, Detail: fmt.Sprintf("%s got event %s %d times", d.Name, tr.EventID, n)})
+		}
+	}
+	ids := make([]string, 0, len(d.Seen))
+	for id := range d.Seen {
+		if !committed[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		out = append(out, Violation{Kind: KindPhantomEvent, Detail: fmt.Sprintf("%s got event %s, which no outbox row holds", d.Name, id)})
 	}
 	return out
 }

@@ -120,9 +120,35 @@ func TestCheck(t *testing.T) {
 			t.Parallel()
 			b := setupCheck(t, backend)
 
+			// Consumers that saw everything once: no violation.
+			all := map[string]int{}
+			for _, tr := range b.load(t).Transitions {
+				all[tr.EventID] = 1
+			}
+			b.exp.Deliveries = []chaos.Delivery{{Name: "sse", Seen: all, ExactlyOnce: true}, {Name: "webhook", Seen: all}}
 			vs, err := chaos.Check(b.ctx, b.st, b.exp)
 			require.NoError(t, err)
 			require.Empty(t, vs, "a correct database has no violation")
+			seen := func(drop, twice, extra string) map[string]int {
+				m := map[string]int{}
+				for id := range all {
+					if id != drop {
+						m[id] = 1
+					}
+				}
+				if twice != "" {
+					m[twice] = 2
+				}
+				if extra != "" {
+					m[extra] = 1
+				}
+				return m
+			}
+			var someID string
+			for id := range all {
+				someID = id
+				break
+			}
 
 			// Every kind of violation, made by hand on a fresh snapshot.
 			cases := []struct {
@@ -176,6 +202,15 @@ func TestCheck(t *testing.T) {
 							break
 						}
 					}
+				}},
+				{chaos.KindUndelivered, func(_ *chaos.Snapshot, exp *chaos.Expectations) {
+					exp.Deliveries = []chaos.Delivery{{Name: "webhook", Seen: seen(someID, "", "")}}
+				}},
+				{chaos.KindRedelivered, func(_ *chaos.Snapshot, exp *chaos.Expectations) {
+					exp.Deliveries = []chaos.Delivery{{Name: "sse", Seen: seen("", someID, ""), ExactlyOnce: true}}
+				}},
+				{chaos.KindPhantomEvent, func(_ *chaos.Snapshot, exp *chaos.Expectations) {
+					exp.Deliveries = []chaos.Delivery{{Name: "sse", Seen: seen("", "", "999999-0"), ExactlyOnce: true}}
 				}},
 				{chaos.KindExpiredLease, func(s *chaos.Snapshot, exp *chaos.Expectations) {
 					exp.AllowNonTerminal = true
