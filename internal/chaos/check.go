@@ -87,6 +87,7 @@ const (
 	KindUndelivered      = "undelivered"       // a consumer never got a committed event
 	KindRedelivered      = "redelivered"       // an exactly-once consumer got an event twice
 	KindPhantomEvent     = "phantom_event"     // a consumer got an event that is not in the outbox
+	KindBadSignature     = "bad_signature"     // a webhook delivery failed webhook.Verify (chaos run only)
 )
 
 // Violation is one broken invariant.

@@ -58,16 +58,20 @@ type Config struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Seed       uint64
-	Duration   time.Duration // whole run, start to checked
-	Jobs       int
-	Resubmits  int
-	Scripts    map[Script]int
-	Faults     map[string]int
-	Crashes    map[string]int // exits the run did not cause, by process
-	States     map[job.State]int
-	Violations []Violation
-	Dir        string
+	Seed      uint64
+	Duration  time.Duration // whole run, start to checked
+	Jobs      int
+	Resubmits int
+	Scripts   map[Script]int
+	Faults    map[string]int
+	Crashes   map[string]int // exits the run did not cause, by process
+	States    map[job.State]int
+	// Events is the job transitions of the outbox; SSE and Webhook how
+	// many the SSE client and the webhook receiver got (the receiver may
+	// get one more than once).
+	Events, SSE, Webhook int
+	Violations           []Violation
+	Dir                  string
 }
 
 // Fault kinds.
@@ -89,6 +93,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "chaos: seed %d, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
 	fmt.Fprintf(&b, "  scripts: %s\n", countsOf(r.Scripts))
 	fmt.Fprintf(&b, "  end states: %s\n", countsOf(r.States))
+	fmt.Fprintf(&b, "  events: %d in the outbox, %d received by the SSE client, %d webhook deliveries\n", r.Events, r.SSE, r.Webhook)
 	total := 0
 	for _, n := range r.Faults {
 		total += n
@@ -131,6 +136,8 @@ type run struct {
 	goW      []*proc
 	execW    []*proc
 	http     *http.Client
+	sse      *sseFollower
+	hook     *webhookReceiver
 
 	mu        sync.Mutex
 	faults    map[string]int
@@ -191,6 +198,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.startAll(ctx); err != nil {
 		keep = true
 		return nil, err
+	}
+	if err := r.startConsumers(ctx); err != nil {
+		keep = true
+		return nil, err
+	}
+	defer r.hook.close()
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	go r.sse.follow(followCtx)
+	select {
+	case <-r.sse.connected:
+	case <-time.After(60 * time.Second):
+		keep = true
+		return nil, errors.New("the SSE client could not connect within 60 s")
 	}
 
 	phase, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -285,7 +306,8 @@ func (r *run) startAll(ctx context.Context) error {
 				"DOCKET_ADMIN_KEY="+r.adminKey, "DOCKET_NATS_URL="+r.natsURL, "DOCKET_NODE_ID="+fmt.Sprintf("serve%d", i+1),
 				"DOCKET_RESCUE_INTERVAL=200ms", "DOCKET_SCHEDULER_INTERVAL=50ms", "DOCKET_POLL_INTERVAL=200ms",
 				"DOCKET_LEADER_TTL=1s", "DOCKET_RETRY_BACKOFF_BASE=10ms", "DOCKET_RETRY_BACKOFF_MAX=200ms",
-				"DOCKET_SHUTDOWN_TIMEOUT=10s", "DOCKET_RATE_LIMIT=0"),
+				"DOCKET_SHUTDOWN_TIMEOUT=10s", "DOCKET_RATE_LIMIT=0", "DOCKET_WEBHOOK_POLL_INTERVAL=100ms",
+				"DOCKET_WEBHOOK_BACKOFF_BASE=50ms", "DOCKET_WEBHOOK_BACKOFF_MAX=1s"),
 			onCrash: r.onCrash,
 		}
 		r.servers = append(r.servers, p)
@@ -324,6 +346,26 @@ func (r *run) startAll(ctx context.Context) error {
 		}
 	}
 	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
+	return nil
+}
+
+// startConsumers starts the webhook receiver and subscribes it, and makes
+// the SSE client (started by Run).
+func (r *run) startConsumers(ctx context.Context) error {
+	secret := "chaos-hook-" + randomHex(16)
+	hook, err := startWebhookReceiver(secret)
+	if err != nil {
+		return err
+	}
+	r.hook = hook
+	body, err := json.Marshal(map[string]any{"url": hook.url, "eventTypes": []string{"job.state_changed"}, "secret": secret})
+	if err != nil {
+		return err
+	}
+	if err := r.call("POST", "/v1/webhooks", body, 0, nil, http.StatusCreated); err != nil {
+		return fmt.Errorf("subscribe the webhook receiver: %w", err)
+	}
+	r.sse = newSSEFollower(r)
 	return nil
 }
 
@@ -617,14 +659,49 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		r.logf("not quiet: %s", strings.Join(parts, ", "))
 		// Check anyway: the violations say what is stuck.
 	}
-	snap, lerr := Load(ctx, st)
-	if lerr != nil {
-		return nil, lerr
+	// Quiet: wait for the consumers to get every event.
+	var snap *Snapshot
+	var sse, hook map[string]int
+	var badSig []string
+	delivered := func() bool {
+		s, err := Load(ctx, st)
+		if err != nil {
+			return false
+		}
+		snap = s
+		sse = r.sse.snapshot()
+		hook, badSig = r.hook.snapshot()
+		for _, tr := range s.Transitions {
+			if sse[tr.EventID] == 0 || hook[tr.EventID] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if err := poll(ctx, r.cfg.QuiesceTimeout, "every event to reach the SSE client and the webhook receiver", delivered); err != nil {
+		r.logf("%v", err)
+		// Check anyway: the violations say what was not delivered.
+	}
+	if snap == nil {
+		return nil, errors.New("could not read the database to check it")
 	}
 	for _, j := range snap.Jobs {
 		rep.States[j.State]++
 	}
-	rep.Violations = snap.Check(Expectations{Jobs: expect, RescueWindow: goLease + 5*time.Second})
+	rep.Events = len(snap.Transitions)
+	for _, n := range sse {
+		rep.SSE += n
+	}
+	for _, n := range hook {
+		rep.Webhook += n
+	}
+	rep.Violations = snap.Check(Expectations{Jobs: expect, RescueWindow: goLease + 5*time.Second, Deliveries: []Delivery{
+		{Name: "the SSE client", Seen: sse, ExactlyOnce: true},
+		{Name: "the webhook receiver", Seen: hook},
+	}})
+	for _, b := range badSig {
+		rep.Violations = append(rep.Violations, Violation{Kind: KindBadSignature, Detail: b})
+	}
 	r.mu.Lock()
 	rep.Crashes = maps.Clone(r.crashes)
 	r.mu.Unlock()
