@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help build test race lint testdb demo
+.PHONY: help build test race lint testdb demo chaos
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ lint: ## gofmt, go vet, staticcheck
 
 testdb: ## Start the throwaway PostgreSQL for tests (installs it if missing)
 	scripts/testdb.sh start
+
+chaos: ## Chaos run: kills, pauses, database and bus restarts, then the invariant check (SEED=…, DURATION=10m)
+	go run ./bench/chaos -seed $${SEED:-1} -duration $${DURATION:-10m} -jobs $${JOBS:-4000}
 
 demo: ## Run the demo on the embedded SQLite default
 	go run ./cmd/docket demo
