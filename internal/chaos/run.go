@@ -70,8 +70,12 @@ type Report struct {
 	// many the SSE client and the webhook receiver got (the receiver may
 	// get one more than once).
 	Events, SSE, Webhook int
-	Violations           []Violation
-	Dir                  string
+	// Fenced is how many times a worker was told its lease was lost when
+	// it reported an outcome or renewed (from the workers' logs): the
+	// fencing the pauses and kills are meant to provoke.
+	Fenced     int
+	Violations []Violation
+	Dir        string
 }
 
 // Fault kinds.
@@ -99,6 +103,7 @@ func (r *Report) String() string {
 		total += n
 	}
 	fmt.Fprintf(&b, "  faults: %d: %s\n", total, countsOf(r.Faults))
+	fmt.Fprintf(&b, "  fenced outcomes of lost leases (worker logs): %d\n", r.Fenced)
 	if len(r.Crashes) > 0 {
 		fmt.Fprintf(&b, "  unexpected exits: %s\n", countsOf(r.Crashes))
 	}
@@ -136,6 +141,7 @@ type run struct {
 	goW      []*proc
 	execW    []*proc
 	http     *http.Client
+	st       store.Store // the run's own connection, to watch and check
 	sse      *sseFollower
 	hook     *webhookReceiver
 
@@ -345,6 +351,9 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.st, err = postgres.Open(ctx, r.pg.url(), store.Options{}); err != nil {
+		return fmt.Errorf("open the database: %w", err)
+	}
 	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
 	return nil
 }
@@ -367,6 +376,27 @@ func (r *run) startConsumers(ctx context.Context) error {
 	}
 	r.sse = newSSEFollower(r)
 	return nil
+}
+
+// countInLogs counts the lines of the workers' logs holding any of the
+// phrases.
+func (r *run) countInLogs(phrases ...string) int {
+	n := 0
+	for _, p := range append(slices.Clone(r.goW), r.execW...) {
+		data, err := os.ReadFile(p.log)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			for _, ph := range phrases {
+				if strings.Contains(line, ph) {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
 }
 
 func envWithout(prefix string) []string {
@@ -414,6 +444,9 @@ func (r *run) shutdown() {
 	wg.Wait()
 	if r.nats != nil {
 		r.nats.end(syscall.SIGKILL, 5*time.Second)
+	}
+	if r.st != nil {
+		_ = r.st.Close()
 	}
 	if r.pg != nil {
 		r.pg.stop()
@@ -608,6 +641,9 @@ func (r *run) inject(ctx context.Context, kind string) error {
 		return r.startNATS(context.WithoutCancel(ctx))
 	case FaultPauseWorker:
 		p := r.goW[r.rnd.IntN(len(r.goW))]
+		if h := r.holder(ctx); h != nil {
+			p = h // a worker holding a lease: pausing it provokes fencing
+		}
 		// Past the lease and the rescuer's next pass: its jobs are
 		// rescued and run elsewhere; when it wakes it must be fenced.
 		d := 2*goLease + time.Duration(r.rnd.IntN(1000))*time.Millisecond
@@ -620,13 +656,27 @@ func (r *run) inject(ctx context.Context, kind string) error {
 	return fmt.Errorf("unknown fault %q", kind)
 }
 
+// holder returns a Go worker holding a lease now, nil when none does.
+func (r *run) holder(ctx context.Context) *proc {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rows, err := r.st.JobList(qctx, &store.JobListParams{States: []job.State{job.StateRunning}, Limit: 50})
+	if err != nil {
+		return nil
+	}
+	for _, row := range rows {
+		for _, p := range r.goW {
+			if row.LeaseOwner == p.name {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
 // finish waits until every submitted job is terminal, then checks.
 func (r *run) finish(ctx context.Context) (*Report, error) {
-	st, err := postgres.Open(ctx, r.pg.url(), store.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("open the database to check it: %w", err)
-	}
-	defer st.Close()
+	st := r.st
 	r.mu.Lock()
 	expect := maps.Clone(r.expect)
 	rep := &Report{Seed: r.cfg.Seed, Jobs: len(r.expect), Resubmits: r.resubmits,
@@ -636,7 +686,7 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		rep.Scripts[s]++
 	}
 	var lastCounts []*store.JobCount
-	err = poll(ctx, r.cfg.QuiesceTimeout, "every job to finish", func() bool {
+	err := poll(ctx, r.cfg.QuiesceTimeout, "every job to finish", func() bool {
 		cs, err := st.JobCount(ctx)
 		if err != nil {
 			return false
@@ -699,6 +749,7 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		{Name: "the SSE client", Seen: sse, ExactlyOnce: true},
 		{Name: "the webhook receiver", Seen: hook},
 	}})
+	rep.Fenced = r.countInLogs("completion fenced", "job outcome refused", "job abandoned")
 	for _, b := range badSig {
 		rep.Violations = append(rep.Violations, Violation{Kind: KindBadSignature, Detail: b})
 	}
