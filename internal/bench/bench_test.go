@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeQueue is an in-memory System: handlers run as soon as jobs are
+// inserted, and completions are "committed" in batches a little later, so
+// the harness must wait for commits, not handler returns.
+type fakeQueue struct {
+	mu         sync.Mutex
+	next       int
+	pending    []string
+	done       int // committed completions
+	hooks      *Hooks
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	unfinished int
+}
+
+func (f *fakeQueue) Name() string    { return "fake" }
+func (f *fakeQueue) Backend() string { return "memory" }
+
+func (f *fakeQueue) Insert(_ context.Context, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.next++
+		f.pending = append(f.pending, strconv.Itoa(f.next))
+	}
+	return nil
+}
+
+func (f *fakeQueue) InsertOne(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	key := strconv.Itoa(f.next)
+	f.pending = append(f.pending, key)
+	return key, nil
+}
+
+func (f *fakeQueue) StartWorkers(_ context.Context, h *Hooks) error {
+	f.hooks, f.stop = h, make(chan struct{})
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-tick.C:
+			}
+			f.mu.Lock()
+			batch := f.pending[:min(len(f.pending), 500)]
+			f.pending = f.pending[len(batch):]
+			f.mu.Unlock()
+			for _, key := range batch {
+				if h.Tracking() {
+					h.Started(key)
+				}
+				h.Returned()
+			}
+			time.Sleep(2 * time.Millisecond) // the "commit"
+			f.mu.Lock()
+			f.done += len(batch)
+			f.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (f *fakeQueue) StopWorkers(context.Context) error {
+	close(f.stop)
+	f.wg.Wait()
+	return nil
+}
+
+func (f *fakeQueue) CountCompleted(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done, nil
+}
+
+func (f *fakeQueue) CountUnfinished(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending) + f.unfinished, nil
+}
+
+func run(t *testing.T, cfg Config) (*Result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cfg.Out, cfg.Interval = &out, 50*time.Millisecond
+	res, err := Run(t.Context(), &fakeQueue{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
+
+func TestBurnCountsCommittedCompletions(t *testing.T) {
+	t.Parallel()
+	res, out := run(t, Config{Mode: ModeBurn, Jobs: 3000, InsertBatch: 700})
+	if res.Inserted != 3000 || res.Completed != 3000 {
+		t.Fatalf("inserted %d, completed %d, want 3000 each", res.Inserted, res.Completed)
+	}
+	if res.JobsPerSec <= 0 || res.InsertJobsPerSec <= 0 {
+		t.Fatalf("rates %v, %v", res.JobsPerSec, res.InsertJobsPerSec)
+	}
+	last := res.Samples[len(res.Samples)-1]
+	if last.Completed != 3000 || last.Seconds != res.WorkSeconds {
+		t.Fatalf("last sample %+v, work seconds %v", last, res.WorkSeconds)
+	}
+	for _, want := range []string{"fake_insert_jobs_per_sec=", "fake_jobs_per_sec="} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output %q lacks %q", out, want)
+		}
+	}
+}
+
+func TestContinuousKeepsTheBacklog(t *testing.T) {
+	t.Parallel()
+	res, _ := run(t, Config{Mode: ModeContinuous, Duration: 600 * time.Millisecond, JSON: true})
+	if res.Completed <= 0 || res.Inserted <= 0 {
+		t.Fatalf("completed %d, inserted %d during the run", res.Completed, res.Inserted)
+	}
+}
+
+func TestLatencyJSON(t *testing.T) {
+	t.Parallel()
+	res, out := run(t, Config{Mode: ModeLatency, Rate: 400, Duration: 500 * time.Millisecond, JSON: true})
+	if res.Latency == nil || res.Latency.Count != 200 {
+		t.Fatalf("latency %+v, want 200 samples", res.Latency)
+	}
+	var decoded Result
+	if err := json.Unmarshal([]byte(out), &decoded); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if decoded.Latency == nil || decoded.Latency.P99 < decoded.Latency.P50 {
+		t.Fatalf("decoded latency %+v", decoded.Latency)
+	}
+}
+
+func TestRefusesAnUnfinishedBacklog(t *testing.T) {
+	t.Parallel()
+	_, err := Run(t.Context(), &fakeQueue{unfinished: 5}, Config{Mode: ModeBurn, Jobs: 10})
+	if err == nil || !strings.Contains(err.Error(), "fresh database") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	t.Parallel()
+	ms := make([]float64, 100)
+	for i := range ms {
+		ms[i] = float64(100 - i) // 100 .. 1
+	}
+	l := percentiles(ms)
+	if l.P50 != 50 || l.P90 != 90 || l.P99 != 99 || l.Max != 100 || l.Count != 100 {
+		t.Fatalf("percentiles %+v", l)
+	}
+}
