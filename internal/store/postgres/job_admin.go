@@ -442,27 +442,31 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 	}
 	now := dbTime(p.Now)
 	expires := dbTime(now.Add(p.LeaseDuration))
-	rs, err := s.pool.Query(ctx, heartbeatSQL, ids, attempts, expires, now)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
-	}
-	defer rs.Close()
 	type renewed struct {
 		cancel  bool
 		expires time.Time
 	}
 	extended := map[job.Ref]renewed{}
-	for rs.Next() {
-		var (
-			ref job.Ref
-			r   renewed
-		)
-		if err := rs.Scan(&ref.ID, &ref.Attempt, &r.cancel, &r.expires); err != nil {
-			return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
+	err := retryDeadlock(func() error {
+		clear(extended)
+		rs, err := s.pool.Query(ctx, heartbeatSQL, ids, attempts, expires, now)
+		if err != nil {
+			return err
 		}
-		extended[ref] = r
-	}
-	if err := rs.Err(); err != nil {
+		defer rs.Close()
+		for rs.Next() {
+			var (
+				ref job.Ref
+				r   renewed
+			)
+			if err := rs.Scan(&ref.ID, &ref.Attempt, &r.cancel, &r.expires); err != nil {
+				return err
+			}
+			extended[ref] = r
+		}
+		return rs.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("heartbeat %d jobs: %w", len(p.Jobs), err)
 	}
 	for i, ref := range p.Jobs {

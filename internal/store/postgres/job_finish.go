@@ -3,11 +3,13 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -150,22 +152,42 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	if p.ExpiredOnly {
 		query = finishExpiredSQL
 	}
-	rs, err := s.pool.Query(ctx, query, ids, attempts, states, outcomes, results, errs, runAts, finishedAts, now)
+	err := retryDeadlock(func() error {
+		clear(applied)
+		rs, err := s.pool.Query(ctx, query, ids, attempts, states, outcomes, results, errs, runAts, finishedAts, now)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var ord int
+			if err := rs.Scan(&ord); err != nil {
+				return err
+			}
+			applied[order[ord-1]] = true
+		}
+		return rs.Err()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("finish %d jobs: %w", n, err)
 	}
-	defer rs.Close()
-	for rs.Next() {
-		var ord int
-		if err := rs.Scan(&ord); err != nil {
-			return nil, fmt.Errorf("finish %d jobs: %w", n, err)
-		}
-		applied[order[ord-1]] = true
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("finish %d jobs: %w", n, err)
-	}
 	return applied, nil
+}
+
+// retryDeadlock runs fn again when PostgreSQL aborted it as a deadlock
+// victim (SQLSTATE 40P01). fn is one statement in its own transaction, which
+// the deadlock rolled back whole, so running it again is safe. Batches lock
+// their rows in id order, which makes deadlocks rare; a plan that reaches the
+// rows in another order can still meet one under load.
+func retryDeadlock(fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		var pgErr *pgconn.PgError
+		if try < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			continue
+		}
+		return err
+	}
 }
 
 // byID returns the indexes 0..n-1 ordered by id(i).
