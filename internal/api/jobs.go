@@ -528,7 +528,8 @@ func splitList(values []string) []string {
 func encodeCursor(id uuid.UUID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 func decodeCursor(s string) (uuid.UUID, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	// Strict: one spelling per cursor (trailing bits must be zero).
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) != 16 {
 		return uuid.Nil, invalidField("cursor", "is not a cursor this server returned")
 	}
