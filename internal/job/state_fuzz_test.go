@@ -42,7 +42,7 @@ func TestTransitionTable(t *testing.T) {
 		{StateRetry, StateQueued}: true, {StateRetry, StateDead}: true,
 		{StateCreated, StateCanceled}: true, {StateQueued, StateCanceled}: true, {StateRetry, StateCanceled}: true,
 		{StateRunning, StateCanceled}: true,
-		{StateDead, StateQueued}: true, {StateCanceled, StateQueued}: true,
+		{StateDead, StateQueued}:      true, {StateCanceled, StateQueued}: true,
 	}
 	for _, from := range States {
 		for _, to := range States {
