@@ -534,7 +534,9 @@ func decodeCursor(s string) (uuid.UUID, error) {
 		return uuid.Nil, invalidField("cursor", "is not a cursor this server returned")
 	}
 	id := uuid.UUID(b)
-	if id == uuid.Nil {
+	// Canonical only: the decoder skips CR and LF, so also require that the
+	// id encodes back to exactly this cursor.
+	if id == uuid.Nil || encodeCursor(id) != s {
 		return uuid.Nil, invalidField("cursor", "is not a cursor this server returned")
 	}
 	return id, nil
