@@ -2,13 +2,9 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,59 +19,11 @@ import (
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/store/storetest"
+	"github.com/docket-run/docket/internal/testdb"
 )
-
-const envURL = "DOCKET_TEST_DATABASE_URL"
 
 // testBase is the suite's fixed "now".
 var testBase = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-
-// serverURL is the test server's URL: the test skips without one, and
-// fails under CI, where PostgreSQL must be there.
-func serverURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv(envURL)
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: in CI the PostgreSQL tests must run (scripts/testdb.sh start)", envURL)
-		}
-		t.Skipf("%s is not set; run scripts/testdb.sh start", envURL)
-	}
-	return u
-}
-
-// schemaURL creates a fresh schema, dropped when the test ends, and returns
-// a URL whose search_path is that schema.
-func schemaURL(t testing.TB) string {
-	t.Helper()
-	base := serverURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "docket_t_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = conn.Close(ctx) }()
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	require.NoError(t, exec("CREATE SCHEMA "+schema))
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // openAt opens a store on url, closed when the test ends.
 func openAt(t testing.TB, url string) *Store {
@@ -96,7 +44,7 @@ type bundle struct {
 // setup opens a migrated store on a fresh schema.
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	u := schemaURL(t)
+	u := testdb.PostgresURL(t)
 	s := openAt(t, u)
 	ctx := context.Background()
 	_, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
@@ -527,7 +475,7 @@ func (b *bundle) explain(t *testing.T, query string, args ...any) string {
 func TestMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openAt(t, schemaURL(t))
+	s := openAt(t, testdb.PostgresURL(t))
 	tableExists := func() bool {
 		var ok bool
 		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT to_regclass('docket_jobs') IS NOT NULL`).Scan(&ok))
