@@ -1,7 +1,6 @@
 package servertest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -189,7 +187,7 @@ esac
 // workerProc is a running docket worker.
 type workerProc struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *servertest.SyncBuffer
 	done   chan struct{}
 }
 
@@ -201,7 +199,7 @@ func startWorker(t *testing.T, srv *servertest.Server, key string, env map[strin
 	script := filepath.Join(t.TempDir(), "job.sh")
 	require.NoError(t, os.WriteFile(script, []byte(workerScript), 0o755))
 	args = append([]string{"worker", "--exec", "sh " + script}, args...)
-	w := &workerProc{cmd: exec.Command(servertest.Binary(t), args...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	w := &workerProc{cmd: exec.Command(servertest.Binary(t), args...), stderr: &servertest.SyncBuffer{}, done: make(chan struct{})}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DOCKET_") {
 			w.cmd.Env = append(w.cmd.Env, kv)
@@ -241,23 +239,6 @@ func (w *workerProc) wait(t *testing.T) int {
 		t.Errorf("docket worker did not exit within 60s; killed")
 	}
 	return w.cmd.ProcessState.ExitCode()
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The exit status of the program decides: 0 SUCCESS with stdout as the

@@ -139,7 +139,7 @@ type Server struct {
 
 	opts   Options
 	cmd    *exec.Cmd
-	stdout *syncBuffer
+	stdout *SyncBuffer
 	stderr *lineWriter
 	done   chan struct{} // closed when the process has exited
 	waited error
@@ -167,7 +167,7 @@ func Start(t testing.TB, opts Options) *Server {
 	s := &Server{
 		opts:   opts,
 		cmd:    exec.Command(bin, args...),
-		stdout: &syncBuffer{},
+		stdout: &SyncBuffer{},
 		stderr: newLineWriter(),
 		done:   make(chan struct{}),
 		http:   &http.Client{Timeout: httpTimeout, Transport: &http.Transport{}},
@@ -441,19 +441,20 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for one writer and many readers (e.g.
+// a child process's stderr read by a test while it runs).
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
