@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,9 +19,8 @@ import (
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 // Child processes: the test binary re-run with these variables set.
@@ -116,17 +114,7 @@ func startChild(t *testing.T, role, url, file string) *exec.Cmd {
 
 func openStore(t *testing.T, url string) store.Store {
 	t.Helper()
-	ctx := context.Background()
-	var st store.Store
-	var err error
-	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{}.WithDefaults())
-	} else {
-		st, err = postgres.Open(ctx, url, store.Options{}.WithDefaults())
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return teststore.Open(t, url)
 }
 
 // TestRaceTwoProcesses: two OS processes with 8 workers each work one

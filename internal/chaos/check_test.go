@@ -3,7 +3,6 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +12,8 @@ import (
 	"github.com/docket-run/docket/internal/chaos"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 type checkBundle struct {
@@ -30,20 +28,7 @@ type checkBundle struct {
 func setupCheck(t *testing.T, backend testdb.Backend) *checkBundle {
 	t.Helper()
 	ctx := context.Background()
-	u := backend.URL(t)
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{})
-	} else {
-		st, err = postgres.Open(ctx, u, store.Options{})
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-	require.NoError(t, err)
+	st := teststore.Open(t, backend.URL(t))
 
 	b := &checkBundle{ctx: ctx, st: st, byID: map[string]uuid.UUID{}, exp: chaos.Expectations{Jobs: map[string]chaos.Script{
 		"k-success": chaos.ScriptSuccess, "k-retry": chaos.ScriptRetry,

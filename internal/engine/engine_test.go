@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,9 +15,8 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 func TestMain(m *testing.M) {
@@ -50,19 +48,7 @@ type bundle struct {
 
 func setup(t *testing.T, backend testdb.Backend) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	url := backend.URL(t)
-	var st store.Store
-	var err error
-	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{}.WithDefaults())
-	} else {
-		st, err = postgres.Open(ctx, url, store.Options{}.WithDefaults())
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-	require.NoError(t, err)
+	st := teststore.Open(t, backend.URL(t))
 	return &bundle{store: st, clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
 }
 

@@ -17,9 +17,8 @@ import (
 
 	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 // natsServer is a real NATS server with JetStream, on loopback, started by
@@ -113,21 +112,7 @@ func relayStore(t testing.TB, backend testdb.Backend) store.Store {
 
 func openStoreURL(t testing.TB, url string) store.Store {
 	t.Helper()
-	ctx := context.Background()
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{})
-	} else {
-		st, err = postgres.Open(ctx, url, store.Options{})
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-	require.NoError(t, err)
-	return st
+	return teststore.Open(t, url)
 }
 
 // eventually polls cond every 20 ms until it holds or the deadline passes.

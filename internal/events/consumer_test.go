@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,9 +18,8 @@ import (
 	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 // drainDeadline bounds every wait of these tests.
@@ -67,22 +65,7 @@ func setupConsumer(t *testing.T, backend testdb.Backend) *consumerBundle {
 
 func openStore(t *testing.T, backend testdb.Backend) store.Store {
 	t.Helper()
-	ctx := context.Background()
-	u := backend.URL(t)
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{})
-	} else {
-		st, err = postgres.Open(ctx, u, store.Options{})
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-	require.NoError(t, err)
-	return st
+	return teststore.Open(t, backend.URL(t))
 }
 
 // event makes the n-th job.state_changed envelope of a test.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,9 +19,8 @@ import (
 	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
 func TestMain(m *testing.M) {
@@ -43,21 +41,7 @@ type bundle struct {
 // openStore opens a fresh, migrated store of backend at url.
 func openStore(t *testing.T, u string) store.Store {
 	t.Helper()
-	ctx := context.Background()
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{})
-	} else {
-		st, err = postgres.Open(ctx, u, store.Options{})
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-	require.NoError(t, err)
-	return st
+	return teststore.Open(t, u)
 }
 
 // testConfig has short timings: tests wait on states, not on the clock.
