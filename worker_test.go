@@ -225,6 +225,54 @@ func TestWorkerFatalPanicTimeout(t *testing.T) {
 	})
 }
 
+// TestWorkerTimeoutContext: a handler's context carries the attempt's
+// deadline and, when it passes, ends like a context with a deadline:
+// Err is context.DeadlineExceeded, the cause is one too, and contexts the
+// handler derived from it end with it.
+func TestWorkerTimeoutContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0], fastConfig())
+	type seen struct {
+		deadline     time.Time
+		hasDeadline  bool
+		err, cause   error
+		childErr     error
+		childCause   error
+		startedAfter time.Time
+	}
+	got := make(chan seen, 1)
+	docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[slowArgs]) error {
+		var s seen
+		s.startedAfter = time.Now()
+		s.deadline, s.hasDeadline = ctx.Deadline()
+		child, cancel := context.WithCancel(ctx)
+		defer cancel()
+		<-child.Done()
+		s.err, s.cause = ctx.Err(), context.Cause(ctx)
+		s.childErr, s.childCause = child.Err(), context.Cause(child)
+		got <- s
+		return s.cause
+	})
+	b.start(t)
+	before := time.Now()
+	res, err := b.client.Insert(context.Background(), slowArgs{}, &docket.InsertOpts{MaxAttempts: 1, Timeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	var s seen
+	select {
+	case s = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context never ended")
+	}
+	require.True(t, s.hasDeadline, "the attempt's deadline is on its context")
+	require.WithinRange(t, s.deadline, before, s.startedAfter.Add(200*time.Millisecond))
+	require.ErrorIs(t, s.err, context.DeadlineExceeded)
+	require.ErrorIs(t, s.cause, context.DeadlineExceeded)
+	require.ErrorIs(t, s.childCause, context.DeadlineExceeded, "derived contexts end with the same cause")
+	require.Error(t, s.childErr)
+	row := b.waitState(t, res.Job.ID, docket.JobStateDead)
+	require.Contains(t, row.LastError, "timed out after 200ms")
+}
+
 // blocker lets a test hold handlers inside a job and release them.
 type blocker struct {
 	mu      sync.Mutex

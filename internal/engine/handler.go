@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,9 @@ var ErrCancelRequested = errors.New("job cancel requested")
 
 // Causes of a handler context's end that the engine itself decides.
 var (
-	errTimeout   = errors.New("job timeout exceeded")
+	// errTimeout wraps context.DeadlineExceeded: contexts a handler derives
+	// from its own end Canceled, with this cause.
+	errTimeout   = fmt.Errorf("job timeout exceeded: %w", context.DeadlineExceeded)
 	errShutdown  = errors.New("worker shutting down")
 	errLeaseLost = errors.New("job lease lost")
 )

@@ -117,10 +117,18 @@ func (s *Store) JobCount(ctx context.Context) ([]*store.JobCount, error) {
 
 // attemptListSQL reads the job's finished attempts and, as a last row of
 // kind 1, the job itself, so one snapshot answers "does it exist" and "is an
-// attempt running".
+// attempt running". The successful attempt, which has no history row of its
+// own (finishSQL), is read from the job row after the others; a SUCCESS
+// reached another way (JobTransition) wrote a row, and NOT EXISTS keeps it
+// from showing twice.
 const attemptListSQL = `
 SELECT 0 AS kind, a.id AS seq, a.attempt, a.node, a.started_at, a.finished_at, a.outcome, a.error, ''
 FROM docket_job_attempts a WHERE a.job_id = $1
+UNION ALL
+SELECT 0, 9223372036854775807, j.attempt, coalesce(j.lease_owner, ''),
+	coalesce(j.attempted_at, j.finished_at), j.finished_at, 'success', '', ''
+FROM docket_jobs j WHERE j.id = $1 AND j.state = 'SUCCESS' AND NOT EXISTS (
+	SELECT 1 FROM docket_job_attempts a WHERE a.job_id = $1 AND a.attempt = j.attempt)
 UNION ALL
 SELECT 1, 0, j.attempt, coalesce(j.lease_owner, ''), j.attempted_at, NULL, '', '', j.state
 FROM docket_jobs j WHERE j.id = $1

@@ -54,7 +54,12 @@ func scanJob(r rowScanner) (*job.Row, error) {
 	row.IdempotencyKey = deref(idempotencyKey)
 	row.State = job.State(state)
 	row.Timeout = time.Duration(timeoutMS) * time.Millisecond
-	row.LeaseOwner = deref(leaseOwner)
+	if row.State == job.StateRunning {
+		// The column keeps the last holder after the attempt ends (the
+		// finish statement reads it back from there); a lease exists
+		// only while RUNNING.
+		row.LeaseOwner = deref(leaseOwner)
+	}
 	row.RunAt = row.RunAt.UTC()
 	row.LeaseExpiresAt = utcOrZero(leaseExpires)
 	row.AttemptedAt = utcOrZero(attemptedAt)

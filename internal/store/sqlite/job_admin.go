@@ -111,6 +111,19 @@ func (s *Store) JobCount(ctx context.Context) ([]*store.JobCount, error) {
 	return out, nil
 }
 
+// attemptListSQL reads a job's recorded attempts in order, then its
+// successful attempt, which has no row of its own (JobFinishMany) and is
+// read from the job row; a SUCCESS reached another way (JobTransition) wrote
+// a row, and NOT EXISTS keeps it from showing twice.
+const attemptListSQL = `SELECT id AS seq, attempt, node, started_at, finished_at, outcome, error
+FROM docket_job_attempts WHERE job_id = ?1
+UNION ALL
+SELECT 9223372036854775807, attempt, coalesce(lease_owner, ''), coalesce(attempted_at, finished_at),
+	finished_at, 'success', ''
+FROM docket_jobs AS j WHERE id = ?1 AND state = 'SUCCESS' AND NOT EXISTS (
+	SELECT 1 FROM docket_job_attempts AS a WHERE a.job_id = ?1 AND a.attempt = j.attempt)
+ORDER BY seq`
+
 // JobAttemptList implements store.Store: the recorded attempts, then the
 // running one synthesized from the job row (attempt rows are written when an
 // attempt ends).
@@ -124,8 +137,7 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %s: %w", id, notFound(err))
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT attempt, node, started_at, finished_at, outcome, error
-		FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, id.String())
+	rows, err := tx.QueryContext(ctx, attemptListSQL, id.String())
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
 	}
@@ -133,9 +145,9 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 	var out []*job.Attempt
 	for rows.Next() {
 		a := job.Attempt{JobID: id}
-		var started, finished int64
+		var seq, started, finished int64
 		var outcome string
-		if err := rows.Scan(&a.Attempt, &a.Node, &started, &finished, &outcome, &a.Error); err != nil {
+		if err := rows.Scan(&seq, &a.Attempt, &a.Node, &started, &finished, &outcome, &a.Error); err != nil {
 			return nil, fmt.Errorf("list attempts of job %s: %w", id, err)
 		}
 		a.StartedAt, a.FinishedAt, a.Outcome = fromMicros(started), fromMicros(finished), job.Outcome(outcome)

@@ -27,7 +27,10 @@ WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expire
 //  1. finishReadSQL reads the fencing columns of every job in the batch;
 //     Go decides which finishes apply (the write lock is held, so nothing
 //     changes in between);
-//  2. finishAttemptsSQL writes the history rows of the applied ones;
+//  2. finishAttemptsSQL writes the history rows of the applied ones, but
+//     for successes: the job row keeps all a successful attempt's history
+//     (its lease_owner too) and never changes again, so JobAttemptList
+//     reads it from there;
 //  3. finishUpdateSQL moves them, still guarded by state and attempt. The
 //     unary + keeps the planner from driving the join from the state index
 //     instead of looking each job up by id.
@@ -54,7 +57,7 @@ const finishUpdateSQL = `UPDATE docket_jobs SET
 	attempt_base = docket_jobs.attempt_base + f.refund,
 	run_at = coalesce(f.run_at, docket_jobs.run_at),
 	last_error = coalesce(f.last_error, docket_jobs.last_error), finished_at = f.finished_at,
-	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
+	lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
 		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
 		value ->> 6 AS finished_at, value ->> 7 AS refund
@@ -132,8 +135,9 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			if cur.attemptedAt.Valid {
 				started = cur.attemptedAt.Int64
 			}
-			attempts = append(attempts, []any{ids[i], f.Attempt, cur.owner, started, at,
-				outcomeOf(f.State, f.Outcome), f.Error})
+			if outcome := outcomeOf(f.State, f.Outcome); to != job.StateSuccess || outcome != job.OutcomeSuccess {
+				attempts = append(attempts, []any{ids[i], f.Attempt, cur.owner, started, at, outcome, f.Error})
+			}
 			var result, runAt, finishedAt any
 			switch to {
 			case job.StateSuccess:
@@ -158,12 +162,14 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		if len(ts) == 0 {
 			return nil
 		}
-		attemptsJSON, err := json.Marshal(attempts)
-		if err != nil {
-			return fmt.Errorf("finish jobs: %w", err)
-		}
-		if _, err := tx.StmtContext(ctx, stmts[1]).ExecContext(ctx, string(attemptsJSON)); err != nil {
-			return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
+		if len(attempts) > 0 {
+			attemptsJSON, err := json.Marshal(attempts)
+			if err != nil {
+				return fmt.Errorf("finish jobs: %w", err)
+			}
+			if _, err := tx.StmtContext(ctx, stmts[1]).ExecContext(ctx, string(attemptsJSON)); err != nil {
+				return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
+			}
 		}
 		updatesJSON, err := json.Marshal(updates)
 		if err != nil {

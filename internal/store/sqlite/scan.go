@@ -60,7 +60,12 @@ func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 	r.State = job.State(state)
 	r.RunAt = fromMicros(runAt)
 	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-	r.LeaseOwner = leaseOwner.String
+	if r.State == job.StateRunning {
+		// The column keeps the last holder after the attempt ends (a
+		// successful attempt is listed from it); a lease exists only
+		// while RUNNING.
+		r.LeaseOwner = leaseOwner.String
+	}
 	r.LeaseExpiresAt = fromNullMicros(leaseExpiresAt)
 	r.AttemptedAt = fromNullMicros(attemptedAt)
 	r.CancelRequested = cancelRequested != 0

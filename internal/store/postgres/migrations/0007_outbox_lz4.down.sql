@@ -1,0 +1,1 @@
+ALTER TABLE docket_outbox ALTER COLUMN data SET COMPRESSION default;
