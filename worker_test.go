@@ -268,7 +268,7 @@ func TestWorkerTimeoutContext(t *testing.T) {
 	require.ErrorIs(t, s.err, context.DeadlineExceeded)
 	require.ErrorIs(t, s.cause, context.DeadlineExceeded)
 	require.ErrorIs(t, s.childCause, context.DeadlineExceeded, "derived contexts end with the same cause")
-	require.Error(t, s.childErr)
+	require.ErrorIs(t, s.childErr, context.DeadlineExceeded, "and the same error")
 	row := b.waitState(t, res.Job.ID, docket.JobStateDead)
 	require.Contains(t, row.LastError, "timed out after 200ms")
 }

@@ -86,16 +86,12 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	}
 	// The deadline counts from the attempt's start on the engine's clock.
 	remaining := e.timeout(ex) - e.cfg.Now().Sub(ex.row.AttemptedAt)
-	ctx := &attemptContext{Context: ex.ctx, deadline: time.Now().Add(remaining)}
-	if remaining <= 0 {
-		ex.cancel(errTimeout)
-	} else {
-		timer := time.AfterFunc(remaining, func() { ex.cancel(errTimeout) })
-		defer timer.Stop()
-	}
+	ctx, cancel := context.WithTimeoutCause(ex.ctx, remaining, errTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, executionKey{}, ex)
 
 	result, err, panicked := callHandler(ctx, ex)
-	cause := context.Cause(ex.ctx)
+	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(context.Cause(ex.ctx), errLeaseLost):
 		return nil
@@ -126,29 +122,6 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 		}
 	}
 	return e.retryOrDead(ex, job.OutcomeError, err.Error(), false)
-}
-
-// attemptContext is the context a handler gets: the execution's own
-// context, which the engine cancels with a cause (lease lost, cancel
-// requested, shutdown) and the attempt's timer with errTimeout, reporting
-// the attempt's deadline. One cancelable context and one timer per attempt:
-// context.WithTimeoutCause over the execution's context would add a second
-// one, with its channel and child registration, to every job.
-type attemptContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *attemptContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// Err is context.DeadlineExceeded once the attempt timed out, as for a
-// context with a deadline.
-func (c *attemptContext) Err() error {
-	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), errTimeout) {
-		return context.DeadlineExceeded
-	}
-	return err
 }
 
 // callHandler runs the handler, turning a panic into an error with its stack.
