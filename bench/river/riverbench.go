@@ -75,11 +75,18 @@ func Run[TTx any](ctx context.Context, f *Flags, backend string, driver riverdri
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if s.client, err = river.NewClient(s.driver, &river.Config{}); err != nil {
+	// Logs go to stderr: stdout carries the result (-o json).
+	if s.client, err = river.NewClient(s.driver, &river.Config{Logger: stderrLogger()}); err != nil {
 		return fmt.Errorf("insert client: %w", err)
 	}
 	_, err = bench.Run(ctx, s, f.Config)
 	return err
+}
+
+// stderrLogger is River's logger for both clients: warnings and errors, on
+// stderr.
+func stderrLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // noopArgs is the no-op job.
@@ -139,7 +146,7 @@ func (s *system[TTx]) StartWorkers(ctx context.Context, h *bench.Hooks) error {
 		Workers:           workers,
 		FetchCooldown:     s.flags.FetchCooldown,
 		FetchPollInterval: s.flags.FetchPoll,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:            stderrLogger(),
 	})
 	if err != nil {
 		return err
