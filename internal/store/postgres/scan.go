@@ -26,10 +26,11 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob converts one row of jobColumns into a job.Row. Its destinations
+// scanJob converts one row of jobColumns, followed by the columns of extra,
+// into a job.Row. Its destinations
 // work with both pgx and database/sql (the pgx stdlib driver), so rows read
 // through a caller's *sql.Tx convert the same way.
-func scanJob(r rowScanner) (*job.Row, error) {
+func scanJob(r rowScanner, extra ...any) (*job.Row, error) {
 	var (
 		row                                 job.Row
 		payload, result                     []byte
@@ -38,12 +39,13 @@ func scanJob(r rowScanner) (*job.Row, error) {
 		timeoutMS                           int64
 		leaseExpires, attemptedAt, finished *time.Time
 	)
-	err := r.Scan(
+	dest := []any{
 		&row.ID, &row.Type, &row.Queue, &row.Priority, &payload, &result, &idempotencyKey,
 		&state, &row.Attempt, &row.MaxAttempts, &row.RunAt, &timeoutMS, &leaseOwner, &leaseExpires,
 		&attemptedAt, &row.Progress, &row.ProgressMsg, &row.CancelRequested, &row.Version,
 		&row.CreatedAt, &row.UpdatedAt, &finished, &row.LastError, &row.AttemptBase,
-	)
+	}
+	err := r.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
 	}
