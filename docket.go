@@ -64,8 +64,9 @@ type Config struct {
 
 // Client inserts, reads and manages jobs. It is safe for concurrent use.
 type Client struct {
-	cfg   Config
-	store store.Store
+	cfg        Config
+	store      store.Store
+	leaseTurns leaseTurns
 }
 
 // NewClient opens the database named by cfg.DatabaseURL.

@@ -96,7 +96,8 @@ func parseRef(leaseID string) (job.Ref, error) {
 
 // Lease takes up to p.Max due jobs from p.Queues. When none is due it waits
 // up to p.Wait for one (woken by inserts, polling every second as a
-// fallback) and then returns an empty list.
+// fallback) and then returns an empty list. Calls waiting on the same
+// queues take turns: one listens at a time (leaseTurns).
 func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -127,6 +128,16 @@ func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 			return out, nil
 		}
 		if wakeups == nil {
+			// Wait on these queues only once it is this call's turn
+			// (leaseTurns): other calls on them are waiting already.
+			release, ok := c.leaseTurns.take(ctx, queues, remaining)
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				return out, nil
+			}
+			defer release()
 			ch, unsubscribe := c.store.Subscribe(store.TopicJobAvailable)
 			defer unsubscribe()
 			wakeups = ch

@@ -164,3 +164,64 @@ func TestLeaseValidation(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// TestLeaseWaitersTakeTurns: many long-polls wait on one queue (one at a
+// time listens, the others wait for its turn) and a long-poll on another
+// queue is not held up by them. Every job inserted one by one reaches
+// exactly one waiter, and every waiter gets one.
+func TestLeaseWaitersTakeTurns(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend, fastConfig())
+		const waiters = 12
+		poll := func(queue string) <-chan []*docket.Lease {
+			got := make(chan []*docket.Lease, 1)
+			go func() {
+				leases, err := b.client.Lease(ctx, docket.LeaseParams{
+					Queues: []string{queue}, Max: 1, Wait: 20 * time.Second,
+					Duration: 30 * time.Second, WorkerID: "w",
+				})
+				if err != nil {
+					t.Errorf("lease: %v", err)
+				}
+				got <- leases
+			}()
+			return got
+		}
+		var polls []<-chan []*docket.Lease
+		for range waiters {
+			polls = append(polls, poll("test.echo"))
+		}
+		time.Sleep(100 * time.Millisecond) // let them wait (either order passes)
+
+		// Another queue: its waiter has a turn of its own.
+		other := poll("test.fatal")
+		time.Sleep(50 * time.Millisecond)
+		_, err := b.client.Insert(ctx, fatalArgs{}, nil)
+		require.NoError(t, err)
+		select {
+		case leases := <-other:
+			require.Len(t, leases, 1, "the other queue's waiter got its job")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter on another queue was held up")
+		}
+
+		seen := map[string]bool{}
+		for i := range waiters {
+			_, err := b.client.Insert(ctx, echoArgs{N: i}, nil)
+			require.NoError(t, err)
+		}
+		for i, got := range polls {
+			select {
+			case leases := <-got:
+				require.Len(t, leases, 1, "waiter %d", i)
+				require.False(t, seen[leases[0].ID], "lease %s handed out twice", leases[0].ID)
+				seen[leases[0].ID] = true
+			case <-time.After(15 * time.Second):
+				t.Fatalf("waiter %d got nothing", i)
+			}
+		}
+		require.Len(t, seen, waiters)
+	})
+}
