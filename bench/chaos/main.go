@@ -15,12 +15,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"time"
 
 	"github.com/docket-run/docket/internal/chaos"
+	"github.com/docket-run/docket/internal/spawn"
 )
 
 func main() {
@@ -53,17 +52,13 @@ func run() int {
 	}
 	cfg.WorkerBin = self
 	if cfg.DocketBin == "" {
-		dir, err := os.MkdirTemp("", "docket-chaos-bin-")
+		bin, cleanup, err := spawn.BuildDocket("docket-chaos-bin-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 2
 		}
-		defer os.RemoveAll(dir)
-		cfg.DocketBin = filepath.Join(dir, "docket")
-		if out, err := exec.Command("go", "build", "-o", cfg.DocketBin, "./cmd/docket").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: go build ./cmd/docket: %v\n%s", err, out)
-			return 2
-		}
+		defer cleanup()
+		cfg.DocketBin = bin
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

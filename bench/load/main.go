@@ -21,15 +21,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/docket-run/docket/internal/loadtest"
+	"github.com/docket-run/docket/internal/spawn"
 )
 
 func main() {
@@ -85,18 +84,14 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.DocketBin == "" {
-		dir, err := os.MkdirTemp("", "docket-load-bin-")
+		fmt.Fprintln(os.Stderr, "load: building docket")
+		bin, cleanup, err := spawn.BuildDocket("docket-load-bin-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "load:", err)
 			return 2
 		}
-		defer os.RemoveAll(dir)
-		cfg.DocketBin = filepath.Join(dir, "docket")
-		fmt.Fprintln(os.Stderr, "load: building docket")
-		if out, err := exec.Command("go", "build", "-o", cfg.DocketBin, "github.com/docket-run/docket/cmd/docket").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "load: go build ./cmd/docket: %v\n%s", err, out)
-			return 2
-		}
+		defer cleanup()
+		cfg.DocketBin = bin
 	}
 	if loadtest.IsPostgres(cfg.DatabaseURL) {
 		url, drop, err := loadtest.NewPostgresSchema(ctx, cfg.DatabaseURL)

@@ -612,21 +612,23 @@ func (r *runner) latency(ctx context.Context) error {
 	r.res.InsertJobsPerSec = float64(total) / insertSeconds
 	r.res.WorkSeconds = r.res.Samples[len(r.res.Samples)-1].Seconds
 	r.res.JobsPerSec = float64(r.res.Completed) / r.res.WorkSeconds
-	r.res.Latency = percentiles(lat)
+	l := Percentiles(lat)
+	r.res.Latency = &l
 	return nil
 }
 
-// percentiles of ms (nearest rank).
-func percentiles(ms []float64) *Latency {
+// Percentiles of ms, by nearest rank (the smallest value with at least p of
+// the values at or below it); ms is sorted in place.
+func Percentiles(ms []float64) Latency {
 	if len(ms) == 0 {
-		return &Latency{}
+		return Latency{}
 	}
 	slices.Sort(ms)
 	at := func(p float64) float64 {
 		i := int(math.Ceil(p*float64(len(ms)))) - 1
 		return ms[max(0, min(i, len(ms)-1))]
 	}
-	return &Latency{Count: len(ms), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms[len(ms)-1]}
+	return Latency{Count: len(ms), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms[len(ms)-1]}
 }
 
 // report writes the result: key=value lines, or one JSON object.

@@ -165,7 +165,7 @@ func TestPercentiles(t *testing.T) {
 	for i := range ms {
 		ms[i] = float64(100 - i) // 100 .. 1
 	}
-	l := percentiles(ms)
+	l := Percentiles(ms)
 	if l.P50 != 50 || l.P90 != 90 || l.P99 != 99 || l.Max != 100 || l.Count != 100 {
 		t.Fatalf("percentiles %+v", l)
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/spawn"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/store/postgres"
 )
@@ -298,7 +299,7 @@ func (r *run) startAll(ctx context.Context) error {
 	}
 
 	r.adminKey = "chaos_admin_" + randomHex(16)
-	base := envWithout("DOCKET_")
+	base := spawn.EnvWithout("DOCKET_")
 	for i := range r.cfg.Servers {
 		port, err := freePort()
 		if err != nil {
@@ -397,16 +398,6 @@ func (r *run) countInLogs(phrases ...string) int {
 		}
 	}
 	return n
-}
-
-func envWithout(prefix string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 func (r *run) startNATS(ctx context.Context) error {

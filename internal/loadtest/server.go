@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/docket-run/docket/internal/spawn"
 )
 
 // serverStopTimeout is how long the server may take to shut down after
@@ -48,7 +50,7 @@ func startServer(ctx context.Context, cfg Config, adminKey string) (*server, err
 	}
 	s.cmd = exec.Command(cfg.DocketBin, "serve", "--listen", "127.0.0.1:0", "--database-url", cfg.DatabaseURL)
 	s.cmd.Dir = cfg.Dir
-	s.cmd.Env = append(envWithout("DOCKET_"),
+	s.cmd.Env = append(spawn.EnvWithout("DOCKET_"),
 		"DOCKET_ADMIN_KEY="+adminKey,
 		"DOCKET_NODE_ID=load-serve",
 		"DOCKET_NATS_DIR="+filepath.Join(cfg.Dir, "nats"),
@@ -144,18 +146,6 @@ func (s *server) tail(n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// envWithout is this process's environment without the variables whose
-// names start with prefix.
-func envWithout(prefix string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // errServerExited: the server ended while the run needed it.

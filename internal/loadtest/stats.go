@@ -2,9 +2,9 @@ package loadtest
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"time"
+
+	"github.com/docket-run/docket/internal/bench"
 )
 
 // Limits of the verdict (see the package comment).
@@ -17,30 +17,12 @@ const (
 	SlopeLimitFraction = 0.01
 )
 
-// Latency is submit latency percentiles in milliseconds, nearest rank.
-type Latency struct {
-	Count int     `json:"count"`
-	P50   float64 `json:"p50Ms"`
-	P90   float64 `json:"p90Ms"`
-	P99   float64 `json:"p99Ms"`
-	Max   float64 `json:"maxMs"`
-}
+// Latency is submit latency percentiles in milliseconds, by nearest rank,
+// as docket bench reports enqueue→start latency.
+type Latency = bench.Latency
 
-// percentiles of ms by nearest rank; ms is sorted in place.
-func percentiles(ms []float64) Latency {
-	if len(ms) == 0 {
-		return Latency{}
-	}
-	slices.Sort(ms)
-	return Latency{Count: len(ms), P50: rank(ms, 0.50), P90: rank(ms, 0.90), P99: rank(ms, 0.99), Max: ms[len(ms)-1]}
-}
-
-// rank is the nearest-rank p-quantile of sorted: the smallest value with
-// at least p of the values at or below it.
-func rank(sorted []float64, p float64) float64 {
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
+// percentiles of ms; ms is sorted in place.
+func percentiles(ms []float64) Latency { return bench.Percentiles(ms) }
 
 // Sample is the backlog at one instant of a step.
 type Sample struct {

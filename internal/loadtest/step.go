@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,8 +73,7 @@ func (r *recorder) progress() (sent, accepted, errors int, p99 float64) {
 	if len(recent) == 0 {
 		return sent, accepted, errors, -1
 	}
-	slices.Sort(recent)
-	return sent, accepted, errors, rank(recent, 0.99)
+	return sent, accepted, errors, percentiles(recent).P99
 }
 
 // step runs one step at rate jobs per second: warm-up, then the measured

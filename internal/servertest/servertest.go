@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/docket-run/docket/internal/spawn"
 )
 
 // Deadlines of the harness. Generous: they bound failures, they are not
@@ -343,12 +345,7 @@ func Run(t testing.TB, dir string, env map[string]string, args ...string) *Resul
 // environ is the test process's environment without DOCKET_* variables,
 // plus env.
 func environ(env map[string]string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DOCKET_") {
-			out = append(out, kv)
-		}
-	}
+	out := spawn.EnvWithout("DOCKET_")
 	if raceEnabled {
 		// The race runtime sleeps 1 s at exit by default.
 		out = append(out, "GORACE=atexit_sleep_ms=0")
