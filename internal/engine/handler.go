@@ -39,8 +39,9 @@ var ErrCancelRequested = errors.New("job cancel requested")
 
 // Causes of a handler context's end that the engine itself decides.
 var (
-	// errTimeout wraps context.DeadlineExceeded: contexts a handler derives
-	// from its own end Canceled, with this cause.
+	// errTimeout wraps context.DeadlineExceeded, so that errors.Is on the
+	// cause of a timed-out handler context (or of one derived from it)
+	// matches it as it matches the context's Err.
 	errTimeout   = fmt.Errorf("job timeout exceeded: %w", context.DeadlineExceeded)
 	errShutdown  = errors.New("worker shutting down")
 	errLeaseLost = errors.New("job lease lost")

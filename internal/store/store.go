@@ -66,14 +66,17 @@ type Store interface {
 	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
 
 	// JobAcquire leases up to p.Max due QUEUED jobs of one queue in one
-	// statement: ordered by sort key (priority with aging), then id; each is
+	// transaction: ordered by sort key (priority with aging), then id; each is
 	// set RUNNING with attempt+1, lease owner and expiry. Rows locked by
 	// another acquirer are skipped, never waited for. Returns nothing while
 	// the queue is paused.
 	JobAcquire(ctx context.Context, p *JobAcquireParams) ([]*job.Row, error)
 	// JobFinishMany moves RUNNING jobs to SUCCESS, RETRY, DEAD or CANCELED in
 	// one transaction, each guarded by state = RUNNING and attempt = the
-	// given attempt (fencing). It writes each finished attempt's history row.
+	// given attempt (fencing). It writes each finished attempt's history row,
+	// but for a success, which JobAttemptList reads from the job row (the
+	// job keeps its last lease owner for that; rows show it only while
+	// RUNNING).
 	// An attempt finishing in RETRY while a cancel is requested ends the job
 	// CANCELED instead (finished, never run again).
 	// The result is aligned with p.Jobs: true where the change was applied.

@@ -61,7 +61,7 @@ finished AS (
 		result           = CASE WHEN u.state = 'SUCCESS' THEN u.result::jsonb ELSE j.result END,
 		last_error       = CASE WHEN u.state = 'SUCCESS' THEN j.last_error ELSE u.error END,
 		run_at           = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN u.run_at ELSE j.run_at END,
-		finished_at      = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN NULL ELSE $9::timestamptz END,
+		finished_at      = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN NULL ELSE u.finished_at END,
 		attempt_base     = CASE WHEN u.outcome = 'interrupted' THEN j.attempt_base + 1 ELSE j.attempt_base END,
 		lease_expires_at = NULL,
 		updated_at       = $9::timestamptz,

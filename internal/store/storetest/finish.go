@@ -241,10 +241,13 @@ func testFinish(t *testing.T, open opener) {
 		requireAttempt(t, &job.Attempt{JobID: p.ID, Attempt: 1, Node: "node-1", StartedAt: t1, FinishedAt: f1, Outcome: job.OutcomeError, Error: "boom"}, attempts[0])
 		requireAttempt(t, &job.Attempt{JobID: p.ID, Attempt: 2, Node: "node-2", StartedAt: t2, Outcome: job.OutcomeRunning}, attempts[1])
 
+		// The success is written later than it happened (a batched
+		// completion): the attempt and the job keep when it happened.
 		f2 := at(20 * time.Second)
-		require.Equal(t, []bool{true}, b.finish(t, f2, &store.JobFinishParams{
-			ID: p.ID, Attempt: 2, State: job.StateSuccess, Outcome: job.OutcomeSuccess,
+		require.Equal(t, []bool{true}, b.finish(t, at(25*time.Second), &store.JobFinishParams{
+			ID: p.ID, Attempt: 2, State: job.StateSuccess, Outcome: job.OutcomeSuccess, FinishedAt: f2,
 		}))
+		requireTime(t, f2, b.get(t, p.ID).FinishedAt, "the job's finished_at")
 		attempts, err = b.s.JobAttemptList(b.ctx, p.ID)
 		require.NoError(t, err)
 		require.Len(t, attempts, 2)

@@ -3,10 +3,14 @@
 -- which PostgreSQL compresses as it moves it out of line. lz4 does that
 -- about four times faster than the default pglz, for a little more space;
 -- compressing with pglz was the dearest part of writing an event
--- (docs/benchmarks.md). A server built without lz4 keeps pglz.
+-- (docs/benchmarks.md). Column compression exists from PostgreSQL 14 (the
+-- statement is run by EXECUTE so that older servers never parse it), and a
+-- server built without lz4 keeps pglz.
 DO $$
 BEGIN
-    ALTER TABLE docket_outbox ALTER COLUMN data SET COMPRESSION lz4;
+    IF current_setting('server_version_num')::int >= 140000 THEN
+        EXECUTE 'ALTER TABLE docket_outbox ALTER COLUMN data SET COMPRESSION lz4';
+    END IF;
 EXCEPTION WHEN feature_not_supported THEN
     RAISE NOTICE 'lz4 is not available in this server: outbox events stay compressed with pglz';
 END
