@@ -93,8 +93,10 @@ func (n *natsProc) Stop() {
 	n.cmd = nil
 }
 
-// streamEnvelopes reads every message of DOCKET_EVENTS.
-func streamEnvelopes(t *testing.T, url string) []map[string]any {
+// eventStream calls fn with DOCKET_EVENTS on the NATS server at url and a
+// context bounding fn; it returns false, without calling fn, while the
+// stream does not exist yet.
+func eventStream(t *testing.T, url string, fn func(ctx context.Context, st jetstream.Stream)) bool {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	require.NoError(t, err)
@@ -105,38 +107,40 @@ func streamEnvelopes(t *testing.T, url string) []map[string]any {
 	defer cancel()
 	st, err := js.Stream(ctx, "DOCKET_EVENTS")
 	if err != nil {
-		return nil // not created yet
+		return false
 	}
-	info, err := st.Info(ctx)
-	require.NoError(t, err)
+	fn(ctx, st)
+	return true
+}
+
+// streamEnvelopes reads every message of DOCKET_EVENTS.
+func streamEnvelopes(t *testing.T, url string) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
-		msg, err := st.GetMsg(ctx, seq)
+	eventStream(t, url, func(ctx context.Context, st jetstream.Stream) {
+		info, err := st.Info(ctx)
 		require.NoError(t, err)
-		var env map[string]any
-		require.NoError(t, json.Unmarshal(msg.Data, &env))
-		require.Equal(t, "docket."+env["type"].(string), msg.Subject)
-		require.Equal(t, env["id"], msg.Header.Get("Nats-Msg-Id"))
-		out = append(out, env)
-	}
+		for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+			msg, err := st.GetMsg(ctx, seq)
+			require.NoError(t, err)
+			var env map[string]any
+			require.NoError(t, json.Unmarshal(msg.Data, &env))
+			require.Equal(t, "docket."+env["type"].(string), msg.Subject)
+			require.Equal(t, env["id"], msg.Header.Get("Nats-Msg-Id"))
+			out = append(out, env)
+		}
+	})
 	return out
 }
 
 // streamCount is how many messages DOCKET_EVENTS holds (0 before it exists).
 func streamCount(t *testing.T, url string) int {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, "DOCKET_EVENTS")
-	if err != nil {
-		return 0
-	}
-	return int(st.CachedInfo().State.Msgs)
+	n := 0
+	eventStream(t, url, func(_ context.Context, st jetstream.Stream) {
+		n = int(st.CachedInfo().State.Msgs)
+	})
+	return n
 }
 
 type healthBody struct {
