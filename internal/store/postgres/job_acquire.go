@@ -84,7 +84,10 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		return nil, fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 	}
 	if len(got) == 0 {
-		return nil, tx.Commit(ctx)
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("acquire jobs from queue %q: commit: %w", p.Queue, err)
+		}
+		return nil, nil
 	}
 	// RETURNING gives no order: restore the acquisition order.
 	slices.SortFunc(got, func(a, b acquired) int {
