@@ -3,8 +3,8 @@ package docket
 import (
 	"context"
 
-	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -55,10 +55,10 @@ func (c *Client) UnpublishedEventRows(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
-// maintenance is the extra leader-only services of a worker.
-func (c WorkerConfig) maintenance() []engine.Service {
+// leaderships is the leader-only services of a worker beside maintenance.
+func (c WorkerConfig) leaderships() map[string][]leader.Service {
 	if c.EventRelay == nil {
 		return nil
 	}
-	return []engine.Service{c.EventRelay}
+	return map[string][]leader.Service{leader.Events: {c.EventRelay}}
 }

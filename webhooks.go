@@ -4,9 +4,10 @@ import "github.com/docket-run/docket/internal/webhook"
 
 // Webhooks delivers committed events to HTTP endpoints: subscriptions,
 // signed POSTs with retries, backoff, a dead state, redelivery and a
-// circuit breaker per endpoint (docs/events.md, "Webhooks"). Start it
-// beside a Worker with the same NodeID: its dispatcher and delivery worker
-// run while that node is the elected leader.
+// circuit breaker per endpoint (docs/events.md, "Webhooks"). Its
+// dispatcher and delivery worker run in one process at a time: the holder
+// of the webhooks leadership, elected among the processes running
+// Webhooks.
 type Webhooks = webhook.Service
 
 // WebhooksConfig configures Webhooks; zero fields take the documented

@@ -42,7 +42,8 @@ type WorkerConfig struct {
 	// PollInterval: fallback poll for new jobs when no wakeup arrives;
 	// default 1 s.
 	PollInterval time.Duration
-	// LeaderTTL: term of the maintenance leader; default 15 s.
+	// LeaderTTL: term of each of the worker's leaderships (maintenance,
+	// and the event relay if set); default 15 s.
 	LeaderTTL time.Duration
 	// FetchBatch: most jobs acquired by one query; default 200.
 	FetchBatch int
@@ -56,8 +57,10 @@ type WorkerConfig struct {
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 	// EventRelay, when set, publishes the outbox to the event bus while
-	// this worker is the elected leader (one relay at a time, like the
-	// rescuer). Make it with Client.NewEventRelay. Default none.
+	// this worker leads the relay: one relay at a time, elected among the
+	// workers that have one (a worker without a relay may lead the
+	// maintenance meanwhile). Make it with Client.NewEventRelay. Default
+	// none.
 	EventRelay *EventRelay
 }
 
@@ -70,7 +73,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		FetchBatch: c.FetchBatch, CompleteBatch: c.CompleteBatch, CompleteInterval: c.CompleteInterval,
 		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,
-		OnFinish: client.engineObserver(), Maintenance: c.maintenance(),
+		OnFinish: client.engineObserver(), Leaderships: c.leaderships(),
 	}
 	if cfg.RetryBackoff.Base == 0 {
 		cfg.RetryBackoff = client.retryPolicy()

@@ -436,7 +436,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	if err := worker.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start maintenance: %w", err)
 	}
-	// Webhooks run while the worker leads; they stop before it resigns.
+	// Webhooks have a leadership of their own, under the worker's node id.
 	hooks, err := client.NewWebhooks(cfg.webhookConfig(worker.NodeID()))
 	if err == nil {
 		err = hooks.Start(context.WithoutCancel(ctx))

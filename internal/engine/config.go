@@ -8,6 +8,7 @@ import (
 
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -92,11 +93,12 @@ type Config struct {
 	// the commit, from the writing goroutine: it must be quick and must not
 	// block. Fenced ends are not observed. Default none.
 	OnFinish func(row *job.Row, fin *store.JobFinishParams)
-	// Maintenance lists more services run only while this node is the
-	// elected leader, beside the rescuer, scheduler and pruner (the outbox
-	// relay). Each is started at the start of a term and stopped at its
-	// end, so it must support Start after Stop. Default none.
-	Maintenance []Service
+	// Leaderships are services run while this node holds the named
+	// leadership (leader.Events: the outbox relay), each elected on its
+	// own row among the nodes that have it, beside the maintenance
+	// leadership every engine contends for. A service is started at the
+	// start of each term and stopped at its end. Default none.
+	Leaderships map[string][]leader.Service
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

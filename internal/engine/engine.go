@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -69,6 +72,12 @@ func New(st store.Store, cfg Config, handlers map[string]*Handler) (*Engine, err
 	e.services = []Service{
 		newNodeRegistry(e),
 		newElector(e),
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Leaderships)) {
+		e.services = append(e.services, leader.New(leader.Config{
+			Name: name, NodeID: cfg.NodeID, TTL: cfg.LeaderTTL,
+			Store: st, Logger: cfg.Logger, Now: cfg.Now, Services: cfg.Leaderships[name],
+		}))
 	}
 	return e, nil
 }

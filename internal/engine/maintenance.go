@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -54,72 +54,18 @@ func (o *onStop) Stop() {
 	}
 }
 
-// elector tries to become (or stay) leader every third of the TTL. While
-// this node leads it runs the maintenance services; when it loses the term
-// it stops them. Leadership is a TTL lease row in the database, so a dead
-// leader is replaced within one TTL.
-type elector struct {
-	*loop
-	e           *Engine
-	maintenance []Service
-
-	mu      sync.Mutex
-	leading bool
-}
-
+// newElector runs the rescuer, scheduler and pruner while this node holds
+// the maintenance leadership.
 func newElector(e *Engine) Service {
-	el := &elector{e: e, maintenance: []Service{
-		&loop{name: "rescuer", interval: e.cfg.RescueInterval, fn: e.rescue},
-		&loop{name: "scheduler", interval: e.cfg.SchedulerInterval, fn: e.schedule},
-		&loop{name: "pruner", interval: e.cfg.PruneInterval, fn: e.prune},
-	}}
-	el.maintenance = append(el.maintenance, e.cfg.Maintenance...)
-	el.loop = &loop{name: "elector", interval: e.cfg.LeaderTTL / 3, fn: el.attempt}
-	return el
-}
-
-func (el *elector) attempt(ctx context.Context) {
-	ok, err := el.e.store.LeaderAttemptElect(ctx, &store.LeaderElectParams{
-		NodeID: el.e.cfg.NodeID, TTL: el.e.cfg.LeaderTTL, Now: el.e.cfg.Now(),
+	return leader.New(leader.Config{
+		Name: leader.Maintenance, NodeID: e.cfg.NodeID, TTL: e.cfg.LeaderTTL,
+		Store: e.store, Logger: e.log, Now: e.cfg.Now,
+		Services: []leader.Service{
+			&loop{name: "rescuer", interval: e.cfg.RescueInterval, fn: e.rescue},
+			&loop{name: "scheduler", interval: e.cfg.SchedulerInterval, fn: e.schedule},
+			&loop{name: "pruner", interval: e.cfg.PruneInterval, fn: e.prune},
+		},
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		el.e.log.Warn("leader election failed", attrService, "elector", attrError, err)
-		ok = false // cannot prove the term was renewed: step down to be safe
-	}
-	el.mu.Lock()
-	defer el.mu.Unlock()
-	switch {
-	case ok && !el.leading:
-		el.e.log.Info("elected leader; starting maintenance", attrService, "elector")
-		if err := startAll(ctx, el.maintenance...); err != nil {
-			el.e.log.Error("start maintenance failed", attrService, "elector", attrError, err)
-			return
-		}
-		el.leading = true
-	case !ok && el.leading:
-		el.e.log.Info("lost leadership; stopping maintenance", attrService, "elector")
-		stopAll(el.maintenance...)
-		el.leading = false
-	}
-}
-
-func (el *elector) Stop() {
-	el.loop.Stop()
-	el.mu.Lock()
-	leading := el.leading
-	el.leading = false
-	el.mu.Unlock()
-	stopAll(el.maintenance...)
-	if leading {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := el.e.store.LeaderResign(ctx, &store.LeaderResignParams{NodeID: el.e.cfg.NodeID}); err != nil {
-			el.e.log.Warn("resign leadership failed", attrService, "elector", attrError, err)
-		}
-	}
 }
 
 // rescue ends attempts whose lease expired (their holder died, hung or was

@@ -360,6 +360,7 @@ type Queue struct {
 
 // LeaderElectParams asks for (or renews) leadership.
 type LeaderElectParams struct {
+	Name   string // the leadership (one row each): leader.Maintenance, …
 	NodeID string
 	TTL    time.Duration
 	Now    time.Time
@@ -367,6 +368,7 @@ type LeaderElectParams struct {
 
 // LeaderResignParams gives leadership up.
 type LeaderResignParams struct {
+	Name   string
 	NodeID string
 }
 

@@ -33,11 +33,11 @@ const (
 type Config struct {
 	// Store is the database; required.
 	Store store.Store
-	// NodeID is this process's name in the leadership row; required, and
-	// the same as the process's docket.Worker NodeID: the dispatcher and
-	// the delivery worker run on the maintenance leader.
+	// NodeID is this process's name in the webhooks leadership row, unique
+	// among the processes running webhooks; required (docket serve gives
+	// its worker's).
 	NodeID string
-	// LeaderTTL is the leadership term, as the worker's; default 15 s.
+	// LeaderTTL is the leadership term; default 15 s.
 	LeaderTTL time.Duration
 	// PollInterval: how often the leader looks for new outbox rows and due
 	// deliveries; default 1 s.
@@ -123,7 +123,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("webhook config: Store is required"))
 	}
 	if c.NodeID == "" {
-		errs = append(errs, errors.New("webhook config: NodeID is required (the worker's, to share its leadership)"))
+		errs = append(errs, errors.New("webhook config: NodeID is required"))
 	}
 	if c.BackoffMax < c.BackoffBase {
 		errs = append(errs, fmt.Errorf("webhook config: BackoffMax %v is below BackoffBase %v", c.BackoffMax, c.BackoffBase))

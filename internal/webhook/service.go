@@ -4,9 +4,9 @@
 // breaker per endpoint, HMAC-SHA256 signatures, and a guard against
 // server-side request forgery.
 //
-// The dispatcher and the delivery worker run on the maintenance leader
-// only (the node that holds the leadership row of docket.Worker), so one
-// process fans out and one breaker per endpoint governs sending.
+// The dispatcher and the delivery worker run on one node at a time, the
+// holder of the webhooks leadership, so one process fans out and one
+// breaker per endpoint governs sending.
 package webhook
 
 import (
@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -42,14 +43,7 @@ type Service struct {
 	transport *http.Transport
 	breakers  *breakers
 	wake      chan struct{} // wakes the delivery worker
-
-	mu      sync.Mutex
-	cancel  context.CancelFunc // of the elector
-	done    chan struct{}
-	leading bool
-	// leaderCancel and leaderDone stop the leader-only loops.
-	leaderCancel context.CancelFunc
-	leaderDone   chan struct{}
+	elector   *leader.Elector
 }
 
 // New makes a Service; Start runs its background work.
@@ -84,105 +78,57 @@ func New(cfg Config) (*Service, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	s.breakers = newBreakers(cfg, s.log)
+	s.elector = leader.New(leader.Config{
+		Name: leader.Webhooks, NodeID: cfg.NodeID, TTL: cfg.LeaderTTL,
+		Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Now, Services: []leader.Service{&loops{s: s}},
+	})
 	return s, nil
 }
 
-// Start runs the elector: while this node holds the maintenance
-// leadership, the dispatcher and the delivery worker run.
-func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return nil
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	done := make(chan struct{})
-	s.done = done
-	go func() {
-		defer close(done)
-		t := time.NewTicker(s.cfg.LeaderTTL / 3)
-		defer t.Stop()
-		for {
-			s.elect(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
-}
+// Start runs the elector: while this node holds the webhooks leadership,
+// the dispatcher and the delivery worker run.
+func (s *Service) Start(ctx context.Context) error { return s.elector.Start(ctx) }
 
-// Stop stops the elector and the leader's loops and waits for them; safe to
-// call twice and before Start. It does not resign the leadership: the
-// worker that shares it does.
+// Stop stops the elector and the leader's loops, waits for them and gives
+// the leadership up; safe to call twice and before Start.
 func (s *Service) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel, s.done = nil, nil
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-	s.mu.Lock()
-	s.stopLeading()
-	s.mu.Unlock()
+	s.elector.Stop()
 	s.transport.CloseIdleConnections()
-}
-
-// elect renews (or takes) the leadership with the worker's node id, and
-// starts or stops the leader's loops to match.
-func (s *Service) elect(ctx context.Context) {
-	ok, err := s.store.LeaderAttemptElect(ctx, &store.LeaderElectParams{
-		NodeID: s.cfg.NodeID, TTL: s.cfg.LeaderTTL, Now: s.cfg.Now(),
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("leader election failed", attrError, err)
-		ok = false // cannot prove the term was renewed: stop to be safe
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case ok && !s.leading:
-		s.log.Info("leading: starting webhook dispatcher and delivery worker")
-		lctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		s.leaderCancel, s.leaderDone, s.leading = cancel, done, true
-		go func() {
-			defer close(done)
-			var wg sync.WaitGroup
-			wg.Go(func() { s.runDispatcher(lctx) })
-			wg.Go(func() { s.runDeliverer(lctx) })
-			wg.Wait()
-		}()
-	case !ok && s.leading:
-		s.log.Info("not leading: stopping webhook dispatcher and delivery worker")
-		s.stopLeading()
-	}
-}
-
-// stopLeading stops the leader's loops; s.mu is held.
-func (s *Service) stopLeading() {
-	if !s.leading {
-		return
-	}
-	s.leaderCancel()
-	<-s.leaderDone
-	s.leading = false
 }
 
 // Leading reports whether this node runs the dispatcher and the delivery
 // worker now.
-func (s *Service) Leading() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leading
+func (s *Service) Leading() bool { return s.elector.Leading() }
+
+// loops is the dispatcher and the delivery worker, run by the leader.
+type loops struct {
+	s      *Service
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start is called by the elector only, at the start of a term.
+func (l *loops) Start(ctx context.Context) error {
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() { l.s.runDispatcher(ctx) })
+		wg.Go(func() { l.s.runDeliverer(ctx) })
+		wg.Wait()
+	}(l.done)
+	return nil
+}
+
+// Stop is called by the elector only, at the end of a term.
+func (l *loops) Stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+	l.cancel, l.done = nil, nil
 }
 
 // notify wakes the delivery worker (without blocking).

@@ -10,9 +10,6 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// leaderName is the one leadership row; every maintenance service follows it.
-const leaderName = "default"
-
 // leaderElectSQL takes the row when it is free or expired, or renews it for
 // its holder (keeping elected_at); it returns nothing when another node
 // holds a live term.
@@ -30,21 +27,21 @@ RETURNING node_id`
 func (s *Store) LeaderAttemptElect(ctx context.Context, p *store.LeaderElectParams) (bool, error) {
 	now := dbTime(p.Now)
 	var node string
-	err := s.pool.QueryRow(ctx, leaderElectSQL, leaderName, p.NodeID, now, dbTime(now.Add(p.TTL))).Scan(&node)
+	err := s.pool.QueryRow(ctx, leaderElectSQL, p.Name, p.NodeID, now, dbTime(now.Add(p.TTL))).Scan(&node)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("elect leader %q: %w", p.NodeID, err)
+		return false, fmt.Errorf("elect %s leader %q: %w", p.Name, p.NodeID, err)
 	}
 	return node == p.NodeID, nil
 }
 
 // LeaderResign implements store.Store.
 func (s *Store) LeaderResign(ctx context.Context, p *store.LeaderResignParams) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM docket_leader WHERE name = $1 AND node_id = $2`, leaderName, p.NodeID)
+	_, err := s.pool.Exec(ctx, `DELETE FROM docket_leader WHERE name = $1 AND node_id = $2`, p.Name, p.NodeID)
 	if err != nil {
-		return fmt.Errorf("resign leader %q: %w", p.NodeID, err)
+		return fmt.Errorf("resign %s leader %q: %w", p.Name, p.NodeID, err)
 	}
 	return nil
 }

@@ -9,9 +9,6 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// leaderName is the one leadership this store elects.
-const leaderName = "default"
-
 // LeaderAttemptElect implements store.Store: take the row when absent,
 // expired, or ours (renewal keeps elected_at).
 func (s *Store) LeaderAttemptElect(ctx context.Context, p *store.LeaderElectParams) (bool, error) {
@@ -26,12 +23,12 @@ func (s *Store) LeaderAttemptElect(ctx context.Context, p *store.LeaderElectPara
 				expires_at = excluded.expires_at
 			WHERE docket_leader.expires_at < ?3 OR docket_leader.node_id = ?2
 			RETURNING node_id`,
-			leaderName, p.NodeID, micros(p.Now), micros(p.Now.Add(p.TTL))).Scan(&leader)
+			p.Name, p.NodeID, micros(p.Now), micros(p.Now.Add(p.TTL))).Scan(&leader)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // someone else leads
 		}
 		if err != nil {
-			return fmt.Errorf("elect leader %q: %w", p.NodeID, err)
+			return fmt.Errorf("elect %s leader %q: %w", p.Name, p.NodeID, err)
 		}
 		return nil
 	})
@@ -45,8 +42,8 @@ func (s *Store) LeaderAttemptElect(ctx context.Context, p *store.LeaderElectPara
 func (s *Store) LeaderResign(ctx context.Context, p *store.LeaderResignParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM docket_leader WHERE name = ? AND node_id = ?`,
-			leaderName, p.NodeID); err != nil {
-			return fmt.Errorf("resign leader %q: %w", p.NodeID, err)
+			p.Name, p.NodeID); err != nil {
+			return fmt.Errorf("resign %s leader %q: %w", p.Name, p.NodeID, err)
 		}
 		return nil
 	})

@@ -191,7 +191,7 @@ func testConcurrency(t *testing.T, open opener) {
 		for i := range n {
 			wg.Go(func() {
 				ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{
-					NodeID: fmt.Sprintf("node-%d", i), TTL: time.Minute, Now: base,
+					Name: "default", NodeID: fmt.Sprintf("node-%d", i), TTL: time.Minute, Now: base,
 				})
 				if err != nil {
 					mu.Lock()

@@ -11,16 +11,34 @@ import (
 )
 
 func testLeader(t *testing.T, open opener) {
-	elect := func(t *testing.T, b *bundle, node string, now time.Time) bool {
+	electIn := func(t *testing.T, b *bundle, name, node string, now time.Time) bool {
 		t.Helper()
-		ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{NodeID: node, TTL: 30 * time.Second, Now: now})
+		ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{Name: name, NodeID: node, TTL: 30 * time.Second, Now: now})
 		require.NoError(t, err)
 		return ok
 	}
+	elect := func(t *testing.T, b *bundle, node string, now time.Time) bool {
+		t.Helper()
+		return electIn(t, b, "default", node, now)
+	}
 	resign := func(t *testing.T, b *bundle, node string) {
 		t.Helper()
-		require.NoError(t, b.s.LeaderResign(b.ctx, &store.LeaderResignParams{NodeID: node}))
+		require.NoError(t, b.s.LeaderResign(b.ctx, &store.LeaderResignParams{Name: "default", NodeID: node}))
 	}
+
+	t.Run("LeadershipsAreIndependent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		require.True(t, electIn(t, b, "default", "n1", base))
+		require.True(t, electIn(t, b, "events", "n2", base), "another leadership has its own term")
+		require.False(t, electIn(t, b, "events", "n1", at(time.Second)))
+		require.False(t, electIn(t, b, "default", "n2", at(time.Second)))
+		require.NoError(t, b.s.LeaderResign(b.ctx, &store.LeaderResignParams{Name: "events", NodeID: "n1"}), "not its holder: a no-op")
+		require.True(t, electIn(t, b, "events", "n2", at(2*time.Second)), "still n2's")
+		require.NoError(t, b.s.LeaderResign(b.ctx, &store.LeaderResignParams{Name: "events", NodeID: "n2"}))
+		require.True(t, electIn(t, b, "events", "n1", at(3*time.Second)), "free after its holder resigned")
+		require.True(t, electIn(t, b, "default", "n1", at(3*time.Second)), "the other leadership kept its holder")
+	})
 
 	t.Run("ElectRenewExpire", func(t *testing.T) {
 		t.Parallel()

@@ -57,7 +57,7 @@ func testMigration(t *testing.T, open opener) {
 		b.jobIn(t, job.StateSuccess)
 		require.NoError(t, b.s.NodeHeartbeat(b.ctx, &store.NodeHeartbeatParams{ID: "n1", Hostname: "h", PID: 1, Now: base}))
 		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
-		ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{NodeID: "n1", TTL: later.Sub(base), Now: base})
+		ok, err := b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{Name: "default", NodeID: "n1", TTL: later.Sub(base), Now: base})
 		require.NoError(t, err)
 		require.True(t, ok)
 
@@ -87,7 +87,7 @@ func testMigration(t *testing.T, open opener) {
 		qs, err := b.s.QueueList(b.ctx)
 		require.NoError(t, err)
 		require.Empty(t, qs)
-		ok, err = b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{NodeID: "n2", TTL: lease, Now: at(1)})
+		ok, err = b.s.LeaderAttemptElect(b.ctx, &store.LeaderElectParams{Name: "default", NodeID: "n2", TTL: lease, Now: at(1)})
 		require.NoError(t, err)
 		require.True(t, ok, "leadership was reset")
 

@@ -1,0 +1,192 @@
+// Package leader elects one node per named leadership and runs a set of
+// services on it while it holds the term.
+//
+// A leadership is a TTL lease row in the database, renewed every third of
+// the TTL, so a dead leader is replaced within one TTL. Each role has a
+// leadership of its own, contended only by the nodes able to do it: the
+// engine's maintenance ("default") by every worker, the outbox relay
+// ("events") by the processes with an event bus, webhook delivery
+// ("webhooks") by the processes running webhooks. One shared leadership
+// would let a node without the role win it and starve the role.
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// The leaderships docket elects.
+const (
+	Maintenance = "default" // rescuer, scheduler, pruner: every worker
+	Events      = "events"  // the outbox relay to the event bus
+	Webhooks    = "webhooks"
+)
+
+// Service is the lifecycle of what runs on the leader: Start at the start
+// of a term, Stop at its end (and Start again at a later term).
+type Service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// Store is what an elector needs of the database.
+type Store interface {
+	LeaderAttemptElect(ctx context.Context, p *store.LeaderElectParams) (bool, error)
+	LeaderResign(ctx context.Context, p *store.LeaderResignParams) error
+}
+
+// Config of an Elector.
+type Config struct {
+	Name   string // the leadership
+	NodeID string
+	TTL    time.Duration
+	Store  Store
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Services run while this node leads.
+	Services []Service
+}
+
+// Elector tries to become (or stay) leader every third of the TTL and runs
+// the services while it leads. Each attempt has a deadline of a third of
+// the TTL: a renewal that hangs (a lock, a dead connection) ends the term
+// here, with the services stopped, before the row expires and another node
+// may take it.
+type Elector struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex // guards the fields below
+	cancel  context.CancelFunc
+	done    chan struct{}
+	leading bool
+}
+
+// New makes an elector; Start runs it.
+func New(cfg Config) *Elector {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Elector{cfg: cfg, log: cfg.Logger.With("service", "elector", "leadership", cfg.Name)}
+}
+
+// Start launches the election loop; the first attempt is at once.
+func (el *Elector) Start(ctx context.Context) error {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	if el.cancel != nil {
+		return nil
+	}
+	ctx, el.cancel = context.WithCancel(ctx)
+	done := make(chan struct{})
+	el.done = done
+	go func() {
+		defer close(done)
+		t := time.NewTicker(el.cfg.TTL / 3)
+		defer t.Stop()
+		for {
+			el.attempt(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the loop, stops the services and gives the leadership up if
+// this node held it. Safe to call twice and before Start.
+func (el *Elector) Stop() {
+	el.mu.Lock()
+	cancel, done := el.cancel, el.done
+	el.cancel, el.done = nil, nil
+	el.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	if !el.setLeading(false) {
+		return
+	}
+	stopAll(el.cfg.Services)
+	ctx, cancelResign := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelResign()
+	if err := el.cfg.Store.LeaderResign(ctx, &store.LeaderResignParams{Name: el.cfg.Name, NodeID: el.cfg.NodeID}); err != nil {
+		el.log.Warn("resign leadership failed", "error", err)
+	}
+}
+
+// Leading reports whether this node holds the leadership now.
+func (el *Elector) Leading() bool {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	return el.leading
+}
+
+// setLeading sets the flag and returns its previous value.
+func (el *Elector) setLeading(v bool) bool {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	was := el.leading
+	el.leading = v
+	return was
+}
+
+func (el *Elector) attempt(ctx context.Context) {
+	actx, cancel := context.WithTimeout(ctx, el.cfg.TTL/3)
+	ok, err := el.cfg.Store.LeaderAttemptElect(actx, &store.LeaderElectParams{
+		Name: el.cfg.Name, NodeID: el.cfg.NodeID, TTL: el.cfg.TTL, Now: el.cfg.Now(),
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping
+		}
+		el.log.Warn("leader election failed", "error", err)
+		ok = false // cannot prove the term was renewed: step down to be safe
+	}
+	el.mu.Lock()
+	leading := el.leading
+	el.mu.Unlock()
+	switch {
+	case ok && !leading:
+		el.log.Info("elected leader; starting its services")
+		if err := startAll(ctx, el.cfg.Services); err != nil {
+			el.log.Error("start leader services failed", "error", err)
+			return
+		}
+		el.setLeading(true)
+	case !ok && leading:
+		el.log.Info("lost leadership; stopping its services")
+		el.setLeading(false)
+		stopAll(el.cfg.Services)
+	}
+}
+
+// startAll starts services in order; on failure it stops those started.
+func startAll(ctx context.Context, services []Service) error {
+	for i, s := range services {
+		if err := s.Start(ctx); err != nil {
+			stopAll(services[:i])
+			return err
+		}
+	}
+	return nil
+}
+
+// stopAll stops services in reverse order.
+func stopAll(services []Service) {
+	for i := len(services) - 1; i >= 0; i-- {
+		services[i].Stop()
+	}
+}
