@@ -20,13 +20,15 @@ const anyDueSQL = `SELECT EXISTS (
 
 // acquireSQL leases due QUEUED jobs of a queue in sort order, unless the
 // queue is paused. The write transaction holds SQLite's write lock, so no
-// other acquirer can see these rows QUEUED: SQLite's "SKIP LOCKED".
+// other acquirer can see these rows QUEUED: SQLite's "SKIP LOCKED". The
+// index entries carry the rowid, so each row is updated without a second
+// search by id.
 const acquireSQL = `UPDATE docket_jobs SET
 	state = 'RUNNING', attempt = attempt + 1, lease_owner = ?1, lease_expires_at = ?2,
 	attempted_at = ?3, progress = 0, progress_message = '', cancel_requested = 0,
 	updated_at = ?3, version = version + 1
-WHERE id IN (
-	SELECT id FROM docket_jobs INDEXED BY docket_jobs_acquire
+WHERE rowid IN (
+	SELECT rowid FROM docket_jobs INDEXED BY docket_jobs_acquire
 	WHERE state = 'QUEUED' AND queue = ?4 AND run_at <= ?3
 		AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = ?4 AND paused = 1)
 	ORDER BY sort_at, id

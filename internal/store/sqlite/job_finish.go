@@ -20,25 +20,48 @@ SELECT id, attempt, coalesce(lease_owner, ''), coalesce(attempted_at, ?3), ?3, ?
 FROM docket_jobs
 WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expires_at < ?7)`
 
-// The finish of a batch is three statements whatever its size, each taking
+// The finish of a batch is two statements whatever its size, each taking
 // the whole batch as one JSON array parameter (json_each), so neither the
 // statement count nor the SQL text grows with the batch:
 //
-//  1. finishReadSQL reads the fencing columns of every job in the batch;
-//     Go decides which finishes apply (the write lock is held, so nothing
-//     changes in between);
+//  1. finishUpdateSQL moves the jobs still RUNNING at the attempt being
+//     finished (and, for the rescuer, whose lease expired) and returns
+//     what the history and the events need; a job not returned was fenced
+//     off. The unary + keeps the planner from driving the join from the
+//     state index instead of looking each job up by id.
 //  2. finishAttemptsSQL writes the history rows of the applied ones, but
 //     for successes: the job row keeps all a successful attempt's history
 //     (its lease_owner too) and never changes again, so JobAttemptList
-//     reads it from there;
-//  3. finishUpdateSQL moves them, still guarded by state and attempt. The
-//     unary + keeps the planner from driving the join from the state index
-//     instead of looking each job up by id.
+//     reads it from there.
+//
+// An attempt ending in RETRY while a cancel is requested ends the job
+// CANCELED instead, so the request is not lost to the next attempt: the
+// CASEs below, reading the row as it was.
 
-// finishReadSQL: ?1 is a JSON array of job ids.
-const finishReadSQL = `SELECT j.id, j.job_type, j.queue, j.state, j.attempt,
-	coalesce(j.lease_owner, ''), j.attempted_at, j.lease_expires_at, j.cancel_requested
-FROM docket_jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))`
+// finishUpdateSQL: ?1 is a JSON array of
+// [id, attempt, state, result, run_at, last_error, finished_at, refund],
+// where a null result or last_error keeps the column, and refund 1 (an
+// attempt interrupted by its worker's shutdown) moves attempt_base up so
+// the attempt does not count against max attempts; ?2 is Now; ?3 = 1 for
+// expired leases only.
+const finishUpdateSQL = `WITH f AS MATERIALIZED (
+	SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
+		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
+		value ->> 6 AS finished_at, value ->> 7 AS refund
+	FROM jsonb_each(?1))
+UPDATE docket_jobs SET
+	state = CASE WHEN f.state = 'RETRY' AND docket_jobs.cancel_requested THEN 'CANCELED' ELSE f.state END,
+	result = coalesce(f.result, docket_jobs.result),
+	attempt_base = docket_jobs.attempt_base + f.refund,
+	run_at = CASE WHEN f.state = 'RETRY' AND NOT docket_jobs.cancel_requested THEN f.run_at ELSE docket_jobs.run_at END,
+	last_error = coalesce(f.last_error, docket_jobs.last_error),
+	finished_at = CASE WHEN f.state = 'RETRY' AND NOT docket_jobs.cancel_requested THEN NULL ELSE f.finished_at END,
+	lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
+FROM f
+WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt
+	AND (?3 = 0 OR docket_jobs.lease_expires_at < ?2)
+RETURNING docket_jobs.id, docket_jobs.attempt, docket_jobs.state, docket_jobs.job_type, docket_jobs.queue,
+	coalesce(docket_jobs.lease_owner, ''), docket_jobs.attempted_at`
 
 // finishAttemptsSQL: ?1 is a JSON array of
 // [job_id, attempt, node, started_at, finished_at, outcome, error].
@@ -47,32 +70,19 @@ const finishAttemptsSQL = `INSERT INTO docket_job_attempts
 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
 FROM json_each(?1)`
 
-// finishUpdateSQL: ?1 is a JSON array of
-// [id, attempt, state, result, run_at, last_error, finished_at, refund],
-// where a null result, run_at or last_error keeps the column, and refund 1
-// (an attempt interrupted by its worker's shutdown) moves attempt_base up so
-// the attempt does not count against max attempts; ?2 is Now.
-const finishUpdateSQL = `UPDATE docket_jobs SET
-	state = f.state, result = coalesce(f.result, docket_jobs.result),
-	attempt_base = docket_jobs.attempt_base + f.refund,
-	run_at = coalesce(f.run_at, docket_jobs.run_at),
-	last_error = coalesce(f.last_error, docket_jobs.last_error), finished_at = f.finished_at,
-	lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
-FROM (SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
-		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
-		value ->> 6 AS finished_at, value ->> 7 AS refund
-	FROM json_each(?1)) AS f
-WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt`
+// finished is what finishUpdateSQL returns of a job it moved.
+type finished struct {
+	to          job.State
+	jobType     string
+	queue       string
+	owner       string
+	attemptedAt sql.NullInt64
+}
 
-// running is what finishing needs to know of a job.
-type running struct {
-	jobType, queue  string
-	state           job.State
-	attempt         int
-	owner           string
-	attemptedAt     sql.NullInt64
-	leaseExpiresAt  sql.NullInt64
-	cancelRequested bool
+// attemptKey identifies one attempt of a job in a batch.
+type attemptKey struct {
+	id      string
+	attempt int
 }
 
 // JobFinishMany implements store.Store.
@@ -89,78 +99,76 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	if len(p.Jobs) == 0 {
 		return applied, nil
 	}
-	var stmts [3]*sql.Stmt
-	for i, q := range []string{finishReadSQL, finishAttemptsSQL, finishUpdateSQL} {
+	var stmts [2]*sql.Stmt
+	for i, q := range []string{finishUpdateSQL, finishAttemptsSQL} {
 		st, err := s.prepare(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("prepare finish: %w", err)
 		}
 		stmts[i] = st
 	}
+	now := micros(p.Now)
 	ids := make([]string, len(p.Jobs))
+	// The first finish of an attempt in the batch applies; a second one of
+	// the same attempt is fenced off (the job is no longer RUNNING).
+	first := make(map[attemptKey]int, len(p.Jobs))
+	updates := make([][]any, 0, len(p.Jobs))
 	for i, f := range p.Jobs {
 		ids[i] = f.ID.String()
+		k := attemptKey{ids[i], f.Attempt}
+		if _, dup := first[k]; dup {
+			continue
+		}
+		first[k] = i
+		var result, runAt any
+		if f.State == job.StateSuccess && f.Result != nil {
+			result = string(f.Result)
+		}
+		if f.State == job.StateRetry {
+			runAt = micros(orNow(f.RunAt, p.Now))
+		}
+		refund := 0
+		if f.Outcome == job.OutcomeInterrupted {
+			refund = 1
+		}
+		updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
+			nullString(f.Error), micros(orNow(f.FinishedAt, p.Now)), refund})
 	}
-	idsJSON, err := json.Marshal(ids)
+	updatesJSON, err := json.Marshal(updates)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	now := micros(p.Now)
+	expiredOnly := 0
+	if p.ExpiredOnly {
+		expiredOnly = 1
+	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		jobs, err := readRunning(ctx, tx.StmtContext(ctx, stmts[0]), string(idsJSON))
+		moved, err := finishUpdate(ctx, tx.StmtContext(ctx, stmts[0]), string(updatesJSON), now, expiredOnly)
 		if err != nil {
 			return err
 		}
-		var (
-			attempts, updates [][]any
-			ts                []job.Transition
-		)
+		if len(moved) == 0 {
+			return nil
+		}
+		var attempts [][]any
+		ts := make([]job.Transition, 0, len(moved))
 		for i, f := range p.Jobs {
-			cur := jobs[ids[i]]
-			if cur == nil || cur.state != job.StateRunning || cur.attempt != f.Attempt ||
-				p.ExpiredOnly && !(cur.leaseExpiresAt.Valid && cur.leaseExpiresAt.Int64 < now) {
+			k := attemptKey{ids[i], f.Attempt}
+			m := moved[k]
+			if m == nil || first[k] != i {
 				continue // fenced off
 			}
-			// An attempt ending in RETRY while a cancel is requested ends
-			// the job CANCELED, so the request is not lost to the next
-			// attempt.
-			to := f.State
-			if to == job.StateRetry && cur.cancelRequested {
-				to = job.StateCanceled
-			}
-			cur.state = to // a second finish of it in this batch is fenced off
 			applied[i] = true
 			at := micros(orNow(f.FinishedAt, p.Now))
 			started := at
-			if cur.attemptedAt.Valid {
-				started = cur.attemptedAt.Int64
+			if m.attemptedAt.Valid {
+				started = m.attemptedAt.Int64
 			}
-			if outcome := outcomeOf(f.State, f.Outcome); to != job.StateSuccess || outcome != job.OutcomeSuccess {
-				attempts = append(attempts, []any{ids[i], f.Attempt, cur.owner, started, at, outcome, f.Error})
+			if outcome := outcomeOf(f.State, f.Outcome); m.to != job.StateSuccess || outcome != job.OutcomeSuccess {
+				attempts = append(attempts, []any{ids[i], f.Attempt, m.owner, started, at, outcome, f.Error})
 			}
-			var result, runAt, finishedAt any
-			switch to {
-			case job.StateSuccess:
-				if f.Result != nil {
-					result = string(f.Result)
-				}
-				finishedAt = at
-			case job.StateRetry:
-				runAt = micros(orNow(f.RunAt, p.Now))
-			default:
-				finishedAt = at
-			}
-			refund := 0
-			if f.Outcome == job.OutcomeInterrupted {
-				refund = 1
-			}
-			updates = append(updates, []any{ids[i], f.Attempt, to, result, runAt,
-				nullString(f.Error), finishedAt, refund})
-			ts = append(ts, job.Transition{JobID: f.ID, JobType: cur.jobType, Queue: cur.queue,
-				From: job.StateRunning, To: to, Attempt: f.Attempt})
-		}
-		if len(ts) == 0 {
-			return nil
+			ts = append(ts, job.Transition{JobID: f.ID, JobType: m.jobType, Queue: m.queue,
+				From: job.StateRunning, To: m.to, Attempt: f.Attempt})
 		}
 		if len(attempts) > 0 {
 			attemptsJSON, err := json.Marshal(attempts)
@@ -171,19 +179,6 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 				return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
 			}
 		}
-		updatesJSON, err := json.Marshal(updates)
-		if err != nil {
-			return fmt.Errorf("finish jobs: %w", err)
-		}
-		res, err := tx.StmtContext(ctx, stmts[2]).ExecContext(ctx, string(updatesJSON), now)
-		if err != nil {
-			return fmt.Errorf("finish %d jobs: %w", len(updates), err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("finish %d jobs: %w", len(updates), err)
-		} else if n != int64(len(updates)) {
-			return fmt.Errorf("finish %d jobs: %d changed", len(updates), n)
-		}
 		return insertStateChanged(ctx, tx, ts, p.Now)
 	})
 	if err != nil {
@@ -192,30 +187,30 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	return applied, nil
 }
 
-// readRunning reads the fencing columns of the jobs in idsJSON, by id.
-func readRunning(ctx context.Context, st *sql.Stmt, idsJSON string) (map[string]*running, error) {
-	rows, err := st.QueryContext(ctx, idsJSON)
+// finishUpdate runs finishUpdateSQL and returns the jobs it moved.
+func finishUpdate(ctx context.Context, st *sql.Stmt, updatesJSON string, now int64, expiredOnly int) (map[attemptKey]*finished, error) {
+	rows, err := st.QueryContext(ctx, updatesJSON, now, expiredOnly)
 	if err != nil {
-		return nil, fmt.Errorf("read jobs to finish: %w", err)
+		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	defer rows.Close()
-	jobs := map[string]*running{}
+	moved := map[attemptKey]*finished{}
 	for rows.Next() {
 		var (
-			id, state string
-			r         running
+			k     attemptKey
+			state string
+			m     finished
 		)
-		if err := rows.Scan(&id, &r.jobType, &r.queue, &state, &r.attempt, &r.owner,
-			&r.attemptedAt, &r.leaseExpiresAt, &r.cancelRequested); err != nil {
-			return nil, fmt.Errorf("read jobs to finish: %w", err)
+		if err := rows.Scan(&k.id, &k.attempt, &state, &m.jobType, &m.queue, &m.owner, &m.attemptedAt); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
-		r.state = job.State(state)
-		jobs[id] = &r
+		m.to = job.State(state)
+		moved[k] = &m
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read jobs to finish: %w", err)
+		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	return jobs, nil
+	return moved, nil
 }
 
 // outcomeOf is o, or the outcome implied by ending an attempt in state to.

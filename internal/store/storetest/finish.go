@@ -147,6 +147,17 @@ func testFinish(t *testing.T, open opener) {
 		b.requireOneStateChanged(t, mark, tr(row, job.StateRunning, want))
 	})
 
+	t.Run("WrongAttemptThenRightInBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		wrong := finishParams(row, job.StateDead)
+		wrong.Attempt = row.Attempt + 1
+		ok := b.finish(t, later, wrong, finishParams(row, job.StateSuccess))
+		require.Equal(t, []bool{false, true}, ok, "the fenced finish does not hide the one of the running attempt")
+		require.Equal(t, job.StateSuccess, b.get(t, row.ID).State)
+	})
+
 	t.Run("ExpiredOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
