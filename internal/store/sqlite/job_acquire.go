@@ -5,8 +5,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -33,7 +37,7 @@ WHERE rowid IN (
 		AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = ?4 AND paused = 1)
 	ORDER BY sort_at, id
 	LIMIT ?5)
-RETURNING ` + jobColumns + `, sort_at`
+RETURNING ` + acquiredColumns
 
 // JobAcquire implements store.Store.
 func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*job.Row, error) {
@@ -64,9 +68,10 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 			return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 		}
 		defer rows.Close()
+		lease := leaseOf(p.Owner, micros(p.Now.Add(p.LeaseDuration)), now)
 		for rows.Next() {
 			var a acquired
-			if a.row, err = scanJob(rows, &a.sortAt); err != nil {
+			if a.row, a.sortAt, err = scanAcquired(rows, &lease); err != nil {
 				return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 			}
 			got = append(got, a)
@@ -98,4 +103,51 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		out[i] = a.row
 	}
 	return out, nil
+}
+
+// acquiredColumns is what acquireSQL returns: the columns it does not set
+// to values known beforehand, then sort_at.
+const acquiredColumns = `id, job_type, queue, priority, payload, result, idempotency_key,
+	attempt, max_attempts, run_at, timeout_ms, version, created_at, finished_at, last_error,
+	attempt_base, sort_at`
+
+// leaseOf is the part of an acquired row that acquireSQL sets to known
+// values, at the storage precision.
+func leaseOf(owner string, expiresAt, now int64) job.Row {
+	return job.Row{
+		State: job.StateRunning, LeaseOwner: owner, LeaseExpiresAt: fromMicros(expiresAt),
+		AttemptedAt: fromMicros(now), UpdatedAt: fromMicros(now),
+	}
+}
+
+// scanAcquired reads one row of acquiredColumns into a copy of lease (what
+// scanJob would read of the whole row) and returns it with its sort_at.
+func scanAcquired(rows *sql.Rows, lease *job.Row) (*job.Row, int64, error) {
+	var (
+		r                                   = *lease
+		id                                  string
+		payload, result                     []byte
+		key                                 sql.NullString
+		runAt, createdAt, sortAt, timeoutMS int64
+		finishedAt                          sql.NullInt64
+	)
+	if err := rows.Scan(&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key,
+		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &r.Version, &createdAt, &finishedAt, &r.LastError,
+		&r.AttemptBase, &sortAt); err != nil {
+		return nil, 0, err
+	}
+	var err error
+	if r.ID, err = uuid.Parse(id); err != nil {
+		return nil, 0, fmt.Errorf("job id %q: %w", id, err)
+	}
+	r.Payload = json.RawMessage(payload)
+	if result != nil {
+		r.Result = json.RawMessage(result)
+	}
+	r.IdempotencyKey = key.String
+	r.RunAt = fromMicros(runAt)
+	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	r.CreatedAt = fromMicros(createdAt)
+	r.FinishedAt = fromNullMicros(finishedAt)
+	return &r, sortAt, nil
 }

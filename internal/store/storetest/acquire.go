@@ -35,6 +35,7 @@ func testAcquire(t *testing.T, open opener) {
 			require.JSONEq(t, string(p.Payload), string(row.Payload))
 			require.Equal(t, p.Type, row.Type)
 		}
+		require.Equal(t, b.get(t, p.ID), rows[0], "the acquired row is the row as stored")
 	})
 
 	t.Run("PriorityOrder", func(t *testing.T) {
