@@ -113,10 +113,32 @@ func TestListenerPingsQuietConnection(t *testing.T) {
 	s.pingInterval, s.pingTimeout = 100*time.Millisecond, 500*time.Millisecond
 	avail, stop := s.Subscribe(store.TopicJobAvailable)
 	defer stop()
-	notify := func(payload string) {
+	// Wakeups are hints: a subscriber's full buffer drops them, and the
+	// channel is shared with every parallel test on the server. So each
+	// one is sent again until it is seen; what came before is returned.
+	notifyAndWait := func(payload string) []string {
 		t.Helper()
-		_, err := b.s.Pool().Exec(b.ctx, `SELECT pg_notify($1, $2)`, channelJobAvailable, payload)
-		require.NoError(t, err)
+		var seen []string
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			_, err := b.s.Pool().Exec(b.ctx, `SELECT pg_notify($1, $2)`, channelJobAvailable, payload)
+			require.NoError(t, err)
+			retry := time.After(500 * time.Millisecond)
+		wait:
+			for {
+				select {
+				case got := <-avail:
+					if got == payload {
+						return seen
+					}
+					seen = append(seen, got)
+				case <-retry:
+					break wait
+				}
+			}
+		}
+		t.Fatalf("no wakeup %q within 10s; saw %q", payload, seen)
+		return nil
 	}
 
 	// Quiet but healthy: pinged, kept, still delivering.
@@ -127,14 +149,12 @@ func TestListenerPingsQuietConnection(t *testing.T) {
 		err := b.s.Pool().QueryRow(b.ctx, `SELECT query FROM pg_stat_activity WHERE pid = $1`, int32(pid)).Scan(&query)
 		return err == nil && query == "-- ping"
 	}, 10*time.Second, 20*time.Millisecond, "the quiet listener connection is never pinged")
-	notify("healthy")
-	require.NotContains(t, waitFor(t, avail, "healthy"), "", "a healthy listener reconnected")
+	require.NotContains(t, notifyAndWait("healthy"), "", "a healthy listener reconnected")
 	require.Equal(t, pid, s.listenerPID())
 
 	// Half-open: the ping goes unanswered, the listener reconnects.
 	proxy.freeze()
 	waitFor(t, avail, "")
 	require.NotEqual(t, pid, s.listenerPID())
-	notify("after")
-	waitFor(t, avail, "after")
+	notifyAndWait("after")
 }
