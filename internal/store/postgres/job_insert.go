@@ -328,7 +328,6 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 	type encoded struct {
 		data      []byte
 		dueQueues []string
-		err       error
 	}
 	outbox := make(chan encoded, 1)
 	go func() {
@@ -342,8 +341,7 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 				dueQueues = append(dueQueues, j.Queue)
 			}
 		}
-		data, err := json.Marshal(job.StateChangedData{Transitions: transitions})
-		outbox <- encoded{data, dueQueues, err}
+		outbox <- encoded{job.StateChangedData{Transitions: transitions}.AppendJSON(nil), dueQueues}
 	}()
 
 	next := 0
@@ -363,9 +361,6 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 	ev := <-outbox
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
-	}
-	if ev.err != nil {
-		return nil, fmt.Errorf("insert jobs: encode outbox event: %w", ev.err)
 	}
 	if _, err := tx.Exec(ctx, insertCopyFinishSQL, string(ev.data), plan.now, ev.dueQueues); err != nil {
 		return nil, fmt.Errorf("insert jobs: write outbox: %w", err)

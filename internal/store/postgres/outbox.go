@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -34,10 +33,7 @@ const insertStateChangedSQL = `INSERT INTO docket_outbox (event_type, data, crea
 // describing ts, encoded in Go: for the statements of the hot path this is
 // cheaper than json_agg in the server, which shares the machine's cores.
 func insertStateChanged(ctx context.Context, tx pgx.Tx, ts []job.Transition, now time.Time) error {
-	data, err := json.Marshal(job.StateChangedData{Transitions: ts})
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", job.EventStateChanged, err)
-	}
+	data := job.StateChangedData{Transitions: ts}.AppendJSON(nil)
 	if _, err := tx.Exec(ctx, insertStateChangedSQL, job.EventStateChanged, string(data), now); err != nil {
 		return fmt.Errorf("write %s outbox row: %w", job.EventStateChanged, err)
 	}

@@ -31,7 +31,11 @@ func insertStateChanged(ctx context.Context, tx *sql.Tx, ts []job.Transition, no
 	if len(ts) == 0 {
 		return nil
 	}
-	return insertOutbox(ctx, tx, job.EventStateChanged, job.StateChangedData{Transitions: ts}, now)
+	data := job.StateChangedData{Transitions: ts}.AppendJSON(nil)
+	if _, err := tx.ExecContext(ctx, insertOutboxSQL, job.EventStateChanged, string(data), micros(now)); err != nil {
+		return fmt.Errorf("insert %s outbox row: %w", job.EventStateChanged, err)
+	}
+	return nil
 }
 
 // transitionOf describes r's change from state from to its current state.
