@@ -51,13 +51,6 @@ WITH outbox AS (
 )
 SELECT pg_notify('` + channelJobAvailable + `', queue) FROM unnest($3::text[]) AS queue`
 
-// copyColumns are the docket_jobs columns a COPY batch fills; the others
-// take their defaults.
-var copyColumns = []string{
-	"id", "job_type", "queue", "priority", "payload", "state", "max_attempts",
-	"run_at", "sort_at", "timeout_ms", "created_at", "updated_at",
-}
-
 // insertPlan is a validated batch: the jobs as they will be stored, and
 // which of them are later duplicates of an idempotency key in the batch.
 type insertPlan struct {
@@ -321,9 +314,9 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 // outbox row and wakeups, in tx. The rows are returned as planned: a COPY
 // batch stores exactly the planned values.
 //
-// The rows are encoded one at a time as COPY sends them, and the outbox
-// event is encoded meanwhile on another goroutine: the client's work
-// overlaps the database's instead of preceding it.
+// The rows are encoded a chunk at a time as COPY sends them (copyReader),
+// and the outbox event is encoded meanwhile on another goroutine: the
+// client's work overlaps the database's instead of preceding it.
 func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]*store.JobInsertResult, error) {
 	type encoded struct {
 		data      []byte
@@ -344,20 +337,7 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 		outbox <- encoded{job.StateChangedData{Transitions: transitions}.AppendJSON(nil), dueQueues}
 	}()
 
-	next := 0
-	row := make([]any, len(copyColumns)) // reused: pgx encodes a row before asking for the next
-	rows := pgx.CopyFromFunc(func() ([]any, error) {
-		if next == len(plan.jobs) {
-			return nil, nil
-		}
-		j := plan.jobs[next]
-		next++
-		row[0], row[1], row[2], row[3], row[4], row[5] = [16]byte(j.ID), j.Type, j.Queue, j.Priority, []byte(j.Payload), string(j.State)
-		row[6], row[7], row[8], row[9], row[10], row[11] = j.MaxAttempts, j.RunAt, s.sortAt(j.RunAt, j.Priority),
-			j.Timeout.Milliseconds(), j.CreatedAt, j.UpdatedAt
-		return row, nil
-	})
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"docket_jobs"}, copyColumns, rows)
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, newCopyReader(plan.jobs, s.agingMicros), copyJobsSQL)
 	ev := <-outbox
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)

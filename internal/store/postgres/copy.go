@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"encoding/binary"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+)
+
+// copyColumns are the docket_jobs columns a COPY batch fills, in the order
+// copyReader encodes them; the others take their defaults.
+var copyColumns = []string{
+	"id", "job_type", "queue", "priority", "payload", "state", "max_attempts",
+	"run_at", "sort_at", "timeout_ms", "created_at", "updated_at",
+}
+
+// copyJobsSQL is the COPY statement copyReader feeds.
+var copyJobsSQL = "COPY docket_jobs (" + strings.Join(copyColumns, ", ") + ") FROM STDIN (FORMAT binary)"
+
+// copyReader streams jobs in COPY's binary format (the PostgreSQL manual,
+// "COPY", "Binary Format"), encoding a chunk of rows whenever the
+// connection asks for more, so the database works on the first rows while
+// the rest are encoded. It writes each field in its type's binary form
+// directly: pgx's generic CopyFrom planned the encoding of every value
+// anew and described the table first, a round trip per batch.
+type copyReader struct {
+	jobs        []*job.Row
+	agingMicros int64
+	next        int
+	buf         []byte
+	off         int
+	done        bool
+}
+
+// copyChunk is how many bytes of rows copyReader encodes at a time.
+const copyChunk = 64 << 10
+
+// copySignature opens a binary COPY stream: the signature, then a zero
+// flags field and a zero header extension length.
+const copySignature = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+
+// pgEpochMicros is 2000-01-01 UTC, PostgreSQL's timestamp origin, in Unix
+// microseconds.
+const pgEpochMicros = 946_684_800_000_000
+
+func newCopyReader(jobs []*job.Row, agingMicros int64) *copyReader {
+	return &copyReader{jobs: jobs, agingMicros: agingMicros, buf: append(make([]byte, 0, copyChunk+1024), copySignature...)}
+}
+
+func (r *copyReader) Read(p []byte) (int, error) {
+	if r.off == len(r.buf) {
+		if r.done {
+			return 0, io.EOF
+		}
+		r.fill()
+	}
+	n := copy(p, r.buf[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// fill encodes the next chunk of rows (and the trailer after the last).
+func (r *copyReader) fill() {
+	if r.off > 0 {
+		r.buf, r.off = r.buf[:0], 0
+	}
+	for len(r.buf) < copyChunk && r.next < len(r.jobs) {
+		r.buf = r.appendRow(r.buf, r.jobs[r.next])
+		r.next++
+	}
+	if r.next == len(r.jobs) {
+		r.buf = binary.BigEndian.AppendUint16(r.buf, 0xffff) // -1 fields: the end
+		r.done = true
+	}
+}
+
+// appendRow appends j's copyColumns: each field is its length, then its
+// value in the binary form of the column's type.
+func (r *copyReader) appendRow(b []byte, j *job.Row) []byte {
+	runAt := micros(j.RunAt)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(copyColumns)))
+	b = appendField(b, j.ID[:])                                            // uuid
+	b = appendText(b, j.Type)                                              // text
+	b = appendText(b, j.Queue)                                             // text
+	b = binary.BigEndian.AppendUint16(appendLen(b, 2), uint16(j.Priority)) // smallint
+	b = appendLen(b, 1+len(j.Payload))                                     // jsonb: version 1, then the text
+	b = append(append(b, 1), j.Payload...)
+	b = appendText(b, string(j.State))                                                   // text
+	b = binary.BigEndian.AppendUint32(appendLen(b, 4), uint32(j.MaxAttempts))            // integer
+	b = appendTimestamp(b, runAt)                                                        // timestamptz
+	b = appendTimestamp(b, runAt+int64(j.Priority)*r.agingMicros)                        // sort_at, as Store.sortAt
+	b = binary.BigEndian.AppendUint64(appendLen(b, 8), uint64(j.Timeout.Milliseconds())) // bigint
+	b = appendTimestamp(b, micros(j.CreatedAt))
+	return appendTimestamp(b, micros(j.UpdatedAt))
+}
+
+func appendLen(b []byte, n int) []byte { return binary.BigEndian.AppendUint32(b, uint32(n)) }
+
+func appendField(b, v []byte) []byte { return append(appendLen(b, len(v)), v...) }
+
+func appendText(b []byte, s string) []byte { return append(appendLen(b, len(s)), s...) }
+
+// appendTimestamp appends a timestamptz given in Unix microseconds.
+func appendTimestamp(b []byte, unixMicros int64) []byte {
+	return binary.BigEndian.AppendUint64(appendLen(b, 8), uint64(unixMicros-pgEpochMicros))
+}
+
+// micros is t in Unix microseconds, truncated as PostgreSQL stores it.
+func micros(t time.Time) int64 { return dbTime(t).UnixMicro() }
