@@ -96,7 +96,8 @@ func (b *bundle) outbox(t testing.TB) []*store.OutboxEvent {
 func TestInsertCopyAndUnnest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, n := range []int{copyMinJobs + 150, 7} {
+	// 1200 rows take several of copyReader's chunks.
+	for _, n := range []int{copyMinJobs + 150, 1200, 7} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			q := "q" + fmt.Sprint(n)
 			ps := newJobs(q, n)
