@@ -30,11 +30,11 @@ func TestQueryPlans(t *testing.T) {
 		want  []string // each must appear in the plan
 	}{
 		{"Acquire", acquireSQL, []any{"o", 1, 1, "q", 10},
-			[]string{"USING INDEX docket_jobs_acquire (queue=?)"}},
+			[]string{"USING COVERING INDEX docket_jobs_acquire (queue=?)", "SEARCH docket_jobs USING INTEGER PRIMARY KEY (rowid=?)"}},
 		{"AnyDue", anyDueSQL, []any{"q", 1},
-			[]string{"USING INDEX docket_jobs_acquire (queue=?)"}},
+			[]string{"USING COVERING INDEX docket_jobs_acquire (queue=?)"}},
 		{"FinishUpdate", finishUpdateSQL, []any{`[]`, 1, 0},
-			[]string{"MATERIALIZE f", "SCAN jsonb_each", "SEARCH docket_jobs USING INDEX sqlite_autoindex_docket_jobs_1 (id=?)"}},
+			[]string{"MATERIALIZE f", "SCAN jsonb_each", "SEARCH docket_jobs USING INTEGER PRIMARY KEY (rowid=?)"}},
 		{"Schedule", scheduleSQL, []any{1, 1, 10},
 			[]string{"USING INDEX docket_jobs_retry_due (run_at<?)"}},
 		{"ListExpired", listExpiredSQL, []any{1, 10},

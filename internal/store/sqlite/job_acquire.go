@@ -71,7 +71,7 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		lease := leaseOf(p.Owner, micros(p.Now.Add(p.LeaseDuration)), now)
 		for rows.Next() {
 			var a acquired
-			if a.row, a.sortAt, err = scanAcquired(rows, &lease); err != nil {
+			if a.row, a.sortAt, err = scanAcquired(rows, &lease, s.hints.put); err != nil {
 				return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 			}
 			got = append(got, a)
@@ -106,10 +106,10 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 }
 
 // acquiredColumns is what acquireSQL returns: the columns it does not set
-// to values known beforehand, then sort_at.
+// to values known beforehand, then sort_at and the rowid.
 const acquiredColumns = `id, job_type, queue, priority, payload, result, idempotency_key,
 	attempt, max_attempts, run_at, timeout_ms, version, created_at, finished_at, last_error,
-	attempt_base, sort_at`
+	attempt_base, sort_at, rowid`
 
 // leaseOf is the part of an acquired row that acquireSQL sets to known
 // values, at the storage precision.
@@ -121,19 +121,21 @@ func leaseOf(owner string, expiresAt, now int64) job.Row {
 }
 
 // scanAcquired reads one row of acquiredColumns into a copy of lease (what
-// scanJob would read of the whole row) and returns it with its sort_at.
-func scanAcquired(rows *sql.Rows, lease *job.Row) (*job.Row, int64, error) {
+// scanJob would read of the whole row) and returns it with its sort_at; it
+// gives the job's rowid to hint.
+func scanAcquired(rows *sql.Rows, lease *job.Row, hint func(uuid.UUID, int64)) (*job.Row, int64, error) {
 	var (
 		r                                   = *lease
 		id                                  string
 		payload, result                     []byte
 		key                                 sql.NullString
 		runAt, createdAt, sortAt, timeoutMS int64
+		rowid                               int64
 		finishedAt                          sql.NullInt64
 	)
 	if err := rows.Scan(&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key,
 		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &r.Version, &createdAt, &finishedAt, &r.LastError,
-		&r.AttemptBase, &sortAt); err != nil {
+		&r.AttemptBase, &sortAt, &rowid); err != nil {
 		return nil, 0, err
 	}
 	var err error
@@ -149,5 +151,6 @@ func scanAcquired(rows *sql.Rows, lease *job.Row) (*job.Row, int64, error) {
 	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	r.CreatedAt = fromMicros(createdAt)
 	r.FinishedAt = fromNullMicros(finishedAt)
+	hint(r.ID, rowid)
 	return &r, sortAt, nil
 }

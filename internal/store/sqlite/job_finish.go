@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -39,15 +40,16 @@ WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expire
 // CASEs below, reading the row as it was.
 
 // finishUpdateSQL: ?1 is a JSON array of
-// [id, attempt, state, result, run_at, last_error, finished_at, refund],
-// where a null result or last_error keeps the column, and refund 1 (an
+// [id, attempt, state, result, run_at, last_error, finished_at, refund, rowid],
+// where a null result or last_error keeps the column, refund 1 (an
 // attempt interrupted by its worker's shutdown) moves attempt_base up so
-// the attempt does not count against max attempts; ?2 is Now; ?3 = 1 for
+// the attempt does not count against max attempts, and rowid is the job's
+// rowid hint (rowidHints) or null to search by id; ?2 is Now; ?3 = 1 for
 // expired leases only.
 const finishUpdateSQL = `WITH f AS MATERIALIZED (
 	SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
 		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
-		value ->> 6 AS finished_at, value ->> 7 AS refund
+		value ->> 6 AS finished_at, value ->> 7 AS refund, value ->> 8 AS rowid
 	FROM jsonb_each(?1))
 UPDATE docket_jobs SET
 	state = CASE WHEN f.state = 'RETRY' AND docket_jobs.cancel_requested THEN 'CANCELED' ELSE f.state END,
@@ -58,7 +60,8 @@ UPDATE docket_jobs SET
 	finished_at = CASE WHEN f.state = 'RETRY' AND NOT docket_jobs.cancel_requested THEN NULL ELSE f.finished_at END,
 	lease_expires_at = NULL, updated_at = ?2, version = docket_jobs.version + 1
 FROM f
-WHERE docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt
+WHERE docket_jobs.rowid = coalesce(f.rowid, (SELECT j.rowid FROM docket_jobs AS j WHERE j.id = f.id))
+	AND docket_jobs.id = f.id AND +docket_jobs.state = 'RUNNING' AND docket_jobs.attempt = f.attempt
 	AND (?3 = 0 OR docket_jobs.lease_expires_at < ?2)
 RETURNING docket_jobs.id, docket_jobs.attempt, docket_jobs.state, docket_jobs.job_type, docket_jobs.queue,
 	coalesce(docket_jobs.lease_owner, ''), docket_jobs.attempted_at`
@@ -131,8 +134,12 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		if f.Outcome == job.OutcomeInterrupted {
 			refund = 1
 		}
+		var rowid any
+		if h := s.hints.take(f.ID); h != 0 {
+			rowid = h
+		}
 		updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
-			nullString(f.Error), micros(orNow(f.FinishedAt, p.Now)), refund})
+			nullString(f.Error), micros(orNow(f.FinishedAt, p.Now)), refund, rowid})
 	}
 	updatesJSON, err := json.Marshal(updates)
 	if err != nil {
@@ -143,9 +150,30 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		expiredOnly = 1
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		moved, err := finishUpdate(ctx, tx.StmtContext(ctx, stmts[0]), string(updatesJSON), now, expiredOnly)
+		update := tx.StmtContext(ctx, stmts[0])
+		moved, err := finishUpdate(ctx, update, string(updatesJSON), now, expiredOnly)
 		if err != nil {
 			return err
+		}
+		// A hint that missed is tried again by id: most misses are fenced
+		// finishes, which miss again.
+		var retry [][]any
+		for _, u := range updates {
+			if u[8] != nil && moved[attemptKey{u[0].(string), u[1].(int)}] == nil {
+				u[8] = nil
+				retry = append(retry, u)
+			}
+		}
+		if len(retry) > 0 {
+			retryJSON, err := json.Marshal(retry)
+			if err != nil {
+				return fmt.Errorf("finish jobs: %w", err)
+			}
+			more, err := finishUpdate(ctx, update, string(retryJSON), now, expiredOnly)
+			if err != nil {
+				return err
+			}
+			maps.Copy(moved, more)
 		}
 		if len(moved) == 0 {
 			return nil

@@ -39,6 +39,7 @@ type Store struct {
 	// run_at + priority × agingMicros.
 	agingMicros int64
 	hub         store.Hub
+	hints       rowidHints
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt // prepared on writer, by query text
