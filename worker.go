@@ -48,7 +48,7 @@ type WorkerConfig struct {
 	// FetchBatch: most jobs acquired by one query; default 200.
 	FetchBatch int
 	// CompleteBatch and CompleteInterval: results are written when this many
-	// are pending or this long after the first; defaults 1000 and 5 ms.
+	// are pending or this long after the first; defaults 2000 and 5 ms.
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoffBase and RetryBackoffMax: the delay after attempt n is

@@ -27,7 +27,7 @@ const (
 	LeaderTTLDefault         = 15 * time.Second
 	NodeHeartbeatDefault     = 10 * time.Second
 	FetchBatchDefault        = 200
-	CompleteBatchDefault     = 1000
+	CompleteBatchDefault     = 2000
 	CompleteIntervalDefault  = 5 * time.Millisecond
 	RetryBackoffBaseDefault  = time.Second
 	RetryBackoffMaxDefault   = time.Hour
@@ -75,8 +75,9 @@ type Config struct {
 	FetchBatch int
 	// CompleteBatch and CompleteInterval: completions are written when
 	// CompleteBatch are pending or CompleteInterval after the first of them.
-	// Defaults 1000 and 5 ms (a commit per completion at a few hundred
-	// jobs/s would compete with the inserts for fsyncs).
+	// Defaults 2000 and 5 ms (a commit per completion at a few hundred
+	// jobs/s would compete with the inserts for fsyncs; at full speed on
+	// SQLite's single writer, 2000 per commit beat 1000 by ~5 %).
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoff is the default retry policy (per-type policies override).
