@@ -18,8 +18,8 @@ type Event = events.Envelope
 type EventPublisher = events.Publisher
 
 // EventRelay publishes the transactional outbox to an EventPublisher. Give
-// it to WorkerConfig.EventRelay: it runs while that worker is the elected
-// leader.
+// it to WorkerConfig.EventRelay: it runs while that worker holds the
+// events leadership, elected among the workers that have a relay.
 type EventRelay = events.Relay
 
 // EventRelayConfig configures an EventRelay; zero fields take defaults

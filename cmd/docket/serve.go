@@ -91,7 +91,7 @@ var serveSettings = []setting{
 	{"prune-interval", "DOCKET_PRUNE_INTERVAL", "1m", "how often finished jobs past retention are deleted", func(c *serveConfig) any { return &c.PruneInterval }},
 	{"retention", "DOCKET_RETENTION", "168h", "how long SUCCESS, DEAD and CANCELED jobs are kept", func(c *serveConfig) any { return &c.Retention }},
 	{"poll-interval", "DOCKET_POLL_INTERVAL", "1s", "fallback poll for due jobs when no wakeup arrives", func(c *serveConfig) any { return &c.PollInterval }},
-	{"leader-ttl", "DOCKET_LEADER_TTL", "15s", "term of the maintenance leader; a dead leader is replaced within it", func(c *serveConfig) any { return &c.LeaderTTL }},
+	{"leader-ttl", "DOCKET_LEADER_TTL", "15s", "term of each leadership (maintenance, event relay, webhooks); a dead leader is replaced within it", func(c *serveConfig) any { return &c.LeaderTTL }},
 	{"retry-backoff-base", "DOCKET_RETRY_BACKOFF_BASE", "1s", "retry delay after the first failed attempt; doubles per attempt", func(c *serveConfig) any { return &c.RetryBackoffBase }},
 	{"retry-backoff-max", "DOCKET_RETRY_BACKOFF_MAX", "1h", "cap of the retry delay", func(c *serveConfig) any { return &c.RetryBackoffMax }},
 	{"priority-aging", "DOCKET_PRIORITY_AGING", "5m", "waiting time one priority step is worth (0 turns aging off)", func(c *serveConfig) any { return &c.PriorityAging }},
@@ -349,8 +349,8 @@ func (c *serveConfig) webhookAllowHosts() []string {
 	return out
 }
 
-// webhookConfig is the webhook service's; it follows the worker's
-// leadership (same node id and term).
+// webhookConfig is the webhook service's: it elects its own leadership
+// under the worker's node id, with the same term.
 func (c *serveConfig) webhookConfig(nodeID string) docket.WebhooksConfig {
 	return docket.WebhooksConfig{
 		NodeID: nodeID, LeaderTTL: c.LeaderTTL, PollInterval: c.WebhookPollInterval, Timeout: c.WebhookTimeout,
@@ -428,8 +428,8 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	relay := client.NewEventRelay(bus, docket.EventRelayConfig{Retention: cfg.EventRetention})
 
 	// No handlers run in serve yet: the worker takes its turn as leader for
-	// maintenance, which is what rescues remote workers' expired leases and
-	// relays the outbox to the bus.
+	// maintenance, which is what rescues remote workers' expired leases,
+	// and for the relay of the outbox to the bus (a leadership of its own).
 	wcfg := cfg.workerConfig()
 	wcfg.EventRelay = relay
 	worker := docket.NewWorker(client, wcfg)

@@ -143,6 +143,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	var errs []error
+	for name := range c.Leaderships {
+		if name == "" || name == leader.Maintenance {
+			errs = append(errs, fmt.Errorf("invalid Leaderships: %q is not a leadership of its own", name))
+		}
+	}
 	if c.LeaseDuration < LeaseDurationMin {
 		errs = append(errs, fmt.Errorf("invalid LeaseDuration: %v is below the minimum %v", c.LeaseDuration, LeaseDurationMin))
 	}

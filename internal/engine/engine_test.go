@@ -14,6 +14,7 @@ import (
 
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/internal/teststore"
@@ -201,6 +202,10 @@ func TestConfigValidate(t *testing.T) {
 	require.Contains(t, err.Error(), `Queues["q"]`)
 	require.Contains(t, err.Error(), "a queue name is empty")
 	require.NoError(t, Config{}.WithDefaults().Validate())
+	cfg = Config{Leaderships: map[string][]leader.Service{leader.Maintenance: nil}}.WithDefaults()
+	require.ErrorContains(t, cfg.Validate(), `invalid Leaderships: "default"`)
+	cfg.Leaderships = map[string][]leader.Service{leader.Events: nil}
+	require.NoError(t, cfg.Validate())
 }
 
 // One completion the database refuses (PostgreSQL cannot store a NUL in

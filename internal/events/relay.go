@@ -110,9 +110,10 @@ type RelayStore interface {
 	Subscribe(topic store.Topic) (<-chan string, func())
 }
 
-// Relay publishes the outbox to the bus. Run it on the elected leader only
-// (one relay at a time gives the history its order; two overlapping at a
-// change of leader publish some events twice, which the bus drops by id).
+// Relay publishes the outbox to the bus. Run it on one node at a time, the
+// holder of the events leadership (one relay at a time gives the history
+// its order; two overlapping at a change of leader publish some events
+// twice, which the bus drops by id).
 //
 // Each round reads unpublished rows in id order, publishes their events in
 // that order, waits for the acks, then marks the rows published in one
@@ -162,7 +163,7 @@ func NewRelay(st RelayStore, pub Publisher, cfg RelayConfig) *Relay {
 }
 
 // Start launches the relay's goroutine. It may be started again after Stop
-// (the leader's maintenance services stop and start with its terms).
+// (a leader's services stop and start with its terms).
 func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

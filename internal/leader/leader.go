@@ -19,6 +19,13 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
+// Log attribute keys.
+const (
+	attrService    = "service"
+	attrLeadership = "leadership"
+	attrError      = "error"
+)
+
 // The leaderships docket elects.
 const (
 	Maintenance = "default" // rescuer, scheduler, pruner: every worker
@@ -74,7 +81,7 @@ func New(cfg Config) *Elector {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Elector{cfg: cfg, log: cfg.Logger.With("service", "elector", "leadership", cfg.Name)}
+	return &Elector{cfg: cfg, log: cfg.Logger.With(attrService, "elector", attrLeadership, cfg.Name)}
 }
 
 // Start launches the election loop; the first attempt is at once.
@@ -115,14 +122,22 @@ func (el *Elector) Stop() {
 	}
 	cancel()
 	<-done
-	if !el.setLeading(false) {
-		return
+	if el.setLeading(false) {
+		stopAll(el.cfg.Services)
 	}
-	stopAll(el.cfg.Services)
-	ctx, cancelResign := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelResign()
+	// Also when not leading: a term this node still holds (its services
+	// failed to start, or it stepped down) is handed over at once. The
+	// delete is guarded by the node id.
+	el.resign(5 * time.Second)
+}
+
+// resign gives the leadership up if this node holds it, so another node
+// takes it at its next attempt instead of after the TTL.
+func (el *Elector) resign(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	if err := el.cfg.Store.LeaderResign(ctx, &store.LeaderResignParams{Name: el.cfg.Name, NodeID: el.cfg.NodeID}); err != nil {
-		el.log.Warn("resign leadership failed", "error", err)
+		el.log.Warn("resign leadership failed", attrError, err)
 	}
 }
 
@@ -152,7 +167,7 @@ func (el *Elector) attempt(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // stopping
 		}
-		el.log.Warn("leader election failed", "error", err)
+		el.log.Warn("leader election failed", attrError, err)
 		ok = false // cannot prove the term was renewed: step down to be safe
 	}
 	el.mu.Lock()
@@ -162,7 +177,10 @@ func (el *Elector) attempt(ctx context.Context) {
 	case ok && !leading:
 		el.log.Info("elected leader; starting its services")
 		if err := startAll(ctx, el.cfg.Services); err != nil {
-			el.log.Error("start leader services failed", "error", err)
+			// Holding the term without doing its work would starve the
+			// role: give it to a node that can.
+			el.log.Error("start leader services failed; resigning", attrError, err)
+			el.resign(el.cfg.TTL / 3)
 			return
 		}
 		el.setLeading(true)
@@ -170,6 +188,7 @@ func (el *Elector) attempt(ctx context.Context) {
 		el.log.Info("lost leadership; stopping its services")
 		el.setLeading(false)
 		stopAll(el.cfg.Services)
+		el.resign(el.cfg.TTL / 3) // if the term was ours after all (a renewal that timed out)
 	}
 }
 

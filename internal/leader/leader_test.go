@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,29 @@ func lockLeadership(t *testing.T, url, name string) (release func()) {
 		require.NoError(t, tx.Rollback(context.Background()))
 		require.NoError(t, conn.Close(context.Background()))
 	}
+}
+
+// failing is a service that cannot start.
+type failing struct{}
+
+func (failing) Start(context.Context) error { return errors.New("cannot start") }
+func (failing) Stop()                       {}
+
+// TestStartFailureGivesTheRowUp: a node whose services cannot start does
+// not keep the term (renewing it while doing nothing would starve the
+// role, as in the seed-45 chaos finding): another node takes the role.
+func TestStartFailureGivesTheRowUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ string, st store.Store) {
+		ctx := t.Context()
+		a := leader.New(leader.Config{Name: "relay", NodeID: "node-a", TTL: 300 * time.Millisecond, Store: st,
+			Services: []leader.Service{failing{}}})
+		require.NoError(t, a.Start(ctx))
+		defer a.Stop()
+		svc := &service{}
+		b := elector(st, "relay", "node-b", 300*time.Millisecond, svc)
+		require.NoError(t, b.Start(ctx))
+		defer b.Stop()
+		waitFor(t, "node b to take the role node a cannot run", svc.isRunning)
+		require.False(t, a.Leading())
+	})
 }
