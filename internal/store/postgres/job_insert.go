@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -77,6 +78,14 @@ func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
 		}
 		if jp.ID == uuid.Nil {
 			return nil, fmt.Errorf("insert jobs: job %d has no id", i)
+		}
+		// The columns are smallint and integer (copyReader writes them as
+		// such): out of range is an error, never a wrapped value.
+		if jp.Priority < math.MinInt16 || jp.Priority > math.MaxInt16 {
+			return nil, fmt.Errorf("insert jobs: job %d: priority %d out of range", i, jp.Priority)
+		}
+		if jp.MaxAttempts < math.MinInt32 || jp.MaxAttempts > math.MaxInt32 {
+			return nil, fmt.Errorf("insert jobs: job %d: max attempts %d out of range", i, jp.MaxAttempts)
 		}
 		state := jp.State
 		if state == "" {

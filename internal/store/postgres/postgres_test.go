@@ -133,6 +133,31 @@ func TestInsertCopyAndUnnest(t *testing.T) {
 	}
 }
 
+// TestCopyColumnTypes: copyReader writes each column in the binary form of
+// the type it expects; a migration that changes one must change both.
+func TestCopyColumnTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	want := map[string]string{
+		"id": "uuid", "job_type": "text", "queue": "text", "priority": "smallint", "payload": "jsonb",
+		"state": "text", "max_attempts": "integer", "run_at": "timestamp with time zone",
+		"sort_at": "timestamp with time zone", "timeout_ms": "bigint",
+		"created_at": "timestamp with time zone", "updated_at": "timestamp with time zone",
+	}
+	require.Len(t, copyColumns, len(want))
+	for _, col := range copyColumns {
+		var typ string
+		require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT data_type FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'docket_jobs' AND column_name = $1`, col).Scan(&typ), col)
+		require.Equal(t, want[col], typ, col)
+	}
+	// Values the columns cannot hold are refused, not wrapped.
+	ps := newJobs("range", copyMinJobs+1)
+	ps[3].Priority = 1 << 15
+	_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+	require.ErrorContains(t, err, "priority 32768 out of range")
+}
+
 // TestInsertTx inserts in a caller's transaction, pgx and database/sql,
 // small (unnest) and large (COPY, pgx only) batches.
 func TestInsertTx(t *testing.T) {
