@@ -18,7 +18,9 @@ type rowidHints struct {
 	m  map[uuid.UUID]int64
 }
 
-const hintsMax = 1 << 20
+// hintsMax is far above the leases one process holds at once (its handler
+// slots), and small enough not to matter in memory.
+const hintsMax = 1 << 16
 
 func (h *rowidHints) put(id uuid.UUID, rowid int64) {
 	h.mu.Lock()
