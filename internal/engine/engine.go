@@ -14,6 +14,7 @@ import (
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -106,14 +107,14 @@ func (e *Engine) Start(ctx context.Context) error {
 
 	services := []Service{e.completer, e.heartbeat}
 	services = append(services, e.services...)
-	if err := startAll(ctx, services...); err != nil {
+	if err := service.StartAll(ctx, services...); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	producers := make([]Service, 0, len(e.producers))
 	for _, p := range e.producers {
 		producers = append(producers, p)
 	}
-	if err := startAll(acquireCtx, producers...); err != nil {
+	if err := service.StartAll(acquireCtx, producers...); err != nil {
 		stopAcquire()
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -149,7 +150,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	}
 	e.completer.Stop()
 	e.heartbeat.Stop()
-	stopAll(e.services...)
+	service.StopAll(e.services...)
 	e.cancel()
 }
 

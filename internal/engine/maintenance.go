@@ -8,6 +8,7 @@ import (
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -19,7 +20,7 @@ const maintenanceBatch = 1000
 func newNodeRegistry(e *Engine) Service {
 	host, _ := os.Hostname()
 	return &onStop{
-		loop: &loop{name: "node", interval: e.cfg.NodeHeartbeat, fn: func(ctx context.Context) {
+		Loop: &service.Loop{Name: "node", Interval: e.cfg.NodeHeartbeat, Fn: func(ctx context.Context) {
 			err := e.store.NodeHeartbeat(ctx, &store.NodeHeartbeatParams{
 				ID: e.cfg.NodeID, Hostname: host, PID: os.Getpid(), Now: e.cfg.Now(),
 			})
@@ -34,16 +35,14 @@ func newNodeRegistry(e *Engine) Service {
 
 // onStop is a loop with a final action after it stops.
 type onStop struct {
-	*loop
+	*service.Loop
 	stop func(ctx context.Context) error
 	log  func(error)
 }
 
 func (o *onStop) Stop() {
-	o.mu.Lock()
-	running := o.cancel != nil
-	o.mu.Unlock()
-	o.loop.Stop()
+	running := o.Running()
+	o.Loop.Stop()
 	if !running {
 		return
 	}
@@ -61,9 +60,9 @@ func newElector(e *Engine) Service {
 		Name: leader.Maintenance, NodeID: e.cfg.NodeID, TTL: e.cfg.LeaderTTL,
 		Store: e.store, Logger: e.log, Now: e.cfg.Now,
 		Services: []leader.Service{
-			&loop{name: "rescuer", interval: e.cfg.RescueInterval, fn: e.rescue},
-			&loop{name: "scheduler", interval: e.cfg.SchedulerInterval, fn: e.schedule},
-			&loop{name: "pruner", interval: e.cfg.PruneInterval, fn: e.prune},
+			&service.Loop{Name: "rescuer", Interval: e.cfg.RescueInterval, Fn: e.rescue},
+			&service.Loop{Name: "scheduler", Interval: e.cfg.SchedulerInterval, Fn: e.schedule},
+			&service.Loop{Name: "pruner", Interval: e.cfg.PruneInterval, Fn: e.prune},
 		},
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -35,10 +36,7 @@ const (
 
 // Service is the lifecycle of what runs on the leader: Start at the start
 // of a term, Stop at its end (and Start again at a later term).
-type Service interface {
-	Start(ctx context.Context) error
-	Stop()
-}
+type Service = service.Service
 
 // Store is what an elector needs of the database.
 type Store interface {
@@ -64,16 +62,15 @@ type Config struct {
 // here, with the services stopped, before the row expires and another node
 // may take it.
 type Elector struct {
-	cfg Config
-	log *slog.Logger
+	*service.Loop // of attempt
+	cfg           Config
+	log           *slog.Logger
 
-	mu      sync.Mutex // guards the fields below
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu      sync.Mutex
 	leading bool
 }
 
-// New makes an elector; Start runs it.
+// New makes an elector; Start runs it (the first attempt is at once).
 func New(cfg Config) *Elector {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -81,49 +78,20 @@ func New(cfg Config) *Elector {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Elector{cfg: cfg, log: cfg.Logger.With(attrService, "elector", attrLeadership, cfg.Name)}
-}
-
-// Start launches the election loop; the first attempt is at once.
-func (el *Elector) Start(ctx context.Context) error {
-	el.mu.Lock()
-	defer el.mu.Unlock()
-	if el.cancel != nil {
-		return nil
-	}
-	ctx, el.cancel = context.WithCancel(ctx)
-	done := make(chan struct{})
-	el.done = done
-	go func() {
-		defer close(done)
-		t := time.NewTicker(el.cfg.TTL / 3)
-		defer t.Stop()
-		for {
-			el.attempt(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
+	el := &Elector{cfg: cfg, log: cfg.Logger.With(attrService, "elector", attrLeadership, cfg.Name)}
+	el.Loop = &service.Loop{Name: "elector " + cfg.Name, Interval: cfg.TTL / 3, Fn: el.attempt}
+	return el
 }
 
 // Stop ends the loop, stops the services and gives the leadership up if
-// this node held it. Safe to call twice and before Start.
+// this node holds it. Safe to call twice and before Start.
 func (el *Elector) Stop() {
-	el.mu.Lock()
-	cancel, done := el.cancel, el.done
-	el.cancel, el.done = nil, nil
-	el.mu.Unlock()
-	if cancel == nil {
+	if !el.Running() {
 		return
 	}
-	cancel()
-	<-done
+	el.Loop.Stop()
 	if el.setLeading(false) {
-		stopAll(el.cfg.Services)
+		service.StopAll(el.cfg.Services...)
 	}
 	// Also when not leading: a term this node still holds (its services
 	// failed to start, or it stepped down) is handed over at once. The
@@ -176,7 +144,7 @@ func (el *Elector) attempt(ctx context.Context) {
 	switch {
 	case ok && !leading:
 		el.log.Info("elected leader; starting its services")
-		if err := startAll(ctx, el.cfg.Services); err != nil {
+		if err := service.StartAll(ctx, el.cfg.Services...); err != nil {
 			// Holding the term without doing its work would starve the
 			// role: give it to a node that can.
 			el.log.Error("start leader services failed; resigning", attrError, err)
@@ -187,25 +155,7 @@ func (el *Elector) attempt(ctx context.Context) {
 	case !ok && leading:
 		el.log.Info("lost leadership; stopping its services")
 		el.setLeading(false)
-		stopAll(el.cfg.Services)
+		service.StopAll(el.cfg.Services...)
 		el.resign(el.cfg.TTL / 3) // if the term was ours after all (a renewal that timed out)
-	}
-}
-
-// startAll starts services in order; on failure it stops those started.
-func startAll(ctx context.Context, services []Service) error {
-	for i, s := range services {
-		if err := s.Start(ctx); err != nil {
-			stopAll(services[:i])
-			return err
-		}
-	}
-	return nil
-}
-
-// stopAll stops services in reverse order.
-func stopAll(services []Service) {
-	for i := len(services) - 1; i >= 0; i-- {
-		services[i].Stop()
 	}
 }
