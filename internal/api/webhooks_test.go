@@ -23,8 +23,13 @@ import (
 // running until the test ends.
 func withWebhooks(t *testing.T) option {
 	return func(c *Config) {
+		// One node, so the term only matters when a renewal is slow: a
+		// short one (an attempt has a third of it) would let a renewal
+		// slowed by a loaded machine end the term in the middle of a
+		// delivery, which is then made again (at least once), and the
+		// tests count deliveries.
 		svc, err := c.Client.NewWebhooks(docket.WebhooksConfig{
-			NodeID: "api-test", LeaderTTL: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+			NodeID: "api-test", LeaderTTL: 5 * time.Second, PollInterval: 10 * time.Millisecond,
 			BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, MaxAttempts: 2,
 			Logger: slog.New(slog.DiscardHandler),
 		})
