@@ -68,6 +68,10 @@ type Elector struct {
 
 	mu      sync.Mutex
 	leading bool
+	// standBy: after its services failed to start, this node does not
+	// stand for election until then, so that another node (whose attempts
+	// may fall in step with its own) gets the role. Used by the loop only.
+	standBy time.Time
 }
 
 // New makes an elector; Start runs it (the first attempt is at once).
@@ -126,6 +130,9 @@ func (el *Elector) setLeading(v bool) bool {
 }
 
 func (el *Elector) attempt(ctx context.Context) {
+	if el.cfg.Now().Before(el.standBy) {
+		return
+	}
 	actx, cancel := context.WithTimeout(ctx, el.cfg.TTL/3)
 	ok, err := el.cfg.Store.LeaderAttemptElect(actx, &store.LeaderElectParams{
 		Name: el.cfg.Name, NodeID: el.cfg.NodeID, TTL: el.cfg.TTL, Now: el.cfg.Now(),
@@ -149,6 +156,7 @@ func (el *Elector) attempt(ctx context.Context) {
 			// role: give it to a node that can.
 			el.log.Error("start leader services failed; resigning", attrError, err)
 			el.resign(el.cfg.TTL / 3)
+			el.standBy = el.cfg.Now().Add(el.cfg.TTL)
 			return
 		}
 		el.setLeading(true)
