@@ -106,6 +106,20 @@ func testSubscribe(t *testing.T, open opener) {
 		stopped, cancelStopped := b.s.Subscribe(store.TopicJobAvailable)
 		cancelStopped()
 		cancelStopped() // safe twice
+		// What came before the cancel may wait in the buffer (on
+		// PostgreSQL, NOTIFY is shared with every parallel test on the
+		// server): nothing may come after it.
+	drain:
+		for {
+			select {
+			case _, ok := <-stopped:
+				if !ok {
+					break drain
+				}
+			default:
+				break drain
+			}
+		}
 		live, cancelLive := b.s.Subscribe(store.TopicJobAvailable)
 		defer cancelLive()
 		q := newQueue()
