@@ -18,6 +18,12 @@ type Transition struct {
 	Attempt int       `json:"attempt"`
 }
 
+// TransitionFrom describes r's change from state from to its current
+// state.
+func (r *Row) TransitionFrom(from State) Transition {
+	return Transition{JobID: r.ID, JobType: r.Type, Queue: r.Queue, From: from, To: r.State, Attempt: r.Attempt}
+}
+
 // StateChangedData is the data of one job.state_changed outbox row. One row
 // describes every transition made by one statement (a batch acquired or
 // completed together); the relay fans it out as one event per job.

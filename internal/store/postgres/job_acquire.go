@@ -100,8 +100,7 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 	ts := make([]job.Transition, len(got))
 	for i, a := range got {
 		out[i] = a.row
-		ts[i] = job.Transition{JobID: a.row.ID, JobType: a.row.Type, Queue: a.row.Queue,
-			From: job.StateQueued, To: job.StateRunning, Attempt: a.row.Attempt}
+		ts[i] = a.row.TransitionFrom(job.StateQueued)
 	}
 	if err := insertStateChanged(ctx, tx, ts, now); err != nil {
 		return nil, fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)

@@ -337,7 +337,7 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 		var dueQueues []string
 		seenQueue := map[string]bool{}
 		for i, j := range plan.jobs {
-			transitions[i] = job.Transition{JobID: j.ID, JobType: j.Type, Queue: j.Queue, To: j.State}
+			transitions[i] = j.TransitionFrom("")
 			if j.State == job.StateQueued && !j.RunAt.After(plan.now) && !seenQueue[j.Queue] {
 				seenQueue[j.Queue] = true
 				dueQueues = append(dueQueues, j.Queue)

@@ -131,7 +131,7 @@ func (t *inboxTx) JobTransition(ctx context.Context, p *store.JobTransitionParam
 			return err
 		}
 		if r != nil {
-			return insertStateChanged(ctx, t.tx, []job.Transition{transitionOf(r, p.From)}, p.Now)
+			return insertStateChanged(ctx, t.tx, []job.Transition{r.TransitionFrom(p.From)}, p.Now)
 		}
 		var state string
 		err = t.tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)

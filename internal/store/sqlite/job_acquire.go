@@ -91,7 +91,7 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		})
 		ts := make([]job.Transition, len(got))
 		for i, a := range got {
-			ts[i] = transitionOf(a.row, job.StateQueued)
+			ts[i] = a.row.TransitionFrom(job.StateQueued)
 		}
 		return insertStateChanged(ctx, tx, ts, p.Now)
 	})

@@ -184,7 +184,7 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 			return err
 		}
 		if r != nil {
-			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, p.From)}, p.Now)
+			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(p.From)}, p.Now)
 		}
 		var state string
 		err = tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)
@@ -282,7 +282,7 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.R
 			if r == nil { // cannot happen: we hold the write lock
 				return fmt.Errorf("cancel job %s: changed concurrently", p.ID)
 			}
-			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, cur.State)}, p.Now)
+			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(cur.State)}, p.Now)
 		case job.StateRunning:
 			requested = true
 			if cur.CancelRequested {
@@ -331,7 +331,7 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row
 			if r == nil { // cannot happen: we hold the write lock
 				return fmt.Errorf("retry job %s: changed concurrently", p.ID)
 			}
-			return insertStateChanged(ctx, tx, []job.Transition{transitionOf(r, cur.State)}, p.Now)
+			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(cur.State)}, p.Now)
 		case job.StateSuccess:
 			return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateQueued}
 		default:

@@ -187,7 +187,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, stmt stmtFunc, p *st
 	var ts []job.Transition
 	for _, r := range out {
 		if !r.Duplicate {
-			ts = append(ts, transitionOf(r.Job, ""))
+			ts = append(ts, r.Job.TransitionFrom(""))
 		}
 	}
 	if err := insertStateChanged(ctx, tx, ts, p.Now); err != nil {

@@ -13,13 +13,18 @@ import (
 
 const insertOutboxSQL = `INSERT INTO docket_outbox (event_type, data, created_at) VALUES (?, ?, ?)`
 
-// insertOutbox writes one outbox row inside tx.
+// insertOutbox writes one outbox row inside tx, data encoded as JSON.
 func insertOutbox(ctx context.Context, tx *sql.Tx, eventType string, data any, now time.Time) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", eventType, err)
 	}
-	if _, err := tx.ExecContext(ctx, insertOutboxSQL, eventType, string(b), micros(now)); err != nil {
+	return insertOutboxJSON(ctx, tx, eventType, b, now)
+}
+
+// insertOutboxJSON writes one outbox row inside tx, data already encoded.
+func insertOutboxJSON(ctx context.Context, tx *sql.Tx, eventType string, data []byte, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, insertOutboxSQL, eventType, string(data), micros(now)); err != nil {
 		return fmt.Errorf("insert %s outbox row: %w", eventType, err)
 	}
 	return nil
@@ -31,19 +36,7 @@ func insertStateChanged(ctx context.Context, tx *sql.Tx, ts []job.Transition, no
 	if len(ts) == 0 {
 		return nil
 	}
-	data := job.StateChangedData{Transitions: ts}.AppendJSON(nil)
-	if _, err := tx.ExecContext(ctx, insertOutboxSQL, job.EventStateChanged, string(data), micros(now)); err != nil {
-		return fmt.Errorf("insert %s outbox row: %w", job.EventStateChanged, err)
-	}
-	return nil
-}
-
-// transitionOf describes r's change from state from to its current state.
-func transitionOf(r *job.Row, from job.State) job.Transition {
-	return job.Transition{
-		JobID: r.ID, JobType: r.Type, Queue: r.Queue,
-		From: from, To: r.State, Attempt: r.Attempt,
-	}
+	return insertOutboxJSON(ctx, tx, job.EventStateChanged, job.StateChangedData{Transitions: ts}.AppendJSON(nil), now)
 }
 
 // OutboxList implements store.Store.
