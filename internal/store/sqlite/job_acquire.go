@@ -5,10 +5,8 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -125,32 +123,18 @@ func leaseOf(owner string, expiresAt, now int64) job.Row {
 // gives the job's rowid to hint.
 func scanAcquired(rows *sql.Rows, lease *job.Row, hint func(uuid.UUID, int64)) (*job.Row, int64, error) {
 	var (
-		r                                   = *lease
-		id                                  string
-		payload, result                     []byte
-		key                                 sql.NullString
-		runAt, createdAt, sortAt, timeoutMS int64
-		rowid                               int64
-		finishedAt                          sql.NullInt64
+		r             = *lease
+		f             jobFields
+		sortAt, rowid int64
 	)
-	if err := rows.Scan(&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key,
-		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &r.Version, &createdAt, &finishedAt, &r.LastError,
+	if err := rows.Scan(&f.id, &r.Type, &r.Queue, &r.Priority, &f.payload, &f.result, &f.key,
+		&r.Attempt, &r.MaxAttempts, &f.runAt, &f.timeoutMS, &r.Version, &f.createdAt, &f.finishedAt, &r.LastError,
 		&r.AttemptBase, &sortAt, &rowid); err != nil {
 		return nil, 0, err
 	}
-	var err error
-	if r.ID, err = uuid.Parse(id); err != nil {
-		return nil, 0, fmt.Errorf("job id %q: %w", id, err)
+	if err := f.into(&r); err != nil {
+		return nil, 0, err
 	}
-	r.Payload = json.RawMessage(payload)
-	if result != nil {
-		r.Result = json.RawMessage(result)
-	}
-	r.IdempotencyKey = key.String
-	r.RunAt = fromMicros(runAt)
-	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-	r.CreatedAt = fromMicros(createdAt)
-	r.FinishedAt = fromNullMicros(finishedAt)
 	hint(r.ID, rowid)
 	return &r, sortAt, nil
 }

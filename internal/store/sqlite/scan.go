@@ -28,38 +28,31 @@ type scanner interface {
 }
 
 // scanJob converts one row of jobColumns (plus extra trailing destinations)
-// into a job.Row. It is the only place that knows the column encodings.
+// into a job.Row. It and scanAcquired are the only places that know the
+// column encodings (jobFields the ones they share).
 func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 	var (
-		r                                       job.Row
-		id, state                               string
-		payload, result                         []byte
-		key, leaseOwner                         sql.NullString
-		runAt, createdAt, updatedAt, timeoutMS  int64
-		leaseExpiresAt, attemptedAt, finishedAt sql.NullInt64
-		cancelRequested                         int64
+		r                           job.Row
+		f                           jobFields
+		state                       string
+		leaseOwner                  sql.NullString
+		updatedAt                   int64
+		leaseExpiresAt, attemptedAt sql.NullInt64
+		cancelRequested             int64
 	)
 	dest := []any{
-		&id, &r.Type, &r.Queue, &r.Priority, &payload, &result, &key, &state,
-		&r.Attempt, &r.MaxAttempts, &runAt, &timeoutMS, &leaseOwner, &leaseExpiresAt, &attemptedAt,
-		&r.Progress, &r.ProgressMsg, &cancelRequested, &r.Version, &createdAt, &updatedAt,
-		&finishedAt, &r.LastError, &r.AttemptBase,
+		&f.id, &r.Type, &r.Queue, &r.Priority, &f.payload, &f.result, &f.key, &state,
+		&r.Attempt, &r.MaxAttempts, &f.runAt, &f.timeoutMS, &leaseOwner, &leaseExpiresAt, &attemptedAt,
+		&r.Progress, &r.ProgressMsg, &cancelRequested, &r.Version, &f.createdAt, &updatedAt,
+		&f.finishedAt, &r.LastError, &r.AttemptBase,
 	}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
-	var err error
-	if r.ID, err = uuid.Parse(id); err != nil {
-		return nil, fmt.Errorf("job id %q: %w", id, err)
+	if err := f.into(&r); err != nil {
+		return nil, err
 	}
-	r.Payload = json.RawMessage(payload)
-	if result != nil {
-		r.Result = json.RawMessage(result)
-	}
-	r.IdempotencyKey = key.String
 	r.State = job.State(state)
-	r.RunAt = fromMicros(runAt)
-	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	if r.State == job.StateRunning {
 		// The column keeps the last holder after the attempt ends (a
 		// successful attempt is listed from it); a lease exists only
@@ -69,10 +62,35 @@ func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 	r.LeaseExpiresAt = fromNullMicros(leaseExpiresAt)
 	r.AttemptedAt = fromNullMicros(attemptedAt)
 	r.CancelRequested = cancelRequested != 0
-	r.CreatedAt = fromMicros(createdAt)
 	r.UpdatedAt = fromMicros(updatedAt)
-	r.FinishedAt = fromNullMicros(finishedAt)
 	return &r, nil
+}
+
+// jobFields holds, as stored, the columns every read of a job converts
+// (acquisition's shorter RETURNING list too), until into converts them.
+type jobFields struct {
+	id                          string
+	payload, result             []byte
+	key                         sql.NullString
+	runAt, createdAt, timeoutMS int64
+	finishedAt                  sql.NullInt64
+}
+
+func (f *jobFields) into(r *job.Row) error {
+	var err error
+	if r.ID, err = uuid.Parse(f.id); err != nil {
+		return fmt.Errorf("job id %q: %w", f.id, err)
+	}
+	r.Payload = json.RawMessage(f.payload)
+	if f.result != nil {
+		r.Result = json.RawMessage(f.result)
+	}
+	r.IdempotencyKey = f.key.String
+	r.RunAt = fromMicros(f.runAt)
+	r.Timeout = time.Duration(f.timeoutMS) * time.Millisecond
+	r.CreatedAt = fromMicros(f.createdAt)
+	r.FinishedAt = fromNullMicros(f.finishedAt)
+	return nil
 }
 
 // insertedRow is the row that inserting j at now stores: what scanJob would
