@@ -66,6 +66,10 @@ WHERE docket_jobs.rowid = coalesce(f.rowid, (SELECT j.rowid FROM docket_jobs AS 
 RETURNING docket_jobs.id, docket_jobs.attempt, docket_jobs.state, docket_jobs.job_type, docket_jobs.queue,
 	coalesce(docket_jobs.lease_owner, ''), docket_jobs.attempted_at`
 
+// finishRowidField is the index of the rowid hint in an element of
+// finishUpdateSQL's array.
+const finishRowidField = 8
+
 // finishAttemptsSQL: ?1 is a JSON array of
 // [job_id, attempt, node, started_at, finished_at, outcome, error].
 const finishAttemptsSQL = `INSERT INTO docket_job_attempts
@@ -112,12 +116,15 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	}
 	now := micros(p.Now)
 	ids := make([]string, len(p.Jobs))
+	ats := make([]int64, len(p.Jobs)) // when each attempt ended
 	// The first finish of an attempt in the batch applies; a second one of
 	// the same attempt is fenced off (the job is no longer RUNNING).
 	first := make(map[attemptKey]int, len(p.Jobs))
 	updates := make([][]any, 0, len(p.Jobs))
+	keys := make([]attemptKey, 0, len(p.Jobs)) // of updates
 	for i, f := range p.Jobs {
 		ids[i] = f.ID.String()
+		ats[i] = micros(orNow(f.FinishedAt, p.Now))
 		k := attemptKey{ids[i], f.Attempt}
 		if _, dup := first[k]; dup {
 			continue
@@ -139,7 +146,8 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			rowid = h
 		}
 		updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
-			nullString(f.Error), micros(orNow(f.FinishedAt, p.Now)), refund, rowid})
+			nullString(f.Error), ats[i], refund, rowid})
+		keys = append(keys, k)
 	}
 	updatesJSON, err := json.Marshal(updates)
 	if err != nil {
@@ -158,9 +166,9 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		// A hint that missed is tried again by id: most misses are fenced
 		// finishes, which miss again.
 		var retry [][]any
-		for _, u := range updates {
-			if u[8] != nil && moved[attemptKey{u[0].(string), u[1].(int)}] == nil {
-				u[8] = nil
+		for j, u := range updates {
+			if u[finishRowidField] != nil && moved[keys[j]] == nil {
+				u[finishRowidField] = nil
 				retry = append(retry, u)
 			}
 		}
@@ -187,7 +195,7 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 				continue // fenced off
 			}
 			applied[i] = true
-			at := micros(orNow(f.FinishedAt, p.Now))
+			at := ats[i]
 			started := at
 			if m.attemptedAt.Valid {
 				started = m.attemptedAt.Int64
