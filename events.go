@@ -5,6 +5,7 @@ import (
 
 	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -56,9 +57,9 @@ func (c *Client) UnpublishedEventRows(ctx context.Context) (int, error) {
 }
 
 // leaderships is the leader-only services of a worker beside maintenance.
-func (c WorkerConfig) leaderships() map[string][]leader.Service {
+func (c WorkerConfig) leaderships() map[string][]service.Service {
 	if c.EventRelay == nil {
 		return nil
 	}
-	return map[string][]leader.Service{leader.Events: {c.EventRelay}}
+	return map[string][]service.Service{leader.Events: {c.EventRelay}}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -99,7 +100,7 @@ type Config struct {
 	// own row among the nodes that have it, beside the maintenance
 	// leadership every engine contends for. A service is started at the
 	// start of each term and stopped at its end. Default none.
-	Leaderships map[string][]leader.Service
+	Leaderships map[string][]service.Service
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

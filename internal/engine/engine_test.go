@@ -15,6 +15,7 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/internal/teststore"
@@ -202,9 +203,9 @@ func TestConfigValidate(t *testing.T) {
 	require.Contains(t, err.Error(), `Queues["q"]`)
 	require.Contains(t, err.Error(), "a queue name is empty")
 	require.NoError(t, Config{}.WithDefaults().Validate())
-	cfg = Config{Leaderships: map[string][]leader.Service{leader.Maintenance: nil}}.WithDefaults()
+	cfg = Config{Leaderships: map[string][]service.Service{leader.Maintenance: nil}}.WithDefaults()
 	require.ErrorContains(t, cfg.Validate(), `invalid Leaderships: "default"`)
-	cfg.Leaderships = map[string][]leader.Service{leader.Events: nil}
+	cfg.Leaderships = map[string][]service.Service{leader.Events: nil}
 	require.NoError(t, cfg.Validate())
 }
 

@@ -59,7 +59,7 @@ func newElector(e *Engine) Service {
 	return leader.New(leader.Config{
 		Name: leader.Maintenance, NodeID: e.cfg.NodeID, TTL: e.cfg.LeaderTTL,
 		Store: e.store, Logger: e.log, Now: e.cfg.Now,
-		Services: []leader.Service{
+		Services: []service.Service{
 			&service.Loop{Name: "rescuer", Interval: e.cfg.RescueInterval, Fn: e.rescue},
 			&service.Loop{Name: "scheduler", Interval: e.cfg.SchedulerInterval, Fn: e.schedule},
 			&service.Loop{Name: "pruner", Interval: e.cfg.PruneInterval, Fn: e.prune},

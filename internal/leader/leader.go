@@ -34,10 +34,6 @@ const (
 	Webhooks    = "webhooks"
 )
 
-// Service is the lifecycle of what runs on the leader: Start at the start
-// of a term, Stop at its end (and Start again at a later term).
-type Service = service.Service
-
 // Store is what an elector needs of the database.
 type Store interface {
 	LeaderAttemptElect(ctx context.Context, p *store.LeaderElectParams) (bool, error)
@@ -52,8 +48,9 @@ type Config struct {
 	Store  Store
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Services run while this node leads.
-	Services []Service
+	// Services run while this node leads: started at the start of each
+	// term, stopped at its end.
+	Services []service.Service
 }
 
 // Elector tries to become (or stay) leader every third of the TTL and runs
@@ -145,9 +142,7 @@ func (el *Elector) attempt(ctx context.Context) {
 		el.log.Warn("leader election failed", attrError, err)
 		ok = false // cannot prove the term was renewed: step down to be safe
 	}
-	el.mu.Lock()
-	leading := el.leading
-	el.mu.Unlock()
+	leading := el.Leading()
 	switch {
 	case ok && !leading:
 		el.log.Info("elected leader; starting its services")

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/internal/teststore"
@@ -22,14 +23,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// service records whether it runs and how often it was started.
-type service struct {
+// probe records whether it runs and how often it was started.
+type probe struct {
 	mu      sync.Mutex
 	running bool
 	starts  int
 }
 
-func (s *service) Start(context.Context) error {
+func (s *probe) Start(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running = true
@@ -37,19 +38,19 @@ func (s *service) Start(context.Context) error {
 	return nil
 }
 
-func (s *service) Stop() {
+func (s *probe) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running = false
 }
 
-func (s *service) state() (running bool, starts int) {
+func (s *probe) state() (running bool, starts int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.running, s.starts
 }
 
-func (s *service) isRunning() bool { r, _ := s.state(); return r }
+func (s *probe) isRunning() bool { r, _ := s.state(); return r }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -70,8 +71,8 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, url string, st store.Sto
 	}
 }
 
-func elector(st store.Store, name, node string, ttl time.Duration, svc leader.Service) *leader.Elector {
-	return leader.New(leader.Config{Name: name, NodeID: node, TTL: ttl, Store: st, Services: []leader.Service{svc}})
+func elector(st store.Store, name, node string, ttl time.Duration, svc service.Service) *leader.Elector {
+	return leader.New(leader.Config{Name: name, NodeID: node, TTL: ttl, Store: st, Services: []service.Service{svc}})
 }
 
 // TestServicesRunOnTheLeaderOnly: the services run on one node of a
@@ -80,7 +81,7 @@ func elector(st store.Store, name, node string, ttl time.Duration, svc leader.Se
 func TestServicesRunOnTheLeaderOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, _ string, st store.Store) {
 		ctx := t.Context()
-		svcA, svcB, svcC := &service{}, &service{}, &service{}
+		svcA, svcB, svcC := &probe{}, &probe{}, &probe{}
 		a := elector(st, "relay", "node-a", 300*time.Millisecond, svcA)
 		b := elector(st, "relay", "node-b", 300*time.Millisecond, svcB)
 		c := elector(st, "other", "node-b", 300*time.Millisecond, svcC)
@@ -115,7 +116,7 @@ func TestServicesRunOnTheLeaderOnly(t *testing.T) {
 func TestHungRenewalEndsTheTerm(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, url string, st store.Store) {
 		ctx := t.Context()
-		svc := &service{}
+		svc := &probe{}
 		el := elector(st, "relay", "node-a", 300*time.Millisecond, svc)
 		require.NoError(t, el.Start(ctx))
 		defer el.Stop()
@@ -176,10 +177,10 @@ func TestStartFailureGivesTheRowUp(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, _ string, st store.Store) {
 		ctx := t.Context()
 		a := leader.New(leader.Config{Name: "relay", NodeID: "node-a", TTL: 300 * time.Millisecond, Store: st,
-			Services: []leader.Service{failing{}}})
+			Services: []service.Service{failing{}}})
 		require.NoError(t, a.Start(ctx))
 		defer a.Stop()
-		svc := &service{}
+		svc := &probe{}
 		b := elector(st, "relay", "node-b", 300*time.Millisecond, svc)
 		require.NoError(t, b.Start(ctx))
 		defer b.Stop()

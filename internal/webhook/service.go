@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -80,7 +81,7 @@ func New(cfg Config) (*Service, error) {
 	s.breakers = newBreakers(cfg, s.log)
 	s.elector = leader.New(leader.Config{
 		Name: leader.Webhooks, NodeID: cfg.NodeID, TTL: cfg.LeaderTTL,
-		Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Now, Services: []leader.Service{&loops{s: s}},
+		Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Now, Services: []service.Service{&loops{s: s}},
 	})
 	return s, nil
 }
