@@ -27,9 +27,9 @@ type rowScanner interface {
 }
 
 // scanJob converts one row of jobColumns, followed by the columns of extra,
-// into a job.Row. Its destinations
-// work with both pgx and database/sql (the pgx stdlib driver), so rows read
-// through a caller's *sql.Tx convert the same way.
+// into a job.Row. Its destinations work with both pgx and database/sql (the
+// pgx stdlib driver), so rows read through a caller's *sql.Tx convert the
+// same way.
 func scanJob(r rowScanner, extra ...any) (*job.Row, error) {
 	var (
 		row                                 job.Row
