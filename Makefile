@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help build test race lint testdb demo chaos
+.PHONY: help build test race lint testdb demo chaos bench-compare
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -26,3 +26,7 @@ chaos: ## Chaos run: kills, pauses, database and bus restarts, then the invarian
 
 demo: ## Run the demo on the embedded SQLite default
 	go run ./cmd/docket demo
+
+bench-compare: ## docket vs River (or BASELINE=old/docket), alternating, medians (REPS=5, MODES="burn continuous")
+	DOCKET_TESTDB_DURABLE=1 DOCKET_TESTDB_DIR=/tmp/docket-benchdb DOCKET_TESTDB_PORT=54330 scripts/testdb.sh start >/dev/null
+	REPS=$${REPS:-5} MODES="$${MODES:-burn continuous}" BACKENDS="$${BACKENDS:-postgres}" OUT=$${OUT:-bench/results} CHARTS=$${CHARTS:-bench/results} bench/run.sh

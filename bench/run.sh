@@ -21,6 +21,9 @@
 #   INSERT_CONCURRENCY  bulk-insert clients in burn mode (default 1)
 #   NICE             niceness of the benchmark processes, e.g. -10 on a
 #                    shared machine (needs root; default 0)
+#   BASELINE         path of another docket binary (e.g. built from an older
+#                    commit): it runs in River's place, so the table compares
+#                    this checkout against that build, alternating
 #   OUT              result directory (default bench/results)
 #   CHARTS           directory for the SVG charts (default docs)
 set -euo pipefail
@@ -45,8 +48,14 @@ trap 'rm -rf "$bin"' EXIT
 echo "building docket and the River programs" >&2
 go build -o "$bin/docket" ./cmd/docket
 # The River modules follow docket's go.mod through a replace directive.
-(cd bench/river/postgres && GOFLAGS=-mod=mod go build -o "$bin/river-postgres" .)
-(cd bench/river/sqlite && GOFLAGS=-mod=mod go build -o "$bin/river-sqlite" .)
+other=river
+if [ -n "${BASELINE:-}" ]; then
+  other=baseline
+  cp "$BASELINE" "$bin/baseline"
+else
+  (cd bench/river/postgres && GOFLAGS=-mod=mod go build -o "$bin/river-postgres" .)
+  (cd bench/river/sqlite && GOFLAGS=-mod=mod go build -o "$bin/river-sqlite" .)
+fi
 mkdir -p "$out" "$charts"
 rm -f "$out"/*.json
 
@@ -86,6 +95,8 @@ one() {
   echo "== $backend $mode $system run $rep" >&2
   if [ "$system" = docket ]; then
     nice -n "$nice" "$bin/docket" bench "${args[@]}" -o json >"$file"
+  elif [ "$system" = baseline ]; then
+    nice -n "$nice" "$bin/baseline" bench "${args[@]}" -o json | jq -c '.system = "baseline"' >"$file"
   else
     nice -n "$nice" "$bin/river-$backend" "${args[@]}" -o json >"$file"
   fi
@@ -95,7 +106,7 @@ for rep in $(seq 1 "$reps"); do
   for backend in $backends; do
     for mode in $modes; do
       # Alternate who goes first, so neither always runs on a warmer machine.
-      if (( rep % 2 )); then order="docket river"; else order="river docket"; fi
+      if (( rep % 2 )); then order="docket $other"; else order="$other docket"; fi
       for system in $order; do one "$backend" "$mode" "$system" "$rep"; done
     done
   done
@@ -106,7 +117,7 @@ for backend in $backends; do
   for mode in $modes; do
     [ "$mode" = latency ] && continue
     go run ./bench/chart -svg "$charts/bench-$mode-$backend.svg" \
-      -title "$mode, $backend: committed jobs/s over time (docket blue, River red)" \
+      -title "$mode, $backend: committed jobs/s over time (docket blue, $other red)" \
       "$out/$backend-$mode-"*.json
   done
 done

@@ -146,8 +146,16 @@ func writeTable(w io.Writer, results []*bench.Result) error {
 		}
 		return order[a.mode] - order[b.mode]
 	})
+	// The comparison is River, or another docket build run as "baseline"
+	// (bench/run.sh BASELINE=…).
+	other, otherName := "river", "River"
+	for _, r := range results {
+		if r.System == "baseline" {
+			other, otherName = "baseline", "baseline"
+		}
+	}
 	var b strings.Builder
-	b.WriteString("| backend | figure | docket | River | docket / River | runs (docket; River) |\n")
+	fmt.Fprintf(&b, "| backend | figure | docket | %[1]s | docket / %[1]s | runs (docket; %[1]s) |\n", otherName)
 	b.WriteString("|---|---|---:|---:|---:|---|\n")
 	for _, k := range keys {
 		for _, f := range figures(k.backend, k.mode) {
@@ -157,9 +165,9 @@ func writeTable(w io.Writer, results []*bench.Result) error {
 					vals[r.System] = append(vals[r.System], f.get(r))
 				}
 			}
-			d, rv := median(vals["docket"]), median(vals["river"])
+			d, rv := median(vals["docket"]), median(vals[other])
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s; %s |\n", k.backend, f.name,
-				num(d), num(rv), ratio(d, rv), list(vals["docket"]), list(vals["river"]))
+				num(d), num(rv), ratio(d, rv), list(vals["docket"]), list(vals[other]))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -234,6 +242,7 @@ func writeSVG(w io.Writer, title string, results []*bench.Result) error {
 		"docket": {"#1f6feb", "#5b9bf5", "#99c1fa"},
 		"river":  {"#d1242f", "#e8686f", "#f2a5a9"},
 	}
+	colors["baseline"] = colors["river"]
 	count := map[string]int{}
 	legend := 0
 	for _, r := range results {
