@@ -1,0 +1,133 @@
+package flow
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Item is the element a fan-out instance works on, and its position.
+type Item struct {
+	Value []byte // JSON
+	Index int
+}
+
+// Input is the document a step instance sees, both as its job payload (or
+// unit input) and as the variables of its CEL expressions:
+//
+//	{"input": <run input>,
+//	 "steps": {"<name>": {"state": "SUCCEEDED", "output": …, "confidence": …}},
+//	 "item": …, "index": 0}
+//
+// For a fan-out parent, output and confidence are lists in index order
+// (null for an instance without one, e.g. a skipped one). confidence is
+// null for job and signal steps. item and index are present only in a
+// fan-out instance.
+type Input struct {
+	Input json.RawMessage     `json:"input"`
+	Steps map[string]StepView `json:"steps"`
+	Item  json.RawMessage     `json:"item,omitempty"`
+	Index *int                `json:"index,omitempty"`
+}
+
+// StepView is what dependents see of one step.
+type StepView struct {
+	State      StepState       `json:"state"`
+	Output     json.RawMessage `json:"output"`
+	Confidence json.RawMessage `json:"confidence"`
+}
+
+// View returns what dependents see of the step recorded in r.
+func (r *Record) View() StepView {
+	v := StepView{State: r.State()}
+	if !r.FanOut {
+		if len(r.Instances) > 0 {
+			v.Output = jsonOrNull(r.Instances[0].Output)
+			v.Confidence = confidenceJSON(r.Instances[0].Confidence)
+		} else {
+			v.Output, v.Confidence = jsonNull, jsonNull
+		}
+		return v
+	}
+	outs := make([]json.RawMessage, len(r.Instances))
+	confs := make([]json.RawMessage, len(r.Instances))
+	for i, in := range r.Instances {
+		outs[i] = jsonOrNull(in.Output)
+		confs[i] = confidenceJSON(in.Confidence)
+	}
+	v.Output = joinArray(outs)
+	v.Confidence = joinArray(confs)
+	return v
+}
+
+var jsonNull = json.RawMessage("null")
+
+func jsonOrNull(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return jsonNull
+	}
+	return b
+}
+
+func confidenceJSON(c *float64) json.RawMessage {
+	if c == nil {
+		return jsonNull
+	}
+	return json.RawMessage(strconv.FormatFloat(*c, 'g', -1, 64))
+}
+
+func joinArray(elems []json.RawMessage) json.RawMessage {
+	b := []byte{'['}
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
+}
+
+// StepInput builds the Input of one step instance from the run's input, the
+// records of the steps named in include (the parents for a payload, the
+// ancestors for CEL — see Graph), and item for a fan-out instance (nil
+// otherwise). It returns the JSON document; outputs are copied byte for
+// byte, so numbers keep their precision. A missing record counts as a
+// PENDING step; an output that is not valid JSON is an error.
+func StepInput(runInput []byte, records map[string]*Record, include []string, item *Item) ([]byte, error) {
+	in := Input{Input: jsonOrNull(runInput), Steps: make(map[string]StepView, len(include))}
+	for _, name := range include {
+		r := records[name]
+		if r == nil {
+			r = &Record{}
+		}
+		in.Steps[name] = r.View()
+	}
+	if item != nil {
+		in.Item = jsonOrNull(item.Value)
+		in.Index = &item.Index
+	}
+	b, err := marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("build step input: %w", err)
+	}
+	return b, nil
+}
+
+// RunOutput is the output of a finished run: an object with, for each sink
+// (a step without dependents), its output as dependents would see it
+// (null when skipped, a list for a fan-out step).
+func RunOutput(g *Graph, records map[string]*Record) ([]byte, error) {
+	out := map[string]json.RawMessage{}
+	for _, name := range g.Sinks() {
+		r := records[name]
+		if r == nil {
+			r = &Record{}
+		}
+		out[name] = r.View().Output
+	}
+	b, err := marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("build run output: %w", err)
+	}
+	return b, nil
+}
