@@ -1,0 +1,144 @@
+package docket_test
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docket-run/docket"
+)
+
+// designExample is the definition of DESIGN §5, as the API receives it.
+const designExample = `{"name": "product-match",
+ "steps": [
+  {"name": "fetch",   "job":   {"type": "fetch-pair"}},
+  {"name": "label",   "after": ["fetch"], "human": {"task": "same-product"}},
+  {"name": "review",  "after": ["label"], "if": "steps.label.confidence < 0.8",
+                      "human": {"task": "qa-review"}},
+  {"name": "approve", "after": ["fetch"], "signal": {"timeout": "24h"}},
+  {"name": "thumbs",  "after": ["fetch"], "forEach": "steps.fetch.output.images",
+                      "job":   {"type": "thumbnail"}},
+  {"name": "publish", "after": ["label", "review", "approve", "thumbs"],
+                      "job":   {"type": "publish"}}]}`
+
+func buildDesignExample() *docket.WorkflowBuilder {
+	return docket.NewWorkflow("product-match").
+		Job("fetch", "fetch-pair").
+		Human("label", "same-product", docket.After("fetch")).
+		Human("review", "qa-review", docket.After("label"), docket.If("steps.label.confidence < 0.8")).
+		Signal("approve", docket.After("fetch"), docket.StepTimeout(24*time.Hour)).
+		Job("thumbs", "thumbnail", docket.After("fetch"), docket.ForEach("steps.fetch.output.images")).
+		Job("publish", "publish", docket.After("label", "review", "approve", "thumbs"))
+}
+
+func TestWorkflowBuilderMatchesJSON(t *testing.T) {
+	t.Parallel()
+	fromJSON, err := docket.DecodeWorkflow([]byte(designExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := buildDesignExample().Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := docket.WorkflowHash(fromJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := docket.WorkflowHash(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1 != h2 {
+		t.Fatalf("JSON form %s, builder %s", h1, h2)
+	}
+	// A different step order and a spelled-out default are the same version;
+	// one more attempt is not.
+	reordered, err := docket.NewWorkflow("product-match").
+		Job("publish", "publish", docket.After("thumbs", "approve", "review", "label")).
+		Job("thumbs", "thumbnail", docket.After("fetch"), docket.ForEach("steps.fetch.output.images")).
+		Signal("approve", docket.After("fetch"), docket.StepTimeout(1440*time.Minute)).
+		Human("review", "qa-review", docket.After("label"), docket.If("steps.label.confidence < 0.8")).
+		Human("label", "same-product", docket.After("fetch")).
+		Job("fetch", "fetch-pair", docket.StepQueue("fetch-pair")).
+		Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h3, _ := docket.WorkflowHash(reordered); h3 != h1 {
+		t.Fatalf("reordered builder hash %s, want %s", h3, h1)
+	}
+	changed, err := buildDesignExample().Job("extra", "t", docket.StepMaxAttempts(3)).Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h4, _ := docket.WorkflowHash(changed); h4 == h1 {
+		t.Fatal("a changed definition has the same hash")
+	}
+}
+
+func TestWorkflowBuilderProblems(t *testing.T) {
+	t.Parallel()
+	_, err := docket.NewWorkflow("w").
+		Signal("wait", docket.StepQueue("q")).
+		Job("a", "t", docket.After("b"), docket.StepTimeout(-time.Second)).
+		Job("b", "t", docket.After("a")).
+		Human("h", "task", docket.StepPriority(3)).
+		Definition()
+	var ve *docket.WorkflowValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("error %T %v", err, err)
+	}
+	var got []string
+	for _, fe := range ve.Errors {
+		got = append(got, fe.Field+": "+fe.Message)
+	}
+	want := []string{
+		`steps[0]: step "wait": StepQueue applies to job steps only`,
+		`steps[1]: step "a": StepTimeout must be positive, not -1s`,
+		`steps[3]: step "h": StepPriority applies to job steps only`,
+		`steps[1].job.timeout: step "a": timeout must be positive`,
+		`steps[2].after[0]: step "b": after[0] makes a cycle: a → b → a`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := docket.DecodeWorkflow([]byte(`{"name":"w","steps":[{"name":"a","after":["x"],"job":{"type":"t"}}]}`)); !errors.As(err, &ve) ||
+		ve.Errors[0].Field != "steps[0].after[0]" {
+		t.Fatalf("DecodeWorkflow: %v", err)
+	}
+}
+
+// TestRootDoesNotLinkCEL: the public package uses the flow types without
+// their CEL compiler, so programs that embed docket do not link cel-go.
+func TestRootDoesNotLinkCEL(t *testing.T) {
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not found to list the dependencies: %v", err)
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "github.com/docket-run/docket").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 || !contains(deps, "github.com/docket-run/docket/internal/flow") {
+		t.Fatalf("go list -deps gave %d packages, without internal/flow: the check would see nothing", len(deps))
+	}
+	for _, d := range deps {
+		if strings.Contains(d, "cel-go") || strings.HasPrefix(d, "cel.dev/") || strings.HasSuffix(d, "/internal/flow/expr") {
+			t.Errorf("the docket package depends on %s", d)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
