@@ -118,7 +118,7 @@ func Decide(g *Graph, step string, states map[string]StepState) Decision {
 		case StepCanceled:
 			return Decision{ActionCancel, fmt.Sprintf("parent %q was canceled", p)}
 		case StepFailed:
-			if g.Step(p).OnFailure.Or() == OnFailureFail {
+			if g.Step(p).OnFailure.OrDefault() == OnFailureFail {
 				return Decision{ActionCancel, fmt.Sprintf("parent %q failed the run", p)}
 			}
 			failed = append(failed, p)
@@ -126,7 +126,7 @@ func Decide(g *Graph, step string, states map[string]StepState) Decision {
 			skipped = append(skipped, p)
 		}
 	}
-	if s.Trigger.Or() == TriggerAllDone {
+	if s.Trigger.OrDefault() == TriggerAllDone {
 		return Decision{ActionRelease, "every parent is done (trigger all_done)"}
 	}
 	if len(failed) > 0 {
@@ -155,7 +155,7 @@ func Outcome(g *Graph, states map[string]StepState) (state RunState, ok bool) {
 	done := true
 	for _, name := range g.Order() {
 		st := states[name]
-		if st == StepFailed && g.Step(name).OnFailure.Or() == OnFailureFail {
+		if st == StepFailed && g.Step(name).OnFailure.OrDefault() == OnFailureFail {
 			return RunFailed, true
 		}
 		if !st.Done() {

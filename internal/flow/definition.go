@@ -11,6 +11,7 @@ package flow
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,13 +132,8 @@ const (
 	TriggerAllDone Trigger = "all_done"
 )
 
-// Or returns t, or TriggerAllSuccess when t is empty.
-func (t Trigger) Or() Trigger {
-	if t == "" {
-		return TriggerAllSuccess
-	}
-	return t
-}
+// OrDefault returns t, or TriggerAllSuccess when t is empty.
+func (t Trigger) OrDefault() Trigger { return cmp.Or(t, TriggerAllSuccess) }
 
 // OnFailure says what the failure of a step does to its run.
 type OnFailure string
@@ -150,13 +146,8 @@ const (
 	OnFailureContinue OnFailure = "continue"
 )
 
-// Or returns f, or OnFailureFail when f is empty.
-func (f OnFailure) Or() OnFailure {
-	if f == "" {
-		return OnFailureFail
-	}
-	return f
-}
+// OrDefault returns f, or OnFailureFail when f is empty.
+func (f OnFailure) OrDefault() OnFailure { return cmp.Or(f, OnFailureFail) }
 
 // Duration is a Go duration string ("30s", "24h"), as the JSON form spells
 // it. The empty string means "not set".

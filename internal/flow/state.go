@@ -29,7 +29,7 @@ func (s RunState) Terminal() bool {
 	return s == RunSucceeded || s == RunFailed || s == RunCanceled
 }
 
-// runTransitions[from] lists every state a run may move to.
+// runMachine: the states a run may move to from each state.
 //
 //	RUNNING → PAUSED      pause: no new step instance is released
 //	PAUSED → RUNNING      resume
@@ -38,27 +38,20 @@ func (s RunState) Terminal() bool {
 //	RUNNING, PAUSED → FAILED     a step with onFailure "fail" failed
 //	RUNNING, PAUSED → CANCELED   cancel
 //	FAILED → RUNNING      retry: failed steps and their descendants run again
-var runTransitions = map[RunState][]RunState{
+var runMachine = machine[RunState]{of: "run", next: map[RunState][]RunState{
 	RunRunning:   {RunPaused, RunSucceeded, RunFailed, RunCanceled},
 	RunPaused:    {RunRunning, RunSucceeded, RunFailed, RunCanceled},
 	RunSucceeded: {},
 	RunFailed:    {RunRunning},
 	RunCanceled:  {},
-}
+}}
 
 // CanRunTransition reports whether the run state machine allows from → to.
-func CanRunTransition(from, to RunState) bool {
-	return slices.Contains(runTransitions[from], to)
-}
+func CanRunTransition(from, to RunState) bool { return runMachine.can(from, to) }
 
 // CheckRunTransition returns an *InvalidTransitionError when from → to is
 // not in the run state machine, and nil otherwise.
-func CheckRunTransition(from, to RunState) error {
-	if !CanRunTransition(from, to) {
-		return &InvalidTransitionError{Of: "run", From: string(from), To: string(to)}
-	}
-	return nil
-}
+func CheckRunTransition(from, to RunState) error { return runMachine.check(from, to) }
 
 // StepState is the state of one step instance of a run (a step without
 // forEach has one instance, index 0).
@@ -85,7 +78,7 @@ func (s StepState) Done() bool {
 	return s == StepSucceeded || s == StepFailed || s == StepSkipped || s == StepCanceled
 }
 
-// stepTransitions[from] lists every state a step instance may move to.
+// stepMachine: the states a step instance may move to from each state.
 //
 //	PENDING → RUNNING     released: its job, unit or signal wait exists
 //	PENDING → SKIPPED     its `if` is false, or its parents' ends skip it
@@ -98,25 +91,34 @@ func (s StepState) Done() bool {
 //	SUCCEEDED, FAILED, SKIPPED, CANCELED → PENDING
 //	                      retry of the run: the instance is a failed step or
 //	                      downstream of one (see RetrySteps)
-var stepTransitions = map[StepState][]StepState{
+var stepMachine = machine[StepState]{of: "step", next: map[StepState][]StepState{
 	StepPending:   {StepRunning, StepSkipped, StepFailed, StepCanceled},
 	StepRunning:   {StepSucceeded, StepFailed, StepCanceled},
 	StepSucceeded: {StepPending},
 	StepFailed:    {StepPending},
 	StepSkipped:   {StepPending},
 	StepCanceled:  {StepPending},
-}
+}}
 
 // CanStepTransition reports whether the step state machine allows from → to.
-func CanStepTransition(from, to StepState) bool {
-	return slices.Contains(stepTransitions[from], to)
-}
+func CanStepTransition(from, to StepState) bool { return stepMachine.can(from, to) }
 
 // CheckStepTransition returns an *InvalidTransitionError when from → to is
 // not in the step state machine, and nil otherwise.
-func CheckStepTransition(from, to StepState) error {
-	if !CanStepTransition(from, to) {
-		return &InvalidTransitionError{Of: "step", From: string(from), To: string(to)}
+func CheckStepTransition(from, to StepState) error { return stepMachine.check(from, to) }
+
+// machine is a state machine: next[from] lists every state allowed after
+// from; nothing outside the table is ever allowed.
+type machine[S ~string] struct {
+	of   string // "run" or "step", for errors
+	next map[S][]S
+}
+
+func (m machine[S]) can(from, to S) bool { return slices.Contains(m.next[from], to) }
+
+func (m machine[S]) check(from, to S) error {
+	if !m.can(from, to) {
+		return &InvalidTransitionError{Of: m.of, From: string(from), To: string(to)}
 	}
 	return nil
 }
