@@ -4,18 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/google/uuid"
-
-	"github.com/docket-run/docket/internal/job"
 )
 
-// InboxStore is the part of Store durable event consumers use: exactly-once
-// effects through an inbox of handled event ids, and dead letters.
+// InboxStore is the inbox domain, which durable event consumers use:
+// exactly-once effects through an inbox of handled event ids, and dead
+// letters.
 //
 // A consumer handles an event with InboxHandle: one write transaction that
 // first records (consumer, event id) in the inbox, then runs the consumer's
-// effect through a Tx — store writes bound to that same transaction — and
+// effect through a Tx — the store bound to that same transaction — and
 // commits both together. A redelivered event finds its inbox row and is
 // skipped, so the effect happens once per event however often the bus
 // delivers it.
@@ -30,9 +27,7 @@ type InboxStore interface {
 	//   - otherwise the inbox row, fn's writes and the removal of the
 	//     event's dead letter for this consumer (if any) commit together,
 	//     and handled is true.
-	// fn must write through tx only: on SQLite the transaction holds the one
-	// writer connection, so other Store methods called from fn would wait
-	// for it forever. A concurrent InboxHandle of the same event waits for
+	// fn must write through tx only (see Transactor.InTx and Tx). A concurrent InboxHandle of the same event waits for
 	// this one, then sees it as a duplicate (or runs, if this one rolled
 	// back).
 	InboxHandle(ctx context.Context, p *InboxHandleParams, fn func(ctx context.Context, tx Tx) error) (handled bool, err error)
@@ -62,21 +57,6 @@ type InboxStore interface {
 	// caller. The dead letter itself stays until InboxHandle of the event
 	// succeeds (which removes it) or DeadLetterRecord counts a new failure.
 	DeadLetterClaimRetries(ctx context.Context, p *DeadLetterClaimRetriesParams) ([]*DeadLetter, error)
-}
-
-// Tx is what an event consumer can write inside InboxHandle's
-// transaction. Every method runs on that transaction: its writes commit or
-// roll back with the inbox row, and it reads what the transaction wrote.
-// The methods behave as the Store methods of the same name, with the same
-// outbox rows; wakeups are sent after commit. A Tx is valid only while fn
-// runs, and only from fn's goroutine.
-type Tx interface {
-	// JobInsertMany is Store.JobInsertMany in the transaction.
-	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]*JobInsertResult, error)
-	// JobTransition is Store.JobTransition in the transaction.
-	JobTransition(ctx context.Context, p *JobTransitionParams) (*job.Row, error)
-	// JobGet is Store.JobGet in the transaction.
-	JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error)
 }
 
 // InboxHandleParams names the event a consumer handles.

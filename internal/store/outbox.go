@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
-// OutboxStore is the part of Store the outbox relay and the event history
-// (SSE) use.
+// OutboxStore is the outbox domain: the events every change writes in its
+// own transaction, which the relay publishes and the event history (SSE)
+// reads.
 //
 // The relay publishes unpublished rows in id order and then marks them
 // published, giving each a publish sequence number: increasing in the order
@@ -16,6 +18,9 @@ import (
 // may commit after rows with higher ids were published. The history is
 // therefore read by publish sequence.
 type OutboxStore interface {
+	// OutboxList lists outbox rows with id > p.AfterID, oldest first,
+	// published or not.
+	OutboxList(ctx context.Context, p *OutboxListParams) ([]*OutboxEvent, error)
 	// OutboxListUnpublished lists up to Limit rows not yet published, in id
 	// order.
 	OutboxListUnpublished(ctx context.Context, p *OutboxListUnpublishedParams) ([]*OutboxEvent, error)
@@ -88,4 +93,18 @@ type PublishedEvent struct {
 	OutboxEvent
 	Seq         int64
 	PublishedAt time.Time
+}
+
+// OutboxListParams lists outbox rows with id > AfterID, oldest first.
+type OutboxListParams struct {
+	AfterID int64
+	Limit   int
+}
+
+// OutboxEvent is one outbox row.
+type OutboxEvent struct {
+	ID        int64
+	Type      string // job.EventStateChanged, job.EventProgress
+	Data      json.RawMessage
+	CreatedAt time.Time
 }

@@ -1,6 +1,35 @@
-// Package store is the only package that speaks SQL. It defines one narrow
-// interface, Store, implemented by store/postgres and store/sqlite and
-// exercised by the conformance suite in store/storetest.
+// Package store is the only package that speaks SQL. It is implemented by
+// store/postgres and store/sqlite and exercised by the conformance suite in
+// store/storetest.
+//
+// # Domains
+//
+// The database layer is split by domain, one interface and one file each:
+// JobStore (jobs.go: jobs, attempts, queues), ClusterStore (cluster.go:
+// leadership, nodes), KeyStore (keys.go), OutboxStore (outbox.go), InboxStore
+// (inbox.go: the inbox and dead letters) and WebhookStore (webhook.go).
+// Store composes them with what belongs to the database as a whole
+// (Backend, Ping, Close, Migrate, Subscribe, InTx). Workflows and human work
+// add a domain each (FlowStore, CrowdStore) to that composition. A consumer
+// declares the narrow interface it needs, in its own package, rather than
+// taking a Store: leader.Store is two methods of ClusterStore, the engine's
+// store is JobStore and a few methods of ClusterStore, and so on. Each
+// backend keeps one package, with one file (or a few) per domain.
+//
+// # Transactions
+//
+// Each Store method is one transaction of its own. Changes that must commit
+// together, across domains or not, go through Store.InTx (or, for a durable
+// event consumer, InboxStore.InboxHandle): both run a function with a Tx,
+// whose methods are bound to that one transaction. Tx embeds one interface
+// per domain (JobTx, WebhookTx, …), restricted to what makes sense inside a
+// caller's transaction: inserts, guarded transitions, reads of one row. Each
+// domain's Store interface embeds its Tx interface, so code written against
+// JobTx runs the same on a Store (each call its own transaction) and on a
+// Tx (every call in the caller's), and both backends run the same domain
+// code on either: a pgx.Tx or a *sql.Tx behind the querier the code takes.
+//
+// # Time
 //
 // Every method takes the current time in its params (Now) instead of reading
 // a clock, so the engine's injectable clock governs leases, backoff and
@@ -9,13 +38,8 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
-
-	"github.com/google/uuid"
-
-	"github.com/docket-run/docket/internal/job"
 )
 
 // Sentinel errors. Backends translate driver errors into these.
@@ -29,11 +53,15 @@ var (
 	// ErrUnsupportedTx: the transaction passed to an ...Tx method is not one
 	// the backend can use.
 	ErrUnsupportedTx = errors.New("unsupported transaction type")
+	// ErrDuplicate: a unique value (such as an API key's secret) exists
+	// already.
+	ErrDuplicate = errors.New("duplicate")
 )
 
-// Store is the database layer. Every state change is one SQL transaction that
-// also inserts the matching outbox row(s). Implementations are safe for
-// concurrent use by many goroutines and many processes on one database.
+// Store is the database layer: every domain, and the database as a whole.
+// Every state change is one SQL transaction that also inserts the matching
+// outbox row(s). Implementations are safe for concurrent use by many
+// goroutines and many processes on one database.
 type Store interface {
 	// Backend names the implementation: "postgres" or "sqlite".
 	Backend() string
@@ -44,105 +72,26 @@ type Store interface {
 	Migrate(ctx context.Context, p *MigrateParams) ([]Migration, error)
 	MigrationStatus(ctx context.Context) ([]Migration, error)
 
-	// JobInsertMany inserts jobs in one transaction. A job whose idempotency
-	// key already exists (in the table or earlier in the same batch) is not
-	// inserted; its result carries the existing row and Duplicate = true.
-	// Results are in the order of p.Jobs.
-	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]*JobInsertResult, error)
-	// JobInsertManyTx is JobInsertMany inside the caller's transaction:
-	// pgx.Tx or *sql.Tx for postgres, *sql.Tx for sqlite. Nothing is
-	// committed; wakeups are sent by the database on commit where it can
-	// (postgres NOTIFY), otherwise workers find the jobs by polling.
-	JobInsertManyTx(ctx context.Context, tx any, p *JobInsertManyParams) ([]*JobInsertResult, error)
+	Subscriber
 
-	JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error)
-	// JobList lists jobs newest first (id descending), filtered.
-	JobList(ctx context.Context, p *JobListParams) ([]*job.Row, error)
-	// JobCount counts jobs by queue and state.
-	JobCount(ctx context.Context) ([]*JobCount, error)
-	// JobAttemptList lists a job's attempts, oldest first, including the
-	// current one while it runs (Outcome = running). ErrNotFound when the
-	// job does not exist.
-	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
+	JobStore
+	ClusterStore
+	KeyStore
+	OutboxStore
+	InboxStore
+	WebhookStore
+	// FlowStore (workflow definitions, runs, steps) and CrowdStore (units,
+	// assignments, judgments) join here, each with its Tx part in Tx.
+}
 
-	// JobAcquire leases up to p.Max due QUEUED jobs of one queue in one
-	// transaction: ordered by sort key (priority with aging), then id; each is
-	// set RUNNING with attempt+1, lease owner and expiry. Rows locked by
-	// another acquirer are skipped, never waited for. Returns nothing while
-	// the queue is paused.
-	JobAcquire(ctx context.Context, p *JobAcquireParams) ([]*job.Row, error)
-	// JobFinishMany moves RUNNING jobs to SUCCESS, RETRY, DEAD or CANCELED in
-	// one transaction, each guarded by state = RUNNING and attempt = the
-	// given attempt (fencing). It writes each finished attempt's history row,
-	// but for a success, which JobAttemptList reads from the job row (the
-	// job keeps its last lease owner for that; rows show it only while
-	// RUNNING).
-	// An attempt finishing in RETRY while a cancel is requested ends the job
-	// CANCELED instead (finished, never run again).
-	// The result is aligned with p.Jobs: true where the change was applied.
-	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]bool, error)
-	// JobHeartbeat extends the leases of RUNNING jobs still held under the
-	// given attempts to Now+LeaseDuration, never shortening one (a lease
-	// already reaching further keeps its expiry), and reports cancel
-	// requests and the resulting expiry.
-	JobHeartbeat(ctx context.Context, p *JobHeartbeatParams) ([]*JobHeartbeatResult, error)
-	// JobProgress records progress of a running attempt and writes a
-	// job.progress outbox row. ErrLeaseLost when the attempt is not current.
-	JobProgress(ctx context.Context, p *JobProgressParams) error
-	// JobTransition makes one state change by the state machine's table:
-	// *job.InvalidTransitionError when From → To is not allowed (nothing is
-	// read) or when the job is not in state From (or, from RUNNING, not at
-	// Attempt); ErrNotFound when there is no such job.
-	JobTransition(ctx context.Context, p *JobTransitionParams) (*job.Row, error)
-	// JobCancel cancels a CREATED, QUEUED or RETRY job at once; for a RUNNING
-	// job it records the request (CancelRequested) and wakes the holder; an
-	// already CANCELED job is returned unchanged. SUCCESS and DEAD give
-	// *job.InvalidTransitionError.
-	JobCancel(ctx context.Context, p *JobCancelParams) (*job.Row, error)
-	// JobRetry puts a DEAD or CANCELED job back to QUEUED with attempts
-	// reset. A CREATED, QUEUED, RETRY or RUNNING job is returned unchanged
-	// (idempotent). SUCCESS gives *job.InvalidTransitionError.
-	JobRetry(ctx context.Context, p *JobRetryParams) (*job.Row, error)
-
-	// JobSchedule moves RETRY jobs whose run_at has come to QUEUED and wakes
-	// workers of their queues. Returns how many moved.
-	JobSchedule(ctx context.Context, p *JobScheduleParams) (int, error)
-	// JobListExpired lists RUNNING jobs whose lease expired before p.Now.
-	JobListExpired(ctx context.Context, p *JobListExpiredParams) ([]*job.Row, error)
-	// JobDeleteFinished deletes SUCCESS, DEAD and CANCELED jobs finished
-	// before p.FinishedBefore (with their attempts). Returns how many.
-	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
-
-	QueueSetPaused(ctx context.Context, p *QueueSetPausedParams) error
-	// QueueList lists queues that have jobs or a paused flag, with counts.
-	QueueList(ctx context.Context) ([]*Queue, error)
-
-	// LeaderAttemptElect makes p.NodeID leader until Now+TTL if there is no
-	// leader, the leader's term expired, or p.NodeID already leads (renewal).
-	// Reports whether p.NodeID is leader afterwards.
-	LeaderAttemptElect(ctx context.Context, p *LeaderElectParams) (bool, error)
-	// LeaderResign gives up leadership if p.NodeID holds it.
-	LeaderResign(ctx context.Context, p *LeaderResignParams) error
-
-	// NodeHeartbeat registers a node or refreshes its last_active.
-	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
-	NodeDelete(ctx context.Context, id string) error
-	NodeList(ctx context.Context) ([]*Node, error)
-	NodeDeleteStale(ctx context.Context, p *NodeDeleteStaleParams) (int, error)
-
-	OutboxList(ctx context.Context, p *OutboxListParams) ([]*OutboxEvent, error)
-
+// Subscriber is the part of Store that delivers wakeups.
+type Subscriber interface {
 	// Subscribe delivers wakeups on a topic: TopicJobAvailable carries a
 	// queue name, TopicJobCancel a job id. An empty payload means "anything
 	// may have changed" (e.g. the listener reconnected). Delivery is best
 	// effort and non-blocking: slow receivers miss wakeups, never block the
 	// store, so callers also poll. cancel stops the subscription.
 	Subscribe(topic Topic) (ch <-chan string, cancel func())
-
-	KeyStore
-	OutboxStore
-	InboxStore
-	WebhookStore
 }
 
 // Topic names a wakeup channel.
@@ -196,259 +145,3 @@ type Migration struct {
 	Applied   bool
 	AppliedAt time.Time // zero when not applied
 }
-
-// JobInsertParams describes one job to insert.
-type JobInsertParams struct {
-	ID             uuid.UUID // UUIDv7, made by the caller
-	Type           string
-	Queue          string
-	Priority       int
-	Payload        json.RawMessage // valid JSON; never nil
-	IdempotencyKey string          // "" for none
-	State          job.State       // StateQueued or StateCreated
-	MaxAttempts    int
-	RunAt          time.Time // zero means Now
-	Timeout        time.Duration
-}
-
-// JobInsertManyParams: insert these jobs at Now.
-type JobInsertManyParams struct {
-	Jobs []*JobInsertParams
-	Now  time.Time
-}
-
-// JobInsertResult is the outcome for one inserted job.
-type JobInsertResult struct {
-	Job       *job.Row
-	Duplicate bool // the idempotency key existed; Job is the existing row
-}
-
-// JobListParams filters JobList. Empty slices and nil pointers filter nothing.
-type JobListParams struct {
-	States   []job.State
-	Types    []string
-	Queues   []string
-	Priority *int
-	BeforeID uuid.UUID // cursor: only ids strictly less than this (uuid.Nil = from the newest)
-	Limit    int
-}
-
-// JobCount is the number of jobs of one queue in one state.
-type JobCount struct {
-	Queue string
-	State job.State
-	Count int
-}
-
-// JobAcquireParams: lease up to Max due jobs of Queue to Owner.
-type JobAcquireParams struct {
-	Queue         string
-	Max           int
-	Owner         string // node id
-	LeaseDuration time.Duration
-	Now           time.Time
-}
-
-// JobFinishParams is the end of one attempt.
-type JobFinishParams struct {
-	ID      uuid.UUID
-	Attempt int       // fencing token: must equal the job's attempt
-	State   job.State // SUCCESS, RETRY, DEAD or CANCELED
-	Outcome job.Outcome
-	Result  json.RawMessage // SUCCESS only; nil for none
-	Error   string          // RETRY, DEAD, CANCELED: becomes last_error
-	RunAt   time.Time       // RETRY: when the job becomes due again
-	// FinishedAt is when the attempt ended (handler return); zero means Now.
-	FinishedAt time.Time
-}
-
-// JobFinishManyParams finishes many attempts in one transaction.
-type JobFinishManyParams struct {
-	Jobs []*JobFinishParams
-	Now  time.Time
-	// ExpiredOnly adds the guard lease_expires_at < Now: the rescuer uses it
-	// so a lease renewed since it was listed is left alone.
-	ExpiredOnly bool
-}
-
-// JobHeartbeatParams extends the leases of these attempts to at least
-// Now+LeaseDuration.
-type JobHeartbeatParams struct {
-	Jobs          []job.Ref
-	LeaseDuration time.Duration
-	Now           time.Time
-}
-
-// JobHeartbeatResult is the outcome for one attempt, aligned with the params.
-type JobHeartbeatResult struct {
-	Ref             job.Ref
-	Extended        bool // false: the lease is lost (fenced)
-	CancelRequested bool
-	LeaseExpiresAt  time.Time
-}
-
-// JobProgressParams records progress of a running attempt.
-type JobProgressParams struct {
-	Ref      job.Ref
-	Progress float64 // 0..100
-	Message  string
-	Now      time.Time
-}
-
-// JobTransitionParams asks for one state change.
-type JobTransitionParams struct {
-	ID      uuid.UUID
-	From    job.State
-	To      job.State
-	Attempt int // required when From is RUNNING (fencing)
-	Now     time.Time
-	// To QUEUED or RETRY: when the job becomes due (zero = Now).
-	RunAt time.Time
-	// To RUNNING: the lease.
-	Owner          string
-	LeaseExpiresAt time.Time
-	// From RUNNING: the attempt's end.
-	Outcome job.Outcome
-	Result  json.RawMessage
-	Error   string
-}
-
-// JobCancelParams cancels one job.
-type JobCancelParams struct {
-	ID  uuid.UUID
-	Now time.Time
-}
-
-// JobRetryParams retries one job by hand.
-type JobRetryParams struct {
-	ID  uuid.UUID
-	Now time.Time
-}
-
-// JobScheduleParams: move up to Max due RETRY jobs to QUEUED.
-type JobScheduleParams struct {
-	Now time.Time
-	Max int
-}
-
-// JobListExpiredParams lists up to Max RUNNING jobs with leases expired at Now.
-type JobListExpiredParams struct {
-	Now time.Time
-	Max int
-}
-
-// JobDeleteFinishedParams deletes up to Max finished jobs.
-type JobDeleteFinishedParams struct {
-	FinishedBefore time.Time
-	Max            int
-}
-
-// QueueSetPausedParams pauses or resumes a queue.
-type QueueSetPausedParams struct {
-	Name   string
-	Paused bool
-	Now    time.Time
-}
-
-// Queue is a queue's pause flag and job counts by state.
-type Queue struct {
-	Name      string
-	Paused    bool
-	UpdatedAt time.Time // of the pause flag; zero if never set
-	Counts    map[job.State]int
-}
-
-// LeaderElectParams asks for (or renews) leadership.
-type LeaderElectParams struct {
-	Name   string // the leadership (one row each): leader.Maintenance, …
-	NodeID string
-	TTL    time.Duration
-	Now    time.Time
-}
-
-// LeaderResignParams gives leadership up.
-type LeaderResignParams struct {
-	Name   string
-	NodeID string
-}
-
-// NodeHeartbeatParams registers or refreshes a node.
-type NodeHeartbeatParams struct {
-	ID       string
-	Hostname string
-	PID      int
-	Now      time.Time
-}
-
-// Node is a running docket process.
-type Node struct {
-	ID         string
-	Hostname   string
-	PID        int
-	StartedAt  time.Time
-	LastActive time.Time
-}
-
-// NodeDeleteStaleParams deletes nodes not seen since LastActiveBefore.
-type NodeDeleteStaleParams struct {
-	LastActiveBefore time.Time
-}
-
-// OutboxListParams lists outbox rows with id > AfterID, oldest first.
-type OutboxListParams struct {
-	AfterID int64
-	Limit   int
-}
-
-// OutboxEvent is one outbox row.
-type OutboxEvent struct {
-	ID        int64
-	Type      string // job.EventStateChanged, job.EventProgress
-	Data      json.RawMessage
-	CreatedAt time.Time
-}
-
-// API keys: only a hash of each secret is stored.
-
-// APIKey is one key of the HTTP API.
-type APIKey struct {
-	ID        uuid.UUID
-	Name      string
-	Role      string
-	Prefix    string // first characters of the secret, for people to recognise it
-	CreatedAt time.Time
-	RevokedAt time.Time // zero while valid
-}
-
-// APIKeyInsertParams records a new key.
-type APIKeyInsertParams struct {
-	ID         uuid.UUID
-	Name       string
-	Role       string
-	Prefix     string
-	SecretHash string // hex SHA-256 of the secret; unique
-	Now        time.Time
-}
-
-// APIKeyRevokeParams revokes a key.
-type APIKeyRevokeParams struct {
-	ID  uuid.UUID
-	Now time.Time
-}
-
-// KeyStore is the part of Store that keeps API keys.
-type KeyStore interface {
-	// APIKeyInsert records a key; a secret hash that exists already is an
-	// error (ErrDuplicate).
-	APIKeyInsert(ctx context.Context, p *APIKeyInsertParams) (*APIKey, error)
-	// APIKeyGetByHash finds a key that is not revoked; ErrNotFound otherwise.
-	APIKeyGetByHash(ctx context.Context, secretHash string) (*APIKey, error)
-	// APIKeyList lists every key, revoked ones too, oldest first.
-	APIKeyList(ctx context.Context) ([]*APIKey, error)
-	// APIKeyRevoke revokes a key (revoking twice is fine); ErrNotFound when
-	// there is no such key.
-	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
-}
-
-// ErrDuplicate: a unique value (such as an API key's secret) exists already.
-var ErrDuplicate = errors.New("duplicate")

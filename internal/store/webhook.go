@@ -8,8 +8,16 @@ import (
 	"github.com/google/uuid"
 )
 
-// WebhookStore is the part of Store webhook subscriptions and deliveries
-// use.
+// WebhookTx is the part of WebhookStore that runs in a caller's
+// transaction (Tx) as well as on its own.
+type WebhookTx interface {
+	// WebhookInsert records a subscription.
+	WebhookInsert(ctx context.Context, p *WebhookInsertParams) (*Webhook, error)
+	// WebhookGet returns a subscription; ErrNotFound when there is none.
+	WebhookGet(ctx context.Context, id uuid.UUID) (*Webhook, error)
+}
+
+// WebhookStore is the webhooks domain: subscriptions and their deliveries.
 //
 // Fan-out never skips or repeats an outbox row: an outbox row carries a
 // "fanned out" mark that is NULL when it is committed, and the dispatcher
@@ -19,10 +27,8 @@ import (
 // per (webhook, event id), so two dispatchers racing on the same rows
 // insert each delivery once.
 type WebhookStore interface {
-	// WebhookInsert records a subscription.
-	WebhookInsert(ctx context.Context, p *WebhookInsertParams) (*Webhook, error)
-	// WebhookGet returns a subscription; ErrNotFound when there is none.
-	WebhookGet(ctx context.Context, id uuid.UUID) (*Webhook, error)
+	WebhookTx
+
 	// WebhookList lists every subscription, oldest first.
 	WebhookList(ctx context.Context) ([]*Webhook, error)
 	// WebhookDelete deletes a subscription and its deliveries; ErrNotFound

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+)
+
+// JobTx is the part of JobStore that runs in a caller's transaction (Tx) as
+// well as on its own.
+type JobTx interface {
+	// JobInsertMany inserts jobs in one transaction. A job whose idempotency
+	// key already exists (in the table or earlier in the same batch) is not
+	// inserted; its result carries the existing row and Duplicate = true.
+	// Results are in the order of p.Jobs.
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]*JobInsertResult, error)
+	JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error)
+	// JobTransition makes one state change by the state machine's table:
+	// *job.InvalidTransitionError when From → To is not allowed (nothing is
+	// read) or when the job is not in state From (or, from RUNNING, not at
+	// Attempt); ErrNotFound when there is no such job.
+	JobTransition(ctx context.Context, p *JobTransitionParams) (*job.Row, error)
+}
+
+// JobStore is the jobs domain: jobs, their attempts and their queues.
+type JobStore interface {
+	JobTx
+
+	// JobInsertManyTx is JobInsertMany inside the caller's transaction:
+	// pgx.Tx or *sql.Tx for postgres, *sql.Tx for sqlite. Nothing is
+	// committed; wakeups are sent by the database on commit where it can
+	// (postgres NOTIFY), otherwise workers find the jobs by polling.
+	JobInsertManyTx(ctx context.Context, tx any, p *JobInsertManyParams) ([]*JobInsertResult, error)
+	// JobList lists jobs newest first (id descending), filtered.
+	JobList(ctx context.Context, p *JobListParams) ([]*job.Row, error)
+	// JobCount counts jobs by queue and state.
+	JobCount(ctx context.Context) ([]*JobCount, error)
+	// JobAttemptList lists a job's attempts, oldest first, including the
+	// current one while it runs (Outcome = running). ErrNotFound when the
+	// job does not exist.
+	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
+	// JobAcquire leases up to p.Max due QUEUED jobs of one queue in one
+	// transaction: ordered by sort key (priority with aging), then id; each is
+	// set RUNNING with attempt+1, lease owner and expiry. Rows locked by
+	// another acquirer are skipped, never waited for. Returns nothing while
+	// the queue is paused.
+	JobAcquire(ctx context.Context, p *JobAcquireParams) ([]*job.Row, error)
+	// JobFinishMany moves RUNNING jobs to SUCCESS, RETRY, DEAD or CANCELED in
+	// one transaction, each guarded by state = RUNNING and attempt = the
+	// given attempt (fencing). It writes each finished attempt's history row,
+	// but for a success, which JobAttemptList reads from the job row (the
+	// job keeps its last lease owner for that; rows show it only while
+	// RUNNING).
+	// An attempt finishing in RETRY while a cancel is requested ends the job
+	// CANCELED instead (finished, never run again).
+	// The result is aligned with p.Jobs: true where the change was applied.
+	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]bool, error)
+	// JobHeartbeat extends the leases of RUNNING jobs still held under the
+	// given attempts to Now+LeaseDuration, never shortening one (a lease
+	// already reaching further keeps its expiry), and reports cancel
+	// requests and the resulting expiry.
+	JobHeartbeat(ctx context.Context, p *JobHeartbeatParams) ([]*JobHeartbeatResult, error)
+	// JobProgress records progress of a running attempt and writes a
+	// job.progress outbox row. ErrLeaseLost when the attempt is not current.
+	JobProgress(ctx context.Context, p *JobProgressParams) error
+	// JobCancel cancels a CREATED, QUEUED or RETRY job at once; for a RUNNING
+	// job it records the request (CancelRequested) and wakes the holder; an
+	// already CANCELED job is returned unchanged. SUCCESS and DEAD give
+	// *job.InvalidTransitionError.
+	JobCancel(ctx context.Context, p *JobCancelParams) (*job.Row, error)
+	// JobRetry puts a DEAD or CANCELED job back to QUEUED with attempts
+	// reset. A CREATED, QUEUED, RETRY or RUNNING job is returned unchanged
+	// (idempotent). SUCCESS gives *job.InvalidTransitionError.
+	JobRetry(ctx context.Context, p *JobRetryParams) (*job.Row, error)
+	// JobSchedule moves RETRY jobs whose run_at has come to QUEUED and wakes
+	// workers of their queues. Returns how many moved.
+	JobSchedule(ctx context.Context, p *JobScheduleParams) (int, error)
+	// JobListExpired lists RUNNING jobs whose lease expired before p.Now.
+	JobListExpired(ctx context.Context, p *JobListExpiredParams) ([]*job.Row, error)
+	// JobDeleteFinished deletes SUCCESS, DEAD and CANCELED jobs finished
+	// before p.FinishedBefore (with their attempts). Returns how many.
+	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
+	QueueSetPaused(ctx context.Context, p *QueueSetPausedParams) error
+	// QueueList lists queues that have jobs or a paused flag, with counts.
+	QueueList(ctx context.Context) ([]*Queue, error)
+}
+
+// JobInsertParams describes one job to insert.
+type JobInsertParams struct {
+	ID             uuid.UUID // UUIDv7, made by the caller
+	Type           string
+	Queue          string
+	Priority       int
+	Payload        json.RawMessage // valid JSON; never nil
+	IdempotencyKey string          // "" for none
+	State          job.State       // StateQueued or StateCreated
+	MaxAttempts    int
+	RunAt          time.Time // zero means Now
+	Timeout        time.Duration
+}
+
+// JobInsertManyParams: insert these jobs at Now.
+type JobInsertManyParams struct {
+	Jobs []*JobInsertParams
+	Now  time.Time
+}
+
+// JobInsertResult is the outcome for one inserted job.
+type JobInsertResult struct {
+	Job       *job.Row
+	Duplicate bool // the idempotency key existed; Job is the existing row
+}
+
+// JobListParams filters JobList. Empty slices and nil pointers filter nothing.
+type JobListParams struct {
+	States   []job.State
+	Types    []string
+	Queues   []string
+	Priority *int
+	BeforeID uuid.UUID // cursor: only ids strictly less than this (uuid.Nil = from the newest)
+	Limit    int
+}
+
+// JobCount is the number of jobs of one queue in one state.
+type JobCount struct {
+	Queue string
+	State job.State
+	Count int
+}
+
+// JobAcquireParams: lease up to Max due jobs of Queue to Owner.
+type JobAcquireParams struct {
+	Queue         string
+	Max           int
+	Owner         string // node id
+	LeaseDuration time.Duration
+	Now           time.Time
+}
+
+// JobFinishParams is the end of one attempt.
+type JobFinishParams struct {
+	ID      uuid.UUID
+	Attempt int       // fencing token: must equal the job's attempt
+	State   job.State // SUCCESS, RETRY, DEAD or CANCELED
+	Outcome job.Outcome
+	Result  json.RawMessage // SUCCESS only; nil for none
+	Error   string          // RETRY, DEAD, CANCELED: becomes last_error
+	RunAt   time.Time       // RETRY: when the job becomes due again
+	// FinishedAt is when the attempt ended (handler return); zero means Now.
+	FinishedAt time.Time
+}
+
+// JobFinishManyParams finishes many attempts in one transaction.
+type JobFinishManyParams struct {
+	Jobs []*JobFinishParams
+	Now  time.Time
+	// ExpiredOnly adds the guard lease_expires_at < Now: the rescuer uses it
+	// so a lease renewed since it was listed is left alone.
+	ExpiredOnly bool
+}
+
+// JobHeartbeatParams extends the leases of these attempts to at least
+// Now+LeaseDuration.
+type JobHeartbeatParams struct {
+	Jobs          []job.Ref
+	LeaseDuration time.Duration
+	Now           time.Time
+}
+
+// JobHeartbeatResult is the outcome for one attempt, aligned with the params.
+type JobHeartbeatResult struct {
+	Ref             job.Ref
+	Extended        bool // false: the lease is lost (fenced)
+	CancelRequested bool
+	LeaseExpiresAt  time.Time
+}
+
+// JobProgressParams records progress of a running attempt.
+type JobProgressParams struct {
+	Ref      job.Ref
+	Progress float64 // 0..100
+	Message  string
+	Now      time.Time
+}
+
+// JobTransitionParams asks for one state change.
+type JobTransitionParams struct {
+	ID      uuid.UUID
+	From    job.State
+	To      job.State
+	Attempt int // required when From is RUNNING (fencing)
+	Now     time.Time
+	// To QUEUED or RETRY: when the job becomes due (zero = Now).
+	RunAt time.Time
+	// To RUNNING: the lease.
+	Owner          string
+	LeaseExpiresAt time.Time
+	// From RUNNING: the attempt's end.
+	Outcome job.Outcome
+	Result  json.RawMessage
+	Error   string
+}
+
+// JobCancelParams cancels one job.
+type JobCancelParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// JobRetryParams retries one job by hand.
+type JobRetryParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// JobScheduleParams: move up to Max due RETRY jobs to QUEUED.
+type JobScheduleParams struct {
+	Now time.Time
+	Max int
+}
+
+// JobListExpiredParams lists up to Max RUNNING jobs with leases expired at Now.
+type JobListExpiredParams struct {
+	Now time.Time
+	Max int
+}
+
+// JobDeleteFinishedParams deletes up to Max finished jobs.
+type JobDeleteFinishedParams struct {
+	FinishedBefore time.Time
+	Max            int
+}
+
+// QueueSetPausedParams pauses or resumes a queue.
+type QueueSetPausedParams struct {
+	Name   string
+	Paused bool
+	Now    time.Time
+}
+
+// Queue is a queue's pause flag and job counts by state.
+type Queue struct {
+	Name      string
+	Paused    bool
+	UpdatedAt time.Time // of the pause flag; zero if never set
+	Counts    map[job.State]int
+}

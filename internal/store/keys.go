@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// KeyStore is the keys domain: the API keys of the HTTP API. Only a hash
+// of each secret is stored.
+type KeyStore interface {
+	// APIKeyInsert records a key; a secret hash that exists already is an
+	// error (ErrDuplicate).
+	APIKeyInsert(ctx context.Context, p *APIKeyInsertParams) (*APIKey, error)
+	// APIKeyGetByHash finds a key that is not revoked; ErrNotFound otherwise.
+	APIKeyGetByHash(ctx context.Context, secretHash string) (*APIKey, error)
+	// APIKeyList lists every key, revoked ones too, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKey, error)
+	// APIKeyRevoke revokes a key (revoking twice is fine); ErrNotFound when
+	// there is no such key.
+	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
+}
+
+// APIKey is one key of the HTTP API.
+type APIKey struct {
+	ID        uuid.UUID
+	Name      string
+	Role      string
+	Prefix    string // first characters of the secret, for people to recognise it
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while valid
+}
+
+// APIKeyInsertParams records a new key.
+type APIKeyInsertParams struct {
+	ID         uuid.UUID
+	Name       string
+	Role       string
+	Prefix     string
+	SecretHash string // hex SHA-256 of the secret; unique
+	Now        time.Time
+}
+
+// APIKeyRevokeParams revokes a key.
+type APIKeyRevokeParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}

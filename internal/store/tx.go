@@ -1,0 +1,41 @@
+package store
+
+import "context"
+
+// Transactor is the part of Store that runs changes spanning several calls,
+// and several domains, in one transaction.
+type Transactor interface {
+	// InTx runs fn inside one write transaction and commits it when fn
+	// returns nil. When fn returns an error, everything fn wrote is rolled
+	// back and the error is returned as is. Wakeups for what fn changed
+	// are sent after the commit, never for a rollback.
+	//
+	// fn must write through tx only: on SQLite the transaction holds the
+	// one writer connection, so other Store methods called from fn would
+	// wait for it forever.
+	InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// Tx is the store inside one transaction (Transactor.InTx,
+// InboxStore.InboxHandle). It embeds one interface per domain, each the
+// part of that domain's Store interface that makes sense inside a caller's
+// transaction; the methods behave as the Store methods of the same name,
+// with the same outbox rows, but run on the transaction: their writes
+// commit or roll back together, and each reads what the transaction wrote
+// before it.
+//
+// A method that fails with *job.InvalidTransitionError or ErrNotFound
+// leaves the transaction usable, so fn may go on (say, after a transition
+// it expected could be refused). After any other error fn should return
+// it: PostgreSQL refuses every statement of a transaction after a failed
+// one.
+//
+// A Tx is valid only while fn runs, and only from fn's goroutine; a method
+// called after fn returned fails.
+//
+// Where a workflow's step is released when its job finishes, in the same
+// transaction, FlowTx joins here: the completer's finish of such a job
+// then runs in InTx, with JobTx's finish and FlowTx's release on one tx.
+type Tx interface {
+	JobTx
+}
