@@ -73,6 +73,7 @@ type Store interface {
 	MigrationStatus(ctx context.Context) ([]Migration, error)
 
 	Subscriber
+	Transactor
 
 	JobStore
 	ClusterStore

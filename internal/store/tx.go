@@ -33,9 +33,12 @@ type Transactor interface {
 // A Tx is valid only while fn runs, and only from fn's goroutine; a method
 // called after fn returned fails.
 //
-// Where a workflow's step is released when its job finishes, in the same
-// transaction, FlowTx joins here: the completer's finish of such a job
-// then runs in InTx, with JobTx's finish and FlowTx's release on one tx.
+// Workflows hook in here: "a job finishes and the workflow steps after it
+// are released" is one transaction. FlowTx (the release of a run's next
+// steps) will join the embedded interfaces, and JobTx will gain the finish
+// of a step's job, so the engine finishes such a job inside InTx with both
+// on one Tx. Plain jobs keep JobFinishMany, one statement per batch.
 type Tx interface {
 	JobTx
+	WebhookTx
 }

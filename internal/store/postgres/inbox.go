@@ -2,14 +2,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -46,10 +43,7 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 		return false, fmt.Errorf("inbox insert %s/%s: %w", p.Consumer, p.EventID, err)
 	}
 	if n == 1 {
-		itx := &inboxTx{s: s, tx: tx}
-		err := fn(ctx, itx)
-		itx.tx = nil // a Tx kept past fn must not reach the connection
-		if err != nil {
+		if err := s.runTx(ctx, tx, fn); err != nil {
 			return false, err
 		}
 	}
@@ -57,49 +51,6 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 		return false, fmt.Errorf("inbox handle %s/%s: commit: %w", p.Consumer, p.EventID, err)
 	}
 	return n == 1, nil
-}
-
-// inboxTx is store.Tx on an InboxHandle transaction. Every method is one
-// statement (or COPY plus one), and PostgreSQL aborts the whole transaction
-// on a failed statement, so nothing half-done can commit. Wakeups are
-// NOTIFYs, delivered by the database on commit.
-type inboxTx struct {
-	s  *Store
-	tx pgx.Tx
-}
-
-var _ store.Tx = (*inboxTx)(nil)
-
-// errTxDone: a Tx method called after InboxHandle's fn returned.
-var errTxDone = errors.New("inbox transaction is finished")
-
-// JobInsertMany implements store.Tx.
-func (t *inboxTx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
-	if t.tx == nil {
-		return nil, errTxDone
-	}
-	return t.s.JobInsertManyTx(ctx, t.tx, p)
-}
-
-// JobTransition implements store.Tx as Store.JobTransition does, with
-// every statement on the transaction.
-func (t *inboxTx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
-	if t.tx == nil {
-		return nil, errTxDone
-	}
-	return transition(ctx, t.tx, t.s.agingMicros, p)
-}
-
-// JobGet implements store.Tx.
-func (t *inboxTx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
-	if t.tx == nil {
-		return nil, errTxDone
-	}
-	row, err := scanJob(t.tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM docket_jobs WHERE id = $1`, id))
-	if err != nil {
-		return nil, fmt.Errorf("get job %s: %w", id, notFound(err))
-	}
-	return row, nil
 }
 
 // InboxDeleteHandled implements store.Store.

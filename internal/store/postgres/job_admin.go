@@ -21,9 +21,14 @@ const guardedRetries = 10
 
 // JobGet implements store.Store.
 func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
-	row, err := s.queryJob(ctx, `SELECT `+jobColumns+` FROM docket_jobs WHERE id = $1`, id)
+	return jobGet(ctx, s.pool, id)
+}
+
+// jobGet reads one job through c.
+func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
+	row, err := scanJob(c.QueryRow(ctx, `SELECT `+jobColumns+` FROM docket_jobs WHERE id = $1`, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %s: %w", id, err)
+		return nil, fmt.Errorf("get job %s: %w", id, notFound(err))
 	}
 	return row, nil
 }
@@ -227,17 +232,11 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 	return transition(ctx, s.pool, s.agingMicros, p)
 }
 
-// rowQuerier runs single-row queries: the pool, or a transaction (the
-// inbox runs transitions inside its own).
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // transition makes one state change through q: checked against the state
 // machine first, then one guarded statement; on no match it reads the job
 // to tell a refused change from one that raced the statement's snapshot,
 // and tries again in the second case.
-func transition(ctx context.Context, q rowQuerier, agingMicros int64, p *store.JobTransitionParams) (*job.Row, error) {
+func transition(ctx context.Context, q conn, agingMicros int64, p *store.JobTransitionParams) (*job.Row, error) {
 	if err := job.CheckTransition(p.From, p.To); err != nil {
 		var ite *job.InvalidTransitionError
 		if errors.As(err, &ite) {

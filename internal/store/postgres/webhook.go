@@ -31,11 +31,16 @@ func scanWebhook(row pgx.Row) (*store.Webhook, error) {
 
 // WebhookInsert implements store.Store.
 func (s *Store) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+	return webhookInsert(ctx, s.pool, p)
+}
+
+// webhookInsert records a subscription through c.
+func webhookInsert(ctx context.Context, c conn, p *store.WebhookInsertParams) (*store.Webhook, error) {
 	types, err := json.Marshal(p.EventTypes)
 	if err != nil {
 		return nil, fmt.Errorf("encode webhook event types: %w", err)
 	}
-	w, err := scanWebhook(s.pool.QueryRow(ctx, `INSERT INTO docket_webhooks (id, url, event_types, secret, created_at)
+	w, err := scanWebhook(c.QueryRow(ctx, `INSERT INTO docket_webhooks (id, url, event_types, secret, created_at)
 		VALUES ($1, $2, $3, $4, $5) RETURNING `+webhookColumns,
 		p.ID, p.URL, string(types), p.Secret, dbTime(p.Now)))
 	if err != nil {
@@ -46,7 +51,12 @@ func (s *Store) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams)
 
 // WebhookGet implements store.Store.
 func (s *Store) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
-	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM docket_webhooks WHERE id = $1`, id))
+	return webhookGet(ctx, s.pool, id)
+}
+
+// webhookGet reads a subscription through c.
+func webhookGet(ctx context.Context, c conn, id uuid.UUID) (*store.Webhook, error) {
+	w, err := scanWebhook(c.QueryRow(ctx, `SELECT `+webhookColumns+` FROM docket_webhooks WHERE id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get webhook %s: %w", id, notFound(err))
 	}

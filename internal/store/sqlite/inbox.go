@@ -3,12 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-
-	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -29,10 +25,10 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 	}
 	var (
 		handled bool
-		itx     *inboxTx
+		t       *tx
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, inboxInsertSQL, p.Consumer, p.EventID, micros(p.Now))
+	err := s.write(ctx, func(sqlTx *sql.Tx) error {
+		res, err := sqlTx.ExecContext(ctx, inboxInsertSQL, p.Consumer, p.EventID, micros(p.Now))
 		if err != nil {
 			return fmt.Errorf("inbox insert %s/%s: %w", p.Consumer, p.EventID, err)
 		}
@@ -41,122 +37,23 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 			return fmt.Errorf("inbox insert %s/%s: %w", p.Consumer, p.EventID, err)
 		}
 		// Handled now, or before: either way the event is no longer dead.
-		if _, err := tx.ExecContext(ctx, deadLetterDeleteSQL, p.Consumer, p.EventID); err != nil {
+		if _, err := sqlTx.ExecContext(ctx, deadLetterDeleteSQL, p.Consumer, p.EventID); err != nil {
 			return fmt.Errorf("delete dead letter %s/%s: %w", p.Consumer, p.EventID, err)
 		}
 		if n == 0 {
 			return nil
 		}
 		handled = true
-		itx = &inboxTx{s: s, tx: tx}
-		defer func() { itx.tx = nil }() // a Tx kept past fn must not reach the connection
-		return fn(ctx, itx)
+		t = &tx{s: s, tx: sqlTx, now: p.Now}
+		return t.run(ctx, fn)
 	})
 	if err != nil {
 		return false, err
 	}
-	if itx != nil {
-		s.publishAvailable(p.Now, itx.changed...)
+	if t != nil {
+		t.publish()
 	}
 	return handled, nil
-}
-
-// inboxTx is store.Tx on an InboxHandle transaction. Each method runs in a
-// savepoint: SQLite keeps a transaction usable after a failed statement, so
-// a method that fails half-way must undo its own writes for the caller to
-// go on (say, after an *job.InvalidTransitionError it expected).
-type inboxTx struct {
-	s       *Store
-	tx      *sql.Tx
-	changed []*job.Row // rows to wake workers for after commit
-}
-
-var _ store.Tx = (*inboxTx)(nil)
-
-// errTxDone: a Tx method called after InboxHandle's fn returned.
-var errTxDone = errors.New("inbox transaction is finished")
-
-// savepoint runs fn inside SAVEPOINT name, rolled back to when fn fails.
-func (t *inboxTx) savepoint(ctx context.Context, fn func() error) error {
-	if t.tx == nil {
-		return errTxDone
-	}
-	if _, err := t.tx.ExecContext(ctx, `SAVEPOINT docket_tx`); err != nil {
-		return fmt.Errorf("savepoint: %w", err)
-	}
-	if err := fn(); err != nil {
-		if _, rbErr := t.tx.ExecContext(ctx, `ROLLBACK TO docket_tx`); rbErr != nil {
-			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
-		}
-		_, _ = t.tx.ExecContext(ctx, `RELEASE docket_tx`)
-		return err
-	}
-	if _, err := t.tx.ExecContext(ctx, `RELEASE docket_tx`); err != nil {
-		return fmt.Errorf("release savepoint: %w", err)
-	}
-	return nil
-}
-
-// JobInsertMany implements store.Tx.
-func (t *inboxTx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
-	var out []*store.JobInsertResult
-	err := t.savepoint(ctx, func() error {
-		var err error
-		out, err = t.s.JobInsertManyTx(ctx, t.tx, p)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.changed = append(t.changed, resultRows(out)...)
-	return out, nil
-}
-
-// JobTransition implements store.Tx as Store.JobTransition does.
-func (t *inboxTx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
-	if err := job.CheckTransition(p.From, p.To); err != nil {
-		var it *job.InvalidTransitionError
-		if errors.As(err, &it) {
-			it.JobID = p.ID.String()
-		}
-		return nil, err
-	}
-	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
-		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
-	}
-	var r *job.Row
-	err := t.savepoint(ctx, func() error {
-		var err error
-		if r, err = t.s.transitionTx(ctx, t.tx, p); err != nil {
-			return err
-		}
-		if r != nil {
-			return insertStateChanged(ctx, t.tx, []job.Transition{r.TransitionFrom(p.From)}, p.Now)
-		}
-		var state string
-		err = t.tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)
-		if err != nil {
-			return fmt.Errorf("transition job %s: %w", p.ID, notFound(err))
-		}
-		return &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.changed = append(t.changed, r)
-	return r, nil
-}
-
-// JobGet implements store.Tx.
-func (t *inboxTx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
-	if t.tx == nil {
-		return nil, errTxDone
-	}
-	r, err := scanJob(t.tx.QueryRowContext(ctx, jobByIDSQL, id.String()))
-	if err != nil {
-		return nil, fmt.Errorf("get job %s: %w", id, notFound(err))
-	}
-	return r, nil
 }
 
 // InboxDeleteHandled implements store.Store.

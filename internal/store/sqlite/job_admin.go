@@ -17,7 +17,12 @@ const jobByIDSQL = `SELECT ` + jobColumns + ` FROM docket_jobs WHERE id = ?`
 
 // JobGet implements store.Store.
 func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
-	r, err := scanJob(s.reader.QueryRowContext(ctx, jobByIDSQL, id.String()))
+	return jobGet(ctx, s.reader, id)
+}
+
+// jobGet reads one job through c.
+func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
+	r, err := scanJob(c.QueryRowContext(ctx, jobByIDSQL, id.String()))
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, notFound(err))
 	}
@@ -167,6 +172,23 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 
 // JobTransition implements store.Store.
 func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	var r *job.Row
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		r, err = s.transition(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publishAvailable(p.Now, r)
+	return r, nil
+}
+
+// transition makes the change p describes in tx with its outbox row;
+// *job.InvalidTransitionError when the job is not where p says (it may have
+// written nothing then, or half: the caller rolls tx back on any error).
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p *store.JobTransitionParams) (*job.Row, error) {
 	if err := job.CheckTransition(p.From, p.To); err != nil {
 		var it *job.InvalidTransitionError
 		if errors.As(err, &it) {
@@ -177,27 +199,22 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
 		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
 	}
-	var r *job.Row
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		if r, err = s.transitionTx(ctx, tx, p); err != nil {
-			return err
-		}
-		if r != nil {
-			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(p.From)}, p.Now)
-		}
-		var state string
-		err = tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)
-		if err != nil {
-			return fmt.Errorf("transition job %s: %w", p.ID, notFound(err))
-		}
-		return &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
-	})
+	r, err := s.transitionTx(ctx, tx, p)
 	if err != nil {
 		return nil, err
 	}
-	s.publishAvailable(p.Now, r)
-	return r, nil
+	if r != nil {
+		if err := insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(p.From)}, p.Now); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	var state string
+	err = tx.QueryRowContext(ctx, `SELECT state FROM docket_jobs WHERE id = ?`, p.ID.String()).Scan(&state)
+	if err != nil {
+		return nil, fmt.Errorf("transition job %s: %w", p.ID, notFound(err))
+	}
+	return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: job.State(state), To: p.To}
 }
 
 // transitionTx makes the change p describes, guarded by state = p.From (and

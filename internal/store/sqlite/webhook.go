@@ -38,18 +38,24 @@ func scanWebhook(row scanner) (*store.Webhook, error) {
 
 // WebhookInsert implements store.Store.
 func (s *Store) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+	var w *store.Webhook
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		w, err = webhookInsert(ctx, tx, p)
+		return err
+	})
+	return w, err
+}
+
+// webhookInsert records a subscription in tx.
+func webhookInsert(ctx context.Context, tx *sql.Tx, p *store.WebhookInsertParams) (*store.Webhook, error) {
 	types, err := json.Marshal(p.EventTypes)
 	if err != nil {
 		return nil, fmt.Errorf("encode webhook event types: %w", err)
 	}
-	var w *store.Webhook
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		w, err = scanWebhook(tx.QueryRowContext(ctx, `INSERT INTO docket_webhooks (id, url, event_types, secret, created_at)
-			VALUES (?, ?, ?, ?, ?) RETURNING `+webhookColumns,
-			p.ID.String(), p.URL, string(types), p.Secret, micros(p.Now)))
-		return err
-	})
+	w, err := scanWebhook(tx.QueryRowContext(ctx, `INSERT INTO docket_webhooks (id, url, event_types, secret, created_at)
+		VALUES (?, ?, ?, ?, ?) RETURNING `+webhookColumns,
+		p.ID.String(), p.URL, string(types), p.Secret, micros(p.Now)))
 	if err != nil {
 		return nil, fmt.Errorf("insert webhook: %w", err)
 	}
@@ -58,7 +64,12 @@ func (s *Store) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams)
 
 // WebhookGet implements store.Store.
 func (s *Store) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
-	w, err := scanWebhook(s.reader.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM docket_webhooks WHERE id = ?`, id.String()))
+	return webhookGet(ctx, s.reader, id)
+}
+
+// webhookGet reads a subscription through c.
+func webhookGet(ctx context.Context, c conn, id uuid.UUID) (*store.Webhook, error) {
+	w, err := scanWebhook(c.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM docket_webhooks WHERE id = ?`, id.String()))
 	if err != nil {
 		return nil, fmt.Errorf("get webhook %s: %w", id, notFound(err))
 	}

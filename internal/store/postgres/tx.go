@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// conn runs statements: the pool, where each statement is its own
+// transaction, or a pgx.Tx (store.Tx). Domain code that a store.Tx offers
+// takes a conn, so the Store and the Tx run the same statements.
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// InTx implements store.Store. The transaction is READ COMMITTED, like
+// every other.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	ptx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := s.runTx(ctx, ptx, fn); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// runTx runs fn with a store.Tx on ptx; the caller begins and ends ptx.
+func (s *Store) runTx(ctx context.Context, ptx pgx.Tx, fn func(ctx context.Context, tx store.Tx) error) error {
+	t := &tx{s: s, tx: ptx}
+	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
+	return fn(ctx, t)
+}
+
+// tx is store.Tx on a pgx.Tx. Every method is one statement (or COPY plus
+// one), and PostgreSQL aborts the whole transaction on a failed statement,
+// so nothing half-done can commit. Wakeups are NOTIFYs, delivered by the
+// database on commit.
+type tx struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// errTxDone: a Tx method called after the function it was given to
+// returned.
+var errTxDone = errors.New("transaction is finished")
+
+// JobInsertMany implements store.Tx.
+func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return t.s.JobInsertManyTx(ctx, t.tx, p)
+}
+
+// JobTransition implements store.Tx.
+func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return transition(ctx, t.tx, t.s.agingMicros, p)
+}
+
+// JobGet implements store.Tx.
+func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return jobGet(ctx, t.tx, id)
+}
+
+// WebhookInsert implements store.Tx.
+func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return webhookInsert(ctx, t.tx, p)
+}
+
+// WebhookGet implements store.Tx.
+func (t *tx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return webhookGet(ctx, t.tx, id)
+}

@@ -1,0 +1,154 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// conn runs statements: a write transaction, or the reader pool for a
+// read outside one. Domain code that a store.Tx offers takes a conn (or the
+// *sql.Tx), so the Store and the Tx run the same statements.
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// InTx implements store.Store: one write transaction (BEGIN IMMEDIATE),
+// serialised with every other write.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	var t *tx
+	err := s.write(ctx, func(sqlTx *sql.Tx) error {
+		t = &tx{s: s, tx: sqlTx}
+		return t.run(ctx, fn)
+	})
+	if err != nil {
+		return err
+	}
+	t.publish()
+	return nil
+}
+
+// tx is store.Tx on a write transaction. Each method runs in a savepoint:
+// SQLite keeps a transaction usable after a failed statement, so a method
+// that fails half-way must undo its own writes for the caller to go on
+// (say, after an *job.InvalidTransitionError it expected).
+type tx struct {
+	s       *Store
+	tx      *sql.Tx
+	changed []*job.Row // rows to wake workers for after commit
+	now     time.Time  // the latest Now of the methods, for publish
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// errTxDone: a Tx method called after the function it was given to
+// returned.
+var errTxDone = errors.New("transaction is finished")
+
+// run runs fn with t; t is unusable afterwards.
+func (t *tx) run(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
+	return fn(ctx, t)
+}
+
+// changedAt records rows changed at now, to wake their workers after
+// commit.
+func (t *tx) changedAt(now time.Time, rows ...*job.Row) {
+	t.changed = append(t.changed, rows...)
+	if now.After(t.now) {
+		t.now = now
+	}
+}
+
+// publish wakes workers for the rows the committed transaction changed.
+func (t *tx) publish() {
+	t.s.publishAvailable(t.now, t.changed...)
+}
+
+// savepoint runs fn inside SAVEPOINT docket_tx, rolled back to when fn
+// fails.
+func (t *tx) savepoint(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if t.tx == nil {
+		return errTxDone
+	}
+	if _, err := t.tx.ExecContext(ctx, `SAVEPOINT docket_tx`); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := fn(t.tx); err != nil {
+		if _, rbErr := t.tx.ExecContext(ctx, `ROLLBACK TO docket_tx`); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
+		}
+		_, _ = t.tx.ExecContext(ctx, `RELEASE docket_tx`)
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, `RELEASE docket_tx`); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// JobInsertMany implements store.Tx.
+func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+	var out []*store.JobInsertResult
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		out, err = t.s.JobInsertManyTx(ctx, sqlTx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.changedAt(p.Now, resultRows(out)...)
+	return out, nil
+}
+
+// JobTransition implements store.Tx.
+func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	var r *job.Row
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		r, err = t.s.transition(ctx, sqlTx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.changedAt(p.Now, r)
+	return r, nil
+}
+
+// JobGet implements store.Tx.
+func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return jobGet(ctx, t.tx, id)
+}
+
+// WebhookInsert implements store.Tx.
+func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+	var w *store.Webhook
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		w, err = webhookInsert(ctx, sqlTx, p)
+		return err
+	})
+	return w, err
+}
+
+// WebhookGet implements store.Tx.
+func (t *tx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return webhookGet(ctx, t.tx, id)
+}
