@@ -119,8 +119,15 @@ type Change struct {
 // pageSize of the reads of Load.
 const pageSize = 1000
 
+// Reader is what Load and Check read of the store.
+type Reader interface {
+	JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error)
+	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
+	OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxEvent, error)
+}
+
 // Load reads every job, its attempts and the whole outbox.
-func Load(ctx context.Context, st store.Store) (*Snapshot, error) {
+func Load(ctx context.Context, st Reader) (*Snapshot, error) {
 	s := &Snapshot{Attempts: map[uuid.UUID][]*job.Attempt{}}
 	before := uuid.Nil
 	for {
@@ -168,7 +175,7 @@ func Load(ctx context.Context, st store.Store) (*Snapshot, error) {
 }
 
 // Check loads the database and checks it.
-func Check(ctx context.Context, st store.Store, exp Expectations) ([]Violation, error) {
+func Check(ctx context.Context, st Reader, exp Expectations) ([]Violation, error) {
 	s, err := Load(ctx, st)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ const (
 // node is leader — the maintenance services.
 type Engine struct {
 	cfg      Config
-	store    store.Store
+	store    Store
 	handlers map[string]*Handler
 	log      *slog.Logger
 
@@ -51,7 +51,7 @@ type Engine struct {
 }
 
 // New makes an engine. handlers maps job types to their handlers.
-func New(st store.Store, cfg Config, handlers map[string]*Handler) (*Engine, error) {
+func New(st Store, cfg Config, handlers map[string]*Handler) (*Engine, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)

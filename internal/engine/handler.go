@@ -55,7 +55,7 @@ type execution struct {
 	producer *producer
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	store    store.Store
+	store    Store
 	now      func() time.Time
 	// result set through SetResult; read after the handler returned.
 	result json.RawMessage

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"time"
-
-	"github.com/docket-run/docket/internal/store"
 )
 
 // Defaults of Config.
@@ -32,7 +30,7 @@ const (
 // Config configures a Service. Zero fields take the documented defaults.
 type Config struct {
 	// Store is the database; required.
-	Store store.Store
+	Store Store
 	// NodeID is this process's name in the webhooks leadership row, unique
 	// among the processes running webhooks; required (docket serve gives
 	// its worker's).

@@ -18,7 +18,6 @@ import (
 
 	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/service"
-	"github.com/docket-run/docket/internal/store"
 )
 
 // Log attribute keys.
@@ -36,7 +35,7 @@ const (
 // this node leads, the dispatcher and the delivery worker.
 type Service struct {
 	cfg   Config
-	store store.Store
+	store Store
 	log   *slog.Logger
 	guard *guard
 

@@ -1,0 +1,21 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Store is what the engine needs of the store: the jobs domain, wakeups,
+// the node registry, the leaderships its electors hold, and a ping to tell
+// a database that is down from one that refuses.
+type Store interface {
+	store.JobStore
+	store.Subscriber
+	leader.Store
+	NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error
+	NodeDelete(ctx context.Context, id string) error
+	NodeDeleteStale(ctx context.Context, p *store.NodeDeleteStaleParams) (int, error)
+	Ping(ctx context.Context) error
+}
