@@ -78,12 +78,6 @@ func (b *bundle) recordDead(t *testing.T, name, eventID string, deliveries int, 
 	return ok
 }
 
-// testInbox is the InboxStore group: InboxHandle, then dead letters.
-func testInbox(t *testing.T, open opener) {
-	t.Run("Handle", func(t *testing.T) { testInboxHandle(t, open) })
-	t.Run("DeadLetter", func(t *testing.T) { testDeadLetter(t, open) })
-}
-
 func testInboxHandle(t *testing.T, open opener) {
 	t.Run("EffectAndInboxCommitTogether", func(t *testing.T) {
 		t.Parallel()

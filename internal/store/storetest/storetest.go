@@ -5,6 +5,10 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { ... })
 //	}
 //
+// Tests are grouped as package store is, by domain (TestConformance/Jobs/…,
+// /Cluster, /Keys, /Outbox, /Inbox, /Webhooks, and /Store for the database
+// as a whole and InTx), and each domain's tests are in files named after it.
+//
 // Every test opens its own store, so tests run in parallel and may assert on
 // the whole outbox. Time is passed in as Now, starting from a fixed base, so
 // no test sleeps.
@@ -32,39 +36,66 @@ type opener = func(t *testing.T) store.Store
 // t.Cleanup. The store must use the default store.Options (the aging tests
 // assume PriorityAgingDefault). Every leaf test calls open once.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
-	groups := []struct {
+	type group struct {
 		name string
 		run  func(t *testing.T, open opener)
-	}{
-		{"Basics", testBasics},
-		{"Insert", testInsert},
-		{"Outbox", testOutbox},
-		{"OutboxRelay", testOutboxRelay},
-		{"Acquire", testAcquire},
-		{"SortKey", testSortKeyFollowsRunAt},
-		{"Finish", testFinish},
-		{"Transition", testTransition},
-		{"Cancel", testCancel},
-		{"Retry", testRetry},
-		{"CancelOnRetry", testCancelOnRetry},
-		{"HeartbeatProgress", testHeartbeatProgress},
-		{"Maintenance", testMaintenance},
-		{"List", testList},
-		{"Leader", testLeader},
-		{"Node", testNode},
-		{"Queue", testQueue},
-		{"Migration", testMigration},
-		{"Subscribe", testSubscribe},
-		{"Concurrency", testConcurrency},
-		{"APIKey", testAPIKey},
-		{"Webhook", testWebhook},
-		{"Inbox", testInbox},
-		{"Tx", testTx},
 	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
+	// One entry per domain of package store, named as it is there; each
+	// domain's tests live in files named after it (jobs_*.go, cluster.go,
+	// …), and the Store's own in store_*.go.
+	domains := []struct {
+		name   string
+		groups []group
+	}{
+		{"Store", []group{
+			{"Basics", testBasics},
+			{"Migration", testMigration},
+			{"Subscribe", testSubscribe},
+			{"Tx", testTx},
+		}},
+		{"Jobs", []group{
+			{"Insert", testInsert},
+			{"Acquire", testAcquire},
+			{"SortKey", testSortKeyFollowsRunAt},
+			{"Finish", testFinish},
+			{"Transition", testTransition},
+			{"Cancel", testCancel},
+			{"Retry", testRetry},
+			{"CancelOnRetry", testCancelOnRetry},
+			{"HeartbeatProgress", testHeartbeatProgress},
+			{"Maintenance", testMaintenance},
+			{"List", testList},
+			{"Queue", testQueue},
+			{"Concurrency", testConcurrency},
+		}},
+		{"Cluster", []group{
+			{"Leader", testLeader},
+			{"Node", testNode},
+		}},
+		{"Keys", []group{
+			{"APIKey", testAPIKey},
+		}},
+		{"Outbox", []group{
+			{"Write", testOutbox},
+			{"Relay", testOutboxRelay},
+		}},
+		{"Inbox", []group{
+			{"Handle", testInboxHandle},
+			{"DeadLetter", testDeadLetter},
+		}},
+		{"Webhooks", []group{
+			{"Webhook", testWebhook},
+		}},
+	}
+	for _, d := range domains {
+		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			g.run(t, open)
+			for _, g := range d.groups {
+				t.Run(g.name, func(t *testing.T) {
+					t.Parallel()
+					g.run(t, open)
+				})
+			}
 		})
 	}
 }

@@ -1,0 +1,67 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+func testQueue(t *testing.T, open opener) {
+	t.Run("QueueList", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		qs, err := b.s.QueueList(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, qs)
+
+		f := b.listFixture(t)
+		empty := newQueue()
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: empty, Paused: true, Now: at(time.Minute)}))
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: f.q1, Paused: true, Now: at(2 * time.Minute)}))
+
+		got := queueMap(t, b)
+		require.Len(t, got, 4)
+		require.True(t, got[f.q1].Paused)
+		requireTime(t, at(2*time.Minute), got[f.q1].UpdatedAt)
+		require.Equal(t, map[job.State]int{job.StateQueued: 2}, nonZero(got[f.q1].Counts))
+		require.False(t, got[f.q2].Paused)
+		require.True(t, got[f.q2].UpdatedAt.IsZero(), "pause flag never set")
+		require.Equal(t, map[job.State]int{job.StateCreated: 1, job.StateCanceled: 1}, nonZero(got[f.q2].Counts))
+		require.False(t, got[f.q3].Paused)
+		require.Equal(t, map[job.State]int{job.StateRunning: 1}, nonZero(got[f.q3].Counts))
+		require.True(t, got[empty].Paused)
+		requireTime(t, at(time.Minute), got[empty].UpdatedAt)
+		require.Empty(t, nonZero(got[empty].Counts))
+
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: f.q1, Paused: false, Now: at(3 * time.Minute)}))
+		got = queueMap(t, b)
+		require.False(t, got[f.q1].Paused)
+		requireTime(t, at(3*time.Minute), got[f.q1].UpdatedAt)
+	})
+}
+
+func queueMap(t *testing.T, b *bundle) map[string]*store.Queue {
+	t.Helper()
+	qs, err := b.s.QueueList(b.ctx)
+	require.NoError(t, err)
+	m := map[string]*store.Queue{}
+	for _, q := range qs {
+		require.NotContains(t, m, q.Name, "queue listed twice")
+		m[q.Name] = q
+	}
+	return m
+}
+
+func nonZero(m map[job.State]int) map[job.State]int {
+	out := map[job.State]int{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
