@@ -32,7 +32,10 @@ type Row struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinishedAt      time.Time // zero until SUCCESS, DEAD or CANCELED
-	LastError       string
+	// LastError is the error of the latest failed attempt ("" when it
+	// failed without a message), or an explanation given with a later
+	// change; SUCCESS keeps it. See SetsLastError.
+	LastError string
 	// AttemptBase is Attempt as it stood at the last manual retry (plus one
 	// for every attempt refunded because its worker shut down). Attempt
 	// itself never goes back: it is the fencing token of the lease.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -148,10 +149,23 @@ type JobFinishParams struct {
 	State   job.State // SUCCESS, RETRY, DEAD or CANCELED
 	Outcome job.Outcome
 	Result  json.RawMessage // SUCCESS only; nil for none
-	Error   string          // RETRY, DEAD, CANCELED: becomes last_error
-	RunAt   time.Time       // RETRY: when the job becomes due again
+	// Error becomes last_error for RETRY, DEAD and CANCELED, even when it
+	// is "" (job.SetsLastError); SUCCESS keeps last_error.
+	Error string
+	RunAt time.Time // RETRY: when the job becomes due again
 	// FinishedAt is when the attempt ended (handler return); zero means Now.
 	FinishedAt time.Time
+}
+
+// Validate checks p against the state machine: a finish ends a RUNNING
+// attempt in SUCCESS, RETRY, DEAD or CANCELED; anything else is an
+// *job.InvalidTransitionError.
+func (p *JobFinishParams) Validate() error {
+	switch p.State {
+	case job.StateSuccess, job.StateRetry, job.StateDead, job.StateCanceled:
+		return nil
+	}
+	return &job.InvalidTransitionError{JobID: p.ID.String(), From: job.StateRunning, To: p.State}
 }
 
 // JobFinishManyParams finishes many attempts in one transaction.
@@ -199,10 +213,27 @@ type JobTransitionParams struct {
 	// To RUNNING: the lease.
 	Owner          string
 	LeaseExpiresAt time.Time
-	// From RUNNING: the attempt's end.
+	// From RUNNING: the attempt's end (Outcome "" = job.OutcomeOf(To)).
 	Outcome job.Outcome
-	Result  json.RawMessage
-	Error   string
+	Result  json.RawMessage // To SUCCESS; nil for none
+	// Error is the attempt's error from RUNNING, or an explanation of the
+	// change; whether it replaces last_error is job.SetsLastError's rule
+	// (from RUNNING always, even "", to SUCCESS never, otherwise when not
+	// "").
+	Error string
+}
+
+// Validate checks p before any row is read: *job.InvalidTransitionError
+// when the state machine has no From → To; an error when a move to RUNNING
+// lacks its owner or lease expiry.
+func (p *JobTransitionParams) Validate() error {
+	if !job.CanTransition(p.From, p.To) {
+		return &job.InvalidTransitionError{JobID: p.ID.String(), From: p.From, To: p.To}
+	}
+	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
+		return fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
+	}
+	return nil
 }
 
 // JobCancelParams cancels one job.

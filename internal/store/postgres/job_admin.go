@@ -204,10 +204,7 @@ WITH t AS (
 		progress_message = CASE WHEN @to::text = 'RUNNING' THEN '' ELSE j.progress_message END,
 		cancel_requested = CASE WHEN @to::text IN ('RUNNING', 'QUEUED') THEN false ELSE j.cancel_requested END,
 		result = CASE WHEN @to::text = 'SUCCESS' THEN @result::jsonb ELSE j.result END,
-		last_error = CASE
-			WHEN @from::text = 'RUNNING' AND @to::text <> 'SUCCESS' THEN @error::text
-			WHEN @error::text <> '' THEN @error::text
-			ELSE j.last_error END,
+		last_error = coalesce(@last_error::text, j.last_error),
 		finished_at = CASE WHEN @to::text IN ('SUCCESS', 'DEAD', 'CANCELED') THEN @now::timestamptz END,
 		updated_at = @now::timestamptz,
 		version = j.version + 1
@@ -237,24 +234,18 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 // to tell a refused change from one that raced the statement's snapshot,
 // and tries again in the second case.
 func transition(ctx context.Context, q conn, agingMicros int64, p *store.JobTransitionParams) (*job.Row, error) {
-	if err := job.CheckTransition(p.From, p.To); err != nil {
-		var ite *job.InvalidTransitionError
-		if errors.As(err, &ite) {
-			ite.JobID = p.ID.String()
-		}
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
-		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
 	}
 	now := dbTime(p.Now)
 	runAt := now
 	if !p.RunAt.IsZero() {
 		runAt = dbTime(p.RunAt)
 	}
-	outcome := p.Outcome
-	if outcome == "" {
-		outcome = defaultOutcome(p.To)
+	outcome := job.OutcomeOf(p.To, p.Outcome)
+	var lastError *string
+	if job.SetsLastError(p.From, p.To, p.Error) {
+		lastError = &p.Error
 	}
 	var result *string
 	if p.To == job.StateSuccess && p.Result != nil {
@@ -265,7 +256,7 @@ func transition(ctx context.Context, q conn, agingMicros int64, p *store.JobTran
 		"id": p.ID, "from": string(p.From), "to": string(p.To), "attempt": p.Attempt,
 		"now": now, "run_at": runAt, "aging_us": agingMicros,
 		"owner": p.Owner, "lease_expires_at": dbTime(p.LeaseExpiresAt),
-		"result": result, "error": p.Error, "outcome": string(outcome),
+		"result": result, "error": p.Error, "last_error": lastError, "outcome": string(outcome),
 	}
 	for range guardedRetries {
 		row, err := scanJob(q.QueryRow(ctx, transitionSQL, args))

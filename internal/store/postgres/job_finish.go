@@ -86,19 +86,6 @@ var (
 	finishExpiredSQL = fmt.Sprintf(finishSQL, "\n\t\tAND j.lease_expires_at < $9::timestamptz")
 )
 
-// defaultOutcome is the attempt outcome implied by a final state when the
-// caller gave none.
-func defaultOutcome(to job.State) job.Outcome {
-	switch to {
-	case job.StateSuccess:
-		return job.OutcomeSuccess
-	case job.StateCanceled:
-		return job.OutcomeCanceled
-	default:
-		return job.OutcomeError
-	}
-}
-
 // JobFinishMany implements store.Store.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
 	n := len(p.Jobs)
@@ -126,19 +113,13 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	order := byID(len(p.Jobs), func(i int) uuid.UUID { return p.Jobs[i].ID })
 	for i, k := range order {
 		f := p.Jobs[k]
-		switch f.State {
-		case job.StateSuccess, job.StateRetry, job.StateDead, job.StateCanceled:
-		default:
-			return nil, fmt.Errorf("finish jobs: job %s: cannot finish into state %q", f.ID, f.State)
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		ids[i] = f.ID
 		attempts[i] = f.Attempt
 		states[i] = string(f.State)
-		outcome := f.Outcome
-		if outcome == "" {
-			outcome = defaultOutcome(f.State)
-		}
-		outcomes[i] = string(outcome)
+		outcomes[i] = string(job.OutcomeOf(f.State, f.Outcome))
 		if f.State == job.StateSuccess && f.Result != nil {
 			r := string(f.Result)
 			results[i] = &r

@@ -172,6 +172,9 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 
 // JobTransition implements store.Store.
 func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *job.Row
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -185,20 +188,11 @@ func (s *Store) JobTransition(ctx context.Context, p *store.JobTransitionParams)
 	return r, nil
 }
 
-// transition makes the change p describes in tx with its outbox row;
-// *job.InvalidTransitionError when the job is not where p says (it may have
-// written nothing then, or half: the caller rolls tx back on any error).
+// transition makes the change p describes in tx, with its outbox row:
+// Store.JobTransition and the Tx's, which have validated p. It writes
+// nothing and returns *job.InvalidTransitionError when the job is not where
+// p says.
 func (s *Store) transition(ctx context.Context, tx *sql.Tx, p *store.JobTransitionParams) (*job.Row, error) {
-	if err := job.CheckTransition(p.From, p.To); err != nil {
-		var it *job.InvalidTransitionError
-		if errors.As(err, &it) {
-			it.JobID = p.ID.String()
-		}
-		return nil, err
-	}
-	if p.To == job.StateRunning && (p.Owner == "" || p.LeaseExpiresAt.IsZero()) {
-		return nil, fmt.Errorf("transition job %s to %s: owner and lease expiry are required", p.ID, p.To)
-	}
 	r, err := s.transitionTx(ctx, tx, p)
 	if err != nil {
 		return nil, err
@@ -242,19 +236,23 @@ func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransi
 			"attempted_at = ?", "progress = 0", "progress_message = ''", "cancel_requested = 0")
 		args = append(args, p.Owner, micros(p.LeaseExpiresAt), now)
 	case job.StateRetry:
-		set = append(set, "run_at = ?", "last_error = coalesce(?, last_error)")
-		args = append(args, micros(orNow(p.RunAt, p.Now)), nullString(p.Error))
+		set = append(set, "run_at = ?")
+		args = append(args, micros(orNow(p.RunAt, p.Now)))
 		clearLease()
 	case job.StateSuccess:
 		set = append(set, "result = coalesce(?, result)", "finished_at = ?")
 		args = append(args, nullJSON(p.Result), now)
 		clearLease()
 	case job.StateDead, job.StateCanceled:
-		set = append(set, "finished_at = ?", "last_error = coalesce(?, last_error)")
-		args = append(args, now, nullString(p.Error))
+		set = append(set, "finished_at = ?")
+		args = append(args, now)
 		clearLease()
 	default:
 		return nil, fmt.Errorf("transition job %s: unknown state %q", p.ID, p.To)
+	}
+	if job.SetsLastError(p.From, p.To, p.Error) {
+		set = append(set, "last_error = ?")
+		args = append(args, p.Error)
 	}
 	where := "id = ? AND state = ?"
 	args = append(args, p.ID.String(), string(p.From))
@@ -262,7 +260,7 @@ func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransi
 		where += " AND attempt = ?"
 		args = append(args, p.Attempt)
 		if _, err := tx.ExecContext(ctx, recordAttemptSQL, p.ID.String(), p.Attempt, now,
-			string(outcomeOf(p.To, p.Outcome)), p.Error, 0, now); err != nil {
+			string(job.OutcomeOf(p.To, p.Outcome)), p.Error, 0, now); err != nil {
 			return nil, fmt.Errorf("record attempt %d of job %s: %w", p.Attempt, p.ID, err)
 		}
 	}

@@ -95,11 +95,8 @@ type attemptKey struct {
 // JobFinishMany implements store.Store.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
 	for _, f := range p.Jobs {
-		switch f.State {
-		case job.StateSuccess, job.StateRetry, job.StateDead, job.StateCanceled:
-		default:
-			return nil, fmt.Errorf("finish job %s: %w", f.ID,
-				&job.InvalidTransitionError{JobID: f.ID.String(), From: job.StateRunning, To: f.State})
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
 	applied := make([]bool, len(p.Jobs))
@@ -130,9 +127,12 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			continue
 		}
 		first[k] = i
-		var result, runAt any
+		var result, runAt, lastError any
 		if f.State == job.StateSuccess && f.Result != nil {
 			result = string(f.Result)
+		}
+		if job.SetsLastError(job.StateRunning, f.State, f.Error) {
+			lastError = f.Error
 		}
 		if f.State == job.StateRetry {
 			runAt = micros(orNow(f.RunAt, p.Now))
@@ -146,7 +146,7 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			rowid = h
 		}
 		updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
-			nullString(f.Error), ats[i], refund, rowid})
+			lastError, ats[i], refund, rowid})
 		keys = append(keys, k)
 	}
 	updatesJSON, err := json.Marshal(updates)
@@ -200,7 +200,7 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			if m.attemptedAt.Valid {
 				started = m.attemptedAt.Int64
 			}
-			if outcome := outcomeOf(f.State, f.Outcome); m.to != job.StateSuccess || outcome != job.OutcomeSuccess {
+			if outcome := job.OutcomeOf(f.State, f.Outcome); m.to != job.StateSuccess || outcome != job.OutcomeSuccess {
 				attempts = append(attempts, []any{ids[i], f.Attempt, m.owner, started, at, outcome, f.Error})
 			}
 			ts = append(ts, job.Transition{JobID: f.ID, JobType: m.jobType, Queue: m.queue,
@@ -247,21 +247,6 @@ func finishUpdate(ctx context.Context, st *sql.Stmt, updatesJSON string, now int
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return moved, nil
-}
-
-// outcomeOf is o, or the outcome implied by ending an attempt in state to.
-func outcomeOf(to job.State, o job.Outcome) job.Outcome {
-	if o != "" {
-		return o
-	}
-	switch to {
-	case job.StateSuccess:
-		return job.OutcomeSuccess
-	case job.StateCanceled:
-		return job.OutcomeCanceled
-	default:
-		return job.OutcomeError
-	}
 }
 
 // heartbeatSQL renews a lease to ?3 at the earliest: a heartbeat never

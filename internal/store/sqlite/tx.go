@@ -113,6 +113,9 @@ func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([
 
 // JobTransition implements store.Tx.
 func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *job.Row
 	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
 		var err error

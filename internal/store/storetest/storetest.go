@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"SortKey", testSortKeyFollowsRunAt},
 			{"Finish", testFinish},
 			{"Transition", testTransition},
+			{"LastError", testLastError},
 			{"Cancel", testCancel},
 			{"Retry", testRetry},
 			{"CancelOnRetry", testCancelOnRetry},
