@@ -6,7 +6,6 @@ import (
 	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/service"
-	"github.com/docket-run/docket/internal/store"
 )
 
 // Event is one committed event as every outward surface (NATS, SSE,
@@ -49,11 +48,7 @@ func (c *Client) EventHistory() *EventHistory { return events.NewHistory(c.store
 // UnpublishedEventRows counts outbox rows not yet published to the bus:
 // events waiting while the bus is down, or for the relay's next round.
 func (c *Client) UnpublishedEventRows(ctx context.Context) (int, error) {
-	rows, err := c.store.OutboxListUnpublished(ctx, &store.OutboxListUnpublishedParams{})
-	if err != nil {
-		return 0, err
-	}
-	return len(rows), nil
+	return c.store.OutboxCountUnpublished(ctx)
 }
 
 // leaderships is the leader-only services of a worker beside maintenance.

@@ -24,6 +24,9 @@ type OutboxStore interface {
 	// OutboxListUnpublished lists up to Limit rows not yet published, in id
 	// order.
 	OutboxListUnpublished(ctx context.Context, p *OutboxListUnpublishedParams) ([]*OutboxEvent, error)
+	// OutboxCountUnpublished counts the rows not yet published, without
+	// reading them.
+	OutboxCountUnpublished(ctx context.Context) (int, error)
 	// OutboxMarkPublished marks the rows p.IDs published at Now in one
 	// statement, numbering them after every row published before, in the
 	// order of p.IDs. Rows already published (by a relay that overlapped

@@ -37,6 +37,16 @@ func (s *Store) OutboxListUnpublished(ctx context.Context, p *store.OutboxListUn
 	return out, nil
 }
 
+// OutboxCountUnpublished implements store.Store through the partial index
+// of unpublished rows.
+func (s *Store) OutboxCountUnpublished(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM docket_outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
+	}
+	return n, nil
+}
+
 // markPublishedSQL numbers the rows $1 after the highest number so far, in
 // the order of $1, and NOTIFYs on commit when it marked any. $2 is Now.
 const markPublishedSQL = `

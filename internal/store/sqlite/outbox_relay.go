@@ -22,6 +22,18 @@ func (s *Store) OutboxListUnpublished(ctx context.Context, p *store.OutboxListUn
 	return out, nil
 }
 
+// OutboxCountUnpublished implements store.Store through the partial index
+// of unpublished rows.
+func (s *Store) OutboxCountUnpublished(ctx context.Context) (int, error) {
+	var n int
+	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM docket_outbox INDEXED BY docket_outbox_unpublished
+		WHERE published_at IS NULL`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
+	}
+	return n, nil
+}
+
 // markPublishedSQL: ?1 Now, ?2 the number before the first, ?3 a JSON
 // array of ids; each row's number is ?2 + 1 + its index in ?3.
 const markPublishedSQL = `UPDATE docket_outbox

@@ -82,6 +82,24 @@ func testOutboxRelay(t *testing.T, open opener) {
 		require.Equal(t, []int64{ids[0], ids[2], ids[4]}, b.unpublishedIDs(t, 0))
 	})
 
+	t.Run("CountUnpublished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		count := func() int {
+			t.Helper()
+			n, err := b.s.OutboxCountUnpublished(b.ctx)
+			require.NoError(t, err)
+			return n
+		}
+		require.Zero(t, count())
+		ids, _ := b.outboxRows(t, 5)
+		require.Equal(t, 5, count())
+		require.Equal(t, 2, b.markPublished(t, at(time.Minute), ids[1], ids[3]))
+		require.Equal(t, 3, count())
+		require.Equal(t, 3, b.markPublished(t, at(2*time.Minute), ids[0], ids[2], ids[4]))
+		require.Zero(t, count())
+	})
+
 	t.Run("NumberedInPublishOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
