@@ -19,11 +19,14 @@ type JobTx interface {
 	// inserted; its result carries the existing row and Duplicate = true.
 	// Results are in the order of p.Jobs.
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]*JobInsertResult, error)
+	// JobGet reads one job; ErrNotFound when there is none.
 	JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error)
 	// JobTransition makes one state change by the state machine's table:
 	// *job.InvalidTransitionError when From → To is not allowed (nothing is
 	// read) or when the job is not in state From (or, from RUNNING, not at
-	// Attempt); ErrNotFound when there is no such job.
+	// Attempt); ErrNotFound when there is no such job. From RUNNING it
+	// writes the attempt's history row; last_error follows
+	// job.SetsLastError.
 	JobTransition(ctx context.Context, p *JobTransitionParams) (*job.Row, error)
 }
 
@@ -36,6 +39,7 @@ type JobStore interface {
 	// committed; wakeups are sent by the database on commit where it can
 	// (postgres NOTIFY), otherwise workers find the jobs by polling.
 	JobInsertManyTx(ctx context.Context, tx any, p *JobInsertManyParams) ([]*JobInsertResult, error)
+
 	// JobList lists jobs newest first (id descending), filtered.
 	JobList(ctx context.Context, p *JobListParams) ([]*job.Row, error)
 	// JobCount counts jobs by queue and state.
@@ -44,6 +48,7 @@ type JobStore interface {
 	// current one while it runs (Outcome = running). ErrNotFound when the
 	// job does not exist.
 	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
+
 	// JobAcquire leases up to p.Max due QUEUED jobs of one queue in one
 	// transaction: ordered by sort key (priority with aging), then id; each is
 	// set RUNNING with attempt+1, lease owner and expiry. Rows locked by
@@ -77,6 +82,7 @@ type JobStore interface {
 	// reset. A CREATED, QUEUED, RETRY or RUNNING job is returned unchanged
 	// (idempotent). SUCCESS gives *job.InvalidTransitionError.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*job.Row, error)
+
 	// JobSchedule moves RETRY jobs whose run_at has come to QUEUED and wakes
 	// workers of their queues. Returns how many moved.
 	JobSchedule(ctx context.Context, p *JobScheduleParams) (int, error)
@@ -85,6 +91,7 @@ type JobStore interface {
 	// JobDeleteFinished deletes SUCCESS, DEAD and CANCELED jobs finished
 	// before p.FinishedBefore (with their attempts). Returns how many.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
+
 	QueueSetPaused(ctx context.Context, p *QueueSetPausedParams) error
 	// QueueList lists queues that have jobs or a paused flag, with counts.
 	QueueList(ctx context.Context) ([]*Queue, error)
