@@ -41,28 +41,28 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.
 
 // runTx runs fn with a store.Tx on ptx; the caller begins and ends ptx.
 func (s *Store) runTx(ctx context.Context, ptx pgx.Tx, fn func(ctx context.Context, tx store.Tx) error) error {
-	t := &tx{s: s, tx: ptx}
+	t := &storeTx{s: s, tx: ptx}
 	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
 	return fn(ctx, t)
 }
 
-// tx is store.Tx on a pgx.Tx. Every method is one statement (or COPY plus
+// storeTx is store.Tx on a pgx.Tx. Every method is one statement (or COPY plus
 // one), and PostgreSQL aborts the whole transaction on a failed statement,
 // so nothing half-done can commit. Wakeups are NOTIFYs, delivered by the
 // database on commit.
-type tx struct {
+type storeTx struct {
 	s  *Store
 	tx pgx.Tx
 }
 
-var _ store.Tx = (*tx)(nil)
+var _ store.Tx = (*storeTx)(nil)
 
 // errTxDone: a Tx method called after the function it was given to
 // returned.
 var errTxDone = errors.New("transaction is finished")
 
 // JobInsertMany implements store.Tx.
-func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+func (t *storeTx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
@@ -70,7 +70,7 @@ func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([
 }
 
 // JobTransition implements store.Tx.
-func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+func (t *storeTx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
@@ -78,7 +78,7 @@ func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*
 }
 
 // JobGet implements store.Tx.
-func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+func (t *storeTx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
@@ -86,7 +86,7 @@ func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 }
 
 // WebhookInsert implements store.Tx.
-func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+func (t *storeTx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
@@ -94,7 +94,7 @@ func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*
 }
 
 // WebhookGet implements store.Tx.
-func (t *tx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+func (t *storeTx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}

@@ -25,7 +25,7 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 	}
 	var (
 		handled bool
-		t       *tx
+		t       *storeTx
 	)
 	err := s.write(ctx, func(sqlTx *sql.Tx) error {
 		res, err := sqlTx.ExecContext(ctx, inboxInsertSQL, p.Consumer, p.EventID, micros(p.Now))
@@ -44,7 +44,7 @@ func (s *Store) InboxHandle(ctx context.Context, p *store.InboxHandleParams, fn 
 			return nil
 		}
 		handled = true
-		t = &tx{s: s, tx: sqlTx, now: p.Now}
+		t = &storeTx{s: s, tx: sqlTx, now: p.Now}
 		return t.run(ctx, fn)
 	})
 	if err != nil {

@@ -25,9 +25,9 @@ type conn interface {
 // InTx implements store.Store: one write transaction (BEGIN IMMEDIATE),
 // serialised with every other write.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	var t *tx
+	var t *storeTx
 	err := s.write(ctx, func(sqlTx *sql.Tx) error {
-		t = &tx{s: s, tx: sqlTx}
+		t = &storeTx{s: s, tx: sqlTx}
 		return t.run(ctx, fn)
 	})
 	if err != nil {
@@ -37,32 +37,32 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.
 	return nil
 }
 
-// tx is store.Tx on a write transaction. Each method runs in a savepoint:
+// storeTx is store.Tx on a write transaction. Each method runs in a savepoint:
 // SQLite keeps a transaction usable after a failed statement, so a method
 // that fails half-way must undo its own writes for the caller to go on
 // (say, after an *job.InvalidTransitionError it expected).
-type tx struct {
+type storeTx struct {
 	s       *Store
 	tx      *sql.Tx
 	changed []*job.Row // rows to wake workers for after commit
 	now     time.Time  // the latest Now of the methods, for publish
 }
 
-var _ store.Tx = (*tx)(nil)
+var _ store.Tx = (*storeTx)(nil)
 
 // errTxDone: a Tx method called after the function it was given to
 // returned.
 var errTxDone = errors.New("transaction is finished")
 
 // run runs fn with t; t is unusable afterwards.
-func (t *tx) run(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+func (t *storeTx) run(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
 	return fn(ctx, t)
 }
 
 // changedAt records rows changed at now, to wake their workers after
 // commit.
-func (t *tx) changedAt(now time.Time, rows ...*job.Row) {
+func (t *storeTx) changedAt(now time.Time, rows ...*job.Row) {
 	t.changed = append(t.changed, rows...)
 	if now.After(t.now) {
 		t.now = now
@@ -70,13 +70,13 @@ func (t *tx) changedAt(now time.Time, rows ...*job.Row) {
 }
 
 // publish wakes workers for the rows the committed transaction changed.
-func (t *tx) publish() {
+func (t *storeTx) publish() {
 	t.s.publishAvailable(t.now, t.changed...)
 }
 
 // savepoint runs fn inside SAVEPOINT docket_tx, rolled back to when fn
 // fails.
-func (t *tx) savepoint(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (t *storeTx) savepoint(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if t.tx == nil {
 		return errTxDone
 	}
@@ -97,7 +97,7 @@ func (t *tx) savepoint(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // JobInsertMany implements store.Tx.
-func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
+func (t *storeTx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
 	var out []*store.JobInsertResult
 	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
 		var err error
@@ -112,7 +112,7 @@ func (t *tx) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([
 }
 
 // JobTransition implements store.Tx.
-func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+func (t *storeTx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (t *tx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*
 }
 
 // JobGet implements store.Tx.
-func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
+func (t *storeTx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
@@ -138,7 +138,7 @@ func (t *tx) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 }
 
 // WebhookInsert implements store.Tx.
-func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
+func (t *storeTx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*store.Webhook, error) {
 	var w *store.Webhook
 	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
 		var err error
@@ -149,7 +149,7 @@ func (t *tx) WebhookInsert(ctx context.Context, p *store.WebhookInsertParams) (*
 }
 
 // WebhookGet implements store.Tx.
-func (t *tx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+func (t *storeTx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
 	if t.tx == nil {
 		return nil, errTxDone
 	}
