@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -15,13 +16,11 @@ import (
 // after its completion is committed, so a crash before the flush means the
 // lease expires and the job runs again: at least once, never lost.
 type completer struct {
-	e       *Engine
-	in      chan pendingFinish
-	stopped chan struct{} // closed by Stop: late completions are dropped
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	e        *Engine
+	in       chan pendingFinish
+	stopped  chan struct{} // closed by Stop: late completions are dropped
+	stopOnce sync.Once
+	life     service.Lifecycle
 }
 
 type pendingFinish struct {
@@ -46,34 +45,18 @@ func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
 }
 
 func (c *completer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
+	return c.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		r.Go(func() { c.run(ctx) })
+		r.OnStop(func(context.Context) { c.stopOnce.Do(func() { close(c.stopped) }) })
 		return nil
-	}
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
-	go c.run(ctx)
-	return nil
+	})
 }
 
 // Stop flushes what is pending and stops. Call it after every execution has
 // handed in its completion.
-func (c *completer) Stop() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel = nil
-	c.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-	close(c.stopped)
-}
+func (c *completer) Stop() { c.life.Stop() }
 
 func (c *completer) run(ctx context.Context) {
-	defer close(c.done)
 	max := c.e.cfg.CompleteBatch
 	batch := make([]pendingFinish, 0, max)
 	timer := time.NewTimer(time.Hour)

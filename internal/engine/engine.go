@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -42,11 +43,14 @@ type Engine struct {
 	producers map[string]*producer
 	services  []Service // started after the producers, stopped before them
 
+	// life is held through Start and Stop, so they never interleave.
+	life    sync.Mutex
+	started bool // under life
+	stopped bool // under life: an engine runs once
+
 	mu      sync.Mutex
 	running map[job.Ref]*execution
-	idle    *sync.Cond // signalled when running shrinks
-	started bool
-	cancel  context.CancelFunc
+	idle    *sync.Cond     // signalled when running shrinks
 	wg      sync.WaitGroup // executions
 }
 
@@ -91,48 +95,47 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // Start launches every service. It returns at once. Canceling ctx stops
 // acquisition only: running handlers finish, their completions are written
-// and their leases renewed until Stop, which must still be called.
+// and their leases renewed until Stop, which must still be called. If a
+// service fails to start (the node cannot register: the database does not
+// answer), those already started are stopped before Start returns the
+// error. An engine runs once: Start after Stop is an error.
 func (e *Engine) Start(ctx context.Context) error {
-	e.mu.Lock()
-	if e.started {
-		e.mu.Unlock()
+	e.life.Lock()
+	defer e.life.Unlock()
+	switch {
+	case e.stopped:
+		return errors.New("start engine: stopped engines do not start again")
+	case e.started:
 		return nil
 	}
-	e.started = true
-	acquireCtx := ctx
-	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	acquireCtx, cancelAcquire := context.WithCancel(acquireCtx)
-	stopAcquire := context.AfterFunc(ctx, cancelAcquire)
-	e.mu.Unlock()
-
-	services := []Service{e.completer, e.heartbeat}
-	services = append(services, e.services...)
-	if err := service.StartAll(ctx, services...); err != nil {
+	services := append([]Service{e.completer, e.heartbeat}, e.services...)
+	if err := service.StartAll(context.WithoutCancel(ctx), services...); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	producers := make([]Service, 0, len(e.producers))
 	for _, p := range e.producers {
 		producers = append(producers, p)
 	}
-	if err := service.StartAll(acquireCtx, producers...); err != nil {
-		stopAcquire()
+	if err := service.StartAll(ctx, producers...); err != nil {
+		service.StopAll(services...)
 		return fmt.Errorf("start engine: %w", err)
 	}
+	e.started = true
 	return nil
 }
 
 // Stop shuts down gracefully: acquisition stops at once; running handlers
 // may finish until ctx is done; then their contexts are canceled and, after
 // a short grace, leases still held are given back (RETRY, due now) so another
-// node can take them. Completions are flushed before Stop returns.
+// node can take them. Completions are flushed before Stop returns. Safe to
+// call twice and before Start; a second Stop returns once the first is done.
 func (e *Engine) Stop(ctx context.Context) {
-	e.mu.Lock()
+	e.life.Lock()
+	defer e.life.Unlock()
 	if !e.started {
-		e.mu.Unlock()
 		return
 	}
-	e.started = false
-	e.mu.Unlock()
+	e.started, e.stopped = false, true
 
 	for _, p := range e.producers {
 		p.Stop()
@@ -151,7 +154,6 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.completer.Stop()
 	e.heartbeat.Stop()
 	service.StopAll(e.services...)
-	e.cancel()
 }
 
 // waitIdle waits until nothing runs (true) or ctx is done (false).

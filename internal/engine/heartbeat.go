@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -15,10 +15,7 @@ import (
 type heartbeat struct {
 	e    *Engine
 	kick chan struct{}
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	life service.Lifecycle
 }
 
 func newHeartbeat(e *Engine) *heartbeat {
@@ -26,33 +23,17 @@ func newHeartbeat(e *Engine) *heartbeat {
 }
 
 func (h *heartbeat) Start(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cancel != nil {
+	return h.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		cancels, unsubscribe := h.e.store.Subscribe(store.TopicJobCancel)
+		r.Go(func() {
+			defer unsubscribe()
+			h.run(ctx, cancels)
+		})
 		return nil
-	}
-	ctx, h.cancel = context.WithCancel(ctx)
-	h.done = make(chan struct{})
-	cancels, unsubscribe := h.e.store.Subscribe(store.TopicJobCancel)
-	go func() {
-		defer close(h.done)
-		defer unsubscribe()
-		h.run(ctx, cancels)
-	}()
-	return nil
+	})
 }
 
-func (h *heartbeat) Stop() {
-	h.mu.Lock()
-	cancel, done := h.cancel, h.done
-	h.cancel = nil
-	h.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (h *heartbeat) Stop() { h.life.Stop() }
 
 func (h *heartbeat) run(ctx context.Context, cancels <-chan string) {
 	t := time.NewTicker(h.e.cfg.LeaseDuration / 3)

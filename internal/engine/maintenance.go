@@ -15,41 +15,56 @@ import (
 // maintenanceBatch bounds the rows one maintenance statement touches.
 const maintenanceBatch = 1000
 
-// newNodeRegistry keeps this node's row in the nodes table fresh and
-// removes it when the engine stops.
-func newNodeRegistry(e *Engine) Service {
+// nodeRegistry keeps this node's row in the nodes table fresh and removes
+// it when the engine stops. Start registers the node before it returns, so
+// an engine whose database does not answer fails to start.
+type nodeRegistry struct {
+	e    *Engine
+	host string
+	loop *service.Loop
+}
+
+func newNodeRegistry(e *Engine) *nodeRegistry {
 	host, _ := os.Hostname()
-	return &onStop{
-		Loop: &service.Loop{Name: "node", Interval: e.cfg.NodeHeartbeat, Fn: func(ctx context.Context) {
-			err := e.store.NodeHeartbeat(ctx, &store.NodeHeartbeatParams{
-				ID: e.cfg.NodeID, Hostname: host, PID: os.Getpid(), Now: e.cfg.Now(),
-			})
-			if err != nil && ctx.Err() == nil {
-				e.log.Warn("node heartbeat failed", attrService, "node", attrError, err)
-			}
-		}},
-		stop: func(ctx context.Context) error { return e.store.NodeDelete(ctx, e.cfg.NodeID) },
-		log:  func(err error) { e.log.Warn("deregister node failed", attrService, "node", attrError, err) },
+	n := &nodeRegistry{e: e, host: host}
+	n.loop = &service.Loop{Name: "node", Interval: e.cfg.NodeHeartbeat, Fn: n.beat, Final: n.deregister}
+	return n
+}
+
+func (n *nodeRegistry) Start(ctx context.Context) error {
+	if n.loop.Running() {
+		return nil
+	}
+	if err := n.register(ctx); err != nil {
+		return fmt.Errorf("register node %s: %w", n.e.cfg.NodeID, err)
+	}
+	return n.loop.Start(ctx)
+}
+
+// Stop stops the heartbeats and deletes the node's row.
+func (n *nodeRegistry) Stop() { n.loop.Stop() }
+
+func (n *nodeRegistry) register(ctx context.Context) error {
+	return n.e.store.NodeHeartbeat(ctx, &store.NodeHeartbeatParams{
+		ID: n.e.cfg.NodeID, Hostname: n.host, PID: os.Getpid(), Now: n.e.cfg.Now(),
+	})
+}
+
+func (n *nodeRegistry) beat(ctx context.Context) {
+	if err := n.register(ctx); err != nil && ctx.Err() == nil {
+		n.e.log.Warn("node heartbeat failed", attrService, "node", attrError, err)
 	}
 }
 
-// onStop is a loop with a final action after it stops.
-type onStop struct {
-	*service.Loop
-	stop func(ctx context.Context) error
-	log  func(error)
-}
+// deregisterTimeout bounds the delete of the node's row at Stop; the pruner
+// removes a row left behind.
+const deregisterTimeout = 5 * time.Second
 
-func (o *onStop) Stop() {
-	running := o.Running()
-	o.Loop.Stop()
-	if !running {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (n *nodeRegistry) deregister(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, deregisterTimeout)
 	defer cancel()
-	if err := o.stop(ctx); err != nil {
-		o.log(err)
+	if err := n.e.store.NodeDelete(ctx, n.e.cfg.NodeID); err != nil {
+		n.e.log.Warn("deregister node failed", attrService, "node", attrError, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -22,8 +23,7 @@ type producer struct {
 
 	mu     sync.Mutex
 	active int
-	cancel context.CancelFunc
-	done   chan struct{}
+	life   service.Lifecycle
 }
 
 func newProducer(e *Engine, queue string, limit int) *producer {
@@ -35,50 +35,28 @@ func newProducer(e *Engine, queue string, limit int) *producer {
 }
 
 func (p *producer) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cancel != nil {
-		return nil
-	}
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	wakeups, unsubscribe := p.e.store.Subscribe(store.TopicJobAvailable)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer unsubscribe()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case q := <-wakeups:
-				if q == "" || q == p.queue {
-					signal(p.wake)
+	return p.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		wakeups, unsubscribe := p.e.store.Subscribe(store.TopicJobAvailable)
+		r.Go(func() {
+			defer unsubscribe()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case q := <-wakeups:
+					if q == "" || q == p.queue {
+						signal(p.wake)
+					}
 				}
 			}
-		}
-	}()
-	go func() {
-		defer close(p.done)
-		p.run(ctx)
-		wg.Wait()
-	}()
-	return nil
+		})
+		r.Go(func() { p.run(ctx) })
+		return nil
+	})
 }
 
 // Stop stops acquiring. Jobs already running are the engine's to finish.
-func (p *producer) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel = nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (p *producer) Stop() { p.life.Stop() }
 
 func (p *producer) slotFreed() {
 	p.mu.Lock()
