@@ -59,9 +59,9 @@ type Config struct {
 // here, with the services stopped, before the row expires and another node
 // may take it.
 type Elector struct {
-	*service.Loop // of attempt
-	cfg           Config
-	log           *slog.Logger
+	loop *service.Loop // of attempt; its final step is stepDown
+	cfg  Config
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	leading bool
@@ -80,30 +80,34 @@ func New(cfg Config) *Elector {
 		cfg.Now = time.Now
 	}
 	el := &Elector{cfg: cfg, log: cfg.Logger.With(attrService, "elector", attrLeadership, cfg.Name)}
-	el.Loop = &service.Loop{Name: "elector " + cfg.Name, Interval: cfg.TTL / 3, Fn: el.attempt}
+	el.loop = &service.Loop{Name: "elector " + cfg.Name, Interval: cfg.TTL / 3, Fn: el.attempt, Final: el.stepDown}
 	return el
 }
 
+// Start runs the elector; its first attempt is at once.
+func (el *Elector) Start(ctx context.Context) error { return el.loop.Start(ctx) }
+
 // Stop ends the loop, stops the services and gives the leadership up if
 // this node holds it. Safe to call twice and before Start.
-func (el *Elector) Stop() {
-	if !el.Running() {
-		return
-	}
-	el.Loop.Stop()
+func (el *Elector) Stop() { el.loop.Stop() }
+
+// stepDown is the elector's final step, after its loop ended.
+func (el *Elector) stepDown(ctx context.Context) {
 	if el.setLeading(false) {
 		service.StopAll(el.cfg.Services...)
 	}
 	// Also when not leading: a term this node still holds (its services
 	// failed to start, or it stepped down) is handed over at once. The
 	// delete is guarded by the node id.
-	el.resign(5 * time.Second)
+	el.resign(ctx)
 }
 
 // resign gives the leadership up if this node holds it, so another node
-// takes it at its next attempt instead of after the TTL.
-func (el *Elector) resign(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// takes it at its next attempt instead of after the TTL. It runs also
+// when ctx is done (the elector is stopping), within a third of the TTL:
+// by then the term runs out anyway.
+func (el *Elector) resign(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), el.cfg.TTL/3)
 	defer cancel()
 	if err := el.cfg.Store.LeaderResign(ctx, &store.LeaderResignParams{Name: el.cfg.Name, NodeID: el.cfg.NodeID}); err != nil {
 		el.log.Warn("resign leadership failed", attrError, err)
@@ -150,7 +154,7 @@ func (el *Elector) attempt(ctx context.Context) {
 			// Holding the term without doing its work would starve the
 			// role: give it to a node that can.
 			el.log.Error("start leader services failed; resigning", attrError, err)
-			el.resign(el.cfg.TTL / 3)
+			el.resign(ctx)
 			el.standBy = el.cfg.Now().Add(el.cfg.TTL)
 			return
 		}
@@ -159,6 +163,6 @@ func (el *Elector) attempt(ctx context.Context) {
 		el.log.Info("lost leadership; stopping its services")
 		el.setLeading(false)
 		service.StopAll(el.cfg.Services...)
-		el.resign(el.cfg.TTL / 3) // if the term was ours after all (a renewal that timed out)
+		el.resign(ctx) // if the term was ours after all (a renewal that timed out)
 	}
 }

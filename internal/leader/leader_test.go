@@ -107,6 +107,30 @@ func TestServicesRunOnTheLeaderOnly(t *testing.T) {
 	})
 }
 
+// TestStopResignsAfterStartContextEnded: Stop hands the term over at once,
+// even when the context Start was given has ended (a process shutting
+// down): the resign runs under Start's context without its cancellation.
+// The TTL is an hour, so node b leads at its first attempt only if node a
+// resigned.
+func TestStopResignsAfterStartContextEnded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ string, st store.Store) {
+		svcA, svcB := &probe{}, &probe{}
+		a := elector(st, "resign", "node-a", time.Hour, svcA)
+		b := elector(st, "resign", "node-b", time.Hour, svcB)
+		defer b.Stop()
+
+		startCtx, cancel := context.WithCancel(t.Context())
+		require.NoError(t, a.Start(startCtx))
+		waitFor(t, "node a to lead", svcA.isRunning)
+		cancel()
+		a.Stop()
+		require.False(t, svcA.isRunning())
+
+		require.NoError(t, b.Start(t.Context()))
+		waitFor(t, "node b to lead at its first attempt", svcB.isRunning)
+	})
+}
+
 // TestHungRenewalEndsTheTerm: a renewal that does not return (here the
 // leadership row is locked by another transaction) must end this node's
 // term, services stopped, rather than leave it leading past the TTL while
