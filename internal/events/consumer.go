@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -154,11 +154,7 @@ type Consumer struct {
 	js      JetStream
 	log     *slog.Logger
 	backoff backoff.Policy
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	iter   jetstream.MessagesContext
-	done   chan struct{}
+	life    service.Lifecycle
 }
 
 // NewConsumer makes a consumer; Start runs it.
@@ -186,11 +182,10 @@ func (c *Consumer) Name() string { return c.cfg.Name }
 // handling events. The stream must exist. Starting a started consumer does
 // nothing.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return nil
-	}
+	return c.life.Start(ctx, c.start)
+}
+
+func (c *Consumer) start(ctx context.Context, r *service.Run) error {
 	subjects := make([]string, len(c.cfg.Types))
 	for i, t := range c.cfg.Types {
 		subjects[i] = NATSSubject(t)
@@ -211,23 +206,12 @@ func (c *Consumer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: pull messages: %w", c.cfg.Name, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	c.cancel, c.iter, c.done = cancel, iter, done
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		c.receive(ctx, iter)
-	}()
-	go func() {
-		defer wg.Done()
-		c.retryLoop(ctx)
-	}()
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
+	r.Go(func() {
+		<-ctx.Done()
+		iter.Stop() // ends receive's wait for the next message
+	})
+	r.Go(func() { c.receive(ctx, iter) })
+	r.Go(func() { c.retryLoop(ctx) })
 	return nil
 }
 
@@ -235,18 +219,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 // canceled) and returns when the consumer's goroutines have exited. Events
 // pulled but not handled are delivered again after AckWait. Safe to call
 // twice, and before Start.
-func (c *Consumer) Stop() {
-	c.mu.Lock()
-	cancel, iter, done := c.cancel, c.iter, c.done
-	c.cancel, c.iter, c.done = nil, nil, nil
-	c.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	iter.Stop()
-	<-done
-}
+func (c *Consumer) Stop() { c.life.Stop() }
 
 // receive handles pulled messages until the iterator is stopped.
 func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext) {

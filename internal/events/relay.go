@@ -11,6 +11,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/docket-run/docket/internal/backoff"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -134,9 +135,9 @@ type Relay struct {
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	backoff backoff.Policy
 
+	life service.Lifecycle
+
 	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
 	lastErr error
 }
 
@@ -165,35 +166,16 @@ func NewRelay(st RelayStore, pub Publisher, cfg RelayConfig) *Relay {
 // Start launches the relay's goroutine. It may be started again after Stop
 // (a leader's services stop and start with its terms).
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
+	return r.life.Start(ctx, func(ctx context.Context, run *service.Run) error {
+		run.Go(func() { r.run(ctx) })
+		run.OnStop(func(context.Context) { r.setErr(nil) }) // a relay that does not run reports nothing
 		return nil
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	done := make(chan struct{})
-	r.done = done
-	go func() {
-		defer close(done)
-		r.run(ctx)
-	}()
-	return nil
+	})
 }
 
 // Stop stops the relay and waits for it. Safe to call twice and before
 // Start.
-func (r *Relay) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.cancel, r.done = nil, nil
-	r.lastErr = nil // a relay that does not run reports nothing
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (r *Relay) Stop() { r.life.Stop() }
 
 // Health is nil unless the last round failed (the bus is down or refused
 // the events, or the database failed).
