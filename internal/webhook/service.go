@@ -13,7 +13,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/docket-run/docket/internal/leader"
@@ -102,34 +101,21 @@ func (s *Service) Leading() bool { return s.elector.Leading() }
 
 // loops is the dispatcher and the delivery worker, run by the leader.
 type loops struct {
-	s      *Service
-	cancel context.CancelFunc
-	done   chan struct{}
+	s    *Service
+	life service.Lifecycle
 }
 
 // Start is called by the elector only, at the start of a term.
 func (l *loops) Start(ctx context.Context) error {
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		var wg sync.WaitGroup
-		wg.Go(func() { l.s.runDispatcher(ctx) })
-		wg.Go(func() { l.s.runDeliverer(ctx) })
-		wg.Wait()
-	}(l.done)
-	return nil
+	return l.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		r.Go(func() { l.s.runDispatcher(ctx) })
+		r.Go(func() { l.s.runDeliverer(ctx) })
+		return nil
+	})
 }
 
 // Stop is called by the elector only, at the end of a term.
-func (l *loops) Stop() {
-	if l.cancel == nil {
-		return
-	}
-	l.cancel()
-	<-l.done
-	l.cancel, l.done = nil, nil
-}
+func (l *loops) Stop() { l.life.Stop() }
 
 // notify wakes the delivery worker (without blocking).
 func (s *Service) notify() {
