@@ -38,21 +38,27 @@ func TestRemoteLeaseLifecycle(t *testing.T) {
 		b := setup(t, backend, fastConfig())
 		params := docket.LeaseParams{Queues: []string{"test.echo"}, Max: 10, Duration: 30 * time.Second, WorkerID: "py-worker-1"}
 
-		// Long poll: nothing due, a job arrives while waiting.
-		got := make(chan []*docket.Lease, 1)
+		// Long poll: nothing due, a job arrives while waiting. The poll's
+		// goroutine hands its error to the test goroutine, which checks it.
+		type polled struct {
+			leases []*docket.Lease
+			err    error
+		}
+		got := make(chan polled, 1)
 		go func() {
 			p := params
 			p.Wait = 10 * time.Second
 			leases, err := b.client.Lease(ctx, p)
-			require.NoError(t, err)
-			got <- leases
+			got <- polled{leases, err}
 		}()
 		time.Sleep(50 * time.Millisecond) // let the poll start waiting (either order passes)
 		res, err := b.client.Insert(ctx, echoArgs{N: 1}, &docket.InsertOpts{MaxAttempts: 2})
 		require.NoError(t, err)
 		var leases []*docket.Lease
 		select {
-		case leases = <-got:
+		case r := <-got:
+			require.NoError(t, r.err)
+			leases = r.leases
 		case <-time.After(9 * time.Second):
 			t.Fatal("long poll did not return the new job")
 		}

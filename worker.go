@@ -94,6 +94,7 @@ type Worker struct {
 	client *Client
 	cfg    WorkerConfig
 
+	life     sync.Mutex // held through Start and Stop: they never interleave
 	mu       sync.Mutex
 	handlers map[string]*engine.Handler
 	engine   *engine.Engine
@@ -162,8 +163,13 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 	w.handlers[typ] = h
 }
 
-// Start begins working. It returns once the worker's services run.
+// Start begins working. It returns once the worker's services run, and
+// registers this worker's node in the database first: if that or any other
+// part fails, what already started is stopped and Start returns the error,
+// leaving the worker stopped.
 func (w *Worker) Start(ctx context.Context) error {
+	w.life.Lock()
+	defer w.life.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.engine != nil {
@@ -195,8 +201,12 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // Stop shuts down gracefully: no new jobs are taken; running handlers may
 // finish until ctx is done, after which their contexts are canceled and the
-// leases they still hold are given back for another node to run.
+// leases they still hold are given back for another node to run. Safe to
+// call twice and before Start; a second Stop returns once the first is
+// done. A stopped worker may be started again.
 func (w *Worker) Stop(ctx context.Context) {
+	w.life.Lock()
+	defer w.life.Unlock()
 	w.mu.Lock()
 	e := w.engine
 	w.engine = nil
