@@ -17,7 +17,8 @@ const maintenanceBatch = 1000
 
 // nodeRegistry keeps this node's row in the nodes table fresh and removes
 // it when the engine stops. Start registers the node before it returns, so
-// an engine whose database does not answer fails to start.
+// an engine whose database does not answer (within a heartbeat interval)
+// fails to start.
 type nodeRegistry struct {
 	e    *Engine
 	host string
@@ -35,7 +36,10 @@ func (n *nodeRegistry) Start(ctx context.Context) error {
 	if n.loop.Running() {
 		return nil
 	}
-	if err := n.register(ctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, n.e.cfg.NodeHeartbeat)
+	err := n.register(rctx)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("register node %s: %w", n.e.cfg.NodeID, err)
 	}
 	return n.loop.Start(ctx)

@@ -354,6 +354,32 @@ func TestConsumerLifecycle(t *testing.T) {
 	require.Equal(t, map[string]int{first.ID: 1, second.ID: 1}, b.followUps(t))
 }
 
+// TestConsumerStartFailsWithoutTheStream: a Start that fails (the stream
+// is missing) leaves the consumer stopped, not half started: once the
+// stream exists, Start runs it.
+func TestConsumerStartFailsWithoutTheStream(t *testing.T) {
+	t.Parallel()
+	b := setupConsumer(t, testdb.Backends()[0])
+	cfg, err := b.js.Stream(b.ctx, events.StreamName)
+	require.NoError(t, err)
+	require.NoError(t, b.js.DeleteStream(b.ctx, events.StreamName))
+	c, err := events.NewConsumer(b.store, b.js, events.ConsumerConfig{
+		Name: "followups", Handler: b.enqueueFollowUp, RetryPollInterval: 10 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.Start(b.ctx), "create durable consumer on "+events.StreamName)
+	c.Stop() // nothing to stop
+
+	_, err = b.js.CreateOrUpdateStream(b.ctx, cfg.CachedInfo().Config)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(b.ctx))
+	t.Cleanup(c.Stop)
+	ev := event(1, "jobs/x")
+	b.publish(t, ev, ev.ID)
+	b.awaitDrained(t, "followups")
+	require.Equal(t, map[string]int{ev.ID: 1}, b.followUps(t))
+}
+
 func TestConsumerConfigValidate(t *testing.T) {
 	t.Parallel()
 	h := func(context.Context, store.Tx, events.Envelope) error { return nil }
