@@ -41,7 +41,7 @@ type Engine struct {
 	completer *completer
 	heartbeat *heartbeat
 	producers map[string]*producer
-	services  []Service // started after the producers, stopped before them
+	services  []Service // started before the producers, stopped after them
 
 	// life is held through Start and Stop, so they never interleave.
 	life    sync.Mutex
