@@ -1,0 +1,153 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// RequestTimeoutDefault bounds a call whose context has no deadline; a
+// lease request gets its wait on top.
+const RequestTimeoutDefault = 30 * time.Second
+
+// Client calls a docket server's HTTP API with an API key. It is safe for
+// concurrent use.
+type Client struct {
+	base string // no trailing slash
+	key  string
+	http *http.Client
+	// RequestTimeout bounds each call whose context has no deadline;
+	// default RequestTimeoutDefault.
+	RequestTimeout time.Duration
+}
+
+// NewClient makes a client of the server at baseURL (http:// or https://)
+// sending apiKey as its bearer token, over hc (nil: a new http.Client).
+func NewClient(baseURL, apiKey string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: want http://host:port or https://host", baseURL)
+	}
+	if apiKey == "" {
+		return nil, errors.New("no API key")
+	}
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: hc, RequestTimeout: RequestTimeoutDefault}, nil
+}
+
+// Lease takes up to req.Max jobs (see LeaseRequest). The context's deadline,
+// when it has none, is the request timeout plus the wait.
+func (c *Client) Lease(ctx context.Context, req *LeaseRequest) ([]Lease, error) {
+	if _, ok := ctx.Deadline(); !ok && req.WaitSeconds != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout()+time.Duration(*req.WaitSeconds)*time.Second)
+		defer cancel()
+	}
+	var resp LeaseResponse
+	if err := c.Do(ctx, http.MethodPost, PathLeases, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Leases, nil
+}
+
+// Heartbeat renews a lease (and records progress when req.Progress is
+// set). req may be nil: renew for the server's default.
+func (c *Client) Heartbeat(ctx context.Context, leaseID string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+	if req == nil {
+		req = &HeartbeatRequest{}
+	}
+	var resp HeartbeatResponse
+	if err := c.Do(ctx, http.MethodPost, leasePath(leaseID, ActionHeartbeat), req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Complete records that the job succeeded, with result (nil for none).
+func (c *Client) Complete(ctx context.Context, leaseID string, result json.RawMessage) error {
+	return c.Do(ctx, http.MethodPost, leasePath(leaseID, ActionComplete), &CompleteRequest{Result: result}, nil)
+}
+
+// Fail records a failed attempt and returns the job's state after it
+// (RETRY, DEAD or CANCELED).
+func (c *Client) Fail(ctx context.Context, leaseID, message string, retryable bool) (string, error) {
+	var resp StatusResponse
+	err := c.Do(ctx, http.MethodPost, leasePath(leaseID, ActionFail), &FailRequest{Error: message, Retryable: &retryable}, &resp)
+	return resp.Status, err
+}
+
+// Release hands the job back unfinished: the attempt is refunded and the
+// job is due again at once. It returns the job's state after it (RETRY, or
+// CANCELED when a cancel was requested).
+func (c *Client) Release(ctx context.Context, leaseID, reason string) (string, error) {
+	var resp StatusResponse
+	err := c.Do(ctx, http.MethodPost, leasePath(leaseID, ActionRelease), &ReleaseRequest{Reason: reason}, &resp)
+	return resp.Status, err
+}
+
+func leasePath(leaseID, action string) string {
+	return PathLeases + "/" + url.PathEscape(leaseID) + "/" + action
+}
+
+// Do sends body (nil for none) as JSON to path (e.g. "/v1/jobs") and
+// decodes a 2xx answer into out (nil to discard it, *json.RawMessage to
+// keep it as is). Any other answer is an *Error.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		buf, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(buf)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout())
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return problemOf(res, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.RequestTimeout <= 0 {
+		return RequestTimeoutDefault
+	}
+	return c.RequestTimeout
+}

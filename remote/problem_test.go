@@ -1,0 +1,85 @@
+package remote_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/docket-run/docket/remote"
+)
+
+func TestErrorMessage(t *testing.T) {
+	t.Parallel()
+	type fe = remote.FieldError
+	for _, tc := range []struct {
+		err  remote.Error
+		want string
+	}{
+		{remote.Error{Status: 404, Title: "Not found", Detail: "no such job"}, "404 Not found: no such job"},
+		{remote.Error{Status: 503, Title: "Service unavailable"}, "503 Service unavailable"},
+		{remote.Error{Status: 400, Title: "Invalid request", Detail: "the body is invalid", Errors: []fe{{"priority", "must be between 0 and 9"}, {"queue", "is required"}}},
+			"400 Invalid request: the body is invalid (priority: must be between 0 and 9; queue: is required)"},
+		{remote.Error{Status: 400, Title: "Invalid request", Detail: "priority: must be between 0 and 9", Errors: []fe{{"priority", "must be between 0 and 9"}}},
+			"400 Invalid request: priority: must be between 0 and 9"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestClientReadsAnswers: problems become *Error with Retry-After; a body
+// that is not a problem keeps the status and a snippet; 409 is a lost lease.
+func TestClientReadsAnswers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k" {
+			t.Errorf("Authorization %q", r.Header.Get("Authorization"))
+		}
+		switch r.URL.Path {
+		case "/v1/leases/j.1/complete":
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"type":"x","title":"Lease lost","status":409,"detail":"gone"}`)
+		case "/v1/leases":
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"type":"x","title":"Too many requests","status":429}`)
+		case "/v1/leases/j.1/release":
+			fmt.Fprint(w, `{"status":"RETRY"}`)
+		default:
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, "<html>bad gateway</html>")
+		}
+	}))
+	defer srv.Close()
+	c, err := remote.NewClient(srv.URL+"/", "k", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	err = c.Complete(ctx, "j.1", nil)
+	if !remote.IsLeaseLost(err) || remote.IsTemporary(err) {
+		t.Fatalf("complete: %v, want a lost lease", err)
+	}
+	_, err = c.Lease(ctx, &remote.LeaseRequest{Queues: []string{"q"}, LeaseSeconds: remote.Int(30), WorkerID: "w"})
+	var p *remote.Error
+	if !errors.As(err, &p) || p.RetryAfter != 7*time.Second || !remote.IsTemporary(err) {
+		t.Fatalf("lease: %#v, want a temporary 429 with Retry-After 7s", err)
+	}
+	st, err := c.Release(ctx, "j.1", "")
+	if err != nil || st != "RETRY" {
+		t.Fatalf("release: %q, %v", st, err)
+	}
+	err = c.Do(ctx, "GET", "/other", nil, nil)
+	if !errors.As(err, &p) || p.Status != 502 || p.Detail != "<html>bad gateway</html>" {
+		t.Fatalf("other: %#v", err)
+	}
+	if _, err := remote.NewClient("ftp://x", "k", nil); err == nil {
+		t.Fatal("ftp URL accepted")
+	}
+}
