@@ -15,6 +15,7 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/remote"
 )
 
 // Remote leases let a program outside this process (a worker in any
@@ -23,12 +24,12 @@ import (
 // the lease expired and the job was rescued, or the job moved on, every call
 // with the old lease id is refused with ErrLeaseLost.
 
-// Limits of LeaseParams.
+// Limits of LeaseParams: the remote-worker protocol's (package remote).
 const (
-	LeaseMaxJobs     = 100
-	LeaseMaxWait     = 30 * time.Second
-	LeaseDurationMin = 5 * time.Second
-	LeaseDurationMax = time.Hour
+	LeaseMaxJobs     = remote.LeaseMaxJobs
+	LeaseMaxWait     = remote.WaitSecondsMax * time.Second
+	LeaseDurationMin = remote.LeaseSecondsMin * time.Second
+	LeaseDurationMax = remote.LeaseSecondsMax * time.Second
 )
 
 // Lease is one job leased to a remote worker until ExpiresAt.
@@ -172,8 +173,8 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	if d < LeaseDurationMin || d > LeaseDurationMax {
 		return nil, &ValidationError{Field: "leaseSeconds", Message: "out of range"}
 	}
-	if progress != nil && (*progress < 0 || *progress > 100) {
-		return nil, &ValidationError{Field: "progress", Message: "must be between 0 and 100"}
+	if progress != nil && (*progress < 0 || *progress > remote.ProgressMax) {
+		return nil, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)}
 	}
 	now := c.cfg.Now()
 	res, err := c.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Jobs: []job.Ref{ref}, LeaseDuration: d, Now: now})
@@ -247,6 +248,54 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 		return "", err
 	}
 	c.observeLease(ctx, row, fin)
+	return fin.State, nil
+}
+
+// leaseReleasedDefault is the attempt's error of a release without reason.
+const leaseReleasedDefault = "released by its worker before it finished"
+
+// LeaseRelease hands a leased job back unfinished (its worker is shutting
+// down, say): the attempt ends "interrupted" and is refunded, so it does
+// not count against the job's max attempts, and the job is due again at
+// once (RETRY, queued by the scheduler's next round). A job whose cancel
+// was requested ends CANCELED instead. reason, if not empty, is recorded
+// as the attempt's error. It returns the state recorded; ErrLeaseLost when
+// the lease is no longer held, like LeaseComplete and LeaseFail.
+func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobState, error) {
+	ref, err := parseRef(leaseID)
+	if err != nil {
+		return "", err
+	}
+	if len(reason) > remote.ErrorMaxBytes {
+		return "", &ValidationError{Field: "reason", Message: fmt.Sprintf("must be at most %d bytes", remote.ErrorMaxBytes)}
+	}
+	if reason == "" {
+		reason = leaseReleasedDefault
+	}
+	row, err := c.store.JobGet(ctx, ref.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrLeaseLost
+	}
+	if err != nil {
+		return "", err
+	}
+	if row.State != job.StateRunning || row.Attempt != ref.Attempt {
+		return "", ErrLeaseLost
+	}
+	now := c.cfg.Now()
+	fin := &store.JobFinishParams{
+		ID: ref.ID, Attempt: ref.Attempt, State: job.StateRetry, Outcome: job.OutcomeInterrupted,
+		Error: reason, RunAt: now, FinishedAt: now,
+	}
+	if err := c.finishLease(ctx, fin); err != nil {
+		return "", err
+	}
+	c.observeLease(ctx, row, fin)
+	if row.CancelRequested {
+		// The store ends a RETRY of a job whose cancel was requested
+		// CANCELED.
+		return JobStateCanceled, nil
+	}
 	return fin.State, nil
 }
 

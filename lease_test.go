@@ -231,3 +231,53 @@ func TestLeaseWaitersTakeTurns(t *testing.T) {
 		require.Len(t, seen, waiters)
 	})
 }
+
+// TestRemoteLeaseRelease: a lease given back on the last attempt leaves the
+// job due again with the attempt refunded; the next lease can complete it;
+// the released lease is fenced like a completed one.
+func TestRemoteLeaseRelease(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend, fastConfig())
+		res, err := b.client.Insert(ctx, echoArgs{N: 7}, &docket.InsertOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		params := docket.LeaseParams{Queues: []string{"test.echo"}, Max: 1, Duration: 30 * time.Second, WorkerID: "w1"}
+		first, err := b.client.Lease(ctx, params)
+		require.NoError(t, err)
+		require.Len(t, first, 1)
+
+		_, err = b.client.LeaseRelease(ctx, "not-a-lease", "")
+		var verr *docket.ValidationError
+		require.ErrorAs(t, err, &verr)
+		require.Equal(t, "leaseId", verr.Field)
+
+		state, err := b.client.LeaseRelease(ctx, first[0].ID, "worker w1 shutting down")
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, state)
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, row.State)
+		require.Equal(t, 0, row.AttemptsUsed(), "the released attempt is refunded")
+		require.Equal(t, "worker w1 shutting down", row.LastError)
+
+		// Fenced: the released lease can neither end nor be released again.
+		_, err = b.client.LeaseRelease(ctx, first[0].ID, "")
+		require.ErrorIs(t, err, docket.ErrLeaseLost)
+		require.ErrorIs(t, b.client.LeaseComplete(ctx, first[0].ID, nil), docket.ErrLeaseLost)
+
+		b.start(t) // the scheduler queues the RETRY
+		var second []*docket.Lease
+		eventually(t, 10*time.Second, "the released job to be leasable", func() bool {
+			second, err = b.client.Lease(ctx, params)
+			require.NoError(t, err)
+			return len(second) == 1
+		})
+		require.Equal(t, docket.LeaseID(res.Job.ID, 2), second[0].ID)
+		require.NoError(t, b.client.LeaseComplete(ctx, second[0].ID, json.RawMessage(`{"ok":true}`)))
+		attempts, err := b.client.Attempts(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 2)
+		require.Equal(t, docket.OutcomeInterrupted, attempts[0].Outcome)
+	})
+}

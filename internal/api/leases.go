@@ -2,39 +2,37 @@ package api
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/remote"
 )
 
 // The remote-worker protocol: any program that speaks HTTP leases jobs,
-// renews its leases, and reports each job's end. The lease id is the fencing
-// token: calls with a lease that expired, was rescued, or belongs to an
-// older attempt answer 409 and change nothing.
-
-// heartbeatLeaseDefault is the lease a heartbeat grants when it names none.
-const heartbeatLeaseDefault = 30 * time.Second
+// renews its leases, and ends each one: complete, fail, or release (give
+// the job back unfinished). The lease id is the fencing token: calls with a
+// lease that expired, was rescued, or belongs to an older attempt answer
+// 409 and change nothing. Requests and responses are package remote's
+// types, shared with the clients; the request types are redeclared here
+// only to carry their validation.
 
 func (s *Server) leaseRoutes() []route {
+	action := func(a string) string { return remote.PathLeases + "/{leaseId}/" + a }
 	return []route{
-		{Method: "POST", Path: "/v1/leases", Perm: permLease, Handler: endpoint(s, s.leaseAcquire)},
-		{Method: "POST", Path: "/v1/leases/{leaseId}/heartbeat", Perm: permLease, Handler: endpoint(s, s.leaseHeartbeat)},
-		{Method: "POST", Path: "/v1/leases/{leaseId}/complete", Perm: permLease, Handler: endpoint(s, s.leaseComplete)},
-		{Method: "POST", Path: "/v1/leases/{leaseId}/fail", Perm: permLease, Handler: endpoint(s, s.leaseFail)},
+		{Method: "POST", Path: remote.PathLeases, Perm: permLease, Handler: endpoint(s, s.leaseAcquire)},
+		{Method: "POST", Path: action(remote.ActionHeartbeat), Perm: permLease, Handler: endpoint(s, s.leaseHeartbeat)},
+		{Method: "POST", Path: action(remote.ActionComplete), Perm: permLease, Handler: endpoint(s, s.leaseComplete)},
+		{Method: "POST", Path: action(remote.ActionFail), Perm: permLease, Handler: endpoint(s, s.leaseFail)},
+		{Method: "POST", Path: action(remote.ActionRelease), Perm: permLease, Handler: endpoint(s, s.leaseRelease)},
 	}
 }
 
-type leaseRequest struct {
-	Queues       []string `json:"queues"`
-	Max          *int     `json:"max"`
-	WaitSeconds  *int     `json:"waitSeconds"`
-	LeaseSeconds *int     `json:"leaseSeconds"`
-	WorkerID     string   `json:"workerId"`
-}
+// between is the message of a number outside min..max.
+func between(min, max int) string { return fmt.Sprintf("must be between %d and %d", min, max) }
+
+type leaseRequest remote.LeaseRequest
 
 func (r *leaseRequest) Validate() error {
 	if len(r.Queues) == 0 {
@@ -44,7 +42,7 @@ func (r *leaseRequest) Validate() error {
 		return invalidField("workerId", "is required")
 	}
 	if r.LeaseSeconds == nil {
-		return invalidField("leaseSeconds", "is required (5..3600)")
+		return invalidField("leaseSeconds", fmt.Sprintf("is required (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax))
 	}
 	return nil
 }
@@ -60,35 +58,21 @@ func (r *leaseRequest) params() docket.LeaseParams {
 	return p
 }
 
-type leaseView struct {
-	LeaseID   string          `json:"leaseId"`
-	JobID     uuid.UUID       `json:"jobId"`
-	JobType   string          `json:"jobType"`
-	Queue     string          `json:"queue"`
-	Payload   json.RawMessage `json:"payload"`
-	Attempt   int             `json:"attempt"`
-	ExpiresAt time.Time       `json:"expiresAt"`
-}
-
-type leaseResponse struct {
-	Leases []leaseView `json:"leases"`
-}
-
-func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRequest) (int, *leaseResponse, error) {
+func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRequest) (int, *remote.LeaseResponse, error) {
 	leases, err := s.client.Lease(ctx, req.params())
 	if err != nil && len(leases) == 0 {
 		if ctx.Err() != nil {
 			// The long poll was cut short (client gone, server shutting
 			// down): nothing was leased.
-			return http.StatusOK, &leaseResponse{Leases: []leaseView{}}, nil
+			return http.StatusOK, &remote.LeaseResponse{Leases: []remote.Lease{}}, nil
 		}
 		return 0, nil, err
 	}
 	// Jobs leased before an error are returned: they are held now, and
 	// dropping them would leave them to expire.
-	resp := &leaseResponse{Leases: make([]leaseView, len(leases))}
+	resp := &remote.LeaseResponse{Leases: make([]remote.Lease, len(leases))}
 	for i, l := range leases {
-		resp.Leases[i] = leaseView{
+		resp.Leases[i] = remote.Lease{
 			LeaseID: l.ID, JobID: l.Job.ID, JobType: l.Job.Type, Queue: l.Job.Queue,
 			Payload: l.Job.Payload, Attempt: l.Job.Attempt, ExpiresAt: l.ExpiresAt,
 		}
@@ -96,34 +80,25 @@ func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRe
 	return http.StatusOK, resp, nil
 }
 
-type heartbeatRequest struct {
-	Progress     *float64 `json:"progress"`
-	Message      string   `json:"message"`
-	LeaseSeconds *int     `json:"leaseSeconds"`
-}
+type heartbeatRequest remote.HeartbeatRequest
 
 func (*heartbeatRequest) bodyOptional() {}
 
 func (r *heartbeatRequest) Validate() error {
-	if r.Progress != nil && (*r.Progress < 0 || *r.Progress > 100) {
-		return invalidField("progress", "must be between 0 and 100")
+	if r.Progress != nil && (*r.Progress < 0 || *r.Progress > remote.ProgressMax) {
+		return invalidField("progress", between(0, remote.ProgressMax))
 	}
-	if r.LeaseSeconds != nil && (*r.LeaseSeconds < 5 || *r.LeaseSeconds > 3600) {
-		return invalidField("leaseSeconds", "must be between 5 and 3600")
+	if r.LeaseSeconds != nil && (*r.LeaseSeconds < remote.LeaseSecondsMin || *r.LeaseSeconds > remote.LeaseSecondsMax) {
+		return invalidField("leaseSeconds", between(remote.LeaseSecondsMin, remote.LeaseSecondsMax))
 	}
-	if len(r.Message) > 1000 {
-		return invalidField("message", "must be at most 1000 bytes")
+	if len(r.Message) > remote.MessageMaxBytes {
+		return invalidField("message", fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes))
 	}
 	return nil
 }
 
-type heartbeatResponse struct {
-	ExpiresAt       time.Time `json:"expiresAt"`
-	CancelRequested bool      `json:"cancelRequested"`
-}
-
-func (s *Server) leaseHeartbeat(ctx context.Context, r *http.Request, req *heartbeatRequest) (int, *heartbeatResponse, error) {
-	d := heartbeatLeaseDefault
+func (s *Server) leaseHeartbeat(ctx context.Context, r *http.Request, req *heartbeatRequest) (int, *remote.HeartbeatResponse, error) {
+	d := remote.HeartbeatLeaseSecondsDefault * time.Second
 	if req.LeaseSeconds != nil {
 		d = time.Duration(*req.LeaseSeconds) * time.Second
 	}
@@ -131,20 +106,18 @@ func (s *Server) leaseHeartbeat(ctx context.Context, r *http.Request, req *heart
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, &heartbeatResponse{ExpiresAt: st.ExpiresAt, CancelRequested: st.CancelRequested}, nil
+	return http.StatusOK, &remote.HeartbeatResponse{ExpiresAt: st.ExpiresAt, CancelRequested: st.CancelRequested}, nil
 }
 
-type completeRequest struct {
-	Result json.RawMessage `json:"result"`
-}
+type completeRequest remote.CompleteRequest
 
 func (*completeRequest) bodyOptional() {}
 
-type statusResponse struct {
-	Status docket.JobState `json:"status"`
+func statusOf(st docket.JobState) *remote.StatusResponse {
+	return &remote.StatusResponse{Status: string(st)}
 }
 
-func (s *Server) leaseComplete(ctx context.Context, r *http.Request, req *completeRequest) (int, *statusResponse, error) {
+func (s *Server) leaseComplete(ctx context.Context, r *http.Request, req *completeRequest) (int, *remote.StatusResponse, error) {
 	result := req.Result
 	if string(result) == "null" {
 		result = nil
@@ -152,19 +125,16 @@ func (s *Server) leaseComplete(ctx context.Context, r *http.Request, req *comple
 	if err := s.client.LeaseComplete(ctx, r.PathValue("leaseId"), result); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, &statusResponse{Status: docket.JobStateSuccess}, nil
+	return http.StatusOK, statusOf(docket.JobStateSuccess), nil
 }
 
-type failRequest struct {
-	Error     string `json:"error"`
-	Retryable *bool  `json:"retryable"`
-}
+type failRequest remote.FailRequest
 
 func (r *failRequest) Validate() error {
 	if r.Error == "" {
 		return invalidField("error", "is required: say what went wrong")
 	}
-	if len(r.Error) > 64<<10 {
+	if len(r.Error) > remote.ErrorMaxBytes {
 		return invalidField("error", "must be at most 64 KiB")
 	}
 	if r.Retryable == nil {
@@ -173,10 +143,31 @@ func (r *failRequest) Validate() error {
 	return nil
 }
 
-func (s *Server) leaseFail(ctx context.Context, r *http.Request, req *failRequest) (int, *statusResponse, error) {
+func (s *Server) leaseFail(ctx context.Context, r *http.Request, req *failRequest) (int, *remote.StatusResponse, error) {
 	state, err := s.client.LeaseFail(ctx, r.PathValue("leaseId"), req.Error, *req.Retryable)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, &statusResponse{Status: state}, nil
+	return http.StatusOK, statusOf(state), nil
+}
+
+type releaseRequest remote.ReleaseRequest
+
+func (*releaseRequest) bodyOptional() {}
+
+func (r *releaseRequest) Validate() error {
+	if len(r.Reason) > remote.ErrorMaxBytes {
+		return invalidField("reason", "must be at most 64 KiB")
+	}
+	return nil
+}
+
+// leaseRelease: POST /v1/leases/{leaseId}/release gives the job back
+// unfinished; the attempt is refunded and the job is due again at once.
+func (s *Server) leaseRelease(ctx context.Context, r *http.Request, req *releaseRequest) (int, *remote.StatusResponse, error) {
+	state, err := s.client.LeaseRelease(ctx, r.PathValue("leaseId"), req.Reason)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, statusOf(state), nil
 }

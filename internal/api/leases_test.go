@@ -11,6 +11,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/remote"
 )
 
 type remoteArgs struct {
@@ -19,12 +20,12 @@ type remoteArgs struct {
 
 func (remoteArgs) JobType() string { return "remote.echo" }
 
-func (b *bundle) lease(t *testing.T, max int) []leaseView {
+func (b *bundle) lease(t *testing.T, max int) []remote.Lease {
 	t.Helper()
 	r := b.do(t, docket.RoleWorker, "POST", "/v1/leases",
 		map[string]any{"queues": []string{"remote.echo"}, "max": max, "waitSeconds": 0, "leaseSeconds": 30, "workerId": "py-1"})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-	var resp leaseResponse
+	var resp remote.LeaseResponse
 	r.JSON(t, &resp)
 	return resp.Leases
 }
@@ -52,7 +53,7 @@ func TestLeaseProtocol(t *testing.T) {
 		l := leases[0]
 		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", map[string]any{"progress": 50, "message": "half"})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		var hb heartbeatResponse
+		var hb remote.HeartbeatResponse
 		r.JSON(t, &hb)
 		require.False(t, hb.CancelRequested)
 		require.True(t, hb.ExpiresAt.After(l.ExpiresAt) || hb.ExpiresAt.Equal(l.ExpiresAt))
@@ -106,11 +107,47 @@ func TestLeaseCancelWhileHeld(t *testing.T) {
 		require.NoError(t, err)
 		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", "")
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		var hb heartbeatResponse
+		var hb remote.HeartbeatResponse
 		r.JSON(t, &hb)
 		require.True(t, hb.CancelRequested, "the holder learns of the cancel")
 		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/fail", map[string]any{"error": "stopped on request", "retryable": true})
 		require.JSONEq(t, `{"status":"CANCELED"}`, string(r.Body))
+	})
+}
+
+// TestLeaseRelease: a lease given back (no body, or a reason) leaves the
+// job RETRY with the attempt refunded, and is fenced afterwards; a cancel
+// requested meanwhile ends the job CANCELED.
+func TestLeaseRelease(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		for _, text := range []string{"a", "b"} {
+			_, err := b.client.Insert(ctx, remoteArgs{Text: text}, &docket.InsertOpts{MaxAttempts: 1})
+			require.NoError(t, err)
+		}
+		leases := b.lease(t, 2)
+		require.Len(t, leases, 2)
+
+		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/release", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"status":"RETRY"}`, string(r.Body))
+		row, err := b.client.Get(ctx, leases[0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, row.State)
+		require.Equal(t, 0, row.AttemptsUsed())
+		require.Equal(t, docket.OutcomeInterrupted, mustAttempts(t, b, row)[0].Outcome)
+		b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/release", nil).Problem(t, http.StatusConflict)
+		b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/complete", nil).Problem(t, http.StatusConflict)
+
+		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", map[string]any{"reason": strings.Repeat("x", remote.ErrorMaxBytes+1)}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "reason", p.Errors[0].Field)
+		_, err = b.client.Cancel(ctx, leases[1].JobID)
+		require.NoError(t, err)
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", map[string]any{"reason": "shutting down"})
+		require.JSONEq(t, `{"status":"CANCELED"}`, string(r.Body))
+		b.do(t, docket.RoleProducer, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", nil).Problem(t, http.StatusForbidden)
 	})
 }
 
@@ -174,7 +211,7 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 	// Nothing due: an empty list, after waiting.
 	r = b.do(t, docket.RoleWorker, "POST", "/v1/leases", with("waitSeconds", 1))
 	require.Equal(t, http.StatusOK, r.Status)
-	var resp leaseResponse
+	var resp remote.LeaseResponse
 	require.NoError(t, json.Unmarshal(r.Body, &resp))
 	require.Empty(t, resp.Leases)
 	require.Equal(t, "[]", string(mustRaw(t, r.Body, "leases")), "an empty list, not null")

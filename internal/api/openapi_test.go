@@ -14,6 +14,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/remote"
 )
 
 // openapiDoc is the part of the OpenAPI document the tests read.
@@ -236,14 +237,16 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"QueueList":           queuesResponse{},
 		"QueuePaused":         pauseResponse{},
 		"LeaseRequest":        leaseRequest{},
-		"Lease":               leaseView{},
-		"LeaseResponse":       leaseResponse{},
+		"Lease":               remote.Lease{},
+		"LeaseResponse":       remote.LeaseResponse{},
 		"HeartbeatRequest":    heartbeatRequest{},
-		"HeartbeatResponse":   heartbeatResponse{},
+		"HeartbeatResponse":   remote.HeartbeatResponse{},
 		"CompleteRequest":     completeRequest{},
-		"CompleteResponse":    statusResponse{},
+		"CompleteResponse":    remote.StatusResponse{},
 		"FailRequest":         failRequest{},
-		"FailResponse":        statusResponse{},
+		"FailResponse":        remote.StatusResponse{},
+		"ReleaseRequest":      releaseRequest{},
+		"ReleaseResponse":     remote.StatusResponse{},
 		"Health":              healthResponse{},
 		"Problem":             Problem{},
 		"FieldError":          FieldError{},
