@@ -151,3 +151,6 @@ func (c *Client) timeout() time.Duration {
 	}
 	return c.RequestTimeout
 }
+
+// BaseURL is the server's URL, without a trailing slash.
+func (c *Client) BaseURL() string { return c.base }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket/remote"
 )
 
 // The job commands talk to a running server over HTTP, like any other
@@ -83,7 +85,7 @@ func jobCommand() *cobra.Command {
 	api := addAPIFlags(cmd.PersistentFlags())
 	output := outputFlag(cmd)
 	// run wraps a subcommand: checks -o, makes the client.
-	run := func(fn func(ctx context.Context, c *apiClient, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+	run := func(fn func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(*output); err != nil {
 				return err
@@ -105,7 +107,7 @@ func jobCommand() *cobra.Command {
 	return cmd
 }
 
-type runFunc = func(fn func(ctx context.Context, c *apiClient, out io.Writer, args []string) error) func(*cobra.Command, []string) error
+type runFunc = func(fn func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error
 
 func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 	cmd := &cobra.Command{
@@ -133,7 +135,7 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 	f.DurationVar(&delay, "delay", 0, "do not run before this long from now")
 	f.DurationVar(&timeout, "timeout", 0, "deadline of each attempt (whole seconds; default: the worker's)")
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "submitting again with this key returns the same job")
-	cmd.RunE = run(func(ctx context.Context, c *apiClient, out io.Writer, args []string) error {
+	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error {
 		req.JobType = args[0]
 		if len(args) == 2 {
 			payload, err := readPayload(args[1], cmd.InOrStdin())
@@ -165,7 +167,7 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 		}
 		req.TimeoutSeconds = int(timeout / time.Second)
 		var raw json.RawMessage
-		if err := c.do(ctx, "POST", "/v1/jobs", &req, &raw); err != nil {
+		if err := c.Do(ctx, "POST", "/v1/jobs", &req, &raw); err != nil {
 			return err
 		}
 		if *output == "json" {
@@ -215,13 +217,13 @@ func jobGetCommand(run runFunc, output *string) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 	}
 	include := cmd.Flags().StringSlice("include", nil, "admin only: payload, attempts")
-	cmd.RunE = run(func(ctx context.Context, c *apiClient, out io.Writer, args []string) error {
+	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error {
 		path := "/v1/jobs/" + url.PathEscape(args[0])
 		if len(*include) > 0 {
 			path += "?include=" + url.QueryEscape(strings.Join(*include, ","))
 		}
 		var raw json.RawMessage
-		if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
+		if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
 			return err
 		}
 		return printJob(out, *output, raw, true)
@@ -244,7 +246,7 @@ func jobListCommand(run runFunc, output *string) *cobra.Command {
 	priority := f.Int("priority", 0, "only jobs of this priority")
 	limit := f.Int("limit", 0, "page size (server default 100, at most 500)")
 	cursor := f.String("cursor", "", "the next-page cursor of a previous list")
-	cmd.RunE = run(func(ctx context.Context, c *apiClient, out io.Writer, _ []string) error {
+	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, _ []string) error {
 		q := url.Values{}
 		for k, v := range map[string]string{"status": strings.ToUpper(*status), "jobType": *jobType, "queue": *queue, "cursor": *cursor} {
 			if v != "" {
@@ -262,7 +264,7 @@ func jobListCommand(run runFunc, output *string) *cobra.Command {
 			path += "?" + q.Encode()
 		}
 		var raw json.RawMessage
-		if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
+		if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
 			return err
 		}
 		if *output == "json" {
@@ -289,9 +291,9 @@ func jobActionCommand(run runFunc, output *string, action, short string) *cobra.
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 	}
-	cmd.RunE = run(func(ctx context.Context, c *apiClient, out io.Writer, args []string) error {
+	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error {
 		var raw json.RawMessage
-		if err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(args[0])+"/"+action, nil, &raw); err != nil {
+		if err := c.Do(ctx, "POST", "/v1/jobs/"+url.PathEscape(args[0])+"/"+action, nil, &raw); err != nil {
 			return err
 		}
 		return printJob(out, *output, raw, false)

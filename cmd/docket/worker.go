@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket/remote"
 )
 
 // docket worker is a remote worker: it leases jobs from a server over HTTP
@@ -40,6 +41,10 @@ const (
 	// none comes back.
 	emptyPollInterval = time.Second
 	killGraceDefault  = 5 * time.Second
+	concurrencyMax    = 1000
+	// requestTimeout bounds every call but the lease long-poll, which gets
+	// its wait on top.
+	requestTimeout = remote.RequestTimeoutDefault
 )
 
 // workerConfig is what docket worker was asked to do.
@@ -78,8 +83,10 @@ shell runs it: write sh -c '…' for pipes or variables.
 The lease is renewed every --lease-seconds/3 while CMD runs. If the job is
 canceled, or the lease is lost, CMD is stopped (SIGTERM, then SIGKILL).
 On SIGTERM or SIGINT the worker takes no new jobs, lets running programs
-finish for up to --shutdown-timeout, then stops them and fails their jobs
-as retryable.`,
+finish for up to --shutdown-timeout, then stops them and gives their jobs
+back (POST /v1/leases/{id}/release): the interrupted attempt is refunded, so
+a deploy never kills a job on its last attempt, and the job is due again
+at once for another worker.`,
 		Example: `  docket worker --queue thumbnails --exec './make-thumbnail --size 128'
   docket worker --queue echo --concurrency 4 --exec 'sh -c "cat; exit 0"'`,
 		Args: cobra.NoArgs,
@@ -89,8 +96,8 @@ as retryable.`,
 	queues := f.StringArray("queue", nil, "queue to take jobs from (repeat for several; required)")
 	execLine := f.String("exec", "", "program and arguments to run per job (required)")
 	concurrency := f.Int("concurrency", 1, "jobs run at once")
-	leaseSeconds := f.Int("lease-seconds", 30, "lease length, renewed every third of it (5..3600)")
-	waitSeconds := f.Int("wait-seconds", 20, "long-poll this long for a job when none is due (0..30)")
+	leaseSeconds := f.Int("lease-seconds", 30, fmt.Sprintf("lease length, renewed every third of it (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax))
+	waitSeconds := f.Int("wait-seconds", 20, fmt.Sprintf("long-poll this long for a job when none is due (0..%d)", remote.WaitSecondsMax))
 	workerID := f.String("worker-id", "", "name recorded as the jobs' holder (default HOST-PID)")
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running programs may finish")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -102,12 +109,12 @@ as retryable.`,
 			return errors.New("--exec is required: the program to run per job")
 		case len(*queues) == 0:
 			return errors.New("--queue is required")
-		case *concurrency < 1 || *concurrency > 1000:
-			return fmt.Errorf("--concurrency %d: want 1..1000", *concurrency)
-		case *leaseSeconds < 5 || *leaseSeconds > 3600:
-			return fmt.Errorf("--lease-seconds %d: want 5..3600", *leaseSeconds)
-		case *waitSeconds < 0 || *waitSeconds > 30:
-			return fmt.Errorf("--wait-seconds %d: want 0..30", *waitSeconds)
+		case *concurrency < 1 || *concurrency > concurrencyMax:
+			return fmt.Errorf("--concurrency %d: want 1..%d", *concurrency, concurrencyMax)
+		case *leaseSeconds < remote.LeaseSecondsMin || *leaseSeconds > remote.LeaseSecondsMax:
+			return fmt.Errorf("--lease-seconds %d: want %d..%d", *leaseSeconds, remote.LeaseSecondsMin, remote.LeaseSecondsMax)
+		case *waitSeconds < 0 || *waitSeconds > remote.WaitSecondsMax:
+			return fmt.Errorf("--wait-seconds %d: want 0..%d", *waitSeconds, remote.WaitSecondsMax)
 		case *shutdownTimeout < 0:
 			return fmt.Errorf("--shutdown-timeout %s: must not be negative", *shutdownTimeout)
 		}
@@ -149,25 +156,14 @@ func defaultWorkerID() string {
 	return string(id)
 }
 
-// lease is one job leased to this worker (POST /v1/leases).
-type lease struct {
-	LeaseID   string          `json:"leaseId"`
-	JobID     string          `json:"jobId"`
-	JobType   string          `json:"jobType"`
-	Queue     string          `json:"queue"`
-	Payload   json.RawMessage `json:"payload"`
-	Attempt   int             `json:"attempt"`
-	ExpiresAt time.Time       `json:"expiresAt"`
-}
-
 type remoteWorker struct {
-	api *apiClient
+	api *remote.Client
 	cfg workerConfig
 }
 
 // run leases and runs jobs until ctx is canceled, then drains: running
 // programs get cfg.ShutdownTimeout to finish before they are stopped and
-// their jobs failed as retryable. It returns nil after a clean drain, and
+// their jobs released (given back with the attempt refunded). It returns nil after a clean drain, and
 // the server's problem when it refuses to lease (a bad key, say): errors
 // that may pass (network, 5xx, 429) are retried with backoff instead.
 func (w *remoteWorker) run(ctx context.Context) error {
@@ -192,7 +188,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		}
 		n := 1
 	more:
-		for n < w.cfg.Concurrency {
+		for n < min(w.cfg.Concurrency, remote.LeaseMaxJobs) {
 			select {
 			case slots <- struct{}{}:
 				n++
@@ -225,7 +221,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if p := (*apiError)(nil); errors.As(err, &p) && !p.temporary() {
+		if !remote.IsTemporary(err) {
 			// A refused key or request will not pass by itself.
 			fatal = err
 			break
@@ -244,7 +240,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-t.C:
-			log.Warn("shutdown timeout: stopping running jobs; they will be retried")
+			log.Warn("shutdown timeout: stopping running jobs and giving them back")
 			stopHard()
 			<-drained
 		}
@@ -258,7 +254,7 @@ func (w *remoteWorker) run(ctx context.Context) error {
 // retryDelay is how long to wait after the n-th failure in a row to lease:
 // the server's Retry-After when it sent one, else exponential with jitter.
 func retryDelay(err error, n int) time.Duration {
-	var p *apiError
+	var p *remote.Error
 	if errors.As(err, &p) && p.RetryAfter > 0 {
 		return p.RetryAfter
 	}
@@ -266,20 +262,13 @@ func retryDelay(err error, n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (w *remoteWorker) lease(ctx context.Context, n int) ([]lease, error) {
+func (w *remoteWorker) lease(ctx context.Context, n int) ([]remote.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.WaitSeconds)*time.Second+requestTimeout)
 	defer cancel()
-	body := map[string]any{
-		"queues": w.cfg.Queues, "max": n, "waitSeconds": w.cfg.WaitSeconds,
-		"leaseSeconds": w.cfg.LeaseSeconds, "workerId": w.cfg.WorkerID,
-	}
-	var resp struct {
-		Leases []lease `json:"leases"`
-	}
-	if err := w.api.do(ctx, "POST", "/v1/leases", body, &resp); err != nil {
-		return nil, err
-	}
-	return resp.Leases, nil
+	return w.api.Lease(ctx, &remote.LeaseRequest{
+		Queues: w.cfg.Queues, Max: remote.Int(n), WaitSeconds: remote.Int(w.cfg.WaitSeconds),
+		LeaseSeconds: remote.Int(w.cfg.LeaseSeconds), WorkerID: w.cfg.WorkerID,
+	})
 }
 
 // Why a program was stopped before it exited on its own.
@@ -294,7 +283,7 @@ const (
 
 // runJob runs the program for one lease and reports the outcome. hard is
 // canceled when the worker must stop the program (shutdown timeout).
-func (w *remoteWorker) runJob(hard context.Context, l lease) {
+func (w *remoteWorker) runJob(hard context.Context, l remote.Lease) {
 	log := w.cfg.Logger.With("job_id", l.JobID, "job_type", l.JobType, "attempt", l.Attempt)
 	log.Info("job started")
 	start := time.Now()
@@ -341,7 +330,7 @@ func (w *remoteWorker) runJob(hard context.Context, l lease) {
 	case r == stopCanceled:
 		w.fail(ctx, l, log, "canceled while running", false)
 	case r == stopShutdown:
-		w.fail(ctx, l, log, "worker shut down before the program finished", true)
+		w.release(ctx, l, log, "worker "+w.cfg.WorkerID+" shut down before the program finished")
 	default:
 		w.fail(ctx, l, log, err.message, err.retryable)
 	}
@@ -355,14 +344,14 @@ type execError struct {
 
 // execute runs the program with the payload on stdin and returns its result
 // (stdout, checked to be JSON; nil when empty).
-func (w *remoteWorker) execute(ctx context.Context, l lease) (json.RawMessage, *execError) {
+func (w *remoteWorker) execute(ctx context.Context, l remote.Lease) (json.RawMessage, *execError) {
 	cmd := exec.CommandContext(ctx, w.cfg.Argv[0], w.cfg.Argv[1:]...)
 	cmd.Stdin = bytes.NewReader(l.Payload)
 	stdout := &cappedBuffer{max: resultMaxBytes}
 	stderr := &tailBuffer{max: stderrTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = append(childEnviron(os.Environ()),
-		"DOCKET_JOB_ID="+l.JobID,
+		"DOCKET_JOB_ID="+l.JobID.String(),
 		"DOCKET_JOB_TYPE="+l.JobType,
 		"DOCKET_QUEUE="+l.Queue,
 		"DOCKET_ATTEMPT="+strconv.Itoa(l.Attempt),
@@ -418,7 +407,7 @@ func childEnviron(environ []string) []string {
 
 // heartbeat renews the lease every LeaseSeconds/3 until ctx ends, and stops
 // the job when it was canceled or the lease is lost.
-func (w *remoteWorker) heartbeat(ctx context.Context, l lease, log *slog.Logger, stopFor func(stopReason)) {
+func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.Logger, stopFor func(stopReason)) {
 	every := time.Duration(w.cfg.LeaseSeconds) * time.Second / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -428,19 +417,13 @@ func (w *remoteWorker) heartbeat(ctx context.Context, l lease, log *slog.Logger,
 			return
 		case <-t.C:
 		}
-		var resp struct {
-			ExpiresAt       time.Time `json:"expiresAt"`
-			CancelRequested bool      `json:"cancelRequested"`
-		}
 		rctx, cancel := context.WithTimeout(ctx, every)
-		err := w.api.do(rctx, "POST", "/v1/leases/"+url.PathEscape(l.LeaseID)+"/heartbeat",
-			map[string]any{"leaseSeconds": w.cfg.LeaseSeconds}, &resp)
+		resp, err := w.api.Heartbeat(rctx, l.LeaseID, &remote.HeartbeatRequest{LeaseSeconds: remote.Int(w.cfg.LeaseSeconds)})
 		cancel()
-		var p *apiError
 		switch {
 		case ctx.Err() != nil:
 			return
-		case errors.As(err, &p) && p.Status == 409:
+		case remote.IsLeaseLost(err):
 			stopFor(stopLost)
 			return
 		case err != nil:
@@ -455,45 +438,49 @@ func (w *remoteWorker) heartbeat(ctx context.Context, l lease, log *slog.Logger,
 	}
 }
 
-func (w *remoteWorker) complete(ctx context.Context, l lease, log *slog.Logger, result json.RawMessage) {
-	body := map[string]any{}
-	if result != nil {
-		body["result"] = result
-	}
-	if w.report(ctx, l, log, "complete", body) {
+func (w *remoteWorker) complete(ctx context.Context, l remote.Lease, log *slog.Logger, result json.RawMessage) {
+	if w.report(ctx, log, remote.ActionComplete, func(ctx context.Context) error {
+		return w.api.Complete(ctx, l.LeaseID, result)
+	}) {
 		log.Info("job succeeded")
 	}
 }
 
-func (w *remoteWorker) fail(ctx context.Context, l lease, log *slog.Logger, message string, retryable bool) {
-	var resp struct {
-		Status string `json:"status"`
-	}
-	if w.report(ctx, l, log, "fail", map[string]any{"error": message, "retryable": retryable}, &resp) {
-		log.Info("job failed", "status", resp.Status, "retryable", retryable, "error", firstLine(message))
+func (w *remoteWorker) fail(ctx context.Context, l remote.Lease, log *slog.Logger, message string, retryable bool) {
+	var status string
+	if w.report(ctx, log, remote.ActionFail, func(ctx context.Context) (err error) {
+		status, err = w.api.Fail(ctx, l.LeaseID, message, retryable)
+		return err
+	}) {
+		log.Info("job failed", "status", status, "retryable", retryable, "error", firstLine(message))
 	}
 }
 
-// report sends complete or fail, trying again on errors that may pass.
-// It returns whether the server took it.
-func (w *remoteWorker) report(ctx context.Context, l lease, log *slog.Logger, action string, body any, out ...any) bool {
-	var resp any
-	if len(out) > 0 {
-		resp = out[0]
+// release gives the job back after its program was stopped at shutdown:
+// the attempt is refunded and the job is due again at once.
+func (w *remoteWorker) release(ctx context.Context, l remote.Lease, log *slog.Logger, reason string) {
+	var status string
+	if w.report(ctx, log, remote.ActionRelease, func(ctx context.Context) (err error) {
+		status, err = w.api.Release(ctx, l.LeaseID, reason)
+		return err
+	}) {
+		log.Info("job given back: its attempt is refunded", "status", status)
 	}
-	path := "/v1/leases/" + url.PathEscape(l.LeaseID) + "/" + action
+}
+
+// report sends complete, fail or release, trying again on errors that may
+// pass. It returns whether the server took it.
+func (w *remoteWorker) report(ctx context.Context, log *slog.Logger, action string, send func(context.Context) error) bool {
 	for n := 1; ; n++ {
-		err := w.api.do(ctx, "POST", path, body, resp)
+		err := send(ctx)
 		if err == nil {
 			return true
 		}
-		var p *apiError
-		temporary := !errors.As(err, &p) || p.temporary()
-		if p != nil && p.Status == 409 {
+		if remote.IsLeaseLost(err) {
 			log.Warn("job outcome refused: the lease was lost (expired or rescued)", "action", action, "error", err)
 			return false
 		}
-		if !temporary || n == reportAttempts || ctx.Err() != nil {
+		if !remote.IsTemporary(err) || n == reportAttempts || ctx.Err() != nil {
 			log.Error("could not report the job's outcome; the lease will expire and the job be retried", "action", action, "error", err)
 			return false
 		}

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/remote"
 )
 
 func TestSplitCommandLine(t *testing.T) {
@@ -102,9 +105,10 @@ func TestExecEnvironment(t *testing.T) {
 			`"${DOCKET_API_KEY-unset}" "${DOCKET_ADMIN_KEY-unset}" "$DOCKET_TEST_OTHER" "$DOCKET_JOB_ID"`},
 		KillGrace: time.Second,
 	}}
-	out, execErr := w.execute(t.Context(), lease{LeaseID: "j1.1", JobID: "j1", JobType: "t", Queue: "q", Attempt: 1})
+	jobID := uuid.MustParse("0192f0c4-7a5e-7cc1-9e3f-3b2a1c0d9e8f")
+	out, execErr := w.execute(t.Context(), remote.Lease{LeaseID: jobID.String() + ".1", JobID: jobID, JobType: "t", Queue: "q", Attempt: 1})
 	require.Nil(t, execErr)
-	require.JSONEq(t, `{"api":"unset","admin":"unset","other":"kept","job":"j1"}`, string(out))
+	require.JSONEq(t, `{"api":"unset","admin":"unset","other":"kept","job":"`+jobID.String()+`"}`, string(out))
 
 	require.Equal(t, []string{"A=1", "DOCKET_QUEUE=x", "B=docket_api_key="},
 		childEnviron([]string{"A=1", "DOCKET_API_KEY=k", "DOCKET_QUEUE=x", "docket_admin_key=k", "B=docket_api_key=", "DOCKET_ADMIN_KEY="}))

@@ -82,11 +82,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 	var stopWorkers func(context.Context)
 	if cfg.Workers == WorkersGo {
-		if stopWorkers, err = startGoWorkers(ctx, client, cfg); err != nil {
-			return nil, err
-		}
+		stopWorkers, err = startGoWorkers(ctx, client, cfg)
 	} else {
-		stopWorkers = startHTTPWorkers(ctx, srv.url, adminKey, cfg, t)
+		stopWorkers, err = startHTTPWorkers(ctx, srv.url, adminKey, cfg, t)
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerStopTimeout)

@@ -1,17 +1,15 @@
 package loadtest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/remote"
 )
 
 // tally is what the run counts as it goes; the backlog is derived from it.
@@ -70,12 +68,11 @@ func startGoWorkers(ctx context.Context, client *docket.Client, cfg Config) (fun
 	return w.Stop, nil
 }
 
-// httpWorkers are remote workers on the server's lease protocol: each
-// leases up to httpLeaseMax jobs with a long poll and completes them one
-// by one.
+// httpWorkers are remote workers on the server's lease protocol (package
+// remote's client): each leases up to httpLeaseMax jobs with a long poll
+// and completes them one by one.
 type httpWorkers struct {
-	url  string
-	key  string
+	api  *remote.Client
 	http *http.Client
 	t    *tally
 }
@@ -90,14 +87,17 @@ const (
 
 // startHTTPWorkers starts cfg.WorkerConcurrency HTTP workers on the
 // server at url. The returned function stops them and waits.
-func startHTTPWorkers(ctx context.Context, url, key string, cfg Config, t *tally) func(context.Context) {
-	h := &httpWorkers{
-		url: url, key: key, t: t,
-		http: &http.Client{
-			Timeout:   time.Duration(httpLeaseWait)*time.Second + cfg.RequestTimeout,
-			Transport: &http.Transport{MaxIdleConnsPerHost: 2 * cfg.WorkerConcurrency, DisableCompression: true},
-		},
+func startHTTPWorkers(ctx context.Context, url, key string, cfg Config, t *tally) (func(context.Context), error) {
+	hc := &http.Client{
+		Timeout:   time.Duration(httpLeaseWait)*time.Second + cfg.RequestTimeout,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 2 * cfg.WorkerConcurrency, DisableCompression: true},
 	}
+	api, err := remote.NewClient(url, key, hc)
+	if err != nil {
+		return nil, err
+	}
+	api.RequestTimeout = cfg.RequestTimeout
+	h := &httpWorkers{api: api, http: hc, t: t}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range cfg.WorkerConcurrency {
@@ -111,22 +111,17 @@ func startHTTPWorkers(ctx context.Context, url, key string, cfg Config, t *tally
 		cancel()
 		wg.Wait()
 		h.http.CloseIdleConnections()
-	}
-}
-
-type leaseAnswer struct {
-	Leases []struct {
-		LeaseID string `json:"leaseId"`
-	} `json:"leases"`
+	}, nil
 }
 
 func (h *httpWorkers) run(ctx context.Context, id string) {
-	// Strings and ints: encoding cannot fail.
-	body, _ := json.Marshal(map[string]any{"queues": []string{Queue}, "max": httpLeaseMax,
-		"waitSeconds": httpLeaseWait, "leaseSeconds": httpLeaseSeconds, "workerId": id})
+	req := &remote.LeaseRequest{
+		Queues: []string{Queue}, Max: remote.Int(httpLeaseMax), WaitSeconds: remote.Int(httpLeaseWait),
+		LeaseSeconds: remote.Int(httpLeaseSeconds), WorkerID: id,
+	}
 	for ctx.Err() == nil {
-		var got leaseAnswer
-		if err := h.call(ctx, "/v1/leases", body, &got); err != nil {
+		leases, err := h.api.Lease(ctx, req)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -134,8 +129,8 @@ func (h *httpWorkers) run(ctx context.Context, id string) {
 			pause(ctx, httpErrorPause)
 			continue
 		}
-		for _, l := range got.Leases {
-			if err := h.call(ctx, "/v1/leases/"+l.LeaseID+"/complete", nil, nil); err != nil {
+		for _, l := range leases {
+			if err := h.api.Complete(ctx, l.LeaseID, nil); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -145,35 +140,6 @@ func (h *httpWorkers) run(ctx context.Context, id string) {
 			h.t.finished.Add(1)
 		}
 	}
-}
-
-// call POSTs body to path and decodes a 2xx answer into out (when not
-// nil); any other status is an error.
-func (h *httpWorkers) call(ctx context.Context, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+h.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := h.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: status %d: %s", path, res.StatusCode, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
 }
 
 // pause waits d or until ctx ends: the back-off after a failed call.

@@ -287,8 +287,8 @@ func TestCLIWorkerExec(t *testing.T) {
 }
 
 // Canceling a running job stops its program; SIGTERM lets running programs
-// finish until the shutdown timeout, then stops them and fails their jobs
-// as retryable.
+// finish until the shutdown timeout, then stops them and gives their jobs
+// back.
 func TestCLIWorkerCancelAndShutdown(t *testing.T) {
 	t.Parallel()
 	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: servertest.FastEnv()})
@@ -320,8 +320,48 @@ func TestCLIWorkerCancelAndShutdown(t *testing.T) {
 
 	require.Equal(t, 0, w.wait(t), "a drained worker exits 0")
 	j = adminGet(t, srv, ids["forever"])
-	require.Contains(t, []string{"RETRY", "QUEUED"}, j.Status, "stopped at the shutdown timeout: failed as retryable")
-	require.Equal(t, "worker shut down before the program finished", j.LastError)
+	require.Contains(t, []string{"RETRY", "QUEUED"}, j.Status, "stopped at the shutdown timeout: given back")
+	require.Contains(t, j.LastError, "shut down before the program finished")
+	require.Equal(t, "interrupted", j.Attempts[0].Outcome)
+}
+
+// A remote worker stopped in the middle of a job on its last attempt gives
+// the job back (POST /v1/leases/{id}/release): it is queued again with the
+// attempt refunded, and a new worker completes it. A deploy never kills a
+// job on its last attempt (docs/operations.md).
+func TestCLIWorkerShutdownReleasesLastAttempt(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		srv := servertest.Start(t, servertest.Options{DatabaseURL: backend.URL(t), Env: servertest.FastEnv()})
+		var j jobDetail
+		cliJSON(t, srv, srv.AdminKey, &j, "job", "submit", "gated", "{}", "--queue", "slow.one", "--max-attempts", "1")
+		id := j.JobID
+
+		// The first worker's program waits for a gate that never opens.
+		w1 := startWorker(t, srv, srv.AdminKey, map[string]string{"GATES": t.TempDir()},
+			"--queue", "slow.one", "--wait-seconds", "1", "--shutdown-timeout", "1s", "--worker-id", "w1")
+		awaitStatus(t, srv, id, "RUNNING")
+		require.Equal(t, 0, w1.stop(t), "a worker stopped past its shutdown timeout exits 0")
+		require.Contains(t, w1.stderr.String(), "job given back")
+
+		j = adminGet(t, srv, id)
+		require.Contains(t, []string{"RETRY", "QUEUED"}, j.Status, "not DEAD: the attempt was given back")
+		require.Equal(t, "worker w1 shut down before the program finished", j.LastError)
+		require.Len(t, j.Attempts, 1)
+		require.Equal(t, "interrupted", j.Attempts[0].Outcome)
+		awaitStatus(t, srv, id, "QUEUED")
+
+		// A new worker, whose gate is open, completes it.
+		open := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(open, id), nil, 0o600))
+		startWorker(t, srv, srv.AdminKey, map[string]string{"GATES": open},
+			"--queue", "slow.one", "--wait-seconds", "1", "--worker-id", "w2")
+		j = awaitStatus(t, srv, id, "SUCCESS")
+		require.JSONEq(t, `{"released":true}`, string(j.Result))
+		require.Len(t, j.Attempts, 2)
+		require.Equal(t, "w2", j.Attempts[1].Node)
+		require.Equal(t, "success", j.Attempts[1].Outcome)
+	})
 }
 
 // A worker whose key or program cannot work says so and exits 1 instead of

@@ -16,6 +16,7 @@ import (
 
 	"github.com/docket-run/docket/internal/servertest"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/remote"
 )
 
 func TestMain(m *testing.M) { servertest.Main(m) }
@@ -134,7 +135,7 @@ func TestServeBackends(t *testing.T) {
 
 		// A remote worker runs it; the completion shows in the metrics.
 		lease := takeLease(t, srv, worker, "reports", 30)
-		require.Equal(t, j.JobID, lease.JobID)
+		require.Equal(t, j.JobID, lease.JobID.String())
 		r := srv.Do(t, worker, "POST", "/v1/leases/"+lease.LeaseID+"/complete", map[string]any{"result": map[string]any{"rows": 3}})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		require.Equal(t, "SUCCESS", getJob(t, srv, admin, j.JobID).Status)
@@ -244,29 +245,26 @@ func TestServeSharedPostgres(t *testing.T) {
 	worker := a.CreateKey(t, "worker", "shared")
 	j := submit(t, a, admin, map[string]any{"jobType": "shared.job"})
 	lease := takeLease(t, b, worker, "shared.job", 30)
-	require.Equal(t, j.JobID, lease.JobID)
+	require.Equal(t, j.JobID, lease.JobID.String())
 	require.Equal(t, http.StatusOK, b.Do(t, worker, "POST", "/v1/leases/"+lease.LeaseID+"/complete", map[string]any{}).Status)
 	require.Equal(t, "SUCCESS", getJob(t, a, admin, j.JobID).Status)
 	require.Equal(t, 0, a.Stop(t))
 	require.Equal(t, 0, b.Stop(t))
 }
 
-type lease struct {
-	LeaseID string `json:"leaseId"`
-	JobID   string `json:"jobId"`
-	Attempt int    `json:"attempt"`
-}
+// lease is the protocol's, package remote's.
+type lease = remote.Lease
 
 // takeLease long-polls for one job of queue.
 func takeLease(t *testing.T, srv *servertest.Server, key, queue string, leaseSeconds int) lease {
 	t.Helper()
 	var got []lease
 	servertest.Eventually(t, 30*time.Second, "a lease on "+queue, func() bool {
-		r := srv.Do(t, key, "POST", "/v1/leases", map[string]any{
-			"queues": []string{queue}, "max": 1, "waitSeconds": 2, "leaseSeconds": leaseSeconds, "workerId": "test-worker",
+		r := srv.Do(t, key, "POST", remote.PathLeases, &remote.LeaseRequest{
+			Queues: []string{queue}, Max: remote.Int(1), WaitSeconds: remote.Int(2), LeaseSeconds: remote.Int(leaseSeconds), WorkerID: "test-worker",
 		})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		var res struct{ Leases []lease }
+		var res remote.LeaseResponse
 		r.JSON(t, &res)
 		got = res.Leases
 		return len(got) > 0
@@ -319,7 +317,7 @@ func TestServeRestartWithHeldLease(t *testing.T) {
 		complete := func(l lease) {
 			r := srv.Do(t, worker, "POST", "/v1/leases/"+l.LeaseID+"/complete", map[string]any{})
 			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-			done[l.JobID] = true
+			done[l.JobID.String()] = true
 		}
 		var again lease
 		servertest.Eventually(t, 60*time.Second, "the held job to be leased again", func() bool {
