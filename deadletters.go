@@ -2,17 +2,69 @@ package docket
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	"github.com/docket-run/docket/internal/store"
 )
 
-// DeadLetterStore lists the dead letters of durable event consumers (events
-// a consumer gave up on) and records requests to retry them, which the
-// consumer takes up. docket serve answers /v1/dead-letters from it.
-type DeadLetterStore interface {
-	DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error)
-	DeadLetterRequestRetry(ctx context.Context, p *store.DeadLetterRequestRetryParams) (*store.DeadLetter, error)
+// DeadLetter is an event a durable consumer gave up on after its maximum
+// number of deliveries; the consumer's other events keep flowing.
+type DeadLetter struct {
+	Consumer  string
+	EventID   string
+	EventType string
+	// Envelope is the event as delivered (an Event as JSON, or the raw
+	// message body when it could not be decoded).
+	Envelope   json.RawMessage
+	Deliveries int // how many times the consumer tried it
+	LastError  string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time // when the last failure was recorded
+	// RetryRequestedAt is when a retry was asked for that the consumer has
+	// not taken up yet; zero when none is pending.
+	RetryRequestedAt time.Time
 }
 
-// DeadLetters returns the dead letters of c's database.
-func (c *Client) DeadLetters() DeadLetterStore { return c.store }
+// DeadLetterListParams filter DeadLetterList.
+type DeadLetterListParams struct {
+	Consumer string // "" = every consumer
+	Limit    int    // 0 = no limit
+}
+
+// DeadLetterList lists the dead letters of durable event consumers, oldest
+// first. docket serve answers GET /v1/dead-letters from it.
+func (c *Client) DeadLetterList(ctx context.Context, p DeadLetterListParams) ([]*DeadLetter, error) {
+	ds, err := c.store.DeadLetterList(ctx, &store.DeadLetterListParams{Consumer: p.Consumer, Limit: p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*DeadLetter, len(ds))
+	for i, d := range ds {
+		out[i] = deadLetterOf(d)
+	}
+	return out, nil
+}
+
+// DeadLetterRetry asks consumer to handle the dead letter of eventID again:
+// the consumer, in whichever process runs it, claims the request and
+// handles the event in its inbox transaction (success removes the dead
+// letter, failure counts one more delivery). Asking twice keeps the first
+// request. ErrNotFound when there is no such dead letter.
+func (c *Client) DeadLetterRetry(ctx context.Context, consumer, eventID string) (*DeadLetter, error) {
+	d, err := c.store.DeadLetterRequestRetry(ctx, &store.DeadLetterRequestRetryParams{
+		Consumer: consumer, EventID: eventID, Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deadLetterOf(d), nil
+}
+
+func deadLetterOf(d *store.DeadLetter) *DeadLetter {
+	return &DeadLetter{
+		Consumer: d.Consumer, EventID: d.EventID, EventType: d.EventType, Envelope: d.Envelope,
+		Deliveries: d.Deliveries, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		RetryRequestedAt: d.RetryRequestedAt,
+	}
+}

@@ -457,7 +457,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	hs := &http.Server{
 		Handler: api.New(api.Config{
 			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
-			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client.DeadLetters(),
+			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client,
 			Webhooks:  hooks,
 			BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
 		}),

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket"
 )
 
 // Limits of the dead-letters API.
@@ -17,11 +17,11 @@ const (
 	deadLetterLimitMax     = 1000
 )
 
-// DeadLetterStore is what the dead-letter endpoints use (store.Store has
-// it). Config.DeadLetters gives it to the server.
-type DeadLetterStore interface {
-	DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error)
-	DeadLetterRequestRetry(ctx context.Context, p *store.DeadLetterRequestRetryParams) (*store.DeadLetter, error)
+// DeadLetters is what the dead-letter endpoints use; *docket.Client has
+// it. Config.DeadLetters gives it to the server.
+type DeadLetters interface {
+	DeadLetterList(ctx context.Context, p docket.DeadLetterListParams) ([]*docket.DeadLetter, error)
+	DeadLetterRetry(ctx context.Context, consumer, eventID string) (*docket.DeadLetter, error)
 }
 
 func (s *Server) deadLetterRoutes() []route {
@@ -47,7 +47,7 @@ type deadLetterView struct {
 	RetryRequestedAt *time.Time `json:"retryRequestedAt,omitempty"`
 }
 
-func deadLetterViewOf(d *store.DeadLetter) deadLetterView {
+func deadLetterViewOf(d *docket.DeadLetter) deadLetterView {
 	v := deadLetterView{
 		Consumer: d.Consumer, EventID: d.EventID, Type: d.EventType, Deliveries: d.Deliveries,
 		LastError: d.LastError, Event: d.Envelope, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
@@ -64,7 +64,7 @@ type deadLettersResponse struct {
 }
 
 // deadLetters is the configured store, or a 503 when there is none.
-func (s *Server) deadLetters() (DeadLetterStore, error) {
+func (s *Server) deadLetters() (DeadLetters, error) {
 	if s.cfg.DeadLetters == nil {
 		return nil, problem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			"dead letters are not available on this server")
@@ -87,7 +87,7 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 	if err != nil {
 		return 0, nil, err
 	}
-	ds, err := st.DeadLetterList(ctx, &store.DeadLetterListParams{Consumer: q.Get("consumer"), Limit: limit})
+	ds, err := st.DeadLetterList(ctx, docket.DeadLetterListParams{Consumer: q.Get("consumer"), Limit: limit})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -109,10 +109,8 @@ func (s *Server) retryDeadLetter(ctx context.Context, r *http.Request, _ *Empty)
 		return 0, nil, err
 	}
 	consumer, eventID := r.PathValue("consumer"), r.PathValue("eventId")
-	d, err := st.DeadLetterRequestRetry(ctx, &store.DeadLetterRequestRetryParams{
-		Consumer: consumer, EventID: eventID, Now: time.Now(),
-	})
-	if errors.Is(err, store.ErrNotFound) {
+	d, err := st.DeadLetterRetry(ctx, consumer, eventID)
+	if errors.Is(err, docket.ErrNotFound) {
 		return 0, nil, notFound("consumer " + strconv.Quote(consumer) + " has no dead letter " + strconv.Quote(eventID))
 	}
 	if err != nil {

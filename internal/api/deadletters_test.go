@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,31 +11,19 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
 )
 
-// setupDeadLetters is a server whose dead letters come from a second store
-// on the server's database (migrated by the server's client), which the
-// test writes dead letters with.
+// setupDeadLetters is a server whose dead letters are the client's, and a
+// store on the same database that the test writes dead letters with (only
+// a consumer records them).
 func setupDeadLetters(t *testing.T, backend testdb.Backend) (*bundle, store.Store) {
 	t.Helper()
-	ctx := context.Background()
 	u := backend.URL(t)
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{})
-	} else {
-		st, err = postgres.Open(ctx, u, store.Options{})
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	st := teststore.Open(t, u)
 	fixed := testdb.Backend{Name: backend.Name, URL: func(testing.TB) string { return u }}
-	b := setup(t, fixed, func(cfg *Config) { cfg.DeadLetters = st })
+	b := setup(t, fixed, func(cfg *Config) { cfg.DeadLetters = cfg.Client })
 	return b, st
 }
 

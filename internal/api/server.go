@@ -44,7 +44,7 @@ type Config struct {
 	// Metrics to docket.Config.OnJobFinished to count attempt ends.
 	Metrics *Metrics
 	// DeadLetters serves /v1/dead-letters; default none (503).
-	DeadLetters DeadLetterStore
+	DeadLetters DeadLetters
 	// BusHealth reports the event bus in /healthz: nil while it works.
 	// Default none (no bus field).
 	BusHealth func() error
