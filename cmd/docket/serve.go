@@ -20,7 +20,6 @@ import (
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
 	"github.com/docket-run/docket/internal/events"
-	"github.com/docket-run/docket/internal/webhook"
 )
 
 // serveConfig is every setting of docket serve. Each is a flag and an
@@ -294,7 +293,7 @@ func (c *serveConfig) Validate() error {
 		"%v must not be below DOCKET_WEBHOOK_BACKOFF_BASE (%v)", c.WebhookBackoffMax, c.WebhookBackoffBase)
 	check("DOCKET_WEBHOOK_MAX_ATTEMPTS", c.WebhookMaxAttempts >= 1 && c.WebhookMaxAttempts <= 1000, "%d must be between 1 and 1000", c.WebhookMaxAttempts)
 	check("DOCKET_WEBHOOK_BREAKER_FAILURES", c.WebhookBreakerFailures >= 1, "%d must be at least 1", c.WebhookBreakerFailures)
-	hostsErr := webhook.CheckAllowHosts(c.webhookAllowHosts())
+	hostsErr := docket.CheckWebhookAllowHosts(c.webhookAllowHosts())
 	check("DOCKET_WEBHOOK_ALLOW_HOSTS", hostsErr == nil, "%v", hostsErr)
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,
 		"%v must not be below DOCKET_RETRY_BACKOFF_BASE (%v)", c.RetryBackoffMax, c.RetryBackoffBase)

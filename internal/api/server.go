@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/webhook"
 )
 
 // Defaults of Config.
@@ -54,7 +53,7 @@ type Config struct {
 	EventHeartbeat time.Duration
 	EventPoll      time.Duration
 	// Webhooks serves /v1/webhooks; default none (503).
-	Webhooks *webhook.Service
+	Webhooks *docket.Webhooks
 }
 
 // Server is the HTTP API.

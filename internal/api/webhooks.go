@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/webhook"
+	"github.com/docket-run/docket"
 )
 
 // Limits of the webhooks API.
@@ -38,14 +37,14 @@ type webhookRequest struct {
 	Secret     string   `json:"secret"`
 }
 
-func (req *webhookRequest) params() webhook.CreateParams {
-	return webhook.CreateParams{URL: req.URL, EventTypes: req.EventTypes, Secret: req.Secret}
+func (req *webhookRequest) params() docket.WebhookCreateParams {
+	return docket.WebhookCreateParams{URL: req.URL, EventTypes: req.EventTypes, Secret: req.Secret}
 }
 
 // Validate implements Validator; the URL's host is checked by Create.
 func (req *webhookRequest) Validate() error {
 	p := req.params()
-	return webhookProblem(p.Validate())
+	return p.Validate()
 }
 
 // webhookView is a subscription as the API shows it: never its secret.
@@ -56,7 +55,7 @@ type webhookView struct {
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
-func webhookViewOf(w *store.Webhook) *webhookView {
+func webhookViewOf(w *docket.Webhook) *webhookView {
 	return &webhookView{ID: w.ID, URL: w.URL, EventTypes: w.EventTypes, CreatedAt: w.CreatedAt.UTC()}
 }
 
@@ -70,20 +69,20 @@ type deliveryView struct {
 	EventID   string    `json:"eventId"`
 	EventType string    `json:"eventType"`
 	// Status: PENDING (due at nextAttemptAt), DELIVERED or DEAD.
-	Status         store.WebhookDeliveryState `json:"status"`
-	Attempts       int                        `json:"attempts"`
-	LastStatusCode *int                       `json:"lastStatusCode,omitempty"`
-	LastError      string                     `json:"lastError,omitempty"`
-	NextAttemptAt  *time.Time                 `json:"nextAttemptAt,omitempty"`
-	CreatedAt      time.Time                  `json:"createdAt"`
-	UpdatedAt      time.Time                  `json:"updatedAt"`
-	LastAttemptAt  *time.Time                 `json:"lastAttemptAt,omitempty"`
-	FinishedAt     *time.Time                 `json:"finishedAt,omitempty"`
+	Status         docket.WebhookDeliveryState `json:"status"`
+	Attempts       int                         `json:"attempts"`
+	LastStatusCode *int                        `json:"lastStatusCode,omitempty"`
+	LastError      string                      `json:"lastError,omitempty"`
+	NextAttemptAt  *time.Time                  `json:"nextAttemptAt,omitempty"`
+	CreatedAt      time.Time                   `json:"createdAt"`
+	UpdatedAt      time.Time                   `json:"updatedAt"`
+	LastAttemptAt  *time.Time                  `json:"lastAttemptAt,omitempty"`
+	FinishedAt     *time.Time                  `json:"finishedAt,omitempty"`
 	// Event is the body every attempt POSTs: the event envelope.
 	Event json.RawMessage `json:"event"`
 }
 
-func deliveryViewOf(d *store.WebhookDelivery) *deliveryView {
+func deliveryViewOf(d *docket.WebhookDelivery) *deliveryView {
 	v := &deliveryView{
 		ID: d.ID, EventID: d.EventID, EventType: d.EventType, Status: d.State, Attempts: d.Attempts,
 		LastError: d.LastError, CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), Event: d.Payload,
@@ -99,7 +98,7 @@ func deliveryViewOf(d *store.WebhookDelivery) *deliveryView {
 		code := d.LastStatusCode
 		v.LastStatusCode = &code
 	}
-	if d.State == store.DeliveryPending {
+	if d.State == docket.WebhookDeliveryPending {
 		v.NextAttemptAt = timePtr(d.NextAttemptAt)
 	}
 	v.LastAttemptAt, v.FinishedAt = timePtr(d.LastAttemptAt), timePtr(d.FinishedAt)
@@ -111,7 +110,7 @@ type deliveriesResponse struct {
 }
 
 // webhooks is the configured service, or a 503 when there is none.
-func (s *Server) webhooks() (*webhook.Service, error) {
+func (s *Server) webhooks() (*docket.Webhooks, error) {
 	if s.cfg.Webhooks == nil {
 		return nil, problem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			"webhooks are not available on this server")
@@ -119,15 +118,10 @@ func (s *Server) webhooks() (*webhook.Service, error) {
 	return s.cfg.Webhooks, nil
 }
 
-// webhookProblem maps the webhook service's errors to problems.
+// webhookProblem names what was not found; other errors map as usual
+// (a *docket.ValidationError names the field).
 func webhookProblem(err error) error {
-	var verr *webhook.ValidationError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &verr):
-		return invalidField(verr.Field, verr.Message)
-	case webhook.IsNotFound(err):
+	if errors.Is(err, docket.ErrNotFound) {
 		return notFound("no such webhook")
 	}
 	return err
@@ -224,13 +218,13 @@ func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) 
 		}
 		limit = n
 	}
-	state := store.WebhookDeliveryState(q.Get("status"))
+	state := docket.WebhookDeliveryState(q.Get("status"))
 	switch state {
-	case "", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead:
+	case "", docket.WebhookDeliveryPending, docket.WebhookDeliveryDelivered, docket.WebhookDeliveryDead:
 	default:
 		return 0, nil, invalidField("status", "must be PENDING, DELIVERED or DEAD")
 	}
-	ds, err := svc.Deliveries(ctx, id, state, limit)
+	ds, err := svc.Deliveries(ctx, id, docket.WebhookDeliveriesParams{State: state, Limit: limit})
 	if err != nil {
 		return 0, nil, webhookProblem(err)
 	}
@@ -258,7 +252,7 @@ func (s *Server) redeliver(ctx context.Context, r *http.Request, _ *Empty) (int,
 		return 0, nil, err
 	}
 	d, err := svc.Redeliver(ctx, id, deliveryID)
-	if webhook.IsNotFound(err) {
+	if errors.Is(err, docket.ErrNotFound) {
 		return 0, nil, notFound("no such delivery of this webhook")
 	}
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/testdb"
-	"github.com/docket-run/docket/internal/webhook"
 )
 
 // withWebhooks gives the server a webhook service with short timings,
@@ -134,7 +133,7 @@ func TestWebhookDeliveriesAndRedeliver(t *testing.T) {
 			body, _ := io.ReadAll(r.Body)
 			mu.Lock()
 			defer mu.Unlock()
-			if err := webhook.Verify(hookSecret, r.Header.Get("X-Docket-Signature"), r.Header.Get("X-Docket-Timestamp"), body); err != nil {
+			if err := docket.VerifyWebhook(hookSecret, r.Header.Get("X-Docket-Signature"), r.Header.Get("X-Docket-Timestamp"), body); err != nil {
 				t.Errorf("delivery %s: %v", r.Header.Get("X-Docket-Event-Id"), err)
 			}
 			got = append(got, r.Header.Get("X-Docket-Event-Id"))
