@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,6 +189,9 @@ const (
 	JobStateDead     = job.StateDead
 	JobStateCanceled = job.StateCanceled
 )
+
+// JobStates lists every job state, in lifecycle order.
+func JobStates() []JobState { return slices.Clone(job.States) }
 
 // JobAttempt is one execution of a job.
 type JobAttempt = job.Attempt

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/natsembed"
 )
 
 // TestEventsFlowWhileAWorkerWithoutThemLeads: a worker that has no event
@@ -40,7 +40,10 @@ func TestEventsFlowWhileAWorkerWithoutThemLeads(t *testing.T) {
 		require.NoError(t, err)
 		plain.waitState(t, res.Job.ID, docket.JobStateSuccess)
 
-		bus, err := events.OpenBus(ctx, events.BusConfig{Dir: t.TempDir()})
+		srv, err := natsembed.Start(t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(srv.Close)
+		bus, err := docket.OpenEventBus(ctx, docket.EventBusConfig{Embedded: srv})
 		require.NoError(t, err)
 		t.Cleanup(bus.Close)
 		ecfg := fastConfig()

@@ -19,7 +19,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
-	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/natsembed"
 )
 
 // serveConfig is every setting of docket serve. Each is a flag and an
@@ -323,18 +323,47 @@ func (c *serveConfig) workerConfig() docket.WorkerConfig {
 	}
 }
 
-// busConfig is the event bus: the external NATS of DOCKET_NATS_URL, or an
-// embedded server storing its stream in DOCKET_NATS_DIR, by default next
-// to the SQLite file (docket.db-nats) or, with PostgreSQL, in docket-nats.
-func (c *serveConfig) busConfig(logger *slog.Logger) events.BusConfig {
-	dir := c.NATSDir
-	if dir == "" && c.NATSURL == "" {
-		dir = "docket-nats"
-		if path, ok := strings.CutPrefix(c.DatabaseURL, "sqlite:"); ok {
-			dir = strings.TrimPrefix(path, "//") + "-nats"
-		}
+// natsDir is the embedded server's storage: DOCKET_NATS_DIR, by default
+// next to the SQLite file (docket.db-nats) or, with PostgreSQL, docket-nats.
+// Empty with an external NATS (DOCKET_NATS_URL).
+func (c *serveConfig) natsDir() string {
+	if c.NATSURL != "" {
+		return ""
 	}
-	return events.BusConfig{URL: c.NATSURL, Dir: dir, Logger: logger}
+	if c.NATSDir != "" {
+		return c.NATSDir
+	}
+	if path, ok := strings.CutPrefix(c.DatabaseURL, "sqlite:"); ok {
+		return strings.TrimPrefix(path, "//") + "-nats"
+	}
+	return "docket-nats"
+}
+
+// openBus opens the event bus: the external NATS of DOCKET_NATS_URL, or a
+// server embedded in this process (package natsembed: serve is what links
+// it). close closes the bus, then the embedded server.
+func (c *serveConfig) openBus(ctx context.Context, logger *slog.Logger) (bus *docket.EventBus, close func(), err error) {
+	cfg := docket.EventBusConfig{URL: c.NATSURL, Logger: logger}
+	var srv *natsembed.Server
+	if c.NATSURL == "" {
+		if srv, err = natsembed.Start(c.natsDir()); err != nil {
+			return nil, nil, err
+		}
+		cfg.Embedded = srv
+	}
+	bus, err = docket.OpenEventBus(ctx, cfg)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, nil, err
+	}
+	return bus, func() {
+		bus.Close()
+		if srv != nil {
+			srv.Close()
+		}
+	}, nil
 }
 
 // webhookAllowHosts splits DOCKET_WEBHOOK_ALLOW_HOSTS.
@@ -419,11 +448,11 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 
 	// Events wait in the outbox while the bus is down: an external server
 	// that is not up yet does not stop serve; /healthz reports it.
-	bus, err := events.OpenBus(ctx, cfg.busConfig(logger))
+	bus, closeBus, err := cfg.openBus(ctx, logger)
 	if err != nil {
 		return fmt.Errorf("event bus: %w", err)
 	}
-	defer bus.Close() // after the worker (and its relay) stopped
+	defer closeBus() // after the worker (and its relay) stopped
 	relay := client.NewEventRelay(bus, docket.EventRelayConfig{Retention: cfg.EventRetention})
 
 	// No handlers run in serve yet: the worker takes its turn as leader for

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/events"
 )
 
 // Defaults of the SSE streams (Config.EventHeartbeat, Config.EventPoll).
@@ -51,7 +50,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.stream(w, r, f, func(ctx context.Context, h *docket.EventHistory) (events.Cursor, error) { return h.Tail(ctx) })
+	s.stream(w, r, f, func(ctx context.Context, h *docket.EventHistory) (docket.EventCursor, error) { return h.Tail(ctx) })
 }
 
 // streamJobEvents serves GET /v1/jobs/{jobId}/events: one job's state
@@ -72,12 +71,14 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.JobID = id
-	s.stream(w, r, f, func(context.Context, *docket.EventHistory) (events.Cursor, error) { return events.Cursor{}, nil })
+	s.stream(w, r, f, func(context.Context, *docket.EventHistory) (docket.EventCursor, error) {
+		return docket.EventCursor{}, nil
+	})
 }
 
 // eventFilter reads ?types=a,b.
-func eventFilter(r *http.Request) (events.Filter, error) {
-	var f events.Filter
+func eventFilter(r *http.Request) (docket.EventFilter, error) {
+	var f docket.EventFilter
 	if v := r.URL.Query().Get("types"); v != "" {
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
@@ -93,7 +94,7 @@ func eventFilter(r *http.Request) (events.Filter, error) {
 // stream writes the history after the start cursor (or after the event of
 // Last-Event-ID) as SSE, then new events as they are published, until the
 // client goes or the server shuts down.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Filter, start func(context.Context, *docket.EventHistory) (events.Cursor, error)) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFilter, start func(context.Context, *docket.EventHistory) (docket.EventCursor, error)) {
 	ctx := r.Context()
 	h := s.client.EventHistory()
 	// Subscribed before the start is read: nothing published after it is
@@ -101,19 +102,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Filter,
 	wake, unsubscribe := h.Wake()
 	defer unsubscribe()
 
-	var cur events.Cursor
+	var cur docket.EventCursor
 	var err error
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
 		last = r.URL.Query().Get(lastEventIDParam)
 	}
 	if last != "" {
-		if _, _, perr := events.ParseEventID(last); perr != nil {
+		if perr := docket.CheckEventID(last); perr != nil {
 			s.fail(w, r, invalidField("Last-Event-ID", perr.Error()))
 			return
 		}
 		cur, err = h.After(ctx, last)
-		if errors.Is(err, events.ErrNotInHistory) {
+		if errors.Is(err, docket.ErrEventNotInHistory) {
 			err = problem(http.StatusGone, "event-gone", "Event not in the history",
 				fmt.Sprintf("event %s is not in the event history (pruned after the retention period, or never published): resuming after it would leave a gap", last))
 		}
@@ -174,7 +175,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Filter,
 
 // writeEvent writes one SSE event: id, type, and the envelope as data
 // (JSON on one line).
-func writeEvent(w http.ResponseWriter, ev *events.Envelope) error {
+func writeEvent(w http.ResponseWriter, ev *docket.Event) error {
 	data, err := json.Marshal(ev) // compact: one line
 	if err != nil {
 		return err

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/events"
 	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/natsembed"
 )
 
 // sseEvent is one event of a stream; Comment is set for comment lines.
@@ -104,7 +104,10 @@ func eventsSetup(t *testing.T, backend testdb.Backend, opts ...option) *bundle {
 	t.Helper()
 	opts = append(opts, func(c *Config) { c.EventPoll = 50 * time.Millisecond })
 	b := setup(t, backend, opts...)
-	bus, err := events.OpenBus(t.Context(), events.BusConfig{Dir: t.TempDir()})
+	srv, err := natsembed.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	bus, err := docket.OpenEventBus(t.Context(), docket.EventBusConfig{Embedded: srv})
 	require.NoError(t, err)
 	t.Cleanup(bus.Close)
 	relay := b.client.NewEventRelay(bus, docket.EventRelayConfig{PollInterval: 10 * time.Millisecond})
@@ -114,11 +117,11 @@ func eventsSetup(t *testing.T, backend testdb.Backend, opts ...option) *bundle {
 }
 
 // history is every published event, in publish order, that f selects.
-func (b *bundle) history(t *testing.T, f events.Filter) []events.Envelope {
+func (b *bundle) history(t *testing.T, f docket.EventFilter) []docket.Event {
 	t.Helper()
 	h := b.client.EventHistory()
-	var out []events.Envelope
-	cur := events.Cursor{}
+	var out []docket.Event
+	cur := docket.EventCursor{}
 	for {
 		evs, next, err := h.Read(t.Context(), cur, f, 100)
 		require.NoError(t, err)
@@ -166,11 +169,11 @@ func (b *bundle) makeEvents(t *testing.T, n int) []uuid.UUID {
 	return ids
 }
 
-func requireEnvelope(t *testing.T, want events.Envelope, got sseEvent) {
+func requireEnvelope(t *testing.T, want docket.Event, got sseEvent) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
 	require.Equal(t, want.Type, got.Event)
-	var env events.Envelope
+	var env docket.Event
 	require.NoError(t, json.Unmarshal([]byte(got.Data), &env))
 	require.Equal(t, want.ID, env.ID)
 	require.Equal(t, want.Subject, env.Subject)
@@ -191,7 +194,7 @@ func TestSSEResumeWithoutGapsOrDuplicates(t *testing.T) {
 
 		second := b.stream(t, docket.RoleViewer, "/v1/events", "Last-Event-ID", seen[len(seen)-1].ID)
 		seen = append(seen, second.read(t, 30-len(seen))...)
-		want := b.history(t, events.Filter{})
+		want := b.history(t, docket.EventFilter{})
 		require.Len(t, want, 30)
 		require.Len(t, seen, len(want))
 		for i := range want {
@@ -200,7 +203,7 @@ func TestSSEResumeWithoutGapsOrDuplicates(t *testing.T) {
 		// And live: new events arrive on the open stream.
 		b.makeEvents(t, 1)
 		live := second.read(t, 2)
-		want = b.history(t, events.Filter{})
+		want = b.history(t, docket.EventFilter{})
 		requireEnvelope(t, want[30], live[0])
 		requireEnvelope(t, want[31], live[1])
 	})
@@ -217,7 +220,7 @@ func TestSSEResumeInsideARow(t *testing.T) {
 	require.NoError(t, err)
 	b.makeEvents(t, 2)
 	b.waitPublished(t)
-	want := b.history(t, events.Filter{})
+	want := b.history(t, docket.EventFilter{})
 	require.Len(t, want, 8)
 	require.True(t, strings.HasSuffix(want[1].ID, "-1"), "the batch is one row: %s", want[1].ID)
 	// Resume after the second event of the batch's row, by query parameter.
@@ -233,12 +236,12 @@ func TestSSEFilters(t *testing.T) {
 	b := eventsSetup(t, testdb.Backends()[0])
 	ids := b.makeEvents(t, 4)
 	b.waitPublished(t)
-	all := b.history(t, events.Filter{})
+	all := b.history(t, docket.EventFilter{})
 	require.Len(t, all, 6)
 
 	// One job: its whole kept history, then nothing else.
 	job := b.stream(t, docket.RoleViewer, "/v1/jobs/"+ids[0].String()+"/events")
-	want := b.history(t, events.Filter{JobID: ids[0]})
+	want := b.history(t, docket.EventFilter{JobID: ids[0]})
 	require.Len(t, want, 2, "inserted and canceled")
 	got := job.read(t, 2)
 	for i := range got {
@@ -248,7 +251,7 @@ func TestSSEFilters(t *testing.T) {
 	// Types and job id on the whole stream, from the start (the first
 	// event's id as Last-Event-ID resumes after it).
 	s := b.stream(t, docket.RoleViewer, "/v1/events?types=job.state_changed&jobId="+ids[2].String(), "Last-Event-ID", all[0].ID)
-	want = b.history(t, events.Filter{JobID: ids[2]})
+	want = b.history(t, docket.EventFilter{JobID: ids[2]})
 	got = s.read(t, 2)
 	for i := range got {
 		requireEnvelope(t, want[i], got[i])
@@ -259,9 +262,9 @@ func TestSSEFilters(t *testing.T) {
 	require.NoError(t, err)
 	b.waitPublished(t)
 	got = job.read(t, 1)
-	want = b.history(t, events.Filter{JobID: ids[0]})
+	want = b.history(t, docket.EventFilter{JobID: ids[0]})
 	requireEnvelope(t, want[2], got[0])
-	progress := b.history(t, events.Filter{Types: []string{"job.progress"}})
+	progress := b.history(t, docket.EventFilter{Types: []string{"job.progress"}})
 	require.Empty(t, progress)
 }
 
@@ -287,7 +290,7 @@ func TestSSEErrors(t *testing.T) {
 	b := eventsSetup(t, testdb.Backends()[0])
 	ids := b.makeEvents(t, 1)
 	b.waitPublished(t)
-	all := b.history(t, events.Filter{})
+	all := b.history(t, docket.EventFilter{})
 
 	p := b.do(t, docket.RoleViewer, "GET", "/v1/events", nil, "Last-Event-ID", "nope").Problem(t, http.StatusBadRequest)
 	require.Equal(t, "Last-Event-ID", p.Errors[0].Field)
@@ -307,7 +310,7 @@ func TestSSEErrors(t *testing.T) {
 	s := b.stream(t, docket.RoleViewer, "/v1/events", "Last-Event-ID", all[len(all)-1].ID)
 	b.makeEvents(t, 1)
 	got := s.read(t, 2)
-	all = b.history(t, events.Filter{})
+	all = b.history(t, docket.EventFilter{})
 	requireEnvelope(t, all[len(all)-2], got[0])
 }
 

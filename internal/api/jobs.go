@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/job"
 )
 
 // Limits of the jobs API.
@@ -546,8 +545,9 @@ func decodeCursor(s string) (uuid.UUID, error) {
 type stateCounts map[docket.JobState]int
 
 func newStateCounts() stateCounts {
-	c := make(stateCounts, len(job.States))
-	for _, st := range job.States {
+	states := docket.JobStates()
+	c := make(stateCounts, len(states))
+	for _, st := range states {
 		c[st] = 0
 	}
 	return c

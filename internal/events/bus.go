@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -23,20 +23,26 @@ const (
 	DuplicateWindowDefault = 5 * time.Minute
 	StreamMaxAgeDefault    = 7 * 24 * time.Hour
 	PublishTimeoutDefault  = 10 * time.Second
-	// embeddedStartTimeout bounds how long the embedded server may take to
-	// accept connections (it recovers its JetStream storage first).
-	embeddedStartTimeout = time.Minute
 )
+
+// InProcessServer is a NATS server running in this process, reached
+// without a socket (package natsembed's Server). The bus only connects to
+// it: whoever started it stops it, after closing the bus. Keeping the
+// server behind this interface keeps the NATS server out of the binaries
+// of programs that do not embed one.
+type InProcessServer interface {
+	InProcessConn() (net.Conn, error)
+	String() string
+}
 
 // BusConfig configures the event bus.
 type BusConfig struct {
 	// URL of an external NATS server or cluster with JetStream, e.g.
-	// "nats://127.0.0.1:4222" (several comma-separated). Empty starts an
-	// embedded server in this process, reached in-process only.
+	// "nats://127.0.0.1:4222" (several comma-separated).
 	URL string
-	// Dir is the embedded server's JetStream storage directory (required
-	// when URL is empty).
-	Dir string
+	// Embedded is the in-process server to use instead; exactly one of URL
+	// and Embedded is required.
+	Embedded InProcessServer
 	// DuplicateWindow: JetStream drops a message whose Nats-Msg-Id it saw
 	// within this window, so an event the relay publishes again (it
 	// crashed between publishing and marking rows published) is stored
@@ -70,8 +76,8 @@ func (c BusConfig) WithDefaults() BusConfig {
 
 // Validate reports an invalid configuration.
 func (c BusConfig) Validate() error {
-	if c.URL == "" && c.Dir == "" {
-		return errors.New("invalid BusConfig: an embedded bus (no URL) needs a storage Dir")
+	if (c.URL == "") == (c.Embedded == nil) {
+		return errors.New("invalid BusConfig: give the URL of an external NATS or an Embedded server, not both")
 	}
 	if c.DuplicateWindow > c.StreamMaxAge {
 		return fmt.Errorf("invalid BusConfig: DuplicateWindow %v exceeds StreamMaxAge %v", c.DuplicateWindow, c.StreamMaxAge)
@@ -82,23 +88,19 @@ func (c BusConfig) Validate() error {
 // ErrBusDown: the bus connection is not up; nothing was published.
 var ErrBusDown = errors.New("event bus is not connected")
 
-// Bus is the connection to NATS JetStream (and, in embedded mode, the
-// server itself). It is safe for concurrent use.
+// Bus is the connection to NATS JetStream. It is safe for concurrent use.
 type Bus struct {
-	cfg    BusConfig
-	log    *slog.Logger
-	srv    *server.Server // nil with an external URL
-	unlock func()         // of the embedded server's storage
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	cfg BusConfig
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
 
 	mu          sync.Mutex
 	streamReady bool  // the stream was created or updated on this connection
 	lastErr     error // of the last Publish; nil after a success
 }
 
-// OpenBus starts the embedded server (no URL) or connects to the external
-// one. An external server that is down does not fail OpenBus: the
+// OpenBus connects to the embedded server or to the external one. An external server that is down does not fail OpenBus: the
 // connection keeps retrying in the background, Health reports it, and
 // Publish fails with ErrBusDown until it is up. The stream is created (or
 // its configuration updated) before the first publish.
@@ -125,35 +127,14 @@ func OpenBus(ctx context.Context, cfg BusConfig) (*Bus, error) {
 		}),
 	}
 	var err error
-	if cfg.URL == "" {
-		if b.unlock, err = lockDir(cfg.Dir); err != nil {
-			return nil, err
-		}
-		b.srv, err = server.NewServer(&server.Options{
-			ServerName: "docket-embedded",
-			DontListen: true,
-			JetStream:  true,
-			StoreDir:   cfg.Dir,
-			NoSigs:     true,
-			NoLog:      true,
-		})
-		if err != nil {
-			b.unlock()
-			return nil, fmt.Errorf("embedded NATS server: %w", err)
-		}
-		b.srv.Start()
-		if !b.srv.ReadyForConnections(embeddedStartTimeout) {
-			b.shutdownServer()
-			return nil, fmt.Errorf("embedded NATS server (storage %s) did not start within %v", cfg.Dir, embeddedStartTimeout)
-		}
-		opts = append(opts, nats.InProcessServer(b.srv))
+	if cfg.Embedded != nil {
+		opts = append(opts, nats.InProcessServer(cfg.Embedded))
 		b.nc, err = nats.Connect("", opts...)
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
 		b.nc, err = nats.Connect(cfg.URL, opts...)
 	}
 	if err != nil {
-		b.shutdownServer()
 		return nil, fmt.Errorf("connect to NATS %s: %w", b.where(), err)
 	}
 	b.js, err = jetstream.New(b.nc,
@@ -173,8 +154,8 @@ func OpenBus(ctx context.Context, cfg BusConfig) (*Bus, error) {
 }
 
 func (b *Bus) where() string {
-	if b.srv != nil {
-		return "embedded server (storage " + b.cfg.Dir + ")"
+	if b.cfg.Embedded != nil {
+		return b.cfg.Embedded.String()
 	}
 	return b.cfg.URL
 }
@@ -279,23 +260,10 @@ func (b *Bus) Conn() *nats.Conn { return b.nc }
 // JetStream is the JetStream context, for durable consumers.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
-// Close drains nothing: it closes the connection and stops the embedded
-// server. Events not yet acknowledged stay unpublished in the outbox.
+// Close drains nothing: it closes the connection (not the embedded
+// server). Events not yet acknowledged stay unpublished in the outbox.
 func (b *Bus) Close() {
 	if b.nc != nil {
 		b.nc.Close()
-	}
-	b.shutdownServer()
-}
-
-func (b *Bus) shutdownServer() {
-	if b.srv != nil {
-		b.srv.Shutdown()
-		b.srv.WaitForShutdown()
-		b.srv = nil
-	}
-	if b.unlock != nil {
-		b.unlock()
-		b.unlock = nil
 	}
 }

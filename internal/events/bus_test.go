@@ -19,6 +19,7 @@ import (
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/internal/teststore"
+	"github.com/docket-run/docket/natsembed"
 )
 
 // natsServer is a real NATS server with JetStream, on loopback, started by
@@ -131,8 +132,12 @@ func TestBusEmbeddedKeepsEventsAcrossRestart(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nats")
 	ctx := t.Context()
+	var srv *natsembed.Server
 	open := func() *events.Bus {
-		b, err := events.OpenBus(ctx, events.BusConfig{Dir: dir})
+		var err error
+		srv, err = natsembed.Start(dir)
+		require.NoError(t, err)
+		b, err := events.OpenBus(ctx, events.BusConfig{Embedded: srv})
 		require.NoError(t, err)
 		return b
 	}
@@ -145,10 +150,12 @@ func TestBusEmbeddedKeepsEventsAcrossRestart(t *testing.T) {
 	require.NoError(t, b.Publish(ctx, evs))
 	require.NoError(t, b.Publish(ctx, evs), "publishing again is acknowledged (as duplicates)")
 	b.Close()
+	srv.Close()
 
 	b = open()
+	defer srv.Close()
 	defer b.Close()
-	_, err := events.OpenBus(ctx, events.BusConfig{Dir: dir})
+	_, err := natsembed.Start(dir)
 	require.ErrorContains(t, err, "in use by another embedded server", "one server per storage")
 	require.NoError(t, b.Publish(ctx, evs[:1]))
 	st, err := b.JetStream().Stream(ctx, events.StreamName)
@@ -181,8 +188,8 @@ func TestBusExternalDownAndBack(t *testing.T) {
 func TestBusConfig(t *testing.T) {
 	t.Parallel()
 	_, err := events.OpenBus(t.Context(), events.BusConfig{})
-	require.ErrorContains(t, err, "needs a storage Dir")
-	_, err = events.OpenBus(t.Context(), events.BusConfig{Dir: t.TempDir(), DuplicateWindow: time.Hour, StreamMaxAge: time.Minute})
+	require.ErrorContains(t, err, "an external NATS or an Embedded server")
+	_, err = events.OpenBus(t.Context(), events.BusConfig{URL: "nats://127.0.0.1:1", DuplicateWindow: time.Hour, StreamMaxAge: time.Minute})
 	require.ErrorContains(t, err, "exceeds StreamMaxAge")
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package events
+package natsembed
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package events
+package natsembed
 
 // lockDir does not lock where flock is missing: run one embedded server per
 // storage directory.
