@@ -223,15 +223,9 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 	if err != nil {
 		return "", err
 	}
-	row, err := c.store.JobGet(ctx, ref.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", ErrLeaseLost
-	}
+	row, err := c.heldJob(ctx, ref)
 	if err != nil {
 		return "", err
-	}
-	if row.State != job.StateRunning || row.Attempt != ref.Attempt {
-		return "", ErrLeaseLost
 	}
 	now := c.cfg.Now()
 	fin := &store.JobFinishParams{ID: ref.ID, Attempt: ref.Attempt, Outcome: job.OutcomeError, Error: message, FinishedAt: now}
@@ -272,15 +266,9 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 	if reason == "" {
 		reason = leaseReleasedDefault
 	}
-	row, err := c.store.JobGet(ctx, ref.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", ErrLeaseLost
-	}
+	row, err := c.heldJob(ctx, ref)
 	if err != nil {
 		return "", err
-	}
-	if row.State != job.StateRunning || row.Attempt != ref.Attempt {
-		return "", ErrLeaseLost
 	}
 	now := c.cfg.Now()
 	fin := &store.JobFinishParams{
@@ -297,6 +285,23 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 		return JobStateCanceled, nil
 	}
 	return fin.State, nil
+}
+
+// heldJob reads the job of a lease, ErrLeaseLost when the lease's attempt
+// no longer runs. The finish that follows is fenced all the same: this read
+// only decides which state to ask for.
+func (c *Client) heldJob(ctx context.Context, ref job.Ref) (*job.Row, error) {
+	row, err := c.store.JobGet(ctx, ref.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrLeaseLost
+	}
+	if err != nil {
+		return nil, err
+	}
+	if row.State != job.StateRunning || row.Attempt != ref.Attempt {
+		return nil, ErrLeaseLost
+	}
+	return row, nil
 }
 
 func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams) error {
