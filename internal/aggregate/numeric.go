@@ -1,0 +1,241 @@
+package aggregate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// NumericJudgment is one worker's numeric answer to one item.
+type NumericJudgment struct {
+	Item   string
+	Worker string
+	Value  float64
+}
+
+// NumericMethod names a numeric aggregation method.
+type NumericMethod string
+
+// The numeric methods.
+const (
+	// NumericMean is the plain mean of the item's answers.
+	NumericMean NumericMethod = "mean"
+	// NumericMedian is the median (the mean of the two middle answers for
+	// an even count): robust to a few wild answers.
+	NumericMedian NumericMethod = "median"
+	// NumericWeighted models each answer as truth + the worker's bias +
+	// noise of the worker's variance, estimates all three by alternating
+	// updates, and answers with the bias-corrected, inverse-variance
+	// weighted mean.
+	NumericWeighted NumericMethod = "weighted"
+)
+
+// NumericMethods lists the numeric methods.
+func NumericMethods() []NumericMethod {
+	return []NumericMethod{NumericMean, NumericMedian, NumericWeighted}
+}
+
+// NumericItem is the inferred value of one item.
+type NumericItem struct {
+	Item  string
+	Value float64
+	// StdErr is the estimated standard error of Value (0 with one answer
+	// for mean and median).
+	StdErr    float64
+	Judgments int
+}
+
+// NumericWorker is the estimated bias and noise of one worker (weighted
+// method; zero bias and the pooled deviation for the others).
+type NumericWorker struct {
+	Worker    string
+	Judgments int
+	Bias      float64
+	StdDev    float64
+}
+
+// NumericResult is the outcome of [Numeric].
+type NumericResult struct {
+	Method     NumericMethod
+	Items      []NumericItem
+	Workers    []NumericWorker
+	Iterations int
+}
+
+// Numeric aggregates numeric judgments. Items and workers keep the order of
+// their first appearance. Values must be finite.
+func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*NumericResult, error) {
+	if !slices.Contains(NumericMethods(), method) {
+		return nil, fmt.Errorf("%w: unknown numeric method %q (want mean, median or weighted)", ErrInput, method)
+	}
+	opts = opts.WithDefaults()
+	cat := make([]Judgment, len(judgments))
+	for n, j := range judgments {
+		if math.IsNaN(j.Value) || math.IsInf(j.Value, 0) {
+			return nil, fmt.Errorf("%w: judgment %d (item %q, worker %q) has value %v; want a finite number", ErrInput, n, j.Item, j.Worker, j.Value)
+		}
+		cat[n] = Judgment{Item: j.Item, Worker: j.Worker, Label: "v"}
+	}
+	x, err := newIndex(cat, Options{})
+	if err != nil {
+		return nil, err
+	}
+	// Values in the index's item-grouped order.
+	vals := make([]float64, len(judgments))
+	next := slices.Clone(x.start[:len(x.items)])
+	itemOf := make(map[string]int32, len(x.items))
+	for i, id := range x.items {
+		itemOf[id] = int32(i)
+	}
+	for _, j := range judgments {
+		i := itemOf[j.Item]
+		vals[next[i]] = j.Value
+		next[i]++
+	}
+
+	res := &NumericResult{Method: method, Items: make([]NumericItem, len(x.items)), Workers: make([]NumericWorker, len(x.workers))}
+	for i, id := range x.items {
+		res.Items[i] = NumericItem{Item: id, Judgments: int(x.start[i+1] - x.start[i])}
+	}
+	for w, id := range x.workers {
+		res.Workers[w] = NumericWorker{Worker: id, Judgments: int(x.count[w])}
+	}
+	switch method {
+	case NumericMean, NumericMedian:
+		var sorted []float64
+		for i := range x.items {
+			v := vals[x.start[i]:x.start[i+1]]
+			mean, sd := meanStd(v)
+			it := &res.Items[i]
+			it.Value = mean
+			if method == NumericMedian {
+				sorted = append(sorted[:0], v...)
+				slices.Sort(sorted)
+				n := len(sorted)
+				it.Value = (sorted[(n-1)/2] + sorted[n/2]) / 2
+			}
+			if len(v) > 1 {
+				it.StdErr = sd / math.Sqrt(float64(len(v)))
+			}
+		}
+		numericResiduals(x, vals, res, nil)
+	case NumericWeighted:
+		res.Iterations = biasVariance(x, vals, res, opts)
+	}
+	return res, nil
+}
+
+func meanStd(v []float64) (mean, sd float64) {
+	for _, f := range v {
+		mean += f
+	}
+	mean /= float64(len(v))
+	if len(v) < 2 {
+		return mean, 0
+	}
+	for _, f := range v {
+		sd += (f - mean) * (f - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(v)-1))
+}
+
+// numericResiduals fills each worker's StdDev (and, with bias, their bias)
+// from the residuals against the items' values.
+func numericResiduals(x *index, vals []float64, res *NumericResult, bias []float64) {
+	sq := make([]float64, len(x.workers))
+	for i := range x.items {
+		for j := x.start[i]; j < x.start[i+1]; j++ {
+			w := x.worker[j]
+			r := vals[j] - res.Items[i].Value
+			if bias != nil {
+				r -= bias[w]
+			}
+			sq[w] += r * r
+		}
+	}
+	for w := range res.Workers {
+		res.Workers[w].StdDev = math.Sqrt(sq[w] / float64(x.count[w]))
+		if bias != nil {
+			res.Workers[w].Bias = bias[w]
+		}
+	}
+}
+
+// biasVariance fits value = truth + bias[w] + noise(σ²[w]). A worker's bias
+// and variance are shrunk toward 0 and the pooled variance by a prior worth
+// two answers, so a worker with one answer is neither trusted fully nor
+// ignored; the biases are centred on their answer-weighted mean so the
+// scale stays the crowd's. It returns the iterations run.
+func biasVariance(x *index, vals []float64, res *NumericResult, opts Options) int {
+	const priorN = 2.0
+	nW := len(x.workers)
+	bias := make([]float64, nW)
+	variance := make([]float64, nW)
+	value := make([]float64, len(x.items))
+	// Start from the medians and the pooled variance.
+	var sorted []float64
+	for i := range x.items {
+		sorted = append(sorted[:0], vals[x.start[i]:x.start[i+1]]...)
+		slices.Sort(sorted)
+		n := len(sorted)
+		value[i] = (sorted[(n-1)/2] + sorted[n/2]) / 2
+	}
+	sum := make([]float64, nW)
+	sq := make([]float64, nW)
+	it := 0
+	for it < opts.MaxIterations {
+		it++
+		// Worker bias and variance from the residuals.
+		clear(sum)
+		clear(sq)
+		var pooled float64
+		for i := range x.items {
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				r := vals[j] - value[i]
+				sum[x.worker[j]] += r
+				pooled += r * r
+			}
+		}
+		pooled = pooled/float64(max(len(vals), 1)) + 1e-12
+		var centre float64
+		for w := range bias {
+			bias[w] = sum[w] / (float64(x.count[w]) + priorN)
+			centre += bias[w] * float64(x.count[w])
+		}
+		centre /= float64(max(len(vals), 1))
+		for w := range bias {
+			bias[w] -= centre
+		}
+		for i := range x.items {
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				r := vals[j] - value[i] - bias[x.worker[j]]
+				sq[x.worker[j]] += r * r
+			}
+		}
+		for w := range variance {
+			variance[w] = (sq[w] + priorN*pooled) / (float64(x.count[w]) + priorN)
+		}
+		// Item values: the inverse-variance weighted, bias-corrected mean.
+		var delta float64
+		for i := range x.items {
+			var num, den float64
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				w := x.worker[j]
+				num += (vals[j] - bias[w]) / variance[w]
+				den += 1 / variance[w]
+			}
+			v := num / den
+			delta = max(delta, math.Abs(v-value[i])/math.Sqrt(pooled))
+			value[i] = v
+			res.Items[i].StdErr = math.Sqrt(1 / den)
+		}
+		if delta < opts.Tolerance {
+			break
+		}
+	}
+	for i := range x.items {
+		res.Items[i].Value = value[i]
+	}
+	numericResiduals(x, vals, res, bias)
+	return it
+}

@@ -1,0 +1,77 @@
+package crowdcsv
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func readAll(t *testing.T, in string, cols ...string) ([][]string, error) {
+	t.Helper()
+	r, err := NewReader(strings.NewReader(in), cols...)
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	for {
+		row, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, append([]string(nil), row...))
+	}
+}
+
+func TestReader(t *testing.T) {
+	t.Parallel()
+	rows, err := readAll(t, "\uFEFFWorker,extra,item,label\nw1,x,i1,a\r\n\"w 2\", y ,i2, b \n", "item", "worker", "label")
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"i1", "w1", "a"}, {"i2", "w 2", "b"}}, rows)
+
+	for _, tc := range []struct{ in, want string }{
+		{"", "line 1: empty file; want a header row with the columns item,worker,label"},
+		{"item,label\n", `line 1: the header row "item,label" lacks the column(s) worker`},
+		{"item,worker,label\ni1,w1,a\ni2,w2\n", "line 3: wrong number of fields"},
+		{"item,worker,label\ni1,w1,a\ni2,,b\n", "line 3: column 2 is empty"},
+		{"item,worker,label\ni1,w1,a\n\"i2,w2,b\n", "line 3"},
+	} {
+		_, err := readAll(t, tc.in, "item", "worker", "label")
+		require.ErrorContains(t, err, tc.want, tc.in)
+	}
+}
+
+// FuzzReader: any input either reads or fails with an error that names a
+// line; it never panics.
+func FuzzReader(f *testing.F) {
+	f.Add("item,worker,label\ni1,w1,a\n")
+	f.Add("item,worker,label\ni1,w1\n")
+	f.Add("label,item,worker\n\"x\"\"y\",i,w\n")
+	f.Add("\uFEFFitem,worker,label\r\n\"unterminated\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		r, err := NewReader(strings.NewReader(in), "item", "worker", "label")
+		if err != nil {
+			require.Contains(t, err.Error(), "line ")
+			return
+		}
+		for {
+			row, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				require.Contains(t, err.Error(), "line ")
+				return
+			}
+			require.Len(t, row, 3)
+			for _, f := range row {
+				require.NotEmpty(t, f)
+			}
+		}
+	})
+}
