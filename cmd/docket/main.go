@@ -32,6 +32,7 @@ func rootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand())
+	root.AddCommand(aggregateCommand())
 	return root
 }
 

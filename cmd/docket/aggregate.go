@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/docket-run/docket/internal/aggregate"
+	"github.com/docket-run/docket/internal/crowdcsv"
+)
+
+// progressMinBytes is the judgments file size from which docket aggregate
+// shows a progress bar (when stderr is a terminal).
+const progressMinBytes = 16 << 20
+
+type aggregateFlags struct {
+	method   string
+	gold     string
+	truth    string
+	trust    string
+	format   string
+	out      string
+	numeric  bool
+	progress string
+}
+
+func aggregateCommand() *cobra.Command {
+	var fl aggregateFlags
+	cmd := &cobra.Command{
+		Use:   "aggregate [flags] JUDGMENTS.csv",
+		Short: "Infer each item's answer from crowd judgments (truth inference)",
+		Long: `Infer each item's answer, with a confidence, from a CSV of judgments
+(header row, columns item,worker,label; other columns are ignored).
+
+The answers go to stdout (or --out) as item,label,confidence CSV, or JSON
+lines with -o jsonl. With --truth (columns item,label) the accuracy on the
+items that have a truth and at least one judgment goes to stderr, with the
+count of truth items that had no judgment; --method all prints one row per
+method instead of answers.
+
+Categorical methods: majority, weighted (needs --trust, columns
+worker,trust), wawa, zencrowd, ds, auto (the default, see
+docs/aggregation.md). With --numeric the labels are numbers and the methods
+are mean, median and weighted (bias and variance per worker); --truth then
+reports MAE and RMSE as well.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAggregate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], fl)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.method, "method", string(aggregate.MethodAuto), "method, or all to compare every method")
+	f.StringVar(&fl.gold, "gold", "", "CSV of known answers (item,label): clamped, and they inform worker quality")
+	f.StringVar(&fl.truth, "truth", "", "CSV of true answers (item,label) to score the result against")
+	f.StringVar(&fl.trust, "trust", "", "CSV of worker trust (worker,trust) for --method weighted")
+	f.StringVarP(&fl.format, "output", "o", "csv", "csv or jsonl")
+	f.StringVar(&fl.out, "out", "", "write the answers to this file instead of stdout")
+	f.BoolVar(&fl.numeric, "numeric", false, "labels are numbers: methods mean, median, weighted")
+	f.StringVar(&fl.progress, "progress", "auto", "progress bar on stderr: auto (big files on a terminal), always, never")
+	return cmd
+}
+
+func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) error {
+	if fl.format != "csv" && fl.format != "jsonl" {
+		return fmt.Errorf("--output %q: want csv or jsonl", fl.format)
+	}
+	if fl.progress != "auto" && fl.progress != "always" && fl.progress != "never" {
+		return fmt.Errorf("--progress %q: want auto, always or never", fl.progress)
+	}
+	if fl.numeric {
+		return runAggregateNumeric(stdout, stderr, path, fl)
+	}
+	methods := []aggregate.Method{}
+	if fl.method == "all" {
+		methods = aggregate.Methods()
+	} else {
+		m, err := aggregate.ParseMethod(fl.method)
+		if err != nil {
+			return fmt.Errorf("--method: %w", err)
+		}
+		methods = append(methods, m)
+	}
+	var opts aggregate.Options
+	var err error
+	if fl.gold != "" {
+		if opts.Gold, err = readPairs(fl.gold, "item", "label"); err != nil {
+			return err
+		}
+	}
+	if fl.trust != "" {
+		pairs, err := readPairs(fl.trust, "worker", "trust")
+		if err != nil {
+			return err
+		}
+		opts.Trust = make(map[string]float64, len(pairs))
+		for w, s := range pairs {
+			t, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(t >= 0) || math.IsInf(t, 1) {
+				return fmt.Errorf("%s: trust of worker %q is %q; want a finite number ≥ 0", fl.trust, w, s)
+			}
+			opts.Trust[w] = t
+		}
+	}
+	var truth map[string]string
+	if fl.truth != "" {
+		if truth, err = readPairs(fl.truth, "item", "label"); err != nil {
+			return err
+		}
+	}
+	var judgments []aggregate.Judgment
+	err = readJudgments(path, stderr, fl.progress, func(row []string, _ int) error {
+		judgments = append(judgments, aggregate.Judgment{Item: row[0], Worker: row[1], Label: row[2]})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	if fl.method == "all" {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "METHOD\tACCURACY\tCORRECT\tSCORED\tITERATIONS\tTIME")
+		for _, m := range methods {
+			start := time.Now()
+			res, err := aggregate.Categorical(m, judgments, opts)
+			if err != nil {
+				return err
+			}
+			took := time.Since(start)
+			acc, correct, scored := "-", "-", "-"
+			if truth != nil {
+				s := scoreCategorical(res, truth)
+				acc, correct, scored = fmt.Sprintf("%.2f%%", s.accuracy()), strconv.Itoa(s.correct), strconv.Itoa(s.scored)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m, acc, correct, scored, res.Iterations, took.Round(time.Microsecond))
+		}
+		return tw.Flush()
+	}
+
+	res, err := aggregate.Categorical(methods[0], judgments, opts)
+	if err != nil {
+		return err
+	}
+	if err := writeAnswers(stdout, fl, func(w *bufio.Writer) error {
+		if fl.format == "csv" {
+			cw := csv.NewWriter(w)
+			_ = cw.Write([]string{"item", "label", "confidence"})
+			for _, it := range res.Items {
+				_ = cw.Write([]string{it.Item, it.Label, strconv.FormatFloat(it.Confidence, 'g', 6, 64)})
+			}
+			cw.Flush()
+			return cw.Error()
+		}
+		enc := json.NewEncoder(w)
+		for _, it := range res.Items {
+			dist := make(map[string]float64, len(res.Classes))
+			for c, p := range it.Distribution {
+				dist[res.Classes[c]] = p
+			}
+			if err := enc.Encode(struct {
+				Item         string             `json:"item"`
+				Label        string             `json:"label"`
+				Confidence   float64            `json:"confidence"`
+				Distribution map[string]float64 `json:"distribution"`
+				Judgments    int                `json:"judgments"`
+				Gold         bool               `json:"gold,omitempty"`
+			}{it.Item, it.Label, it.Confidence, dist, it.Judgments, it.Gold}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if truth != nil {
+		s := scoreCategorical(res, truth)
+		fmt.Fprintf(stderr, "method %s: accuracy %.2f%% (%d of %d items with truth and a judgment); %d truth items had no judgment\n",
+			res.Method, s.accuracy(), s.correct, s.scored, s.unjudged)
+	}
+	return nil
+}
+
+type score struct{ correct, scored, unjudged int }
+
+func (s score) accuracy() float64 {
+	if s.scored == 0 {
+		return 0
+	}
+	return 100 * float64(s.correct) / float64(s.scored)
+}
+
+func scoreCategorical(res *aggregate.Result, truth map[string]string) score {
+	var s score
+	for _, it := range res.Items {
+		t, ok := truth[it.Item]
+		if !ok || it.Judgments == 0 {
+			continue
+		}
+		s.scored++
+		if t == it.Label {
+			s.correct++
+		}
+	}
+	s.unjudged = len(truth) - s.scored
+	return s
+}
+
+func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlags) error {
+	var methods []aggregate.NumericMethod
+	switch fl.method {
+	case "all":
+		methods = aggregate.NumericMethods()
+	case string(aggregate.MethodAuto):
+		methods = []aggregate.NumericMethod{aggregate.NumericWeighted}
+	default:
+		methods = []aggregate.NumericMethod{aggregate.NumericMethod(fl.method)}
+	}
+	if fl.gold != "" || fl.trust != "" {
+		return errors.New("--gold and --trust are for categorical labels, not with --numeric")
+	}
+	var judgments []aggregate.NumericJudgment
+	err := readJudgments(path, stderr, fl.progress, func(row []string, line int) error {
+		v, err := strconv.ParseFloat(row[2], 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("line %d: label %q is not a finite number", line, row[2])
+		}
+		judgments = append(judgments, aggregate.NumericJudgment{Item: row[0], Worker: row[1], Value: v})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var truth map[string]float64
+	if fl.truth != "" {
+		pairs, err := readPairs(fl.truth, "item", "label")
+		if err != nil {
+			return err
+		}
+		truth = make(map[string]float64, len(pairs))
+		for item, s := range pairs {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return fmt.Errorf("%s: truth of item %q is %q, not a number", fl.truth, item, s)
+			}
+			truth[item] = v
+		}
+	}
+	score := func(res *aggregate.NumericResult) (mae, rmse float64, n int) {
+		for _, it := range res.Items {
+			if t, ok := truth[it.Item]; ok {
+				d := it.Value - t
+				mae += math.Abs(d)
+				rmse += d * d
+				n++
+			}
+		}
+		if n > 0 {
+			mae, rmse = mae/float64(n), math.Sqrt(rmse/float64(n))
+		}
+		return mae, rmse, n
+	}
+	if fl.method == "all" {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "METHOD\tMAE\tRMSE\tSCORED\tITERATIONS\tTIME")
+		for _, m := range methods {
+			start := time.Now()
+			res, err := aggregate.Numeric(m, judgments, aggregate.Options{})
+			if err != nil {
+				return err
+			}
+			took := time.Since(start)
+			mae, rmse, n := score(res)
+			fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%d\t%d\t%s\n", m, mae, rmse, n, res.Iterations, took.Round(time.Microsecond))
+		}
+		return tw.Flush()
+	}
+	res, err := aggregate.Numeric(methods[0], judgments, aggregate.Options{})
+	if err != nil {
+		return err
+	}
+	if err := writeAnswers(stdout, fl, func(w *bufio.Writer) error {
+		if fl.format == "csv" {
+			cw := csv.NewWriter(w)
+			_ = cw.Write([]string{"item", "value", "stderr"})
+			for _, it := range res.Items {
+				_ = cw.Write([]string{it.Item, strconv.FormatFloat(it.Value, 'g', -1, 64), strconv.FormatFloat(it.StdErr, 'g', 6, 64)})
+			}
+			cw.Flush()
+			return cw.Error()
+		}
+		enc := json.NewEncoder(w)
+		for _, it := range res.Items {
+			if err := enc.Encode(struct {
+				Item      string  `json:"item"`
+				Value     float64 `json:"value"`
+				StdErr    float64 `json:"stdErr"`
+				Judgments int     `json:"judgments"`
+			}{it.Item, it.Value, it.StdErr, it.Judgments}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if truth != nil {
+		mae, rmse, n := score(res)
+		fmt.Fprintf(stderr, "method %s: MAE %.4g, RMSE %.4g (%d items with truth and a judgment); %d truth items had no judgment\n",
+			res.Method, mae, rmse, n, len(truth)-n)
+	}
+	return nil
+}
+
+// writeAnswers runs write on a buffered stdout or --out file.
+func writeAnswers(stdout io.Writer, fl aggregateFlags, write func(*bufio.Writer) error) error {
+	dst := stdout
+	if fl.out != "" {
+		f, err := os.Create(fl.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dst = f
+	}
+	w := bufio.NewWriterSize(dst, 1<<16)
+	if err := write(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if f, ok := dst.(*os.File); ok && fl.out != "" {
+		return f.Close()
+	}
+	return nil
+}
+
+// readJudgments streams the item,worker,label rows of path into fn, with a
+// progress bar on stderr for big files.
+func readJudgments(path string, stderr io.Writer, progress string, fn func(row []string, line int) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var src io.Reader = f
+	if st, err := f.Stat(); err == nil && showProgress(progress, st.Size(), stderr) {
+		bar := &progressReader{r: f, total: st.Size(), out: stderr, name: path}
+		defer bar.done()
+		src = bar
+	}
+	r, err := crowdcsv.NewReader(bufio.NewReaderSize(src, 1<<16), "item", "worker", "label")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for {
+		row, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := fn(row, r.Line()); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
+
+// readPairs reads a two-column CSV (by header names) into a map; a key
+// given twice is an error.
+func readPairs(path, key, value string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := crowdcsv.NewReader(bufio.NewReader(f), key, value)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make(map[string]string)
+	for {
+		row, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if _, dup := out[row[0]]; dup {
+			return nil, fmt.Errorf("%s: line %d: %s %q appears twice", path, r.Line(), key, row[0])
+		}
+		out[row[0]] = row[1]
+	}
+}
+
+func showProgress(mode string, size int64, stderr io.Writer) bool {
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	f, ok := stderr.(*os.File)
+	if !ok || size < progressMinBytes {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressReader draws a progress bar of the bytes read, at most every
+// 200 ms.
+type progressReader struct {
+	r     io.Reader
+	out   io.Writer
+	name  string
+	total int64
+	read  int64
+	last  time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.read += int64(n)
+	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+		p.last = now
+		p.draw()
+	}
+	return n, err
+}
+
+func (p *progressReader) draw() {
+	frac := 1.0
+	if p.total > 0 {
+		frac = min(float64(p.read)/float64(p.total), 1)
+	}
+	const width = 30
+	full := int(frac * width)
+	fmt.Fprintf(p.out, "\rreading %s [%s%s] %3.0f%%", p.name, strings.Repeat("=", full), strings.Repeat(" ", width-full), 100*frac)
+}
+
+func (p *progressReader) done() {
+	p.draw()
+	fmt.Fprintln(p.out)
+}
