@@ -1,0 +1,117 @@
+package aggregate
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNumericHandComputed(t *testing.T) {
+	t.Parallel()
+	in := []NumericJudgment{{"i1", "w1", 1}, {"i1", "w2", 2}, {"i1", "w3", 10}, {"i2", "w1", 4}}
+	res, err := Numeric(NumericMean, in, Options{})
+	require.NoError(t, err)
+	require.InDelta(t, 13.0/3, res.Items[0].Value, 1e-12)
+	require.Equal(t, 4.0, res.Items[1].Value)
+	require.Equal(t, 0.0, res.Items[1].StdErr, "one answer")
+	res, err = Numeric(NumericMedian, in, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 2.0, res.Items[0].Value)
+	res, err = Numeric(NumericMedian, append(in, NumericJudgment{"i1", "w4", 3}), Options{})
+	require.NoError(t, err)
+	require.Equal(t, 2.5, res.Items[0].Value, "even count: mean of the middle two")
+	res, err = Numeric(NumericWeighted, in, Options{})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 2)
+
+	for _, m := range NumericMethods() {
+		res, err := Numeric(m, nil, Options{})
+		require.NoError(t, err)
+		require.Empty(t, res.Items)
+	}
+	_, err = Numeric(NumericMean, []NumericJudgment{{"i", "w", math.NaN()}}, Options{})
+	require.ErrorIs(t, err, ErrInput)
+	_, err = Numeric("mode", in, Options{})
+	require.ErrorContains(t, err, `unknown numeric method "mode"`)
+}
+
+// TestNumericBiasVariance: on a seeded crowd whose workers have biases and
+// very different noise, the weighted estimate beats mean and median, and
+// finds the biases.
+func TestNumericBiasVariance(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	const workers = 60
+	bias := make([]float64, workers)
+	sd := make([]float64, workers)
+	for w := range workers {
+		bias[w] = r.NormFloat64() * 3
+		sd[w] = []float64{0.5, 2, 15}[w%3]
+	}
+	var in []NumericJudgment
+	truth := make(map[string]float64)
+	for i := range 2000 {
+		id := fmt.Sprintf("n%d", i)
+		truth[id] = r.Float64() * 100
+		for _, w := range r.Perm(workers)[:5] {
+			in = append(in, NumericJudgment{Item: id, Worker: fmt.Sprintf("w%d", w), Value: truth[id] + bias[w] + r.NormFloat64()*sd[w]})
+		}
+	}
+	rmse := map[NumericMethod]float64{}
+	for _, m := range NumericMethods() {
+		res, err := Numeric(m, in, Options{})
+		require.NoError(t, err)
+		var s float64
+		for _, it := range res.Items {
+			d := it.Value - truth[it.Item]
+			s += d * d
+		}
+		rmse[m] = math.Sqrt(s / float64(len(res.Items)))
+		t.Logf("%s: RMSE %.3f (%d iterations)", m, rmse[m], res.Iterations)
+		if m == NumericWeighted {
+			// Biases are found up to the crowd's mean bias.
+			var mean float64
+			for _, b := range bias {
+				mean += b / workers
+			}
+			for _, w := range res.Workers {
+				var n int
+				fmt.Sscanf(w.Worker, "w%d", &n)
+				if sd[n] < 5 {
+					require.InDelta(t, bias[n]-mean, w.Bias, 1, w.Worker)
+				}
+			}
+		}
+	}
+	require.Less(t, rmse[NumericWeighted], rmse[NumericMedian]/2)
+	require.Less(t, rmse[NumericWeighted], rmse[NumericMean]/2)
+}
+
+func TestMultiChoiceAndText(t *testing.T) {
+	t.Parallel()
+	in := []MultiJudgment{
+		{"i1", "w1", []string{"cat", "dog"}}, {"i1", "w2", []string{"cat"}}, {"i1", "w3", []string{"cat", "dog"}},
+		{"i2", "w1", nil}, {"i2", "w2", []string{"bird"}}, {"i2", "w3", nil},
+	}
+	res, err := MultiChoice(MethodMajority, in, Options{Classes: []string{"dog"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"dog", "bird", "cat"}, res.Options)
+	require.Equal(t, "i1", res.Items[0].Item)
+	require.Equal(t, []string{"dog", "cat"}, res.Items[0].Selected)
+	require.InDelta(t, 2.0/3, res.Items[0].Probability[0], 1e-12)
+	require.Empty(t, res.Items[1].Selected)
+	require.InDelta(t, 1.0/3, res.Items[1].Probability[1], 1e-12)
+	res, err = MultiChoice(MethodDS, in, Options{})
+	require.NoError(t, err)
+	require.Equal(t, MethodDS, res.Method)
+	_, err = MultiChoice("nope", in, Options{})
+	require.ErrorIs(t, err, ErrInput)
+
+	text := Text([]TextJudgment{{"a", "w1", "hello"}, {"b", "w1", "x"}, {"a", "w2", "hi"}})
+	require.Len(t, text, 2)
+	require.Equal(t, "a", text[0].Item)
+	require.Equal(t, []TextJudgment{{"a", "w1", "hello"}, {"a", "w2", "hi"}}, text[0].Answers)
+}
