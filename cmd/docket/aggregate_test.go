@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestAggregateCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	judgments := writeFile(t, dir, "j.csv", "item,worker,label\ni1,w1,a\ni1,w2,a\ni1,w3,b\ni2,w1,b\ni2,w2,b\ni3,w3,a\n")
+	truth := writeFile(t, dir, "t.csv", "item,label\ni1,a\ni2,a\ni9,b\n")
+
+	out, err := runDocket(t, "aggregate", "--method", "majority", "--truth", truth, judgments)
+	require.NoError(t, err)
+	require.Equal(t, "item,label,confidence\ni1,a,0.666667\ni2,b,1\ni3,a,1\n"+
+		"method majority: accuracy 50.00% (1 of 2 items with truth and a judgment); 1 truth items had no judgment\n", out)
+
+	out, err = runDocket(t, "aggregate", "-o", "jsonl", "--gold", writeFile(t, dir, "g.csv", "item,label\ni3,b\n"), judgments)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3)
+	require.Contains(t, lines[2], `"item":"i3","label":"b","confidence":1`)
+	require.Contains(t, lines[2], `"gold":true`)
+
+	out, err = runDocket(t, "aggregate", "--method", "all", "--truth", truth, judgments)
+	require.NoError(t, err)
+	for _, m := range []string{"majority", "weighted", "wawa", "zencrowd", "ds"} {
+		require.Contains(t, out, "\n"+m+" ")
+	}
+
+	outFile := filepath.Join(dir, "out.csv")
+	_, err = runDocket(t, "aggregate", "--out", outFile, "--progress", "always", judgments)
+	require.NoError(t, err)
+	body, err := os.ReadFile(outFile)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(body), "item,label,confidence\n"))
+
+	numeric := writeFile(t, dir, "n.csv", "item,worker,label\nx,w1,1\nx,w2,3\ny,w1,10\n")
+	out, err = runDocket(t, "aggregate", "--numeric", "--method", "mean", "--truth", writeFile(t, dir, "nt.csv", "item,label\nx,2.5\ny,10\n"), numeric)
+	require.NoError(t, err)
+	require.Contains(t, out, "x,2,1\n")
+	require.Contains(t, out, "method mean: MAE 0.25, RMSE 0.3536 (2 items with truth and a judgment); 0 truth items had no judgment")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--method", "vote", judgments}, `unknown aggregation method "vote"`},
+		{[]string{writeFile(t, dir, "bad.csv", "item,worker,label\ni1,w1,a\ni2,w2\n")}, "bad.csv: line 3: wrong number of fields"},
+		{[]string{writeFile(t, dir, "hdr.csv", "item,who,label\n")}, `hdr.csv: line 1: the header row "item,who,label" lacks the column(s) worker`},
+		{[]string{"--numeric", writeFile(t, dir, "nan.csv", "item,worker,label\ni,w,1\ni,w2,lots\n")}, `nan.csv: line 3: label "lots" is not a finite number`},
+		{[]string{"--trust", writeFile(t, dir, "tr.csv", "worker,trust\nw1,-2\n"), judgments}, `trust of worker "w1" is "-2"`},
+		{[]string{"-o", "xml", judgments}, `--output "xml": want csv or jsonl`},
+		{[]string{filepath.Join(dir, "missing.csv")}, "no such file"},
+	} {
+		_, err := runDocket(t, append([]string{"aggregate"}, tc.args...)...)
+		require.ErrorContains(t, err, tc.want, tc.args)
+	}
+}
