@@ -54,6 +54,11 @@ const (
 	// MethodDS is full-confusion Dawid-Skene with Dirichlet smoothing (the
 	// IBCC-style MAP variant): each worker has a confusion matrix.
 	MethodDS Method = "ds"
+	// MethodEBCC is enhanced Bayesian classifier combination (Li,
+	// Rubinstein and Cohn, ICML 2019): Dawid-Skene whose true classes have
+	// subtypes, so correlated workers are modelled, fitted by variational
+	// Bayes from a seeded start.
+	MethodEBCC Method = "ebcc"
 	// MethodAuto is the default method, MethodDefault.
 	MethodAuto Method = "auto"
 )
@@ -66,7 +71,7 @@ const MethodDefault = MethodDS
 // Methods lists every categorical method, MethodAuto excluded, in the order
 // docket aggregate --method all prints them.
 func Methods() []Method {
-	return []Method{MethodMajority, MethodWeighted, MethodWawa, MethodZenCrowd, MethodDS}
+	return []Method{MethodMajority, MethodWeighted, MethodWawa, MethodZenCrowd, MethodDS, MethodEBCC}
 }
 
 // ParseMethod checks that s names a categorical method.
@@ -75,7 +80,7 @@ func ParseMethod(s string) (Method, error) {
 	if m == MethodAuto || slices.Contains(Methods(), m) {
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown aggregation method %q (want one of majority, weighted, wawa, zencrowd, ds, auto)", s)
+	return "", fmt.Errorf("unknown aggregation method %q (want one of majority, weighted, wawa, zencrowd, ds, ebcc, auto)", s)
 }
 
 // Defaults of Options.
@@ -84,7 +89,7 @@ const (
 	// moved by more than this in one iteration.
 	ToleranceDefault = 1e-6
 	// MaxIterationsDefault caps the iterations of an iterative method.
-	MaxIterationsDefault = 100
+	MaxIterationsDefault = 500
 	// TrustDefault is the trust of a worker missing from Options.Trust.
 	TrustDefault = 1.0
 )
@@ -204,6 +209,8 @@ func Categorical(method Method, judgments []Judgment, opts Options) (*Result, er
 		res = vote(method, x, opts)
 	case MethodZenCrowd, MethodDS:
 		res = dawidSkene(method, x, opts)
+	case MethodEBCC:
+		res = ebcc(x, opts, ebccDefault)
 	}
 	res.Method = method
 	return res, nil

@@ -50,6 +50,9 @@ func BenchmarkCategorical(b *testing.B) {
 	}
 	for _, set := range sets {
 		for _, m := range Methods() {
+			if m == MethodEBCC && set.name == "synthetic_1M" {
+				continue // minutes per run: see docs/aggregation.md
+			}
 			b.Run(set.name+"/"+string(m), func(b *testing.B) {
 				in := set.load(b)
 				b.ReportAllocs()

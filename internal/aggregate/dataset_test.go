@@ -82,7 +82,8 @@ func accuracy(res *Result, truth map[string]string) (correct, scored int) {
 // ../shared/data/crowd) with no per-dataset setting. The default must beat
 // the paper's Dawid-Skene figure on D_Product (93.66) and match it on
 // D_PosSent (96.00). It does not reach the best published figures (94.0 and
-// 96.1, i.e. 7,816 and 961 items; it gets 7,808 and 960): see
+// 96.1, i.e. 7,816 and 961 items; it gets 7,808 and 960). MethodEBCC
+// reaches 96.1 on D_PosSent but not 93.9 on D_Product: see
 // docs/aggregation.md.
 func TestSharedDatasets(t *testing.T) {
 	t.Parallel()
@@ -90,12 +91,12 @@ func TestSharedDatasets(t *testing.T) {
 		name string
 		// Exact correct counts for the votes (deterministic ties), minimum
 		// accuracies (%) for the others.
-		majority, wawa int
-		zencrowd, dflt float64
-		items          int
+		majority, wawa       int
+		zencrowd, ebcc, dflt float64
+		items                int
 	}{
-		{name: "d_product", majority: 7455, wawa: 7455, zencrowd: 92.7, dflt: 93.9, items: 8315},
-		{name: "d_possent", majority: 932, wawa: 951, zencrowd: 95.0, dflt: 96.0, items: 1000},
+		{name: "d_product", majority: 7455, wawa: 7455, zencrowd: 92.7, ebcc: 93.8, dflt: 93.9, items: 8315},
+		{name: "d_possent", majority: 932, wawa: 951, zencrowd: 95.0, ebcc: 96.1, dflt: 96.0, items: 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,6 +115,8 @@ func TestSharedDatasets(t *testing.T) {
 					require.Equal(t, tc.wawa, correct, m)
 				case MethodZenCrowd:
 					require.GreaterOrEqual(t, pct, tc.zencrowd, m)
+				case MethodEBCC:
+					require.GreaterOrEqual(t, pct, tc.ebcc, m)
 				case MethodAuto:
 					require.GreaterOrEqual(t, pct, tc.dflt, "the default method")
 				}
