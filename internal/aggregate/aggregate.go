@@ -59,6 +59,10 @@ const (
 	// subtypes, so correlated workers are modelled, fitted by variational
 	// Bayes from a seeded start.
 	MethodEBCC Method = "ebcc"
+	// MethodGLAD models worker ability and item difficulty (Whitehill et
+	// al., NIPS 2009): a worker answers right with probability σ(ability ×
+	// easiness), otherwise at random among the other classes.
+	MethodGLAD Method = "glad"
 	// MethodAuto is the default method, MethodDefault.
 	MethodAuto Method = "auto"
 )
@@ -71,7 +75,7 @@ const MethodDefault = MethodDS
 // Methods lists every categorical method, MethodAuto excluded, in the order
 // docket aggregate --method all prints them.
 func Methods() []Method {
-	return []Method{MethodMajority, MethodWeighted, MethodWawa, MethodZenCrowd, MethodDS, MethodEBCC}
+	return []Method{MethodMajority, MethodWeighted, MethodWawa, MethodZenCrowd, MethodDS, MethodGLAD, MethodEBCC}
 }
 
 // ParseMethod checks that s names a categorical method.
@@ -80,7 +84,7 @@ func ParseMethod(s string) (Method, error) {
 	if m == MethodAuto || slices.Contains(Methods(), m) {
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown aggregation method %q (want one of majority, weighted, wawa, zencrowd, ds, ebcc, auto)", s)
+	return "", fmt.Errorf("unknown aggregation method %q (want one of majority, weighted, wawa, zencrowd, ds, glad, ebcc, auto)", s)
 }
 
 // Defaults of Options.
@@ -179,8 +183,8 @@ type WorkerQuality struct {
 	// class l when the truth is class k (rows sum to 1). Nil for the votes.
 	Confusion [][]float64
 	// Weight is the vote weight the method gave the worker (trust for
-	// MethodWeighted, agreement for MethodWawa, 1 for MethodMajority); 0
-	// for the Dawid-Skene methods.
+	// MethodWeighted, agreement for MethodWawa, 1 for MethodMajority, the
+	// ability for MethodGLAD); 0 for the Dawid-Skene methods.
 	Weight float64
 }
 
@@ -209,6 +213,8 @@ func Categorical(method Method, judgments []Judgment, opts Options) (*Result, er
 		res = vote(method, x, opts)
 	case MethodZenCrowd, MethodDS:
 		res = dawidSkene(method, x, opts)
+	case MethodGLAD:
+		res = glad(x, opts)
 	case MethodEBCC:
 		res = ebcc(x, opts, ebccDefault)
 	}

