@@ -50,7 +50,7 @@ count of truth items that had no judgment; --method all prints one row per
 method instead of answers.
 
 Categorical methods: majority, weighted (needs --trust, columns
-worker,trust), wawa, zencrowd, ds, auto (the default, see
+worker,trust), wawa, zencrowd, ds, glad, ebcc, auto (the default, ds; see
 docs/aggregation.md). With --numeric the labels are numbers and the methods
 are mean, median and weighted (bias and variance per worker); --truth then
 reports MAE and RMSE as well.`,

@@ -36,7 +36,7 @@ func TestAggregateCommand(t *testing.T) {
 
 	out, err = runDocket(t, "aggregate", "--method", "all", "--truth", truth, judgments)
 	require.NoError(t, err)
-	for _, m := range []string{"majority", "weighted", "wawa", "zencrowd", "ds"} {
+	for _, m := range []string{"majority", "weighted", "wawa", "zencrowd", "ds", "glad", "ebcc"} {
 		require.Contains(t, out, "\n"+m+" ")
 	}
 

@@ -355,3 +355,12 @@ func TestPosteriorMatchesFullRun(t *testing.T) {
 		require.Less(t, differ, len(res.Items)/20, m)
 	}
 }
+
+func TestLogSigmoids(t *testing.T) {
+	t.Parallel()
+	for _, x := range []float64{-300, -30, -2.5, -1e-9, 0, 0.3, 4, 40, 300} {
+		pos, neg := logSigmoids(x)
+		require.InDelta(t, math.Log(1/(1+math.Exp(-x))), pos, 1e-9, x)
+		require.InDelta(t, math.Log(1/(1+math.Exp(x))), neg, 1e-9, x)
+	}
+}

@@ -93,8 +93,8 @@ func glad(x *index, opts Options) *Result {
 			beta := math.Exp(b[i])
 			copy(buf, logPrior)
 			for j := x.start[i]; j < x.start[i+1]; j++ {
-				ab := alpha[x.worker[j]] * beta
-				right, wrong := logSigmoid(ab), logSigmoid(-ab)-logWrong
+				right, wrong := logSigmoids(alpha[x.worker[j]] * beta)
+				wrong -= logWrong
 				l := int(x.label[j])
 				for c := range buf {
 					if c == l {
@@ -155,10 +155,12 @@ func clamp(v, limit float64) float64 { return max(-limit, min(limit, v)) }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// logSigmoid is log σ(x), stable for large |x|.
-func logSigmoid(x float64) float64 {
-	if x < 0 {
-		return x - math.Log1p(math.Exp(x))
+// logSigmoids is log σ(x) and log σ(−x), with one exp and one log1p,
+// stable for large |x|.
+func logSigmoids(x float64) (pos, neg float64) {
+	l := math.Log1p(math.Exp(-math.Abs(x)))
+	if x >= 0 {
+		return -l, -x - l
 	}
-	return -math.Log1p(math.Exp(-x))
+	return x - l, -l
 }
