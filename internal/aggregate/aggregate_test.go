@@ -364,3 +364,31 @@ func TestLogSigmoids(t *testing.T) {
 		require.InDelta(t, math.Log(1/(1+math.Exp(x))), neg, 1e-9, x)
 	}
 }
+
+// TestPosteriorConcurrent: a shared model answers from many goroutines
+// (run with -race).
+func TestPosteriorConcurrent(t *testing.T) {
+	t.Parallel()
+	res, err := Categorical(MethodDS, randomJudgments(3, 100), Options{})
+	require.NoError(t, err)
+	raw, err := json.Marshal(res.Model)
+	require.NoError(t, err)
+	var m Model
+	require.NoError(t, json.Unmarshal(raw, &m))
+	type answer struct {
+		res ItemResult
+		err error
+	}
+	done := make(chan answer)
+	for g := range 8 {
+		go func() {
+			p, err := m.Posterior("x", []Vote{{Worker: fmt.Sprintf("w%d", g), Label: "y"}, {Worker: "w1", Label: "y"}})
+			done <- answer{p, err}
+		}()
+	}
+	for range 8 {
+		a := <-done
+		require.NoError(t, a.err)
+		require.Equal(t, "y", a.res.Label)
+	}
+}
