@@ -2,8 +2,9 @@
 // inference): given several people's judgments of each item it decides the
 // answer, says how sure it is, and estimates how good each worker is.
 //
-// It is pure computation: no I/O, no database, no clock, no randomness. The
-// same input always gives the same output.
+// It is pure computation: no I/O, no database, no clock, and no randomness
+// but the fixed-seed start of MethodEBCC. The same input always gives the
+// same output.
 //
 // Categorical answers (one label out of a few) go through [Categorical] with
 // one of the Method constants; [MethodDefault] is the documented default.
@@ -12,7 +13,7 @@
 //
 // For online use, a [Result] carries a [Model] (the class prior and every
 // worker's estimated confusion matrix). [Model.Posterior] gives one item's
-// answer from its judgments in about a microsecond, without re-estimating
+// answer from its judgments in under a microsecond, without re-estimating
 // anything; re-running [Categorical] on a pool's judgments (periodically)
 // refreshes the model.
 package aggregate

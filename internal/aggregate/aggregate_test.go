@@ -392,3 +392,18 @@ func TestPosteriorConcurrent(t *testing.T) {
 		require.Equal(t, "y", a.res.Label)
 	}
 }
+
+// TestPosteriorRejectsAMalformedModel: a stored model whose sizes do not
+// match its classes gives an error, not a panic.
+func TestPosteriorRejectsAMalformedModel(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{"method":"ds","classes":["a","b"],"prior":[0.5],"workers":{},"unknown":{"confusion":[1,0,0,1]}}`,
+		`{"method":"ds","classes":["a","b"],"prior":[0.5,0.5],"workers":{"w":{"confusion":[1]}},"unknown":{"confusion":[1,0,0,1]}}`,
+	} {
+		var m Model
+		require.NoError(t, json.Unmarshal([]byte(raw), &m))
+		_, err := m.Posterior("x", []Vote{{"w", "a"}})
+		require.ErrorIs(t, err, ErrInput)
+	}
+}

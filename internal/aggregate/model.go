@@ -29,6 +29,7 @@ type Model struct {
 	logs    map[string][]float64 // worker → log confusion
 	logUnk  []float64
 	logPri  []float64
+	invalid error // a loaded model whose sizes do not match its classes
 }
 
 // WorkerModel is one worker's parameters in a Model.
@@ -56,8 +57,18 @@ func (m *Model) prepare() {
 		if m.Prior == nil {
 			return
 		}
+		k := len(m.Classes)
+		if len(m.Prior) != k || len(m.Unknown.Confusion) != k*k {
+			m.invalid = fmt.Errorf("%w: the model has %d classes but a prior of %d and an unknown-worker matrix of %d values",
+				ErrInput, k, len(m.Prior), len(m.Unknown.Confusion))
+			return
+		}
 		m.logs = make(map[string][]float64, len(m.Workers))
 		for id, w := range m.Workers {
+			if len(w.Confusion) != k*k {
+				m.invalid = fmt.Errorf("%w: worker %q has a confusion matrix of %d values, want %d", ErrInput, id, len(w.Confusion), k*k)
+				return
+			}
 			m.logs[id] = logs(w.Confusion)
 		}
 		m.logUnk = logs(m.Unknown.Confusion)
@@ -87,6 +98,9 @@ func (m *Model) Posterior(item string, votes []Vote) (ItemResult, error) {
 	k := len(m.Classes)
 	d := make([]float64, k)
 	res := ItemResult{Item: item, Distribution: d, Judgments: len(votes)}
+	if m.invalid != nil {
+		return res, m.invalid
+	}
 	if k == 0 {
 		if len(votes) > 0 {
 			return res, fmt.Errorf("%w: label %q is not a class of the model", ErrInput, votes[0].Label)
