@@ -19,26 +19,27 @@ func js(triples ...string) []Judgment {
 	return out
 }
 
-func item(t *testing.T, res *Result, id string) ItemResult {
+// find returns the element of list whose key is id.
+func find[T any](t *testing.T, list []T, id string, key func(T) string) T {
 	t.Helper()
-	for _, it := range res.Items {
-		if it.Item == id {
-			return it
+	for _, v := range list {
+		if key(v) == id {
+			return v
 		}
 	}
-	t.Fatalf("no item %q", id)
-	return ItemResult{}
+	t.Fatalf("no %q", id)
+	var zero T
+	return zero
+}
+
+func item(t *testing.T, res *Result, id string) ItemResult {
+	t.Helper()
+	return find(t, res.Items, id, func(it ItemResult) string { return it.Item })
 }
 
 func worker(t *testing.T, res *Result, id string) WorkerQuality {
 	t.Helper()
-	for _, w := range res.Workers {
-		if w.Worker == id {
-			return w
-		}
-	}
-	t.Fatalf("no worker %q", id)
-	return WorkerQuality{}
+	return find(t, res.Workers, id, func(w WorkerQuality) string { return w.Worker })
 }
 
 func TestMajorityVote(t *testing.T) {
