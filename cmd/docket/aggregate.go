@@ -52,8 +52,8 @@ method instead of answers.
 Categorical methods: majority, weighted (needs --trust, columns
 worker,trust), wawa, zencrowd, ds, glad, ebcc, auto (the default, ds; see
 docs/aggregation.md). With --numeric the labels are numbers and the methods
-are mean, median and weighted (bias and variance per worker); --truth then
-reports MAE and RMSE as well.`,
+are mean, median and weighted (bias and variance per worker; auto means
+weighted); --truth then reports MAE and RMSE as well.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAggregate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], fl)
