@@ -1,5 +1,6 @@
-// Command docket runs and manages docket: migrations, the demo, and (in
-// later releases) the server.
+// Command docket runs and manages docket: the server (serve), remote
+// workers (worker), jobs (job), API keys (keys), migrations (migrate), the
+// benchmark (bench) and the demo (demo).
 package main
 
 import (
