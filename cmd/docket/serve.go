@@ -28,6 +28,7 @@ import (
 // every field.
 type serveConfig struct {
 	Listen            string        // --listen, DOCKET_LISTEN; default 127.0.0.1:8080
+	AddrFile          string        // --addr-file, DOCKET_ADDR_FILE; default none
 	DatabaseURL       string        // --database-url, DOCKET_DATABASE_URL; default sqlite:docket.db
 	NodeID            string        // --node-id, DOCKET_NODE_ID; default hostname-pid-random
 	AdminKey          string        // --admin-key, DOCKET_ADMIN_KEY; default none
@@ -80,6 +81,7 @@ type setting struct {
 // of docs/configuration.md (a test checks the page lists every row).
 var serveSettings = []setting{
 	{"listen", "DOCKET_LISTEN", "127.0.0.1:8080", "address to serve HTTP on, host:port (port 0 picks a free port)", func(c *serveConfig) any { return &c.Listen }},
+	{"addr-file", "DOCKET_ADDR_FILE", "", "once serving, write the bound host:port to this file (removed at exit): how a harness that passes port 0 learns the port", func(c *serveConfig) any { return &c.AddrFile }},
 	{"database-url", "DOCKET_DATABASE_URL", docket.DatabaseURLDefault, "database: postgres://… or sqlite:PATH", func(c *serveConfig) any { return &c.DatabaseURL }},
 	{"node-id", "DOCKET_NODE_ID", "", "name of this process in leases, attempts and the nodes table (default hostname-pid-random)", func(c *serveConfig) any { return &c.NodeID }},
 	{"admin-key", "DOCKET_ADMIN_KEY", "", "bootstrap admin API key (at least 16 characters), imported as key \"bootstrap\"; prefer the environment variable: arguments are visible to other users", func(c *serveConfig) any { return &c.AdminKey }},
@@ -494,6 +496,13 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if cfg.AddrFile != "" {
+		if err := writeAddrFile(cfg.AddrFile, ln.Addr().String()); err != nil {
+			stopWorker()
+			return err
+		}
+		defer os.Remove(cfg.AddrFile)
+	}
 	fmt.Fprintf(stderr, "docket listening on http://%s (backend %s)\n", ln.Addr(), client.Backend())
 	logger.Info("serving", "address", ln.Addr().String(), "backend", client.Backend(), "node_id", worker.NodeID(),
 		"rate_limit", cfg.RateLimit.perSecond(), "max_body_bytes", cfg.MaxBodyBytes)
@@ -599,6 +608,20 @@ func warnOtherBootstrapKeys(ctx context.Context, client *docket.Client, current 
 	if len(others) > 0 {
 		logger.Warn("other bootstrap admin keys are still valid (a previous DOCKET_ADMIN_KEY, or the key generated on first start): "+
 			"revoke each one no longer needed with docket keys revoke KEY-ID", "key_ids", others)
+	}
+	return nil
+}
+
+// writeAddrFile writes addr and a newline to path through a temporary file
+// renamed into place, so a reader never sees a part of it.
+func writeAddrFile(path, addr string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write the address file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write the address file: %w", err)
 	}
 	return nil
 }

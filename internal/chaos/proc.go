@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -97,7 +98,38 @@ func (p *proc) end(sig syscall.Signal, within time.Duration) {
 	}
 }
 
-// freePort returns a loopback port nothing listens on now.
+// pid is the process id of the running process (0 when none runs).
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// arg returns the value given after flag in the command line, "" if none.
+func (p *proc) arg(flag string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.argv, flag); i >= 0 && i+1 < len(p.argv) {
+		return p.argv[i+1]
+	}
+	return ""
+}
+
+// setArg replaces the value given after flag for the next starts.
+func (p *proc) setArg(flag, value string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.argv, flag); i >= 0 && i+1 < len(p.argv) {
+		p.argv[i+1] = value
+	}
+}
+
+// freePort returns a loopback port nothing listens on now. Only the
+// PostgreSQL cluster's port is chosen this way (a cluster cannot report a
+// port it picked); the processes that can pick their own port do.
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

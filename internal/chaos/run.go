@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,13 +286,10 @@ func (r *run) startAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nats-server is needed (apt-get install nats-server): %w", err)
 	}
-	natsPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	r.natsURL = "nats://127.0.0.1:" + strconv.Itoa(natsPort)
+	// NATS picks its port (-p -1) and names it in its ports file; restarts
+	// keep it (startNATS).
 	r.nats = &proc{name: "nats", dir: r.dir, log: filepath.Join(r.dir, "nats.log"), env: os.Environ(),
-		argv: []string{natsBin, "-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(r.dir, "nats")}}
+		argv: []string{natsBin, "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", r.dir, "-js", "-sd", filepath.Join(r.dir, "nats")}}
 	if err := r.startNATS(ctx); err != nil {
 		return err
 	}
@@ -301,14 +297,12 @@ func (r *run) startAll(ctx context.Context) error {
 	r.adminKey = "chaos_admin_" + randomHex(16)
 	base := spawn.EnvWithout("DOCKET_")
 	for i := range r.cfg.Servers {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		// The server picks its port and writes it to its address file;
+		// restarts keep it (startServer).
 		p := &proc{
 			name: fmt.Sprintf("serve%d", i+1), dir: r.dir, log: filepath.Join(r.dir, fmt.Sprintf("serve%d.log", i+1)),
-			argv: []string{r.cfg.DocketBin, "serve", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--database-url", r.pg.url()},
+			argv: []string{r.cfg.DocketBin, "serve", "--listen", "127.0.0.1:0", "--database-url", r.pg.url(),
+				"--addr-file", filepath.Join(r.dir, fmt.Sprintf("serve%d.addr", i+1))},
 			env: append(slices.Clone(base),
 				"DOCKET_ADMIN_KEY="+r.adminKey, "DOCKET_NATS_URL="+r.natsURL, "DOCKET_NODE_ID="+fmt.Sprintf("serve%d", i+1),
 				"DOCKET_RESCUE_INTERVAL=200ms", "DOCKET_SCHEDULER_INTERVAL=50ms", "DOCKET_POLL_INTERVAL=200ms",
@@ -318,7 +312,7 @@ func (r *run) startAll(ctx context.Context) error {
 			onCrash: r.onCrash,
 		}
 		r.servers = append(r.servers, p)
-		r.urls = append(r.urls, url)
+		r.urls = append(r.urls, "")
 		// One at a time: the first migrates the database.
 		if err := r.startServer(ctx, i); err != nil {
 			return err
@@ -404,14 +398,44 @@ func (r *run) startNATS(ctx context.Context) error {
 	if err := r.nats.start(); err != nil {
 		return err
 	}
+	if r.natsURL == "" {
+		// The first start: learn the port NATS picked and keep it for
+		// restarts, since the servers are configured with this URL.
+		var perr error
+		err := poll(ctx, 30*time.Second, "nats-server's ports file", func() bool {
+			r.natsURL, perr = spawn.NATSPortsURL(r.dir, r.nats.pid())
+			return r.natsURL != "" || perr != nil
+		})
+		if err = errors.Join(err, perr); err != nil {
+			return err
+		}
+		r.nats.setArg("-p", r.natsURL[strings.LastIndex(r.natsURL, ":")+1:])
+	}
 	return poll(ctx, 30*time.Second, "nats-server takes connections", func() bool {
 		return tcpUp(strings.TrimPrefix(r.natsURL, "nats://"))
 	})
 }
 
 func (r *run) startServer(ctx context.Context, i int) error {
-	if err := r.servers[i].start(); err != nil {
+	p := r.servers[i]
+	if err := p.start(); err != nil {
 		return err
+	}
+	if r.urls[i] == "" {
+		// The first start: learn the port the server picked and keep it
+		// for restarts, since workers and consumers are pointed at it.
+		file := p.arg("--addr-file")
+		var addr string
+		var aerr error
+		err := poll(ctx, 60*time.Second, p.name+"'s address file", func() bool {
+			addr, aerr = spawn.ReadAddrFile(file)
+			return addr != "" || aerr != nil
+		})
+		if err = errors.Join(err, aerr); err != nil {
+			return err
+		}
+		r.urls[i] = "http://" + addr
+		p.setArg("--listen", addr)
 	}
 	return poll(ctx, 60*time.Second, r.servers[i].name+" answers HTTP", func() bool {
 		return httpUp(r.urls[i] + "/healthz")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,11 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/servertest"
+	"github.com/docket-run/docket/internal/spawn"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
 // natsProc is the Debian nats-server binary with JetStream on loopback,
-// started by the test; Stop and Start keep its port and storage.
+// started by the test; it picks its port, and Stop and Start keep the
+// port and storage.
 type natsProc struct {
 	t    *testing.T
 	bin  string
@@ -44,11 +45,7 @@ func startNATSServer(t *testing.T) *natsProc {
 		}
 		t.Skipf("nats-server is needed (apt-get install nats-server): %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	n := &natsProc{t: t, bin: bin, dir: t.TempDir(), port: port}
+	n := &natsProc{t: t, bin: bin, dir: t.TempDir(), port: -1}
 	n.Start()
 	t.Cleanup(n.Stop)
 	return n
@@ -59,13 +56,27 @@ func (n *natsProc) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.po
 // Start starts the server and waits until it takes connections.
 func (n *natsProc) Start() {
 	n.t.Helper()
-	n.cmd = exec.Command(n.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-js", "-sd", n.dir)
+	// The first start picks the port (-1) and names it in the ports
+	// file; the next ones keep it.
+	n.cmd = exec.Command(n.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "--ports_file_dir", n.dir, "-js", "-sd", n.dir)
 	n.done = make(chan struct{})
 	require.NoError(n.t, n.cmd.Start())
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		_ = cmd.Wait()
 		close(done)
 	}(n.cmd, n.done)
+	if n.port < 0 {
+		var url string
+		servertest.Eventually(n.t, 30*time.Second, "nats-server's ports file", func() bool {
+			var err error
+			url, err = spawn.NATSPortsURL(n.dir, n.cmd.Process.Pid)
+			require.NoError(n.t, err)
+			return url != ""
+		})
+		port, err := strconv.Atoi(url[strings.LastIndex(url, ":")+1:])
+		require.NoError(n.t, err)
+		n.port = port
+	}
 	servertest.Eventually(n.t, 30*time.Second, "nats-server takes connections", func() bool {
 		nc, err := nats.Connect(n.URL(), nats.Timeout(time.Second))
 		if err != nil {

@@ -110,6 +110,23 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	require.Empty(t, again.Stdout())
 }
 
+// With --listen on port 0 and --addr-file, the bound address is in the
+// file while the server runs (no port is picked by listening and closing
+// first) and the file is gone after a clean exit.
+func TestServeAddrFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "addr")
+	srv := servertest.Start(t, servertest.Options{Dir: dir, Args: []string{"--addr-file", file}})
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimPrefix(srv.URL, "http://")+"\n", string(data))
+	r := srv.Do(t, "", "GET", "/healthz", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.Equal(t, 0, srv.Stop(t))
+	require.NoFileExists(t, file)
+}
+
 func TestServeBackends(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
