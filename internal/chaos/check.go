@@ -284,6 +284,22 @@ func (s *Snapshot) checkDelivery(d Delivery) []Violation {
 	return out
 }
 
+// Rescued counts the attempts that ended because their lease expired and
+// the rescuer took the job back (outcome expired). Each is a lease lost by
+// its holder: from then on the holder's outcome or renewal of that attempt
+// is refused by the attempt fence.
+func (s *Snapshot) Rescued() int {
+	n := 0
+	for _, as := range s.Attempts {
+		for _, a := range as {
+			if a.Outcome == job.OutcomeExpired {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // completedByHolder: the attempt's own lease holder reported how it ended
 // (as opposed to a rescue or a shutdown refund).
 func completedByHolder(o job.Outcome) bool {

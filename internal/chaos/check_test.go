@@ -214,3 +214,55 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// Rescued counts, from the attempt history, the attempts the rescuer
+// ended after their lease expired; the holder's late outcome is refused
+// and counts nothing.
+func TestSnapshotRescued(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			b := setupCheck(t, backend)
+			require.Zero(t, b.load(t).Rescued(), "no lease expired in the scripted jobs")
+
+			now := time.Now()
+			res, err := b.st.JobInsertMany(b.ctx, &store.JobInsertManyParams{Now: now, Jobs: []*store.JobInsertParams{{
+				ID: uuid.Must(uuid.NewV7()), Type: "t", Queue: "r", Payload: json.RawMessage(`{}`),
+				IdempotencyKey: "k-rescued", State: job.StateQueued, MaxAttempts: 3,
+			}}})
+			require.NoError(t, err)
+			id := res[0].Job.ID
+			acquire := func(owner string, at time.Time) *job.Row {
+				rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "r", Max: 1, Owner: owner, LeaseDuration: time.Second, Now: at})
+				require.NoError(t, err)
+				require.Len(t, rows, 1)
+				return rows[0]
+			}
+			first := acquire("paused", now)
+			// The lease ran out: the rescuer's end of attempt 1.
+			ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: now.Add(2 * time.Second), ExpiredOnly: true, Jobs: []*store.JobFinishParams{{
+				ID: id, Attempt: first.Attempt, State: job.StateRetry, Outcome: job.OutcomeExpired, Error: "lease expired", RunAt: now.Add(2 * time.Second),
+			}}})
+			require.NoError(t, err)
+			require.Equal(t, []bool{true}, ok)
+			_, err = b.st.JobSchedule(b.ctx, &store.JobScheduleParams{Now: now.Add(3 * time.Second), Max: 10})
+			require.NoError(t, err)
+			second := acquire("other", now.Add(3*time.Second))
+			success := func(attempt int) []bool {
+				ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: now.Add(4 * time.Second), Jobs: []*store.JobFinishParams{{
+					ID: id, Attempt: attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, FinishedAt: now.Add(4 * time.Second),
+				}}})
+				require.NoError(t, err)
+				return ok
+			}
+			require.Equal(t, []bool{false}, success(first.Attempt), "the paused holder's late completion is fenced")
+			require.Equal(t, []bool{true}, success(second.Attempt))
+
+			s := b.load(t)
+			require.Equal(t, 1, s.Rescued())
+			b.exp.Jobs["k-rescued"] = chaos.ScriptSuccess
+			require.Empty(t, s.Check(b.exp))
+		})
+	}
+}

@@ -70,10 +70,14 @@ type Report struct {
 	// many the SSE client and the webhook receiver got (the receiver may
 	// get one more than once).
 	Events, SSE, Webhook int
-	// Fenced is how many times a worker was told its lease was lost when
-	// it reported an outcome or renewed (from the workers' logs): the
-	// fencing the pauses and kills are meant to provoke.
-	Fenced     int
+	// Rescued is how many attempts the database records as ended by the
+	// rescuer because their lease expired (job_attempts outcome
+	// "expired", Snapshot.Rescued): leases taken from a holder that was
+	// killed, paused or cut off, after which that holder can no longer
+	// complete, fail or renew the attempt (the attempt fence). Whether a
+	// holder was alive to try, and was refused, the database does not
+	// record.
+	Rescued    int
 	Violations []Violation
 	Dir        string
 }
@@ -103,7 +107,7 @@ func (r *Report) String() string {
 		total += n
 	}
 	fmt.Fprintf(&b, "  faults: %d: %s\n", total, countsOf(r.Faults))
-	fmt.Fprintf(&b, "  fenced outcomes of lost leases (worker logs): %d\n", r.Fenced)
+	fmt.Fprintf(&b, "  attempts rescued after their lease expired (fenced from their holder): %d\n", r.Rescued)
 	if len(r.Crashes) > 0 {
 		fmt.Fprintf(&b, "  unexpected exits: %s\n", countsOf(r.Crashes))
 	}
@@ -371,27 +375,6 @@ func (r *run) startConsumers(ctx context.Context) error {
 	}
 	r.sse = newSSEFollower(r)
 	return nil
-}
-
-// countInLogs counts the lines of the workers' logs holding any of the
-// phrases.
-func (r *run) countInLogs(phrases ...string) int {
-	n := 0
-	for _, p := range append(slices.Clone(r.goW), r.execW...) {
-		data, err := os.ReadFile(p.log)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			for _, ph := range phrases {
-				if strings.Contains(line, ph) {
-					n++
-					break
-				}
-			}
-		}
-	}
-	return n
 }
 
 func (r *run) startNATS(ctx context.Context) error {
@@ -764,7 +747,7 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		{Name: "the SSE client", Seen: sse, ExactlyOnce: true},
 		{Name: "the webhook receiver", Seen: hook},
 	}})
-	rep.Fenced = r.countInLogs("completion fenced", "job outcome refused", "job abandoned")
+	rep.Rescued = snap.Rescued()
 	for _, b := range badSig {
 		rep.Violations = append(rep.Violations, Violation{Kind: KindBadSignature, Detail: b})
 	}
