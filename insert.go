@@ -170,43 +170,53 @@ func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInse
 	if opts == nil {
 		opts = &InsertOpts{}
 	}
+	// Every invalid field is reported (errors.Join of *ValidationError).
+	var errs []error
 	typ := args.JobType()
-	if err := validName("jobType", typ); err != nil {
-		return nil, err
+	typeErr := validName("jobType", typ)
+	if typeErr != nil {
+		errs = append(errs, typeErr)
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()}
-	}
-	if jsonHasNUL(payload) {
-		return nil, &ValidationError{Field: "payload", Message: nulMessage}
+		errs = append(errs, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()})
+	} else if jsonHasNUL(payload) {
+		errs = append(errs, &ValidationError{Field: "payload", Message: nulMessage})
 	}
 	queue := opts.Queue
 	if queue == "" {
 		queue = typ
 	}
-	if err := validName("queue", queue); err != nil {
-		return nil, err
+	if opts.Queue != "" || typeErr == nil { // a default queue is the type, named once
+		if err := validName("queue", queue); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	priority := PriorityDefault
 	if opts.Priority != nil {
 		priority = *opts.Priority
 	}
 	if priority < PriorityMin || priority > PriorityMax {
-		return nil, &ValidationError{Field: "priority", Message: fmt.Sprintf("must be between %d and %d", PriorityMin, PriorityMax)}
+		errs = append(errs, &ValidationError{Field: "priority", Message: fmt.Sprintf("must be between %d and %d", PriorityMin, PriorityMax)})
 	}
 	maxAttempts := opts.MaxAttempts
 	if maxAttempts == 0 {
 		maxAttempts = engine.MaxAttemptsDefault
 	}
 	if maxAttempts < 1 || maxAttempts > 1000 {
-		return nil, &ValidationError{Field: "maxAttempts", Message: "must be between 1 and 1000"}
+		errs = append(errs, &ValidationError{Field: "maxAttempts", Message: "must be between 1 and 1000"})
 	}
 	if opts.Timeout < 0 {
-		return nil, &ValidationError{Field: "timeout", Message: "must not be negative"}
+		errs = append(errs, &ValidationError{Field: "timeout", Message: "must not be negative"})
 	}
 	if len(opts.IdempotencyKey) > 255 {
-		return nil, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"}
+		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	if len(errs) > 1 {
+		return nil, errors.Join(errs...)
 	}
 	runAt := opts.RunAt
 	if runAt.IsZero() {

@@ -11,7 +11,8 @@ import (
 )
 
 // ValidateInsert checks one job exactly as Insert would, without writing
-// anything. The error is a *ValidationError naming the field. No clock is
+// anything. The error is a *ValidationError naming the field, or, when
+// several fields are invalid, an errors.Join of one per field. No clock is
 // read: the time only fills the default RunAt, which is not checked.
 func ValidateInsert(args JobArgs, opts *InsertOpts) error {
 	_, err := insertParams(args, opts, noClock)

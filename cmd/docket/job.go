@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/docket-run/docket/internal/api"
 	"github.com/docket-run/docket/remote"
 )
 
@@ -244,7 +245,7 @@ func jobListCommand(run runFunc, output *string) *cobra.Command {
 	jobType := f.String("job-type", "", "only jobs of this type")
 	queue := f.String("queue", "", "only jobs of this queue")
 	priority := f.Int("priority", 0, "only jobs of this priority")
-	limit := f.Int("limit", 0, "page size (server default 100, at most 500)")
+	limit := f.Int("limit", 0, fmt.Sprintf("page size (server default %d, at most %d)", api.ListLimitDefault, api.ListLimitMax))
 	cursor := f.String("cursor", "", "the next-page cursor of a previous list")
 	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, _ []string) error {
 		q := url.Values{}

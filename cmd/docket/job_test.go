@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/api"
 )
 
 func TestReadPayload(t *testing.T) {
@@ -41,4 +44,13 @@ func TestAPIFlagsNeedAKeyAndAURL(t *testing.T) {
 	c, err := (&apiFlags{server: "http://h:1/"}).client()
 	require.NoError(t, err)
 	require.Equal(t, "http://h:1", c.BaseURL())
+}
+
+// docket job list --help states the server's page sizes.
+func TestJobListLimitHelp(t *testing.T) {
+	t.Parallel()
+	cmd, _, err := rootCommand().Find([]string{"job", "list"})
+	require.NoError(t, err)
+	usage := cmd.Flags().Lookup("limit").Usage
+	require.Contains(t, usage, fmt.Sprintf("server default %d, at most %d", api.ListLimitDefault, api.ListLimitMax))
 }

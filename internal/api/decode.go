@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -38,12 +40,6 @@ func endpoint[Req, Resp any](s *Server, fn func(ctx context.Context, r *http.Req
 			if err := decodeBody(w, r, s.cfg.MaxBodyBytes, optional, req); err != nil {
 				s.fail(w, r, err)
 				return
-			}
-			if v, ok := any(req).(Validator); ok {
-				if err := v.Validate(); err != nil {
-					s.fail(w, r, err)
-					return
-				}
 			}
 		}
 		status, resp, err := fn(r.Context(), r, req)
@@ -82,17 +78,157 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 		}
 		return badRequest("the body is empty; send a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
+	return decodeJSON(body, into)
+}
+
+// decodeJSON decodes data, one JSON value, into into strictly and reports
+// every invalid field at once: malformed JSON or trailing data is a 400 on
+// its own; otherwise each repeated key, unknown field and value of the
+// wrong type is named, then whatever into's Validate finds about the other
+// fields.
+func decodeJSON(data []byte, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return jsonProblem(err)
+	// Decode goes on past a wrong type or an unknown field (returning the
+	// first), so into holds every other field for Validate.
+	derr := dec.Decode(into)
+	var typ *json.UnmarshalTypeError
+	if derr != nil && !errors.As(derr, &typ) && !strings.HasPrefix(derr.Error(), "json: unknown field ") {
+		return jsonProblem(derr)
 	}
 	// Only whitespace may follow the object. dec.More would miss a stray
 	// closing delimiter ("{...}}" or "{...} ]").
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the body has data after the JSON object")
 	}
-	return nil
+	dups, keys := scanKeys(data)
+	errs := dups
+	if derr != nil {
+		if len(keys) == 0 {
+			errs = addFields(errs, jsonProblem(derr).Errors...)
+		}
+		// One field at a time, to name each wrong one.
+		var raw map[string]json.RawMessage
+		_ = json.Unmarshal(data, &raw)
+		for _, k := range keys {
+			one, _ := json.Marshal(map[string]json.RawMessage{k: raw[k]})
+			d := json.NewDecoder(bytes.NewReader(one))
+			d.DisallowUnknownFields()
+			if err := d.Decode(reflect.New(reflect.TypeOf(into).Elem()).Interface()); err != nil {
+				fe := jsonProblem(err).Errors
+				if len(fe) == 0 {
+					fe = []FieldError{{Field: k, Message: "is not valid: " + err.Error()}}
+				}
+				errs = addFields(errs, fe...)
+			}
+		}
+	}
+	if v, ok := into.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			p := problemFor(err)
+			if len(p.Errors) == 0 && len(errs) == 0 {
+				return err
+			}
+			errs = addFields(errs, p.Errors...)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalidFields(errs)
+}
+
+// addFields appends the errors of fields errs does not name yet: a field
+// is named once, by the first thing found wrong with it.
+func addFields(errs []FieldError, more ...FieldError) []FieldError {
+	for _, e := range more {
+		if !slices.ContainsFunc(errs, func(o FieldError) bool { return o.Field == e.Field }) {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// scanKeys walks a JSON value: it returns a field error for every key an
+// object repeats (named by its path, e.g. payload.x or jobs[2].queue) and
+// the keys of the top-level object in order, each once. data is valid JSON.
+func scanKeys(data []byte) (dups []FieldError, top []string) {
+	type frame struct {
+		obj     bool
+		wantKey bool
+		keys    map[string]bool
+		path    string
+		cur     string // the path of the current value in an object
+		idx     int    // the index of the current value in an array
+	}
+	var stack []*frame
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.obj {
+			return f.cur
+		}
+		return fmt.Sprintf("%s[%d]", f.path, f.idx)
+	}
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.wantKey = true
+		} else {
+			f.idx++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return dups, top
+		}
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+			f := stack[n-1]
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			key, _ := tok.(string)
+			f.cur = key
+			if key == "" {
+				f.cur = `""` // the empty key, named as unknown fields name it
+			}
+			if f.path != "" {
+				f.cur = f.path + "." + f.cur
+			}
+			if f.keys[key] {
+				if !slices.ContainsFunc(dups, func(e FieldError) bool { return e.Field == f.cur }) {
+					dups = append(dups, FieldError{Field: f.cur, Message: "appears more than once"})
+				}
+			} else {
+				f.keys[key] = true
+				if n == 1 {
+					top = append(top, key)
+				}
+			}
+			f.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, wantKey: true, keys: map[string]bool{}, path: valuePath()})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: valuePath()})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }
 
 // jsonProblem turns a decoding error into a 400 naming the field.
@@ -109,12 +245,14 @@ func jsonProblem(err error) *Problem {
 		if field == "" {
 			field = "(body)"
 		}
-		return invalidField(field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value))
+		return invalidField(field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), jsonValue(typ.Value)))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("malformed JSON: unexpected end of input")
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
+		if f = strings.Trim(f, `"`); f == "" {
+			f = `""` // the empty key
+		}
 		return invalidField(f, "is not a known field")
 	}
 	return badRequest("malformed JSON: " + err.Error())
@@ -122,7 +260,9 @@ func jsonProblem(err error) *Problem {
 
 func jsonKind(goKind string) string {
 	switch goKind {
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
 		return "a number"
 	case "string":
 		return "a string"
@@ -134,4 +274,17 @@ func jsonKind(goKind string) string {
 		return "an object"
 	}
 	return "of another type"
+}
+
+// jsonValue says what a wrong value was, from UnmarshalTypeError.Value:
+// "number 1.5" is shown as 1.5, a kind with its article.
+func jsonValue(v string) string {
+	if n, ok := strings.CutPrefix(v, "number "); ok {
+		return n
+	}
+	switch v {
+	case "string", "number", "bool", "array", "object":
+		return jsonKind(map[string]string{"string": "string", "number": "float64", "bool": "bool", "array": "slice", "object": "map"}[v])
+	}
+	return v
 }

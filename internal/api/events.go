@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +25,6 @@ const (
 	// clients that cannot set headers on their first request.
 	lastEventIDParam = "lastEventId"
 )
-
-var eventType = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 
 func (s *Server) eventRoutes() []route {
 	return []route{
@@ -76,17 +74,21 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// eventFilter reads ?types=a,b.
+// eventFilter reads ?types=a,b (a list: comma-separated or repeated). An
+// unknown type is refused, as webhook subscriptions refuse it, rather than
+// streaming nothing forever.
 func eventFilter(r *http.Request) (docket.EventFilter, error) {
 	var f docket.EventFilter
-	if v := r.URL.Query().Get("types"); v != "" {
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
-			if !eventType.MatchString(t) {
-				return f, invalidField("types", fmt.Sprintf("%q is not an event type such as job.state_changed", t))
-			}
-			f.Types = append(f.Types, t)
+	var unknown []string
+	for _, t := range splitList(r.URL.Query()["types"]) {
+		if !slices.Contains(docket.WebhookEventTypes(), t) {
+			unknown = append(unknown, fmt.Sprintf("%q", t))
+			continue
 		}
+		f.Types = append(f.Types, t)
+	}
+	if len(unknown) > 0 {
+		return f, invalidField("types", fmt.Sprintf("%s: not an event type; known: %s", strings.Join(unknown, ", "), strings.Join(docket.WebhookEventTypes(), ", ")))
 	}
 	return f, nil
 }

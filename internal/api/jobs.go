@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,8 +21,10 @@ import (
 
 // Limits of the jobs API.
 const (
-	listLimitDefault  = 50
-	listLimitMax      = 500
+	// ListLimitDefault and ListLimitMax are the page sizes of GET
+	// /v1/jobs: without ?limit, and the largest ?limit.
+	ListLimitDefault  = 50
+	ListLimitMax      = 500
 	batchMax          = 1000
 	timeoutSecondsMax = 7 * 24 * 3600
 )
@@ -58,23 +61,28 @@ type submitRequest struct {
 // Validate implements Validator with the checks of the HTTP contract, then
 // every check Insert makes.
 func (req *submitRequest) Validate() error {
+	var errs []error
 	if req.RunAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
 		if err != nil {
-			return invalidField("runAt", "must be an RFC 3339 timestamp such as 2030-01-02T15:04:05Z")
+			errs = append(errs, invalidField("runAt", "must be an RFC 3339 timestamp such as 2030-01-02T15:04:05Z"))
 		}
 		req.runAt = t
 	}
 	if req.MaxAttempts != nil && (*req.MaxAttempts < 1 || *req.MaxAttempts > 1000) {
-		return invalidField("maxAttempts", "must be between 1 and 1000")
+		errs = append(errs, invalidField("maxAttempts", "must be between 1 and 1000"))
 	}
 	if req.TimeoutSeconds != nil && (*req.TimeoutSeconds < 0 || *req.TimeoutSeconds > timeoutSecondsMax) {
-		return invalidField("timeoutSeconds", fmt.Sprintf("must be between 0 (the worker's default) and %d", timeoutSecondsMax))
+		errs = append(errs, invalidField("timeoutSeconds", fmt.Sprintf("must be between 0 (the worker's default) and %d", timeoutSecondsMax)))
 	}
-	if err := docket.ValidateInsert(req.insert()); err != nil {
-		return err
+	// Insert's own checks of the other fields (maxAttempts and timeout
+	// are checked above, with the API's names and bounds).
+	args, opts := req.insert()
+	opts.MaxAttempts, opts.Timeout = 0, 0
+	if err := docket.ValidateInsert(args, opts); err != nil {
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // insert is the request as arguments of Client.Insert.
@@ -233,13 +241,8 @@ func decodeBatchItem(raw json.RawMessage) (*submitRequest, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return nil, badRequest("each job must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	item := new(submitRequest)
-	if err := dec.Decode(item); err != nil {
-		return nil, jsonProblem(err)
-	}
-	if err := item.Validate(); err != nil {
+	if err := decodeJSON(raw, item); err != nil {
 		return nil, err
 	}
 	return item, nil
@@ -443,6 +446,9 @@ type listResponse struct {
 // listParams are the query parameters GET /v1/jobs knows.
 var listParams = []string{"status", "jobType", "queue", "priority", "limit", "cursor"}
 
+// singleParams are those of listParams that take one value.
+var singleParams = []string{"priority", "limit", "cursor"}
+
 // listJobs pages through jobs newest first. The cursor is the last id of
 // the previous page: ids are UUIDv7, so a job inserted meanwhile sorts
 // before the first page and never shifts the pages that follow.
@@ -471,10 +477,14 @@ func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, 
 }
 
 func parseListQuery(q url.Values) (docket.ListParams, error) {
-	p := docket.ListParams{Limit: listLimitDefault}
-	for name := range q {
+	p := docket.ListParams{Limit: ListLimitDefault}
+	for name, vs := range q {
 		if !slices.Contains(listParams, name) {
 			return p, invalidField(name, "is not a known query parameter (known: "+strings.Join(listParams, ", ")+")")
+		}
+		// status, jobType and queue take lists; the others one value.
+		if slices.Contains(singleParams, name) && (len(vs) > 1 || strings.Contains(vs[0], ",")) {
+			return p, invalidField(name, "takes one value (only status, jobType and queue take lists)")
 		}
 	}
 	for _, v := range splitList(q["status"]) {
@@ -495,8 +505,8 @@ func parseListQuery(q url.Values) (docket.ListParams, error) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > listLimitMax {
-			return p, invalidField("limit", fmt.Sprintf("must be an integer between 1 and %d", listLimitMax))
+		if err != nil || n < 1 || n > ListLimitMax {
+			return p, invalidField("limit", fmt.Sprintf("must be an integer between 1 and %d", ListLimitMax))
 		}
 		p.Limit = n
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -35,16 +36,17 @@ func between(min, max int) string { return fmt.Sprintf("must be between %d and %
 type leaseRequest remote.LeaseRequest
 
 func (r *leaseRequest) Validate() error {
+	var errs []error
 	if len(r.Queues) == 0 {
-		return invalidField("queues", "is required: a list of at least one queue")
+		errs = append(errs, invalidField("queues", "is required: a list of at least one queue"))
 	}
 	if r.WorkerID == "" {
-		return invalidField("workerId", "is required")
+		errs = append(errs, invalidField("workerId", "is required"))
 	}
 	if r.LeaseSeconds == nil {
-		return invalidField("leaseSeconds", fmt.Sprintf("is required (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax))
+		errs = append(errs, invalidField("leaseSeconds", fmt.Sprintf("is required (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax)))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (r *leaseRequest) params() docket.LeaseParams {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/docket-run/docket"
 )
@@ -46,6 +47,29 @@ func invalidField(field, message string) *Problem {
 	return badRequest(field+": "+message, FieldError{Field: field, Message: message})
 }
 
+// invalidFields is one 400 naming every field of errs.
+func invalidFields(errs []FieldError) *Problem {
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Field + ": " + e.Message
+	}
+	return badRequest(strings.Join(parts, "; "), errs...)
+}
+
+// joinFields is the problem for several errors (errors.Join), each naming
+// one field: one 400 naming them all. Any other error stands alone.
+func joinFields(errs []error) *Problem {
+	var fe []FieldError
+	for _, err := range errs {
+		p := problemFor(err)
+		if p.Status != http.StatusBadRequest || len(p.Errors) == 0 {
+			return p
+		}
+		fe = append(fe, p.Errors...)
+	}
+	return invalidFields(fe)
+}
+
 func notFound(detail string) *Problem {
 	return problem(http.StatusNotFound, "not-found", "Not found", detail)
 }
@@ -83,6 +107,9 @@ func problemFor(err error) *Problem {
 		invalid *docket.InvalidTransitionError
 		maxErr  *http.MaxBytesError
 	)
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return joinFields(j.Unwrap())
+	}
 	switch {
 	case errors.As(err, &p):
 		return p
@@ -106,7 +133,9 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 		w.Header().Set("Retry-After", fmt.Sprint(p.RetryAfter))
 	}
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // a detail quotes input: < and > stay readable
+	_ = enc.Encode(p)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,11 +165,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A path that exists with other methods is 405, not 404.
 	if _, pattern := s.mux.Handler(r); pattern == "/" {
 		if _, p := s.paths.Handler(r); p != "" {
+			w.Header().Set("Allow", s.allowed(p))
 			writeProblem(w, problem(http.StatusMethodNotAllowed, "method", "Method not allowed", r.Method+" is not allowed on "+r.URL.Path))
 			return
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// allowed is the Allow header of a 405: the methods of the routes of
+// path, a pattern path, sorted (GET routes also answer HEAD).
+func (s *Server) allowed(path string) string {
+	var ms []string
+	for _, rt := range s.routes {
+		if rt.Path == path {
+			ms = append(ms, rt.Method)
+			if rt.Method == "GET" {
+				ms = append(ms, "HEAD")
+			}
+		}
+	}
+	slices.Sort(ms)
+	return strings.Join(slices.Compact(ms), ", ")
 }
 
 type principalKey struct{}
