@@ -2,6 +2,7 @@ package docket_test
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -53,4 +54,40 @@ func TestDependenciesDocumented(t *testing.T) {
 	for m := range rows {
 		require.True(t, direct[m], "docs/dependencies.md has a row for %s, which go.mod does not require directly", m)
 	}
+}
+
+// What a new user hit in the README and the docs, checked so it stays
+// fixed.
+func TestReadmeNewUser(t *testing.T) {
+	t.Parallel()
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return string(b)
+	}
+	readme, apiDoc := read("README.md"), read("docs/api.md")
+
+	// The docs run a bare `docket`: the README says how to get one.
+	require.Contains(t, readme, "go build -o docket ./cmd/docket")
+	require.Contains(t, readme, "go install ./cmd/docket")
+
+	// Following the README and then docs/api.md on one server: the
+	// README's idempotency keys are not docs/api.md's.
+	keyRe := regexp.MustCompile(`(?:Idempotency-Key: |"idempotencyKey": ?"|IdempotencyKey: ")([\w.-]+)`)
+	for _, m := range keyRe.FindAllStringSubmatch(readme, -1) {
+		require.NotContains(t, apiDoc, m[1], "docs/api.md uses the README's idempotency key %q", m[1])
+	}
+
+	// A lease request's required fields are said to be required.
+	_, lease, ok := strings.Cut(apiDoc, "### POST /v1/leases\n")
+	require.True(t, ok)
+	lease, _, _ = strings.Cut(lease, "```")
+	require.Regexp(t, "`workerId`[^.]*and `leaseSeconds`[^.]*are required", lease)
+
+	// serve's files in a checkout are ignored by git.
+	gitignore := read(".gitignore")
+	require.Contains(t, strings.Split(gitignore, "\n"), "*.db-nats/")
+
+	// scripts/test.sh says how to stop the PostgreSQL it leaves running.
+	require.Contains(t, read("scripts/test.sh"), "scripts/testdb.sh stop")
 }

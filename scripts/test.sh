@@ -19,6 +19,9 @@ if [ -n "$missing" ]; then
     echo "missing$missing: the docs and events tests will fail under CI" >&2
   fi
 fi
+# The database stays up for the next run; say how to stop it, whatever the
+# outcome.
+trap 'echo "PostgreSQL for tests is still running; stop it with: scripts/testdb.sh stop"' EXIT
 eval "$(scripts/testdb.sh start | grep '^DOCKET_TEST_DATABASE_URL=' | sed 's/^/export /')"
 echo "PostgreSQL for tests: $DOCKET_TEST_DATABASE_URL"
 
