@@ -105,13 +105,7 @@ mistyped --database-url fails instead of making a new database.`,
 // a migration is pending.
 func openMigrated(ctx context.Context, databaseURL string) (*docket.Client, error) {
 	shown := displayURL(databaseURL)
-	if path, ok := strings.CutPrefix(databaseURL, "sqlite:"); ok {
-		path = strings.TrimPrefix(path, "//")
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("there is no database at %s: check --database-url (docket serve or docket migrate up creates it)", shown)
-		}
-	}
-	client, err := openClient(ctx, databaseURL, false, slog.LevelWarn)
+	client, err := openExisting(ctx, databaseURL, slog.LevelWarn)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +122,19 @@ func openMigrated(ctx context.Context, databaseURL string) (*docket.Client, erro
 		}
 	}
 	return client, nil
+}
+
+// openExisting opens the database at databaseURL without migrating it,
+// refusing a SQLite path where there is no file: opening would create an
+// empty database there, and a mistyped URL must not.
+func openExisting(ctx context.Context, databaseURL string, level slog.Level) (*docket.Client, error) {
+	if path, ok := strings.CutPrefix(databaseURL, "sqlite:"); ok {
+		path = strings.TrimPrefix(path, "//")
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("there is no database at %s: check --database-url (docket serve or docket migrate up creates it)", displayURL(databaseURL))
+		}
+	}
+	return openClient(ctx, databaseURL, false, level)
 }
 
 // displayURL is a database URL fit for messages: without its password.

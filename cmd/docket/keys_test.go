@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,4 +80,26 @@ func TestDisplayURLHidesPassword(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u:xxxxx@db:5432/docket", displayURL("postgres://u:secret@db:5432/docket"))
 	require.Equal(t, "sqlite:docket.db", displayURL("sqlite:docket.db"))
+}
+
+// docket migrate status and down, like keys, refuse a SQLite path where
+// there is no database instead of creating an empty one; up creates it.
+func TestMigrateReadersNeedADatabase(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "no", "such.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := "sqlite:" + path
+	for _, args := range [][]string{{"migrate", "status"}, {"migrate", "down"}} {
+		_, err := runDocket(t, append(args, "--database-url", u)...)
+		require.ErrorContains(t, err, "there is no database at "+u, args)
+		_, statErr := os.Stat(path)
+		require.ErrorIs(t, statErr, os.ErrNotExist, "%v created the database", args)
+	}
+	_, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	out, err := runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	require.Contains(t, out, "VERSION")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -28,7 +29,14 @@ func migrateCommand() *cobra.Command {
 				}
 				steps = n
 			}
-			client, err := openClient(cmd.Context(), *url, false, slog.LevelInfo)
+			// Only up may create the database.
+			open := openExisting
+			if dir == "up" {
+				open = func(ctx context.Context, u string, l slog.Level) (*docket.Client, error) {
+					return openClient(ctx, u, false, l)
+				}
+			}
+			client, err := open(cmd.Context(), *url, slog.LevelInfo)
 			if err != nil {
 				return err
 			}
@@ -53,7 +61,7 @@ func migrateCommand() *cobra.Command {
 		Short: "List migrations and whether each is applied",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := openClient(cmd.Context(), *url, false, slog.LevelInfo)
+			client, err := openExisting(cmd.Context(), *url, slog.LevelInfo)
 			if err != nil {
 				return err
 			}
