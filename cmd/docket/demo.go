@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -143,6 +144,66 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, url string, n int) e
 	sort.Strings(states)
 	for _, s := range states {
 		fmt.Fprintf(stdout, "%-8s %d\n", s, counts[docket.JobState(s)])
+	}
+	fmt.Fprintln(stdout)
+	return demoHighlights(ctx, client, ids, stdout)
+}
+
+// demoHighlights prints what the demo is there to show, read back from the
+// database: the retries (with the attempt history of one retried job), the
+// progress of a resize job, and the fatal error.
+func demoHighlights(ctx context.Context, client *docket.Client, ids []uuid.UUID, out io.Writer) error {
+	var (
+		retried, retries, resized int
+		example, resize, charge   *docket.JobRow
+	)
+	for _, id := range ids {
+		j, err := client.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch j.Type {
+		case demoReport{}.JobType():
+			if n := j.AttemptsUsed(); n > 1 {
+				retried++
+				retries += n - 1
+				if example == nil || n > example.AttemptsUsed() {
+					example = j
+				}
+			}
+		case demoResize{}.JobType():
+			if j.Progress > 0 {
+				resized++
+				if resize == nil {
+					resize = j
+				}
+			}
+		case demoCharge{}.JobType():
+			charge = j
+		}
+	}
+	fmt.Fprintf(out, "retries: %d jobs needed more than one attempt (%d retries in all, with backoff)", retried, retries)
+	if example != nil {
+		attempts, err := client.Attempts(ctx, example.ID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "; %s %s:\n", example.Type, example.ID)
+		for _, a := range attempts {
+			fmt.Fprintf(out, "  attempt %d  %-8s %s\n", a.Attempt, a.Outcome, a.Error)
+		}
+	} else {
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "progress: %d demo.resize jobs reported progress", resized)
+	if resize != nil {
+		var args demoResize
+		_ = json.Unmarshal(resize.Payload, &args)
+		fmt.Fprintf(out, "; %s ended at %.0f%% %q with result %s", args.Image, resize.Progress, resize.ProgressMsg, resize.Result)
+	}
+	fmt.Fprintln(out)
+	if charge != nil {
+		fmt.Fprintf(out, "fatal: %s is %s after %d attempt, not retried: %s\n", charge.Type, charge.State, charge.AttemptsUsed(), charge.LastError)
 	}
 	return nil
 }
