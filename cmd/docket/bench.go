@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,6 +47,11 @@ func benchCommand() *cobra.Command {
                                 report the time from each insert's commit to
                                 its handler's start
 
+A database with unfinished jobs (a continuous run leaves some) is refused;
+--reset empties docket's tables first (the migrations are reverted and
+applied again: every job, key and webhook there is lost), so back-to-back
+runs on one database are one command each.
+
 Completions are counted in the database, as committed, not as handler
 returns. Progress goes to stderr every --interval; the result to stdout as
 docket_insert_jobs_per_sec=… and docket_jobs_per_sec=… lines (and latency
@@ -66,6 +72,7 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&flush, "complete-batch", 0, "most completions written per statement (0: the worker default)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
+	reset := f.Bool("reset", false, "empty docket's tables first (drops every job, key and webhook of this database)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch output {
 		case "text":
@@ -80,6 +87,11 @@ percentiles), or as JSON with -o json.`,
 			return err
 		}
 		defer client.Close()
+		if *reset {
+			if err := resetDatabase(ctx, client); err != nil {
+				return err
+			}
+		}
 		cfg.Out, cfg.Log = os.Stdout, os.Stderr
 		if profile != "" {
 			f, err := os.Create(profile)
@@ -93,9 +105,25 @@ percentiles), or as JSON with -o json.`,
 			defer pprof.StopCPUProfile()
 		}
 		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush}, cfg)
+		if errors.Is(err, bench.ErrNotFresh) {
+			return fmt.Errorf("%w, or pass --reset to empty this one first", err)
+		}
 		return err
 	}
 	return cmd
+}
+
+// resetDatabase empties docket's tables by reverting every migration and
+// applying them again: the same on both backends, and it leaves nothing
+// of a previous run (jobs, attempts, outbox, queues, nodes, keys).
+func resetDatabase(ctx context.Context, client *docket.Client) error {
+	if _, err := client.Migrate(ctx, docket.MigrateDown, 0); err != nil {
+		return fmt.Errorf("reset: revert the migrations: %w", err)
+	}
+	if _, err := client.Migrate(ctx, docket.MigrateUp, 0); err != nil {
+		return fmt.Errorf("reset: apply the migrations: %w", err)
+	}
+	return nil
 }
 
 // benchArgs is the no-op job of `docket bench`.

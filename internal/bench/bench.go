@@ -13,6 +13,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -196,6 +197,10 @@ type Result struct {
 	Samples          []Sample `json:"samples"`
 }
 
+// ErrNotFresh: the database holds unfinished jobs, which would be worked
+// with the benchmark's and skew it.
+var ErrNotFresh = errors.New("benchmark on a fresh database")
+
 // Run runs one benchmark on sys and writes its result to cfg.Out.
 func Run(ctx context.Context, sys System, cfg Config) (*Result, error) {
 	cfg = cfg.WithDefaults()
@@ -204,7 +209,7 @@ func Run(ctx context.Context, sys System, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("count unfinished jobs: %w", err)
 	}
 	if n > 0 {
-		return nil, fmt.Errorf("the database holds %d unfinished jobs: benchmark on a fresh database", n)
+		return nil, fmt.Errorf("the database holds %d unfinished jobs: %w", n, ErrNotFresh)
 	}
 	r := &runner{sys: sys, cfg: cfg, res: &Result{System: sys.Name(), Backend: sys.Backend(), Mode: cfg.Mode}}
 	if r.base, err = sys.CountCompleted(ctx); err != nil {
