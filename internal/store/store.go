@@ -7,10 +7,11 @@
 // The database layer is split by domain, one interface and one file each:
 // JobStore (jobs.go: jobs, attempts, queues), ClusterStore (cluster.go:
 // leadership, nodes), KeyStore (keys.go), OutboxStore (outbox.go), InboxStore
-// (inbox.go: the inbox and dead letters) and WebhookStore (webhook.go).
+// (inbox.go: the inbox and dead letters), WebhookStore (webhook.go) and
+// FlowStore (flow.go: workflow definitions, runs, step instances).
 // Store composes them with what belongs to the database as a whole
-// (Backend, Ping, Close, Migrate, Subscribe, InTx). Workflows and human work
-// add a domain each (FlowStore, CrowdStore) to that composition. A consumer
+// (Backend, Ping, Close, Migrate, Subscribe, InTx). Human work will
+// add a domain (CrowdStore) to that composition. A consumer
 // declares the narrow interface it needs, in its own package, rather than
 // taking a Store: leader.Store is two methods of ClusterStore, the engine's
 // store is JobStore and a few methods of ClusterStore, and so on. Each
@@ -81,8 +82,9 @@ type Store interface {
 	OutboxStore
 	InboxStore
 	WebhookStore
-	// FlowStore (workflow definitions, runs, steps) and CrowdStore (units,
-	// assignments, judgments) join here, each with its Tx part in Tx.
+	FlowStore
+	// CrowdStore (units, assignments, judgments) joins here, with its Tx
+	// part in Tx.
 }
 
 // Subscriber is the part of Store that delivers wakeups.

@@ -35,10 +35,10 @@ type Transactor interface {
 //
 // Workflows hook in here: "a job finishes and the workflow steps after it
 // are released" is one transaction. FlowTx (the release of a run's next
-// steps) will join the embedded interfaces, and JobTx will gain the finish
-// of a step's job, so the engine finishes such a job inside InTx with both
-// on one Tx. Plain jobs keep JobFinishMany, one statement per batch.
+// steps) is embedded here; JobTx will gain the finish of a step's job, so
+// the engine finishes such a job inside InTx with both on one Tx. Plain jobs keep JobFinishMany, one statement per batch.
 type Tx interface {
 	JobTx
 	WebhookTx
+	FlowTx
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -99,4 +100,85 @@ func (t *storeTx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook,
 		return nil, errTxDone
 	}
 	return webhookGet(ctx, t.tx, id)
+}
+
+// WorkflowGet implements store.Tx.
+func (t *storeTx) WorkflowGet(ctx context.Context, p *store.WorkflowGetParams) (*flow.Version, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return workflowGet(ctx, t.tx, p)
+}
+
+// RunInsertMany implements store.Tx.
+func (t *storeTx) RunInsertMany(ctx context.Context, p *store.RunInsertManyParams) ([]*store.RunInsertResult, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runInsertMany(ctx, t.tx, p)
+}
+
+// RunGet implements store.Tx.
+func (t *storeTx) RunGet(ctx context.Context, id uuid.UUID) (*flow.Run, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runGet(ctx, t.tx, id, false)
+}
+
+// RunLock implements store.Tx: SELECT … FOR UPDATE, held until the
+// transaction ends.
+func (t *storeTx) RunLock(ctx context.Context, id uuid.UUID) (*flow.Run, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runGet(ctx, t.tx, id, true)
+}
+
+// RunTransition implements store.Tx.
+func (t *storeTx) RunTransition(ctx context.Context, p *store.RunTransitionParams) (*flow.Run, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runTransition(ctx, t.tx, p)
+}
+
+// StepInsertMany implements store.Tx.
+func (t *storeTx) StepInsertMany(ctx context.Context, p *store.StepInsertManyParams) ([]*store.StepInsertResult, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepInsertMany(ctx, t.tx, p)
+}
+
+// StepList implements store.Tx.
+func (t *storeTx) StepList(ctx context.Context, runID uuid.UUID) ([]*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepList(ctx, t.tx, runID)
+}
+
+// StepGetByJob implements store.Tx.
+func (t *storeTx) StepGetByJob(ctx context.Context, jobID uuid.UUID) (*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepGetBy(ctx, t.tx, "job_id", jobID)
+}
+
+// StepGetByUnit implements store.Tx.
+func (t *storeTx) StepGetByUnit(ctx context.Context, unitID uuid.UUID) (*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepGetBy(ctx, t.tx, "unit_id", unitID)
+}
+
+// StepTransition implements store.Tx.
+func (t *storeTx) StepTransition(ctx context.Context, p *store.StepTransitionParams) (*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepTransition(ctx, t.tx, p)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -154,4 +155,94 @@ func (t *storeTx) WebhookGet(ctx context.Context, id uuid.UUID) (*store.Webhook,
 		return nil, errTxDone
 	}
 	return webhookGet(ctx, t.tx, id)
+}
+
+// WorkflowGet implements store.Tx.
+func (t *storeTx) WorkflowGet(ctx context.Context, p *store.WorkflowGetParams) (*flow.Version, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return workflowGet(ctx, t.tx, p)
+}
+
+// RunInsertMany implements store.Tx.
+func (t *storeTx) RunInsertMany(ctx context.Context, p *store.RunInsertManyParams) ([]*store.RunInsertResult, error) {
+	var out []*store.RunInsertResult
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		out, err = runInsertMany(ctx, sqlTx, p)
+		return err
+	})
+	return out, err
+}
+
+// RunGet implements store.Tx.
+func (t *storeTx) RunGet(ctx context.Context, id uuid.UUID) (*flow.Run, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runGet(ctx, t.tx, id)
+}
+
+// RunLock implements store.Tx: the write transaction already excludes
+// every other writer, so reading is locking.
+func (t *storeTx) RunLock(ctx context.Context, id uuid.UUID) (*flow.Run, error) {
+	return t.RunGet(ctx, id)
+}
+
+// RunTransition implements store.Tx.
+func (t *storeTx) RunTransition(ctx context.Context, p *store.RunTransitionParams) (*flow.Run, error) {
+	var r *flow.Run
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		r, err = runTransition(ctx, sqlTx, p)
+		return err
+	})
+	return r, err
+}
+
+// StepInsertMany implements store.Tx.
+func (t *storeTx) StepInsertMany(ctx context.Context, p *store.StepInsertManyParams) ([]*store.StepInsertResult, error) {
+	var out []*store.StepInsertResult
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		out, err = stepInsertMany(ctx, sqlTx, p)
+		return err
+	})
+	return out, err
+}
+
+// StepList implements store.Tx.
+func (t *storeTx) StepList(ctx context.Context, runID uuid.UUID) ([]*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepList(ctx, t.tx, runID)
+}
+
+// StepGetByJob implements store.Tx.
+func (t *storeTx) StepGetByJob(ctx context.Context, jobID uuid.UUID) (*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepGetBy(ctx, t.tx, "job_id", jobID)
+}
+
+// StepGetByUnit implements store.Tx.
+func (t *storeTx) StepGetByUnit(ctx context.Context, unitID uuid.UUID) (*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepGetBy(ctx, t.tx, "unit_id", unitID)
+}
+
+// StepTransition implements store.Tx.
+func (t *storeTx) StepTransition(ctx context.Context, p *store.StepTransitionParams) (*flow.StepInstance, error) {
+	var st *flow.StepInstance
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		st, err = stepTransition(ctx, sqlTx, p)
+		return err
+	})
+	return st, err
 }

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/flow"
+)
+
+// FlowTx is the part of FlowStore that runs in a caller's transaction (Tx)
+// as well as on its own: what advancing a run needs, so that "a job
+// finished, its step succeeded and the next steps were released" is one
+// transaction.
+//
+// Refused state changes are *flow.InvalidTransitionError (nothing read when
+// the state machine has no such change; the row's id set when the row was
+// not in the expected state or generation); a missing row is ErrNotFound.
+type FlowTx interface {
+	// WorkflowGet reads one version of a workflow definition, the latest
+	// when p.Version is 0; ErrNotFound when there is none.
+	WorkflowGet(ctx context.Context, p *WorkflowGetParams) (*flow.Version, error)
+
+	// RunInsertMany inserts runs in one transaction, each RUNNING. A run
+	// whose (workflow, idempotency key) exists already, in the table or
+	// earlier in the batch, is not inserted: its result carries the
+	// existing run and Duplicate = true. Results are in the order of
+	// p.Runs. The workflow version of each run must exist. One
+	// run.state_changed outbox row lists the runs inserted (none when
+	// every run was a duplicate).
+	RunInsertMany(ctx context.Context, p *RunInsertManyParams) ([]*RunInsertResult, error)
+	// RunGet reads one run; ErrNotFound when there is none.
+	RunGet(ctx context.Context, id uuid.UUID) (*flow.Run, error)
+	// RunLock reads one run and locks it until the transaction ends, so
+	// that the advancements of one run (on any node) happen one after the
+	// other. Outside InTx the lock ends with the call, which makes it
+	// RunGet. ErrNotFound when there is no such run.
+	RunLock(ctx context.Context, id uuid.UUID) (*flow.Run, error)
+	// RunTransition makes one state change of a run, guarded by state =
+	// p.From, and writes its run.state_changed outbox row. Entering a
+	// terminal state sets finished_at (and the output for SUCCEEDED, the
+	// error for FAILED and CANCELED); FAILED → RUNNING (retry) clears them.
+	RunTransition(ctx context.Context, p *RunTransitionParams) (*flow.Run, error)
+
+	// StepInsertMany creates step instances in one transaction, PENDING or
+	// directly RUNNING (released, with their job or unit id). An instance
+	// whose (run, step, index) exists, in the table or earlier in the
+	// batch, is not inserted again: its result carries the existing row and
+	// Duplicate = true. This unique key is what makes a release happen once:
+	// the caller creates the job or unit of an instance only when its
+	// insert was not a duplicate. One step.state_changed outbox row lists
+	// the instances inserted.
+	StepInsertMany(ctx context.Context, p *StepInsertManyParams) ([]*StepInsertResult, error)
+	// StepList lists every instance of a run, ordered by step name, then
+	// index. Ordering by the DAG is the caller's (flow.Graph.Order). An
+	// unknown run has none.
+	StepList(ctx context.Context, runID uuid.UUID) ([]*flow.StepInstance, error)
+	// StepGetByJob reads the step instance a job currently belongs to;
+	// ErrNotFound when none does (a plain job, or the job of an instance
+	// that was reset by a retry since).
+	StepGetByJob(ctx context.Context, jobID uuid.UUID) (*flow.StepInstance, error)
+	// StepGetByUnit is StepGetByJob for a human step's unit.
+	StepGetByUnit(ctx context.Context, unitID uuid.UUID) (*flow.StepInstance, error)
+	// StepTransition makes one state change of a step instance, guarded by
+	// state = p.From and generation = p.Generation, and writes its
+	// step.state_changed outbox row. See StepTransitionParams for what
+	// each change sets.
+	StepTransition(ctx context.Context, p *StepTransitionParams) (*flow.StepInstance, error)
+}
+
+// FlowStore is the workflows domain: definitions and their versions, runs,
+// and the instances of their steps.
+type FlowStore interface {
+	FlowTx
+
+	// WorkflowPut stores a definition. When p.Hash equals the hash of the
+	// workflow's latest version, nothing is written and that version is
+	// returned with Created = false; otherwise a new version (latest + 1,
+	// 1 for a new workflow) is stored. Puts of one name are serialised, so
+	// concurrent puts of the same content make one version and versions
+	// have no gaps. Storing again the content of an older version makes a
+	// new version: only the latest counts.
+	WorkflowPut(ctx context.Context, p *WorkflowPutParams) (v *flow.Version, created bool, err error)
+	// WorkflowList lists the latest version of each workflow, by name,
+	// from the first name after p.AfterName.
+	WorkflowList(ctx context.Context, p *WorkflowListParams) ([]*flow.Version, error)
+	// RunList lists runs newest first (id descending), filtered.
+	RunList(ctx context.Context, p *RunListParams) ([]*flow.Run, error)
+}
+
+// WorkflowPutParams stores a definition.
+type WorkflowPutParams struct {
+	Name       string
+	Definition json.RawMessage // canonical JSON (flow.Canonical)
+	Hash       string          // flow.Hash of the definition
+	Now        time.Time
+}
+
+// WorkflowGetParams reads a version; Version 0 means the latest.
+type WorkflowGetParams struct {
+	Name    string
+	Version int
+}
+
+// WorkflowListParams pages through workflows by name.
+type WorkflowListParams struct {
+	AfterName string // cursor: only names strictly greater ("" = from the first)
+	Limit     int    // non-positive: no limit
+}
+
+// RunInsertParams describes one run to insert.
+type RunInsertParams struct {
+	ID       uuid.UUID // UUIDv7, made by the caller
+	Workflow string
+	Version  int             // must exist
+	Input    json.RawMessage // valid JSON; never nil
+	// IdempotencyKey is unique per workflow, across its versions; "" for
+	// none.
+	IdempotencyKey string
+}
+
+// RunInsertManyParams: insert these runs at Now.
+type RunInsertManyParams struct {
+	Runs []*RunInsertParams
+	Now  time.Time
+}
+
+// RunInsertResult is the outcome for one run.
+type RunInsertResult struct {
+	Run       *flow.Run
+	Duplicate bool // the idempotency key existed; Run is the existing run
+}
+
+// RunListParams filters RunList. Empty values filter nothing.
+type RunListParams struct {
+	Workflow      string
+	States        []flow.RunState
+	CreatedAfter  time.Time // created_at >= CreatedAfter
+	CreatedBefore time.Time // created_at < CreatedBefore
+	BeforeID      uuid.UUID // cursor: only ids strictly less (uuid.Nil = from the newest)
+	Limit         int       // non-positive: no limit
+}
+
+// RunTransitionParams asks for one state change of a run.
+type RunTransitionParams struct {
+	ID       uuid.UUID
+	From, To flow.RunState
+	Output   json.RawMessage // to SUCCEEDED; nil for none
+	Error    string          // to FAILED or CANCELED
+	Now      time.Time
+}
+
+// Validate checks p by the run state machine before any row is read.
+func (p *RunTransitionParams) Validate() error {
+	if err := flow.CheckRunTransition(p.From, p.To); err != nil {
+		return err
+	}
+	if p.To != flow.RunSucceeded && p.Output != nil {
+		return fmt.Errorf("transition run %s to %s: only SUCCEEDED takes an output", p.ID, p.To)
+	}
+	return nil
+}
+
+// StepInsertParams describes one step instance to create.
+type StepInsertParams struct {
+	RunID uuid.UUID
+	Step  string
+	Index int
+	Kind  flow.Kind
+	// State is PENDING or RUNNING. RUNNING (released) takes JobID for a
+	// job step, UnitID for a human step, neither for a signal step.
+	State  flow.StepState
+	JobID  uuid.UUID
+	UnitID uuid.UUID
+}
+
+// StepInsertManyParams: create these instances at Now.
+type StepInsertManyParams struct {
+	Steps []*StepInsertParams
+	Now   time.Time
+}
+
+// StepInsertResult is the outcome for one instance.
+type StepInsertResult struct {
+	Step      *flow.StepInstance
+	Duplicate bool // (run, step, index) existed; Step is the existing row
+}
+
+// StepTransitionParams asks for one state change of a step instance, in
+// generation Generation. What it sets, by target state:
+//
+//   - RUNNING (released): started_at = Now, and JobID or UnitID.
+//   - SUCCEEDED, FAILED, SKIPPED, CANCELED: finished_at = Now, Output,
+//     Error and Confidence as given (nil and "" for none); the job and
+//     unit ids are kept, so StepGetByJob still finds a finished instance.
+//   - PENDING (reset by a retry): generation + 1, and every field of the
+//     previous generation cleared (job, unit, output, error, confidence,
+//     started, finished): the old job or unit no longer finds it.
+type StepTransitionParams struct {
+	RunID      uuid.UUID
+	Step       string
+	Index      int
+	Generation int
+	From, To   flow.StepState
+	JobID      uuid.UUID // to RUNNING, job steps
+	UnitID     uuid.UUID // to RUNNING, human steps
+	Output     json.RawMessage
+	Error      string
+	Confidence *float64
+	Now        time.Time
+}
+
+// Validate checks p by the step state machine before any row is read.
+func (p *StepTransitionParams) Validate() error {
+	if err := flow.CheckStepTransition(p.From, p.To); err != nil {
+		return err
+	}
+	if p.To != flow.StepRunning && (p.JobID != uuid.Nil || p.UnitID != uuid.Nil) {
+		return fmt.Errorf("transition step %s/%s[%d] to %s: a job or unit is set only on release", p.RunID, p.Step, p.Index, p.To)
+	}
+	if p.Generation < 1 {
+		return fmt.Errorf("transition step %s/%s[%d]: generation must be at least 1", p.RunID, p.Step, p.Index)
+	}
+	return nil
+}
+
+// InstanceID names a step instance in errors: "<run>/<step>[<index>]".
+func InstanceID(runID uuid.UUID, step string, index int) string {
+	return fmt.Sprintf("%s/%s[%d]", runID, step, index)
+}
+
+// Validate checks one instance to create.
+func (p *StepInsertParams) Validate() error {
+	id := InstanceID(p.RunID, p.Step, p.Index)
+	switch {
+	case p.Step == "" || p.Index < 0:
+		return fmt.Errorf("insert step %s: a step name and an index >= 0 are required", id)
+	case p.Kind != flow.KindJob && p.Kind != flow.KindSignal && p.Kind != flow.KindHuman:
+		return fmt.Errorf("insert step %s: unknown kind %q", id, p.Kind)
+	case p.State != flow.StepPending && p.State != flow.StepRunning:
+		return fmt.Errorf("insert step %s: state must be PENDING or RUNNING, not %q", id, p.State)
+	case p.State == flow.StepPending && (p.JobID != uuid.Nil || p.UnitID != uuid.Nil):
+		return fmt.Errorf("insert step %s: a PENDING instance has no job or unit", id)
+	}
+	return nil
+}
+
+// Validate checks one run to insert.
+func (p *RunInsertParams) Validate() error {
+	switch {
+	case p.ID == uuid.Nil:
+		return fmt.Errorf("insert run: no id")
+	case p.Workflow == "" || p.Version < 1:
+		return fmt.Errorf("insert run %s: a workflow and a version >= 1 are required", p.ID)
+	case !json.Valid(p.Input):
+		return fmt.Errorf("insert run %s: the input is not valid JSON", p.ID)
+	}
+	return nil
+}
