@@ -80,8 +80,8 @@ func (s *Store) WorkflowPut(ctx context.Context, p *store.WorkflowPutParams) (*f
 			WHERE name = ?`, latest+1, p.Hash, now, p.Name); err != nil {
 			return err
 		}
-		v, err = scanVersion(tx.QueryRowContext(ctx, `INSERT INTO docket_workflow_versions AS v (name, version, hash, definition, created_at)
-			VALUES (?, ?, ?, ?, ?) RETURNING `+versionColumns, p.Name, latest+1, p.Hash, string(p.Definition), now))
+		v, err = scanVersion(tx.QueryRowContext(ctx, `INSERT INTO docket_workflow_versions (name, version, hash, definition, created_at)
+			VALUES (?, ?, ?, ?, ?) RETURNING name, version, hash, definition, created_at`, p.Name, latest+1, p.Hash, string(p.Definition), now))
 		created = true
 		return err
 	})
