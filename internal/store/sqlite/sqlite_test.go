@@ -212,7 +212,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 		return names
 	}
 	all := []string{"docket_api_keys", "docket_dead_letters", "docket_inbox", "docket_job_attempts", "docket_jobs", "docket_leader", "docket_migrations",
-		"docket_nodes", "docket_outbox", "docket_queues", "docket_webhook_deliveries", "docket_webhooks"}
+		"docket_nodes", "docket_outbox", "docket_queues", "docket_runs", "docket_steps", "docket_webhook_deliveries",
+		"docket_webhooks", "docket_workflow_versions", "docket_workflows"}
 
 	ms, err := s.MigrationStatus(ctx)
 	require.NoError(t, err)
