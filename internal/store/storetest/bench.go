@@ -21,6 +21,7 @@ import (
 //	Acquire/batch=N      one JobAcquire of N jobs from a standing backlog
 //	Finish/batch=N       one JobFinishMany of N acquired jobs (SUCCESS)
 //	Transition           one JobTransition (CREATED → QUEUED)
+//	RunInsertMany/batch=N  one RunInsertMany of N workflow runs with keys
 //
 // open must return a migrated, empty store closed via b.Cleanup; each
 // sub-benchmark opens its own. Setup (inserting and acquiring what an
@@ -47,6 +48,11 @@ func RunBenchmarks(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("Transition", func(b *testing.B) {
 		benchTransition(b, open(b))
 	})
+	for _, n := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("RunInsertMany/batch=%d", n), func(b *testing.B) {
+			benchRunInsertMany(b, open(b), n)
+		})
+	}
 }
 
 // benchBacklog is the standing backlog every acquisition benchmark works
