@@ -67,13 +67,6 @@ func uuidOrNil(id *uuid.UUID) uuid.UUID {
 	return *id
 }
 
-// timeOrNull is t as a parameter; the zero time is NULL.
-func timeOrNull(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return dbTime(t)
-}
 
 // ---- Definitions ----
 
