@@ -24,9 +24,10 @@ type Transactor interface {
 // commit or roll back together, and each reads what the transaction wrote
 // before it.
 //
-// A method that fails with *job.InvalidTransitionError or ErrNotFound
-// leaves the transaction usable, so fn may go on (say, after a transition
-// it expected could be refused). After any other error fn should return
+// A method that fails with *job.InvalidTransitionError,
+// *flow.InvalidTransitionError or ErrNotFound leaves the transaction
+// usable, so fn may go on (say, after a transition it expected could be
+// refused). After any other error fn should return
 // it: PostgreSQL refuses every statement of a transaction after a failed
 // one.
 //
