@@ -67,7 +67,6 @@ func uuidOrNil(id *uuid.UUID) uuid.UUID {
 	return *id
 }
 
-
 // ---- Definitions ----
 
 const versionColumns = `v.name, v.version, v.hash, v.definition, v.created_at`
