@@ -40,7 +40,13 @@ func runEM(method Method, x *index, opts Options, s smoothing) *Result {
 		ones[w] = 1
 	}
 	voteShares(x, ones, post)
+	return runEMFrom(method, x, opts, s, post)
+}
 
+// runEMFrom runs the EM of runEM from the given posteriors (overwritten).
+func runEMFrom(method Method, x *index, opts Options, s smoothing, post []float64) *Result {
+	k := x.nClasses()
+	nW := len(x.workers)
 	logConf := make([]float64, nW*k*k)
 	counts := make([]float64, nW*k*k)
 	logPrior := make([]float64, k)

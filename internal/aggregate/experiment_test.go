@@ -69,7 +69,27 @@ func TestExperiment(t *testing.T) {
 	vs = append(vs, variant{"avg(ds,zencrowd)", func(x *index, o Options) *Result {
 		return avg(dawidSkene(MethodDS, x, o), dawidSkene(MethodZenCrowd, x, o), x)
 	}})
-	for seed := uint64(0); seed < 11; seed++ {
+	vs = append(vs, variant{"ds from zencrowd", func(x *index, o Options) *Result {
+		z := dawidSkene(MethodZenCrowd, x, o)
+		post := make([]float64, 0, len(x.items)*x.nClasses())
+		for _, it := range z.Items {
+			post = append(post, it.Distribution...)
+		}
+		return runEMFrom(MethodDS, x, o, smoothingDefault, post)
+	}})
+	for _, vb := range []bool{false, true} {
+		cfg := hierDefault
+		cfg.vb, cfg.precisionOnly = vb, true
+		vs = append(vs, variant{fmt.Sprintf("hier precision-only vb=%v", vb), func(x *index, o Options) *Result {
+			r, a := hierDS(x, o, cfg)
+			t.Logf("  alpha %.3g", a)
+			return r
+		}})
+	}
+	for _, mc := range []maceConfig{} {
+		vs = append(vs, variant{fmt.Sprintf("mace %v", mc), func(x *index, o Options) *Result { return mace(x, o, mc) }})
+	}
+	for seed := uint64(0); seed < 0; seed++ {
 		cfg := ebccDefault
 		if seed > 0 {
 			cfg.seed = seed

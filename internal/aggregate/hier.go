@@ -13,6 +13,9 @@ type hierConfig struct {
 	// estimate: diagonal and off-diagonal pseudo-counts.
 	initDiag, initOff float64
 	fixedPoint        int // Minka fixed-point steps per EM iteration
+	// precisionOnly: the prior's mean row is the pooled counts of all
+	// workers; only its strength (precision) is fitted by Minka's fixed point.
+	precisionOnly bool
 }
 
 var hierDefault = hierConfig{priorCount: 1, initDiag: 2, initOff: 0.5, fixedPoint: 5}
@@ -101,7 +104,45 @@ func hierMaximise(x *index, post []float64, cfg hierConfig, alpha, counts, logCo
 	}
 	// Minka's fixed point for the Pólya (Dirichlet-multinomial) likelihood
 	// of each row: α_c ← α_c Σ_w [ψ(n_wc+α_c)−ψ(α_c)] / Σ_w [ψ(N_w+A)−ψ(A)].
-	for r := 0; r < k; r++ {
+	for r := 0; r < k && cfg.precisionOnly; r++ {
+		a := alpha[r*k : (r+1)*k]
+		mean := make([]float64, k)
+		var tot, A float64
+		for w := range nW {
+			for c := 0; c < k; c++ {
+				mean[c] += counts[w*kk+r*k+c]
+			}
+		}
+		for c := range mean {
+			mean[c] += 1e-3
+			tot += mean[c]
+			A += a[c]
+		}
+		for c := range mean {
+			mean[c] /= tot
+		}
+		for range cfg.fixedPoint {
+			var num, den float64
+			dA := digamma(A)
+			for w := range nW {
+				n := counts[w*kk+r*k : w*kk+(r+1)*k]
+				var N float64
+				for c, v := range n {
+					N += v
+					num += mean[c] * (digamma(v+A*mean[c]) - digamma(A*mean[c]))
+				}
+				den += digamma(N+A) - dA
+			}
+			if den <= 0 {
+				break
+			}
+			A = min(max(A*num/den, 1e-3), 1e4)
+		}
+		for c := range a {
+			a[c] = A * mean[c]
+		}
+	}
+	for r := 0; r < k && !cfg.precisionOnly; r++ {
 		a := alpha[r*k : (r+1)*k]
 		for range cfg.fixedPoint {
 			var A float64
