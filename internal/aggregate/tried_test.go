@@ -1,0 +1,723 @@
+package aggregate
+
+// Variants of Dawid-Skene that were tried for the default and not adopted
+// (docs/aggregation.md, "What was tried"). They live in a test file so that
+// TestTriedVariants can reproduce the recorded figures; none is shipped.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hierConfig configures the empirical-Bayes hierarchical Dawid-Skene
+// (experimental variants; see docs/aggregation.md).
+type hierConfig struct {
+	vb         bool    // M-step as variational Bayes: exp E[log π] instead of the posterior mean
+	priorCount float64 // pseudo-count per class of the class prior (0 = unsmoothed)
+	// init is the Dirichlet row prior the first M-step uses before any
+	// estimate: diagonal and off-diagonal pseudo-counts.
+	initDiag, initOff float64
+	fixedPoint        int // Minka fixed-point steps per EM iteration
+	// precisionOnly: the prior's mean row is the pooled counts of all
+	// workers; only its strength (precision) is fitted by Minka's fixed point.
+	precisionOnly bool
+}
+
+var hierDefault = hierConfig{priorCount: 1, initDiag: 2, initOff: 0.5, fixedPoint: 5}
+
+// hierDS runs Dawid-Skene whose workers' confusion rows share a Dirichlet
+// prior α_r (one per true class r) estimated from the data at every
+// iteration: the maximum-likelihood Dirichlet-multinomial (Pólya) fit to
+// all workers' expected counts of that row, by Minka's fixed point. A
+// worker with many labels gets their own row; one with few inherits the
+// crowd's.
+func hierDS(x *index, opts Options, cfg hierConfig) (*Result, []float64) {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	post := make([]float64, len(x.items)*k)
+	ones := make([]float64, nW)
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	alpha := make([]float64, kk)
+	for r := 0; r < k; r++ {
+		for c := 0; c < k; c++ {
+			alpha[r*k+c] = cfg.initOff
+			if r == c {
+				alpha[r*k+c] = cfg.initDiag
+			}
+		}
+	}
+	counts := make([]float64, nW*kk)
+	logConf := make([]float64, nW*kk)
+	logPrior := make([]float64, k)
+	prior := make([]float64, k)
+	it, converged := 0, false
+	for it < opts.MaxIterations {
+		it++
+		hierMaximise(x, post, cfg, alpha, counts, logConf, prior, logPrior)
+		if emExpect(x, logConf, logPrior, post) < opts.Tolerance {
+			converged = true
+			break
+		}
+	}
+	hierMaximise(x, post, cfg, alpha, counts, logConf, prior, logPrior)
+	out := newResult(x, post)
+	out.Iterations, out.Converged = it, converged
+	model := &Model{Method: MethodDS, Classes: x.classes, Prior: make([]float64, k), Workers: make(map[string]WorkerModel, nW)}
+	for c := range prior {
+		model.Prior[c] = math.Exp(logPrior[c])
+	}
+	for w, id := range x.workers {
+		conf := make([]float64, kk)
+		for c, lc := range logConf[w*kk : (w+1)*kk] {
+			conf[c] = math.Exp(lc)
+		}
+		model.Workers[id] = WorkerModel{Confusion: conf}
+		out.Workers[w].Confusion = matrix(conf, k)
+	}
+	unk := make([]float64, kk)
+	for r := 0; r < k; r++ {
+		var s float64
+		for c := 0; c < k; c++ {
+			s += alpha[r*k+c]
+		}
+		for c := 0; c < k; c++ {
+			unk[r*k+c] = alpha[r*k+c] / s
+		}
+	}
+	model.Unknown = WorkerModel{Confusion: unk}
+	out.Model = model
+	return out, alpha
+}
+
+func hierMaximise(x *index, post []float64, cfg hierConfig, alpha, counts, logConf, prior, logPrior []float64) {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	clear(counts)
+	for i := range x.items {
+		d := post[i*k : (i+1)*k]
+		for j := x.start[i]; j < x.start[i+1]; j++ {
+			row := counts[int(x.worker[j])*kk+int(x.label[j]):]
+			for c, p := range d {
+				row[c*k] += p
+			}
+		}
+	}
+	// Minka's fixed point for the Pólya (Dirichlet-multinomial) likelihood
+	// of each row: α_c ← α_c Σ_w [ψ(n_wc+α_c)−ψ(α_c)] / Σ_w [ψ(N_w+A)−ψ(A)].
+	for r := 0; r < k && cfg.precisionOnly; r++ {
+		a := alpha[r*k : (r+1)*k]
+		mean := make([]float64, k)
+		var tot, A float64
+		for w := range nW {
+			for c := 0; c < k; c++ {
+				mean[c] += counts[w*kk+r*k+c]
+			}
+		}
+		for c := range mean {
+			mean[c] += 1e-3
+			tot += mean[c]
+			A += a[c]
+		}
+		for c := range mean {
+			mean[c] /= tot
+		}
+		for range cfg.fixedPoint {
+			var num, den float64
+			dA := digamma(A)
+			for w := range nW {
+				n := counts[w*kk+r*k : w*kk+(r+1)*k]
+				var N float64
+				for c, v := range n {
+					N += v
+					num += mean[c] * (digamma(v+A*mean[c]) - digamma(A*mean[c]))
+				}
+				den += digamma(N+A) - dA
+			}
+			if den <= 0 {
+				break
+			}
+			A = min(max(A*num/den, 1e-3), 1e4)
+		}
+		for c := range a {
+			a[c] = A * mean[c]
+		}
+	}
+	if !cfg.precisionOnly {
+		fitAlpha(x, cfg, alpha, counts)
+	}
+	for w := range nW {
+		cw := counts[w*kk : (w+1)*kk]
+		lw := logConf[w*kk : (w+1)*kk]
+		for r := 0; r < k; r++ {
+			var total float64
+			for c := 0; c < k; c++ {
+				total += cw[r*k+c] + alpha[r*k+c]
+			}
+			if cfg.vb {
+				dt := digamma(total)
+				for c := 0; c < k; c++ {
+					lw[r*k+c] = digamma(cw[r*k+c]+alpha[r*k+c]) - dt
+				}
+				continue
+			}
+			lt := math.Log(total)
+			for c := 0; c < k; c++ {
+				lw[r*k+c] = math.Log(cw[r*k+c]+alpha[r*k+c]) - lt
+			}
+		}
+	}
+	clear(prior)
+	for i := range x.items {
+		for c, p := range post[i*k : (i+1)*k] {
+			prior[c] += p
+		}
+	}
+	total := float64(len(x.items)) + cfg.priorCount*float64(k)
+	for c := range prior {
+		prior[c] = (prior[c] + cfg.priorCount) / total
+		logPrior[c] = math.Log(max(prior[c], 1e-300))
+	}
+}
+
+// fitAlpha fits each row's Dirichlet prior to the workers' expected counts
+// of that row (Pólya maximum likelihood, Minka's fixed point).
+func fitAlpha(x *index, cfg hierConfig, alpha, counts []float64) {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	for r := 0; r < k; r++ {
+		a := alpha[r*k : (r+1)*k]
+		for range cfg.fixedPoint {
+			var A float64
+			for _, v := range a {
+				A += v
+			}
+			var den float64
+			dA := digamma(A)
+			num := make([]float64, k)
+			for w := range nW {
+				n := counts[w*kk+r*k : w*kk+(r+1)*k]
+				var N float64
+				for _, v := range n {
+					N += v
+				}
+				if N < 1e-9 {
+					continue
+				}
+				den += digamma(N+A) - dA
+				for c, v := range n {
+					num[c] += digamma(v+a[c]) - digamma(a[c])
+				}
+			}
+			if den <= 0 {
+				break
+			}
+			for c := range a {
+				a[c] = min(max(a[c]*num[c]/den, 1e-3), 1e4)
+			}
+		}
+	}
+}
+
+// cavityConfig: Dawid-Skene whose E-step leaves the item out of its own
+// workers' counts (zero-order collapsed variational Bayes, CVB0): an item's
+// posterior uses each worker's confusion estimated from the worker's other
+// items only, so a worker's few labels cannot vouch for themselves.
+type cavityConfig struct {
+	s     smoothing
+	learn bool // re-fit the row priors by Minka's fixed point (as hierDS)
+}
+
+func cavityDS(x *index, opts Options, cfg cavityConfig) *Result {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	nI := len(x.items)
+	post := make([]float64, nI*k)
+	next := make([]float64, nI*k)
+	ones := make([]float64, nW)
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	alpha := make([]float64, kk)
+	for r := 0; r < k; r++ {
+		for c := 0; c < k; c++ {
+			alpha[r*k+c] = cfg.s.off
+			if r == c {
+				alpha[r*k+c] = cfg.s.diag
+			}
+		}
+	}
+	counts := make([]float64, nW*kk)
+	rowTot := make([]float64, nW*k)
+	classTot := make([]float64, k)
+	buf := make([]float64, k)
+	hc := hierDefault
+	it, converged := 0, false
+	for it < opts.MaxIterations {
+		it++
+		clear(counts)
+		clear(classTot)
+		for i := range nI {
+			d := post[i*k : (i+1)*k]
+			for c, p := range d {
+				classTot[c] += p
+			}
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				row := counts[int(x.worker[j])*kk+int(x.label[j]):]
+				for c, p := range d {
+					row[c*k] += p
+				}
+			}
+		}
+		if cfg.learn {
+			fitAlpha(x, hc, alpha, counts)
+		}
+		for w := range nW {
+			for r := 0; r < k; r++ {
+				var s float64
+				for c := 0; c < k; c++ {
+					s += counts[w*kk+r*k+c] + alpha[r*k+c]
+				}
+				rowTot[w*k+r] = s
+			}
+		}
+		var delta float64
+		for i := range nI {
+			d := post[i*k : (i+1)*k]
+			nd := next[i*k : (i+1)*k]
+			if x.gold[i] >= 0 {
+				copy(nd, d)
+				continue
+			}
+			for r := range buf {
+				buf[r] = math.Log(classTot[r] - d[r] + cfg.s.prior)
+			}
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				w, l := int(x.worker[j]), int(x.label[j])
+				for r, p := range d {
+					buf[r] += math.Log(max(counts[w*kk+r*k+l]-p, 0)+alpha[r*k+l]) - math.Log(rowTot[w*k+r]-p)
+				}
+			}
+			delta = max(delta, normaliseLog(buf, nd))
+		}
+		post, next = next, post
+		if delta < opts.Tolerance {
+			converged = true
+			break
+		}
+	}
+	out := newResult(x, post)
+	out.Iterations, out.Converged = it, converged
+	return out
+}
+
+// maceConfig: the priors of MACE (Hovy, Berg-Kirkpatrick, Vaswani, Hovy,
+// NAACL 2013), as MAP pseudo-counts.
+type maceConfig struct {
+	spamA, spamB float64 // Beta pseudo-counts on (spamming, answering honestly)
+	xi           float64 // Dirichlet pseudo-count on each label of the spam distribution
+	prior        float64 // class-prior pseudo-count; < 0: uniform prior
+}
+
+var maceDefault = maceConfig{spamA: 0.5, spamB: 0.5, xi: 10, prior: 1}
+
+// mace: each worker answers the truth, or with probability θ_w "spams" a
+// label drawn from their own distribution ξ_w. The worker's confusion
+// matrix is (1−θ_w)·I + θ_w·1ξ_wᵀ: k parameters per worker, between
+// one-coin and a full matrix, and never adversarial.
+func mace(x *index, opts Options, cfg maceConfig) *Result {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	post := make([]float64, len(x.items)*k)
+	ones := make([]float64, nW)
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	theta := make([]float64, nW)
+	xi := make([]float64, nW*k)
+	spam := make([]float64, nW)
+	xiN := make([]float64, nW*k)
+	logConf := make([]float64, nW*kk)
+	logPrior := make([]float64, k)
+	prior := make([]float64, k)
+	for w := range theta {
+		theta[w] = 0.5
+		for l := 0; l < k; l++ {
+			xi[w*k+l] = 1 / float64(k)
+		}
+	}
+	it, converged := 0, false
+	maximise := func() {
+		clear(spam)
+		clear(xiN)
+		for i := range x.items {
+			d := post[i*k : (i+1)*k]
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				w, l := int(x.worker[j]), int(x.label[j])
+				s := theta[w] * xi[w*k+l]
+				for t, p := range d {
+					h := 0.0
+					if t == l {
+						h = 1 - theta[w]
+					}
+					e := p * s / (h + s)
+					spam[w] += e
+					xiN[w*k+l] += e
+				}
+			}
+		}
+		for w := range nW {
+			n := float64(x.count[w])
+			theta[w] = (spam[w] + cfg.spamA) / (n + cfg.spamA + cfg.spamB)
+			var tot float64
+			for l := 0; l < k; l++ {
+				tot += xiN[w*k+l] + cfg.xi
+			}
+			for l := 0; l < k; l++ {
+				xi[w*k+l] = (xiN[w*k+l] + cfg.xi) / tot
+			}
+			for t := 0; t < k; t++ {
+				for l := 0; l < k; l++ {
+					p := theta[w] * xi[w*k+l]
+					if t == l {
+						p += 1 - theta[w]
+					}
+					logConf[w*kk+t*k+l] = math.Log(p)
+				}
+			}
+		}
+		clear(prior)
+		for i := range x.items {
+			for c, p := range post[i*k : (i+1)*k] {
+				prior[c] += p
+			}
+		}
+		for c := range prior {
+			if cfg.prior < 0 {
+				prior[c] = 1 / float64(k)
+			} else {
+				prior[c] = (prior[c] + cfg.prior) / (float64(len(x.items)) + cfg.prior*float64(k))
+			}
+			logPrior[c] = math.Log(prior[c])
+		}
+	}
+	for it < opts.MaxIterations {
+		it++
+		maximise()
+		if emExpect(x, logConf, logPrior, post) < opts.Tolerance {
+			converged = true
+			break
+		}
+	}
+	out := newResult(x, post)
+	out.Iterations, out.Converged = it, converged
+	return out
+}
+
+// communityDS: Dawid-Skene whose workers fall into C communities (Venanzi,
+// Guiver, Kazai, Kohli, Shokouhi, WWW 2014, by EM rather than message
+// passing). Community c has a Dirichlet prior α_c per confusion row;
+// a worker's confusion is the posterior mean under the mixture of the
+// communities, weighted by how well each explains the worker's counts
+// (Pólya likelihood). The α_c are re-fitted every iteration by a weighted
+// Minka fixed point. The communities start from the workers' agreement
+// with the majority, split into C equal ranks (deterministic).
+func communityDS(x *index, opts Options, nC int) *Result {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	post := make([]float64, len(x.items)*k)
+	ones := make([]float64, nW)
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	agree := agreement(x, argmaxes(x, post))
+	order := make([]int, nW)
+	for w := range order {
+		order[w] = w
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case agree[a] < agree[b]:
+			return -1
+		case agree[a] > agree[b]:
+			return 1
+		}
+		return 0
+	})
+	q := make([]float64, nW*nC)
+	for rank, w := range order {
+		q[w*nC+rank*nC/max(nW, 1)] = 1
+	}
+	alpha := make([]float64, nC*kk)
+	for c := range nC {
+		for r := 0; r < k; r++ {
+			for l := 0; l < k; l++ {
+				alpha[c*kk+r*k+l] = 0.5
+				if r == l {
+					alpha[c*kk+r*k+l] = 2
+				}
+			}
+		}
+	}
+	counts := make([]float64, nW*kk)
+	logConf := make([]float64, nW*kk)
+	logPrior := make([]float64, k)
+	rho := make([]float64, nC)
+	ll := make([]float64, nC)
+	num := make([]float64, k)
+	maximise := func() {
+		clear(counts)
+		for i := range x.items {
+			d := post[i*k : (i+1)*k]
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				row := counts[int(x.worker[j])*kk+int(x.label[j]):]
+				for c, p := range d {
+					row[c*k] += p
+				}
+			}
+		}
+		// Refit each community's rows (weighted Minka), then memberships.
+		for c := range nC {
+			for r := 0; r < k; r++ {
+				a := alpha[c*kk+r*k : c*kk+(r+1)*k]
+				for range 5 {
+					var A, den float64
+					for _, v := range a {
+						A += v
+					}
+					clear(num)
+					dA := digamma(A)
+					for w := range nW {
+						qw := q[w*nC+c]
+						if qw < 1e-9 {
+							continue
+						}
+						n := counts[w*kk+r*k : w*kk+(r+1)*k]
+						var N float64
+						for _, v := range n {
+							N += v
+						}
+						den += qw * (digamma(N+A) - dA)
+						for l, v := range n {
+							num[l] += qw * (digamma(v+a[l]) - digamma(a[l]))
+						}
+					}
+					if den <= 0 {
+						break
+					}
+					for l := range a {
+						a[l] = min(max(a[l]*num[l]/den, 1e-3), 1e4)
+					}
+				}
+			}
+		}
+		clear(rho)
+		for w := range nW {
+			for c := range nC {
+				rho[c] += q[w*nC+c]
+			}
+		}
+		for w := range nW {
+			for c := range nC {
+				v := math.Log(max(rho[c], 1e-9))
+				for r := 0; r < k; r++ {
+					a := alpha[c*kk+r*k : c*kk+(r+1)*k]
+					n := counts[w*kk+r*k : w*kk+(r+1)*k]
+					var A, N float64
+					for l := range a {
+						A += a[l]
+						N += n[l]
+						v += lgamma(n[l]+a[l]) - lgamma(a[l])
+					}
+					v += lgamma(A) - lgamma(N+A)
+				}
+				ll[c] = v
+			}
+			normaliseLog(ll, q[w*nC:(w+1)*nC])
+			for r := 0; r < k; r++ {
+				n := counts[w*kk+r*k : w*kk+(r+1)*k]
+				var N float64
+				for _, v := range n {
+					N += v
+				}
+				for l := 0; l < k; l++ {
+					var p float64
+					for c := range nC {
+						a := alpha[c*kk+r*k : c*kk+(r+1)*k]
+						var A float64
+						for _, v := range a {
+							A += v
+						}
+						p += q[w*nC+c] * (n[l] + a[l]) / (N + A)
+					}
+					logConf[w*kk+r*k+l] = math.Log(p)
+				}
+			}
+		}
+		prior := make([]float64, k)
+		for i := range x.items {
+			for c, p := range post[i*k : (i+1)*k] {
+				prior[c] += p
+			}
+		}
+		for c := range prior {
+			logPrior[c] = math.Log((prior[c] + 1) / (float64(len(x.items)) + float64(k)))
+		}
+	}
+	it, converged := 0, false
+	for it < opts.MaxIterations {
+		it++
+		maximise()
+		if emExpect(x, logConf, logPrior, post) < opts.Tolerance {
+			converged = true
+			break
+		}
+	}
+	out := newResult(x, post)
+	out.Iterations, out.Converged = it, converged
+	return out
+}
+
+func lgamma(v float64) float64 {
+	r, _ := math.Lgamma(v)
+	return r
+}
+
+// averaged is the mean of two results' posteriors.
+func averaged(x *index, a, b *Result) *Result {
+	k := x.nClasses()
+	post := make([]float64, len(x.items)*k)
+	for i := range x.items {
+		for c := 0; c < k; c++ {
+			post[i*k+c] = (a.Items[i].Distribution[c] + b.Items[i].Distribution[c]) / 2
+		}
+	}
+	return newResult(x, post)
+}
+
+type triedVariant struct {
+	name string
+	run  func(x *index, opts Options) *Result
+	// Items right on D_Product (of 8,315) and D_PosSent (of 1,000).
+	product, possent int
+}
+
+func triedVariants(short bool) []triedVariant {
+	hier := func(vb, precisionOnly bool, priorCount float64) func(x *index, o Options) *Result {
+		cfg := hierDefault
+		cfg.vb, cfg.precisionOnly, cfg.priorCount = vb, precisionOnly, priorCount
+		return func(x *index, o Options) *Result { r, _ := hierDS(x, o, cfg); return r }
+	}
+	vs := []triedVariant{
+		{"ds (the default)", func(x *index, o Options) *Result { return dawidSkene(MethodDS, x, o) }, 7808, 960},
+		{"zencrowd", func(x *index, o Options) *Result { return dawidSkene(MethodZenCrowd, x, o) }, 7715, 950},
+		{"EB hierarchical ds, posterior mean, class prior +1", hier(false, false, 1), 7796, 960},
+		{"EB hierarchical ds, posterior mean, class prior unsmoothed", hier(false, false, 0), 7797, 960},
+		{"EB hierarchical ds, VB, class prior +1", hier(true, false, 1), 7799, 960},
+		{"EB hierarchical ds, VB, class prior unsmoothed", hier(true, false, 0), 7799, 960},
+		{"EB hierarchical ds, pooled mean, fitted strength", hier(false, true, 1), 7798, 960},
+		{"EB hierarchical ds, pooled mean, fitted strength, VB", hier(true, true, 1), 7787, 960},
+		{"ds, leave-item-out E-step (CVB0)", func(x *index, o Options) *Result {
+			return cavityDS(x, o, cavityConfig{s: smoothingDefault})
+		}, 7804, 960},
+		{"ds, leave-item-out E-step, EB prior", func(x *index, o Options) *Result {
+			return cavityDS(x, o, cavityConfig{s: smoothingDefault, learn: true})
+		}, 7800, 960},
+		{"ds, leave-item-out E-step, pseudo-counts 0.01", func(x *index, o Options) *Result {
+			return cavityDS(x, o, cavityConfig{s: smoothing{0.01, 0.01, 0.01}})
+		}, 7801, 961},
+		{"ds started from zencrowd", func(x *index, o Options) *Result {
+			z := dawidSkene(MethodZenCrowd, x, o)
+			post := make([]float64, 0, len(x.items)*x.nClasses())
+			for _, it := range z.Items {
+				post = append(post, it.Distribution...)
+			}
+			return runEMFrom(MethodDS, x, o, smoothingDefault, post)
+		}, 7808, 960},
+		{"mean of ds and zencrowd", func(x *index, o Options) *Result {
+			return averaged(x, dawidSkene(MethodDS, x, o), dawidSkene(MethodZenCrowd, x, o))
+		}, 7775, 958},
+		{"mean of ds and ebcc (seed 1234)", func(x *index, o Options) *Result {
+			return averaged(x, dawidSkene(MethodDS, x, o), ebcc(x, o, ebccDefault))
+		}, 7792, 960},
+		{"MACE, Beta(0.5,0.5), ξ +10", func(x *index, o Options) *Result { return mace(x, o, maceDefault) }, 7735, 955},
+		{"MACE, Beta(0.5,0.5), ξ +1", func(x *index, o Options) *Result { return mace(x, o, maceConfig{0.5, 0.5, 1, 1}) }, 7790, 960},
+		{"MACE, Beta(1,1), ξ +1", func(x *index, o Options) *Result { return mace(x, o, maceConfig{1, 1, 1, 1}) }, 7792, 959},
+		{"MACE, Beta(2,2), ξ +1", func(x *index, o Options) *Result { return mace(x, o, maceConfig{2, 2, 1, 1}) }, 7803, 959},
+	}
+	if short {
+		return vs
+	}
+	for _, c := range []struct{ n, product, possent int }{{2, 7802, 960}, {3, 7793, 960}, {4, 7792, 960}} {
+		vs = append(vs, triedVariant{fmt.Sprintf("community ds, %d communities", c.n), func(x *index, o Options) *Result {
+			return communityDS(x, o, c.n)
+		}, c.product, c.possent})
+	}
+	// The seed spread of EBCC and of the ds+ebcc mean (seeds 1–10).
+	for seed, possent := range []int{0, 960, 960, 962, 962, 962, 960, 960, 960, 960, 962} {
+		if seed == 0 {
+			continue
+		}
+		cfg := ebccDefault
+		cfg.seed = uint64(seed)
+		mean := 960
+		if seed == 10 {
+			mean = 961
+		}
+		vs = append(vs,
+			triedVariant{fmt.Sprintf("ebcc seed %d", seed), func(x *index, o Options) *Result { return ebcc(x, o, cfg) }, 7802, possent},
+			triedVariant{fmt.Sprintf("mean of ds and ebcc seed %d", seed), func(x *index, o Options) *Result {
+				return averaged(x, dawidSkene(MethodDS, x, o), ebcc(x, o, cfg))
+			}, 7792, mean})
+	}
+	return vs
+}
+
+// TestTriedVariants reproduces the table of docs/aggregation.md ("What was
+// tried"): the exact counts of each variant on the two shared datasets.
+// With AGG_TRIED_SYNTHETIC=1 it also logs each variant's accuracy on the
+// crowds of TestSyntheticCrowds.
+func TestTriedVariants(t *testing.T) {
+	t.Parallel()
+	product, possent := loadDataset(t, "d_product"), loadDataset(t, "d_possent")
+	var crowds []dataset
+	if os.Getenv("AGG_TRIED_SYNTHETIC") != "" {
+		for _, tc := range [][5]int{{1, 3000, 400, 5, 3}, {2, 3000, 1500, 5, 4}, {3, 2000, 300, 3, 4}} {
+			in, tr := synthetic(uint64(tc[0]), tc[1], tc[2], tc[3], tc[4])
+			crowds = append(crowds, dataset{in, tr})
+		}
+	}
+	score := func(v triedVariant, d dataset) int {
+		opts := Options{}.WithDefaults()
+		x, err := newIndex(d.judgments, opts)
+		require.NoError(t, err)
+		c, _ := accuracy(v.run(x, opts), d.truth)
+		return c
+	}
+	for _, v := range triedVariants(testing.Short()) {
+		p, s := score(v, product), score(v, possent)
+		line := fmt.Sprintf("%-55s %d %d", v.name, p, s)
+		for _, d := range crowds {
+			line += fmt.Sprintf(" %.2f", 100*float64(score(v, d))/float64(len(d.truth)))
+		}
+		t.Log(line)
+		require.Equal(t, v.product, p, "%s on D_Product", v.name)
+		require.Equal(t, v.possent, s, "%s on D_PosSent", v.name)
+	}
+}
