@@ -22,6 +22,13 @@ type optionalBody interface {
 	bodyOptional()
 }
 
+// preparer is implemented by request types whose validation needs the
+// request (a path value) or the server (the CEL environment): prepare runs
+// before the body is decoded.
+type preparer interface {
+	prepare(s *Server, r *http.Request)
+}
+
 // Validator is implemented by request types that check themselves after
 // decoding; the error is usually a *Problem naming the field.
 type Validator interface {
@@ -35,6 +42,9 @@ type Validator interface {
 func endpoint[Req, Resp any](s *Server, fn func(ctx context.Context, r *http.Request, req *Req) (int, *Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		req := new(Req)
+		if p, ok := any(req).(preparer); ok {
+			p.prepare(s, r)
+		}
 		if _, empty := any(req).(*Empty); !empty {
 			_, optional := any(req).(optionalBody)
 			if err := decodeBody(w, r, s.cfg.MaxBodyBytes, optional, req); err != nil {

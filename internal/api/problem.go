@@ -106,6 +106,7 @@ func problemFor(err error) *Problem {
 		verr    *docket.ValidationError
 		invalid *docket.InvalidTransitionError
 		maxErr  *http.MaxBytesError
+		flowErr *docket.WorkflowValidationError
 	)
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return joinFields(j.Unwrap())
@@ -115,6 +116,8 @@ func problemFor(err error) *Problem {
 		return p
 	case errors.As(err, &verr):
 		return invalidField(verr.Field, verr.Message)
+	case errors.As(err, &flowErr):
+		return workflowProblem(validationFields(flowErr))
 	case errors.As(err, &maxErr):
 		return tooLarge(maxErr.Limit)
 	case errors.Is(err, docket.ErrNotFound):

@@ -1,5 +1,5 @@
 // Package api serves docket over HTTP: the jobs API, the remote-worker
-// lease protocol, health and metrics. Requests and responses are typed
+// lease protocol, workflow definitions, health and metrics. Requests and responses are typed
 // structs; decoding, validation and error mapping happen in one helper
 // (endpoint); every error is application/problem+json (problem.go).
 package api
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/flow/expr"
 )
 
 // Defaults of Config.
@@ -68,6 +69,9 @@ type Server struct {
 	limiter *limiter
 	metrics *Metrics
 
+	// exprEnv compiles workflow expressions; built on first use.
+	exprEnv func() (*expr.Env, error)
+
 	authMu    sync.Mutex
 	authCache map[string]authEntry
 }
@@ -82,8 +86,8 @@ type permission int
 
 const (
 	permPublic permission = iota // no key needed (health, metrics, openapi)
-	permRead                     // read jobs and queues
-	permSubmit                   // submit, cancel, retry jobs
+	permRead                     // read jobs, queues and workflows
+	permSubmit                   // submit, cancel, retry jobs; put workflows
 	permLease                    // the remote-worker protocol
 	permAdmin                    // everything else
 )
@@ -122,6 +126,7 @@ func New(cfg Config) *Server {
 		cfg.Metrics.countFrom(cfg.Client)
 	}
 	s := &Server{cfg: cfg, client: cfg.Client, metrics: cfg.Metrics, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
+	s.exprEnv = sync.OnceValues(expr.NewEnv)
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
 	}
@@ -133,6 +138,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.eventRoutes()...)
 	s.routes = append(s.routes, s.deadLetterRoutes()...)
 	s.routes = append(s.routes, s.webhookRoutes()...)
+	s.routes = append(s.routes, s.workflowRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler
