@@ -30,7 +30,7 @@ type bundle struct {
 
 type option func(*Config)
 
-func setup(t *testing.T, backend testdb.Backend, opts ...option) *bundle {
+func setup(t testing.TB, backend testdb.Backend, opts ...option) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	client, err := docket.NewClient(ctx, docket.Config{

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/remote"
 )
@@ -257,6 +258,13 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"WebhookList":         webhooksResponse{},
 		"WebhookDelivery":     deliveryView{},
 		"WebhookDeliveryList": deliveriesResponse{},
+		"WorkflowVersion":     workflowView{},
+		"WorkflowList":        workflowsResponse{},
+		"WorkflowDefinition":  flow.Definition{},
+		"WorkflowStep":        flow.Step{},
+		"WorkflowJobStep":     flow.JobStep{},
+		"WorkflowSignalStep":  flow.SignalStep{},
+		"WorkflowHumanStep":   flow.HumanStep{},
 	} {
 		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
 		props, _ := s["properties"].(map[string]any)

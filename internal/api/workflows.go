@@ -216,8 +216,11 @@ func checkShape(bad *[]FieldError, path, who string, t reflect.Type, v any) bool
 		slices.Sort(keys)
 		for _, k := range keys {
 			sub := k
+			if k == "" {
+				sub = `""` // the empty key, named as the shared decoder names it
+			}
 			if path != "" {
-				sub = path + "." + k
+				sub = path + "." + sub
 			}
 			ft, known := types[k]
 			if !known {
