@@ -102,11 +102,18 @@ func leasePath(leaseID, action string) string {
 // decodes a 2xx answer into out (nil to discard it, *json.RawMessage to
 // keep it as is). Any other answer is an *Error.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.DoStatus(ctx, method, path, body, out)
+	return err
+}
+
+// DoStatus is Do that also returns the status of a 2xx answer, for the
+// calls whose status says something (201 Created against 200 OK).
+func (c *Client) DoStatus(ctx context.Context, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		buf, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return 0, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(buf)
 	}
@@ -117,7 +124,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
@@ -126,23 +133,23 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return 0, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return problemOf(res, data)
+		return res.StatusCode, problemOf(res, data)
 	}
 	if out == nil {
-		return nil
+		return res.StatusCode, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		return res.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
-	return nil
+	return res.StatusCode, nil
 }
 
 func (c *Client) timeout() time.Duration {

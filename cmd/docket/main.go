@@ -1,6 +1,6 @@
 // Command docket runs and manages docket: the server (serve), remote
-// workers (worker), jobs (job), API keys (keys), migrations (migrate), the
-// benchmark (bench) and the demo (demo).
+// workers (worker), jobs (job), workflow definitions (workflow), API keys
+// (keys), migrations (migrate), the benchmark (bench) and the demo (demo).
 package main
 
 import (
@@ -32,7 +32,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand())
+	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand(), workflowCommand())
 	root.AddCommand(aggregateCommand())
 	return root
 }

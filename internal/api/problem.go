@@ -144,5 +144,7 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // answers are not HTML: "a < b" in an expression stays readable
+	_ = enc.Encode(v)
 }
