@@ -22,20 +22,23 @@ import (
 	"github.com/docket-run/docket/internal/testdb"
 )
 
-// docs/api.md is checked by running it: every ```sh block that starts with
-// "# doc-test" runs, in order, in one bash (so variables carry over from
-// one example to the next, as for a reader following along), against a
-// real server with $DOCKET and $KEY set. When an ```http sample follows
+// docs/api.md and docs/workflows.md are checked by running them: every
+// ```sh block that starts with "# doc-test" runs, in order, in one bash per
+// page (so variables carry over from one example to the next, as for a
+// reader following along), against a real server with $DOCKET and $KEY
+// set. When an ```http sample follows
 // the block, the status of the block's last curl call must be the sample's
 // and the block's output must have the sample's JSON fields (and values,
 // but for ids, times, cursors and details, which differ from run to run).
 // Every other curl call must answer 2xx.
 
-const apiDoc = "../../docs/api.md"
+// apiDocs are the pages whose examples run this way, each against its own
+// server: the HTTP API, and the HTTP chapter of the workflows page.
+var apiDocs = []string{"../../docs/api.md", "../../docs/workflows.md"}
 
 // docExample is one doc-test block and the sample answer after it.
 type docExample struct {
-	Line   int    // of the block in api.md
+	Line   int    // of the block in its page
 	Script string // the block's commands
 	Sample *docSample
 }
@@ -50,7 +53,7 @@ var (
 	sampleFirst = regexp.MustCompile(`^HTTP/1\.1 (\d{3}) `)
 )
 
-func parseDocExamples(t *testing.T, doc string) []docExample {
+func parseDocExamples(t *testing.T, name, doc string) []docExample {
 	t.Helper()
 	var out []docExample
 	for _, m := range docBlock.FindAllStringSubmatchIndex(doc, -1) {
@@ -58,7 +61,7 @@ func parseDocExamples(t *testing.T, doc string) []docExample {
 		if m[4] >= 0 {
 			sample := doc[m[4]:m[5]]
 			sm := sampleFirst.FindStringSubmatch(sample)
-			require.NotNil(t, sm, "api.md:%d: the sample must start with HTTP/1.1 <status>", ex.Line)
+			require.NotNil(t, sm, "%s:%d: the sample must start with HTTP/1.1 <status>", name, ex.Line)
 			status, _ := strconv.Atoi(sm[1])
 			_, body, _ := strings.Cut(sample, "\n\n") // after the headers
 			ex.Sample = &docSample{Status: status, Body: body}
@@ -87,9 +90,9 @@ func needTools(t *testing.T, tools ...string) {
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is needed to run the examples of docs/api.md: %v", tool, err)
+				t.Fatalf("%s is needed to run the examples of the docs: %v", tool, err)
 			}
-			t.Skipf("%s is needed to run the examples of docs/api.md: %v", tool, err)
+			t.Skipf("%s is needed to run the examples of the docs: %v", tool, err)
 		}
 	}
 }
@@ -97,9 +100,21 @@ func needTools(t *testing.T, tools ...string) {
 func TestAPIDocExamples(t *testing.T) {
 	t.Parallel()
 	needTools(t, "bash", "curl", "jq")
-	doc, err := os.ReadFile(apiDoc)
+	for _, path := range apiDocs {
+		name := strings.TrimPrefix(path, "../../")
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			t.Parallel()
+			runDocExamples(t, name, path)
+		})
+	}
+}
+
+// runDocExamples runs the doc-test examples of the page at path (name is
+// its path in the repository) against a new server.
+func runDocExamples(t *testing.T, name, path string) {
+	doc, err := os.ReadFile(path)
 	require.NoError(t, err)
-	examples := parseDocExamples(t, string(doc))
+	examples := parseDocExamples(t, name, string(doc))
 	require.NotEmpty(t, examples)
 
 	key := servertest.NewAdminKey()
@@ -141,14 +156,14 @@ func TestAPIDocExamples(t *testing.T) {
 	}
 	if runErr != nil {
 		ex := examples[len(outputs)-1]
-		t.Fatalf("the example at docs/api.md:%d failed (%v)\n%s\noutput:\n%s\nstderr:\n%s",
-			ex.Line, runErr, ex.Script, outputs[len(outputs)-1], stderr.String())
+		t.Fatalf("the example at %s:%d failed (%v)\n%s\noutput:\n%s\nstderr:\n%s",
+			name, ex.Line, runErr, ex.Script, outputs[len(outputs)-1], stderr.String())
 	}
 	require.Len(t, outputs, len(examples))
 
 	for i, ex := range examples {
 		codes := statuses[i]
-		where := fmt.Sprintf("docs/api.md:%d", ex.Line)
+		where := fmt.Sprintf("%s:%d", name, ex.Line)
 		require.NotEmpty(t, codes, "%s: the example calls no curl", where)
 		last := codes[len(codes)-1]
 		for _, c := range codes[:len(codes)-1] {
@@ -235,11 +250,17 @@ func compareSample(path string, want, got any) []string {
 }
 
 // TestAPIDocCoversEveryOperation: every operation of the OpenAPI document
-// has a section "### METHOD /path" in docs/api.md with a doc-test example.
+// has a section "### METHOD /path" in docs/api.md (or, for workflows,
+// docs/workflows.md) with a doc-test example, and no page documents an
+// operation the document does not have.
 func TestAPIDocCoversEveryOperation(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(apiDoc)
-	require.NoError(t, err)
+	var doc []byte
+	for _, path := range apiDocs {
+		page, err := os.ReadFile(path)
+		require.NoError(t, err)
+		doc = append(append(doc, page...), '\n')
+	}
 	spec, err := os.ReadFile("../api/openapi.json")
 	require.NoError(t, err)
 	var openapi struct {
@@ -264,12 +285,12 @@ func TestAPIDocCoversEveryOperation(t *testing.T) {
 	require.NotEmpty(t, ops)
 	for _, op := range ops {
 		body, ok := sections[op]
-		require.True(t, ok, "docs/api.md has no section \"### %s\"", op)
-		require.Contains(t, body, "```sh\n# doc-test\n", "docs/api.md, section %s: no doc-test example", op)
+		require.True(t, ok, "neither docs/api.md nor docs/workflows.md has a section \"### %s\"", op)
+		require.Contains(t, body, "```sh\n# doc-test\n", "docs, section %s: no doc-test example", op)
 	}
 	for heading := range sections {
 		if regexp.MustCompile(`^[A-Z]+ /`).MatchString(heading) {
-			require.Contains(t, ops, heading, "docs/api.md documents %s, which is not in openapi.json", heading)
+			require.Contains(t, ops, heading, "the docs document %s, which is not in openapi.json", heading)
 		}
 	}
 }
