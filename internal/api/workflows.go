@@ -163,8 +163,18 @@ func cmpOr(s, def string) string {
 
 // workflowProblem is the 400 for the problems of a definition: one entry
 // per field, in order of first appearance, the messages of a field that
-// has several (two faults in one expression) joined.
+// has several (two faults in one expression) joined; at most
+// flow.MaxProblems fields, then one entry saying how many more.
 func workflowProblem(errs []FieldError) *Problem {
+	merged := mergeFields(errs)
+	if extra := len(merged) - flow.MaxProblems; extra > 0 {
+		merged = mergeFields(append(merged[:flow.MaxProblems:flow.MaxProblems],
+			FieldError{Field: "(body)", Message: fmt.Sprintf("and %d more fields with problems", extra)}))
+	}
+	return invalidFields(merged)
+}
+
+func mergeFields(errs []FieldError) []FieldError {
 	var merged []FieldError
 	at := map[string]int{}
 	for _, e := range errs {
@@ -177,7 +187,7 @@ func workflowProblem(errs []FieldError) *Problem {
 		at[e.Field] = len(merged)
 		merged = append(merged, e)
 	}
-	return invalidFields(merged)
+	return merged
 }
 
 var (

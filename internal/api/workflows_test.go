@@ -1,15 +1,18 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
@@ -258,6 +261,21 @@ func TestWorkflowPutProblems(t *testing.T) {
 	})
 }
 
+// However many problems a body has, the answer lists at most
+// flow.MaxProblems fields and says how many more there were.
+func TestWorkflowPutManyProblems(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	var steps []string
+	for i := range 300 {
+		steps = append(steps, fmt.Sprintf(`{"name":"s%d","job":{"type":"t"},"x":1}`, i))
+	}
+	p := b.do(t, docket.RoleAdmin, "PUT", "/v1/workflows/many", `{"steps":[`+strings.Join(steps, ",")+`]}`).Problem(t, http.StatusBadRequest)
+	require.Len(t, p.Errors, flow.MaxProblems+1)
+	require.Equal(t, "steps[0].x", p.Errors[0].Field)
+	require.Equal(t, FieldError{Field: "(body)", Message: "and 200 more fields with problems"}, p.Errors[flow.MaxProblems])
+}
+
 // A definition over the size limit of definitions is refused even when the
 // server takes larger bodies.
 func TestWorkflowPutTooLarge(t *testing.T) {
@@ -273,4 +291,39 @@ func TestWorkflowPutTooLarge(t *testing.T) {
 	}
 	sb.WriteString("]}")
 	b.do(t, docket.RoleAdmin, "PUT", "/v1/workflows/big", sb.String()).Problem(t, http.StatusRequestEntityTooLarge)
+}
+
+// Concurrent puts of the same new content make one version: one 201, the
+// others 200 with that version.
+func TestWorkflowPutConcurrent(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		const n = 8
+		statuses := make(chan int, n)
+		versions := make(chan int, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := b.do(t, docket.RoleProducer, "PUT", "/v1/workflows/product-match", designWorkflow)
+				var v workflowView
+				_ = json.Unmarshal(r.Body, &v)
+				statuses <- r.Status
+				versions <- v.Version
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		close(versions)
+		count := map[int]int{}
+		for s := range statuses {
+			count[s]++
+		}
+		require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusOK: n - 1}, count)
+		for v := range versions {
+			require.Equal(t, 1, v)
+		}
+	})
 }
