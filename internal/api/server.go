@@ -1,7 +1,8 @@
 // Package api serves docket over HTTP: the jobs API, the remote-worker
-// lease protocol, workflow definitions, health and metrics. Requests and responses are typed
-// structs; decoding, validation and error mapping happen in one helper
-// (endpoint); every error is application/problem+json (problem.go).
+// lease protocol, workflow definitions, health and metrics. Requests and
+// responses are typed structs; decoding, validation and error mapping
+// happen in one helper (endpoint); every error is application/problem+json
+// (problem.go).
 package api
 
 import (
