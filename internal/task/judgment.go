@@ -1,0 +1,384 @@
+package task
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// Judgment is a validated judgment (or golden answer), keyed by field name,
+// with one Go value per field given: string (choice, text), []string
+// (multi_choice), float64 (number), int (rating), []Box (bbox). A field
+// absent or null in the JSON is absent from the map.
+type Judgment map[string]any
+
+// ValidateJudgment checks a judgment's JSON: a flat object keyed by field
+// name, every required field given (not null), no unknown field, no key
+// twice, every value valid for its field. It returns nil or a
+// *ValidationError naming every offending field by its path ("same",
+// "boxes[1].w"), in the order of the template's fields.
+func (c *Compiled) ValidateJudgment(data []byte) error {
+	_, err := c.ParseJudgment(data)
+	return err
+}
+
+// ParseJudgment validates a judgment as ValidateJudgment does and returns
+// its values.
+func (c *Compiled) ParseJudgment(data []byte) (Judgment, error) {
+	return c.parse(data, c.judgment, subjectJudgment)
+}
+
+// ParseAnswer validates the known answer of a golden unit: shaped like a
+// judgment, but it may give only some fields (those it gives are the ones
+// scored), at least one.
+func (c *Compiled) ParseAnswer(data []byte) (Judgment, error) {
+	return c.parse(data, c.answer, subjectAnswer)
+}
+
+func (c *Compiled) parse(data []byte, schema *jsonschema.Schema, subject string) (Judgment, error) {
+	var p problems
+	if len(data) > MaxJudgmentBytes {
+		p.add("", "the %s exceeds %d bytes", subject, MaxJudgmentBytes)
+		return nil, p.err(subject)
+	}
+	root, ok := parseTree(data, &p)
+	if !ok {
+		return nil, p.err(subject)
+	}
+	if root.kind != 'o' {
+		p.add("", "a %s must be a JSON object keyed by field name, not %s", subject, root.describe())
+		return nil, p.err(subject)
+	}
+	if err := schema.Validate(root.value()); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, fmt.Errorf("validate %s: %w", subject, err)
+		}
+		c.schemaProblems(&p, root, ve)
+	}
+	j := Judgment{}
+	for i, k := range root.keys {
+		f, ok := c.Field(k)
+		if !ok || root.vals[i].kind == 'z' || p.names(k) {
+			continue
+		}
+		if v, ok := c.value(&p, f, root.vals[i]); ok {
+			j[k] = v
+		}
+	}
+	if subject == subjectAnswer && p.len() == 0 && len(j) == 0 {
+		p.add("", "a golden answer must give at least one field")
+	}
+	order := root.order()
+	p.sortBy(func(fe FieldError) [2]int { return [2]int{c.rank(fe), position(order, fe.Field)} })
+	if err := p.err(subject); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// value converts a field's value, valid for the schema, to its Go value,
+// checking what the schema cannot say.
+func (c *Compiled) value(p *problems, f *Field, v *node) (any, bool) {
+	switch f.Kind {
+	case KindChoice, KindText:
+		return v.str, true
+	case KindMultiChoice:
+		out := make([]string, len(v.items))
+		for i, it := range v.items {
+			out[i] = it.str
+		}
+		return out, true
+	case KindNumber:
+		x, ok := finite(p, f.Name, v)
+		return x, ok
+	case KindRating:
+		x, err := strconv.ParseFloat(string(v.num), 64)
+		return int(x), err == nil
+	case KindBBox:
+		boxes := make([]Box, len(v.items))
+		good := true
+		for i, it := range v.items {
+			path := fmt.Sprintf("%s[%d]", f.Name, i)
+			b := Box{Label: it.vals[slices.Index(it.keys, "label")].str}
+			for _, k := range []string{"x", "y", "w", "h"} {
+				x, _ := strconv.ParseFloat(string(it.vals[slices.Index(it.keys, k)].num), 64)
+				switch k {
+				case "x":
+					b.X = x
+				case "y":
+					b.Y = x
+				case "w":
+					b.W = x
+				case "h":
+					b.H = x
+				}
+			}
+			// A little slack for decimal fractions that do not add up
+			// exactly in binary (0.7 + 0.3).
+			const slack = 1e-9
+			if b.X+b.W > 1+slack {
+				p.add(path+".w", "x + w must be at most 1 (the box ends past the right edge: x %g + w %g)", b.X, b.W)
+				good = false
+			}
+			if b.Y+b.H > 1+slack {
+				p.add(path+".h", "y + h must be at most 1 (the box ends past the bottom edge: y %g + h %g)", b.Y, b.H)
+				good = false
+			}
+			boxes[i] = b
+		}
+		return boxes, good
+	}
+	return nil, false
+}
+
+func finite(p *problems, path string, v *node) (float64, bool) {
+	x, err := strconv.ParseFloat(string(v.num), 64)
+	if err != nil || math.IsInf(x, 0) {
+		p.add(path, "must be a number of float64 range, not %s", v.num)
+		return 0, false
+	}
+	return x + 0, true
+}
+
+// rank orders problems: the document as a whole first, then by the
+// template's field order, unknown fields last; within a field by position.
+func (c *Compiled) rank(fe FieldError) int {
+	if fe.Field == "" {
+		return -1
+	}
+	name := fe.Field
+	if i := strings.IndexAny(name, ".["); i >= 0 {
+		name = name[:i]
+	}
+	if i, ok := c.index[name]; ok {
+		return i
+	}
+	return len(c.Fields)
+}
+
+// order numbers every path of the tree in document order.
+func (n *node) order() map[string]int {
+	out := map[string]int{}
+	var walk func(n *node, path string)
+	walk = func(n *node, path string) {
+		out[path] = len(out)
+		for i, k := range n.keys {
+			walk(n.vals[i], join(path, k))
+		}
+		for i, it := range n.items {
+			walk(it, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+	walk(n, "")
+	return out
+}
+
+// position is a path's place in document order; a path the document does
+// not have (a missing key) takes its parent's.
+func position(order map[string]int, path string) int {
+	for {
+		if i, ok := order[path]; ok {
+			return i
+		}
+		cut := strings.LastIndexAny(path, ".[")
+		if cut < 0 {
+			return 0
+		}
+		path = path[:cut]
+	}
+}
+
+// schemaProblems turns the schema's errors into field problems, one per
+// path, worded for the field they concern.
+func (c *Compiled) schemaProblems(p *problems, root *node, ve *jsonschema.ValidationError) {
+	var leaves []*jsonschema.ValidationError
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, e)
+		}
+		for _, cause := range e.Causes {
+			walk(cause)
+		}
+	}
+	walk(ve)
+	// A value of the wrong type may fail other keywords too (enum): say the
+	// type.
+	slices.SortStableFunc(leaves, func(a, b *jsonschema.ValidationError) int {
+		_, ta := a.ErrorKind.(*kind.Type)
+		_, tb := b.ErrorKind.(*kind.Type)
+		return cmp.Compare(btoi(!ta), btoi(!tb))
+	})
+	var got problems
+	for _, e := range leaves {
+		path := instancePath(e.InstanceLocation)
+		v := root.at(e.InstanceLocation)
+		var field *Field
+		if len(e.InstanceLocation) > 0 {
+			field, _ = c.Field(e.InstanceLocation[0])
+		}
+		inBox := field != nil && field.Kind == KindBBox && len(e.InstanceLocation) >= 2
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, m := range k.Missing {
+				got.add(join(path, m), "is required")
+			}
+			continue
+		case *kind.AdditionalProperties:
+			for _, name := range k.Properties {
+				if inBox {
+					got.add(join(path, name), "is not a key of a box (label, x, y, w, h)")
+				} else {
+					got.add(join(path, name), "is not a field of this task")
+				}
+			}
+			continue
+		}
+		if got.names(path) {
+			continue
+		}
+		got.add(path, "%s", c.message(e.ErrorKind, field, e.InstanceLocation, v))
+	}
+	for _, fe := range got.list {
+		p.add(fe.Field, "%s", fe.Message)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// message words one schema error for the field it concerns.
+func (c *Compiled) message(k jsonschema.ErrorKind, f *Field, loc []string, v *node) string {
+	what := "a value"
+	if v != nil {
+		what = v.describe()
+	}
+	switch k := k.(type) {
+	case *kind.Type:
+		if v != nil && v.kind == 'z' && len(loc) == 1 {
+			return "is required (null is no answer)"
+		}
+		var want []string
+		for _, w := range k.Want {
+			if w != "null" {
+				want = append(want, article(w))
+			}
+		}
+		return fmt.Sprintf("must be %s, not %s", strings.Join(want, " or "), what)
+	case *kind.Enum:
+		var want []string
+		for _, w := range k.Want {
+			if w != nil {
+				want = append(want, strconv.Quote(fmt.Sprint(w)))
+			}
+		}
+		return fmt.Sprintf("must be one of %s, not %s", strings.Join(want, ", "), quoted(v))
+	case *kind.MinItems:
+		if f != nil && f.Kind == KindBBox {
+			return fmt.Sprintf("must have at least %d boxes, not %d", k.Want, k.Got)
+		}
+		return fmt.Sprintf("must select at least %d options, not %d", k.Want, k.Got)
+	case *kind.MaxItems:
+		if f != nil && f.Kind == KindBBox {
+			return fmt.Sprintf("must have at most %d boxes, not %d", k.Want, k.Got)
+		}
+		return fmt.Sprintf("must select at most %d options, not %d", k.Want, k.Got)
+	case *kind.UniqueItems:
+		return fmt.Sprintf("selects the same option twice (items %d and %d)", k.Duplicates[0], k.Duplicates[1])
+	case *kind.MinLength:
+		if k.Want == 1 {
+			return "must not be empty"
+		}
+		return fmt.Sprintf("must be at least %d characters long, not %d", k.Want, k.Got)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long, not %d", k.Want, k.Got)
+	case *kind.Pattern:
+		return fmt.Sprintf("must match the pattern %s", k.Want)
+	case *kind.Minimum, *kind.Maximum, *kind.ExclusiveMinimum:
+		switch {
+		case f != nil && f.Kind == KindRating:
+			return fmt.Sprintf("must be an integer from 1 to %d, not %s", f.Scale, what)
+		case f != nil && f.Kind == KindBBox:
+			if coord := loc[len(loc)-1]; coord == "w" || coord == "h" {
+				return fmt.Sprintf("must be greater than 0 and at most 1 (a fraction of the image), not %s", what)
+			}
+			return fmt.Sprintf("must be between 0 and 1 (a fraction of the image), not %s", what)
+		case f != nil && f.Min != nil && f.Max != nil:
+			return fmt.Sprintf("must be between %g and %g, not %s", *f.Min, *f.Max, what)
+		case f != nil && f.Min != nil:
+			return fmt.Sprintf("must be at least %g, not %s", *f.Min, what)
+		case f != nil && f.Max != nil:
+			return fmt.Sprintf("must be at most %g, not %s", *f.Max, what)
+		}
+	}
+	return "is not valid (" + strings.Join(k.KeywordPath(), "/") + ")"
+}
+
+func article(jsonType string) string {
+	switch jsonType {
+	case "integer", "array", "object":
+		return "an " + jsonType
+	}
+	return "a " + jsonType
+}
+
+func quoted(v *node) string {
+	if v != nil && v.kind == 's' {
+		return strconv.Quote(v.str)
+	}
+	if v == nil {
+		return "this value"
+	}
+	return v.describe()
+}
+
+// instancePath spells a JSON pointer's tokens as a path: "boxes[1].w".
+func instancePath(tokens []string) string {
+	var b strings.Builder
+	for i, t := range tokens {
+		if i > 0 {
+			if _, err := strconv.Atoi(t); err == nil {
+				b.WriteString("[" + t + "]")
+				continue
+			}
+			b.WriteByte('.')
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// at returns the node at a JSON pointer's tokens, or nil.
+func (n *node) at(tokens []string) *node {
+	for _, t := range tokens {
+		switch n.kind {
+		case 'o':
+			i := slices.Index(n.keys, t)
+			if i < 0 {
+				return nil
+			}
+			n = n.vals[i]
+		case 'a':
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(n.items) {
+				return nil
+			}
+			n = n.items[i]
+		default:
+			return nil
+		}
+	}
+	return n
+}
