@@ -28,10 +28,11 @@ func Parse(data []byte) (*Template, error) {
 	if t == nil {
 		return nil, p.err(subjectTemplate)
 	}
+	decoding := problems{list: p.list}
 	var v problems
 	validateInto(&v, t)
 	for _, fe := range v.list {
-		if !p.names(fe.Field) {
+		if !decoding.names(fe.Field) {
 			p.add(fe.Field, "%s", fe.Message)
 		}
 	}

@@ -50,6 +50,7 @@ func (f *Field) withDefaults() {
 		if f.MaxLength == 0 {
 			f.MaxLength = TextMaxLengthDefault
 		}
+	case KindNumber:
 	case KindRating:
 		if f.Scale == 0 {
 			f.Scale = ScaleDefault

@@ -35,6 +35,9 @@ func parseTree(data []byte, p *problems) (*node, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	n, err := readNode(dec, "", p)
+	if errors.Is(err, io.EOF) && len(bytes.TrimSpace(data)) > 0 {
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
 		p.add("", "%s", syntaxMessage(err))
 		return nil, false

@@ -63,15 +63,14 @@ func (c *Compiled) parse(data []byte, schema *jsonschema.Schema, subject string)
 		}
 		c.schemaProblems(&p, root, ve)
 	}
+	c.checkBeyondSchema(&p, root)
 	j := Judgment{}
 	for i, k := range root.keys {
 		f, ok := c.Field(k)
 		if !ok || root.vals[i].kind == 'z' || p.names(k) {
 			continue
 		}
-		if v, ok := c.value(&p, f, root.vals[i]); ok {
-			j[k] = v
-		}
+		j[k] = value(f, root.vals[i])
 	}
 	if subject == subjectAnswer && p.len() == 0 && len(j) == 0 {
 		p.add("", "a golden answer must give at least one field")
@@ -84,68 +83,78 @@ func (c *Compiled) parse(data []byte, schema *jsonschema.Schema, subject string)
 	return j, nil
 }
 
-// value converts a field's value, valid for the schema, to its Go value,
-// checking what the schema cannot say.
-func (c *Compiled) value(p *problems, f *Field, v *node) (any, bool) {
+// checkBeyondSchema checks what the schema cannot say, on every value
+// the schema found no fault with: a number fits a float64, a box fits in
+// its image.
+func (c *Compiled) checkBeyondSchema(p *problems, root *node) {
+	for i, k := range root.keys {
+		f, ok := c.Field(k)
+		v := root.vals[i]
+		if !ok {
+			continue
+		}
+		switch {
+		case f.Kind == KindNumber && v.kind == 'n' && !p.names(k):
+			if x, err := strconv.ParseFloat(string(v.num), 64); err != nil || math.IsInf(x, 0) {
+				p.add(k, "must be a number of float64 range, not %s", v.num)
+			}
+		case f.Kind == KindBBox && v.kind == 'a':
+			for n, box := range v.items {
+				path := fmt.Sprintf("%s[%d]", k, n)
+				// A little slack for decimal fractions that do not add up
+				// exactly in binary.
+				const slack = 1e-9
+				if x, w, ok := coords(p, box, path, "x", "w"); ok && x+w > 1+slack {
+					p.add(path+".w", "x + w must be at most 1 (the box ends past the right edge of the image: x %g + w %g)", x, w)
+				}
+				if y, h, ok := coords(p, box, path, "y", "h"); ok && y+h > 1+slack {
+					p.add(path+".h", "y + h must be at most 1 (the box ends past the bottom edge of the image: y %g + h %g)", y, h)
+				}
+			}
+		}
+	}
+}
+
+// coords returns two coordinates of a box that the schema found valid.
+func coords(p *problems, box *node, path, a, b string) (float64, float64, bool) {
+	if box.kind != 'o' || p.names(join(path, a)) || p.names(join(path, b)) {
+		return 0, 0, false
+	}
+	va, vb := box.at([]string{a}), box.at([]string{b})
+	if va == nil || vb == nil || va.kind != 'n' || vb.kind != 'n' {
+		return 0, 0, false
+	}
+	x, err1 := strconv.ParseFloat(string(va.num), 64)
+	y, err2 := strconv.ParseFloat(string(vb.num), 64)
+	return x, y, err1 == nil && err2 == nil
+}
+
+// value converts a field's valid value to its Go value.
+func value(f *Field, v *node) any {
+	num := func(n *node) float64 {
+		x, _ := strconv.ParseFloat(string(n.num), 64)
+		return x + 0
+	}
 	switch f.Kind {
-	case KindChoice, KindText:
-		return v.str, true
 	case KindMultiChoice:
 		out := make([]string, len(v.items))
 		for i, it := range v.items {
 			out[i] = it.str
 		}
-		return out, true
+		return out
 	case KindNumber:
-		x, ok := finite(p, f.Name, v)
-		return x, ok
+		return num(v)
 	case KindRating:
-		x, err := strconv.ParseFloat(string(v.num), 64)
-		return int(x), err == nil
+		return int(num(v))
 	case KindBBox:
 		boxes := make([]Box, len(v.items))
-		good := true
 		for i, it := range v.items {
-			path := fmt.Sprintf("%s[%d]", f.Name, i)
-			b := Box{Label: it.vals[slices.Index(it.keys, "label")].str}
-			for _, k := range []string{"x", "y", "w", "h"} {
-				x, _ := strconv.ParseFloat(string(it.vals[slices.Index(it.keys, k)].num), 64)
-				switch k {
-				case "x":
-					b.X = x
-				case "y":
-					b.Y = x
-				case "w":
-					b.W = x
-				case "h":
-					b.H = x
-				}
-			}
-			// A little slack for decimal fractions that do not add up
-			// exactly in binary (0.7 + 0.3).
-			const slack = 1e-9
-			if b.X+b.W > 1+slack {
-				p.add(path+".w", "x + w must be at most 1 (the box ends past the right edge: x %g + w %g)", b.X, b.W)
-				good = false
-			}
-			if b.Y+b.H > 1+slack {
-				p.add(path+".h", "y + h must be at most 1 (the box ends past the bottom edge: y %g + h %g)", b.Y, b.H)
-				good = false
-			}
-			boxes[i] = b
+			boxes[i] = Box{Label: it.at([]string{"label"}).str, X: num(it.at([]string{"x"})),
+				Y: num(it.at([]string{"y"})), W: num(it.at([]string{"w"})), H: num(it.at([]string{"h"}))}
 		}
-		return boxes, good
+		return boxes
 	}
-	return nil, false
-}
-
-func finite(p *problems, path string, v *node) (float64, bool) {
-	x, err := strconv.ParseFloat(string(v.num), 64)
-	if err != nil || math.IsInf(x, 0) {
-		p.add(path, "must be a number of float64 range, not %s", v.num)
-		return 0, false
-	}
-	return x + 0, true
+	return v.str // choice, text
 }
 
 // rank orders problems: the document as a whole first, then by the

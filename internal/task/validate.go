@@ -77,10 +77,12 @@ func validateInto(p *problems, raw *Template) {
 		validateField(p, path, f, keys)
 	}
 	j := t.JudgmentsPerUnit
-	if j.Min < 1 || j.Min > MaxJudgmentsPerUnit {
+	minOK := j.Min >= 1 && j.Min <= MaxJudgmentsPerUnit
+	if !minOK {
 		p.add("judgmentsPerUnit.min", "must be between 1 and %d", MaxJudgmentsPerUnit)
 	}
 	switch {
+	case !minOK:
 	case j.Max > MaxJudgmentsPerUnit:
 		p.add("judgmentsPerUnit.max", "must be at most %d", MaxJudgmentsPerUnit)
 	case j.Max < j.Min:
@@ -286,7 +288,7 @@ func checkValue(s string) string {
 // checkTags checks a set of skills or channels.
 func checkTags(p *problems, path string, tags []string) {
 	if len(tags) > MaxTags {
-		p.add(path, "at most %d", MaxTags)
+		p.add(path, "at most %d %s", MaxTags, path)
 	}
 	seen := map[string]int{}
 	for i, s := range tags {
