@@ -70,6 +70,16 @@ func (p *problems) names(path string) bool {
 	return false
 }
 
+// has reports whether a problem names path or a path inside it.
+func (p *problems) has(path string) bool {
+	for _, fe := range p.list {
+		if fe.Field == path || within(fe.Field, path) {
+			return true
+		}
+	}
+	return false
+}
+
 // within reports whether path is inside outer ("a.b[1]" is inside "a" and
 // "a.b").
 func within(path, outer string) bool {

@@ -94,7 +94,7 @@ func (c *Compiled) checkBeyondSchema(p *problems, root *node) {
 			continue
 		}
 		switch {
-		case f.Kind == KindNumber && v.kind == 'n' && !p.names(k):
+		case f.Kind == KindNumber && v.kind == 'n' && !p.has(k):
 			if x, err := strconv.ParseFloat(string(v.num), 64); err != nil || math.IsInf(x, 0) {
 				p.add(k, "must be a number of float64 range, not %s", v.num)
 			}
@@ -117,7 +117,7 @@ func (c *Compiled) checkBeyondSchema(p *problems, root *node) {
 
 // coords returns two coordinates of a box that the schema found valid.
 func coords(p *problems, box *node, path, a, b string) (float64, float64, bool) {
-	if box.kind != 'o' || p.names(join(path, a)) || p.names(join(path, b)) {
+	if box.kind != 'o' || p.has(join(path, a)) || p.has(join(path, b)) {
 		return 0, 0, false
 	}
 	va, vb := box.at([]string{a}), box.at([]string{b})
@@ -251,8 +251,8 @@ func (c *Compiled) schemaProblems(p *problems, root *node, ve *jsonschema.Valida
 			}
 			continue
 		}
-		if got.names(path) {
-			continue
+		if slices.ContainsFunc(got.list, func(fe FieldError) bool { return fe.Field == path }) {
+			continue // one problem per path: the type, when it is wrong
 		}
 		got.add(path, "%s", c.message(e.ErrorKind, field, e.InstanceLocation, v))
 	}
