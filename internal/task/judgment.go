@@ -75,8 +75,10 @@ func (c *Compiled) parse(data []byte, schema *jsonschema.Schema, subject string)
 	if subject == subjectAnswer && p.len() == 0 && len(j) == 0 {
 		p.add("", "a golden answer must give at least one field")
 	}
-	order := root.order()
-	p.sortBy(func(fe FieldError) [2]int { return [2]int{c.rank(fe), position(order, fe.Field)} })
+	if p.len() > 0 {
+		order := root.order()
+		p.sortBy(func(fe FieldError) [2]int { return [2]int{c.rank(fe), position(order, fe.Field)} })
+	}
 	if err := p.err(subject); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+package task
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzTemplateDecode: arbitrary bytes never panic Parse, Compile or Hash;
+// every refusal is a *ValidationError with at least one problem; a valid
+// template compiles, and its canonical form parses to a valid template with
+// the same hash and the same canonical form.
+func FuzzTemplateDecode(f *testing.F) {
+	f.Add(readExample(f))
+	f.Add([]byte(allKinds))
+	f.Add([]byte(`{"title":"t","fields":[{"name":"a","kind":"text","pattern":"(?i)^a+$","minLength":1}]}`))
+	f.Add([]byte(`{"title":"t","fields":[{"name":"a","kind":"number","min":-0,"max":1e308,"tolerance":1e-300}]}`))
+	f.Add([]byte(`{"title":"t","title":"t","fields":[null,{"name":"a","kind":"bbox","iou":0}]}`))
+	f.Add([]byte(`{"title":"t","fields":[{"name":"a","kind":"multi_choice","options":[{"value":"x","key":"1"}],"min":1,"max":1}],"skills":["b","a"]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tpl, err := Parse(data)
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Errors) == 0 {
+				t.Fatalf("error %T %v", err, err)
+			}
+			return
+		}
+		c, err := Compile(tpl)
+		if err != nil {
+			t.Fatalf("a valid template does not compile: %v\n%s", err, data)
+		}
+		canon, err := Canonical(tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(canon)
+		if err != nil {
+			t.Fatalf("canonical form %s is invalid: %v", canon, err)
+		}
+		h, _ := Hash(again)
+		if h != c.Hash {
+			t.Fatalf("hash changed through the canonical form %s", canon)
+		}
+		canon2, _ := Canonical(again)
+		if string(canon2) != string(canon) {
+			t.Fatalf("canonical form is not stable:\n%s\n%s", canon, canon2)
+		}
+	})
+}
+
+// FuzzJudgmentValidate: arbitrary bytes never panic ParseJudgment or
+// ParseAnswer; every refusal is a *ValidationError with at least one
+// problem; an accepted judgment gives every required field and scores
+// correct against itself.
+func FuzzJudgmentValidate(f *testing.F) {
+	c := compileString(f, allKinds)
+	for _, s := range []string{
+		`{"same":"yes","comment":"x"}`,
+		`{"same":"no","comment":"x","tags":["a","c"],"code":"abc","price":99.5,"count":-3,"stars":5,"boxes":[{"label":"car","x":0,"y":0,"w":1,"h":1}]}`,
+		`{"same":"yes","comment":"x","boxes":[{"label":"car","x":0.7,"y":0.7,"w":0.3,"h":0.3},{"label":"person","x":0.1,"y":0.2,"w":0.9,"h":0.1}]}`,
+		`{"same":null,"same":1,"count":1e400,"tags":["a","a"],"x":{}}`,
+		`[]`, `"x"`, `{"comment":"\u0000"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, answer := range []bool{false, true} {
+			parse := c.ParseJudgment
+			if answer {
+				parse = c.ParseAnswer
+			}
+			j, err := parse(data)
+			if err != nil {
+				var ve *ValidationError
+				if !errors.As(err, &ve) || len(ve.Errors) == 0 {
+					t.Fatalf("error %T %v", err, err)
+				}
+				continue
+			}
+			if !answer {
+				for _, f := range c.Fields {
+					if _, ok := j[f.Name]; f.Required && !ok {
+						t.Fatalf("accepted without required field %q: %s", f.Name, data)
+					}
+				}
+			}
+			if s := c.Score(j, j); !s.Correct || len(s.Fields) != len(j) {
+				t.Fatalf("a judgment does not match itself: %+v\n%s", s, data)
+			}
+		}
+	})
+}
