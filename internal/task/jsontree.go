@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -34,7 +35,8 @@ func parseTree(data []byte, p *problems) (*node, bool) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := readNode(dec, "", p)
+	var stack pathStack
+	n, err := readNode(dec, &stack, p)
 	if errors.Is(err, io.EOF) && len(bytes.TrimSpace(data)) > 0 {
 		err = io.ErrUnexpectedEOF
 	}
@@ -60,16 +62,51 @@ func syntaxMessage(err error) string {
 		return "the JSON ends too early"
 	case errors.Is(err, errNUL):
 		return `a string must not contain the NUL character (\u0000)`
+	case errors.Is(err, errDepth):
+		return err.Error()
 	}
 	return "invalid JSON: " + err.Error()
 }
 
-var errNUL = errors.New("NUL character")
+var (
+	errNUL   = errors.New("NUL character")
+	errDepth = fmt.Errorf("the JSON is nested more than %d levels deep", MaxDepth)
+)
 
-func readNode(dec *json.Decoder, path string, p *problems) (*node, error) {
+// MaxDepth is the deepest nesting of arrays and objects a template or a
+// judgment may have (a template needs 4 levels, a judgment 3). It bounds
+// the work of the decoders.
+const MaxDepth = 16
+
+// pathStack is the path to the value being read, spelled only when a
+// problem needs it.
+type pathStack []struct {
+	key   string
+	index int // -1 for an object key
+}
+
+func (s pathStack) String() string {
+	var b strings.Builder
+	for i, seg := range s {
+		switch {
+		case seg.index >= 0:
+			b.WriteString("[" + strconv.Itoa(seg.index) + "]")
+		case i > 0:
+			b.WriteString("." + seg.key)
+		default:
+			b.WriteString(seg.key)
+		}
+	}
+	return b.String()
+}
+
+func readNode(dec *json.Decoder, stack *pathStack, p *problems) (*node, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') && len(*stack) >= MaxDepth {
+		return nil, errDepth
 	}
 	switch t := tok.(type) {
 	case json.Delim:
@@ -86,12 +123,19 @@ func readNode(dec *json.Decoder, path string, p *problems) (*node, error) {
 				if strings.ContainsRune(key, 0) {
 					return nil, errNUL
 				}
-				child, err := readNode(dec, join(path, key), p)
+				*stack = append(*stack, struct {
+					key   string
+					index int
+				}{key, -1})
+				child, err := readNode(dec, stack, p)
 				if err != nil {
 					return nil, err
 				}
 				if seen[key] {
-					p.add(join(path, key), "appears more than once")
+					p.add(stack.String(), "appears more than once")
+				}
+				*stack = (*stack)[:len(*stack)-1]
+				if seen[key] {
 					continue
 				}
 				seen[key] = true
@@ -105,10 +149,15 @@ func readNode(dec *json.Decoder, path string, p *problems) (*node, error) {
 		case '[':
 			n := &node{kind: 'a'}
 			for dec.More() {
-				child, err := readNode(dec, fmt.Sprintf("%s[%d]", path, len(n.items)), p)
+				*stack = append(*stack, struct {
+					key   string
+					index int
+				}{"", len(n.items)})
+				child, err := readNode(dec, stack, p)
 				if err != nil {
 					return nil, err
 				}
+				*stack = (*stack)[:len(*stack)-1]
 				n.items = append(n.items, child)
 			}
 			if _, err := dec.Token(); err != nil {

@@ -117,18 +117,20 @@ func (c *Compiled) checkBeyondSchema(p *problems, root *node) {
 	}
 }
 
-// coords returns two coordinates of a box that the schema found valid.
-func coords(p *problems, box *node, path, a, b string) (float64, float64, bool) {
-	if box.kind != 'o' || p.has(join(path, a)) || p.has(join(path, b)) {
+// coords returns a position and a size of a box, when both are valid on
+// their own (the schema checks them; past MaxProblems its problems are not
+// listed, so their ranges are checked here again).
+func coords(p *problems, box *node, path, posKey, sizeKey string) (pos, size float64, ok bool) {
+	if box.kind != 'o' || p.has(join(path, posKey)) || p.has(join(path, sizeKey)) {
 		return 0, 0, false
 	}
-	va, vb := box.at([]string{a}), box.at([]string{b})
-	if va == nil || vb == nil || va.kind != 'n' || vb.kind != 'n' {
+	vp, vs := box.at([]string{posKey}), box.at([]string{sizeKey})
+	if vp == nil || vs == nil || vp.kind != 'n' || vs.kind != 'n' {
 		return 0, 0, false
 	}
-	x, err1 := strconv.ParseFloat(string(va.num), 64)
-	y, err2 := strconv.ParseFloat(string(vb.num), 64)
-	return x, y, err1 == nil && err2 == nil
+	pos, err1 := strconv.ParseFloat(string(vp.num), 64)
+	size, err2 := strconv.ParseFloat(string(vs.num), 64)
+	return pos, size, err1 == nil && err2 == nil && pos >= 0 && pos <= 1 && size > 0 && size <= 1
 }
 
 // value converts a field's valid value to its Go value.
@@ -230,6 +232,10 @@ func (c *Compiled) schemaProblems(p *problems, root *node, ve *jsonschema.Valida
 	})
 	var got problems
 	for _, e := range leaves {
+		if len(got.list) >= MaxProblems {
+			got.dropped++ // past the cap, only counted
+			continue
+		}
 		path := instancePath(e.InstanceLocation)
 		v := root.at(e.InstanceLocation)
 		var field *Field
@@ -261,6 +267,7 @@ func (c *Compiled) schemaProblems(p *problems, root *node, ve *jsonschema.Valida
 	for _, fe := range got.list {
 		p.add(fe.Field, "%s", fe.Message)
 	}
+	p.dropped += got.dropped
 }
 
 func btoi(b bool) int {

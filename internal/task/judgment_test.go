@@ -185,3 +185,21 @@ func TestCompiledForm(t *testing.T) {
 	_, err = Compile(&Template{Title: "t"})
 	require.Equal(t, []string{"fields: a template needs at least one field"}, problemsOf(t, err))
 }
+
+// Hostile judgments are refused cheaply: deep nesting at once, a huge
+// array with at most MaxProblems problems listed.
+func TestJudgmentHostile(t *testing.T) {
+	t.Parallel()
+	c := compileString(t, allKinds)
+	err := c.ValidateJudgment([]byte(strings.Repeat("[", 100_000)))
+	require.Equal(t, []string{": the JSON is nested more than 16 levels deep"}, problemsOf(t, err))
+	_, err = Parse([]byte(`{"title":"t","fields":[{"name":"a","kind":"text","help":` + strings.Repeat(`{"a":`, 20) + `}]}`))
+	require.Equal(t, []string{": the JSON is nested more than 16 levels deep"}, problemsOf(t, err))
+
+	boxes := `{"same":"yes","comment":"x","boxes":[` + strings.TrimSuffix(strings.Repeat(`{"label":"car","x":2,"y":0,"w":0.5,"h":0.5},`, 5000), ",") + `]}`
+	got := problemsOf(t, c.ValidateJudgment([]byte(boxes)))
+	require.Len(t, got, MaxProblems+1)
+	require.Equal(t, "boxes: must have at most 2 boxes, not 5000", got[0])
+	require.Equal(t, "boxes[0].x: must be between 0 and 1 (a fraction of the image), not the number 2", got[1])
+	require.Equal(t, ": and 4901 more problems", got[MaxProblems])
+}
