@@ -79,12 +79,13 @@ func (c *Compiled) Field(name string) (*Field, bool) {
 // judgmentSchema builds the schema of a judgment: an object keyed by field
 // name, no other keys, the required fields present. An optional field may
 // also be null (no answer). With required false, no field is required: the
-// schema of a golden answer, which may give only some fields.
+// schema of a golden answer, which may give only some fields (and any as
+// null, which is the same as not giving it).
 func judgmentSchema(t *Template, required bool) map[string]any {
 	props := map[string]any{}
 	need := []string{}
 	for _, f := range t.Fields {
-		props[f.Name] = fieldSchema(&f)
+		props[f.Name] = fieldSchema(&f, !required || !f.Required)
 		if required && f.Required {
 			need = append(need, f.Name)
 		}
@@ -99,7 +100,9 @@ func judgmentSchema(t *Template, required bool) map[string]any {
 	}
 }
 
-func fieldSchema(f *Field) map[string]any {
+// fieldSchema is the schema of one field's value; nullable lets it be null
+// (no answer).
+func fieldSchema(f *Field, nullable bool) map[string]any {
 	s := map[string]any{}
 	if f.Label != "" {
 		s["title"] = f.Label
@@ -111,7 +114,7 @@ func fieldSchema(f *Field) map[string]any {
 	switch f.Kind {
 	case KindChoice:
 		typ = "string"
-		s["enum"] = optionValues(f, !f.Required)
+		s["enum"] = optionValues(f, nullable)
 	case KindMultiChoice:
 		typ = "array"
 		s["items"] = map[string]any{"type": "string", "enum": optionValues(f, false)}
@@ -162,10 +165,10 @@ func fieldSchema(f *Field) map[string]any {
 		s["minItems"] = int(*f.Min)
 		s["maxItems"] = int(*f.Max)
 	}
-	if f.Required {
-		s["type"] = typ
-	} else {
+	if nullable {
 		s["type"] = []string{typ, "null"}
+	} else {
+		s["type"] = typ
 	}
 	return s
 }
