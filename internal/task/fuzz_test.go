@@ -1,8 +1,11 @@
 package task
 
 import (
+	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // FuzzTemplateDecode: arbitrary bytes never panic Parse, Compile or Hash;
@@ -51,10 +54,24 @@ func FuzzTemplateDecode(f *testing.F) {
 
 // FuzzJudgmentValidate: arbitrary bytes never panic ParseJudgment or
 // ParseAnswer; every refusal is a *ValidationError with at least one
-// problem; an accepted judgment gives every required field and scores
-// correct against itself.
+// problem; an accepted judgment gives every required field, scores
+// correct against itself, and is accepted by the published schema document
+// read by a validator of its own (what the web page checks is never
+// stricter than the API).
 func FuzzJudgmentValidate(f *testing.F) {
 	c := compileString(f, allKinds)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(c.Schema))
+	if err != nil {
+		f.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("https://example.test/judgment.json", doc); err != nil {
+		f.Fatal(err)
+	}
+	published, err := comp.Compile("https://example.test/judgment.json")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, s := range []string{
 		`{"same":"yes","comment":"x"}`,
 		`{"same":"no","comment":"x","tags":["a","c"],"code":"abc","price":99.5,"count":-3,"stars":5,"boxes":[{"label":"car","x":0,"y":0,"w":1,"h":1}]}`,
@@ -79,6 +96,13 @@ func FuzzJudgmentValidate(f *testing.F) {
 				continue
 			}
 			if !answer {
+				inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+				if err != nil {
+					t.Fatalf("accepted, but not JSON for the schema's reader: %v\n%s", err, data)
+				}
+				if err := published.Validate(inst); err != nil {
+					t.Fatalf("accepted, but the published schema refuses it: %v\n%s", err, data)
+				}
 				for _, f := range c.Fields {
 					if _, ok := j[f.Name]; f.Required && !ok {
 						t.Fatalf("accepted without required field %q: %s", f.Name, data)
