@@ -2,8 +2,12 @@ package task
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -112,6 +116,50 @@ func FuzzJudgmentValidate(f *testing.F) {
 			if s := c.Score(j, j); !s.Correct || len(s.Fields) != len(j) {
 				t.Fatalf("a judgment does not match itself: %+v\n%s", s, data)
 			}
+		}
+	})
+}
+
+// FuzzParseTree checks the JSON parser against encoding/json: it accepts
+// exactly the valid JSON texts, but for the ones it refuses on purpose (NUL,
+// unpaired surrogates, nesting past MaxDepth), and reads the same values.
+func FuzzParseTree(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,-0.5e+3,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"],"b":{}}`,
+		`[]`, ` 0 `, `"\ud800"`, `"\udc00\ud800"`, `"\u0000"`, `[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]`,
+		`{"a":1,"a":2}`, `01`, `1.`, `-`, `1e`, `"\x"`, "\"\x01\"", `{"a" 1}`, `[1,]`, `{,}`, `nul`, `"é"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var p problems
+		root, ok := parseTree(data, &p)
+		valid := json.Valid(data) && utf8.Valid(data)
+		if !ok {
+			if p.len() != 1 || p.list[0].Field != "" {
+				t.Fatalf("refusal with problems %v", p.list)
+			}
+			msg := p.list[0].Message
+			onPurpose := strings.Contains(msg, "NUL") || strings.Contains(msg, "surrogate") || strings.Contains(msg, "nested")
+			if valid && !onPurpose {
+				t.Fatalf("refuses valid JSON %q: %s", data, msg)
+			}
+			return
+		}
+		if !valid {
+			t.Fatalf("accepts invalid JSON %q", data)
+		}
+		if p.len() > 0 {
+			return // repeated keys: encoding/json keeps the last, we the first
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var want any
+		if err := dec.Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got := root.value(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %#v, want %#v", data, got, want)
 		}
 	})
 }
