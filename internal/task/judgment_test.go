@@ -36,6 +36,7 @@ func TestJudgmentValid(t *testing.T) {
 		want Judgment
 	}{
 		{`{"same":"yes","comment":"ok"}`, Judgment{"same": "yes", "comment": "ok"}},
+		{`{"same":"yes","comment":"\"tab\"\t\u00e9\ud83d\ude00\/"}`, Judgment{"same": "yes", "comment": "\"tab\"\té😀/"}},
 		{`{"same":"no","comment":"x","tags":["a","c"],"code":"abc","price":99.5,"count":-3,"stars":5,
 		   "boxes":[{"label":"car","x":0,"y":0,"w":1,"h":1},{"h":0.3,"w":0.3,"y":0.7,"x":0.7,"label":"person"}]}`,
 			Judgment{"same": "no", "comment": "x", "tags": []string{"a", "c"}, "code": "abc", "price": 99.5, "count": -3.0, "stars": 5,
