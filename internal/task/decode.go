@@ -52,6 +52,10 @@ func decodeInto(data []byte, p *problems) *Template {
 	if !ok {
 		return nil
 	}
+	if root.kind != 'o' {
+		p.add("", "a task template must be a JSON object, not %s", root.describe())
+		return nil
+	}
 	d := decoder{p: p}
 	t := new(Template)
 	d.object("", root, func(key, path string, v *node) bool {

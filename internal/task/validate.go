@@ -112,8 +112,7 @@ var applies = map[Kind][]string{
 }
 
 func validateField(p *problems, path string, f *Field, keys map[string]string) {
-	switch {
-	case len(f.Label) > MaxLabelLen:
+	if len(f.Label) > MaxLabelLen {
 		p.add(path+".label", "must be at most %d bytes", MaxLabelLen)
 	}
 	if len(f.Help) > MaxHelpLen {
