@@ -11,8 +11,9 @@ import (
 // JSON type are refused with a *ValidationError naming every such field by
 // its path ("fields[2].options[0].value"). null stands for an absent value.
 // Decode does not validate the content (see Validate, and Parse for both).
-// On error the template holds every field that decoded, so Parse can add
-// the content problems of the others.
+// On error the template (nil when the document is not a JSON object) holds
+// every field that decoded, so Parse can add the content problems of the
+// others.
 func Decode(data []byte) (*Template, error) {
 	var p problems
 	t := decodeInto(data, &p)
