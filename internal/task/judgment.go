@@ -305,14 +305,14 @@ func (c *Compiled) message(k jsonschema.ErrorKind, f *Field, loc []string, v *no
 		return fmt.Sprintf("must be one of %s, not %s", strings.Join(want, ", "), quoted(v))
 	case *kind.MinItems:
 		if f != nil && f.Kind == KindBBox {
-			return fmt.Sprintf("must have at least %d boxes, not %d", k.Want, k.Got)
+			return fmt.Sprintf("must have at least %s, not %d", count(k.Want, "box"), k.Got)
 		}
-		return fmt.Sprintf("must select at least %d options, not %d", k.Want, k.Got)
+		return fmt.Sprintf("must select at least %s, not %d", count(k.Want, "option"), k.Got)
 	case *kind.MaxItems:
 		if f != nil && f.Kind == KindBBox {
-			return fmt.Sprintf("must have at most %d boxes, not %d", k.Want, k.Got)
+			return fmt.Sprintf("must have at most %s, not %d", count(k.Want, "box"), k.Got)
 		}
-		return fmt.Sprintf("must select at most %d options, not %d", k.Want, k.Got)
+		return fmt.Sprintf("must select at most %s, not %d", count(k.Want, "option"), k.Got)
 	case *kind.UniqueItems:
 		return fmt.Sprintf("selects the same option twice (items %d and %d)", k.Duplicates[0], k.Duplicates[1])
 	case *kind.MinLength:
@@ -342,6 +342,17 @@ func (c *Compiled) message(k jsonschema.ErrorKind, f *Field, loc []string, v *no
 		}
 	}
 	return "is not valid (" + strings.Join(k.KeywordPath(), "/") + ")"
+}
+
+// count spells n things: "1 option", "2 options", "3 boxes".
+func count(n int, thing string) string {
+	switch {
+	case n == 1:
+		return "1 " + thing
+	case strings.HasSuffix(thing, "x"):
+		return fmt.Sprintf("%d %ses", n, thing)
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func article(jsonType string) string {

@@ -73,7 +73,7 @@ func TestJudgmentInvalid(t *testing.T) {
 		{"choice", `{"same":"maybe","comment":"x"}`, []string{`same: must be one of "yes", "no", not "maybe"`}},
 		{"choice type", `{"same":1,"comment":"x"}`, []string{"same: must be a string, not the number 1"}},
 		{"multi_choice", `{"same":"yes","comment":"x","tags":["a","b","c"]}`, []string{"tags: must select at most 2 options, not 3"}},
-		{"multi_choice empty", `{"same":"yes","comment":"x","tags":[]}`, []string{"tags: must select at least 1 options, not 0"}},
+		{"multi_choice empty", `{"same":"yes","comment":"x","tags":[]}`, []string{"tags: must select at least 1 option, not 0"}},
 		{"multi_choice twice", `{"same":"yes","comment":"x","tags":["a","a"]}`, []string{"tags: selects the same option twice (items 0 and 1)"}},
 		{"multi_choice option", `{"same":"yes","comment":"x","tags":["a","z"]}`, []string{`tags[1]: must be one of "a", "b", "c", not "z"`}},
 		{"multi_choice type", `{"same":"yes","comment":"x","tags":"a"}`, []string{"tags: must be an array, not a string"}},

@@ -177,7 +177,7 @@ func TestValidateTemplate(t *testing.T) {
 			{"name":"b","kind":"multi_choice","options":[{"value":"x"},{"value":"y"}],"min":3,"max":0},
 			{"name":"c","kind":"multi_choice","options":[{"value":"x"},{"value":"y"}],"min":2,"max":1},
 			{"name":"d","kind":"multi_choice","options":[{"value":"x"},{"value":"y"}],"min":0.5}]}`, []string{
-			"fields[0].options: a multi_choice field needs at least 1 options",
+			"fields[0].options: a multi_choice field needs at least 1 option",
 			"fields[1].min: must be an integer between 0 and 2",
 			"fields[1].max: must be an integer between 1 and 2",
 			"fields[2].max: must be at least min (2)",

@@ -227,7 +227,7 @@ func validateOptions(p *problems, path string, f *Field, keys map[string]string)
 	enough := false
 	switch {
 	case len(f.Options) < least:
-		p.add(path+".options", "a %s field needs at least %d options", f.Kind, least)
+		p.add(path+".options", "a %s field needs at least %s", f.Kind, count(least, "option"))
 	case len(f.Options) > MaxOptions:
 		p.add(path+".options", "a %s field has at most %d options", f.Kind, MaxOptions)
 	default:
