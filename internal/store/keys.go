@@ -24,12 +24,15 @@ type KeyStore interface {
 
 // APIKey is one key of the HTTP API.
 type APIKey struct {
-	ID        uuid.UUID
-	Name      string
-	Role      string
-	Prefix    string // first characters of the secret, for people to recognise it
-	CreatedAt time.Time
-	RevokedAt time.Time // zero while valid
+	ID     uuid.UUID
+	Name   string
+	Role   string
+	Prefix string // first characters of the secret, for people to recognise it
+	// ContributorID is the contributor a key of role contributor is bound
+	// to; uuid.Nil for other keys.
+	ContributorID uuid.UUID
+	CreatedAt     time.Time
+	RevokedAt     time.Time // zero while valid
 }
 
 // APIKeyInsertParams records a new key.
@@ -39,7 +42,10 @@ type APIKeyInsertParams struct {
 	Role       string
 	Prefix     string
 	SecretHash string // hex SHA-256 of the secret; unique
-	Now        time.Time
+	// ContributorID binds the key to a contributor, who must exist;
+	// uuid.Nil for none.
+	ContributorID uuid.UUID
+	Now           time.Time
 }
 
 // APIKeyRevokeParams revokes a key.

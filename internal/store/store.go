@@ -10,8 +10,9 @@
 // (inbox.go: the inbox and dead letters), WebhookStore (webhook.go) and
 // FlowStore (flow.go: workflow definitions, runs, step instances).
 // Store composes them with what belongs to the database as a whole
-// (Backend, Ping, Close, Migrate, Subscribe, InTx). Human work will
-// add a domain (CrowdStore) to that composition. A consumer
+// (Backend, Ping, Close, Migrate, Subscribe, InTx), and CrowdStore
+// (crowd.go: task templates, pools, units, contributors, assignments,
+// judgments). A consumer
 // declares the narrow interface it needs, in its own package, rather than
 // taking a Store: leader.Store is two methods of ClusterStore, the engine's
 // store is JobStore and a few methods of ClusterStore, and so on. Each
@@ -83,8 +84,7 @@ type Store interface {
 	InboxStore
 	WebhookStore
 	FlowStore
-	// CrowdStore (units, assignments, judgments) joins here, with its Tx
-	// part in Tx.
+	CrowdStore
 }
 
 // Subscriber is the part of Store that delivers wakeups.

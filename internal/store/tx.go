@@ -25,7 +25,9 @@ type Transactor interface {
 // before it.
 //
 // A method that fails with *job.InvalidTransitionError,
-// *flow.InvalidTransitionError or ErrNotFound leaves the transaction
+// *flow.InvalidTransitionError, *crowd.InvalidTransitionError,
+// *crowd.AssignmentError, *crowd.JudgmentConflictError, a
+// *crowd.ValidationError or ErrNotFound leaves the transaction
 // usable, so fn may go on (say, after a transition it expected could be
 // refused). After any other error fn should return
 // it: PostgreSQL refuses every statement of a transaction after a failed
@@ -42,4 +44,5 @@ type Tx interface {
 	JobTx
 	WebhookTx
 	FlowTx
+	CrowdTx
 }

@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/docket-run/docket/internal/store"
 )
 
-const apiKeyColumns = `id, name, role, prefix, created_at, revoked_at`
+const apiKeyColumns = `id, name, role, prefix, contributor_id, created_at, revoked_at`
 
 func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 	var k store.APIKey
 	var revoked *time.Time
-	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Prefix, &k.CreatedAt, &revoked); err != nil {
+	var contributor *uuid.UUID
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Prefix, &contributor, &k.CreatedAt, &revoked); err != nil {
 		return nil, err
 	}
+	k.ContributorID = uuidOrNil(contributor)
 	k.CreatedAt = k.CreatedAt.UTC()
 	if revoked != nil {
 		k.RevokedAt = revoked.UTC()
@@ -29,9 +32,12 @@ func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 
 // APIKeyInsert implements store.Store.
 func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+apiKeyColumns,
-		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, dbTime(p.Now)))
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
+		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), dbTime(p.Now)))
+	if isFKViolation(err) {
+		return nil, fmt.Errorf("insert api key: contributor %s: %w", p.ContributorID, store.ErrNotFound)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return nil, fmt.Errorf("insert api key: %w", store.ErrDuplicate)

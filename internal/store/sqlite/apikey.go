@@ -12,19 +12,23 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-const apiKeyColumns = `id, name, role, prefix, created_at, revoked_at`
+const apiKeyColumns = `id, name, role, prefix, contributor_id, created_at, revoked_at`
 
 func scanAPIKey(row scanner) (*store.APIKey, error) {
 	var k store.APIKey
 	var id string
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&id, &k.Name, &k.Role, &k.Prefix, &created, &revoked); err != nil {
+	var contributor sql.NullString
+	if err := row.Scan(&id, &k.Name, &k.Role, &k.Prefix, &contributor, &created, &revoked); err != nil {
 		return nil, err
 	}
 	var err error
 	if k.ID, err = uuid.Parse(id); err != nil {
 		return nil, fmt.Errorf("api key id %q: %w", id, err)
+	}
+	if k.ContributorID, err = parseNullUUID(contributor); err != nil {
+		return nil, fmt.Errorf("api key contributor id %q: %w", contributor.String, err)
 	}
 	k.CreatedAt, k.RevokedAt = fromMicros(created), fromNullMicros(revoked)
 	return &k, nil
@@ -34,10 +38,16 @@ func scanAPIKey(row scanner) (*store.APIKey, error) {
 func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
 	var k *store.APIKey
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if p.ContributorID != uuid.Nil {
+			// The column has no foreign key (see 0010_crowd.up.sql).
+			if _, err := contributorGet(ctx, tx, p.ContributorID); err != nil {
+				return err
+			}
+		}
 		var err error
-		k, err = scanAPIKey(tx.QueryRowContext(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, created_at)
-			VALUES (?, ?, ?, ?, ?, ?) RETURNING `+apiKeyColumns,
-			p.ID.String(), p.Name, p.Role, p.Prefix, p.SecretHash, micros(p.Now)))
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+apiKeyColumns,
+			p.ID.String(), p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), micros(p.Now)))
 		return err
 	})
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {

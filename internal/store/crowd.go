@@ -1,0 +1,669 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/crowd"
+)
+
+// CrowdTx is the part of CrowdStore that runs in a caller's transaction
+// (Tx) as well as on its own: what releasing a human step (its units), the
+// intake of a judgment and the finalization of a unit need, so that "a
+// judgment is stored and its unit's counter moves" and "a unit is
+// finalized and its step completes" are each one transaction.
+//
+// Every params type has a Validate that names each invalid field
+// (*crowd.ValidationError) before anything is read. Refused state changes
+// are *crowd.InvalidTransitionError; a missing row is ErrNotFound.
+type CrowdTx interface {
+	// TaskGet reads one version of a task template, the latest when
+	// p.Version is 0; ErrNotFound when there is none.
+	TaskGet(ctx context.Context, p *TaskGetParams) (*crowd.TaskVersion, error)
+
+	// PoolCreate creates the pool of one step of one workflow version,
+	// OPEN, or returns the one that exists with created = false (one pool
+	// per workflow version and step, whatever the other fields say). The
+	// workflow version and the task version must exist. A new pool writes
+	// a pool.updated outbox row.
+	PoolCreate(ctx context.Context, p *PoolCreateParams) (pool *crowd.Pool, created bool, err error)
+	// PoolGet reads one pool with its counters; ErrNotFound when there is
+	// none.
+	PoolGet(ctx context.Context, id uuid.UUID) (*crowd.Pool, error)
+	// PoolTransition changes a pool's status, guarded by status = p.From,
+	// and writes a pool.updated outbox row. CLOSED → COMPLETED is refused
+	// (*crowd.InvalidTransitionError with a Reason) while a regular unit is
+	// NEW, JUDGABLE or PAUSED.
+	PoolTransition(ctx context.Context, p *PoolTransitionParams) (*crowd.Pool, error)
+
+	// UnitInsertMany inserts units into one pool in one transaction (COPY
+	// on PostgreSQL for large batches), NEW or JUDGABLE, and counts them
+	// on the pool. Units are not idempotent by themselves: releasing a
+	// step happens once (StepInsertMany), and it creates the unit. The
+	// result is in the order of p.Units.
+	UnitInsertMany(ctx context.Context, p *UnitInsertManyParams) ([]*crowd.Unit, error)
+	// UnitGet reads one unit; ErrNotFound when there is none.
+	UnitGet(ctx context.Context, id uuid.UUID) (*crowd.Unit, error)
+	// UnitTransition makes one state change of a unit by the unit state
+	// machine, guarded by state = p.From, and moves the pool's counters.
+	// FINALIZED is reached through UnitFinalize only; FINALIZED →
+	// JUDGABLE (reopen) clears the result.
+	UnitTransition(ctx context.Context, p *UnitTransitionParams) (*crowd.Unit, error)
+	// UnitFinalize moves a regular JUDGABLE unit to FINALIZED with its
+	// result and confidence, moves the pool's counters and writes a
+	// unit.finalized outbox row.
+	UnitFinalize(ctx context.Context, p *UnitFinalizeParams) (*crowd.Unit, error)
+
+	// ContributorGet reads one contributor; ErrNotFound when there is none.
+	ContributorGet(ctx context.Context, id uuid.UUID) (*crowd.Contributor, error)
+	// AssignmentGet reads one assignment; ErrNotFound when there is none.
+	AssignmentGet(ctx context.Context, id uuid.UUID) (*crowd.Assignment, error)
+
+	// JudgmentInsert stores a judgment through an assignment: the
+	// assignment must be ACTIVE, p.ContributorID's and not expired at
+	// p.Now (*crowd.AssignmentError otherwise); it becomes SUBMITTED, the
+	// unit's judgment_count and the pool's counters move, and a
+	// judgment.received outbox row is written. It is idempotent per
+	// assignment: the same data again returns the stored judgment with
+	// created = false and writes nothing; other data is a
+	// *crowd.JudgmentConflictError.
+	JudgmentInsert(ctx context.Context, p *JudgmentInsertParams) (j *crowd.Judgment, created bool, err error)
+	// JudgmentList lists the judgments of a unit or of a pool, newest
+	// first (id descending).
+	JudgmentList(ctx context.Context, p *JudgmentListParams) ([]*crowd.Judgment, error)
+}
+
+// CrowdStore is the human work domain: task templates, pools of units,
+// contributors, assignments (leases of unit slots) and judgments.
+type CrowdStore interface {
+	CrowdTx
+
+	// TaskPut stores a task template: when p.Hash equals the hash of the
+	// latest version nothing is written and that version is returned with
+	// created = false; otherwise a new version (latest + 1) is stored.
+	// Puts of one name are serialised, so versions have no gaps.
+	TaskPut(ctx context.Context, p *TaskPutParams) (v *crowd.TaskVersion, created bool, err error)
+	// TaskList lists the latest version of each task, by name.
+	TaskList(ctx context.Context, p *TaskListParams) ([]*crowd.TaskVersion, error)
+
+	// PoolList lists pools newest first (id descending), filtered.
+	PoolList(ctx context.Context, p *PoolListParams) ([]*crowd.Pool, error)
+	// UnitList lists the units of a pool newest first (id descending),
+	// filtered.
+	UnitList(ctx context.Context, p *UnitListParams) ([]*crowd.Unit, error)
+	// UnitListAvailable lists up to p.Limit ids of regular units a take
+	// could pick now (JUDGABLE with a free slot), from a random point of
+	// their random keys, wrapping around: the one query that refills a
+	// node's candidate cache (StrategyCandidates).
+	UnitListAvailable(ctx context.Context, p *UnitListAvailableParams) ([]uuid.UUID, error)
+
+	// ContributorCreate records a contributor, active; an external id
+	// that exists already is ErrDuplicate.
+	ContributorCreate(ctx context.Context, p *ContributorCreateParams) (*crowd.Contributor, error)
+	// ContributorGetByExternalID finds a contributor by the requester's
+	// id; ErrNotFound when there is none.
+	ContributorGetByExternalID(ctx context.Context, externalID string) (*crowd.Contributor, error)
+	// ContributorUpdate changes the fields p sets; ErrNotFound when there
+	// is no such contributor.
+	ContributorUpdate(ctx context.Context, p *ContributorUpdateParams) (*crowd.Contributor, error)
+	// ContributorList lists contributors newest first (id descending).
+	ContributorList(ctx context.Context, p *ContributorListParams) ([]*crowd.Contributor, error)
+	// PoolContributorGet reads what a pool knows of a contributor; a
+	// contributor the pool has not met gets a zero row (not flagged, no
+	// trust), not an error.
+	PoolContributorGet(ctx context.Context, poolID, contributorID uuid.UUID) (*crowd.PoolContributor, error)
+	// PoolContributorPut records trust and the flag of a contributor in a
+	// pool (quality control).
+	PoolContributorPut(ctx context.Context, p *PoolContributorPutParams) (*crowd.PoolContributor, error)
+
+	// AssignmentTake leases one slot of an available unit of the pool to
+	// the contributor, in one statement on PostgreSQL (find, lock SKIP
+	// LOCKED, slots_taken + 1, insert the assignment) and one write
+	// transaction on SQLite. A unit is available when it is JUDGABLE, has
+	// a free slot (golden units always have one) and was never assigned
+	// to this contributor; the database refuses a second assignment of
+	// one unit to one contributor (UNIQUE), even after the first expired.
+	// p.Golden takes golden units instead of regular ones.
+	// crowd.ErrNoUnit when there is none; *crowd.PoolNotOpenError when the
+	// pool is not OPEN; *crowd.NotEligibleError when the contributor is
+	// not active or is flagged in the pool; ErrNotFound when the pool or
+	// the contributor does not exist.
+	AssignmentTake(ctx context.Context, p *AssignmentTakeParams) (*crowd.Taken, error)
+	// AssignmentHeartbeat records that the contributor still works on the
+	// assignment. Fenced: *crowd.AssignmentError when it is not ACTIVE,
+	// not theirs, or expired at p.Now.
+	AssignmentHeartbeat(ctx context.Context, p *AssignmentHeartbeatParams) (*crowd.Assignment, error)
+	// AssignmentExtend moves the expiry to at least p.Now + p.Duration
+	// (never earlier), fenced as AssignmentHeartbeat.
+	AssignmentExtend(ctx context.Context, p *AssignmentExtendParams) (*crowd.Assignment, error)
+	// AssignmentRelease gives the assignment back: RELEASED, its slot free
+	// at once. Fenced as AssignmentHeartbeat, but an expired ACTIVE
+	// assignment may still be released.
+	AssignmentRelease(ctx context.Context, p *AssignmentReleaseParams) (*crowd.Assignment, error)
+	// AssignmentExpire moves up to p.Max ACTIVE assignments whose lease
+	// ran out before p.Now to EXPIRED, freeing their slots, in one short
+	// transaction (rows locked by another reaper are skipped), and writes
+	// one assignment.expired outbox row. It returns how many; the reaper
+	// calls it again while a batch comes back full.
+	AssignmentExpire(ctx context.Context, p *AssignmentExpireParams) (int, error)
+}
+
+// problemsOf starts a *crowd.Problems for the request what.
+func problemsOf(what string) *crowd.Problems { return crowd.NewProblems(what) }
+
+// ---- Tasks ----
+
+// TaskPutParams stores a task template.
+type TaskPutParams struct {
+	Name       string
+	Definition json.RawMessage // valid JSON
+	Hash       string          // content hash of the definition
+	Now        time.Time
+}
+
+// Validate names every invalid field.
+func (p *TaskPutParams) Validate() error {
+	pr := problemsOf("put task")
+	pr.Check(p.Name == "", "name", "is required")
+	pr.Check(!json.Valid(p.Definition), "definition", "must be valid JSON")
+	pr.Check(p.Hash == "", "hash", "is required")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// TaskGetParams reads a version; Version 0 means the latest.
+type TaskGetParams struct {
+	Name    string
+	Version int
+}
+
+// Validate names every invalid field.
+func (p *TaskGetParams) Validate() error {
+	pr := problemsOf("get task")
+	pr.Check(p.Name == "", "name", "is required")
+	pr.Check(p.Version < 0, "version", "must be 0 (the latest) or more")
+	return pr.Err()
+}
+
+// TaskListParams pages through tasks by name.
+type TaskListParams struct {
+	AfterName string // cursor: only names strictly greater
+	Limit     int    // non-positive: no limit
+}
+
+// ---- Pools ----
+
+// PoolCreateParams creates the pool of one step of one workflow version.
+type PoolCreateParams struct {
+	ID                uuid.UUID // UUIDv7, made by the caller
+	Workflow          string
+	WorkflowVersion   int
+	Step              string
+	Task              string
+	TaskVersion       int
+	Priority          int
+	Skills            []string
+	Channels          []string
+	JudgmentsPerUnit  int
+	AssignmentSeconds int
+	Settings          json.RawMessage // nil for {}
+	Now               time.Time
+}
+
+// Validate names every invalid field.
+func (p *PoolCreateParams) Validate() error {
+	pr := problemsOf("create pool")
+	pr.Check(p.ID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.Workflow == "", "workflow", "is required")
+	pr.Check(p.WorkflowVersion < 1, "workflowVersion", "must be at least 1")
+	pr.Check(p.Step == "", "step", "is required")
+	pr.Check(p.Task == "", "task", "is required")
+	pr.Check(p.TaskVersion < 1, "taskVersion", "must be at least 1")
+	checkNames(pr, "skills", p.Skills)
+	checkNames(pr, "channels", p.Channels)
+	pr.Check(p.JudgmentsPerUnit < 1, "judgmentsPerUnit", "must be at least 1")
+	pr.Check(p.AssignmentSeconds < 1, "assignmentSeconds", "must be at least 1")
+	pr.Check(p.Settings != nil && !json.Valid(p.Settings), "settings", "must be valid JSON")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// checkNames records an empty element of a list of skills or channels.
+func checkNames(pr *crowd.Problems, field string, names []string) {
+	for i, n := range names {
+		pr.Check(n == "", fmt.Sprintf("%s[%d]", field, i), "must not be empty")
+	}
+}
+
+// PoolListParams filters PoolList. Empty values filter nothing.
+type PoolListParams struct {
+	Workflow string
+	Step     string
+	Statuses []crowd.PoolStatus
+	BeforeID uuid.UUID // cursor: only ids strictly less
+	Limit    int       // non-positive: no limit
+}
+
+// Validate names every invalid field.
+func (p *PoolListParams) Validate() error {
+	pr := problemsOf("list pools")
+	for i, s := range p.Statuses {
+		pr.Check(!s.Valid(), fmt.Sprintf("status[%d]", i), "%q is not a pool status", s)
+	}
+	return pr.Err()
+}
+
+// PoolTransitionParams asks for one status change.
+type PoolTransitionParams struct {
+	ID       uuid.UUID
+	From, To crowd.PoolStatus
+	Now      time.Time
+}
+
+// Validate names every invalid field, then checks the pool state machine.
+func (p *PoolTransitionParams) Validate() error {
+	pr := problemsOf("transition pool")
+	pr.Check(p.ID == uuid.Nil, "poolId", "is required")
+	pr.Check(!p.From.Valid(), "from", "%q is not a pool status", p.From)
+	pr.Check(!p.To.Valid(), "to", "%q is not a pool status", p.To)
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	if err := pr.Err(); err != nil {
+		return err
+	}
+	if err := crowd.CheckPoolTransition(p.From, p.To); err != nil {
+		err.(*crowd.InvalidTransitionError).ID = p.ID.String()
+		return err
+	}
+	return nil
+}
+
+// ---- Units ----
+
+// UnitInsertParams describes one unit.
+type UnitInsertParams struct {
+	ID           uuid.UUID // UUIDv7, made by the caller
+	RunID        uuid.UUID // uuid.Nil for a golden unit added by hand
+	StepIndex    int
+	ParentUnitID uuid.UUID       // uuid.Nil for none
+	Input        json.RawMessage // valid JSON
+	Golden       bool
+	Answer       json.RawMessage // golden units only, required there
+	// JudgmentsPerUnit is the unit's target; 0 takes the pool's.
+	JudgmentsPerUnit int
+}
+
+// UnitInsertManyParams inserts units into one pool, in State (NEW or
+// JUDGABLE; golden units are always JUDGABLE).
+type UnitInsertManyParams struct {
+	PoolID uuid.UUID
+	State  crowd.UnitState
+	Units  []*UnitInsertParams
+	Now    time.Time
+}
+
+// Validate names every invalid field, units by index.
+func (p *UnitInsertManyParams) Validate() error {
+	pr := problemsOf("insert units")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.State != crowd.UnitNew && p.State != crowd.UnitJudgable, "state", "must be NEW or JUDGABLE, not %q", p.State)
+	pr.Check(len(p.Units) == 0, "units", "must list at least one unit")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	for i, u := range p.Units {
+		f := fmt.Sprintf("units[%d]", i)
+		if u == nil {
+			pr.Add(f, "is null")
+			continue
+		}
+		pr.Check(u.ID == uuid.Nil, f+".unitId", "is required")
+		pr.Check(u.StepIndex < 0, f+".stepIndex", "must not be negative")
+		pr.Check(!json.Valid(u.Input), f+".input", "must be valid JSON")
+		pr.Check(u.Golden && !json.Valid(u.Answer), f+".answer", "a golden unit needs a valid JSON answer")
+		pr.Check(!u.Golden && u.Answer != nil, f+".answer", "only golden units have an answer")
+		pr.Check(u.JudgmentsPerUnit < 0, f+".judgmentsPerUnit", "must not be negative")
+	}
+	return pr.Err()
+}
+
+// UnitListParams filters UnitList.
+type UnitListParams struct {
+	PoolID   uuid.UUID // required
+	States   []crowd.UnitState
+	Golden   *bool     // nil: both
+	RunID    uuid.UUID // uuid.Nil: any
+	BeforeID uuid.UUID // cursor: only ids strictly less
+	Limit    int       // non-positive: no limit
+}
+
+// Validate names every invalid field.
+func (p *UnitListParams) Validate() error {
+	pr := problemsOf("list units")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	for i, s := range p.States {
+		pr.Check(!s.Valid(), fmt.Sprintf("state[%d]", i), "%q is not a unit state", s)
+	}
+	return pr.Err()
+}
+
+// UnitListAvailableParams lists units a take could pick.
+type UnitListAvailableParams struct {
+	PoolID    uuid.UUID
+	Limit     int   // at least 1
+	RandomKey int64 // where to start; 0 lets the store draw one
+}
+
+// Validate names every invalid field.
+func (p *UnitListAvailableParams) Validate() error {
+	pr := problemsOf("list available units")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.Limit < 1, "limit", "must be at least 1")
+	return pr.Err()
+}
+
+// UnitTransitionParams asks for one state change of a unit.
+type UnitTransitionParams struct {
+	ID       uuid.UUID
+	From, To crowd.UnitState
+	Now      time.Time
+}
+
+// Validate names every invalid field, then checks the unit state machine
+// (FINALIZED is UnitFinalize's).
+func (p *UnitTransitionParams) Validate() error {
+	pr := problemsOf("transition unit")
+	pr.Check(p.ID == uuid.Nil, "unitId", "is required")
+	pr.Check(!p.From.Valid(), "from", "%q is not a unit state", p.From)
+	pr.Check(!p.To.Valid(), "to", "%q is not a unit state", p.To)
+	pr.Check(p.To == crowd.UnitFinalized, "to", "a unit is finalized with its result (UnitFinalize)")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	if err := pr.Err(); err != nil {
+		return err
+	}
+	if err := crowd.CheckUnitTransition(p.From, p.To); err != nil {
+		err.(*crowd.InvalidTransitionError).ID = p.ID.String()
+		return err
+	}
+	return nil
+}
+
+// UnitFinalizeParams finalizes a JUDGABLE unit.
+type UnitFinalizeParams struct {
+	ID         uuid.UUID
+	Result     json.RawMessage // valid JSON
+	Confidence *float64        // in [0, 1]; nil when the method gives none
+	Now        time.Time
+}
+
+// Validate names every invalid field.
+func (p *UnitFinalizeParams) Validate() error {
+	pr := problemsOf("finalize unit")
+	pr.Check(p.ID == uuid.Nil, "unitId", "is required")
+	pr.Check(!json.Valid(p.Result), "result", "must be valid JSON")
+	pr.Check(p.Confidence != nil && !(*p.Confidence >= 0 && *p.Confidence <= 1), "confidence", "must be between 0 and 1")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// ---- Contributors ----
+
+// ContributorCreateParams records a contributor.
+type ContributorCreateParams struct {
+	ID         uuid.UUID // UUIDv7, made by the caller
+	ExternalID string
+	Name       string
+	Skills     []string
+	Channels   []string
+	Now        time.Time
+}
+
+// Validate names every invalid field.
+func (p *ContributorCreateParams) Validate() error {
+	pr := problemsOf("create contributor")
+	pr.Check(p.ID == uuid.Nil, "contributorId", "is required")
+	pr.Check(p.ExternalID == "", "externalId", "is required")
+	checkNames(pr, "skills", p.Skills)
+	checkNames(pr, "channels", p.Channels)
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// ContributorUpdateParams changes the fields that are not nil.
+type ContributorUpdateParams struct {
+	ID       uuid.UUID
+	Name     *string
+	Skills   *[]string
+	Channels *[]string
+	State    *crowd.ContributorState
+	Now      time.Time
+}
+
+// Validate names every invalid field.
+func (p *ContributorUpdateParams) Validate() error {
+	pr := problemsOf("update contributor")
+	pr.Check(p.ID == uuid.Nil, "contributorId", "is required")
+	if p.Skills != nil {
+		checkNames(pr, "skills", *p.Skills)
+	}
+	if p.Channels != nil {
+		checkNames(pr, "channels", *p.Channels)
+	}
+	pr.Check(p.State != nil && !p.State.Valid(), "state", "must be active, flagged or banned")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// ContributorListParams pages through contributors.
+type ContributorListParams struct {
+	States   []crowd.ContributorState
+	BeforeID uuid.UUID // cursor: only ids strictly less
+	Limit    int       // non-positive: no limit
+}
+
+// Validate names every invalid field.
+func (p *ContributorListParams) Validate() error {
+	pr := problemsOf("list contributors")
+	for i, s := range p.States {
+		pr.Check(!s.Valid(), fmt.Sprintf("state[%d]", i), "%q is not a contributor state", s)
+	}
+	return pr.Err()
+}
+
+// PoolContributorPutParams records what a pool knows of a contributor.
+type PoolContributorPutParams struct {
+	PoolID        uuid.UUID
+	ContributorID uuid.UUID
+	Trust         *float64 // in [0, 1]; nil for none
+	TestsAnswered int
+	TestsCorrect  int
+	Flagged       bool
+	FlagReason    string
+	Now           time.Time
+}
+
+// Validate names every invalid field.
+func (p *PoolContributorPutParams) Validate() error {
+	pr := problemsOf("put pool contributor")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
+	pr.Check(p.Trust != nil && !(*p.Trust >= 0 && *p.Trust <= 1), "trust", "must be between 0 and 1")
+	pr.Check(p.TestsAnswered < 0, "testsAnswered", "must not be negative")
+	pr.Check(p.TestsCorrect < 0 || p.TestsCorrect > p.TestsAnswered, "testsCorrect", "must be between 0 and testsAnswered")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// ---- Assignments ----
+
+// AssignmentTakeParams leases one unit slot of a pool to a contributor.
+type AssignmentTakeParams struct {
+	ID            uuid.UUID // of the assignment; UUIDv7, made by the caller
+	PoolID        uuid.UUID
+	ContributorID uuid.UUID
+	Duration      time.Duration // the lease, at least a second
+	Strategy      crowd.Strategy
+	// Candidates are the unit ids StrategyCandidates tries, in order.
+	Candidates []uuid.UUID
+	// RandomKey is where StrategyRandom starts (0 lets the store draw
+	// one); tests pass it to be reproducible.
+	RandomKey int64
+	Golden    bool // take a golden unit (a test question) instead
+	Now       time.Time
+}
+
+// Validate names every invalid field.
+func (p *AssignmentTakeParams) Validate() error {
+	pr := problemsOf("take assignment")
+	pr.Check(p.ID == uuid.Nil, "assignmentId", "is required")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
+	pr.Check(p.Duration < time.Second, "duration", "must be at least a second")
+	pr.Check(!p.Strategy.Valid(), "strategy", "must be ordered, random or candidates, not %q", p.Strategy)
+	pr.Check(p.Strategy == crowd.StrategyCandidates && len(p.Candidates) == 0, "candidates", "the candidates strategy needs unit ids")
+	pr.Check(p.Strategy != crowd.StrategyCandidates && len(p.Candidates) > 0, "candidates", "only the candidates strategy takes unit ids")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// AssignmentHeartbeatParams: the contributor still works on it.
+type AssignmentHeartbeatParams struct {
+	ID            uuid.UUID
+	ContributorID uuid.UUID // fencing: must hold the assignment
+	Now           time.Time
+}
+
+// Validate names every invalid field.
+func (p *AssignmentHeartbeatParams) Validate() error {
+	return checkAssignmentRef("heartbeat assignment", p.ID, p.ContributorID, p.Now, nil)
+}
+
+// AssignmentExtendParams moves an assignment's expiry to at least
+// Now + Duration.
+type AssignmentExtendParams struct {
+	ID            uuid.UUID
+	ContributorID uuid.UUID
+	Duration      time.Duration // at least a second
+	Now           time.Time
+}
+
+// Validate names every invalid field.
+func (p *AssignmentExtendParams) Validate() error {
+	return checkAssignmentRef("extend assignment", p.ID, p.ContributorID, p.Now, func(pr *crowd.Problems) {
+		pr.Check(p.Duration < time.Second, "duration", "must be at least a second")
+	})
+}
+
+// AssignmentReleaseParams gives an assignment back.
+type AssignmentReleaseParams struct {
+	ID            uuid.UUID
+	ContributorID uuid.UUID
+	Now           time.Time
+}
+
+// Validate names every invalid field.
+func (p *AssignmentReleaseParams) Validate() error {
+	return checkAssignmentRef("release assignment", p.ID, p.ContributorID, p.Now, nil)
+}
+
+func checkAssignmentRef(what string, id, contributor uuid.UUID, now time.Time, more func(*crowd.Problems)) error {
+	pr := problemsOf(what)
+	pr.Check(id == uuid.Nil, "assignmentId", "is required")
+	pr.Check(contributor == uuid.Nil, "contributorId", "is required")
+	if more != nil {
+		more(pr)
+	}
+	pr.Check(now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// AssignmentExpireParams expires up to Max lapsed assignments.
+type AssignmentExpireParams struct {
+	Now time.Time
+	Max int // at least 1
+}
+
+// Validate names every invalid field.
+func (p *AssignmentExpireParams) Validate() error {
+	pr := problemsOf("expire assignments")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	pr.Check(p.Max < 1, "max", "must be at least 1")
+	return pr.Err()
+}
+
+// ---- Judgments ----
+
+// JudgmentInsertParams stores one judgment through its assignment.
+type JudgmentInsertParams struct {
+	ID            uuid.UUID // UUIDv7, made by the caller; unused when idempotent
+	AssignmentID  uuid.UUID
+	ContributorID uuid.UUID // fencing: must hold the assignment
+	Data          json.RawMessage
+	Trust         *float64 // the contributor's trust in the pool now; nil for none
+	Now           time.Time
+}
+
+// Validate names every invalid field.
+func (p *JudgmentInsertParams) Validate() error {
+	pr := problemsOf("insert judgment")
+	pr.Check(p.ID == uuid.Nil, "judgmentId", "is required")
+	pr.Check(p.AssignmentID == uuid.Nil, "assignmentId", "is required")
+	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
+	pr.Check(!json.Valid(p.Data), "data", "must be valid JSON")
+	pr.Check(p.Trust != nil && !(*p.Trust >= 0 && *p.Trust <= 1), "trust", "must be between 0 and 1")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// JudgmentListParams lists the judgments of one unit or one pool.
+type JudgmentListParams struct {
+	UnitID   uuid.UUID // one of UnitID and PoolID
+	PoolID   uuid.UUID
+	BeforeID uuid.UUID // cursor: only ids strictly less
+	Limit    int       // non-positive: no limit
+}
+
+// Validate names every invalid field.
+func (p *JudgmentListParams) Validate() error {
+	pr := problemsOf("list judgments")
+	switch {
+	case p.UnitID == uuid.Nil && p.PoolID == uuid.Nil:
+		pr.Add("unitId", "give a unit or a pool")
+		pr.Add("poolId", "give a unit or a pool")
+	case p.UnitID != uuid.Nil && p.PoolID != uuid.Nil:
+		pr.Add("poolId", "give a unit or a pool, not both")
+	}
+	return pr.Err()
+}
+
+// RefuseAssignment is why a fenced change of a cannot be made by
+// contributor at now (a *crowd.AssignmentError), nil when it can. With
+// expiredToo an ACTIVE assignment whose lease ran out before now is
+// refused too. Both backends explain their refusals with it.
+func RefuseAssignment(a *crowd.Assignment, contributor uuid.UUID, now time.Time, expiredToo bool) error {
+	e := &crowd.AssignmentError{AssignmentID: a.ID, State: a.State}
+	switch {
+	case a.ContributorID != contributor:
+		e.Reason = crowd.RefusedNotOwner
+	case a.State == crowd.AssignmentExpired || a.State == crowd.AssignmentActive && expiredToo && a.ExpiresAt.Before(now):
+		e.Reason = crowd.RefusedExpired
+	case a.State != crowd.AssignmentActive:
+		e.Reason = crowd.RefusedNotActive
+	default:
+		return nil
+	}
+	return e
+}
+
+// SameJSON reports whether a and b are the same JSON value (key order,
+// spacing and number spelling aside): what makes a repeated judgment the
+// same one.
+func SameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}

@@ -1,0 +1,312 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const assignmentColumns = `id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, finished_at`
+
+func scanAssignment(r rowScanner) (*crowd.Assignment, error) {
+	var (
+		a        crowd.Assignment
+		state    string
+		finished *time.Time
+	)
+	if err := r.Scan(&a.ID, &a.UnitID, &a.PoolID, &a.ContributorID, &state, &a.StartedAt, &a.ExpiresAt,
+		&a.HeartbeatAt, &finished); err != nil {
+		return nil, err
+	}
+	a.State = crowd.AssignmentState(state)
+	a.StartedAt = a.StartedAt.UTC()
+	a.ExpiresAt = a.ExpiresAt.UTC()
+	a.HeartbeatAt = a.HeartbeatAt.UTC()
+	a.FinishedAt = utcOrZero(finished)
+	return &a, nil
+}
+
+// AssignmentGet implements store.Store.
+func (s *Store) AssignmentGet(ctx context.Context, id uuid.UUID) (*crowd.Assignment, error) {
+	return assignmentGet(ctx, s.pool, id)
+}
+
+func assignmentGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Assignment, error) {
+	a, err := scanAssignment(c.QueryRow(ctx, `SELECT `+assignmentColumns+` FROM docket_assignments WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get assignment %s: %w", id, notFound(err))
+	}
+	return a, nil
+}
+
+// takeSQL takes one slot of one unit in one statement: pick (one of the
+// strategies' pick CTEs: an available unit, locked, skipping rows another
+// taker holds), slots_taken + 1, the assignment, the pool's counter. The
+// pool must be OPEN and the contributor active and not flagged in the
+// pool; %s is the pick.
+const takeSQL = `
+WITH pool AS (
+	SELECT 1 FROM docket_pools WHERE id = @pool AND status = 'OPEN'
+),
+who AS (
+	SELECT 1 FROM docket_contributors k WHERE k.id = @contributor AND k.state = 'active'
+		AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
+			WHERE pc.pool_id = @pool AND pc.contributor_id = @contributor AND pc.flagged)
+),
+pick AS (%s),
+taken AS (
+	UPDATE docket_units u SET slots_taken = u.slots_taken + 1, updated_at = @now
+	FROM pick WHERE u.id = pick.id
+	RETURNING u.*
+),
+a AS (
+	INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
+	SELECT @id, taken.id, @pool, @contributor, 'ACTIVE', @now, @expires, @now FROM taken
+	RETURNING id
+),
+c AS (
+	UPDATE docket_pool_counters SET active_assignments = active_assignments + 1
+	WHERE pool_id = @pool AND shard = @shard AND EXISTS (SELECT 1 FROM a)
+)
+SELECT ` + unitColumns + ` FROM taken`
+
+// pickWhere is what every pick requires of a unit, but the golden or open
+// condition.
+const pickWhere = `u.pool_id = @pool AND EXISTS (SELECT 1 FROM pool) AND EXISTS (SELECT 1 FROM who)
+	AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor)`
+
+// The picks. ordered: the oldest available unit. random: the first by
+// random key at or after @key (the caller wraps around from the smallest
+// key on a miss). candidates: the first of @candidates still available.
+var (
+	takeOrderedSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %s
+		ORDER BY u.id LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
+	takeRandomSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %s
+		AND u.pick_key >= @key ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
+	takeCandidatesSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM unnest(@candidates::uuid[]) WITH ORDINALITY AS cand(id, n)
+		JOIN docket_units u ON u.id = cand.id WHERE `+pickWhere+` AND %s
+		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
+)
+
+// pickGolden is the condition of a golden unit a take may pick: golden
+// units have no slot limit.
+const pickGolden = `u.state = 'JUDGABLE' AND u.golden`
+
+// AssignmentTake implements store.Store.
+func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParams) (*crowd.Taken, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	cond := openUnit
+	if p.Golden {
+		cond = pickGolden
+	}
+	now := dbTime(p.Now)
+	args := pgx.NamedArgs{
+		"id": p.ID, "pool": p.PoolID, "contributor": p.ContributorID, "now": now,
+		"expires": dbTime(p.Now.Add(p.Duration)), "shard": shard(),
+	}
+	var sql string
+	switch p.Strategy {
+	case crowd.StrategyOrdered:
+		sql = fmt.Sprintf(takeOrderedSQL, cond)
+	case crowd.StrategyRandom:
+		sql = fmt.Sprintf(takeRandomSQL, cond)
+		args["key"] = p.RandomKey
+		if p.RandomKey == 0 {
+			args["key"] = rand.Int64()
+		}
+	case crowd.StrategyCandidates:
+		sql = fmt.Sprintf(takeCandidatesSQL, cond)
+		args["candidates"] = p.Candidates
+	}
+	u, err := scanUnit(s.pool.QueryRow(ctx, sql, args))
+	if errors.Is(err, pgx.ErrNoRows) && p.Strategy == crowd.StrategyRandom {
+		// Wrap around: from the smallest key.
+		args["key"] = int64(math.MinInt64)
+		u, err = scanUnit(s.pool.QueryRow(ctx, sql, args))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, takeRefused(ctx, s.pool, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
+	}
+	return &crowd.Taken{
+		Assignment: &crowd.Assignment{
+			ID: p.ID, UnitID: u.ID, PoolID: p.PoolID, ContributorID: p.ContributorID, State: crowd.AssignmentActive,
+			StartedAt: now, ExpiresAt: dbTime(p.Now.Add(p.Duration)), HeartbeatAt: now,
+		},
+		Unit: u,
+	}, nil
+}
+
+// takeRefused explains a take that found nothing.
+func takeRefused(ctx context.Context, c conn, p *store.AssignmentTakeParams) error {
+	var (
+		status, state *string
+		flagged       *bool
+	)
+	err := c.QueryRow(ctx, `SELECT (SELECT status FROM docket_pools WHERE id = $1),
+		(SELECT state FROM docket_contributors WHERE id = $2),
+		(SELECT flagged FROM docket_pool_contributors WHERE pool_id = $1 AND contributor_id = $2)`,
+		p.PoolID, p.ContributorID).Scan(&status, &state, &flagged)
+	if err != nil {
+		return fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
+	}
+	return refusal(p, status, state, flagged)
+}
+
+// refusal is the error of a take that found nothing, from what the pool
+// and the contributor are (nil: no such row).
+func refusal(p *store.AssignmentTakeParams, status, state *string, flagged *bool) error {
+	switch {
+	case status == nil:
+		return fmt.Errorf("take assignment: pool %s: %w", p.PoolID, store.ErrNotFound)
+	case state == nil:
+		return fmt.Errorf("take assignment: contributor %s: %w", p.ContributorID, store.ErrNotFound)
+	case crowd.PoolStatus(*status) != crowd.PoolOpen:
+		return &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: crowd.PoolStatus(*status)}
+	case crowd.ContributorState(*state) != crowd.ContributorActive:
+		return &crowd.NotEligibleError{ContributorID: p.ContributorID, PoolID: p.PoolID, Reason: "the contributor is " + *state}
+	case flagged != nil && *flagged:
+		return &crowd.NotEligibleError{ContributorID: p.ContributorID, PoolID: p.PoolID, Reason: "the contributor is flagged in the pool"}
+	}
+	return crowd.ErrNoUnit
+}
+
+// assignmentRefused explains a fenced change of an assignment that
+// matched no row: ErrNotFound, or the *crowd.AssignmentError of what the
+// assignment is.
+func assignmentRefused(ctx context.Context, c conn, id, contributor uuid.UUID, now time.Time, expiredToo bool) error {
+	a, err := assignmentGet(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if err := store.RefuseAssignment(a, contributor, now, expiredToo); err != nil {
+		return err
+	}
+	return fmt.Errorf("assignment %s changed meanwhile; try again", id)
+}
+
+// AssignmentExtend implements store.Store.
+func (s *Store) AssignmentExtend(ctx context.Context, p *store.AssignmentExtendParams) (*crowd.Assignment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	now := dbTime(p.Now)
+	a, err := scanAssignment(s.pool.QueryRow(ctx, `UPDATE docket_assignments
+		SET expires_at = greatest(expires_at, $4), heartbeat_at = $3
+		WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE' AND expires_at >= $3
+		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now, dbTime(p.Now.Add(p.Duration))))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extend assignment %s: %w", p.ID, err)
+	}
+	return a, nil
+}
+
+// AssignmentRelease implements store.Store: the release, the slot and the
+// counter in one statement.
+func (s *Store) AssignmentRelease(ctx context.Context, p *store.AssignmentReleaseParams) (*crowd.Assignment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	now := dbTime(p.Now)
+	a, err := scanAssignment(s.pool.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE docket_assignments SET state = 'RELEASED', finished_at = $3
+			WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE'
+			RETURNING *
+		),
+		u AS (
+			UPDATE docket_units u SET slots_taken = u.slots_taken - 1, updated_at = $3
+			FROM r WHERE u.id = r.unit_id
+		),
+		c AS (
+			UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments - 1
+			FROM r WHERE pc.pool_id = r.pool_id AND pc.shard = $4
+		)
+		SELECT `+assignmentColumns+` FROM r`, p.ID, p.ContributorID, now, shard()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release assignment %s: %w", p.ID, err)
+	}
+	return a, nil
+}
+
+// assignmentExpireSQL expires one batch: the lapsed ACTIVE assignments
+// (skipping rows another transaction holds), their slots, the pools'
+// counters and one assignment.expired outbox row, in one statement.
+const assignmentExpireSQL = `
+WITH e AS (
+	UPDATE docket_assignments a SET state = 'EXPIRED', finished_at = @now
+	WHERE a.id IN (
+		SELECT id FROM docket_assignments WHERE state = 'ACTIVE' AND expires_at < @now
+		ORDER BY expires_at LIMIT @max FOR UPDATE SKIP LOCKED
+	) AND a.state = 'ACTIVE'
+	RETURNING a.id, a.unit_id, a.pool_id, a.contributor_id
+),
+u AS (
+	UPDATE docket_units u SET slots_taken = u.slots_taken - x.n, updated_at = @now
+	FROM (SELECT unit_id, count(*) AS n FROM e GROUP BY unit_id) x
+	WHERE u.id = x.unit_id
+),
+c AS (
+	UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments - x.n
+	FROM (SELECT pool_id, count(*) AS n FROM e GROUP BY pool_id) x
+	WHERE pc.pool_id = x.pool_id AND pc.shard = @shard
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'assignment.expired', json_build_object('assignments', json_agg(json_build_object(
+		'assignmentId', id, 'unitId', unit_id, 'poolId', pool_id, 'contributorId', contributor_id))), @now
+	FROM e HAVING count(*) > 0
+)
+SELECT count(*) FROM e`
+
+// AssignmentExpire implements store.Store.
+func (s *Store) AssignmentExpire(ctx context.Context, p *store.AssignmentExpireParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, assignmentExpireSQL, pgx.NamedArgs{
+		"now": dbTime(p.Now), "max": p.Max, "shard": shard(),
+	}).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("expire assignments: %w", err)
+	}
+	return n, nil
+}
+
+// AssignmentHeartbeat implements store.Store.
+func (s *Store) AssignmentHeartbeat(ctx context.Context, p *store.AssignmentHeartbeatParams) (*crowd.Assignment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	now := dbTime(p.Now)
+	a, err := scanAssignment(s.pool.QueryRow(ctx, `UPDATE docket_assignments SET heartbeat_at = $3
+		WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE' AND expires_at >= $3
+		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat assignment %s: %w", p.ID, err)
+	}
+	return a, nil
+}

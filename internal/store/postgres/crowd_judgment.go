@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const judgmentColumns = `id, assignment_id, unit_id, pool_id, contributor_id, data, trust, golden, tainted,
+	started_at, submitted_at`
+
+func scanJudgment(r rowScanner) (*crowd.Judgment, error) {
+	var (
+		j    crowd.Judgment
+		data []byte
+	)
+	if err := r.Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
+		&j.Tainted, &j.StartedAt, &j.SubmittedAt); err != nil {
+		return nil, err
+	}
+	j.Data = json.RawMessage(data)
+	j.StartedAt = j.StartedAt.UTC()
+	j.SubmittedAt = j.SubmittedAt.UTC()
+	return &j, nil
+}
+
+// judgmentInsertSQL is the intake of one judgment in one statement: the
+// assignment (ACTIVE, the contributor's, not expired) becomes SUBMITTED,
+// the unit counts the judgment, the judgment is stored, the pool's
+// counters move and judgment.received is written.
+const judgmentInsertSQL = `
+WITH a AS (
+	UPDATE docket_assignments SET state = 'SUBMITTED', finished_at = @now
+	WHERE id = @assignment AND contributor_id = @contributor AND state = 'ACTIVE' AND expires_at >= @now
+	RETURNING id, unit_id, pool_id, contributor_id, started_at
+),
+u AS (
+	UPDATE docket_units u SET judgment_count = u.judgment_count + 1, updated_at = @now
+	FROM a WHERE u.id = a.unit_id
+	RETURNING u.id, u.golden, u.judgment_count, u.judgments_per_unit
+),
+j AS (
+	INSERT INTO docket_judgments (id, assignment_id, unit_id, pool_id, contributor_id, data, trust, golden,
+		started_at, submitted_at)
+	SELECT @id, a.id, a.unit_id, a.pool_id, a.contributor_id, @data::jsonb, @trust, u.golden, a.started_at, @now
+	FROM a JOIN u ON u.id = a.unit_id
+	RETURNING *
+),
+c AS (
+	UPDATE docket_pool_counters pc SET judgments = pc.judgments + 1, active_assignments = pc.active_assignments - 1
+	FROM a WHERE pc.pool_id = a.pool_id AND pc.shard = @shard
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'judgment.received', json_build_object('judgmentId', j.id, 'assignmentId', j.assignment_id,
+		'unitId', j.unit_id, 'poolId', j.pool_id, 'contributorId', j.contributor_id, 'golden', j.golden,
+		'judgmentCount', u.judgment_count, 'judgmentsPerUnit', u.judgments_per_unit), @now
+	FROM j JOIN u ON u.id = j.unit_id
+)
+SELECT ` + judgmentColumns + ` FROM j`
+
+// JudgmentInsert implements store.Store.
+func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+	return judgmentInsert(ctx, s.pool, p)
+}
+
+func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	now := dbTime(p.Now)
+	j, err := scanJudgment(c.QueryRow(ctx, judgmentInsertSQL, pgx.NamedArgs{
+		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
+		"trust": p.Trust, "now": now, "shard": shard(),
+	}))
+	if err == nil {
+		return j, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+	}
+	// Nothing changed: say why, or find the judgment stored before.
+	a, err := assignmentGet(ctx, c, p.AssignmentID)
+	if err != nil {
+		return nil, false, err
+	}
+	if a.ContributorID == p.ContributorID && a.State == crowd.AssignmentSubmitted {
+		prev, err := scanJudgment(c.QueryRow(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
+			WHERE assignment_id = $1`, p.AssignmentID))
+		if err != nil {
+			return nil, false, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
+		}
+		if !store.SameJSON(prev.Data, p.Data) {
+			return nil, false, &crowd.JudgmentConflictError{AssignmentID: p.AssignmentID, JudgmentID: prev.ID}
+		}
+		return prev, false, nil
+	}
+	if err := store.RefuseAssignment(a, p.ContributorID, now, true); err != nil {
+		return nil, false, err
+	}
+	return nil, false, fmt.Errorf("insert judgment for assignment %s: it changed meanwhile; try again", p.AssignmentID)
+}
+
+// JudgmentList implements store.Store.
+func (s *Store) JudgmentList(ctx context.Context, p *store.JudgmentListParams) ([]*crowd.Judgment, error) {
+	return judgmentList(ctx, s.pool, p)
+}
+
+func judgmentList(ctx context.Context, c conn, p *store.JudgmentListParams) ([]*crowd.Judgment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	col, id := "unit_id", p.UnitID
+	if p.PoolID != uuid.Nil {
+		col, id = "pool_id", p.PoolID
+	}
+	var before any
+	if p.BeforeID != uuid.Nil {
+		before = p.BeforeID
+	}
+	rs, err := c.Query(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
+		WHERE `+col+` = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`, id, before, limitOrNull(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	out, err := collect(rs, scanJudgment)
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,415 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+const unitColumns = `id, pool_id, run_id, step_index, parent_unit_id, input, state, golden, answer,
+	slots_taken, judgments_per_unit, judgment_count, result, confidence, finalized_at, created_at, updated_at`
+
+func scanUnit(r rowScanner) (*crowd.Unit, error) {
+	var (
+		u                     crowd.Unit
+		runID, parent         *uuid.UUID
+		stepIndex             *int
+		input, answer, result []byte
+		state                 string
+		finalized             *time.Time
+	)
+	if err := r.Scan(&u.ID, &u.PoolID, &runID, &stepIndex, &parent, &input, &state, &u.Golden, &answer,
+		&u.SlotsTaken, &u.JudgmentsPerUnit, &u.JudgmentCount, &result, &u.Confidence, &finalized,
+		&u.CreatedAt, &u.UpdatedAt); err != nil {
+		return nil, err
+	}
+	u.RunID = uuidOrNil(runID)
+	u.ParentUnitID = uuidOrNil(parent)
+	if stepIndex != nil {
+		u.StepIndex = *stepIndex
+	}
+	u.Input = json.RawMessage(input)
+	if answer != nil {
+		u.Answer = json.RawMessage(answer)
+	}
+	if result != nil {
+		u.Result = json.RawMessage(result)
+	}
+	u.State = crowd.UnitState(state)
+	u.FinalizedAt = utcOrZero(finalized)
+	u.CreatedAt = u.CreatedAt.UTC()
+	u.UpdatedAt = u.UpdatedAt.UTC()
+	return &u, nil
+}
+
+// copyMinUnits: batches larger than this are written with COPY.
+const copyMinUnits = 50
+
+// unitCopyColumns are the docket_units columns a COPY fills, in the order
+// appendUnitRow encodes them.
+var unitCopyColumns = []string{
+	"id", "pool_id", "run_id", "step_index", "parent_unit_id", "input", "state", "golden", "answer",
+	"pick_key", "judgments_per_unit", "created_at", "updated_at",
+}
+
+// UnitInsertMany implements store.Store.
+func (s *Store) UnitInsertMany(ctx context.Context, p *store.UnitInsertManyParams) ([]*crowd.Unit, error) {
+	var out []*crowd.Unit
+	err := s.inTx(ctx, func(c conn) error {
+		var err error
+		out, err = unitInsertMany(ctx, c.(pgx.Tx), p)
+		return err
+	})
+	return out, err
+}
+
+// unitInsertMany locks the pool against a concurrent close (FOR SHARE),
+// writes the units (COPY for a large batch, one INSERT from arrays
+// otherwise) and counts them on one counter shard.
+func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParams) ([]*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		status string
+		jpu    int
+	)
+	err := tx.QueryRow(ctx, `SELECT status, judgments_per_unit FROM docket_pools WHERE id = $1 FOR SHARE`, p.PoolID).Scan(&status, &jpu)
+	if err != nil {
+		return nil, fmt.Errorf("insert units into pool %s: %w", p.PoolID, notFound(err))
+	}
+	if st := crowd.PoolStatus(status); st == crowd.PoolClosed || st == crowd.PoolCompleted {
+		return nil, fmt.Errorf("insert units: %w", &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: st})
+	}
+	now := dbTime(p.Now)
+	units := make([]*crowd.Unit, len(p.Units))
+	keys := make([]int64, len(p.Units))
+	regular, golden := 0, 0
+	for i, up := range p.Units {
+		u := &crowd.Unit{
+			ID: up.ID, PoolID: p.PoolID, RunID: up.RunID, StepIndex: up.StepIndex, ParentUnitID: up.ParentUnitID,
+			Input: up.Input, State: p.State, Golden: up.Golden, Answer: up.Answer,
+			JudgmentsPerUnit: up.JudgmentsPerUnit, CreatedAt: now, UpdatedAt: now,
+		}
+		if u.JudgmentsPerUnit == 0 {
+			u.JudgmentsPerUnit = jpu
+		}
+		if u.Golden {
+			u.State = crowd.UnitJudgable
+			golden++
+		} else {
+			regular++
+		}
+		units[i] = u
+		keys[i] = rand.Int64()
+	}
+	if len(units) > copyMinUnits {
+		var buf bytes.Buffer
+		buf.WriteString(copySignature)
+		for i, u := range units {
+			buf.Write(appendUnitRow(nil, u, keys[i]))
+		}
+		buf.Write(binary.BigEndian.AppendUint16(nil, 0xffff))
+		copySQL := "COPY docket_units (" + strings.Join(unitCopyColumns, ", ") + ") FROM STDIN (FORMAT binary)"
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &buf, copySQL); err != nil {
+			return nil, fmt.Errorf("insert units: copy: %w", unitInsertError(err))
+		}
+	} else {
+		var (
+			ids, runs, parents []*uuid.UUID
+			stepIdx, jpus      []*int32
+			inputs, answers    []*string
+			goldens            []bool
+		)
+		for i, u := range units {
+			ids = append(ids, &units[i].ID)
+			runs = append(runs, uuidPtr(u.RunID))
+			parents = append(parents, uuidPtr(u.ParentUnitID))
+			var si *int32
+			if u.RunID != uuid.Nil {
+				v := int32(u.StepIndex)
+				si = &v
+			}
+			stepIdx = append(stepIdx, si)
+			v := int32(u.JudgmentsPerUnit)
+			jpus = append(jpus, &v)
+			in := string(u.Input)
+			inputs = append(inputs, &in)
+			var ans *string
+			if u.Answer != nil {
+				a := string(u.Answer)
+				ans = &a
+			}
+			answers = append(answers, ans)
+			goldens = append(goldens, u.Golden)
+		}
+		states := make([]string, len(units))
+		for i, u := range units {
+			states[i] = string(u.State)
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO docket_units (id, pool_id, run_id, step_index, parent_unit_id, input, state, golden, answer,
+				pick_key, judgments_per_unit, created_at, updated_at)
+			SELECT id, $1, run_id, step_index, parent_unit_id, input::jsonb, state, golden, answer::jsonb,
+				pick_key, jpu, $11, $11
+			FROM unnest($2::uuid[], $3::uuid[], $4::integer[], $5::uuid[], $6::text[], $7::text[], $8::boolean[],
+				$9::text[], $10::bigint[], $12::integer[])
+				AS u(id, run_id, step_index, parent_unit_id, input, state, golden, answer, pick_key, jpu)`,
+			p.PoolID, ids, runs, stepIdx, parents, inputs, states, goldens, answers, keys, now, jpus)
+		if err != nil {
+			return nil, fmt.Errorf("insert units: %w", unitInsertError(err))
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE docket_pool_counters SET `+unitCounter(p.State)+` = `+unitCounter(p.State)+` + $3,
+		units_golden = units_golden + $4 WHERE pool_id = $1 AND shard = $2`, p.PoolID, shard(), regular, golden); err != nil {
+		return nil, fmt.Errorf("insert units: count: %w", err)
+	}
+	return units, nil
+}
+
+// unitInsertError names a duplicate unit id.
+func unitInsertError(err error) error {
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: %w", store.ErrDuplicate, err)
+	}
+	return err
+}
+
+func uuidPtr(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}
+
+// appendUnitRow appends u's unitCopyColumns in COPY's binary format.
+func appendUnitRow(b []byte, u *crowd.Unit, pickKey int64) []byte {
+	null := func(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xffffffff) }
+	b = binary.BigEndian.AppendUint16(b, uint16(len(unitCopyColumns)))
+	b = appendField(b, u.ID[:])
+	b = appendField(b, u.PoolID[:])
+	if u.RunID == uuid.Nil {
+		b = null(b)
+		b = null(b)
+	} else {
+		b = appendField(b, u.RunID[:])
+		b = binary.BigEndian.AppendUint32(appendLen(b, 4), uint32(u.StepIndex))
+	}
+	if u.ParentUnitID == uuid.Nil {
+		b = null(b)
+	} else {
+		b = appendField(b, u.ParentUnitID[:])
+	}
+	b = append(append(appendLen(b, 1+len(u.Input)), 1), u.Input...) // jsonb: version 1, then the text
+	b = appendText(b, string(u.State))
+	golden := byte(0)
+	if u.Golden {
+		golden = 1
+	}
+	b = append(appendLen(b, 1), golden)
+	if u.Answer == nil {
+		b = null(b)
+	} else {
+		b = append(append(appendLen(b, 1+len(u.Answer)), 1), u.Answer...)
+	}
+	b = binary.BigEndian.AppendUint64(appendLen(b, 8), uint64(pickKey))
+	b = binary.BigEndian.AppendUint32(appendLen(b, 4), uint32(u.JudgmentsPerUnit))
+	b = appendTimestamp(b, micros(u.CreatedAt))
+	return appendTimestamp(b, micros(u.UpdatedAt))
+}
+
+// UnitGet implements store.Store.
+func (s *Store) UnitGet(ctx context.Context, id uuid.UUID) (*crowd.Unit, error) {
+	return unitGet(ctx, s.pool, id)
+}
+
+func unitGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Unit, error) {
+	u, err := scanUnit(c.QueryRow(ctx, `SELECT `+unitColumns+` FROM docket_units WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get unit %s: %w", id, notFound(err))
+	}
+	return u, nil
+}
+
+// UnitList implements store.Store.
+func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	args := []any{p.PoolID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"pool_id = $1"}
+	if len(p.States) > 0 {
+		st := make([]string, len(p.States))
+		for i, s := range p.States {
+			st[i] = string(s)
+		}
+		where = append(where, "state = ANY("+arg(st)+"::text[])")
+	}
+	if p.Golden != nil {
+		where = append(where, "golden = "+arg(*p.Golden))
+	}
+	if p.RunID != uuid.Nil {
+		where = append(where, "run_id = "+arg(p.RunID))
+	}
+	if p.BeforeID != uuid.Nil {
+		where = append(where, "id < "+arg(p.BeforeID))
+	}
+	q := `SELECT ` + unitColumns + ` FROM docket_units WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id DESC LIMIT ` + arg(limitOrNull(p.Limit))
+	rs, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list units: %w", err)
+	}
+	out, err := collect(rs, scanUnit)
+	if err != nil {
+		return nil, fmt.Errorf("list units: %w", err)
+	}
+	return out, nil
+}
+
+// openUnit is the condition of a regular unit a take may pick; it matches
+// the predicate of the docket_units_open indexes word for word, so the
+// planner uses them.
+const openUnit = `u.state = 'JUDGABLE' AND NOT u.golden AND u.slots_taken < u.judgments_per_unit`
+
+// UnitListAvailable implements store.Store.
+func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailableParams) ([]uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	key := p.RandomKey
+	if key == 0 {
+		key = rand.Int64()
+	}
+	rs, err := s.pool.Query(ctx, `
+		(SELECT u.id FROM docket_units u WHERE u.pool_id = $1 AND `+openUnit+` AND u.pick_key >= $2
+			ORDER BY u.pick_key LIMIT $3)
+		UNION ALL
+		(SELECT u.id FROM docket_units u WHERE u.pool_id = $1 AND `+openUnit+` AND u.pick_key < $2
+			ORDER BY u.pick_key LIMIT $3)
+		LIMIT $3`, p.PoolID, key, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list available units of pool %s: %w", p.PoolID, err)
+	}
+	out, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
+		var id uuid.UUID
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list available units of pool %s: %w", p.PoolID, err)
+	}
+	return out, nil
+}
+
+// UnitTransition implements store.Store.
+func (s *Store) UnitTransition(ctx context.Context, p *store.UnitTransitionParams) (*crowd.Unit, error) {
+	return unitTransition(ctx, s.pool, p)
+}
+
+// unitTransition is one statement: the guarded change and the move of
+// the pool's counters (regular units only).
+func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) (*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	from, to := unitCounter(p.From), unitCounter(p.To)
+	u, err := scanUnit(c.QueryRow(ctx, `
+		WITH t AS (
+			UPDATE docket_units SET state = @to, updated_at = @now,
+				result = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE result END,
+				confidence = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE confidence END,
+				finalized_at = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE finalized_at END
+			WHERE id = @id AND state = @from
+			RETURNING *
+		),
+		c AS (
+			UPDATE docket_pool_counters pc SET `+from+` = pc.`+from+` - 1, `+to+` = pc.`+to+` + 1
+			FROM t WHERE pc.pool_id = t.pool_id AND pc.shard = @shard AND NOT t.golden
+		)
+		SELECT `+unitColumns+` FROM t`, pgx.NamedArgs{
+		"id": p.ID, "from": string(p.From), "to": string(p.To), "now": dbTime(p.Now), "shard": shard(),
+	}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, unitRefused(ctx, c, p.ID, p.To)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transition unit %s: %w", p.ID, err)
+	}
+	return u, nil
+}
+
+// unitRefused explains a guarded change of a unit that matched no row.
+func unitRefused(ctx context.Context, c conn, id uuid.UUID, to crowd.UnitState) error {
+	var (
+		state  string
+		golden bool
+	)
+	if err := c.QueryRow(ctx, `SELECT state, golden FROM docket_units WHERE id = $1`, id).Scan(&state, &golden); err != nil {
+		return fmt.Errorf("transition unit %s: %w", id, notFound(err))
+	}
+	ite := &crowd.InvalidTransitionError{Of: "unit", ID: id.String(), From: state, To: string(to)}
+	if golden && to == crowd.UnitFinalized {
+		ite.Reason = "a golden unit is never finalized"
+	}
+	return ite
+}
+
+// UnitFinalize implements store.Store.
+func (s *Store) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams) (*crowd.Unit, error) {
+	return unitFinalize(ctx, s.pool, p)
+}
+
+// unitFinalizeSQL finalizes a regular JUDGABLE unit, moves the counters
+// and writes unit.finalized, in one statement.
+const unitFinalizeSQL = `
+WITH t AS (
+	UPDATE docket_units SET state = 'FINALIZED', result = @result::jsonb, confidence = @confidence,
+		finalized_at = @now, updated_at = @now
+	WHERE id = @id AND state = 'JUDGABLE' AND NOT golden
+	RETURNING *
+),
+c AS (
+	UPDATE docket_pool_counters pc SET units_judgable = pc.units_judgable - 1, units_finalized = pc.units_finalized + 1
+	FROM t WHERE pc.pool_id = t.pool_id AND pc.shard = @shard
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'unit.finalized', json_build_object('unitId', id, 'poolId', pool_id, 'runId', run_id,
+		'stepIndex', coalesce(step_index, 0), 'result', result, 'confidence', confidence,
+		'judgmentCount', judgment_count), @now
+	FROM t
+)
+SELECT ` + unitColumns + ` FROM t`
+
+func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, pgx.NamedArgs{
+		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(),
+	}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
+	}
+	return u, nil
+}

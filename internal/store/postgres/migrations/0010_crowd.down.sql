@@ -1,0 +1,11 @@
+DROP TABLE docket_judgments;
+DROP TABLE docket_assignments;
+DROP TABLE docket_pool_contributors;
+DROP INDEX docket_api_keys_contributor;
+ALTER TABLE docket_api_keys DROP COLUMN contributor_id;
+DROP TABLE docket_contributors;
+DROP TABLE docket_units;
+DROP TABLE docket_pool_counters;
+DROP TABLE docket_pools;
+DROP TABLE docket_task_versions;
+DROP TABLE docket_tasks;
