@@ -6,7 +6,7 @@
 //	}
 //
 // Tests are grouped as package store is, by domain (TestConformance/Jobs/…,
-// /Cluster, /Keys, /Outbox, /Inbox, /Webhooks, /Flows, and /Store for the database
+// /Cluster, /Keys, /Outbox, /Inbox, /Webhooks, /Flows, /Crowd, and /Store for the database
 // as a whole and InTx), and each domain's tests are in files named after it.
 //
 // Every test opens its own store, so tests run in parallel and may assert on
@@ -94,6 +94,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"RunTransition", testRunTransition},
 			{"Steps", testSteps},
 			{"Tx", testFlowTx},
+		}},
+		{"Crowd", []group{
+			{"Tasks", testTasks},
+			{"Pools", testPools},
+			{"Units", testUnits},
+			{"Contributors", testContributors},
+			{"Assignments", testAssignments},
+			{"Judgments", testJudgments},
 		}},
 	}
 	for _, d := range domains {

@@ -1,0 +1,570 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// takeParams asks for one assignment of pool for c, ordered, for 10
+// minutes from base.
+func takeParams(poolID, c uuid.UUID) *store.AssignmentTakeParams {
+	return &store.AssignmentTakeParams{ID: newID(), PoolID: poolID, ContributorID: c, Duration: 10 * time.Minute,
+		Strategy: crowd.StrategyOrdered, Now: base}
+}
+
+// take takes one assignment and checks what comes back.
+func (b *bundle) take(t *testing.T, p *store.AssignmentTakeParams) *crowd.Taken {
+	t.Helper()
+	tk, err := b.s.AssignmentTake(b.ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, p.ID, tk.Assignment.ID)
+	require.Equal(t, tk.Unit.ID, tk.Assignment.UnitID)
+	require.Equal(t, crowd.AssignmentActive, tk.Assignment.State)
+	got, err := b.s.AssignmentGet(b.ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, tk.Assignment, got, "as returned and as read")
+	return tk
+}
+
+func requireRefused(t *testing.T, err error, reason crowd.Refusal) {
+	t.Helper()
+	var ae *crowd.AssignmentError
+	require.ErrorAs(t, err, &ae, "want *crowd.AssignmentError, got %T: %v", err, err)
+	require.Equal(t, reason, ae.Reason, "%v", err)
+}
+
+func testAssignments(t *testing.T, open opener) {
+	t.Run("TakeOrdered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 2)
+		us := b.units(t, p.ID, 3, crowd.UnitJudgable)
+		c1, c2, c3 := b.contributor(t), b.contributor(t), b.contributor(t)
+
+		tk := b.take(t, takeParams(p.ID, c1.ID))
+		require.Equal(t, us[0].ID, tk.Unit.ID, "the oldest unit")
+		require.Equal(t, 1, tk.Unit.SlotsTaken)
+		require.JSONEq(t, `{"n":0}`, string(tk.Unit.Input))
+		a := tk.Assignment
+		require.Equal(t, p.ID, a.PoolID)
+		require.Equal(t, c1.ID, a.ContributorID)
+		requireTime(t, base, a.StartedAt)
+		requireTime(t, base.Add(10*time.Minute), a.ExpiresAt)
+		requireTime(t, base, a.HeartbeatAt)
+		require.True(t, a.FinishedAt.IsZero())
+
+		// Never the same unit twice to one person: c1 gets the next one.
+		require.Equal(t, us[1].ID, b.take(t, takeParams(p.ID, c1.ID)).Unit.ID)
+		require.Equal(t, us[0].ID, b.take(t, takeParams(p.ID, c2.ID)).Unit.ID, "a second slot of the first unit")
+		// us[0] is full (2 of 2): c3 starts at us[1].
+		require.Equal(t, us[1].ID, b.take(t, takeParams(p.ID, c3.ID)).Unit.ID)
+		require.Equal(t, us[2].ID, b.take(t, takeParams(p.ID, c1.ID)).Unit.ID)
+		_, err := b.s.AssignmentTake(b.ctx, takeParams(p.ID, c1.ID))
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "c1 has judged every unit")
+		require.Equal(t, us[2].ID, b.take(t, takeParams(p.ID, c2.ID)).Unit.ID)
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c3.ID))
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "every slot is taken")
+
+		for _, u := range us {
+			got, err := b.s.UnitGet(b.ctx, u.ID)
+			require.NoError(t, err)
+			require.Equal(t, 2, got.SlotsTaken)
+		}
+		require.Equal(t, 6, b.counts(t, p.ID).ActiveAssignments)
+	})
+
+	t.Run("TakeRandomAndCandidates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 20, crowd.UnitJudgable)
+		seen := map[uuid.UUID]bool{}
+		for i := range 10 {
+			c := b.contributor(t)
+			tp := takeParams(p.ID, c.ID)
+			tp.Strategy = crowd.StrategyRandom
+			tp.RandomKey = int64(i+1) * 1e17
+			tk := b.take(t, tp)
+			require.False(t, seen[tk.Unit.ID], "one slot per unit")
+			seen[tk.Unit.ID] = true
+		}
+		avail, err := b.s.UnitListAvailable(b.ctx, &store.UnitListAvailableParams{PoolID: p.ID, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, avail, 10, "the units with a free slot")
+		for _, id := range avail {
+			require.False(t, seen[id])
+		}
+		few, err := b.s.UnitListAvailable(b.ctx, &store.UnitListAvailableParams{PoolID: p.ID, Limit: 3, RandomKey: 1})
+		require.NoError(t, err)
+		require.Len(t, few, 3)
+
+		// Candidates: the taken ones are stale and missed; the first free
+		// one is taken.
+		c := b.contributor(t)
+		tp := takeParams(p.ID, c.ID)
+		tp.Strategy = crowd.StrategyCandidates
+		var stale []uuid.UUID
+		for id := range seen {
+			stale = append(stale, id)
+		}
+		tp.Candidates = append(stale[:3:3], avail[4], avail[5])
+		require.Equal(t, avail[4], b.take(t, tp).Unit.ID)
+		tp = takeParams(p.ID, c.ID)
+		tp.Strategy, tp.Candidates = crowd.StrategyCandidates, stale
+		_, err = b.s.AssignmentTake(b.ctx, tp)
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "every candidate is stale")
+		// A candidate of another pool is never taken.
+		other := b.pool(t, 1)
+		ous := b.units(t, other.ID, 1, crowd.UnitJudgable)
+		tp = takeParams(p.ID, c.ID)
+		tp.Strategy, tp.Candidates = crowd.StrategyCandidates, []uuid.UUID{ous[0].ID}
+		_, err = b.s.AssignmentTake(b.ctx, tp)
+		require.ErrorIs(t, err, crowd.ErrNoUnit)
+
+		// Random wraps around: from a key past every unit, it still
+		// finds the free ones, until none is left.
+		for range 9 {
+			c := b.contributor(t)
+			tp := takeParams(p.ID, c.ID)
+			tp.Strategy, tp.RandomKey = crowd.StrategyRandom, 1<<62
+			b.take(t, tp)
+		}
+		tp = takeParams(p.ID, b.contributor(t).ID)
+		tp.Strategy = crowd.StrategyRandom
+		_, err = b.s.AssignmentTake(b.ctx, tp)
+		require.ErrorIs(t, err, crowd.ErrNoUnit)
+		require.Equal(t, crowd.PoolCounts{Judgable: 20, ActiveAssignments: 20}, b.counts(t, p.ID))
+		_ = us
+	})
+
+	t.Run("TakeGoldenOnlyWhenAsked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		gs, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable,
+			Units: []*store.UnitInsertParams{newGolden(1)}, Now: base})
+		require.NoError(t, err)
+		c1, c2 := b.contributor(t), b.contributor(t)
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c1.ID))
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "a golden unit is not handed out as regular work")
+		for _, c := range []*crowd.Contributor{c1, c2} {
+			tp := takeParams(p.ID, c.ID)
+			tp.Golden = true
+			tk := b.take(t, tp)
+			require.Equal(t, gs[0].ID, tk.Unit.ID, "golden units have no slot limit")
+		}
+		tp := takeParams(p.ID, c1.ID)
+		tp.Golden = true
+		_, err = b.s.AssignmentTake(b.ctx, tp)
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "never the same test question twice")
+	})
+
+	t.Run("TakeRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		b.units(t, p.ID, 2, crowd.UnitJudgable)
+		b.units(t, p.ID, 2, crowd.UnitNew)
+		c := b.contributor(t)
+
+		_, err := b.s.AssignmentTake(b.ctx, takeParams(newID(), c.ID))
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, newID()))
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		trust := 0.1
+		_, err = b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: c.ID,
+			Trust: &trust, TestsAnswered: 3, Flagged: true, Now: base})
+		require.NoError(t, err)
+		var ne *crowd.NotEligibleError
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c.ID))
+		require.ErrorAs(t, err, &ne, "flagged in the pool")
+		_, err = b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: c.ID, Now: base})
+		require.NoError(t, err)
+		banned := crowd.ContributorBanned
+		_, err = b.s.ContributorUpdate(b.ctx, &store.ContributorUpdateParams{ID: c.ID, State: &banned, Now: base})
+		require.NoError(t, err)
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c.ID))
+		require.ErrorAs(t, err, &ne, "banned")
+
+		c2 := b.contributor(t)
+		_, err = b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolOpen, To: crowd.PoolPaused, Now: base})
+		require.NoError(t, err)
+		var pno *crowd.PoolNotOpenError
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c2.ID))
+		require.ErrorAs(t, err, &pno)
+		require.Equal(t, crowd.PoolPaused, pno.Status)
+		_, err = b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolPaused, To: crowd.PoolOpen, Now: base})
+		require.NoError(t, err)
+		// NEW units are not offered: two JUDGABLE ones, then none.
+		b.take(t, takeParams(p.ID, c2.ID))
+		b.take(t, takeParams(p.ID, c2.ID))
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c2.ID))
+		require.ErrorIs(t, err, crowd.ErrNoUnit)
+		require.Equal(t, 2, b.counts(t, p.ID).ActiveAssignments, "refusals take nothing")
+	})
+
+	t.Run("HeartbeatExtendReleaseFencing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 1, crowd.UnitJudgable)
+		c, other := b.contributor(t), b.contributor(t)
+		a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+
+		hb, err := b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: a.ID, ContributorID: c.ID, Now: sinceBase(time.Minute)})
+		require.NoError(t, err)
+		requireTime(t, sinceBase(time.Minute), hb.HeartbeatAt)
+		requireTime(t, a.ExpiresAt, hb.ExpiresAt)
+		ex, err := b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: c.ID, Duration: 30 * time.Minute, Now: sinceBase(2 * time.Minute)})
+		require.NoError(t, err)
+		requireTime(t, sinceBase(32*time.Minute), ex.ExpiresAt)
+		ex, err = b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: c.ID, Duration: time.Minute, Now: sinceBase(3 * time.Minute)})
+		require.NoError(t, err)
+		requireTime(t, sinceBase(32*time.Minute), ex.ExpiresAt, "an extension never shortens")
+
+		// Fencing: another contributor, then a lapsed lease.
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: a.ID, ContributorID: other.ID, Now: sinceBase(4 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedNotOwner)
+		_, err = b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: other.ID, Duration: time.Hour, Now: sinceBase(4 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedNotOwner)
+		_, err = b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{ID: a.ID, ContributorID: other.ID, Now: sinceBase(4 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedNotOwner)
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: a.ID, ContributorID: c.ID, Now: sinceBase(33 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedExpired)
+		_, err = b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: c.ID, Duration: time.Hour, Now: sinceBase(33 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedExpired)
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: newID(), ContributorID: c.ID, Now: base})
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// Release, even lapsed: the slot is free at once.
+		r, err := b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{ID: a.ID, ContributorID: c.ID, Now: sinceBase(33 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, crowd.AssignmentReleased, r.State)
+		requireTime(t, sinceBase(33*time.Minute), r.FinishedAt)
+		u, err := b.s.UnitGet(b.ctx, us[0].ID)
+		require.NoError(t, err)
+		require.Zero(t, u.SlotsTaken)
+		require.Zero(t, b.counts(t, p.ID).ActiveAssignments)
+		_, err = b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{ID: a.ID, ContributorID: c.ID, Now: sinceBase(34 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedNotActive)
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: a.ID, ContributorID: c.ID, Now: sinceBase(34 * time.Minute)})
+		requireRefused(t, err, crowd.RefusedNotActive)
+		_, err = b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{ID: newID(), ContributorID: c.ID, Now: base})
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// The freed slot goes to someone else; never back to c.
+		_, err = b.s.AssignmentTake(b.ctx, takeParams(p.ID, c.ID))
+		require.ErrorIs(t, err, crowd.ErrNoUnit)
+		require.Equal(t, us[0].ID, b.take(t, takeParams(p.ID, other.ID)).Unit.ID)
+	})
+
+	t.Run("Expire", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 5, crowd.UnitJudgable)
+		var as []*crowd.Assignment
+		for range 5 {
+			as = append(as, b.take(t, takeParams(p.ID, b.contributor(t).ID)).Assignment)
+		}
+		// One is extended past the reaper's now.
+		_, err := b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: as[4].ID, ContributorID: as[4].ContributorID,
+			Duration: time.Hour, Now: sinceBase(time.Minute)})
+		require.NoError(t, err)
+
+		n, err := b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{Now: sinceBase(10 * time.Minute), Max: 10})
+		require.NoError(t, err)
+		require.Zero(t, n, "not before the expiry")
+		mark := b.outboxMark(t)
+		now := sinceBase(11 * time.Minute)
+		n, err = b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{Now: now, Max: 3})
+		require.NoError(t, err)
+		require.Equal(t, 3, n, "a batch")
+		n, err = b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{Now: now, Max: 3})
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the rest; the extended one stays")
+		n, err = b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{Now: now, Max: 3})
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		ds := decodeEvents[crowd.AssignmentExpiredData](t, b.outboxSince(t, mark), crowd.EventAssignmentExpired)
+		require.Len(t, ds, 2, "one row per batch")
+		var got []crowd.ExpiredAssignment
+		for _, d := range ds {
+			got = append(got, d.Assignments...)
+		}
+		var want []crowd.ExpiredAssignment
+		for _, a := range as[:4] {
+			want = append(want, crowd.ExpiredAssignment{AssignmentID: a.ID, UnitID: a.UnitID, PoolID: p.ID, ContributorID: a.ContributorID})
+		}
+		require.ElementsMatch(t, want, got)
+		for i, a := range as {
+			g, err := b.s.AssignmentGet(b.ctx, a.ID)
+			require.NoError(t, err)
+			u, err := b.s.UnitGet(b.ctx, us[i].ID)
+			require.NoError(t, err)
+			if i < 4 {
+				require.Equal(t, crowd.AssignmentExpired, g.State)
+				requireTime(t, now, g.FinishedAt)
+				require.Zero(t, u.SlotsTaken, "the slot is free")
+			} else {
+				require.Equal(t, crowd.AssignmentActive, g.State)
+				require.Equal(t, 1, u.SlotsTaken)
+			}
+		}
+		require.Equal(t, 1, b.counts(t, p.ID).ActiveAssignments)
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{ID: as[0].ID, ContributorID: as[0].ContributorID, Now: now})
+		requireRefused(t, err, crowd.RefusedExpired)
+	})
+
+	t.Run("Validate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		_, err := b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{Strategy: "fifo"})
+		requireFields(t, err, "assignmentId", "poolId", "contributorId", "duration", "strategy", "now")
+		_, err = b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: newID(), PoolID: newID(), ContributorID: newID(),
+			Duration: time.Minute, Strategy: crowd.StrategyCandidates, Now: base})
+		requireFields(t, err, "candidates")
+		_, err = b.s.AssignmentHeartbeat(b.ctx, &store.AssignmentHeartbeatParams{})
+		requireFields(t, err, "assignmentId", "contributorId", "now")
+		_, err = b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{})
+		requireFields(t, err, "assignmentId", "contributorId", "duration", "now")
+		_, err = b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{})
+		requireFields(t, err, "assignmentId", "contributorId", "now")
+		_, err = b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{})
+		requireFields(t, err, "now", "max")
+	})
+}
+
+// judge submits data through a.
+func (b *bundle) judge(t *testing.T, a *crowd.Assignment, data string, now time.Time) (*crowd.Judgment, bool, error) {
+	t.Helper()
+	trust := 0.8
+	return b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: a.ContributorID,
+		Data: json.RawMessage(data), Trust: &trust, Now: now})
+}
+
+func testJudgments(t *testing.T, open opener) {
+	t.Run("InsertIdempotentConflict", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 2)
+		us := b.units(t, p.ID, 1, crowd.UnitJudgable)
+		c := b.contributor(t)
+		a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+
+		mark := b.outboxMark(t)
+		now := sinceBase(time.Minute)
+		j, created, err := b.judge(t, a, `{"same":"yes","note":"x"}`, now)
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, a.ID, j.AssignmentID)
+		require.Equal(t, us[0].ID, j.UnitID)
+		require.Equal(t, p.ID, j.PoolID)
+		require.Equal(t, c.ID, j.ContributorID)
+		require.JSONEq(t, `{"same":"yes","note":"x"}`, string(j.Data))
+		require.InDelta(t, 0.8, *j.Trust, 1e-9)
+		require.False(t, j.Golden)
+		require.False(t, j.Tainted)
+		requireTime(t, a.StartedAt, j.StartedAt)
+		requireTime(t, now, j.SubmittedAt)
+		ds := decodeEvents[crowd.JudgmentReceivedData](t, b.outboxSince(t, mark), crowd.EventJudgmentReceived)
+		require.Equal(t, []crowd.JudgmentReceivedData{{JudgmentID: j.ID, AssignmentID: a.ID, UnitID: us[0].ID, PoolID: p.ID,
+			ContributorID: c.ID, JudgmentCount: 1, JudgmentsPerUnit: 2}}, ds)
+
+		g, err := b.s.AssignmentGet(b.ctx, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, crowd.AssignmentSubmitted, g.State)
+		requireTime(t, now, g.FinishedAt)
+		u, err := b.s.UnitGet(b.ctx, us[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, u.JudgmentCount)
+		require.Equal(t, 1, u.SlotsTaken, "a submitted assignment keeps its slot")
+		require.Equal(t, crowd.PoolCounts{Judgable: 1, Judgments: 1}, b.counts(t, p.ID))
+
+		// The same data again (other key order and spacing), even after
+		// the lease ran out: the same judgment, nothing written.
+		mark = b.outboxMark(t)
+		again, created, err := b.judge(t, a, `{ "note":"x", "same":"yes" }`, sinceBase(time.Hour))
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, j, again)
+		_, _, err = b.judge(t, a, `{"same":"no"}`, sinceBase(time.Hour))
+		var ce *crowd.JudgmentConflictError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, j.ID, ce.JudgmentID)
+		b.requireNoOutbox(t, mark)
+		require.Equal(t, crowd.PoolCounts{Judgable: 1, Judgments: 1}, b.counts(t, p.ID))
+
+		// Another contributor cannot submit through it.
+		other := b.contributor(t)
+		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: other.ID,
+			Data: json.RawMessage(`{"same":"yes","note":"x"}`), Now: now})
+		requireRefused(t, err, crowd.RefusedNotOwner)
+		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: c.ID,
+			Data: json.RawMessage(`{}`), Now: now})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("ExpiredAndReleasedRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 3, crowd.UnitJudgable)
+		a1 := b.take(t, takeParams(p.ID, b.contributor(t).ID)).Assignment
+		a2 := b.take(t, takeParams(p.ID, b.contributor(t).ID)).Assignment
+		a3 := b.take(t, takeParams(p.ID, b.contributor(t).ID)).Assignment
+		mark := b.outboxMark(t)
+
+		// Lapsed but not reaped yet: refused all the same, nothing written.
+		_, _, err := b.judge(t, a1, `{"same":"yes"}`, sinceBase(11*time.Minute))
+		requireRefused(t, err, crowd.RefusedExpired)
+		b.requireNoOutbox(t, mark)
+		// At the expiry instant it is still on time.
+		_, created, err := b.judge(t, a3, `{"same":"yes"}`, a3.ExpiresAt)
+		require.NoError(t, err)
+		require.True(t, created)
+		// Reaped.
+		n, err := b.s.AssignmentExpire(b.ctx, &store.AssignmentExpireParams{Now: sinceBase(11 * time.Minute), Max: 10})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		mark2 := b.outboxMark(t)
+		_, _, err = b.judge(t, a1, `{"same":"yes"}`, sinceBase(12*time.Minute))
+		requireRefused(t, err, crowd.RefusedExpired)
+		require.Contains(t, err.Error(), "expired")
+		b.requireNoOutbox(t, mark2)
+
+		a4 := b.take(t, &store.AssignmentTakeParams{ID: newID(), PoolID: p.ID, ContributorID: b.contributor(t).ID,
+			Duration: time.Minute, Strategy: crowd.StrategyOrdered, Now: sinceBase(12 * time.Minute)}).Assignment
+		_, err = b.s.AssignmentRelease(b.ctx, &store.AssignmentReleaseParams{ID: a4.ID, ContributorID: a4.ContributorID, Now: sinceBase(12 * time.Minute)})
+		require.NoError(t, err)
+		_, _, err = b.judge(t, a4, `{"same":"yes"}`, sinceBase(12*time.Minute))
+		requireRefused(t, err, crowd.RefusedNotActive)
+
+		for _, u := range us {
+			g, err := b.s.UnitGet(b.ctx, u.ID)
+			require.NoError(t, err)
+			want := 0
+			if u.ID == a3.UnitID {
+				want = 1
+			}
+			require.Equal(t, want, g.JudgmentCount)
+			require.Equal(t, want, g.SlotsTaken)
+		}
+		require.Equal(t, crowd.PoolCounts{Judgable: 3, Judgments: 1}, b.counts(t, p.ID))
+		_ = a2
+	})
+
+	t.Run("ListAndGolden", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		us := b.units(t, p.ID, 2, crowd.UnitJudgable)
+		gs, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable,
+			Units: []*store.UnitInsertParams{newGolden(1)}, Now: base})
+		require.NoError(t, err)
+		var js []*crowd.Judgment
+		for range 3 {
+			c := b.contributor(t)
+			for range 2 {
+				a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+				j, _, err := b.judge(t, a, `{"same":"yes"}`, sinceBase(time.Minute))
+				require.NoError(t, err)
+				js = append(js, j)
+			}
+			tp := takeParams(p.ID, c.ID)
+			tp.Golden = true
+			a := b.take(t, tp).Assignment
+			j, _, err := b.judge(t, a, `{"same":"no"}`, sinceBase(time.Minute))
+			require.NoError(t, err)
+			require.True(t, j.Golden, "an answer to a test question")
+			require.Equal(t, gs[0].ID, j.UnitID)
+		}
+		byUnit, err := b.s.JudgmentList(b.ctx, &store.JudgmentListParams{UnitID: us[0].ID})
+		require.NoError(t, err)
+		require.Len(t, byUnit, 3)
+		for _, j := range byUnit {
+			require.Equal(t, us[0].ID, j.UnitID)
+		}
+		byPool, err := b.s.JudgmentList(b.ctx, &store.JudgmentListParams{PoolID: p.ID})
+		require.NoError(t, err)
+		require.Len(t, byPool, 9)
+		for i := 1; i < len(byPool); i++ {
+			require.Equal(t, -1, compareUUID(byPool[i].ID, byPool[i-1].ID), "newest first")
+		}
+		page, err := b.s.JudgmentList(b.ctx, &store.JudgmentListParams{PoolID: p.ID, BeforeID: byPool[2].ID, Limit: 4})
+		require.NoError(t, err)
+		require.Len(t, page, 4)
+		require.Equal(t, byPool[3].ID, page[0].ID)
+		require.Equal(t, crowd.PoolCounts{Judgable: 2, Golden: 1, Judgments: 9}, b.counts(t, p.ID))
+		_ = js
+
+		_, err = b.s.JudgmentList(b.ctx, &store.JudgmentListParams{})
+		requireFields(t, err, "unitId", "poolId")
+		_, err = b.s.JudgmentList(b.ctx, &store.JudgmentListParams{UnitID: newID(), PoolID: newID()})
+		requireFields(t, err, "poolId")
+		trust := 2.0
+		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{Data: json.RawMessage(`{`), Trust: &trust})
+		requireFields(t, err, "judgmentId", "assignmentId", "contributorId", "data", "trust", "now")
+	})
+
+	t.Run("InTxJudgeAndFinalize", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		b.units(t, p.ID, 1, crowd.UnitJudgable)
+		c := b.contributor(t)
+		a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+		boom := errors.New("boom")
+		intake := func(ret error) error {
+			return b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+				j, created, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID,
+					ContributorID: c.ID, Data: json.RawMessage(`{"same":"yes"}`), Now: sinceBase(time.Minute)})
+				if err != nil {
+					return err
+				}
+				if !created {
+					return errors.New("not created")
+				}
+				u, err := tx.UnitGet(ctx, j.UnitID)
+				if err != nil {
+					return err
+				}
+				if u.JudgmentCount < u.JudgmentsPerUnit {
+					return errors.New("not complete")
+				}
+				// A refused change leaves the transaction usable.
+				if _, err := tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: u.ID, From: crowd.UnitNew,
+					To: crowd.UnitJudgable, Now: sinceBase(time.Minute)}); err == nil {
+					return errors.New("transition from the wrong state went through")
+				}
+				if _, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`"yes"`),
+					Now: sinceBase(time.Minute)}); err != nil {
+					return err
+				}
+				return ret
+			})
+		}
+		mark := b.outboxMark(t)
+		require.ErrorIs(t, intake(boom), boom)
+		b.requireNoOutbox(t, mark)
+		require.Equal(t, crowd.PoolCounts{Judgable: 1, ActiveAssignments: 1}, b.counts(t, p.ID), "rolled back")
+
+		require.NoError(t, intake(nil))
+		require.Equal(t, crowd.PoolCounts{Finalized: 1, Judgments: 1}, b.counts(t, p.ID))
+		evs := b.outboxSince(t, mark)
+		require.Len(t, evs, 2)
+		require.Equal(t, crowd.EventJudgmentReceived, evs[0].Type)
+		require.Equal(t, crowd.EventUnitFinalized, evs[1].Type)
+	})
+}
