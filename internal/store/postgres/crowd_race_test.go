@@ -1,0 +1,25 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/store/storetest"
+)
+
+// TestCrowdRace: 200 contributors on one pool of 2,000 units × 3
+// judgments, some abandoning assignments the reaper expires; afterwards the
+// tables hold no double assignment of a slot, no contributor twice on a
+// unit, exactly 3 judgments per unit and counters equal to the rows.
+func TestCrowdRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := storetest.RunCrowdRace(t, b.s, storetest.CrowdRaceConfig{
+		Units: 2000, JudgmentsPerUnit: 3, Contributors: 200, AbandonEvery: 25, Timeout: 5 * time.Minute,
+	})
+	for name, q := range storetest.CrowdRaceChecks(pool, 3) {
+		require.Zero(t, b.count(t, q), name)
+	}
+}
