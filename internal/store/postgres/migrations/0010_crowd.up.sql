@@ -154,7 +154,8 @@ CREATE TABLE docket_assignments (
 );
 -- The reaper's scan: ACTIVE assignments by expiry.
 CREATE INDEX docket_assignments_active_expiry ON docket_assignments (expires_at) WHERE state = 'ACTIVE';
-CREATE INDEX docket_assignments_contributor ON docket_assignments (contributor_id, id);
+-- A contributor's units: what a take must skip (the anti-join of every pick).
+CREATE INDEX docket_assignments_contributor ON docket_assignments (contributor_id, unit_id);
 
 -- A judgment: one per assignment. trust is the contributor's trust in the
 -- pool at submission; tainted judgments are excluded from aggregation;

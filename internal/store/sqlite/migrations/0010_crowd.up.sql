@@ -127,7 +127,7 @@ CREATE TABLE docket_assignments (
     UNIQUE (unit_id, contributor_id)
 ) STRICT;
 CREATE INDEX docket_assignments_active_expiry ON docket_assignments (expires_at) WHERE state = 'ACTIVE';
-CREATE INDEX docket_assignments_contributor ON docket_assignments (contributor_id, id);
+CREATE INDEX docket_assignments_contributor ON docket_assignments (contributor_id, unit_id);
 
 CREATE TABLE docket_judgments (
     id             TEXT    NOT NULL PRIMARY KEY,

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// TestTakePlan: on a pool of 20,000 units (plus another pool's 20,000),
+// a third of them full (40,000 assignments), every take strategy walks its partial index of
+// open units (docket_units_open, docket_units_open_pick) or the primary
+// key, never a sequential scan of the units, in custom and generic plans;
+// the reaper walks docket_assignments_active_expiry. Plans are in
+// docs/store-plans.md.
+func TestTakePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 40k units")
+	}
+	t.Parallel()
+	b := setup(t)
+	var pools []uuid.UUID
+	for i := range 2 {
+		name := fmt.Sprintf("wf%d", i)
+		_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+		require.NoError(t, err)
+		if i == 0 {
+			_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+			require.NoError(t, err)
+		}
+		p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: name, WorkflowVersion: 1,
+			Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 3, AssignmentSeconds: 60, Now: testBase})
+		require.NoError(t, err)
+		ps := make([]*store.UnitInsertParams, 20_000)
+		for j := range ps {
+			ps[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
+		}
+		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
+		require.NoError(t, err)
+		pools = append(pools, p.ID)
+	}
+	// A third of the units are full: three SUBMITTED assignments each, by
+	// 1,000 contributors.
+	_, err := b.s.Pool().Exec(b.ctx, `
+		UPDATE docket_units SET slots_taken = 3 WHERE pick_key % 3 = 0;
+		INSERT INTO docket_contributors (id, external_id, state, created_at, updated_at)
+			SELECT gen_random_uuid(), 'x' || g, 'active', now(), now() FROM generate_series(0, 999) AS g;
+		INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
+			SELECT gen_random_uuid(), u.id, u.pool_id, c.id, 'SUBMITTED', now(), now(), now()
+			FROM (SELECT id, pool_id, row_number() OVER () AS rn FROM docket_units WHERE slots_taken = 3) u
+			JOIN (SELECT id, row_number() OVER () - 1 AS cn FROM docket_contributors) c
+				ON c.cn IN (u.rn % 1000, (u.rn + 1) % 1000, (u.rn + 2) % 1000);`)
+	require.NoError(t, err)
+	c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()), ExternalID: "c", Now: testBase})
+	require.NoError(t, err)
+	for range 50 {
+		_, err := b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: pools[0],
+			ContributorID: c.ID, Duration: time.Minute, Strategy: crowd.StrategyRandom, Now: testBase})
+		require.NoError(t, err)
+	}
+	_, err = b.s.Pool().Exec(b.ctx, `ANALYZE docket_units; ANALYZE docket_assignments`)
+	require.NoError(t, err)
+
+	cands, err := b.s.UnitListAvailable(b.ctx, &store.UnitListAvailableParams{PoolID: pools[0], Limit: 16})
+	require.NoError(t, err)
+	args := pgx.NamedArgs{"id": uuid.Must(uuid.NewV7()), "pool": pools[0], "contributor": c.ID, "now": testBase,
+		"expires": testBase.Add(time.Minute), "shard": 0, "key": int64(1) << 61, "candidates": cands}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		for _, tc := range []struct{ name, sql, index string }{
+			{"ordered", fmt.Sprintf(takeOrderedSQL, openUnit), "docket_units_open "},
+			{"random", fmt.Sprintf(takeRandomSQL, openUnit), "docket_units_open_pick"},
+			{"candidates", fmt.Sprintf(takeCandidatesSQL, openUnit), "docket_units_open"},
+			{"golden", fmt.Sprintf(takeOrderedSQL, pickGolden), "docket_units_golden"},
+		} {
+			tx, err := b.s.Pool().Begin(b.ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+			require.NoError(t, err)
+			plan := explainIn(t, tx, tc.sql, args)
+			require.NoError(t, tx.Rollback(b.ctx))
+			t.Logf("take %s (%s):\n%s", tc.name, mode, plan)
+			require.Contains(t, plan, tc.index, "take %s (%s)", tc.name, mode)
+			require.NotContains(t, plan, "Seq Scan on docket_units", "take %s (%s)", tc.name, mode)
+			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
+		}
+	}
+	plan := b.explain(t, assignmentExpireSQL, pgx.NamedArgs{"now": testBase, "max": 100, "shard": 0})
+	t.Logf("expire:\n%s", plan)
+	require.Contains(t, plan, "docket_assignments_active_expiry")
+	require.NotContains(t, plan, "Seq Scan on docket_assignments")
+}
+
+// explainIn is the EXPLAIN text of query in tx.
+func explainIn(t *testing.T, tx pgx.Tx, query string, args pgx.NamedArgs) string {
+	t.Helper()
+	rs, err := tx.Query(t.Context(), "EXPLAIN "+query, args)
+	require.NoError(t, err)
+	out, err := collect(rs, func(r rowScanner) (string, error) {
+		var line string
+		return line, r.Scan(&line)
+	})
+	require.NoError(t, err)
+	var s string
+	for _, l := range out {
+		s += l + "\n"
+	}
+	return s
+}
