@@ -73,6 +73,7 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 			}
 		}
 	}()
+	start := time.Now()
 	strategies := []crowd.Strategy{crowd.StrategyOrdered, crowd.StrategyRandom, crowd.StrategyCandidates}
 	for i := range cfg.Contributors {
 		c, err := s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: fmt.Sprintf("race-%d-%s", i, uuid.NewString()), Now: base})
@@ -86,6 +87,10 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 		}(strategies[i%len(strategies)])
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
+	t.Logf("%s: %d judgments (%d abandoned assignments, %d expired) by %d contributors in %v: %.0f judgments/s",
+		s.Backend(), judged.Load(), abandoned.Load(), expired.Load(), cfg.Contributors, elapsed.Round(time.Millisecond),
+		float64(judged.Load())/elapsed.Seconds())
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
