@@ -40,6 +40,11 @@ type Transactor interface {
 // are released" is one transaction. FlowTx (the release of a run's next
 // steps) is embedded here; JobTx will gain the finish of a step's job, so
 // the engine finishes such a job inside InTx with both on one Tx. Plain jobs keep JobFinishMany, one statement per batch.
+//
+// Human work hooks in the same way through CrowdTx: a run reaching a human
+// step creates its instance and its unit in one transaction
+// (StepInsertMany, UnitInsertMany), and finalizing a unit completes its
+// step in the transaction that finalizes it (UnitFinalize, StepTransition).
 type Tx interface {
 	JobTx
 	WebhookTx
