@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -228,9 +229,23 @@ func (p *PoolCreateParams) Validate() error {
 	checkNames(pr, "channels", p.Channels)
 	pr.Check(p.JudgmentsPerUnit < 1, "judgmentsPerUnit", "must be at least 1")
 	pr.Check(p.AssignmentSeconds < 1, "assignmentSeconds", "must be at least 1")
-	pr.Check(p.Settings != nil && !json.Valid(p.Settings), "settings", "must be valid JSON")
+	if p.Settings != nil {
+		checkJSON(pr, "settings", p.Settings)
+	}
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
+}
+
+// checkJSON records a value that is not valid JSON, or that holds a NUL
+// character (\u0000): PostgreSQL's jsonb cannot store one, so both
+// backends refuse it alike.
+func checkJSON(pr *crowd.Problems, field string, b json.RawMessage) {
+	switch {
+	case !json.Valid(b):
+		pr.Add(field, "must be valid JSON")
+	case bytes.Contains(b, []byte(`\u0000`)):
+		pr.Add(field, `must not contain the NUL character (\u0000)`)
+	}
 }
 
 // checkNames records an empty element of a list of skills or channels.
@@ -321,9 +336,15 @@ func (p *UnitInsertManyParams) Validate() error {
 		}
 		pr.Check(u.ID == uuid.Nil, f+".unitId", "is required")
 		pr.Check(u.StepIndex < 0, f+".stepIndex", "must not be negative")
-		pr.Check(!json.Valid(u.Input), f+".input", "must be valid JSON")
-		pr.Check(u.Golden && !json.Valid(u.Answer), f+".answer", "a golden unit needs a valid JSON answer")
-		pr.Check(!u.Golden && u.Answer != nil, f+".answer", "only golden units have an answer")
+		checkJSON(pr, f+".input", u.Input)
+		switch {
+		case u.Golden && u.Answer == nil:
+			pr.Add(f+".answer", "a golden unit needs an answer")
+		case u.Golden:
+			checkJSON(pr, f+".answer", u.Answer)
+		case u.Answer != nil:
+			pr.Add(f+".answer", "only golden units have an answer")
+		}
 		pr.Check(u.JudgmentsPerUnit < 0, f+".judgmentsPerUnit", "must not be negative")
 	}
 	return pr.Err()
@@ -402,7 +423,7 @@ type UnitFinalizeParams struct {
 func (p *UnitFinalizeParams) Validate() error {
 	pr := problemsOf("finalize unit")
 	pr.Check(p.ID == uuid.Nil, "unitId", "is required")
-	pr.Check(!json.Valid(p.Result), "result", "must be valid JSON")
+	checkJSON(pr, "result", p.Result)
 	pr.Check(p.Confidence != nil && !(*p.Confidence >= 0 && *p.Confidence <= 1), "confidence", "must be between 0 and 1")
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
@@ -611,7 +632,7 @@ func (p *JudgmentInsertParams) Validate() error {
 	pr.Check(p.ID == uuid.Nil, "judgmentId", "is required")
 	pr.Check(p.AssignmentID == uuid.Nil, "assignmentId", "is required")
 	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
-	pr.Check(!json.Valid(p.Data), "data", "must be valid JSON")
+	checkJSON(pr, "data", p.Data)
 	pr.Check(p.Trust != nil && !(*p.Trust >= 0 && *p.Trust <= 1), "trust", "must be between 0 and 1")
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()

@@ -527,10 +527,13 @@ func testUnits(t *testing.T, open opener) {
 		bad.ID, bad.StepIndex, bad.Input, bad.Answer, bad.JudgmentsPerUnit = uuid.Nil, -1, json.RawMessage(`{`), json.RawMessage(`1`), -1
 		golden := newGolden(1)
 		golden.Answer = nil
+		// PostgreSQL's jsonb cannot hold a NUL: refused on both backends.
+		nul := newGolden(2)
+		nul.Input, nul.Answer = json.RawMessage(`{"a":"x\u0000"}`), json.RawMessage(`"\u0000"`)
 		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: newID(), State: crowd.UnitNew,
-			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden}, Now: base})
+			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul}, Now: base})
 		requireFields(t, err, "units[1].unitId", "units[1].stepIndex", "units[1].input", "units[1].answer",
-			"units[1].judgmentsPerUnit", "units[2]", "units[3].answer")
+			"units[1].judgmentsPerUnit", "units[2]", "units[3].answer", "units[4].input", "units[4].answer")
 		_, err = b.s.UnitList(b.ctx, &store.UnitListParams{States: []crowd.UnitState{"x"}})
 		requireFields(t, err, "poolId", "state[0]")
 		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{From: "x", To: "y"})

@@ -516,6 +516,9 @@ func testJudgments(t *testing.T, open opener) {
 		trust := 2.0
 		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{Data: json.RawMessage(`{`), Trust: &trust})
 		requireFields(t, err, "judgmentId", "assignmentId", "contributorId", "data", "trust", "now")
+		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: newID(),
+			Data: json.RawMessage(`{"note":"\u0000"}`), Now: base})
+		requireFields(t, err, "data")
 	})
 
 	t.Run("InTxJudgeAndFinalize", func(t *testing.T) {
