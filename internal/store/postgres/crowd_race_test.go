@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/store/storetest"
 )
 
@@ -21,5 +23,27 @@ func TestCrowdRace(t *testing.T) {
 	})
 	for name, q := range storetest.CrowdRaceChecks(pool, 3) {
 		require.Zero(t, b.count(t, q), name)
+	}
+}
+
+// TestCrowdStrategies runs the race once per take strategy, each alone,
+// and logs the rates (DOCKET_CROWD_STRATEGIES=1; it takes a while).
+func TestCrowdStrategies(t *testing.T) {
+	if os.Getenv("DOCKET_CROWD_STRATEGIES") == "" {
+		t.Skip("set DOCKET_CROWD_STRATEGIES=1 to compare the take strategies")
+	}
+	for _, st := range crowd.Strategies {
+		t.Run(string(st), func(t *testing.T) {
+			b := setup(t)
+			pool := storetest.RunCrowdRace(t, b.s, storetest.CrowdRaceConfig{
+				Units: 2000, JudgmentsPerUnit: 3, Contributors: 200, Timeout: 5 * time.Minute,
+				Strategies: []crowd.Strategy{st},
+			})
+			for name, q := range storetest.CrowdRaceChecks(pool, 3) {
+				if name != "no assignment expired (the reaper path was not exercised)" {
+					require.Zero(t, b.count(t, q), name)
+				}
+			}
+		})
 	}
 }

@@ -26,6 +26,8 @@ type CrowdRaceConfig struct {
 	// to expire.
 	AbandonEvery int
 	Timeout      time.Duration
+	// Strategies the contributors use, in turn; nil: all three.
+	Strategies []crowd.Strategy
 }
 
 // RunCrowdRace drives one pool of cfg.Units units × cfg.JudgmentsPerUnit
@@ -74,7 +76,10 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 		}
 	}()
 	start := time.Now()
-	strategies := []crowd.Strategy{crowd.StrategyOrdered, crowd.StrategyRandom, crowd.StrategyCandidates}
+	strategies := cfg.Strategies
+	if len(strategies) == 0 {
+		strategies = crowd.Strategies
+	}
 	for i := range cfg.Contributors {
 		c, err := s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: fmt.Sprintf("race-%d-%s", i, uuid.NewString()), Now: base})
 		require.NoError(t, err)
@@ -88,8 +93,8 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	t.Logf("%s: %d judgments (%d abandoned assignments, %d expired) by %d contributors in %v: %.0f judgments/s",
-		s.Backend(), judged.Load(), abandoned.Load(), expired.Load(), cfg.Contributors, elapsed.Round(time.Millisecond),
+	t.Logf("%s %v: %d judgments (%d abandoned assignments, %d expired) by %d contributors in %v: %.0f judgments/s",
+		s.Backend(), strategies, judged.Load(), abandoned.Load(), expired.Load(), cfg.Contributors, elapsed.Round(time.Millisecond),
 		float64(judged.Load())/elapsed.Seconds())
 	close(errs)
 	for err := range errs {
