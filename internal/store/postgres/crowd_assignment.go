@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -85,15 +84,21 @@ const pickWhere = `u.pool_id = @pool AND EXISTS (SELECT 1 FROM pool) AND EXISTS 
 	AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor)`
 
 // The picks. ordered: the oldest available unit. random: the first by
-// random key at or after @key (the caller wraps around from the smallest
-// key on a miss). candidates: the first of @candidates still available.
+// random key at or after @key, else (wrapping around) the first from the
+// smallest key; coalesce runs the second scan only when the first found
+// nothing, so this stays one statement. candidates: the first of
+// @candidates still available. %[1]s is the golden or open condition.
 var (
-	takeOrderedSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %s
+	takeOrderedSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s
 		ORDER BY u.id LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
-	takeRandomSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %s
-		AND u.pick_key >= @key ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
+	takeRandomSQL = fmt.Sprintf(takeSQL, `SELECT id FROM (SELECT coalesce(
+			(SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s AND u.pick_key >= @key
+				ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED),
+			(SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s AND u.pick_key < @key
+				ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED)) AS id) r
+		WHERE id IS NOT NULL`)
 	takeCandidatesSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM unnest(@candidates::uuid[]) WITH ORDINALITY AS cand(id, n)
-		JOIN docket_units u ON u.id = cand.id WHERE `+pickWhere+` AND %s
+		JOIN docket_units u ON u.id = cand.id WHERE `+pickWhere+` AND %[1]s
 		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
 )
 
@@ -130,11 +135,6 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 		args["candidates"] = p.Candidates
 	}
 	u, err := scanUnit(s.pool.QueryRow(ctx, sql, args))
-	if errors.Is(err, pgx.ErrNoRows) && p.Strategy == crowd.StrategyRandom {
-		// Wrap around: from the smallest key.
-		args["key"] = int64(math.MinInt64)
-		u, err = scanUnit(s.pool.QueryRow(ctx, sql, args))
-	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, takeRefused(ctx, s.pool, p)
 	}
