@@ -327,7 +327,9 @@ func (s *Store) RunTransition(ctx context.Context, p *store.RunTransitionParams)
 	return r, err
 }
 
-func runTransition(ctx context.Context, tx *sql.Tx, p *store.RunTransitionParams) (*flow.Run, error) {
+// runTransition makes the change p describes in tx, the caller's write
+// transaction.
+func runTransition(ctx context.Context, tx conn, p *store.RunTransitionParams) (*flow.Run, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -351,7 +353,7 @@ func runTransition(ctx context.Context, tx *sql.Tx, p *store.RunTransitionParams
 		RETURNING `+runColumns, string(p.To), output, errText, finished, now, p.ID.String(), string(p.From)))
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, err := runGet(ctx, tx, p.ID); err != nil {
-			return nil, fmt.Errorf("transition run %s: %w", p.ID, store.ErrNotFound)
+			return nil, fmt.Errorf("transition run %s: %w", p.ID, err)
 		}
 		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: string(p.From), To: string(p.To)}
 	}

@@ -13,8 +13,9 @@ import (
 
 const insertOutboxSQL = `INSERT INTO docket_outbox (event_type, data, created_at) VALUES (?, ?, ?)`
 
-// insertOutbox writes one outbox row inside tx, data encoded as JSON.
-func insertOutbox(ctx context.Context, tx *sql.Tx, eventType string, data any, now time.Time) error {
+// insertOutbox writes one outbox row inside tx (the caller's write
+// transaction), data encoded as JSON.
+func insertOutbox(ctx context.Context, tx conn, eventType string, data any, now time.Time) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", eventType, err)
@@ -22,8 +23,9 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, eventType string, data any, n
 	return insertOutboxJSON(ctx, tx, eventType, b, now)
 }
 
-// insertOutboxJSON writes one outbox row inside tx, data already encoded.
-func insertOutboxJSON(ctx context.Context, tx *sql.Tx, eventType string, data []byte, now time.Time) error {
+// insertOutboxJSON writes one outbox row inside tx (the caller's write
+// transaction), data already encoded.
+func insertOutboxJSON(ctx context.Context, tx conn, eventType string, data []byte, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, insertOutboxSQL, eventType, string(data), micros(now)); err != nil {
 		return fmt.Errorf("insert %s outbox row: %w", eventType, err)
 	}
