@@ -126,9 +126,14 @@ func (m machine[S]) check(from, to S) error {
 // InvalidTransitionError is a refused change of a run's or a step
 // instance's state. Nothing was changed.
 type InvalidTransitionError struct {
-	Of       string // "run" or "step"
-	ID       string // may be empty when the check happened before any lookup
-	From, To string
+	Of string // "run" or "step"
+	ID string // may be empty when the check happened before any lookup
+	// From is the state the row was found in when a store refused the
+	// change (it was not in the expected state or generation), and the
+	// asked-for from state when the state machine refused it before any
+	// lookup.
+	From string
+	To   string
 }
 
 func (e *InvalidTransitionError) Error() string {

@@ -17,8 +17,9 @@ import (
 // transaction.
 //
 // Refused state changes are *flow.InvalidTransitionError (nothing read when
-// the state machine has no such change; the row's id set when the row was
-// not in the expected state or generation); a missing row is ErrNotFound.
+// the state machine has no such change; when the row was not in the
+// expected state or generation, its id set and From the state it was
+// found in); a missing row is ErrNotFound.
 type FlowTx interface {
 	// WorkflowGet reads one version of a workflow definition, the latest
 	// when p.Version is 0; ErrNotFound when there is none.

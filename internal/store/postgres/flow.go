@@ -458,7 +458,7 @@ func runTransition(ctx context.Context, c conn, p *store.RunTransitionParams) (*
 		if err := c.QueryRow(ctx, `SELECT state FROM docket_runs WHERE id = $1`, p.ID).Scan(&state); err != nil {
 			return nil, fmt.Errorf("transition run %s: %w", p.ID, notFound(err))
 		}
-		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: string(p.From), To: string(p.To)}
+		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: state, To: string(p.To)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition run %s: %w", p.ID, err)
@@ -741,12 +741,12 @@ func stepTransition(ctx context.Context, c conn, p *store.StepTransitionParams) 
 	st, err := scanStep(c.QueryRow(ctx, stepTransitionSQL, args))
 	id := store.InstanceID(p.RunID, p.Step, p.Index)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var one int
-		if err := c.QueryRow(ctx, `SELECT 1 FROM docket_steps WHERE run_id = $1 AND step = $2 AND step_index = $3`,
-			p.RunID, p.Step, p.Index).Scan(&one); err != nil {
+		var state string
+		if err := c.QueryRow(ctx, `SELECT state FROM docket_steps WHERE run_id = $1 AND step = $2 AND step_index = $3`,
+			p.RunID, p.Step, p.Index).Scan(&state); err != nil {
 			return nil, fmt.Errorf("transition step %s: %w", id, notFound(err))
 		}
-		return nil, &flow.InvalidTransitionError{Of: "step", ID: id, From: string(p.From), To: string(p.To)}
+		return nil, &flow.InvalidTransitionError{Of: "step", ID: id, From: state, To: string(p.To)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition step %s: %w", id, err)

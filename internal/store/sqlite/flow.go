@@ -352,10 +352,11 @@ func runTransition(ctx context.Context, tx conn, p *store.RunTransitionParams) (
 		WHERE id = ? AND state = ?
 		RETURNING `+runColumns, string(p.To), output, errText, finished, now, p.ID.String(), string(p.From)))
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := runGet(ctx, tx, p.ID); err != nil {
-			return nil, fmt.Errorf("transition run %s: %w", p.ID, err)
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM docket_runs WHERE id = ?`, p.ID.String()).Scan(&state); err != nil {
+			return nil, fmt.Errorf("transition run %s: %w", p.ID, notFound(err))
 		}
-		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: string(p.From), To: string(p.To)}
+		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: state, To: string(p.To)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition run %s: %w", p.ID, err)
@@ -574,12 +575,12 @@ func stepTransition(ctx context.Context, tx *sql.Tx, p *store.StepTransitionPara
 		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation))
 	id := store.InstanceID(p.RunID, p.Step, p.Index)
 	if errors.Is(err, sql.ErrNoRows) {
-		var one int
-		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM docket_steps WHERE run_id = ? AND step = ? AND step_index = ?`,
-			p.RunID.String(), p.Step, p.Index).Scan(&one); err != nil {
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM docket_steps WHERE run_id = ? AND step = ? AND step_index = ?`,
+			p.RunID.String(), p.Step, p.Index).Scan(&state); err != nil {
 			return nil, fmt.Errorf("transition step %s: %w", id, notFound(err))
 		}
-		return nil, &flow.InvalidTransitionError{Of: "step", ID: id, From: string(p.From), To: string(p.To)}
+		return nil, &flow.InvalidTransitionError{Of: "step", ID: id, From: state, To: string(p.To)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition step %s: %w", id, err)

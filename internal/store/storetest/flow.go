@@ -98,11 +98,16 @@ func (b *bundle) requireOneStepChange(t *testing.T, mark int64, want ...flow.Ste
 	require.ElementsMatch(t, want, ds[0].Transitions)
 }
 
-func requireFlowInvalidTransition(t *testing.T, err error, of string) {
+// requireFlowInvalidTransition asserts err is a refused change of a run or
+// step (of) that reports the state the row was in (from; the asked-for one
+// when the state machine refused it before any read) and the asked-for to.
+func requireFlowInvalidTransition[S ~string](t *testing.T, err error, of string, from, to S) {
 	t.Helper()
 	var ite *flow.InvalidTransitionError
 	require.ErrorAs(t, err, &ite)
 	require.Equal(t, of, ite.Of)
+	require.Equal(t, string(from), ite.From, "InvalidTransitionError.From is the row's state")
+	require.Equal(t, string(to), ite.To, "InvalidTransitionError.To")
 }
 
 // testWorkflowVersions: WorkflowPut, WorkflowGet, WorkflowList.
@@ -444,7 +449,7 @@ func testRunTransition(t *testing.T, open opener) {
 				}
 				got, err := b.s.RunTransition(b.ctx, p)
 				if !flow.CanRunTransition(from, to) {
-					requireFlowInvalidTransition(t, err, "run")
+					requireFlowInvalidTransition(t, err, "run", from, to)
 					b.requireNoOutbox(t, mark)
 					now, err := b.s.RunGet(b.ctx, r.ID)
 					require.NoError(t, err)
@@ -482,7 +487,7 @@ func testRunTransition(t *testing.T, open opener) {
 		mark := b.outboxMark(t)
 		// PAUSED → RUNNING is allowed, but the run is RUNNING.
 		_, err := b.s.RunTransition(b.ctx, &store.RunTransitionParams{ID: r.ID, From: flow.RunPaused, To: flow.RunRunning, Now: base})
-		requireFlowInvalidTransition(t, err, "run")
+		requireFlowInvalidTransition(t, err, "run", flow.RunRunning, flow.RunRunning)
 		var ite *flow.InvalidTransitionError
 		require.ErrorAs(t, err, &ite)
 		require.Equal(t, r.ID.String(), ite.ID)
@@ -644,7 +649,7 @@ func testSteps(t *testing.T, open opener) {
 				}
 				got, err := b.s.StepTransition(b.ctx, p)
 				if !flow.CanStepTransition(from, to) {
-					requireFlowInvalidTransition(t, err, "step")
+					requireFlowInvalidTransition(t, err, "step", from, to)
 					b.requireNoOutbox(t, mark)
 					continue
 				}
@@ -703,7 +708,7 @@ func testSteps(t *testing.T, open opener) {
 		mark := b.outboxMark(t)
 		// Job A's completion, read before the reset, carries generation 1.
 		_, err = tr(1, flow.StepRunning, flow.StepSucceeded, uuid.Nil)
-		requireFlowInvalidTransition(t, err, "step")
+		requireFlowInvalidTransition(t, err, "step", flow.StepRunning, flow.StepSucceeded)
 		b.requireNoOutbox(t, mark)
 
 		done, err := tr(2, flow.StepRunning, flow.StepSucceeded, uuid.Nil)
@@ -712,6 +717,12 @@ func testSteps(t *testing.T, open opener) {
 		byJob, err := b.s.StepGetByJob(b.ctx, jobB)
 		require.NoError(t, err)
 		require.Equal(t, done, byJob)
+
+		// A second completion finds the instance SUCCEEDED and says so.
+		mark = b.outboxMark(t)
+		_, err = tr(2, flow.StepRunning, flow.StepFailed, uuid.Nil)
+		requireFlowInvalidTransition(t, err, "step", flow.StepSucceeded, flow.StepFailed)
+		b.requireNoOutbox(t, mark)
 	})
 }
 
