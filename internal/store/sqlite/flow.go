@@ -315,9 +315,6 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*flow.Ru
 
 // RunTransition implements store.Store.
 func (s *Store) RunTransition(ctx context.Context, p *store.RunTransitionParams) (*flow.Run, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
 	var r *flow.Run
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -327,8 +324,8 @@ func (s *Store) RunTransition(ctx context.Context, p *store.RunTransitionParams)
 	return r, err
 }
 
-// runTransition makes the change p describes in tx, the caller's write
-// transaction.
+// runTransition validates p and makes the change it describes in tx, the
+// caller's write transaction: Store.RunTransition's and the Tx's.
 func runTransition(ctx context.Context, tx conn, p *store.RunTransitionParams) (*flow.Run, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -531,9 +528,6 @@ func stepGetBy(ctx context.Context, c conn, col string, id uuid.UUID) (*flow.Ste
 
 // StepTransition implements store.Store.
 func (s *Store) StepTransition(ctx context.Context, p *store.StepTransitionParams) (*flow.StepInstance, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
 	var st *flow.StepInstance
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -543,6 +537,8 @@ func (s *Store) StepTransition(ctx context.Context, p *store.StepTransitionParam
 	return st, err
 }
 
+// stepTransition validates p and makes the change it describes in tx, the
+// caller's write transaction: Store.StepTransition's and the Tx's.
 func stepTransition(ctx context.Context, tx *sql.Tx, p *store.StepTransitionParams) (*flow.StepInstance, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
