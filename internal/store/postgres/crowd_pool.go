@@ -71,7 +71,7 @@ func (s *Store) TaskPut(ctx context.Context, p *store.TaskPutParams) (*crowd.Tas
 		v       *crowd.TaskVersion
 		created bool
 	)
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		now := dbTime(p.Now)
 		var (
 			latest int
@@ -237,7 +237,7 @@ func (s *Store) PoolCreate(ctx context.Context, p *store.PoolCreateParams) (*cro
 		pool    *crowd.Pool
 		created bool
 	)
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		var err error
 		pool, created, err = poolCreate(ctx, c, p)
 		return err
@@ -362,7 +362,7 @@ SELECT id FROM t`
 // PoolTransition implements store.Store.
 func (s *Store) PoolTransition(ctx context.Context, p *store.PoolTransitionParams) (*crowd.Pool, error) {
 	var out *crowd.Pool
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		var err error
 		out, err = poolTransition(ctx, c, p)
 		return err

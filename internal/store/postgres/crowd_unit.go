@@ -68,9 +68,9 @@ var unitCopyColumns = []string{
 // UnitInsertMany implements store.Store.
 func (s *Store) UnitInsertMany(ctx context.Context, p *store.UnitInsertManyParams) ([]*crowd.Unit, error) {
 	var out []*crowd.Unit
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		var err error
-		out, err = unitInsertMany(ctx, c.(pgx.Tx), p)
+		out, err = unitInsertMany(ctx, c, p)
 		return err
 	})
 	return out, err

@@ -16,22 +16,6 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// inTx runs fn in a transaction of its own and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(c conn) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
-}
-
 // insertOutboxData writes one outbox row with data encoded by encoding/json.
 func insertOutboxData(ctx context.Context, c conn, eventType string, data any, now time.Time) error {
 	b, err := json.Marshal(data)
@@ -91,7 +75,7 @@ func (s *Store) WorkflowPut(ctx context.Context, p *store.WorkflowPutParams) (*f
 		v       *flow.Version
 		created bool
 	)
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		now := dbTime(p.Now)
 		var (
 			latest int
@@ -236,7 +220,7 @@ RETURNING id`
 // RunInsertMany implements store.Store.
 func (s *Store) RunInsertMany(ctx context.Context, p *store.RunInsertManyParams) ([]*store.RunInsertResult, error) {
 	var out []*store.RunInsertResult
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		var err error
 		out, err = runInsertMany(ctx, c, p)
 		return err
@@ -535,7 +519,7 @@ type stepKey struct {
 // StepInsertMany implements store.Store.
 func (s *Store) StepInsertMany(ctx context.Context, p *store.StepInsertManyParams) ([]*store.StepInsertResult, error) {
 	var out []*store.StepInsertResult
-	err := s.inTx(ctx, func(c conn) error {
+	err := s.withTx(ctx, func(c pgx.Tx) error {
 		var err error
 		out, err = stepInsertMany(ctx, c, p)
 		return err

@@ -26,12 +26,19 @@ type conn interface {
 // InTx implements store.Store. The transaction is READ COMMITTED, like
 // every other.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return s.withTx(ctx, func(ptx pgx.Tx) error { return s.runTx(ctx, ptx, fn) })
+}
+
+// withTx runs fn in a transaction of its own: committed when fn returns
+// nil, rolled back otherwise. InTx and the store's own multi-statement
+// writes share it.
+func (s *Store) withTx(ctx context.Context, fn func(ptx pgx.Tx) error) error {
 	ptx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := s.runTx(ctx, ptx, fn); err != nil {
+	if err := fn(ptx); err != nil {
 		return err
 	}
 	if err := ptx.Commit(ctx); err != nil {
