@@ -259,8 +259,12 @@ func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransi
 	if p.From == job.StateRunning {
 		where += " AND attempt = ?"
 		args = append(args, p.Attempt)
+		attemptError := p.Error
+		if p.To == job.StateSuccess {
+			attemptError = "" // a successful attempt has no error (as on PostgreSQL)
+		}
 		if _, err := tx.ExecContext(ctx, recordAttemptSQL, p.ID.String(), p.Attempt, now,
-			string(job.OutcomeOf(p.To, p.Outcome)), p.Error, 0, now); err != nil {
+			string(job.OutcomeOf(p.To, p.Outcome)), attemptError, 0, now); err != nil {
 			return nil, fmt.Errorf("record attempt %d of job %s: %w", p.Attempt, p.ID, err)
 		}
 	}

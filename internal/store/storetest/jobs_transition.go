@@ -155,6 +155,23 @@ func testTransition(t *testing.T, open opener) {
 		b.requireNoOutbox(t, mark)
 	})
 
+	t.Run("SuccessAttemptHasNoError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		// A message given with a success is not the attempt's error: a
+		// successful attempt has none, on every backend.
+		p := transitionParams(row, job.StateRunning, job.StateSuccess)
+		p.Error = "a message given with the success"
+		_, err := b.s.JobTransition(b.ctx, p)
+		require.NoError(t, err)
+		attempts, err := b.s.JobAttemptList(b.ctx, row.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		require.Equal(t, job.OutcomeSuccess, attempts[0].Outcome)
+		require.Empty(t, attempts[0].Error, "the error of a successful attempt")
+	})
+
 	t.Run("UnknownJob", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
