@@ -182,7 +182,10 @@ func (s *Store) JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attemp
 	return out, nil
 }
 
-// transitionSQL makes one state change by the state machine. The job is
+// transitionSQL makes one state change by the state machine. @last_error is
+// NULL (keep the column) unless job.SetsLastError says the change replaces
+// it: the coalesce must stay the only writer of last_error here, so the
+// statement agrees with that function. The job is
 // joined a second time as prev for the values the UPDATE overwrites (the
 // lease owner of the ending attempt); prev must agree with the guard, so a
 // row that changed after the snapshot is refused and the caller re-reads.

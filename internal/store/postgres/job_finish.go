@@ -31,6 +31,9 @@ import (
 // reads the old row, so j.cancel_requested is the request as it stood).
 // An attempt interrupted by its worker's shutdown is refunded: attempt_base
 // moves up so it does not count against max attempts.
+// The last_error CASE is job.SetsLastError for a change from RUNNING written
+// in SQL (SUCCESS keeps the column, every other end sets it, even to the empty string): it
+// must agree with that function; storetest's LastError group checks both.
 //
 // Every row must be reached through its primary key from the unnest,
 // whatever the statistics say (plans in docs/store-plans.md):
@@ -59,7 +62,7 @@ finished AS (
 	UPDATE docket_jobs j SET
 		state            = CASE WHEN u.state = 'RETRY' AND j.cancel_requested THEN 'CANCELED' ELSE u.state END,
 		result           = CASE WHEN u.state = 'SUCCESS' THEN u.result::jsonb ELSE j.result END,
-		last_error       = CASE WHEN u.state = 'SUCCESS' THEN j.last_error ELSE u.error END,
+		last_error       = CASE WHEN u.state = 'SUCCESS' THEN j.last_error ELSE u.error END, -- = job.SetsLastError
 		run_at           = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN u.run_at ELSE j.run_at END,
 		finished_at      = CASE WHEN u.state = 'RETRY' AND NOT j.cancel_requested THEN NULL ELSE u.finished_at END,
 		attempt_base     = CASE WHEN u.outcome = 'interrupted' THEN j.attempt_base + 1 ELSE j.attempt_base END,

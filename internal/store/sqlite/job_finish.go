@@ -45,7 +45,10 @@ WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2 AND (?6 = 0 OR lease_expire
 // attempt interrupted by its worker's shutdown) moves attempt_base up so
 // the attempt does not count against max attempts, and rowid is the job's
 // rowid hint (rowidHints) or null to search by id; ?2 is Now; ?3 = 1 for
-// expired leases only.
+// expired leases only. last_error is null unless job.SetsLastError says
+// the end replaces it (JobFinishMany decides, in Go): the coalesce must stay
+// the only writer of last_error here, so the statement agrees with that
+// function, as PostgreSQL's finishSQL does.
 const finishUpdateSQL = `WITH f AS MATERIALIZED (
 	SELECT value ->> 0 AS id, value ->> 1 AS attempt, value ->> 2 AS state,
 		value ->> 3 AS result, value ->> 4 AS run_at, value ->> 5 AS last_error,
