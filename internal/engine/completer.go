@@ -2,7 +2,7 @@ package engine
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docket-run/docket/internal/service"
@@ -16,11 +16,14 @@ import (
 // after its completion is committed, so a crash before the flush means the
 // lease expires and the job runs again: at least once, never lost.
 type completer struct {
-	e        *Engine
-	in       chan pendingFinish
-	stopped  chan struct{} // closed by Stop: late completions are dropped
-	stopOnce sync.Once
-	life     service.Lifecycle
+	e  *Engine
+	in chan pendingFinish
+	// stopped is the current run's channel, closed by the Stop that ends
+	// it: late completions are dropped. Each Start makes a new one, so a
+	// run that ended (a failed engine Start stops the completer it had
+	// started) leaves nothing closed behind for the next.
+	stopped atomic.Pointer[chan struct{}]
+	life    service.Lifecycle
 }
 
 type pendingFinish struct {
@@ -29,7 +32,10 @@ type pendingFinish struct {
 }
 
 func newCompleter(e *Engine) *completer {
-	return &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch), stopped: make(chan struct{})}
+	c := &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch)}
+	open := make(chan struct{}) // until the first Start: nothing completes before it
+	c.stopped.Store(&open)
+	return c
 }
 
 // add queues one completion. It blocks while the queue is full (back
@@ -39,15 +45,17 @@ func newCompleter(e *Engine) *completer {
 func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
 	select {
 	case c.in <- pendingFinish{ex: ex, fin: fin}:
-	case <-c.stopped:
+	case <-*c.stopped.Load():
 		c.e.finished(ex)
 	}
 }
 
 func (c *completer) Start(ctx context.Context) error {
 	return c.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		stopped := make(chan struct{})
+		c.stopped.Store(&stopped)
 		r.Go(func() { c.run(ctx) })
-		r.OnStop(func(context.Context) { c.stopOnce.Do(func() { close(c.stopped) }) })
+		r.OnStop(func(context.Context) { close(stopped) })
 		return nil
 	})
 }

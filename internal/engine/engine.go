@@ -98,7 +98,9 @@ func (e *Engine) Config() Config { return e.cfg }
 // and their leases renewed until Stop, which must still be called. If a
 // service fails to start (the node cannot register: the database does not
 // answer), those already started are stopped before Start returns the
-// error. An engine runs once: Start after Stop is an error.
+// error, and the engine is as it was before: Start may be called again and
+// runs it like a fresh one. An engine runs once: Start after Stop is an
+// error.
 func (e *Engine) Start(ctx context.Context) error {
 	e.life.Lock()
 	defer e.life.Unlock()

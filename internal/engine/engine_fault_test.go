@@ -22,6 +22,7 @@ type faultyStore struct {
 	store.Store
 	heartbeatDown atomic.Bool
 	finishDown    atomic.Bool
+	nodeDown      atomic.Bool // the node cannot register
 }
 
 var errInjected = errors.New("injected: database unreachable")
@@ -38,6 +39,13 @@ func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyP
 		return nil, errInjected
 	}
 	return f.Store.JobFinishMany(ctx, p)
+}
+
+func (f *faultyStore) NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error {
+	if f.nodeDown.Load() {
+		return errInjected
+	}
+	return f.Store.NodeHeartbeat(ctx, p)
 }
 
 func (f *faultyStore) Ping(ctx context.Context) error {
@@ -149,5 +157,37 @@ func TestStopReturnsWhileDatabaseDown(t *testing.T) {
 		row, err := b.store.JobGet(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, job.StateRunning, row.State, "not recorded: the lease will expire and the job run again")
+	})
+}
+
+// A Start that fails (the node cannot register) leaves an engine that a
+// second Start runs like a fresh one: every completion is written, none
+// dropped as if the engine were stopping.
+func TestStartAfterFailedStartKeepsEveryCompletion(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		ctx := context.Background()
+		const n = 60
+		ids := b.insert(t, "again", n)
+		e, err := New(fs, b.config(map[string]int{"again": 10}), map[string]*Handler{
+			"again": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) { return nil, nil }},
+		})
+		require.NoError(t, err)
+		fs.nodeDown.Store(true)
+		require.ErrorIs(t, e.Start(ctx), errInjected)
+		fs.nodeDown.Store(false)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		// The clock stands still: no lease expires, so a dropped completion
+		// leaves its job RUNNING for good.
+		for _, id := range ids {
+			waitFor(t, "every job to succeed", func() bool {
+				row, err := b.store.JobGet(ctx, id)
+				require.NoError(t, err)
+				return row.State == job.StateSuccess
+			})
+		}
 	})
 }
