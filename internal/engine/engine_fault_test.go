@@ -22,7 +22,8 @@ type faultyStore struct {
 	store.Store
 	heartbeatDown atomic.Bool
 	finishDown    atomic.Bool
-	nodeDown      atomic.Bool // the node cannot register
+	nodeDown      atomic.Bool  // the node cannot register
+	nodeBeats     atomic.Int64 // NodeHeartbeat calls
 }
 
 var errInjected = errors.New("injected: database unreachable")
@@ -42,6 +43,7 @@ func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyP
 }
 
 func (f *faultyStore) NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error {
+	f.nodeBeats.Add(1)
 	if f.nodeDown.Load() {
 		return errInjected
 	}

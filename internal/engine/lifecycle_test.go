@@ -68,3 +68,31 @@ func TestEngineStopTwiceAndNoRestart(t *testing.T) {
 		require.ErrorContains(t, e.Start(t.Context()), "stopped engines do not start again")
 	})
 }
+
+// The node registry registers once per Start, also when Starts race, and
+// the first heartbeat after it comes a heartbeat interval later, not at
+// once.
+func TestNodeRegistryRegistersOnce(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		cfg := b.config(nil)
+		cfg.NodeHeartbeat = time.Hour
+		e, err := New(fs, cfg, nil)
+		require.NoError(t, err)
+		n := newNodeRegistry(e)
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() { errs <- n.Start(t.Context()) }()
+		}
+		for range cap(errs) {
+			require.NoError(t, <-errs)
+		}
+		n.Stop() // waits for the registry's goroutines
+		require.EqualValues(t, 1, fs.nodeBeats.Load(), "NodeHeartbeat calls for one Start")
+		nodes, err := b.store.NodeList(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, nodes, "Stop deregisters")
+	})
+}

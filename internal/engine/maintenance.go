@@ -18,35 +18,47 @@ const maintenanceBatch = 1000
 // nodeRegistry keeps this node's row in the nodes table fresh and removes
 // it when the engine stops. Start registers the node before it returns, so
 // an engine whose database does not answer (within a heartbeat interval)
-// fails to start.
+// fails to start; the next heartbeat is one interval later. Registering
+// is part of the run's start (service.Lifecycle), so concurrent Starts
+// register once and a Start never interleaves with a Stop.
 type nodeRegistry struct {
 	e    *Engine
 	host string
-	loop *service.Loop
+	life service.Lifecycle
 }
 
 func newNodeRegistry(e *Engine) *nodeRegistry {
 	host, _ := os.Hostname()
-	n := &nodeRegistry{e: e, host: host}
-	n.loop = &service.Loop{Name: "node", Interval: e.cfg.NodeHeartbeat, Fn: n.beat, Final: n.deregister}
-	return n
+	return &nodeRegistry{e: e, host: host}
 }
 
 func (n *nodeRegistry) Start(ctx context.Context) error {
-	if n.loop.Running() {
+	return n.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		rctx, cancel := context.WithTimeout(ctx, n.e.cfg.NodeHeartbeat)
+		err := n.register(rctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("register node %s: %w", n.e.cfg.NodeID, err)
+		}
+		r.OnStop(n.deregister)
+		r.Go(func() {
+			t := time.NewTicker(n.e.cfg.NodeHeartbeat)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					n.beat(ctx)
+				}
+			}
+		})
 		return nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, n.e.cfg.NodeHeartbeat)
-	err := n.register(rctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("register node %s: %w", n.e.cfg.NodeID, err)
-	}
-	return n.loop.Start(ctx)
+	})
 }
 
 // Stop stops the heartbeats and deletes the node's row.
-func (n *nodeRegistry) Stop() { n.loop.Stop() }
+func (n *nodeRegistry) Stop() { n.life.Stop() }
 
 func (n *nodeRegistry) register(ctx context.Context) error {
 	return n.e.store.NodeHeartbeat(ctx, &store.NodeHeartbeatParams{
