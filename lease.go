@@ -208,7 +208,7 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	fin := &store.JobFinishParams{
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: result,
 	}
-	if err := c.finishLease(ctx, fin); err != nil {
+	if _, err := c.finishLease(ctx, fin); err != nil {
 		return err
 	}
 	c.observeLease(ctx, nil, fin)
@@ -238,11 +238,13 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 		fin.State = job.StateRetry
 		fin.RunAt = now.Add(c.retryPolicy().Delay(row.Attempt))
 	}
-	if err := c.finishLease(ctx, fin); err != nil {
+	ended, err := c.finishLease(ctx, fin)
+	if err != nil {
 		return "", err
 	}
+	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
-	return fin.State, nil
+	return ended, nil
 }
 
 // leaseReleasedDefault is the attempt's error of a release without reason.
@@ -275,16 +277,13 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateRetry, Outcome: job.OutcomeInterrupted,
 		Error: reason, RunAt: now, FinishedAt: now,
 	}
-	if err := c.finishLease(ctx, fin); err != nil {
+	ended, err := c.finishLease(ctx, fin)
+	if err != nil {
 		return "", err
 	}
+	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
-	if row.CancelRequested {
-		// The store ends a RETRY of a job whose cancel was requested
-		// CANCELED.
-		return JobStateCanceled, nil
-	}
-	return fin.State, nil
+	return ended, nil
 }
 
 // heldJob reads the job of a lease, ErrLeaseLost when the lease's attempt
@@ -304,18 +303,22 @@ func (c *Client) heldJob(ctx context.Context, ref job.Ref) (*job.Row, error) {
 	return row, nil
 }
 
-func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams) error {
+// finishLease ends the lease's attempt as fin says and returns the state
+// the job ended in, which the statement decides: a RETRY of a job whose
+// cancel was requested by then ends CANCELED. ErrLeaseLost when the
+// attempt no longer held the job.
+func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams) (JobState, error) {
 	if fin.FinishedAt.IsZero() {
 		fin.FinishedAt = c.cfg.Now()
 	}
-	applied, err := c.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()})
+	ended, err := c.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()})
 	if err != nil {
-		return fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
+		return "", fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
 	}
-	if !applied[0] {
-		return ErrLeaseLost
+	if ended[0] == "" {
+		return "", ErrLeaseLost
 	}
-	return nil
+	return ended[0], nil
 }
 
 func (c *Client) retryPolicy() backoff.Policy {

@@ -245,19 +245,19 @@ func TestSnapshotRescued(t *testing.T) {
 				ID: id, Attempt: first.Attempt, State: job.StateRetry, Outcome: job.OutcomeExpired, Error: "lease expired", RunAt: now.Add(2 * time.Second),
 			}}})
 			require.NoError(t, err)
-			require.Equal(t, []bool{true}, ok)
+			require.Equal(t, []job.State{job.StateRetry}, ok)
 			_, err = b.st.JobSchedule(b.ctx, &store.JobScheduleParams{Now: now.Add(3 * time.Second), Max: 10})
 			require.NoError(t, err)
 			second := acquire("other", now.Add(3*time.Second))
-			success := func(attempt int) []bool {
+			success := func(attempt int) []job.State {
 				ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: now.Add(4 * time.Second), Jobs: []*store.JobFinishParams{{
 					ID: id, Attempt: attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, FinishedAt: now.Add(4 * time.Second),
 				}}})
 				require.NoError(t, err)
 				return ok
 			}
-			require.Equal(t, []bool{false}, success(first.Attempt), "the paused holder's late completion is fenced")
-			require.Equal(t, []bool{true}, success(second.Attempt))
+			require.Equal(t, []job.State{""}, success(first.Attempt), "the paused holder's late completion is fenced")
+			require.Equal(t, []job.State{job.StateSuccess}, success(second.Attempt))
 
 			s := b.load(t)
 			require.Equal(t, 1, s.Rescued())

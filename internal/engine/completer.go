@@ -136,7 +136,7 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		cancel()
 		if err == nil {
 			for i, p := range batch {
-				if applied[i] {
+				if applied[i] != "" {
 					c.e.observe(p.ex.row, p.fin)
 				} else {
 					c.e.log.Warn("completion fenced: the lease was lost before it was written",

@@ -207,7 +207,7 @@ func (e *Engine) releaseAll(ctx context.Context) {
 		e.log.Warn("release leases at shutdown failed; the rescuer will retry them", attrService, "engine", attrError, err)
 	}
 	for i, ex := range exs {
-		if err == nil && applied[i] {
+		if err == nil && applied[i] != "" {
 			e.observe(ex.row, params[i])
 		}
 		e.finished(ex)

@@ -35,7 +35,7 @@ func (f *faultyStore) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatPar
 	return f.Store.JobHeartbeat(ctx, p)
 }
 
-func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
+func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
 	if f.finishDown.Load() {
 		return nil, errInjected
 	}

@@ -125,7 +125,7 @@ func (e *Engine) rescue(ctx context.Context) {
 		}
 		n := 0
 		for i, a := range applied {
-			if a {
+			if a != "" {
 				n++
 				e.observe(rows[i], params[i])
 			}

@@ -63,8 +63,10 @@ type JobStore interface {
 	// RUNNING).
 	// An attempt finishing in RETRY while a cancel is requested ends the job
 	// CANCELED instead (finished, never run again).
-	// The result is aligned with p.Jobs: true where the change was applied.
-	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]bool, error)
+	// The result is aligned with p.Jobs: the state each job ended in, as
+	// the statement wrote it (CANCELED for a RETRY whose cancel was
+	// requested), and "" where the finish was fenced off (not applied).
+	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]job.State, error)
 	// JobHeartbeat extends the leases of RUNNING jobs still held under the
 	// given attempts to Now+LeaseDuration, never shortening one (a lease
 	// already reaching further keeps its expiry), and reports cancel

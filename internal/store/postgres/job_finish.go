@@ -82,7 +82,7 @@ attempts AS (
 	WHERE NOT (state = 'SUCCESS' AND outcome = 'success')
 ),
 outbox AS (` + outboxStateChanged("finished", "'RUNNING'::text", "state", "$9::timestamptz") + `)
-SELECT ord FROM finished`
+SELECT ord, state FROM finished`
 
 var (
 	finishAnySQL     = fmt.Sprintf(finishSQL, "")
@@ -90,9 +90,9 @@ var (
 )
 
 // JobFinishMany implements store.Store.
-func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
+func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
 	n := len(p.Jobs)
-	applied := make([]bool, n)
+	applied := make([]job.State, n)
 	if n == 0 {
 		return applied, nil
 	}
@@ -149,11 +149,14 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var ord int
-			if err := rs.Scan(&ord); err != nil {
+			var (
+				ord   int
+				state string
+			)
+			if err := rs.Scan(&ord, &state); err != nil {
 				return err
 			}
-			applied[order[ord-1]] = true
+			applied[order[ord-1]] = job.State(state)
 		}
 		return rs.Err()
 	})

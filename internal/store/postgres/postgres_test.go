@@ -384,8 +384,8 @@ func TestAcquirePlan(t *testing.T) {
 	ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fs, Now: testBase})
 	require.NoError(t, err)
 	finished := time.Since(start)
-	for _, applied := range ok {
-		require.True(t, applied)
+	for _, to := range ok {
+		require.Equal(t, job.StateSuccess, to)
 	}
 	t.Logf("acquire 2000: %v, finish 2000: %v", acquired, finished)
 
@@ -704,7 +704,7 @@ func TestAttemptHistoryAfterManualRetry(t *testing.T) {
 			ID: p.ID, Attempt: attempt, State: to, Error: string(to),
 		}}})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true}, ok)
+		require.Equal(t, []job.State{to}, ok)
 	}
 	run(testBase, "node-a", job.StateDead, 1)
 	_, err = b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: p.ID, Now: testBase.Add(time.Minute)})

@@ -58,7 +58,7 @@ func TestSuccessWritesNoAttemptRow(t *testing.T) {
 		Now:  testBase.Add(time.Second),
 	})
 	require.NoError(t, err)
-	require.Equal(t, []bool{true}, applied)
+	require.Equal(t, []job.State{job.StateSuccess}, applied)
 	var n int
 	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT count(*) FROM docket_job_attempts`).Scan(&n))
 	require.Zero(t, n)

@@ -96,13 +96,13 @@ type attemptKey struct {
 }
 
 // JobFinishMany implements store.Store.
-func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]bool, error) {
+func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
 	for _, f := range p.Jobs {
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
-	applied := make([]bool, len(p.Jobs))
+	applied := make([]job.State, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return applied, nil
 	}
@@ -197,7 +197,7 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			if m == nil || first[k] != i {
 				continue // fenced off
 			}
-			applied[i] = true
+			applied[i] = m.to
 			at := ats[i]
 			started := at
 			if m.attemptedAt.Valid {

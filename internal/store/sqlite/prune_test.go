@@ -61,7 +61,7 @@ func TestSuccessWritesNoAttemptRow(t *testing.T) {
 		Now:  base.Add(time.Second),
 	})
 	require.NoError(t, err)
-	require.Equal(t, []bool{true}, applied)
+	require.Equal(t, []job.State{job.StateSuccess}, applied)
 	var n int
 	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM docket_job_attempts`).Scan(&n))
 	require.Zero(t, n)

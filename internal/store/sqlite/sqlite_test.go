@@ -271,8 +271,8 @@ func acquireAll(ctx context.Context, s store.Store, queue, owner string, batch i
 		if err != nil {
 			return got, err
 		}
-		for i, applied := range ok {
-			if !applied {
+		for i, to := range ok {
+			if to == "" {
 				return got, fmt.Errorf("finish of %s not applied", fs[i].ID)
 			}
 		}

@@ -148,8 +148,8 @@ func benchFinish(b *testing.B, s store.Store, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for i, ok := range applied {
-			if !ok {
+		for i, to := range applied {
+			if to == "" {
 				b.Fatalf("finish %d was not applied", i)
 			}
 		}

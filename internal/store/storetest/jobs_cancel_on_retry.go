@@ -48,7 +48,8 @@ func testCancelOnRetry(t *testing.T, open opener) {
 		row := requestCancel(t, b)
 		mark := b.outboxMark(t)
 		now := at(20 * time.Second)
-		require.Equal(t, []bool{true}, b.finish(t, now, finishParams(row, job.StateRetry)))
+		require.Equal(t, []job.State{job.StateCanceled}, b.finishEnded(t, now, finishParams(row, job.StateRetry)),
+			"the result is the state written, not the one asked for")
 		b.requireOneStateChanged(t, mark, tr(row, job.StateRunning, job.StateCanceled))
 		requireCanceled(t, b, row, now)
 	})
@@ -63,7 +64,7 @@ func testCancelOnRetry(t *testing.T, open opener) {
 			Jobs: []*store.JobFinishParams{finishParams(row, job.StateRetry)}, Now: now, ExpiredOnly: true,
 		})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true}, ok)
+		require.Equal(t, []job.State{job.StateCanceled}, ok)
 		b.requireOneStateChanged(t, mark, tr(row, job.StateRunning, job.StateCanceled))
 		requireCanceled(t, b, row, now)
 	})
@@ -75,7 +76,7 @@ func testCancelOnRetry(t *testing.T, open opener) {
 		retried := b.jobIn(t, job.StateRunning)
 		mark := b.outboxMark(t)
 		now := at(20 * time.Second)
-		require.Equal(t, []bool{true, true}, b.finish(t, now,
+		require.Equal(t, []job.State{job.StateCanceled, job.StateRetry}, b.finishEnded(t, now,
 			finishParams(canceled, job.StateRetry), finishParams(retried, job.StateRetry)))
 		b.requireOneStateChanged(t, mark,
 			tr(canceled, job.StateRunning, job.StateCanceled),
@@ -92,7 +93,7 @@ func testCancelOnRetry(t *testing.T, open opener) {
 		b := setup(t, open)
 		row := requestCancel(t, b)
 		mark := b.outboxMark(t)
-		require.Equal(t, []bool{true}, b.finish(t, later, finishParams(row, job.StateDead)))
+		require.Equal(t, []job.State{job.StateDead}, b.finishEnded(t, later, finishParams(row, job.StateDead)))
 		b.requireOneStateChanged(t, mark, tr(row, job.StateRunning, job.StateDead))
 		require.Equal(t, job.StateDead, b.get(t, row.ID).State)
 	})

@@ -135,7 +135,7 @@ func testRetry(t *testing.T, open opener) {
 			ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: later.Add(2 * time.Second),
 				Jobs: []*store.JobFinishParams{{ID: before.ID, Attempt: 1, State: job.StateSuccess}}})
 			require.NoError(t, err)
-			require.Equal(t, []bool{false}, ok, "the old lease cannot finish the new attempt")
+			require.Equal(t, []job.State{""}, ok, "the old lease cannot finish the new attempt")
 		})
 	}
 

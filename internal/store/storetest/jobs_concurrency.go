@@ -152,7 +152,7 @@ func testConcurrency(t *testing.T, open opener) {
 						mu.Unlock()
 						return
 					}
-					if ok[0] {
+					if ok[0] != "" {
 						applied.Add(1)
 					}
 				})

@@ -196,7 +196,7 @@ func testFinish(t *testing.T, open opener) {
 			ExpiredOnly: true,
 		})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, false, false}, ok)
+		require.Equal(t, []job.State{job.StateRetry, "", ""}, ok)
 		requireUnchanged(t, boundaryBefore, b.get(t, boundary.ID))
 		got := b.get(t, expired.ID)
 		require.Equal(t, job.StateRetry, got.State)

@@ -211,12 +211,29 @@ func (b *bundle) acquire(t *testing.T, queue string, max int, now time.Time) []*
 	return rows
 }
 
-// finish finishes attempts at now and returns the aligned results.
+// finish finishes attempts at now and returns the aligned results: true
+// where the finish was applied.
 func (b *bundle) finish(t *testing.T, now time.Time, fs ...*store.JobFinishParams) []bool {
 	t.Helper()
-	ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fs, Now: now})
+	return applied(b.finishEnded(t, now, fs...))
+}
+
+// finishEnded finishes attempts at now and returns the states the jobs
+// ended in ("" where fenced).
+func (b *bundle) finishEnded(t *testing.T, now time.Time, fs ...*store.JobFinishParams) []job.State {
+	t.Helper()
+	ended, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fs, Now: now})
 	require.NoError(t, err)
-	require.Len(t, ok, len(fs))
+	require.Len(t, ended, len(fs))
+	return ended
+}
+
+// applied maps JobFinishMany's result to true where a finish was applied.
+func applied(ended []job.State) []bool {
+	ok := make([]bool, len(ended))
+	for i, to := range ended {
+		ok[i] = to != ""
+	}
 	return ok
 }
 
