@@ -250,6 +250,10 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 // leaseReleasedDefault is the attempt's error of a release without reason.
 const leaseReleasedDefault = "released by its worker before it finished"
 
+// LeaseReleaseRefundsMax is how many refunded interruptions a job may have
+// before a release counts as an attempt (see LeaseRelease).
+const LeaseReleaseRefundsMax = remote.ReleaseRefundsMax
+
 // LeaseRelease hands a leased job back unfinished (its worker is shutting
 // down, say): the attempt ends "interrupted" and is refunded, so it does
 // not count against the job's max attempts, and the job is due again at
@@ -257,6 +261,12 @@ const leaseReleasedDefault = "released by its worker before it finished"
 // was requested ends CANCELED instead. reason, if not empty, is recorded
 // as the attempt's error. It returns the state recorded; ErrLeaseLost when
 // the lease is no longer held, like LeaseComplete and LeaseFail.
+//
+// Refunds are bounded: once the job's attempt history holds
+// LeaseReleaseRefundsMax interrupted attempts, a release counts as a
+// failed attempt instead (outcome error, RETRY after backoff, DEAD when no
+// attempt remains), so a worker that always gives a job back cannot loop
+// it forever.
 func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobState, error) {
 	ref, err := parseRef(leaseID)
 	if err != nil {
@@ -272,10 +282,23 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 	if err != nil {
 		return "", err
 	}
+	refunded, err := c.refundedInterruptions(ctx, ref.ID)
+	if err != nil {
+		return "", err
+	}
 	now := c.cfg.Now()
 	fin := &store.JobFinishParams{
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateRetry, Outcome: job.OutcomeInterrupted,
 		Error: reason, RunAt: now, FinishedAt: now,
+	}
+	if refunded >= LeaseReleaseRefundsMax {
+		fin.Outcome = job.OutcomeError
+		fin.Error = fmt.Sprintf("%s (released after %d refunded interruptions: counted as an attempt)", reason, refunded)
+		if row.AttemptsUsed() >= row.MaxAttempts {
+			fin.State, fin.RunAt = job.StateDead, time.Time{}
+		} else {
+			fin.RunAt = now.Add(c.retryPolicy().Delay(row.Attempt))
+		}
 	}
 	ended, err := c.finishLease(ctx, fin)
 	if err != nil {
@@ -284,6 +307,22 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
 	return ended, nil
+}
+
+// refundedInterruptions counts the attempts of a job that ended
+// interrupted (and were refunded), from its attempt history.
+func (c *Client) refundedInterruptions(ctx context.Context, id uuid.UUID) (int, error) {
+	atts, err := c.store.JobAttemptList(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("read attempts of job %s: %w", id, err)
+	}
+	n := 0
+	for _, a := range atts {
+		if a.Outcome == job.OutcomeInterrupted {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // heldJob reads the job of a lease, ErrLeaseLost when the lease's attempt

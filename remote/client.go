@@ -87,7 +87,9 @@ func (c *Client) Fail(ctx context.Context, leaseID, message string, retryable bo
 
 // Release hands the job back unfinished: the attempt is refunded and the
 // job is due again at once. It returns the job's state after it (RETRY, or
-// CANCELED when a cancel was requested).
+// CANCELED when a cancel was requested). Past ReleaseRefundsMax refunded
+// interruptions of the job, the release counts as a failed attempt (RETRY
+// after backoff, or DEAD).
 func (c *Client) Release(ctx context.Context, leaseID, reason string) (string, error) {
 	var resp StatusResponse
 	err := c.Do(ctx, http.MethodPost, leasePath(leaseID, ActionRelease), &ReleaseRequest{Reason: reason}, &resp)

@@ -41,6 +41,13 @@ const (
 	MessageMaxBytes = 1000
 	// ErrorMaxBytes bounds the error of a fail and the reason of a release.
 	ErrorMaxBytes = 64 << 10
+	// ReleaseRefundsMax bounds the refunds of one job: a release refunds
+	// the attempt (it does not count against maxAttempts) while the job
+	// has had fewer than ReleaseRefundsMax refunded interruptions in its
+	// life; past that a release counts as a failed attempt (outcome error,
+	// RETRY after backoff, DEAD when no attempt remains), so a worker that
+	// always gives a job back cannot loop it forever.
+	ReleaseRefundsMax = 25
 )
 
 // Paths of the lease protocol, relative to the server's base URL.

@@ -165,7 +165,8 @@ func (r *releaseRequest) Validate() error {
 }
 
 // leaseRelease: POST /v1/leases/{leaseId}/release gives the job back
-// unfinished; the attempt is refunded and the job is due again at once.
+// unfinished; the attempt is refunded (up to remote.ReleaseRefundsMax
+// times per job) and the job is due again at once.
 func (s *Server) leaseRelease(ctx context.Context, r *http.Request, req *releaseRequest) (int, *remote.StatusResponse, error) {
 	state, err := s.client.LeaseRelease(ctx, r.PathValue("leaseId"), req.Reason)
 	if err != nil {
