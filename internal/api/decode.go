@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Empty is the request type of endpoints without a body.
@@ -159,86 +160,154 @@ func addFields(errs []FieldError, more ...FieldError) []FieldError {
 	return errs
 }
 
-// scanKeys walks a JSON value: it returns a field error for every key an
-// object repeats (named by its path, e.g. payload.x or jobs[2].queue) and
-// the keys of the top-level object in order, each once. data is valid JSON.
+// scanKeys reads the keys of data's top-level object, the API's own level:
+// it returns a field error for every key the object repeats and its keys in
+// order, each once. Nested values (a job's payload, a result, metadata) are
+// the user's JSON and are skipped unread, whatever keys they repeat; a batch
+// item is an object of its own, scanned when it is decoded. data is valid
+// JSON; anything but an object has no keys.
+//
+// It is one pass over the bytes that allocates only for the keys, so the
+// common body, which repeats nothing, costs little beside its decoding.
 func scanKeys(data []byte) (dups []FieldError, top []string) {
-	type frame struct {
-		obj     bool
-		wantKey bool
-		keys    map[string]bool
-		path    string
-		cur     string // the path of the current value in an object
-		idx     int    // the index of the current value in an array
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, nil
 	}
-	var stack []*frame
-	valuePath := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		f := stack[len(stack)-1]
-		if f.obj {
-			return f.cur
-		}
-		return fmt.Sprintf("%s[%d]", f.path, f.idx)
-	}
-	valueDone := func() {
-		if len(stack) == 0 {
-			return
-		}
-		if f := stack[len(stack)-1]; f.obj {
-			f.wantKey = true
-		} else {
-			f.idx++
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
+	i++
+	var seen map[string]bool // once there are scanKeysLinear keys
 	for {
-		tok, err := dec.Token()
-		if err != nil {
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] == '}' {
 			return dups, top
 		}
-		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
-			f := stack[n-1]
-			if tok == json.Delim('}') {
-				stack = stack[:n-1]
-				valueDone()
-				continue
-			}
-			key, _ := tok.(string)
-			f.cur = key
-			if key == "" {
-				f.cur = `""` // the empty key, named as unknown fields name it
-			}
-			if f.path != "" {
-				f.cur = f.path + "." + f.cur
-			}
-			if f.keys[key] {
-				if !slices.ContainsFunc(dups, func(e FieldError) bool { return e.Field == f.cur }) {
-					dups = append(dups, FieldError{Field: f.cur, Message: "appears more than once"})
-				}
-			} else {
-				f.keys[key] = true
-				if n == 1 {
-					top = append(top, key)
-				}
-			}
-			f.wantKey = false
-			continue
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{obj: true, wantKey: true, keys: map[string]bool{}, path: valuePath()})
-		case json.Delim('['):
-			stack = append(stack, &frame{path: valuePath()})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			valueDone()
-		default:
-			valueDone()
+		end := skipString(data, i)
+		if end < 0 {
+			return dups, top
+		}
+		key := jsonKey(data[i:end])
+		if seen == nil && len(top) == scanKeysLinear {
+			// Many keys (unknown fields, say): look them up in a map,
+			// so a large body costs linear time.
+			seen = make(map[string]bool, 2*len(top))
+			for _, k := range top {
+				seen[k] = true
+			}
+		}
+		var repeated bool
+		if seen != nil {
+			repeated = seen[key]
+			seen[key] = true
+		} else {
+			repeated = slices.Contains(top, key)
+		}
+		if repeated {
+			name := key
+			if name == "" {
+				name = `""` // the empty key, named as unknown fields name it
+			}
+			if !slices.ContainsFunc(dups, func(e FieldError) bool { return e.Field == name }) {
+				dups = append(dups, FieldError{Field: name, Message: "appears more than once"})
+			}
+		} else {
+			top = append(top, key)
+		}
+		i = skipSpace(data, end)
+		if i < len(data) && data[i] == ':' {
+			i++
+		}
+		i = skipValue(data, skipSpace(data, i))
+		if i < 0 {
+			return dups, top
 		}
 	}
+}
+
+// scanKeysLinear is how many keys scanKeys compares one by one before it
+// indexes them.
+const scanKeysLinear = 16
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at data[i]
+// (a '"'), or -1 when there is none.
+func skipString(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index just past the value starting at data[i],
+// nested objects and arrays included, or -1 when data ends first.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			if i = skipString(data, i); i < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i // the end of the enclosing object: no value
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		default:
+			if depth == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+				return i // the end of a number, true, false or null
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// jsonKey is the text of a JSON string token, as encoding/json reads it;
+// the decoder runs only for escapes or invalid UTF-8 (which it replaces).
+func jsonKey(tok []byte) string {
+	if !bytes.ContainsRune(tok, '\\') && utf8.Valid(tok) {
+		return string(tok[1 : len(tok)-1])
+	}
+	var k string
+	_ = json.Unmarshal(tok, &k)
+	return k
 }
 
 // jsonProblem turns a decoding error into a 400 naming the field.

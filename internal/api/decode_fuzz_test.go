@@ -2,17 +2,20 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 )
 
 // FuzzDecode feeds arbitrary bodies to the strict decoder and the
 // validators of the request types: whatever the input, the answer is either
 // success or a 4xx problem — never a panic, never a 5xx — and a 400 that
-// names fields names each once, with a message. A body with a repeated key
-// is never accepted.
+// names fields names each once, with a message. A body whose top-level
+// object repeats a key is never accepted (keys repeated inside values are
+// the user's JSON).
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`{"queues":["q"],"max":1,"waitSeconds":0,"leaseSeconds":30,"workerId":"w"}`,
@@ -62,6 +65,53 @@ func FuzzDecode(f *testing.F) {
 				}
 				named[e.Field] = true
 			}
+		}
+	})
+}
+
+// FuzzScanKeys checks the byte scanner of top-level keys against
+// encoding/json's tokenizer on every valid JSON input.
+func FuzzScanKeys(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2},"c":[1,"]",{"}":"{"}]}`,
+		`{"\u0061":1,"a":2}`, `{"":0,"":1}`, `[{"a":1}]`, `"x"`, `{"s":"\\\"","n":1e5 ,"t" :true}`, "{\"\xff\":1,\"\xfe\":2}"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var wantTop, wantDups []string
+		dec := json.NewDecoder(bytes.NewReader(data))
+		if tok, _ := dec.Token(); tok == json.Delim('{') {
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := tok.(string)
+				if slices.Contains(wantTop, k) {
+					if k == "" {
+						k = `""`
+					}
+					if !slices.Contains(wantDups, k) {
+						wantDups = append(wantDups, k)
+					}
+				} else {
+					wantTop = append(wantTop, k)
+				}
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		dups, top := scanKeys(data)
+		var gotDups []string
+		for _, d := range dups {
+			gotDups = append(gotDups, d.Field)
+		}
+		if !slices.Equal(wantTop, top) || !slices.Equal(wantDups, gotDups) {
+			t.Fatalf("%q: keys %q dups %q, want %q %q", data, top, gotDups, wantTop, wantDups)
 		}
 	})
 }
