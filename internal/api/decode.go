@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/docket-run/docket/internal/jsonfield"
 )
 
 // Empty is the request type of endpoints without a body.
@@ -104,7 +106,8 @@ func decodeJSON(data []byte, into any) error {
 	// first), so into holds every other field for Validate.
 	derr := dec.Decode(into)
 	var typ *json.UnmarshalTypeError
-	if derr != nil && !errors.As(derr, &typ) && !strings.HasPrefix(derr.Error(), "json: unknown field ") {
+	_, unknown := jsonfield.Unknown(derr)
+	if derr != nil && !errors.As(derr, &typ) && !unknown {
 		return jsonProblem(derr)
 	}
 	// Only whitespace may follow the object. dec.More would miss a stray
@@ -328,8 +331,8 @@ func jsonProblem(err error) *Problem {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("malformed JSON: unexpected end of input")
 	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if f = strings.Trim(f, `"`); f == "" {
+	if f, ok := jsonfield.Unknown(err); ok {
+		if f == "" {
 			f = `""` // the empty key
 		}
 		return invalidField(f, "is not a known field")

@@ -18,6 +18,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/docket-run/docket/internal/jsonfield"
 )
 
 // Limits of a definition.
@@ -209,8 +211,8 @@ func decodeError(err error) *ValidationError {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalid("", "the JSON ends too early")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalid("", "unknown field "+name)
+	if name, ok := jsonfield.Unknown(err); ok {
+		return invalid("", fmt.Sprintf("unknown field %q", name))
 	}
 	return invalid("", err.Error())
 }
