@@ -48,24 +48,49 @@ type LeaseParams struct {
 	WorkerID string        // recorded as the lease owner and in the attempt history
 }
 
-func (p *LeaseParams) validate() error {
+// Validate reports every invalid field of p: one *ValidationError, or an
+// errors.Join of one per field. Lease calls it.
+func (p *LeaseParams) Validate() error {
+	var errs []error
 	if len(p.Queues) == 0 {
-		return &ValidationError{Field: "queues", Message: "needs at least one queue"}
+		errs = append(errs, &ValidationError{Field: "queues", Message: "needs at least one queue"})
 	}
 	for i, q := range p.Queues {
 		if err := validName(fmt.Sprintf("queues[%d]", i), q); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	switch {
-	case p.Max < 1 || p.Max > LeaseMaxJobs:
-		return &ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d", LeaseMaxJobs)}
-	case p.Wait < 0 || p.Wait > LeaseMaxWait:
-		return &ValidationError{Field: "waitSeconds", Message: fmt.Sprintf("must be between 0 and %d", int(LeaseMaxWait/time.Second))}
-	case p.Duration < LeaseDurationMin || p.Duration > LeaseDurationMax:
-		return &ValidationError{Field: "leaseSeconds", Message: fmt.Sprintf("must be between %d and %d", int(LeaseDurationMin/time.Second), int(LeaseDurationMax/time.Second))}
+	if p.Max < 1 || p.Max > LeaseMaxJobs {
+		errs = append(errs, &ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d", LeaseMaxJobs)})
 	}
-	return validName("workerId", p.WorkerID)
+	if p.Wait < 0 || p.Wait > LeaseMaxWait {
+		errs = append(errs, &ValidationError{Field: "waitSeconds", Message: fmt.Sprintf("must be between 0 and %d", int(LeaseMaxWait/time.Second))})
+	}
+	if p.Duration < LeaseDurationMin || p.Duration > LeaseDurationMax {
+		errs = append(errs, leaseSecondsError())
+	}
+	if err := validName("workerId", p.WorkerID); err != nil {
+		errs = append(errs, err)
+	}
+	return joinValidation(errs)
+}
+
+// leaseSecondsError is the error of a lease duration out of range.
+func leaseSecondsError() *ValidationError {
+	return &ValidationError{Field: "leaseSeconds", Message: fmt.Sprintf("must be between %d and %d",
+		int(LeaseDurationMin/time.Second), int(LeaseDurationMax/time.Second))}
+}
+
+// joinValidation is nil for no errors, the error itself for one, and their
+// errors.Join for more: each names one field.
+func joinValidation(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // LeaseID formats the lease id of one attempt of a job.
@@ -100,7 +125,7 @@ func parseRef(leaseID string) (job.Ref, error) {
 // fallback) and then returns an empty list. Calls waiting on the same
 // queues take turns: one listens at a time (leaseTurns).
 func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	var wakeups <-chan string
@@ -166,15 +191,22 @@ type LeaseState struct {
 // records progress (0..100) and message. ErrLeaseLost when the lease is no
 // longer held.
 func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Duration, progress *float64, message string) (*LeaseState, error) {
+	var errs []error
 	ref, err := parseRef(leaseID)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
 	if d < LeaseDurationMin || d > LeaseDurationMax {
-		return nil, &ValidationError{Field: "leaseSeconds", Message: "out of range"}
+		errs = append(errs, leaseSecondsError())
 	}
 	if progress != nil && (*progress < 0 || *progress > remote.ProgressMax) {
-		return nil, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)}
+		errs = append(errs, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)})
+	}
+	if len(message) > remote.MessageMaxBytes {
+		errs = append(errs, &ValidationError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)})
+	}
+	if err := joinValidation(errs); err != nil {
+		return nil, err
 	}
 	now := c.cfg.Now()
 	res, err := c.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Jobs: []job.Ref{ref}, LeaseDuration: d, Now: now})

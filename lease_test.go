@@ -281,3 +281,39 @@ func TestRemoteLeaseRelease(t *testing.T) {
 		require.Equal(t, docket.OutcomeInterrupted, attempts[0].Outcome)
 	})
 }
+
+// validationFields lists the fields an error of the Go API names: one
+// *ValidationError or an errors.Join of them.
+func validationFields(t *testing.T, err error) []string {
+	t.Helper()
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var fields []string
+	for _, e := range errs {
+		var v *docket.ValidationError
+		require.ErrorAs(t, e, &v)
+		fields = append(fields, v.Field)
+	}
+	return fields
+}
+
+// Every invalid field of a lease call is reported at once, not the first.
+func TestLeaseValidationNamesEveryField(t *testing.T) {
+	t.Parallel()
+	p := docket.LeaseParams{Queues: []string{"ok", "not ok"}, Max: 0, Wait: time.Hour, Duration: time.Second}
+	require.Equal(t, []string{"queues[1]", "max", "waitSeconds", "leaseSeconds", "workerId"}, validationFields(t, p.Validate()))
+	p = docket.LeaseParams{Queues: []string{"q"}, Max: 1, Duration: time.Minute, WorkerID: "w"}
+	require.NoError(t, p.Validate())
+
+	ctx := context.Background()
+	c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: "sqlite:" + t.TempDir() + "/docket.db", AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	_, err = c.Lease(ctx, docket.LeaseParams{Queues: []string{"q"}, Max: 1000, Duration: time.Hour * 24})
+	require.Equal(t, []string{"max", "leaseSeconds", "workerId"}, validationFields(t, err))
+	progress := 101.0
+	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
+	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
+}

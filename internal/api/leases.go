@@ -35,22 +35,36 @@ func between(min, max int) string { return fmt.Sprintf("must be between %d and %
 
 type leaseRequest remote.LeaseRequest
 
+// Validate names every invalid field: the missing ones, then whatever
+// docket.LeaseParams.Validate (the protocol's limits, queue and worker
+// names) finds about the others.
 func (r *leaseRequest) Validate() error {
-	var errs []error
+	var errs []FieldError
 	if len(r.Queues) == 0 {
-		errs = append(errs, invalidField("queues", "is required: a list of at least one queue"))
+		errs = append(errs, FieldError{Field: "queues", Message: "is required: a list of at least one queue"})
 	}
 	if r.WorkerID == "" {
-		errs = append(errs, invalidField("workerId", "is required"))
+		errs = append(errs, FieldError{Field: "workerId", Message: "is required"})
 	}
 	if r.LeaseSeconds == nil {
-		errs = append(errs, invalidField("leaseSeconds", fmt.Sprintf("is required (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax)))
+		errs = append(errs, FieldError{Field: "leaseSeconds", Message: fmt.Sprintf("is required (%d..%d)", remote.LeaseSecondsMin, remote.LeaseSecondsMax)})
 	}
-	return errors.Join(errs...)
+	p := r.params()
+	if err := p.Validate(); err != nil {
+		errs = addFields(errs, problemFor(err).Errors...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalidFields(errs)
 }
 
+// params are the lease parameters r asks for; a missing leaseSeconds is 0.
 func (r *leaseRequest) params() docket.LeaseParams {
-	p := docket.LeaseParams{Queues: r.Queues, Max: 1, WorkerID: r.WorkerID, Duration: time.Duration(*r.LeaseSeconds) * time.Second}
+	p := docket.LeaseParams{Queues: r.Queues, Max: 1, WorkerID: r.WorkerID}
+	if r.LeaseSeconds != nil {
+		p.Duration = time.Duration(*r.LeaseSeconds) * time.Second
+	}
 	if r.Max != nil {
 		p.Max = *r.Max
 	}
@@ -87,16 +101,17 @@ type heartbeatRequest remote.HeartbeatRequest
 func (*heartbeatRequest) bodyOptional() {}
 
 func (r *heartbeatRequest) Validate() error {
+	var errs []error
 	if r.Progress != nil && (*r.Progress < 0 || *r.Progress > remote.ProgressMax) {
-		return invalidField("progress", between(0, remote.ProgressMax))
+		errs = append(errs, invalidField("progress", between(0, remote.ProgressMax)))
 	}
 	if r.LeaseSeconds != nil && (*r.LeaseSeconds < remote.LeaseSecondsMin || *r.LeaseSeconds > remote.LeaseSecondsMax) {
-		return invalidField("leaseSeconds", between(remote.LeaseSecondsMin, remote.LeaseSecondsMax))
+		errs = append(errs, invalidField("leaseSeconds", between(remote.LeaseSecondsMin, remote.LeaseSecondsMax)))
 	}
 	if len(r.Message) > remote.MessageMaxBytes {
-		return invalidField("message", fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes))
+		errs = append(errs, invalidField("message", fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Server) leaseHeartbeat(ctx context.Context, r *http.Request, req *heartbeatRequest) (int, *remote.HeartbeatResponse, error) {
@@ -133,16 +148,17 @@ func (s *Server) leaseComplete(ctx context.Context, r *http.Request, req *comple
 type failRequest remote.FailRequest
 
 func (r *failRequest) Validate() error {
-	if r.Error == "" {
-		return invalidField("error", "is required: say what went wrong")
-	}
-	if len(r.Error) > remote.ErrorMaxBytes {
-		return invalidField("error", "must be at most 64 KiB")
+	var errs []error
+	switch {
+	case r.Error == "":
+		errs = append(errs, invalidField("error", "is required: say what went wrong"))
+	case len(r.Error) > remote.ErrorMaxBytes:
+		errs = append(errs, invalidField("error", "must be at most 64 KiB"))
 	}
 	if r.Retryable == nil {
-		return invalidField("retryable", "is required (true or false)")
+		errs = append(errs, invalidField("retryable", "is required (true or false)"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Server) leaseFail(ctx context.Context, r *http.Request, req *failRequest) (int, *remote.StatusResponse, error) {

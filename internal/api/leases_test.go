@@ -195,6 +195,31 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 	p = b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/fail", map[string]any{"error": "x"}).Problem(t, http.StatusBadRequest)
 	require.Equal(t, "retryable", p.Errors[0].Field)
 	b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/heartbeat", map[string]any{"progress": 101}).Problem(t, http.StatusBadRequest)
+
+	// Several bad fields at once: one answer names every one.
+	const held = "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/"
+	for _, c := range []struct {
+		path   string
+		body   any
+		fields []string
+	}{
+		{held + "heartbeat", map[string]any{"progress": 101, "leaseSeconds": 1, "message": strings.Repeat("m", remote.MessageMaxBytes+1)},
+			[]string{"progress", "leaseSeconds", "message"}},
+		{held + "fail", map[string]any{"error": ""}, []string{"error", "retryable"}},
+		{held + "fail", map[string]any{"error": strings.Repeat("e", remote.ErrorMaxBytes+1)}, []string{"error", "retryable"}},
+		{"/v1/leases", map[string]any{"queues": []string{"q"}, "max": 0, "waitSeconds": 31, "leaseSeconds": 4, "workerId": "w"},
+			[]string{"max", "waitSeconds", "leaseSeconds"}},
+		{"/v1/leases", map[string]any{"queues": []string{"q"}, "max": 101}, []string{"max", "workerId", "leaseSeconds"}},
+		{"/v1/leases", map[string]any{"queues": []string{"bad queue", "q", "also bad"}, "max": 0, "leaseSeconds": 30, "workerId": "w"},
+			[]string{"queues[0]", "queues[2]", "max"}},
+	} {
+		p := b.do(t, docket.RoleWorker, "POST", c.path, c.body).Problem(t, http.StatusBadRequest)
+		got := make([]string, len(p.Errors))
+		for i, e := range p.Errors {
+			got[i] = e.Field
+		}
+		require.ElementsMatch(t, c.fields, got, "%s %v", c.path, c.body)
+	}
 	b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", "text/plain").Problem(t, http.StatusUnsupportedMediaType)
 
 	// Only workers and admins speak the lease protocol.
