@@ -56,18 +56,50 @@ func invalidFields(errs []FieldError) *Problem {
 	return badRequest(strings.Join(parts, "; "), errs...)
 }
 
-// joinFields is the problem for several errors (errors.Join), each naming
-// one field: one 400 naming them all. Any other error stands alone.
-func joinFields(errs []error) *Problem {
+// joinFields is the problem for the leaves of a tree of joined errors
+// (errors.Join, at any depth, under any wrapping): when each names fields,
+// one 400 naming them all, each field once; otherwise the first leaf that
+// names none stands alone.
+func joinFields(leaves []error) *Problem {
 	var fe []FieldError
-	for _, err := range errs {
-		p := problemFor(err)
+	for _, err := range leaves {
+		p := problemOf(err)
 		if p.Status != http.StatusBadRequest || len(p.Errors) == 0 {
 			return p
 		}
-		fe = append(fe, p.Errors...)
+		fe = addFields(fe, p.Errors...)
 	}
 	return invalidFields(fe)
+}
+
+// errorLeaves appends the leaves of err's tree to out: err itself when no
+// join lies below it, else the leaves of every joined error. An error
+// problemOf knows by its type is a leaf whatever it wraps, and a wrapper
+// over a single leaf stays whole, so that its text is kept.
+func errorLeaves(err error, out []error) []error {
+	switch err.(type) {
+	case *Problem, *docket.ValidationError, *docket.InvalidTransitionError, *http.MaxBytesError:
+		return append(out, err)
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if e != nil {
+				out = errorLeaves(e, out)
+			}
+		}
+		return out
+	case interface{ Unwrap() error }:
+		inner := u.Unwrap()
+		if inner == nil {
+			break
+		}
+		below := errorLeaves(inner, nil)
+		if len(below) > 1 {
+			return append(out, below...)
+		}
+	}
+	return append(out, err)
 }
 
 func notFound(detail string) *Problem {
@@ -99,8 +131,18 @@ func tooMany(retryAfter int) *Problem {
 }
 
 // problemFor maps an error from the layers below to its problem. Unknown
-// errors are 500s whose detail does not leak internals.
+// errors are 500s whose detail does not leak internals. Joined errors,
+// also wrapped or joined again, are walked whole: every field any of them
+// names is in the answer.
 func problemFor(err error) *Problem {
+	if leaves := errorLeaves(err, nil); len(leaves) > 1 {
+		return joinFields(leaves)
+	}
+	return problemOf(err)
+}
+
+// problemOf maps one error, which is no join of several, to its problem.
+func problemOf(err error) *Problem {
 	var (
 		p       *Problem
 		verr    *docket.ValidationError
@@ -108,9 +150,6 @@ func problemFor(err error) *Problem {
 		maxErr  *http.MaxBytesError
 		flowErr *docket.WorkflowValidationError
 	)
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return joinFields(j.Unwrap())
-	}
 	switch {
 	case errors.As(err, &p):
 		return p
