@@ -1,7 +1,13 @@
 package docket_test
 
 import (
+	"encoding/json"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -38,5 +44,59 @@ func TestInsertAndWorkDoesNotLinkNATSServer(t *testing.T) {
 	deps, err = exec.Command("go", "list", "-deps", "./cmd/docket").CombinedOutput()
 	if err != nil || !strings.Contains(string(deps), "github.com/nats-io/nats-server/v2/server") {
 		t.Fatalf("docket serve should link the NATS server through natsembed: %v", err)
+	}
+}
+
+// TestPublicBoundary: the HTTP server and the CLI see package docket and
+// package remote only (docs/dependencies.md, "The public boundary"): no
+// import of the store, the event machinery, webhooks or the job types, so
+// whatever they do a Go program outside the module can do too. Test files
+// are held to it as well, but for the exceptions the document lists.
+func TestPublicBoundary(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/docket-run/docket/"
+	banned := []string{module + "internal/store", module + "internal/events", module + "internal/webhook", module + "internal/job"}
+	// Test files allowed a banned import, as listed in docs/dependencies.md.
+	exceptions := map[string][]string{
+		"internal/api/deadletters_test.go": {module + "internal/store"},
+	}
+	for _, pkg := range []string{"./internal/api", "./cmd/docket"} {
+		out, err := exec.Command("go", "list", "-json", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		var info struct {
+			Dir                                string
+			Imports                            []string
+			GoFiles, TestGoFiles, XTestGoFiles []string
+		}
+		if err := json.Unmarshal(out, &info); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(info.Imports, "github.com/docket-run/docket") {
+			t.Fatalf("%s does not import package docket: the check checks nothing (imports %v)", pkg, info.Imports)
+		}
+		files := slices.Concat(info.GoFiles, info.TestGoFiles, info.XTestGoFiles)
+		for _, name := range files {
+			path := filepath.Join(info.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := filepath.ToSlash(filepath.Join(strings.TrimPrefix(pkg, "./"), name))
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				for _, b := range banned {
+					if (p == b || strings.HasPrefix(p, b+"/")) && !slices.Contains(exceptions[rel], p) {
+						t.Errorf("%s imports %s, behind the public boundary", rel, p)
+					}
+				}
+			}
+		}
+	}
+	// The check can fail: package docket itself imports the store.
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, ".").Output()
+	if err != nil || !strings.Contains(string(out), module+"internal/store") {
+		t.Fatalf("package docket should import internal/store (%v): %s", err, out)
 	}
 }
