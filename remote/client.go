@@ -17,6 +17,16 @@ import (
 // lease request gets its wait on top.
 const RequestTimeoutDefault = 30 * time.Second
 
+// AnswerMaxBytesDefault bounds the body of an answer the client reads:
+// 128 MiB, room for a lease answer of LeaseMaxJobs jobs whose payloads are
+// each as large as a server's default request limit (1 MiB), many times
+// over. A larger answer is an error, not read into memory.
+const AnswerMaxBytesDefault = 128 << 20
+
+// ErrAnswerTooLarge: the server's answer exceeded the client's
+// AnswerMaxBytes.
+var ErrAnswerTooLarge = errors.New("answer too large")
+
 // Client calls a docket server's HTTP API with an API key. It is safe for
 // concurrent use.
 type Client struct {
@@ -26,6 +36,9 @@ type Client struct {
 	// RequestTimeout bounds each call whose context has no deadline;
 	// default RequestTimeoutDefault.
 	RequestTimeout time.Duration
+	// AnswerMaxBytes bounds the body of each answer read; a larger one
+	// fails the call with ErrAnswerTooLarge. Default AnswerMaxBytesDefault.
+	AnswerMaxBytes int64
 }
 
 // NewClient makes a client of the server at baseURL (http:// or https://)
@@ -41,7 +54,8 @@ func NewClient(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: hc, RequestTimeout: RequestTimeoutDefault}, nil
+	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: hc,
+		RequestTimeout: RequestTimeoutDefault, AnswerMaxBytes: AnswerMaxBytesDefault}, nil
 }
 
 // Lease takes up to req.Max jobs (see LeaseRequest). The context's deadline,
@@ -102,7 +116,8 @@ func leasePath(leaseID, action string) string {
 
 // Do sends body (nil for none) as JSON to path (e.g. "/v1/jobs") and
 // decodes a 2xx answer into out (nil to discard it, *json.RawMessage to
-// keep it as is). Any other answer is an *Error.
+// keep it as is). Any other answer is an *Error. An answer longer than
+// AnswerMaxBytes is ErrAnswerTooLarge, whatever its status.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	_, err := c.DoStatus(ctx, method, path, body, out)
 	return err
@@ -138,9 +153,13 @@ func (c *Client) DoStatus(ctx context.Context, method, path string, body, out an
 		return 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
+	limit := c.answerMax()
+	data, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if int64(len(data)) > limit {
+		return res.StatusCode, fmt.Errorf("%s %s: %w: status %d, more than %d bytes", method, path, ErrAnswerTooLarge, res.StatusCode, limit)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return res.StatusCode, problemOf(res, data)
@@ -152,6 +171,13 @@ func (c *Client) DoStatus(ctx context.Context, method, path string, body, out an
 		return res.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return res.StatusCode, nil
+}
+
+func (c *Client) answerMax() int64 {
+	if c.AnswerMaxBytes <= 0 {
+		return AnswerMaxBytesDefault
+	}
+	return c.AnswerMaxBytes
 }
 
 func (c *Client) timeout() time.Duration {

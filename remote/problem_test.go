@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,41 @@ func TestClientReadsAnswers(t *testing.T) {
 	}
 	if _, err := remote.NewClient("ftp://x", "k", nil); err == nil {
 		t.Fatal("ftp URL accepted")
+	}
+}
+
+// An answer longer than AnswerMaxBytes is refused, not read into memory;
+// one of exactly the limit is read.
+func TestClientBoundsAnswers(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 10
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := limit
+		if r.URL.Path == "/big" {
+			n = 64 * limit // more than the client reads
+		}
+		if r.URL.Query().Get("status") == "500" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+		fmt.Fprintf(w, `"%s"`, strings.Repeat("x", n-2))
+	}))
+	defer srv.Close()
+	c, err := remote.NewClient(srv.URL, "k", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AnswerMaxBytes != remote.AnswerMaxBytesDefault {
+		t.Fatalf("AnswerMaxBytes %d, want the default", c.AnswerMaxBytes)
+	}
+	c.AnswerMaxBytes = limit
+	var s string
+	if err := c.Do(t.Context(), "GET", "/fits", nil, &s); err != nil || len(s) != limit-2 {
+		t.Fatalf("an answer of the limit: %v (%d bytes)", err, len(s))
+	}
+	for _, path := range []string{"/big", "/big?status=500"} {
+		err := c.Do(t.Context(), "GET", path, nil, &s)
+		if !errors.Is(err, remote.ErrAnswerTooLarge) {
+			t.Fatalf("%s: %v, want ErrAnswerTooLarge", path, err)
+		}
 	}
 }
