@@ -32,6 +32,14 @@ type preparer interface {
 	prepare(s *Server, r *http.Request)
 }
 
+// ownedThroughout is implemented by request types whose body is the API's
+// own JSON at every level (a workflow definition), not only at the top
+// (where a job's payload is the user's): a key repeated at any depth is
+// refused, named by its path.
+type ownedThroughout interface {
+	ownedThroughout()
+}
+
 // Validator is implemented by request types that check themselves after
 // decoding; the error is usually a *Problem naming the field.
 type Validator interface {
@@ -116,6 +124,9 @@ func decodeJSON(data []byte, into any) error {
 		return badRequest("the body has data after the JSON object")
 	}
 	dups, keys := scanKeys(data)
+	if _, deep := into.(ownedThroughout); deep {
+		dups = scanAllKeys(data)
+	}
 	errs := dups
 	if derr != nil {
 		if len(keys) == 0 {
@@ -311,6 +322,87 @@ func jsonKey(tok []byte) string {
 	var k string
 	_ = json.Unmarshal(tok, &k)
 	return k
+}
+
+// scanAllKeys walks a JSON value whose every level is the API's own (see
+// ownedThroughout): it returns a field error for every key an object
+// repeats, at any depth, named by its path (e.g. steps[2].name). data is
+// valid JSON. It tokenizes the whole body, so only the request types that
+// ask for it pay for it.
+func scanAllKeys(data []byte) (dups []FieldError) {
+	type frame struct {
+		obj     bool
+		wantKey bool
+		keys    map[string]bool
+		path    string
+		cur     string // the path of the current value in an object
+		idx     int    // the index of the current value in an array
+	}
+	var stack []*frame
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.obj {
+			return f.cur
+		}
+		return fmt.Sprintf("%s[%d]", f.path, f.idx)
+	}
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.wantKey = true
+		} else {
+			f.idx++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return dups
+		}
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+			f := stack[n-1]
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			key, _ := tok.(string)
+			f.cur = key
+			if key == "" {
+				f.cur = `""` // the empty key, named as unknown fields name it
+			}
+			if f.path != "" {
+				f.cur = f.path + "." + f.cur
+			}
+			if f.keys[key] {
+				if !slices.ContainsFunc(dups, func(e FieldError) bool { return e.Field == f.cur }) {
+					dups = append(dups, FieldError{Field: f.cur, Message: "appears more than once"})
+				}
+			} else {
+				f.keys[key] = true
+			}
+			f.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, wantKey: true, keys: map[string]bool{}, path: valuePath()})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: valuePath()})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }
 
 // jsonProblem turns a decoding error into a 400 naming the field.

@@ -66,6 +66,10 @@ func (req *putWorkflowRequest) prepare(s *Server, r *http.Request) {
 	req.env = s.exprEnv
 }
 
+// ownedThroughout: every level of a definition is the API's; a repeated
+// key anywhere is refused.
+func (*putWorkflowRequest) ownedThroughout() {}
+
 // UnmarshalJSON keeps the body for Validate.
 func (req *putWorkflowRequest) UnmarshalJSON(data []byte) error {
 	req.raw = bytes.Clone(data)
