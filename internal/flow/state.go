@@ -87,13 +87,15 @@ func (s StepState) Done() bool {
 //	PENDING → CANCELED    the run was canceled or failed before release
 //	RUNNING → SUCCEEDED   its job succeeded, unit was finalized, signal came
 //	RUNNING → FAILED      its job went DEAD, or its signal timed out
+//	RUNNING → SKIPPED     its signal timed out and its onFailure is
+//	                      "continue"
 //	RUNNING → CANCELED    the run was canceled
 //	SUCCEEDED, FAILED, SKIPPED, CANCELED → PENDING
 //	                      retry of the run: the instance is a failed step or
 //	                      downstream of one (see RetrySteps)
 var stepMachine = machine[StepState]{of: "step", next: map[StepState][]StepState{
 	StepPending:   {StepRunning, StepSkipped, StepFailed, StepCanceled},
-	StepRunning:   {StepSucceeded, StepFailed, StepCanceled},
+	StepRunning:   {StepSucceeded, StepFailed, StepSkipped, StepCanceled},
 	StepSucceeded: {StepPending},
 	StepFailed:    {StepPending},
 	StepSkipped:   {StepPending},

@@ -46,6 +46,7 @@ func TestStepTransitionTable(t *testing.T) {
 		{StepPending, StepRunning}: true, {StepPending, StepSkipped}: true,
 		{StepPending, StepFailed}: true, {StepPending, StepCanceled}: true,
 		{StepRunning, StepSucceeded}: true, {StepRunning, StepFailed}: true, {StepRunning, StepCanceled}: true,
+		{StepRunning, StepSkipped}: true, // a signal timed out, onFailure continue
 		// retry of the run
 		{StepSucceeded, StepPending}: true, {StepFailed, StepPending}: true,
 		{StepSkipped, StepPending}: true, {StepCanceled, StepPending}: true,

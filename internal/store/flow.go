@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/job"
 )
 
 // FlowTx is the part of FlowStore that runs in a caller's transaction (Tx)
@@ -70,6 +71,11 @@ type FlowTx interface {
 	// step.state_changed outbox row. See StepTransitionParams for what
 	// each change sets.
 	StepTransition(ctx context.Context, p *StepTransitionParams) (*flow.StepInstance, error)
+	// StepJobEnds lists the RUNNING job step instances of a run whose job
+	// has ended (SUCCESS, DEAD or CANCELED), with that end, ordered by step
+	// name, then index: what an advancement of the run records. One query
+	// however many instances run.
+	StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*StepJobEnd, error)
 }
 
 // FlowStore is the workflows domain: definitions and their versions, runs,
@@ -90,6 +96,50 @@ type FlowStore interface {
 	WorkflowList(ctx context.Context, p *WorkflowListParams) ([]*flow.Version, error)
 	// RunList lists runs newest first (id descending), filtered.
 	RunList(ctx context.Context, p *RunListParams) ([]*flow.Run, error)
+
+	// StepRunsToAdvance lists up to p.Limit runs (distinct, in no order)
+	// that have a RUNNING job step instance whose job has ended: the runs an
+	// advancement missed (a process died between a job's completion and
+	// the advancement it triggers). The workflow sweeper advances them.
+	StepRunsToAdvance(ctx context.Context, p *StepRunsToAdvanceParams) ([]uuid.UUID, error)
+	// StepSignalsWaiting lists up to p.Limit RUNNING signal step instances
+	// started before p.StartedBefore, oldest first, with their run's
+	// workflow version: the sweeper times them out by their definition.
+	StepSignalsWaiting(ctx context.Context, p *StepSignalsWaitingParams) ([]*SignalWait, error)
+}
+
+// StepJobEnd is a RUNNING job step instance whose job has ended.
+type StepJobEnd struct {
+	Step       string
+	Index      int
+	Generation int
+	JobID      uuid.UUID
+	JobState   job.State       // SUCCESS, DEAD or CANCELED
+	Result     json.RawMessage // the job's result; nil for none
+	Error      string          // the job's last error
+}
+
+// StepRunsToAdvanceParams: at most Limit runs (non-positive: no limit).
+type StepRunsToAdvanceParams struct {
+	Limit int
+}
+
+// StepSignalsWaitingParams: at most Limit instances started before
+// StartedBefore (non-positive Limit: no limit).
+type StepSignalsWaitingParams struct {
+	StartedBefore time.Time
+	Limit         int
+}
+
+// SignalWait is a RUNNING signal step instance.
+type SignalWait struct {
+	RunID      uuid.UUID
+	Workflow   string
+	Version    int
+	Step       string
+	Index      int
+	Generation int
+	StartedAt  time.Time
 }
 
 // WorkflowPutParams stores a definition.

@@ -94,6 +94,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"RunTransition", testRunTransition},
 			{"Steps", testSteps},
 			{"Tx", testFlowTx},
+			{"StepSweep", testStepSweep},
 		}},
 		{"Crowd", []group{
 			{"Tasks", testTasks},

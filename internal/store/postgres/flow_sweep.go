@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// stepJobEndsSQL: the running job instances of one run whose job ended.
+// The run's instances come by the primary key's prefix, each job by its
+// primary key.
+const stepJobEndsSQL = `
+SELECT s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
+FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+WHERE s.run_id = $1 AND s.state = 'RUNNING' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+ORDER BY s.step, s.step_index`
+
+// StepJobEnds implements store.Store.
+func (s *Store) StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepJobEnd, error) {
+	return stepJobEnds(ctx, s.pool, runID)
+}
+
+// StepJobEnds implements store.Tx.
+func (t *storeTx) StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepJobEnd, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepJobEnds(ctx, t.tx, runID)
+}
+
+func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJobEnd, error) {
+	rs, err := c.Query(ctx, stepJobEndsSQL, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+	}
+	defer rs.Close()
+	var out []*store.StepJobEnd
+	for rs.Next() {
+		var (
+			e      store.StepJobEnd
+			state  string
+			result []byte
+		)
+		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &e.JobID, &state, &result, &e.Error); err != nil {
+			return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		}
+		e.JobState = job.State(state)
+		if result != nil {
+			e.Result = json.RawMessage(result)
+		}
+		out = append(out, &e)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// StepRunsToAdvance implements store.Store: the running job instances
+// (partial index docket_steps_running), each job by its primary key.
+func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanceParams) ([]uuid.UUID, error) {
+	rs, err := s.pool.Query(ctx, `
+		SELECT DISTINCT s.run_id
+		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+		WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+		LIMIT $1`, limitOrNull(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list runs to advance: %w", err)
+	}
+	defer rs.Close()
+	var out []uuid.UUID
+	for rs.Next() {
+		var id uuid.UUID
+		if err := rs.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list runs to advance: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list runs to advance: %w", err)
+	}
+	return out, nil
+}
+
+// StepSignalsWaiting implements store.Store.
+func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWaitingParams) ([]*store.SignalWait, error) {
+	rs, err := s.pool.Query(ctx, `
+		SELECT s.run_id, r.workflow, r.version, s.step, s.step_index, s.generation, s.started_at
+		FROM docket_steps s JOIN docket_runs r ON r.id = s.run_id
+		WHERE s.state = 'RUNNING' AND s.kind = 'signal' AND s.started_at < $1
+		ORDER BY s.started_at
+		LIMIT $2`, dbTime(p.StartedBefore), limitOrNull(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list waiting signals: %w", err)
+	}
+	defer rs.Close()
+	var out []*store.SignalWait
+	for rs.Next() {
+		var w store.SignalWait
+		var started time.Time
+		if err := rs.Scan(&w.RunID, &w.Workflow, &w.Version, &w.Step, &w.Index, &w.Generation, &started); err != nil {
+			return nil, fmt.Errorf("list waiting signals: %w", err)
+		}
+		w.StartedAt = started.UTC()
+		out = append(out, &w)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list waiting signals: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS docket_steps_running;

@@ -1,0 +1,118 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// testStepSweep: StepJobEnds, StepRunsToAdvance and StepSignalsWaiting,
+// what the workflow advancer and its sweeper read.
+func testStepSweep(t *testing.T, open opener) {
+	t.Run("JobEndsAndRunsToAdvance", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		quiet, ended := b.run(t), b.run(t)
+		// quiet: a running job, a queued job, a pending instance.
+		running := b.jobIn(t, job.StateRunning)
+		queued := b.jobIn(t, job.StateQueued)
+		// ended: one job per end, and one that ended but whose instance
+		// already recorded it (SUCCEEDED).
+		success, dead, canceled := b.jobIn(t, job.StateSuccess), b.jobIn(t, job.StateDead), b.jobIn(t, job.StateCanceled)
+		recorded := b.jobIn(t, job.StateSuccess)
+		ins := func(run uuid.UUID, step string, index int, jobID uuid.UUID) *store.StepInsertParams {
+			p := &store.StepInsertParams{RunID: run, Step: step, Index: index, Kind: flow.KindJob, State: flow.StepPending}
+			if jobID != uuid.Nil {
+				p.State, p.JobID = flow.StepRunning, jobID
+			}
+			return p
+		}
+		b.insertSteps(t,
+			ins(quiet.ID, "a", 0, running.ID), ins(quiet.ID, "b", 0, queued.ID), ins(quiet.ID, "c", 0, uuid.Nil),
+			ins(ended.ID, "a", 0, success.ID), ins(ended.ID, "a", 1, dead.ID), ins(ended.ID, "b", 0, canceled.ID),
+			ins(ended.ID, "c", 0, recorded.ID),
+			&store.StepInsertParams{RunID: ended.ID, Step: "d", Kind: flow.KindSignal, State: flow.StepRunning},
+		)
+		_, err := b.s.StepTransition(b.ctx, &store.StepTransitionParams{RunID: ended.ID, Step: "c", Generation: 1,
+			From: flow.StepRunning, To: flow.StepSucceeded, Output: json.RawMessage(`{"ok":true}`), Now: base})
+		require.NoError(t, err)
+
+		none, err := b.s.StepJobEnds(b.ctx, quiet.ID)
+		require.NoError(t, err)
+		require.Empty(t, none)
+		ends, err := b.s.StepJobEnds(b.ctx, ended.ID)
+		require.NoError(t, err)
+		require.Len(t, ends, 3)
+		require.JSONEq(t, `{"ok":true}`, string(ends[0].Result), "the job's result")
+		ends[0].Result = nil
+		require.Equal(t, store.StepJobEnd{Step: "a", Index: 0, Generation: 1, JobID: success.ID, JobState: job.StateSuccess}, *ends[0])
+		require.Equal(t, store.StepJobEnd{Step: "a", Index: 1, Generation: 1, JobID: dead.ID, JobState: job.StateDead,
+			Error: "fatal failure"}, *ends[1])
+		require.Equal(t, store.StepJobEnd{Step: "b", Index: 0, Generation: 1, JobID: canceled.ID, JobState: job.StateCanceled,
+			Error: "canceled by user"}, *ends[2])
+
+		runs, err := b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{ended.ID}, runs, "one run, listed once")
+
+		// In a transaction too, reading its own writes: once every ended
+		// instance is recorded, the run is no longer listed.
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			ends, err := tx.StepJobEnds(ctx, ended.ID)
+			require.NoError(t, err)
+			for _, e := range ends {
+				_, err := tx.StepTransition(ctx, &store.StepTransitionParams{RunID: ended.ID, Step: e.Step, Index: e.Index,
+					Generation: e.Generation, From: flow.StepRunning, To: flow.StepFailed, Now: base})
+				require.NoError(t, err)
+			}
+			again, err := tx.StepJobEnds(ctx, ended.ID)
+			require.NoError(t, err)
+			require.Empty(t, again)
+			return nil
+		}))
+		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{})
+		require.NoError(t, err)
+		require.Empty(t, runs)
+	})
+
+	t.Run("SignalsWaiting", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		r1, r2 := b.run(t), b.run(t)
+		sig := func(run uuid.UUID, step string) *store.StepInsertParams {
+			return &store.StepInsertParams{RunID: run, Step: step, Kind: flow.KindSignal, State: flow.StepRunning}
+		}
+		_, err := b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{sig(r2.ID, "late")}, Now: at(time.Minute)})
+		require.NoError(t, err)
+		_, err = b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+			sig(r1.ID, "early"), sig(r1.ID, "done"), stepParams(r1.ID, 0, true),
+		}, Now: base})
+		require.NoError(t, err)
+		_, err = b.s.StepTransition(b.ctx, &store.StepTransitionParams{RunID: r1.ID, Step: "done", Generation: 1,
+			From: flow.StepRunning, To: flow.StepSucceeded, Now: base})
+		require.NoError(t, err)
+
+		got, err := b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Hour)})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		requireTime(t, base, got[0].StartedAt)
+		got[0].StartedAt = time.Time{}
+		require.Equal(t, store.SignalWait{RunID: r1.ID, Workflow: r1.Workflow, Version: 1, Step: "early", Generation: 1}, *got[0])
+		require.Equal(t, "late", got[1].Step)
+		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Second)})
+		require.NoError(t, err)
+		require.Len(t, got, 1, "only those started before")
+		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Hour), Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, "early", got[0].Step)
+	})
+}
