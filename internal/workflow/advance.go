@@ -1,0 +1,733 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Defaults of a step's job, as for a job inserted with no options.
+const (
+	jobPriorityDefault    = 1
+	jobMaxAttemptsDefault = 25
+)
+
+// droppedMessage marks an instance of a fan-out step left over from an
+// earlier generation: after a retry, the forEach yielded fewer items than
+// before. Such an instance is SKIPPED with this error and is not part of
+// the step's output.
+const droppedMessage = "not an item of this generation: the step's forEach yielded fewer items after the retry"
+
+// Advancer advances runs. It is safe for concurrent use; share one per
+// process so its compiled versions are shared.
+type Advancer struct {
+	cache *cache
+	now   func() time.Time
+}
+
+// NewAdvancer makes an advancer reading the time from now.
+func NewAdvancer(now func() time.Time) (*Advancer, error) {
+	c, err := newCache()
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Advancer{cache: c, now: now}, nil
+}
+
+// Result is what an advancement leaves for after its commit.
+type Result struct {
+	// Run is the run as the advancement left it; nil when there is no
+	// such run.
+	Run *flow.Run
+}
+
+// Advance brings run runID up to date inside tx: it locks the run, records
+// the ends of its step jobs and timed-out signals, releases every step
+// whose trigger is met (while the run is RUNNING), and finishes the run
+// when its outcome is known. A run with nothing new is left unchanged. An
+// unknown run is no error (Result.Run nil). An error of an expression or
+// of a stored definition fails its step or run, never Advance; an error
+// returned is one of the store, and tx must then be rolled back.
+func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*Result, error) {
+	run, err := tx.RunLock(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Result{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	adv, err := a.load(ctx, tx, run)
+	if err != nil {
+		return nil, err
+	}
+	if err := adv.advance(ctx); err != nil {
+		return nil, err
+	}
+	return &Result{Run: adv.run}, nil
+}
+
+// advance is one advancement of one run.
+type advance struct {
+	tx  store.Tx
+	c   *compiled
+	run *flow.Run
+	now time.Time
+	// steps maps each step name to its instances, by index.
+	steps map[string][]*flow.StepInstance
+}
+
+func (a *Advancer) load(ctx context.Context, tx store.Tx, run *flow.Run) (*advance, error) {
+	c, err := a.cache.get(ctx, tx, run.Workflow, run.Version)
+	if err != nil {
+		return nil, err
+	}
+	list, err := tx.StepList(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	adv := &advance{tx: tx, c: c, run: run, now: a.now(), steps: map[string][]*flow.StepInstance{}}
+	for _, st := range list {
+		adv.steps[st.Step] = append(adv.steps[st.Step], st)
+	}
+	for _, insts := range adv.steps {
+		slices.SortFunc(insts, func(x, y *flow.StepInstance) int { return x.Index - y.Index })
+	}
+	return adv, nil
+}
+
+func (adv *advance) advance(ctx context.Context) error {
+	if adv.c.err != nil {
+		if adv.run.State.Terminal() {
+			return nil
+		}
+		return adv.finish(ctx, flow.RunFailed, nil, adv.c.err.Error())
+	}
+	if err := adv.recordJobEnds(ctx); err != nil {
+		return err
+	}
+	if err := adv.timeOutSignals(ctx); err != nil {
+		return err
+	}
+	switch adv.run.State {
+	case flow.RunRunning:
+		if done, err := adv.conclude(ctx); done || err != nil {
+			return err
+		}
+		if err := adv.release(ctx); err != nil {
+			return err
+		}
+		_, err := adv.conclude(ctx)
+		return err
+	case flow.RunPaused:
+		// No step is released; the run may still end with its last
+		// running steps.
+		_, err := adv.conclude(ctx)
+		return err
+	}
+	return nil // a finished run only records the ends of what still ran
+}
+
+// set replaces the instance st.Step[st.Index] by st.
+func (adv *advance) set(st *flow.StepInstance) {
+	insts := adv.steps[st.Step]
+	for i, in := range insts {
+		if in.Index == st.Index {
+			insts[i] = st
+			return
+		}
+	}
+	insts = append(insts, st)
+	slices.SortFunc(insts, func(x, y *flow.StepInstance) int { return x.Index - y.Index })
+	adv.steps[st.Step] = insts
+}
+
+func (adv *advance) instance(step string, index int) *flow.StepInstance {
+	for _, in := range adv.steps[step] {
+		if in.Index == index {
+			return in
+		}
+	}
+	return nil
+}
+
+// transition changes one instance; a refusal (another advancement got
+// there first, which the run lock makes impossible, or a stale generation)
+// is reported as ok = false, and tx stays usable.
+func (adv *advance) transition(ctx context.Context, st *flow.StepInstance, to flow.StepState, p store.StepTransitionParams) (bool, error) {
+	p.RunID, p.Step, p.Index, p.Generation = st.RunID, st.Step, st.Index, st.Generation
+	p.From, p.To, p.Now = st.State, to, adv.now
+	got, err := adv.tx.StepTransition(ctx, &p)
+	var ite *flow.InvalidTransitionError
+	if errors.As(err, &ite) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	adv.set(got)
+	return true, nil
+}
+
+// recordJobEnds moves the RUNNING instances whose job ended: SUCCESS →
+// SUCCEEDED with the job's result as output; DEAD → FAILED; CANCELED →
+// CANCELED in a canceled run, FAILED otherwise (someone canceled the job
+// itself).
+func (adv *advance) recordJobEnds(ctx context.Context) error {
+	ends, err := adv.tx.StepJobEnds(ctx, adv.run.ID)
+	if err != nil {
+		return err
+	}
+	for _, e := range ends {
+		st := adv.instance(e.Step, e.Index)
+		if st == nil || st.State != flow.StepRunning || st.Generation != e.Generation || st.JobID != e.JobID {
+			continue
+		}
+		var (
+			to flow.StepState
+			p  store.StepTransitionParams
+		)
+		switch e.JobState {
+		case job.StateSuccess:
+			to, p.Output = flow.StepSucceeded, e.Result
+		case job.StateDead:
+			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s is DEAD: %s", e.JobID, e.Error)
+		case job.StateCanceled:
+			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s was canceled: %s", e.JobID, e.Error)
+			if adv.run.State == flow.RunCanceled {
+				to = flow.StepCanceled
+			}
+		default:
+			continue
+		}
+		if _, err := adv.transition(ctx, st, to, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeOutSignals ends the RUNNING signal instances whose step's timeout
+// has passed: FAILED, or SKIPPED when the step's onFailure is "continue".
+func (adv *advance) timeOutSignals(ctx context.Context) error {
+	if adv.run.State.Terminal() {
+		return nil
+	}
+	for _, name := range adv.c.g.Order() {
+		s := adv.c.g.Step(name)
+		if s.Signal == nil || s.Signal.Timeout == "" {
+			continue
+		}
+		timeout, err := s.Signal.Timeout.Parse()
+		if err != nil || timeout <= 0 {
+			continue // refused by validation
+		}
+		for _, st := range adv.steps[name] {
+			if st.State != flow.StepRunning || adv.now.Before(st.StartedAt.Add(timeout)) {
+				continue
+			}
+			to := flow.StepFailed
+			if s.OnFailure.OrDefault() == flow.OnFailureContinue {
+				to = flow.StepSkipped
+			}
+			msg := fmt.Sprintf("signal step %q: no signal within its timeout of %s", name, s.Signal.Timeout)
+			if _, err := adv.transition(ctx, st, to, store.StepTransitionParams{Error: msg}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// record folds the instances of a step into what flow's rules read.
+func (adv *advance) record(name string) *flow.Record {
+	insts := adv.steps[name]
+	if len(insts) == 0 {
+		return &flow.Record{} // not released: PENDING
+	}
+	s := adv.c.g.Step(name)
+	r := &flow.Record{FanOut: s != nil && s.ForEach != ""}
+	for _, in := range insts {
+		if r.FanOut && in.State == flow.StepSkipped && in.Error == droppedMessage {
+			continue
+		}
+		if r.FanOut && isEmptyFanOut(in) {
+			return &flow.Record{FanOut: true} // SUCCEEDED, output []
+		}
+		r.Instances = append(r.Instances, flow.Instance{Index: in.Index, State: in.State, Output: in.Output, Confidence: in.Confidence})
+	}
+	return r
+}
+
+// isEmptyFanOut: the one instance recording a fan-out over an empty list
+// (SUCCEEDED without a job or unit; every released instance of a job or
+// human step has one).
+func isEmptyFanOut(in *flow.StepInstance) bool {
+	return in.Index == 0 && in.State == flow.StepSucceeded && in.JobID == uuid.Nil && in.UnitID == uuid.Nil && in.Kind != flow.KindSignal
+}
+
+func (adv *advance) records() (map[string]*flow.Record, map[string]flow.StepState) {
+	recs := map[string]*flow.Record{}
+	states := map[string]flow.StepState{}
+	for _, name := range adv.c.g.Order() {
+		r := adv.record(name)
+		recs[name], states[name] = r, r.State()
+	}
+	return recs, states
+}
+
+// conclude finishes the run when flow.Outcome says it is over.
+func (adv *advance) conclude(ctx context.Context) (bool, error) {
+	recs, states := adv.records()
+	to, over := flow.Outcome(adv.c.g, states)
+	if !over {
+		return false, nil
+	}
+	if to == flow.RunSucceeded {
+		out, err := flow.RunOutput(adv.c.g, recs)
+		if err != nil {
+			// An output that is not JSON cannot come from the store;
+			// fail the run rather than the process.
+			return true, adv.finish(ctx, flow.RunFailed, nil, err.Error())
+		}
+		return true, adv.finish(ctx, flow.RunSucceeded, out, "")
+	}
+	return true, adv.finish(ctx, flow.RunFailed, nil, adv.failure(states))
+}
+
+// failure says which step failed the run, and why.
+func (adv *advance) failure(states map[string]flow.StepState) string {
+	for _, name := range adv.c.g.Order() {
+		if states[name] != flow.StepFailed || adv.c.g.Step(name).OnFailure.OrDefault() != flow.OnFailureFail {
+			continue
+		}
+		for _, in := range adv.steps[name] {
+			if in.State == flow.StepFailed {
+				return fmt.Sprintf("step %q[%d] failed: %s", name, in.Index, in.Error)
+			}
+		}
+		return fmt.Sprintf("step %q failed", name)
+	}
+	return "a step failed"
+}
+
+// finish moves the run to a terminal state. A FAILED run's released
+// instances that have not started are canceled (their jobs CANCELED,
+// signal waits ended); running jobs finish.
+func (adv *advance) finish(ctx context.Context, to flow.RunState, output json.RawMessage, msg string) error {
+	run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
+		ID: adv.run.ID, From: adv.run.State, To: to, Output: output, Error: msg, Now: adv.now,
+	})
+	if err != nil {
+		return err
+	}
+	adv.run = run
+	if to != flow.RunFailed {
+		return nil
+	}
+	_, err = adv.cancelNotStarted(ctx, "the run failed")
+	return err
+}
+
+// cancelNotStarted cancels the RUNNING instances whose work has not
+// started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
+// signal wait. It returns the jobs that are RUNNING: they may finish.
+func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UUID, error) {
+	var running []uuid.UUID
+	for _, name := range adv.c.g.Order() {
+		for _, st := range slices.Clone(adv.steps[name]) {
+			if st.State != flow.StepRunning {
+				continue
+			}
+			if st.JobID != uuid.Nil {
+				row, err := adv.tx.JobGet(ctx, st.JobID)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+				if row != nil {
+					switch row.State {
+					case job.StateCreated, job.StateQueued, job.StateRetry:
+						_, err := adv.tx.JobTransition(ctx, &store.JobTransitionParams{
+							ID: row.ID, From: row.State, To: job.StateCanceled, Now: adv.now, Error: why,
+						})
+						var ite *job.InvalidTransitionError
+						if err != nil && !errors.As(err, &ite) {
+							return nil, err
+						}
+					case job.StateRunning:
+						running = append(running, row.ID)
+						continue
+					default:
+						continue // ended: recorded by the next advancement
+					}
+				}
+			}
+			if _, err := adv.transition(ctx, st, flow.StepCanceled, store.StepTransitionParams{Error: why}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return running, nil
+}
+
+// release walks the steps in topological order and acts on each PENDING
+// one by flow.Decide; parents come first, so a release, skip or failure
+// is seen by the children in the same walk.
+func (adv *advance) release(ctx context.Context) error {
+	recs, states := adv.records()
+	for _, name := range adv.c.g.Order() {
+		if states[name] != flow.StepPending {
+			continue
+		}
+		var err error
+		switch d := flow.Decide(adv.c.g, name, states); d.Action {
+		case flow.ActionWait:
+			continue
+		case flow.ActionSkip:
+			err = adv.endStep(ctx, name, flow.StepSkipped, d.Reason)
+		case flow.ActionCancel:
+			err = adv.endStep(ctx, name, flow.StepCanceled, d.Reason)
+		case flow.ActionRelease:
+			err = adv.releaseStep(ctx, name, recs)
+		}
+		if err != nil {
+			return err
+		}
+		recs[name] = adv.record(name)
+		states[name] = recs[name].State()
+	}
+	return nil
+}
+
+// endStep ends a step that is not released: its PENDING instances (after
+// a retry) or a new instance 0 move to state to, with why as the error.
+func (adv *advance) endStep(ctx context.Context, name string, to flow.StepState, why string) error {
+	return adv.putInstances(ctx, name, []*planned{{index: 0, state: to, err: why}}, true)
+}
+
+// planned is what one instance of a released step becomes.
+type planned struct {
+	index  int
+	state  flow.StepState // RUNNING (released), SUCCEEDED (an empty fan-out), SKIPPED or FAILED
+	job    *store.JobInsertParams
+	output json.RawMessage
+	err    string
+}
+
+// releaseStep evaluates the step's `if` and `forEach` and creates its
+// instances: a job for each instance of a job step, a wait for a signal.
+// An expression that fails fails the step with the expression's error.
+func (adv *advance) releaseStep(ctx context.Context, name string, recs map[string]*flow.Record) error {
+	g, wf := adv.c.g, adv.c.wf
+	s := g.Step(name)
+	celInput, err := flow.StepInput(adv.run.Input, recs, g.Ancestors(name), nil)
+	if err != nil {
+		return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+	}
+	has, perInstance := wf.HasCondition(name)
+	if has && !perInstance {
+		ok, err := wf.Condition(ctx, name, celInput)
+		if err != nil {
+			return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+		}
+		if !ok {
+			return adv.endStep(ctx, name, flow.StepSkipped, fmt.Sprintf("step %q: if %q is false", name, s.If))
+		}
+	}
+	if s.ForEach == "" {
+		p, err := adv.plan(ctx, s, recs, nil, false)
+		if err != nil {
+			return err
+		}
+		return adv.putInstances(ctx, name, []*planned{p}, false)
+	}
+	items, err := wf.Items(ctx, name, celInput)
+	if err != nil {
+		return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+	}
+	if len(items) == 0 {
+		return adv.putInstances(ctx, name, []*planned{{index: 0, state: flow.StepSucceeded, output: json.RawMessage("[]")}}, true)
+	}
+	plans := make([]*planned, len(items))
+	for i, item := range items {
+		p, err := adv.plan(ctx, s, recs, &flow.Item{Value: item, Index: i}, perInstance)
+		if err != nil {
+			return err
+		}
+		plans[i] = p
+	}
+	return adv.putInstances(ctx, name, plans, true)
+}
+
+// plan decides one instance: its per-instance `if`, then its job, wait or
+// (human steps, not available yet) failure.
+func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, item *flow.Item, cond bool) (*planned, error) {
+	p := &planned{state: flow.StepRunning}
+	if item != nil {
+		p.index = item.Index
+	}
+	g := adv.c.g
+	if cond {
+		celInput, err := flow.StepInput(adv.run.Input, recs, g.Ancestors(s.Name), item)
+		if err != nil {
+			p.state, p.err = flow.StepFailed, err.Error()
+			return p, nil
+		}
+		ok, err := adv.c.wf.Condition(ctx, s.Name, celInput)
+		switch {
+		case err != nil:
+			p.state, p.err = flow.StepFailed, err.Error()
+			return p, nil
+		case !ok:
+			p.state, p.err = flow.StepSkipped, fmt.Sprintf("step %q[%d]: if %q is false", s.Name, p.index, s.If)
+			return p, nil
+		}
+	}
+	switch s.Kind() {
+	case flow.KindSignal:
+		return p, nil
+	case flow.KindHuman:
+		p.state, p.err = flow.StepFailed, fmt.Sprintf("step %q: human steps cannot run yet (no human task service in this version)", s.Name)
+		return p, nil
+	}
+	payload, err := adv.payload(s.Name, recs, g.Parents(s.Name), item)
+	if err != nil {
+		p.state, p.err = flow.StepFailed, err.Error()
+		return p, nil
+	}
+	p.job, err = jobParams(s.Job, payload)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// payload is a step job's payload: the step input of its parents, with
+// the run, step and index in front:
+//
+//	{"run":{"id":"…","step":"…","index":0},"input":…,"steps":{…},"item":…,"index":…}
+//
+// "run" comes first so that the completer tells a step job from a plain
+// job by the payload's first bytes (IsStepPayload), without a query.
+func (adv *advance) payload(step string, recs map[string]*flow.Record, parents []string, item *flow.Item) ([]byte, error) {
+	in, err := flow.StepInput(adv.run.Input, recs, parents, item)
+	if err != nil {
+		return nil, err
+	}
+	index := 0
+	if item != nil {
+		index = item.Index
+	}
+	b := make([]byte, 0, len(in)+96)
+	b = append(b, stepPayloadPrefix...)
+	b = append(b, adv.run.ID.String()...)
+	b = append(b, `","step":`...)
+	name, _ := json.Marshal(step) // a step name is [a-z0-9_]: no escapes
+	b = append(b, name...)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, "},"...)
+	return append(b, in[1:]...), nil // in is {"input":…}
+}
+
+// stepPayloadPrefix starts the payload of every step job.
+const stepPayloadPrefix = `{"run":{"id":"`
+
+// IsStepPayload reports whether payload is a step job's, and returns its
+// run id. It reads the first bytes only: the completer calls it for each
+// finished job. It accepts the payload as written and as PostgreSQL's
+// jsonb gives it back (a space after each colon and comma; keys ordered
+// by length, so "run", the shortest key, and "id" in it stay first).
+func IsStepPayload(payload []byte) (uuid.UUID, bool) {
+	rest, ok := skipTokens(payload, `{`, `"run"`, `:`, `{`, `"id"`, `:`, `"`)
+	if !ok || len(rest) < 36 {
+		return uuid.Nil, false
+	}
+	id, err := uuid.ParseBytes(rest[:36])
+	if err != nil {
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+// skipTokens consumes tokens from b in order, each after optional white
+// space, and returns what follows.
+func skipTokens(b []byte, tokens ...string) ([]byte, bool) {
+	for _, tok := range tokens {
+		for len(b) > 0 && (b[0] == ' ' || b[0] == '\n' || b[0] == '\t' || b[0] == '\r') {
+			b = b[1:]
+		}
+		if len(b) < len(tok) || string(b[:len(tok)]) != tok {
+			return nil, false
+		}
+		b = b[len(tok):]
+	}
+	return b, true
+}
+
+// StepRef is the run, step and index a step job belongs to, as its
+// payload says.
+type StepRef struct {
+	RunID uuid.UUID `json:"id"`
+	Step  string    `json:"step"`
+	Index int       `json:"index"`
+}
+
+// StepRefOf reads the "run" member of a step job's payload.
+func StepRefOf(payload []byte) (StepRef, bool) {
+	if _, ok := IsStepPayload(payload); !ok {
+		return StepRef{}, false
+	}
+	var doc struct {
+		Run StepRef `json:"run"`
+	}
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return StepRef{}, false
+	}
+	return doc.Run, true
+}
+
+func jobParams(js *flow.JobStep, payload []byte) (*store.JobInsertParams, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("make job id: %w", err)
+	}
+	p := &store.JobInsertParams{
+		ID: id, Type: js.Type, Queue: js.Queue, Priority: jobPriorityDefault, Payload: payload,
+		State: job.StateQueued, MaxAttempts: js.MaxAttempts,
+	}
+	if p.Queue == "" {
+		p.Queue = js.Type
+	}
+	if js.Priority != nil {
+		p.Priority = *js.Priority
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = jobMaxAttemptsDefault
+	}
+	if d, err := js.Timeout.Parse(); err == nil {
+		p.Timeout = d
+	}
+	return p, nil
+}
+
+// putInstances writes the planned instances of a step: the jobs in one
+// insert, new instances in one insert, instances that exist (PENDING after
+// a retry) by transitions. Instances of an earlier generation beyond the
+// plans (a fan-out that shrank) are dropped. A duplicate insert means the
+// step was released already, which the run lock rules out: it is an
+// error, so the transaction rolls back rather than leaving an orphan job.
+// fanOut instances are created even for one plan, so that every instance
+// index of the step is accounted for.
+func (adv *advance) putInstances(ctx context.Context, name string, plans []*planned, fanOut bool) error {
+	s := adv.c.g.Step(name)
+	kind := s.Kind()
+	var (
+		jobs    []*store.JobInsertParams
+		inserts []*store.StepInsertParams
+		later   []*planned // inserted PENDING, then moved
+	)
+	for _, p := range plans {
+		if p.job != nil {
+			jobs = append(jobs, p.job)
+		}
+	}
+	if len(jobs) > 0 {
+		res, err := adv.tx.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: adv.now})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("release step %q of run %s: job %s exists already", name, adv.run.ID, r.Job.ID)
+			}
+		}
+	}
+	for _, p := range plans {
+		var jobID uuid.UUID
+		if p.job != nil {
+			jobID = p.job.ID
+		}
+		if st := adv.instance(name, p.index); st != nil {
+			if err := adv.move(ctx, st, p, jobID); err != nil {
+				return err
+			}
+			continue
+		}
+		ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, JobID: jobID}
+		if p.state == flow.StepSkipped || p.state == flow.StepFailed || p.state == flow.StepCanceled {
+			ins.State = flow.StepPending
+			later = append(later, p)
+		}
+		if p.state == flow.StepSucceeded {
+			later = append(later, p)
+		}
+		inserts = append(inserts, ins)
+	}
+	if len(inserts) > 0 {
+		res, err := adv.tx.StepInsertMany(ctx, &store.StepInsertManyParams{Steps: inserts, Now: adv.now})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("release step %s: released already", store.InstanceID(adv.run.ID, name, r.Step.Index))
+			}
+			adv.set(r.Step)
+		}
+	}
+	for _, p := range later {
+		if err := adv.move(ctx, adv.instance(name, p.index), p, uuid.Nil); err != nil {
+			return err
+		}
+	}
+	if fanOut {
+		for _, st := range slices.Clone(adv.steps[name]) {
+			if st.Index >= len(plans) && st.State == flow.StepPending {
+				if _, err := adv.transition(ctx, st, flow.StepSkipped, store.StepTransitionParams{Error: droppedMessage}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// move brings an existing PENDING instance (or one just inserted) to its
+// planned state; SUCCEEDED goes through RUNNING, as the state machine
+// wants.
+func (adv *advance) move(ctx context.Context, st *flow.StepInstance, p *planned, jobID uuid.UUID) error {
+	if st.State != flow.StepPending && !(st.State == flow.StepRunning && p.state == flow.StepSucceeded) {
+		return fmt.Errorf("release step %s: it is %s, not PENDING", store.InstanceID(st.RunID, st.Step, st.Index), st.State)
+	}
+	if p.state == flow.StepSucceeded && st.State == flow.StepPending {
+		if _, err := adv.transition(ctx, st, flow.StepRunning, store.StepTransitionParams{}); err != nil {
+			return err
+		}
+		st = adv.instance(st.Step, st.Index)
+	}
+	params := store.StepTransitionParams{JobID: jobID, Output: p.output, Error: p.err}
+	if p.state != flow.StepRunning {
+		params.JobID = uuid.Nil
+	}
+	ok, err := adv.transition(ctx, st, p.state, params)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("release step %s: refused %s -> %s", store.InstanceID(st.RunID, st.Step, st.Index), st.State, p.state)
+	}
+	return nil
+}

@@ -1,0 +1,657 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/internal/teststore"
+	"github.com/docket-run/docket/internal/workflow"
+)
+
+// bundle is one test's store, advancer and clock.
+type bundle struct {
+	ctx   context.Context
+	st    store.Store
+	adv   *workflow.Advancer
+	clock atomic.Int64 // unix nanoseconds
+	// ran counts the attempts of each job type.
+	mu  sync.Mutex
+	ran map[string]int
+}
+
+func (b *bundle) now() time.Time { return time.Unix(0, b.clock.Load()).UTC() }
+
+func (b *bundle) advanceClock(d time.Duration) { b.clock.Add(int64(d)) }
+
+// eachBackend runs fn on a fresh store of each backend.
+func eachBackend(t *testing.T, fn func(t *testing.T, b *bundle)) {
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			b := &bundle{ctx: context.Background(), st: teststore.Open(t, backend.URL(t)), ran: map[string]int{}}
+			b.clock.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+			adv, err := workflow.NewAdvancer(b.now)
+			require.NoError(t, err)
+			b.adv = adv
+			fn(t, b)
+		})
+	}
+}
+
+// put stores a definition given as JSON and returns its name.
+func (b *bundle) put(t *testing.T, src string) string {
+	t.Helper()
+	def, err := flow.Decode([]byte(src))
+	require.NoError(t, err)
+	canon, err := flow.Canonical(def)
+	require.NoError(t, err)
+	hash, err := flow.Hash(def)
+	require.NoError(t, err)
+	_, _, err = b.st.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: def.Name, Definition: canon, Hash: hash, Now: b.now()})
+	require.NoError(t, err)
+	return def.Name
+}
+
+func (b *bundle) start(t *testing.T, name, input string) *flow.Run {
+	t.Helper()
+	res, err := b.adv.Start(b.ctx, b.st, []*workflow.StartParams{{Workflow: name, Input: json.RawMessage(input)}})
+	require.NoError(t, err)
+	return res[0].Run
+}
+
+// payload is what a step job receives.
+type payload struct {
+	Run   workflow.StepRef           `json:"run"`
+	Input json.RawMessage            `json:"input"`
+	Steps map[string]json.RawMessage `json:"steps"`
+	Item  json.RawMessage            `json:"item"`
+	Index *int                       `json:"index"`
+}
+
+// handler ends one job: its result, or an error (the job goes DEAD).
+type handler func(p *payload) (json.RawMessage, error)
+
+// work acquires the queued jobs of the queues, ends them by handlers
+// (acquiring RUNNING, then finishing), and advances their runs, until no
+// job is left. It returns how many jobs ran.
+func (b *bundle) work(t *testing.T, handlers map[string]handler) int {
+	t.Helper()
+	total := 0
+	for round := 0; round < 1000; round++ {
+		var rows []*job.Row
+		for q := range handlers {
+			got, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: q, Max: 1000, Owner: "test", LeaseDuration: time.Minute, Now: b.now()})
+			require.NoError(t, err)
+			rows = append(rows, got...)
+		}
+		if len(rows) == 0 {
+			return total
+		}
+		total += len(rows)
+		var fins []*store.JobFinishParams
+		runs := map[uuid.UUID]bool{}
+		for _, row := range rows {
+			var p payload
+			require.NoError(t, json.Unmarshal(row.Payload, &p), "payload %s", row.Payload)
+			id, ok := workflow.IsStepPayload(row.Payload)
+			require.True(t, ok)
+			require.Equal(t, id, p.Run.RunID)
+			runs[id] = true
+			b.mu.Lock()
+			b.ran[row.Type]++
+			b.mu.Unlock()
+			out, err := handlers[row.Type](&p)
+			fin := &store.JobFinishParams{ID: row.ID, Attempt: row.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: out}
+			if err != nil {
+				fin = &store.JobFinishParams{ID: row.ID, Attempt: row.Attempt, State: job.StateDead, Outcome: job.OutcomeError, Error: err.Error()}
+			}
+			fins = append(fins, fin)
+		}
+		ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fins, Now: b.now()})
+		require.NoError(t, err)
+		for _, a := range ok {
+			require.True(t, a)
+		}
+		for id := range runs {
+			_, err := b.adv.AdvanceRun(b.ctx, b.st, id)
+			require.NoError(t, err)
+		}
+	}
+	t.Fatal("jobs kept coming")
+	return total
+}
+
+func (b *bundle) get(t *testing.T, id uuid.UUID) (*flow.Run, map[string][]*flow.StepInstance) {
+	t.Helper()
+	run, err := b.st.RunGet(b.ctx, id)
+	require.NoError(t, err)
+	list, err := b.st.StepList(b.ctx, id)
+	require.NoError(t, err)
+	steps := map[string][]*flow.StepInstance{}
+	for _, s := range list {
+		steps[s.Step] = append(steps[s.Step], s)
+	}
+	return run, steps
+}
+
+// states is "step:STATE" for each instance, for compact assertions.
+func states(steps map[string][]*flow.StepInstance) map[string]flow.StepState {
+	out := map[string]flow.StepState{}
+	for name, insts := range steps {
+		for _, in := range insts {
+			key := name
+			if len(insts) > 1 {
+				key = fmt.Sprintf("%s[%d]", name, in.Index)
+			}
+			out[key] = in.State
+		}
+	}
+	return out
+}
+
+// echo returns {"step": <step>, "input": <input>, "parents": <steps>}.
+func echo(p *payload) (json.RawMessage, error) {
+	return json.Marshal(map[string]any{"step": p.Run.Step, "input": p.Input, "parents": p.Steps})
+}
+
+const (
+	S = flow.StepSucceeded
+	F = flow.StepFailed
+	K = flow.StepSkipped
+	C = flow.StepCanceled
+	R = flow.StepRunning
+)
+
+func TestChain(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"chain","steps":[
+			{"name":"a","job":{"type":"inc"}},
+			{"name":"b","after":["a"],"job":{"type":"inc"}},
+			{"name":"c","after":["b"],"job":{"type":"inc"}}]}`)
+		run := b.start(t, name, `{"n":1}`)
+		_, steps := b.get(t, run.ID)
+		require.Equal(t, map[string]flow.StepState{"a": R}, states(steps), "only the root is released at start")
+		inc := func(p *payload) (json.RawMessage, error) {
+			var n struct{ N float64 }
+			src := p.Input
+			for _, v := range p.Steps {
+				var view struct{ Output json.RawMessage }
+				require.NoError(t, json.Unmarshal(v, &view))
+				src = view.Output
+			}
+			require.NoError(t, json.Unmarshal(src, &n))
+			return json.Marshal(map[string]float64{"n": n.N + 1})
+		}
+		require.Equal(t, 3, b.work(t, map[string]handler{"inc": inc}))
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": S, "b": S, "c": S}, states(steps))
+		require.JSONEq(t, `{"c":{"n":4}}`, string(run.Output), "the output of the step without dependents")
+		// Advancing a finished run again changes nothing.
+		mark := outboxCount(t, b)
+		again, err := b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunSucceeded, again.State)
+		require.Equal(t, mark, outboxCount(t, b), "a second advancement writes nothing")
+	})
+}
+
+func outboxCount(t *testing.T, b *bundle) int {
+	t.Helper()
+	evs, err := b.st.OutboxList(b.ctx, &store.OutboxListParams{Limit: 100000})
+	require.NoError(t, err)
+	return len(evs)
+}
+
+func TestDiamondPayloadAndEvents(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"diamond","steps":[
+			{"name":"top","job":{"type":"echo"}},
+			{"name":"left","after":["top"],"job":{"type":"echo"}},
+			{"name":"right","after":["top"],"job":{"type":"echo"}},
+			{"name":"join","after":["left","right"],"job":{"type":"join"}}]}`)
+		run := b.start(t, name, `{"x":"in"}`)
+		var joined *payload
+		b.work(t, map[string]handler{"echo": echo, "join": func(p *payload) (json.RawMessage, error) {
+			joined = p
+			return json.RawMessage(`"joined"`), nil
+		}})
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+		require.Equal(t, map[string]flow.StepState{"top": S, "left": S, "right": S, "join": S}, states(steps))
+		require.Equal(t, workflow.StepRef{RunID: run.ID, Step: "join"}, joined.Run)
+		require.JSONEq(t, `{"x":"in"}`, string(joined.Input))
+		require.Len(t, joined.Steps, 2, "the parents only")
+		var left struct {
+			Output struct{ Step string }
+		}
+		require.NoError(t, json.Unmarshal(joined.Steps["left"], &left))
+		require.Equal(t, "left", left.Output.Step)
+		require.JSONEq(t, `{"join":"joined"}`, string(run.Output))
+
+		evs, err := b.st.OutboxList(b.ctx, &store.OutboxListParams{Limit: 100000})
+		require.NoError(t, err)
+		var runTo []flow.RunState
+		stepTo := map[string][]flow.StepState{}
+		for _, ev := range evs {
+			switch ev.Type {
+			case flow.EventRunStateChanged:
+				var d flow.RunStateChangedData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				for _, tr := range d.Transitions {
+					runTo = append(runTo, tr.To)
+				}
+			case flow.EventStepStateChanged:
+				var d flow.StepStateChangedData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				for _, tr := range d.Transitions {
+					stepTo[tr.Step] = append(stepTo[tr.Step], tr.To)
+				}
+			}
+		}
+		require.Equal(t, []flow.RunState{flow.RunRunning, flow.RunSucceeded}, runTo)
+		for _, s := range []string{"top", "left", "right", "join"} {
+			require.Equal(t, []flow.StepState{R, S}, stepTo[s], "events of %s", s)
+		}
+	})
+}
+
+func TestIfSkips(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"cond","steps":[
+			{"name":"score","job":{"type":"score"}},
+			{"name":"review","after":["score"],"if":"steps.score.output.confidence < 0.8","job":{"type":"echo"}},
+			{"name":"after_review","after":["review"],"job":{"type":"echo"}},
+			{"name":"publish","after":["score","review"],"job":{"type":"echo"}},
+			{"name":"bad","after":["score"],"if":"steps.score.output.nope > 1","job":{"type":"echo"},"onFailure":"continue"}]}`)
+		high := b.start(t, name, `{}`)
+		b.work(t, map[string]handler{"echo": echo, "score": func(*payload) (json.RawMessage, error) {
+			return json.RawMessage(`{"confidence":0.9}`), nil
+		}})
+		run, steps := b.get(t, high.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, map[string]flow.StepState{"score": S, "review": K, "after_review": K, "publish": S, "bad": F}, states(steps),
+			"review skipped; so is a step after only it; publish runs after a skipped branch; a CEL error fails its step")
+		require.Contains(t, steps["bad"][0].Error, `step "bad": if:`)
+		require.Contains(t, steps["review"][0].Error, "is false")
+
+		low := b.start(t, name, `{}`)
+		b.work(t, map[string]handler{"echo": echo, "score": func(*payload) (json.RawMessage, error) {
+			return json.RawMessage(`{"confidence":0.5}`), nil
+		}})
+		_, steps = b.get(t, low.ID)
+		require.Equal(t, S, steps["review"][0].State)
+		require.Equal(t, S, steps["after_review"][0].State)
+	})
+}
+
+func TestForEachAndFanIn(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"fan","steps":[
+			{"name":"list","job":{"type":"list"}},
+			{"name":"each","after":["list"],"forEach":"steps.list.output.items","if":"item != 13","job":{"type":"square"}},
+			{"name":"sum","after":["each"],"job":{"type":"sum"}}]}`)
+		items := make([]int, 100)
+		for i := range items {
+			items[i] = i
+		}
+		run := b.start(t, name, `{}`)
+		var got []json.RawMessage
+		n := b.work(t, map[string]handler{
+			"list": func(*payload) (json.RawMessage, error) { return json.Marshal(map[string]any{"items": items}) },
+			"square": func(p *payload) (json.RawMessage, error) {
+				var item float64
+				require.NoError(t, json.Unmarshal(p.Item, &item))
+				require.Equal(t, int(item), *p.Index)
+				return json.Marshal(item * item)
+			},
+			"sum": func(p *payload) (json.RawMessage, error) {
+				var view struct{ Output []json.RawMessage }
+				require.NoError(t, json.Unmarshal(p.Steps["each"], &view))
+				got = view.Output
+				return json.RawMessage(`"ok"`), nil
+			},
+		})
+		require.Equal(t, 1+99+1, n, "item 13 is skipped by its instance's if")
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Len(t, steps["each"], 100)
+		require.Len(t, got, 100, "fan-in sees every instance")
+		for i, out := range got {
+			want := fmt.Sprint(i * i)
+			if i == 13 {
+				want = "null"
+			}
+			require.JSONEq(t, want, string(out), "output %d in index order", i)
+		}
+		require.Equal(t, K, steps["each"][13].State)
+	})
+}
+
+func TestEmptyForEachAndTooMany(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"empty","steps":[
+			{"name":"each","forEach":"input.items","job":{"type":"square"}},
+			{"name":"sum","after":["each"],"job":{"type":"sum"}}]}`)
+		var seen json.RawMessage
+		hs := map[string]handler{
+			"square": echo,
+			"sum": func(p *payload) (json.RawMessage, error) {
+				seen = p.Steps["each"]
+				return nil, nil
+			},
+		}
+		run := b.start(t, name, `{"items":[]}`)
+		require.Equal(t, 1, b.work(t, hs), "only sum runs")
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+		require.Len(t, steps["each"], 1)
+		require.Equal(t, S, steps["each"][0].State)
+		require.JSONEq(t, `[]`, string(steps["each"][0].Output))
+		require.JSONEq(t, `{"state":"SUCCEEDED","output":[],"confidence":[]}`, string(seen))
+		require.JSONEq(t, `{"sum":null}`, string(run.Output))
+
+		big := b.start(t, name, fmt.Sprintf(`{"items":%s}`, jsonRange(flow.MaxForEachItems+1)))
+		run, steps = b.get(t, big.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, F, steps["each"][0].State)
+		require.Contains(t, steps["each"][0].Error, "yielded 10001 items; a step fans out to at most 10000")
+		require.Contains(t, run.Error, `step "each"[0] failed`)
+	})
+}
+
+func jsonRange(n int) string {
+	b, _ := json.Marshal(make([]int, n))
+	return string(b)
+}
+
+func TestFailurePolicies(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"fails","steps":[
+			{"name":"a","job":{"type":"echo"}},
+			{"name":"tolerated","after":["a"],"job":{"type":"boom"},"onFailure":"continue"},
+			{"name":"needs_it","after":["tolerated"],"job":{"type":"echo"}},
+			{"name":"cleanup","after":["tolerated"],"trigger":"all_done","job":{"type":"echo"}},
+			{"name":"fatal","after":["cleanup"],"job":{"type":"boom"}},
+			{"name":"slow","after":["cleanup"],"job":{"type":"slow"}},
+			{"name":"never","after":["fatal"],"job":{"type":"echo"}}]}`)
+		boom := func(*payload) (json.RawMessage, error) { return nil, fmt.Errorf("boom") }
+		run := b.start(t, name, `{}`)
+		b.work(t, map[string]handler{"echo": echo, "boom": boom}) // slow is never worked: it stays QUEUED
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Contains(t, run.Error, `step "fatal"[0] failed: job`)
+		require.Contains(t, run.Error, "boom")
+		require.Equal(t, map[string]flow.StepState{"a": S, "tolerated": F, "needs_it": K, "cleanup": S, "fatal": F, "slow": C}, states(steps))
+		slow, err := b.st.JobGet(b.ctx, steps["slow"][0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, job.StateCanceled, slow.State, "the released job that had not started is canceled")
+	})
+}
+
+func TestCancelMidRun(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"cancel","steps":[
+			{"name":"running","job":{"type":"held"}},
+			{"name":"queued","job":{"type":"later"}},
+			{"name":"wait","signal":{}},
+			{"name":"after","after":["running"],"job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "held", Max: 1, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+
+		got, err := b.adv.Cancel(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunCanceled, got.State)
+		_, steps := b.get(t, run.ID)
+		require.Equal(t, map[string]flow.StepState{"running": R, "queued": C, "wait": C}, states(steps))
+		held, err := b.st.JobGet(b.ctx, rows[0].ID)
+		require.NoError(t, err)
+		require.True(t, held.CancelRequested, "the running job is asked to stop")
+		queued, err := b.st.JobGet(b.ctx, steps["queued"][0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, job.StateCanceled, queued.State)
+
+		again, err := b.adv.Cancel(b.ctx, b.st, run.ID)
+		require.NoError(t, err, "a repeated cancel is a no-op")
+		require.Equal(t, flow.RunCanceled, again.State)
+		_, err = b.adv.Pause(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict)
+
+		// The holder honours the cancel: the instance ends CANCELED and
+		// nothing after it is released.
+		ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
+			ID: rows[0].ID, Attempt: rows[0].Attempt, State: job.StateCanceled, Outcome: job.OutcomeCanceled, Error: "stopped"}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, ok)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		_, steps = b.get(t, run.ID)
+		require.Equal(t, map[string]flow.StepState{"running": C, "queued": C, "wait": C}, states(steps))
+	})
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"pause","steps":[
+			{"name":"a","job":{"type":"echo"}},
+			{"name":"b","after":["a"],"job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		got, err := b.adv.Pause(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunPaused, got.State)
+		_, err = b.adv.Pause(b.ctx, b.st, run.ID)
+		require.NoError(t, err, "a repeated pause is a no-op")
+		require.Equal(t, 1, b.work(t, map[string]handler{"echo": echo}), "the running step finishes; nothing new is released")
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunPaused, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": S}, states(steps))
+
+		got, err = b.adv.Resume(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunRunning, got.State)
+		_, steps = b.get(t, run.ID)
+		require.Equal(t, R, steps["b"][0].State, "resume releases what became ready")
+		_, err = b.adv.Resume(b.ctx, b.st, run.ID)
+		require.NoError(t, err, "a repeated resume is a no-op")
+		b.work(t, map[string]handler{"echo": echo})
+		run, _ = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+		_, err = b.adv.Resume(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict)
+	})
+}
+
+func TestRetryRerunsFailedAndDownstream(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"retry","steps":[
+			{"name":"ok","job":{"type":"ok"}},
+			{"name":"side","job":{"type":"ok"}},
+			{"name":"flaky","after":["ok"],"job":{"type":"flaky"}},
+			{"name":"each","after":["flaky"],"forEach":"steps.flaky.output.items","job":{"type":"ok"}},
+			{"name":"last","after":["each","side"],"job":{"type":"ok"}}]}`)
+		var fail atomic.Bool
+		fail.Store(true)
+		items := `{"items":[1,2,3]}`
+		hs := map[string]handler{
+			"ok": echo,
+			"flaky": func(*payload) (json.RawMessage, error) {
+				if fail.Load() {
+					return nil, fmt.Errorf("flaky failed")
+				}
+				return json.RawMessage(items), nil
+			},
+		}
+		run := b.start(t, name, `{}`)
+		b.work(t, hs)
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		okJob := steps["ok"][0].JobID
+		require.Equal(t, map[string]int{"ok": 2, "flaky": 1}, b.ranCopy())
+
+		fail.Store(false)
+		got, err := b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunRunning, got.State)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err, "a repeated retry is a no-op")
+		b.work(t, hs)
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, okJob, steps["ok"][0].JobID, "the succeeded step keeps its job and output")
+		require.Equal(t, 1, steps["ok"][0].Generation)
+		require.Equal(t, 2, steps["flaky"][0].Generation)
+		require.Equal(t, map[string]int{"ok": 2 + 3 + 1, "flaky": 2}, b.ranCopy(), "only flaky and what follows ran again")
+
+		// Fail it again at the end, shrink the fan-out, retry: the
+		// dropped instance is not part of the output.
+		items = `{"items":[7]}`
+		fail.Store(true)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict, "a SUCCEEDED run is not retried")
+	})
+}
+
+func (b *bundle) ranCopy() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range b.ran {
+		out[k] = v
+	}
+	return out
+}
+
+func TestSignals(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"approve","steps":[
+			{"name":"fetch","job":{"type":"echo"}},
+			{"name":"approve","after":["fetch"],"signal":{"timeout":"1h"}},
+			{"name":"optional","after":["fetch"],"signal":{"timeout":"10m"},"onFailure":"continue"},
+			{"name":"publish","after":["approve"],"job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		_, err := b.adv.Signal(b.ctx, b.st, run.ID, "approve", json.RawMessage(`{"ok":true}`))
+		require.ErrorIs(t, err, workflow.ErrConflict, "not waiting yet")
+		_, err = b.adv.Signal(b.ctx, b.st, run.ID, "fetch", nil)
+		require.ErrorIs(t, err, workflow.ErrConflict, "not a signal step")
+		b.work(t, map[string]handler{"echo": echo})
+
+		// The optional wait times out (SKIPPED, onFailure continue), seen
+		// by the sweeper.
+		b.advanceClock(11 * time.Minute)
+		sw := &workflow.Sweeper{Adv: b.adv, Store: b.st, Log: discard(), Now: b.now}
+		sw.Sweep(b.ctx)
+		_, steps := b.get(t, run.ID)
+		require.Equal(t, K, steps["optional"][0].State)
+		require.Contains(t, steps["optional"][0].Error, "no signal within its timeout of 10m")
+		require.Equal(t, R, steps["approve"][0].State)
+
+		got, err := b.adv.Signal(b.ctx, b.st, run.ID, "approve", json.RawMessage(`{"by":"ann"}`))
+		require.NoError(t, err)
+		require.Equal(t, flow.RunRunning, got.State)
+		_, err = b.adv.Signal(b.ctx, b.st, run.ID, "approve", json.RawMessage(`{"by":"bob"}`))
+		require.ErrorIs(t, err, workflow.ErrConflict, "signaled already")
+		var seen json.RawMessage
+		b.work(t, map[string]handler{"echo": func(p *payload) (json.RawMessage, error) {
+			seen = p.Steps["approve"]
+			return nil, nil
+		}})
+		require.JSONEq(t, `{"state":"SUCCEEDED","output":{"by":"ann"},"confidence":null}`, string(seen))
+		run, _ = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+
+		// A wait that times out with onFailure fail fails the run.
+		timeout := b.start(t, name, `{}`)
+		b.work(t, map[string]handler{"echo": echo})
+		b.advanceClock(2 * time.Hour)
+		sw.Sweep(b.ctx)
+		run, steps = b.get(t, timeout.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, F, steps["approve"][0].State)
+		require.Contains(t, run.Error, "no signal within its timeout of 1h")
+	})
+}
+
+func TestIdempotentStart(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"once","steps":[{"name":"a","job":{"type":"echo"}}]}`)
+		var wg sync.WaitGroup
+		ids := make([]uuid.UUID, 50)
+		errs := make([]error, 50)
+		for i := range ids {
+			wg.Go(func() {
+				res, err := b.adv.Start(b.ctx, b.st, []*workflow.StartParams{{Workflow: name, Input: json.RawMessage(`{}`), IdempotencyKey: "k1"}})
+				errs[i] = err
+				if err == nil {
+					ids[i] = res[0].Run.ID
+				}
+			})
+		}
+		wg.Wait()
+		for i := range ids {
+			require.NoError(t, errs[i])
+			require.Equal(t, ids[0], ids[i])
+		}
+		runs, err := b.st.RunList(b.ctx, &store.RunListParams{Workflow: name})
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+		require.Equal(t, 1, b.work(t, map[string]handler{"echo": echo}), "one run, one job")
+	})
+}
+
+// TestSweeperCompletesRun: a job ends and nobody advances its run (the
+// process died after the commit): the sweeper does.
+func TestSweeperCompletesRun(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"swept","steps":[
+			{"name":"a","job":{"type":"echo"}},
+			{"name":"b","after":["a"],"job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		sw := &workflow.Sweeper{Adv: b.adv, Store: b.st, Log: discard(), Now: b.now}
+		for range 2 {
+			rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "echo", Max: 10, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
+				ID: rows[0].ID, Attempt: rows[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess}}})
+			require.NoError(t, err)
+			sw.Sweep(b.ctx)
+		}
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": S, "b": S}, states(steps))
+		left, err := b.st.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{})
+		require.NoError(t, err)
+		require.Empty(t, left)
+	})
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,332 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Store is what the advancer needs of the store outside a transaction:
+// transactions, and the cooperative cancel of a running job.
+type Store interface {
+	store.Transactor
+	JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error)
+}
+
+// ErrConflict: the run's state (or the step's kind or state) does not
+// allow the operation. Nothing was changed. The API answers 409.
+var ErrConflict = errors.New("conflict")
+
+func conflict(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
+}
+
+// ErrNoWorkflow: a run was started on a workflow (or version) that is not
+// stored.
+var ErrNoWorkflow = errors.New("no such workflow")
+
+// inTx runs fn on the locked, loaded run in one transaction, then asks the
+// running jobs fn returned to stop. A missing run is store.ErrNotFound.
+func (a *Advancer) inTx(ctx context.Context, st Store, runID uuid.UUID, fn func(ctx context.Context, adv *advance) ([]uuid.UUID, error)) (*flow.Run, error) {
+	var (
+		run    *flow.Run
+		cancel []uuid.UUID
+	)
+	err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		r, err := tx.RunLock(ctx, runID)
+		if err != nil {
+			return err
+		}
+		adv, err := a.load(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		cancel, err = fn(ctx, adv)
+		run = adv.run
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cancelJobs(ctx, st, cancel)
+	return run, nil
+}
+
+// cancelJobs asks running jobs to stop. A job that ended meanwhile is
+// left as it is; its end is recorded by the next advancement.
+func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) {
+	for _, id := range ids {
+		_, _ = st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: a.now()})
+	}
+}
+
+// AdvanceRun runs Advance in a transaction of its own. An unknown run is
+// no error (nil run).
+func (a *Advancer) AdvanceRun(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	var res *Result
+	err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		res, err = a.Advance(ctx, tx, runID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance run %s: %w", runID, err)
+	}
+	return res.Run, nil
+}
+
+// StartParams is one run to start.
+type StartParams struct {
+	Workflow string
+	Version  int             // 0: the latest
+	Input    json.RawMessage // nil: null
+	// IdempotencyKey: a run of the same workflow with this key exists
+	// already → that run, Duplicate.
+	IdempotencyKey string
+}
+
+// StartResult is the run started, or the run that had the key.
+type StartResult struct {
+	Run       *flow.Run
+	Duplicate bool
+}
+
+// Start inserts runs and releases their first steps, all in one
+// transaction: a run exists only with its roots released.
+func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]*StartResult, error) {
+	out := make([]*StartResult, len(runs))
+	err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		versions := map[string]int{}
+		params := make([]*store.RunInsertParams, len(runs))
+		for i, r := range runs {
+			version := r.Version
+			if version == 0 {
+				v, ok := versions[r.Workflow]
+				if !ok {
+					got, err := tx.WorkflowGet(ctx, &store.WorkflowGetParams{Name: r.Workflow})
+					if errors.Is(err, store.ErrNotFound) {
+						return fmt.Errorf("%w: %q", ErrNoWorkflow, r.Workflow)
+					}
+					if err != nil {
+						return err
+					}
+					v = got.Version
+					versions[r.Workflow] = v
+				}
+				version = v
+			}
+			c, err := a.cache.get(ctx, tx, r.Workflow, version)
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w: %q version %d", ErrNoWorkflow, r.Workflow, version)
+			}
+			if err != nil {
+				return err
+			}
+			if c.err != nil {
+				return c.err
+			}
+			id, err := uuid.NewV7()
+			if err != nil {
+				return fmt.Errorf("make run id: %w", err)
+			}
+			input := r.Input
+			if len(input) == 0 {
+				input = json.RawMessage("null")
+			}
+			params[i] = &store.RunInsertParams{ID: id, Workflow: r.Workflow, Version: version, Input: input, IdempotencyKey: r.IdempotencyKey}
+		}
+		res, err := tx.RunInsertMany(ctx, &store.RunInsertManyParams{Runs: params, Now: a.now()})
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			out[i] = &StartResult{Run: r.Run, Duplicate: r.Duplicate}
+			if r.Duplicate {
+				continue
+			}
+			adv, err := a.Advance(ctx, tx, r.Run.ID)
+			if err != nil {
+				return err
+			}
+			out[i].Run = adv.Run
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Cancel cancels a RUNNING or PAUSED run: it becomes CANCELED; step
+// instances whose work has not started are CANCELED with their jobs;
+// jobs that are running are asked to stop (their instances end when they
+// do). A CANCELED run is returned as it is; SUCCEEDED and FAILED runs are
+// ErrConflict.
+func (a *Advancer) Cancel(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		switch adv.run.State {
+		case flow.RunCanceled:
+			return nil, nil
+		case flow.RunSucceeded, flow.RunFailed:
+			return nil, conflict("run %s is %s: only a RUNNING or PAUSED run can be canceled", adv.run.ID, adv.run.State)
+		}
+		if adv.c.err == nil {
+			if err := adv.recordJobEnds(ctx); err != nil {
+				return nil, err
+			}
+		}
+		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
+			ID: adv.run.ID, From: adv.run.State, To: flow.RunCanceled, Error: "canceled", Now: adv.now,
+		})
+		if err != nil {
+			return nil, err
+		}
+		adv.run = run
+		if adv.c.err != nil {
+			return nil, nil
+		}
+		return adv.cancelNotStarted(ctx, "the run was canceled")
+	})
+}
+
+// Pause stops the release of steps of a RUNNING run; running steps go on.
+// A PAUSED run is returned as it is; a finished run is ErrConflict.
+func (a *Advancer) Pause(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		switch adv.run.State {
+		case flow.RunPaused:
+			return nil, nil
+		case flow.RunRunning:
+		default:
+			return nil, conflict("run %s is %s: only a RUNNING run can be paused", adv.run.ID, adv.run.State)
+		}
+		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunRunning, To: flow.RunPaused, Now: adv.now})
+		if err != nil {
+			return nil, err
+		}
+		adv.run = run
+		return nil, nil
+	})
+}
+
+// Resume makes a PAUSED run RUNNING and releases what became ready while
+// it was paused. A RUNNING run is returned as it is; a finished run is
+// ErrConflict.
+func (a *Advancer) Resume(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		switch adv.run.State {
+		case flow.RunRunning:
+			return nil, nil
+		case flow.RunPaused:
+		default:
+			return nil, conflict("run %s is %s: only a PAUSED run can be resumed", adv.run.ID, adv.run.State)
+		}
+		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunPaused, To: flow.RunRunning, Now: adv.now})
+		if err != nil {
+			return nil, err
+		}
+		adv.run = run
+		return nil, adv.advance(ctx)
+	})
+}
+
+// Retry runs a FAILED run again from its failure: every FAILED or
+// CANCELED step and everything downstream of it goes back to PENDING (a
+// new generation of its instances; new jobs, fresh attempts), steps that
+// succeeded keep their outputs, and the run is RUNNING again. A RUNNING
+// or PAUSED run is returned as it is (a retry took effect already);
+// SUCCEEDED and CANCELED runs are ErrConflict.
+func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		switch adv.run.State {
+		case flow.RunRunning, flow.RunPaused:
+			return nil, nil
+		case flow.RunFailed:
+		default:
+			return nil, conflict("run %s is %s: only a FAILED run can be retried", adv.run.ID, adv.run.State)
+		}
+		if adv.c.err != nil {
+			return nil, conflict("run %s cannot run again: %v", adv.run.ID, adv.c.err)
+		}
+		if err := adv.recordJobEnds(ctx); err != nil {
+			return nil, err
+		}
+		_, states := adv.records()
+		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunFailed, To: flow.RunRunning, Now: adv.now})
+		if err != nil {
+			return nil, err
+		}
+		adv.run = run
+		for _, name := range flow.RetrySteps(adv.c.g, states) {
+			for _, inst := range append([]*flow.StepInstance(nil), adv.steps[name]...) {
+				if !inst.State.Done() {
+					continue
+				}
+				if _, err := adv.transition(ctx, inst, flow.StepPending, store.StepTransitionParams{}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, adv.advance(ctx)
+	})
+}
+
+// Signal delivers a signal to the signal step named step of a RUNNING or
+// PAUSED run: its instance SUCCEEDED with output, and the run advances.
+// A step that is not a signal step, or whose wait is not RUNNING (not
+// released yet, signaled already, timed out), is ErrConflict, as is a
+// finished run.
+func (a *Advancer) Signal(ctx context.Context, st Store, runID uuid.UUID, step string, output json.RawMessage) (*flow.Run, error) {
+	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		if adv.run.State.Terminal() {
+			return nil, conflict("run %s is %s: it takes no signal", adv.run.ID, adv.run.State)
+		}
+		if adv.c.err != nil {
+			return nil, conflict("run %s: %v", adv.run.ID, adv.c.err)
+		}
+		s := adv.c.g.Step(step)
+		switch {
+		case s == nil:
+			return nil, conflict("run %s: workflow %q has no step %q", adv.run.ID, adv.run.Workflow, step)
+		case s.Signal == nil:
+			return nil, conflict("run %s: step %q is a %s step, not a signal step", adv.run.ID, step, s.Kind())
+		}
+		inst := adv.instance(step, 0)
+		if inst == nil {
+			return nil, conflict("run %s: signal step %q is not waiting yet (its parents have not ended)", adv.run.ID, step)
+		}
+		if inst.State != flow.StepRunning {
+			return nil, conflict("run %s: signal step %q is %s, not waiting", adv.run.ID, step, inst.State)
+		}
+		if len(output) == 0 {
+			output = json.RawMessage("null")
+		}
+		if _, err := adv.transition(ctx, inst, flow.StepSucceeded, store.StepTransitionParams{Output: output}); err != nil {
+			return nil, err
+		}
+		return nil, adv.advance(ctx)
+	})
+}
+
+// Graph returns the DAG of a workflow version (to list the steps of a run
+// that were not released yet).
+func (a *Advancer) Graph(ctx context.Context, r interface {
+	WorkflowGet(context.Context, *store.WorkflowGetParams) (*flow.Version, error)
+}, name string, version int) (*flow.Graph, error) {
+	c, err := a.cache.get(ctx, r, name, version)
+	if err != nil {
+		return nil, err
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.g, nil
+}

@@ -1,0 +1,185 @@
+package workflow
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/service"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// Queue advances the runs it is given, each in a transaction of its own,
+// from a few goroutines. Enqueue never blocks: a run enqueued again while
+// it waits is advanced once. It is the fast path after job completions;
+// what it misses (the process dies with runs queued) the Sweeper finds.
+type Queue struct {
+	adv     *Advancer
+	st      Store
+	log     *slog.Logger
+	workers int
+
+	mu      sync.Mutex
+	pending map[uuid.UUID]struct{}
+	order   []uuid.UUID // pending, in arrival order
+	wake    chan struct{}
+	life    service.Lifecycle
+}
+
+// QueueWorkersDefault is how many runs a Queue advances at once.
+const QueueWorkersDefault = 4
+
+// NewQueue makes a queue advancing runs with adv on st.
+func NewQueue(adv *Advancer, st Store, log *slog.Logger, workers int) *Queue {
+	if workers < 1 {
+		workers = QueueWorkersDefault
+	}
+	return &Queue{adv: adv, st: st, log: log, workers: workers, pending: map[uuid.UUID]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// Enqueue asks for runs to be advanced.
+func (q *Queue) Enqueue(ids ...uuid.UUID) {
+	if len(ids) == 0 {
+		return
+	}
+	q.mu.Lock()
+	for _, id := range ids {
+		if _, ok := q.pending[id]; !ok {
+			q.pending[id] = struct{}{}
+			q.order = append(q.order, id)
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) next() (uuid.UUID, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.order) == 0 {
+		return uuid.Nil, false
+	}
+	id := q.order[0]
+	q.order = q.order[1:]
+	delete(q.pending, id)
+	if len(q.order) > 0 {
+		select { // more work: wake another goroutine
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+	return id, true
+}
+
+// Start launches the goroutines.
+func (q *Queue) Start(ctx context.Context) error {
+	return q.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		for range q.workers {
+			r.Go(func() { q.run(ctx) })
+		}
+		return nil
+	})
+}
+
+// Stop stops them; runs still queued are left to the sweeper.
+func (q *Queue) Stop() { q.life.Stop() }
+
+func (q *Queue) run(ctx context.Context) {
+	for {
+		id, ok := q.next()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+				continue
+			}
+		}
+		if _, err := q.adv.AdvanceRun(ctx, q.st, id); err != nil && ctx.Err() == nil {
+			q.log.Warn("advance run failed; the sweeper will advance it", "service", "workflow", "run_id", id.String(), "error", err)
+		}
+	}
+}
+
+// SweepStore is what the Sweeper reads.
+type SweepStore interface {
+	Store
+	StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanceParams) ([]uuid.UUID, error)
+	StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWaitingParams) ([]*store.SignalWait, error)
+	WorkflowGet(ctx context.Context, p *store.WorkflowGetParams) (*flow.Version, error)
+}
+
+// sweepBatch bounds the runs one sweep reads at once.
+const sweepBatch = 1000
+
+// Sweeper is the safety net of advancement, run on the maintenance
+// leader: it advances the runs with a step whose job ended but was not
+// recorded (the process that completed the job died before it advanced
+// the run, or its queue was full of other work), and the runs whose
+// signal steps timed out.
+type Sweeper struct {
+	Adv   *Advancer
+	Store SweepStore
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+// Sweep runs one round.
+func (s *Sweeper) Sweep(ctx context.Context) {
+	for ctx.Err() == nil {
+		runs, err := s.Store.StepRunsToAdvance(ctx, &store.StepRunsToAdvanceParams{Limit: sweepBatch})
+		if err != nil {
+			s.warn(ctx, "list runs to advance", err)
+			return
+		}
+		for _, id := range runs {
+			if _, err := s.Adv.AdvanceRun(ctx, s.Store, id); err != nil {
+				s.warn(ctx, "advance run", err)
+			}
+		}
+		if len(runs) < sweepBatch {
+			break
+		}
+	}
+	now := s.Now()
+	waits, err := s.Store.StepSignalsWaiting(ctx, &store.StepSignalsWaitingParams{StartedBefore: now, Limit: sweepBatch})
+	if err != nil {
+		s.warn(ctx, "list waiting signals", err)
+		return
+	}
+	done := map[uuid.UUID]bool{}
+	for _, w := range waits {
+		if done[w.RunID] {
+			continue
+		}
+		g, err := s.Adv.Graph(ctx, s.Store, w.Workflow, w.Version)
+		if err != nil {
+			continue // the run fails on its next advancement
+		}
+		step := g.Step(w.Step)
+		if step == nil || step.Signal == nil {
+			continue
+		}
+		timeout, err := step.Signal.Timeout.Parse()
+		if err != nil || timeout <= 0 || now.Before(w.StartedAt.Add(timeout)) {
+			continue
+		}
+		done[w.RunID] = true
+		if _, err := s.Adv.AdvanceRun(ctx, s.Store, w.RunID); err != nil {
+			s.warn(ctx, "time out a signal", err)
+		}
+	}
+}
+
+func (s *Sweeper) warn(ctx context.Context, what string, err error) {
+	if ctx.Err() == nil {
+		s.Log.Warn("workflow sweeper: "+what+" failed", "service", "workflow_sweeper", "error", err)
+	}
+}
