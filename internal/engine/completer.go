@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -24,6 +25,7 @@ type completer struct {
 	// started) leaves nothing closed behind for the next.
 	stopped atomic.Pointer[chan struct{}]
 	life    service.Lifecycle
+	ended   []*job.Row // flush's buffer for OnJobsEnded
 }
 
 type pendingFinish struct {
@@ -135,6 +137,7 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		applied, err := c.e.store.JobFinishMany(wctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
 		cancel()
 		if err == nil {
+			c.jobsEnded(batch, applied)
 			for i, p := range batch {
 				if applied[i] != "" {
 					c.e.observe(p.ex.row, p.fin)
@@ -171,6 +174,28 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// jobsEnded hands the jobs of a committed batch that ended to
+// Config.OnJobsEnded. The cost for plain jobs is a loop over the batch
+// with no query and no allocation after the first batch (the slice is
+// reused): the callback tells step jobs by their payload's first bytes and
+// queues only their runs, so a batch without step jobs costs a few byte
+// comparisons per job.
+func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State) {
+	if c.e.cfg.OnJobsEnded == nil {
+		return
+	}
+	c.ended = c.ended[:0]
+	for i, p := range batch {
+		if applied[i] != "" && applied[i].Terminal() {
+			c.ended = append(c.ended, p.ex.row)
+		}
+	}
+	if len(c.ended) > 0 {
+		c.e.cfg.OnJobsEnded(c.ended)
+	}
+	clear(c.ended) // keep no rows alive
 }
 
 func (c *completer) databaseUp(ctx context.Context) bool {

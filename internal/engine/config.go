@@ -95,6 +95,22 @@ type Config struct {
 	// the commit, from the writing goroutine: it must be quick and must not
 	// block. Fenced ends are not observed. Default none.
 	OnFinish func(row *job.Row, fin *store.JobFinishParams)
+	// OnJobsEnded, when set, is given the jobs whose attempt ended in
+	// SUCCESS, DEAD or CANCELED, after the commit that recorded it
+	// (completions, and rescues while this node leads): rows as acquired
+	// (their payload tells a workflow step's job from a plain one). It is
+	// called from the writing goroutine and must not block or keep the
+	// slice: the workflow runtime queues the runs to advance and returns.
+	// Default none.
+	OnJobsEnded func(rows []*job.Row)
+	// Services run beside the engine on every node: started with it
+	// (before its producers) and stopped after its completer, so that
+	// what the last completions hand them is taken. Default none.
+	Services []service.Service
+	// Maintenance are more services run while this node holds the
+	// maintenance leadership, beside the rescuer, scheduler and pruner
+	// (the workflow sweeper). Default none.
+	Maintenance []service.Service
 	// Leaderships are services run while this node holds the named
 	// leadership (leader.Events: the outbox relay), each elected on its
 	// own row among the nodes that have it, beside the maintenance

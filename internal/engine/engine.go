@@ -110,7 +110,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	case e.started:
 		return nil
 	}
-	services := append([]Service{e.completer, e.heartbeat}, e.services...)
+	services := append(append([]Service(nil), e.cfg.Services...), e.completer, e.heartbeat)
+	services = append(services, e.services...)
 	if err := service.StartAll(context.WithoutCancel(ctx), services...); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -156,6 +157,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.completer.Stop()
 	e.heartbeat.Stop()
 	service.StopAll(e.services...)
+	service.StopAll(e.cfg.Services...)
 }
 
 // waitIdle waits until nothing runs (true) or ctx is done (false).

@@ -101,3 +101,12 @@ func SetResult(ctx context.Context, result json.RawMessage) error {
 	ex.result = result
 	return nil
 }
+
+// RowOf returns the job running in ctx, as acquired; nil outside a
+// handler.
+func RowOf(ctx context.Context) *job.Row {
+	if ex := executionFrom(ctx); ex != nil {
+		return ex.row
+	}
+	return nil
+}

@@ -90,11 +90,11 @@ func newElector(e *Engine) Service {
 	return leader.New(leader.Config{
 		Name: leader.Maintenance, NodeID: e.cfg.NodeID, TTL: e.cfg.LeaderTTL,
 		Store: e.store, Logger: e.log, Now: e.cfg.Now,
-		Services: []service.Service{
+		Services: append([]service.Service{
 			&service.Loop{Name: "rescuer", Interval: e.cfg.RescueInterval, Fn: e.rescue},
 			&service.Loop{Name: "scheduler", Interval: e.cfg.SchedulerInterval, Fn: e.schedule},
 			&service.Loop{Name: "pruner", Interval: e.cfg.PruneInterval, Fn: e.prune},
-		},
+		}, e.cfg.Maintenance...),
 	})
 }
 
@@ -124,11 +124,18 @@ func (e *Engine) rescue(ctx context.Context) {
 			return
 		}
 		n := 0
+		var ended []*job.Row
 		for i, a := range applied {
 			if a != "" {
 				n++
 				e.observe(rows[i], params[i])
+				if e.cfg.OnJobsEnded != nil && params[i].State.Terminal() {
+					ended = append(ended, rows[i])
+				}
 			}
+		}
+		if len(ended) > 0 {
+			e.cfg.OnJobsEnded(ended)
 		}
 		e.log.Info("rescued jobs with expired leases", attrService, "rescuer", attrCount, n)
 		if len(rows) < maintenanceBatch {
