@@ -68,6 +68,7 @@ type Client struct {
 	cfg        Config
 	store      store.Store
 	leaseTurns leaseTurns
+	flowState
 }
 
 // NewClient opens the database named by cfg.DatabaseURL.

@@ -244,6 +244,7 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 		return err
 	}
 	c.observeLease(ctx, nil, fin)
+	c.advanceAfterLease(ctx, ref.ID, fin.State, nil)
 	return nil
 }
 
@@ -276,6 +277,7 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 	}
 	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
+	c.advanceAfterLease(ctx, ref.ID, ended, row.Payload)
 	return ended, nil
 }
 
@@ -338,6 +340,7 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 	}
 	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
+	c.advanceAfterLease(ctx, ref.ID, ended, row.Payload)
 	return ended, nil
 }
 

@@ -56,6 +56,11 @@ type WorkerConfig struct {
 	// client's (1 s and 1 h).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
+	// WorkflowSweepInterval: how often the maintenance leader looks for
+	// workflow runs whose advancement was missed (a process died between
+	// a step job's completion and the release of the next steps) and for
+	// signal steps past their timeout. Default 5 s.
+	WorkflowSweepInterval time.Duration
 	// EventRelay, when set, publishes the outbox to the event bus while
 	// this worker leads the relay: one relay at a time, elected among the
 	// workers that have one (a worker without a relay may lead the
@@ -78,6 +83,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 	if cfg.RetryBackoff.Base == 0 {
 		cfg.RetryBackoff = client.retryPolicy()
 	}
+	c.workflowRuntime(client, &cfg)
 	return cfg
 }
 

@@ -74,8 +74,7 @@ const (
 
 // DecodeWorkflow reads a definition from its JSON form and validates its
 // structure. The error is a *WorkflowValidationError naming every bad field.
-// The CEL expressions are compiled by the server when the definition is
-// stored; this package does not link CEL.
+// The CEL expressions are compiled when the definition is stored.
 func DecodeWorkflow(data []byte) (*WorkflowDefinition, error) {
 	def, err := flow.Decode(data)
 	if err != nil {

@@ -3,6 +3,7 @@ package docket_test
 import (
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,26 +112,48 @@ func TestWorkflowBuilderProblems(t *testing.T) {
 	}
 }
 
-// TestRootDoesNotLinkCEL: the public package uses the flow types without
-// their CEL compiler, so programs that embed docket do not link cel-go.
-func TestRootDoesNotLinkCEL(t *testing.T) {
+// TestWhereCELEnters: the public package links CEL, because every process
+// that completes jobs advances workflow runs and evaluates their `if` and
+// `forEach` (docs/dependencies.md). It enters through one door: of the
+// module's packages, only internal/flow/expr imports cel.dev, and the root
+// reaches it only through internal/workflow.
+func TestWhereCELEnters(t *testing.T) {
 	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go not found to list the dependencies: %v", err)
 	}
-	out, err := exec.Command(goBin, "list", "-deps", "github.com/docket-run/docket").CombinedOutput()
+	const module = "github.com/docket-run/docket"
+	out, err := exec.Command(goBin, "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 50 || !contains(deps, "github.com/docket-run/docket/internal/flow") {
-		t.Fatalf("go list -deps gave %d packages, without internal/flow: the check would see nothing", len(deps))
-	}
-	for _, d := range deps {
-		if strings.Contains(d, "cel-go") || strings.HasPrefix(d, "cel.dev/") || strings.HasSuffix(d, "/internal/flow/expr") {
-			t.Errorf("the docket package depends on %s", d)
+	importers := map[string][]string{} // package → the module's packages importing it
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], module) {
+			continue
 		}
+		for _, imp := range fields[1:] {
+			importers[imp] = append(importers[imp], fields[0])
+		}
+	}
+	var celUsers []string
+	for imp, by := range importers {
+		if strings.HasPrefix(imp, "cel.dev/") {
+			celUsers = append(celUsers, by...)
+		}
+	}
+	slices.Sort(celUsers)
+	celUsers = slices.Compact(celUsers)
+	if want := []string{module + "/internal/flow/expr"}; !slices.Equal(celUsers, want) {
+		t.Errorf("packages of the module importing cel.dev: %v, want %v", celUsers, want)
+	}
+	if by := importers[module+"/internal/flow/expr"]; !slices.Equal(by, []string{module + "/internal/workflow"}) {
+		t.Errorf("internal/flow/expr is imported by %v, want internal/workflow only", by)
+	}
+	if !contains(importers[module+"/internal/workflow"], module) {
+		t.Errorf("the root does not import internal/workflow: the check would see nothing")
 	}
 }
 

@@ -6,7 +6,7 @@
 //
 // It has no database and no CEL: the expressions of a definition (`if`,
 // `forEach`) are compiled and evaluated by the sibling package flow/expr, so
-// that the public docket package can use these types without linking CEL.
+// that only the packages that compile or run expressions link CEL.
 package flow
 
 import (

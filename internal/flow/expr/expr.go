@@ -1,8 +1,8 @@
 // Package expr compiles and evaluates the CEL expressions of workflow
 // definitions (a step's `if` and `forEach`) with cel.dev/cel-go, the Common
 // Expression Language. It is apart from package flow so that only the
-// packages that compile or run expressions link CEL: the public docket
-// package does not.
+// packages that compile or run expressions link CEL (internal/workflow,
+// which advances runs, and through it the public docket package).
 //
 // Variables, all from the step instance's flow.Input document:
 //

@@ -1,0 +1,308 @@
+package docket_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// stepArgs is what a job step's handler receives.
+type stepArgs struct {
+	Run struct {
+		ID    uuid.UUID `json:"id"`
+		Step  string    `json:"step"`
+		Index int       `json:"index"`
+	} `json:"run"`
+	Input json.RawMessage `json:"input"`
+	Steps map[string]struct {
+		State  string          `json:"state"`
+		Output json.RawMessage `json:"output"`
+	} `json:"steps"`
+}
+
+func (stepArgs) JobType() string { return "wf.step" }
+
+// diamond is top → left, right → join, every step a wf.step job.
+func diamond(t *testing.T, name string) *docket.WorkflowDefinition {
+	t.Helper()
+	def, err := docket.NewWorkflow(name).
+		Job("top", "wf.step").
+		Job("left", "wf.step", docket.After("top")).
+		Job("right", "wf.step", docket.After("top")).
+		Job("join", "wf.step", docket.After("left", "right")).
+		Definition()
+	require.NoError(t, err)
+	return def
+}
+
+// stepHandler records each job's runs and answers with the step's name and
+// the sum of its parents' outputs plus one.
+type stepHandler struct {
+	mu   sync.Mutex
+	runs map[uuid.UUID]int // job id → attempts run
+	bad  atomic.Int64      // RunOf disagreeing with the payload
+}
+
+func (h *stepHandler) work(ctx context.Context, j *docket.Job[stepArgs]) error {
+	h.mu.Lock()
+	if h.runs == nil {
+		h.runs = map[uuid.UUID]int{}
+	}
+	h.runs[j.ID]++
+	h.mu.Unlock()
+	rc, ok := docket.RunOf(ctx)
+	if !ok || rc.RunID != j.Args.Run.ID || rc.Step != j.Args.Run.Step || rc.Index != j.Args.Run.Index {
+		h.bad.Add(1)
+	}
+	sum := 1.0
+	for _, p := range j.Args.Steps {
+		var out struct{ N float64 }
+		if err := json.Unmarshal(p.Output, &out); err != nil {
+			return docket.Fatal(err)
+		}
+		sum += out.N
+	}
+	return docket.SetResult(ctx, map[string]any{"step": j.Args.Run.Step, "n": sum})
+}
+
+func waitRun(t *testing.T, c *docket.Client, id uuid.UUID, want docket.RunState) *docket.Run {
+	t.Helper()
+	var run *docket.Run
+	eventually(t, 30*time.Second, fmt.Sprintf("run %s to be %s", id, want), func() bool {
+		var err error
+		run, err = c.RunGet(context.Background(), id)
+		require.NoError(t, err)
+		return run.State == want
+	})
+	return run
+}
+
+// TestRunDiamondOnWorker: a worker's completions advance runs (the
+// sweeper is set far off, so only the fast path can), RunOf gives the
+// handler its step, and RunGet lists every step instance in DAG order.
+func TestRunDiamondOnWorker(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cfg := fastConfig()
+		cfg.WorkflowSweepInterval = time.Hour
+		b := setup(t, backend, cfg)
+		ctx := context.Background()
+		_, err := docket.PutWorkflowForTest(ctx, b.client, diamond(t, "diamond"))
+		require.NoError(t, err)
+		h := &stepHandler{}
+		docket.AddHandler(b.worker, h.work)
+
+		// Before the worker runs: only the root is released; the rest is
+		// listed PENDING.
+		res, err := b.client.RunStart(ctx, "diamond", map[string]int{"x": 1}, &docket.RunStartOpts{IdempotencyKey: "d1"})
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		var names []string
+		for _, s := range run.Steps {
+			names = append(names, fmt.Sprintf("%s:%s", s.Name, s.State))
+		}
+		require.Equal(t, []string{"top:RUNNING", "left:PENDING", "right:PENDING", "join:PENDING"}, names)
+		require.NotEqual(t, uuid.Nil, run.Steps[0].JobID)
+
+		b.start(t)
+		run = waitRun(t, b.client, res.Run.ID, docket.RunSucceeded)
+		require.JSONEq(t, `{"join":{"step":"join","n":5}}`, string(run.Output), "join = 1 + left (2) + right (2)")
+		require.Len(t, run.Steps, 4)
+		for _, s := range run.Steps {
+			require.Equal(t, docket.StepSucceeded, s.State, s.Name)
+		}
+		require.Zero(t, h.bad.Load(), "RunOf agrees with the payload")
+
+		again, err := b.client.RunStart(ctx, "diamond", map[string]int{"x": 2}, &docket.RunStartOpts{IdempotencyKey: "d1"})
+		require.NoError(t, err)
+		require.True(t, again.Duplicate)
+		require.Equal(t, res.Run.ID, again.Run.ID)
+
+		runs, err := b.client.RunList(ctx, docket.RunListParams{Workflow: "diamond", States: []docket.RunState{docket.RunSucceeded}})
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+
+		_, err = b.client.RunStart(ctx, "nope", nil, nil)
+		require.ErrorIs(t, err, docket.ErrWorkflowNotFound)
+		_, err = b.client.RunPause(ctx, res.Run.ID)
+		require.ErrorIs(t, err, docket.ErrRunConflict)
+		_, err = b.client.RunCancel(ctx, uuid.Must(uuid.NewV7()))
+		require.ErrorIs(t, err, docket.ErrNotFound)
+	})
+}
+
+// TestRunRemoteWorker: a step job ended through LeaseComplete advances
+// its run, as does one failed through LeaseFail.
+func TestRunRemoteWorker(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig()) // no worker started: no sweeper either
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("remote").
+			Job("a", "remote.step").
+			Job("b", "remote.step", docket.After("a")).
+			Definition()
+		require.NoError(t, err)
+		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		require.NoError(t, err)
+		res, err := b.client.RunStart(ctx, "remote", nil, nil)
+		require.NoError(t, err)
+		lease := func() *docket.Lease {
+			ls, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"remote.step"}, Max: 1, Duration: time.Minute, WorkerID: "remote-1"})
+			require.NoError(t, err)
+			require.Len(t, ls, 1)
+			return ls[0]
+		}
+		require.NoError(t, b.client.LeaseComplete(ctx, lease().ID, json.RawMessage(`{"ok":1}`)))
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.StepSucceeded, run.Steps[0].State)
+		require.JSONEq(t, `{"ok":1}`, string(run.Steps[0].Output))
+		require.Equal(t, docket.StepRunning, run.Steps[1].State, "b is released at once")
+
+		state, err := b.client.LeaseFail(ctx, lease().ID, "no luck", false)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateDead, state)
+		run, err = b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunFailed, run.State)
+		require.Contains(t, run.Error, "no luck")
+	})
+}
+
+// TestRunOperationsOnWorker: cancel asks a running step job to stop;
+// signals through the client.
+func TestRunOperationsOnWorker(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("ops").
+			Job("slow", "test.block").
+			Signal("approve").
+			Job("after", "wf.step", docket.After("approve")).
+			Definition()
+		require.NoError(t, err)
+		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		require.NoError(t, err)
+		started := make(chan struct{}, 1)
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[blockArgs]) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		h := &stepHandler{}
+		docket.AddHandler(b.worker, h.work)
+		b.start(t)
+
+		res, err := b.client.RunStart(ctx, "ops", nil, nil)
+		require.NoError(t, err)
+		<-started
+		_, err = b.client.RunSignal(ctx, res.Run.ID, "slow", nil)
+		require.ErrorIs(t, err, docket.ErrRunConflict, "not a signal step")
+		_, err = b.client.RunSignal(ctx, res.Run.ID, "approve", map[string]string{"by": "ann"})
+		require.NoError(t, err)
+		stepState := func(name string) docket.StepState {
+			run, err := b.client.RunGet(ctx, res.Run.ID)
+			require.NoError(t, err)
+			for _, s := range run.Steps {
+				if s.Name == name {
+					return s.State
+				}
+			}
+			t.Fatalf("no step %q", name)
+			return ""
+		}
+		eventually(t, 20*time.Second, "after to succeed", func() bool { return stepState("after") == docket.StepSucceeded })
+		run, err := b.client.RunCancel(ctx, res.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunCanceled, run.State)
+		eventually(t, 20*time.Second, "the running step to end CANCELED", func() bool { return stepState("slow") == docket.StepCanceled })
+	})
+}
+
+// TestRunRace: two workers (each its own client, as two processes would
+// be) drive 200 diamonds: every run SUCCEEDED and every step's job ran
+// exactly once.
+func TestRunRace(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		url := backend.URL(t)
+		h := &stepHandler{}
+		var clients []*docket.Client
+		for i := range 2 {
+			client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: i == 0})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, client.Close()) })
+			clients = append(clients, client)
+		}
+		_, err := docket.PutWorkflowForTest(ctx, clients[0], diamond(t, "race"))
+		require.NoError(t, err)
+		for i, client := range clients {
+			cfg := fastConfig()
+			cfg.NodeID = fmt.Sprintf("race-%d", i)
+			cfg.Queues = map[string]int{"wf.step": 8}
+			cfg.WorkflowSweepInterval = 200 * time.Millisecond
+			w := docket.NewWorker(client, cfg)
+			docket.AddHandler(w, h.work)
+			require.NoError(t, w.Start(ctx))
+			t.Cleanup(func() {
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				w.Stop(sctx)
+			})
+		}
+		const n = 200
+		params := make([]docket.RunStartParams, n)
+		for i := range params {
+			params[i] = docket.RunStartParams{Workflow: "race", Input: i}
+		}
+		res, err := clients[1].RunStartMany(ctx, params)
+		require.NoError(t, err)
+		require.Len(t, res, n)
+		eventually(t, 120*time.Second, "every run to succeed", func() bool {
+			runs, err := clients[0].RunList(ctx, docket.RunListParams{Workflow: "race", States: []docket.RunState{docket.RunSucceeded}, Limit: 1000})
+			require.NoError(t, err)
+			return len(runs) == n
+		})
+		jobs := map[uuid.UUID]bool{}
+		for _, r := range res {
+			run, err := clients[0].RunGet(ctx, r.Run.ID)
+			require.NoError(t, err)
+			require.Equal(t, docket.RunSucceeded, run.State)
+			require.JSONEq(t, `{"join":{"step":"join","n":5}}`, string(run.Output))
+			require.Len(t, run.Steps, 4)
+			for _, s := range run.Steps {
+				require.Equal(t, docket.StepSucceeded, s.State)
+				require.False(t, jobs[s.JobID], "one job per step")
+				jobs[s.JobID] = true
+				atts, err := clients[0].Attempts(ctx, s.JobID)
+				require.NoError(t, err)
+				require.Len(t, atts, 1, "step %s of run %s ran once", s.Name, run.ID)
+			}
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		require.Len(t, h.runs, 4*n, "no other job ran")
+		for id, times := range h.runs {
+			require.Equal(t, 1, times, "job %s", id)
+		}
+		require.Zero(t, h.bad.Load())
+	})
+}
