@@ -63,12 +63,15 @@ type Run struct {
 	Output json.RawMessage
 	// Error says why the run FAILED (the step and its error) or that it
 	// was CANCELED.
-	Error          string
-	IdempotencyKey string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	FinishedAt     time.Time // zero while RUNNING or PAUSED
-	Steps          []*RunStep
+	Error string
+	// CancelRequested: RunCancel was called while step jobs ran; the run
+	// becomes CANCELED once they stopped.
+	CancelRequested bool
+	IdempotencyKey  string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      time.Time // zero while RUNNING or PAUSED
+	Steps           []*RunStep
 }
 
 // RunStep is one instance of a step of a run: index 0, or one per item of
@@ -96,7 +99,7 @@ func runOf(r *flow.Run) *Run {
 	}
 	return &Run{
 		ID: r.ID, Workflow: r.Workflow, Version: r.Version, State: r.State, Input: r.Input,
-		Output: r.Output, Error: r.Error, IdempotencyKey: r.IdempotencyKey,
+		Output: r.Output, Error: r.Error, CancelRequested: r.CancelRequested, IdempotencyKey: r.IdempotencyKey,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 	}
 }
@@ -317,11 +320,13 @@ func (c *Client) runOp(ctx context.Context, what string, id uuid.UUID, op func(*
 	return runOf(r), nil
 }
 
-// RunCancel cancels a RUNNING or PAUSED run: it becomes CANCELED, its
-// step jobs that have not started are CANCELED, and running ones are asked
-// to stop (their handlers' contexts end with ErrCancelRequested). Canceling
-// a CANCELED run returns it unchanged; a SUCCEEDED or FAILED run is
-// ErrRunConflict.
+// RunCancel cancels a RUNNING or PAUSED run: its step jobs that have not
+// started are CANCELED, running ones are asked to stop (their handlers'
+// contexts end with ErrCancelRequested; remote workers learn it from
+// LeaseHeartbeat), no step is released any more, and the run becomes
+// CANCELED once no step job runs — at once when none does; until then it
+// is returned with CancelRequested. Canceling a run again returns it
+// unchanged; a SUCCEEDED or FAILED run is ErrRunConflict.
 func (c *Client) RunCancel(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return c.runOp(ctx, "cancel", id, func(a *workflow.Advancer) (*flow.Run, error) { return a.Cancel(ctx, c.store, id) })
 }

@@ -231,8 +231,11 @@ func TestRunOperationsOnWorker(t *testing.T) {
 		eventually(t, 20*time.Second, "after to succeed", func() bool { return stepState("after") == docket.StepSucceeded })
 		run, err := b.client.RunCancel(ctx, res.Run.ID)
 		require.NoError(t, err)
-		require.Equal(t, docket.RunCanceled, run.State)
-		eventually(t, 20*time.Second, "the running step to end CANCELED", func() bool { return stepState("slow") == docket.StepCanceled })
+		require.Equal(t, docket.RunRunning, run.State, "its handler still runs")
+		require.True(t, run.CancelRequested)
+		run = waitRun(t, b.client, res.Run.ID, docket.RunCanceled)
+		require.Equal(t, "canceled", run.Error)
+		require.Equal(t, docket.StepCanceled, stepState("slow"), "the handler saw ErrCancelRequested and stopped")
 	})
 }
 

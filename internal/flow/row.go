@@ -28,6 +28,10 @@ type Run struct {
 	Input    json.RawMessage
 	Output   json.RawMessage // set when the run SUCCEEDED; nil otherwise
 	Error    string          // why the run FAILED or was CANCELED
+	// CancelRequested: a cancel of the RUNNING or PAUSED run waits for
+	// its running step jobs to stop; the run becomes CANCELED once nothing
+	// runs.
+	CancelRequested bool
 	// IdempotencyKey is unique per workflow (all its versions); "" for none.
 	IdempotencyKey string
 	CreatedAt      time.Time

@@ -46,6 +46,12 @@ type FlowTx interface {
 	// terminal state sets finished_at (and the output for SUCCEEDED, the
 	// error for FAILED and CANCELED); FAILED → RUNNING (retry) clears them.
 	RunTransition(ctx context.Context, p *RunTransitionParams) (*flow.Run, error)
+	// RunCancelRequest records that a RUNNING or PAUSED run is being
+	// canceled (flow.Run.CancelRequested); a run that has the request is
+	// returned as it is. *flow.InvalidTransitionError for a finished run
+	// (To CANCELED), ErrNotFound when there is none. It is not a state
+	// change: no outbox row.
+	RunCancelRequest(ctx context.Context, p *RunCancelRequestParams) (*flow.Run, error)
 
 	// StepInsertMany creates step instances in one transaction, PENDING or
 	// directly RUNNING (released, with their job or unit id). An instance
@@ -213,6 +219,12 @@ func (p *RunTransitionParams) Validate() error {
 		return fmt.Errorf("transition run %s to %s: only SUCCEEDED takes an output", p.ID, p.To)
 	}
 	return nil
+}
+
+// RunCancelRequestParams: the run ID is being canceled, at Now.
+type RunCancelRequestParams struct {
+	ID  uuid.UUID
+	Now time.Time
 }
 
 // StepInsertParams describes one step instance to create.

@@ -118,6 +118,10 @@ func (adv *advance) advance(ctx context.Context) error {
 	if err := adv.recordJobEnds(ctx); err != nil {
 		return err
 	}
+	if adv.run.CancelRequested && !adv.run.State.Terminal() {
+		_, err := adv.cancelWhenIdle(ctx)
+		return err
+	}
 	if err := adv.timeOutSignals(ctx); err != nil {
 		return err
 	}
@@ -206,7 +210,7 @@ func (adv *advance) recordJobEnds(ctx context.Context) error {
 			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s is DEAD: %s", e.JobID, e.Error)
 		case job.StateCanceled:
 			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s was canceled: %s", e.JobID, e.Error)
-			if adv.run.State == flow.RunCanceled {
+			if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
 				to = flow.StepCanceled
 			}
 		default:
@@ -339,6 +343,24 @@ func (adv *advance) finish(ctx context.Context, to flow.RunState, output json.Ra
 	}
 	_, err = adv.cancelNotStarted(ctx, "the run failed")
 	return err
+}
+
+// cancelWhenIdle moves on a run being canceled: what has not started is
+// canceled, and once no step job runs any more the run is CANCELED. It
+// returns the jobs still running.
+func (adv *advance) cancelWhenIdle(ctx context.Context) ([]uuid.UUID, error) {
+	running, err := adv.cancelNotStarted(ctx, "the run was canceled")
+	if err != nil || len(running) > 0 {
+		return running, err
+	}
+	run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
+		ID: adv.run.ID, From: adv.run.State, To: flow.RunCanceled, Error: "canceled", Now: adv.now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	adv.run = run
+	return nil, nil
 }
 
 // cancelNotStarted cancels the RUNNING instances whose work has not

@@ -423,7 +423,8 @@ func TestCancelMidRun(t *testing.T) {
 
 		got, err := b.adv.Cancel(b.ctx, b.st, run.ID)
 		require.NoError(t, err)
-		require.Equal(t, flow.RunCanceled, got.State)
+		require.Equal(t, flow.RunRunning, got.State, "a step job still runs: the run waits for it")
+		require.True(t, got.CancelRequested)
 		_, steps := b.get(t, run.ID)
 		require.Equal(t, map[string]flow.StepState{"running": R, "queued": C, "wait": C}, states(steps))
 		held, err := b.st.JobGet(b.ctx, rows[0].ID)
@@ -435,19 +436,37 @@ func TestCancelMidRun(t *testing.T) {
 
 		again, err := b.adv.Cancel(b.ctx, b.st, run.ID)
 		require.NoError(t, err, "a repeated cancel is a no-op")
-		require.Equal(t, flow.RunCanceled, again.State)
-		_, err = b.adv.Pause(b.ctx, b.st, run.ID)
-		require.ErrorIs(t, err, workflow.ErrConflict)
+		require.Equal(t, flow.RunRunning, again.State)
+		for _, op := range []func(context.Context, workflow.Store, uuid.UUID) (*flow.Run, error){b.adv.Pause, b.adv.Resume, b.adv.Retry} {
+			_, err = op(b.ctx, b.st, run.ID)
+			require.ErrorIs(t, err, workflow.ErrConflict, "a run being canceled")
+		}
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		run, _ = b.get(t, run.ID)
+		require.Equal(t, flow.RunRunning, run.State, "nothing new: still waiting")
 
-		// The holder honours the cancel: the instance ends CANCELED and
-		// nothing after it is released.
+		// The holder honours the cancel: the instance ends CANCELED,
+		// nothing after it is released, and the run is CANCELED.
 		ok, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
 			ID: rows[0].ID, Attempt: rows[0].Attempt, State: job.StateCanceled, Outcome: job.OutcomeCanceled, Error: "stopped"}}})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, ok)
 		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
 		require.NoError(t, err)
-		_, steps = b.get(t, run.ID)
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunCanceled, run.State)
+		require.Equal(t, "canceled", run.Error)
+		require.Equal(t, map[string]flow.StepState{"running": C, "queued": C, "wait": C}, states(steps))
+		_, err = b.adv.Pause(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict)
+
+		// A run with nothing running is CANCELED at once.
+		idle := b.start(t, name, `{}`)
+		got, err = b.adv.Cancel(b.ctx, b.st, idle.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunCanceled, got.State)
+		_, steps = b.get(t, idle.ID)
 		require.Equal(t, map[string]flow.StepState{"running": C, "queued": C, "wait": C}, states(steps))
 	})
 }

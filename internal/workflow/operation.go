@@ -165,42 +165,55 @@ func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]
 	return out, nil
 }
 
-// Cancel cancels a RUNNING or PAUSED run: it becomes CANCELED; step
-// instances whose work has not started are CANCELED with their jobs;
-// jobs that are running are asked to stop (their instances end when they
-// do). A CANCELED run is returned as it is; SUCCEEDED and FAILED runs are
-// ErrConflict.
+// Cancel cancels a RUNNING or PAUSED run: step instances whose work has
+// not started are CANCELED with their jobs, jobs that are running are
+// asked to stop, and the run is CANCELED once no step job runs (at once
+// when none does; otherwise it keeps its state with CancelRequested, no
+// step is released, and the advancement that records the last running
+// job's end cancels it). A run being canceled or CANCELED is returned as
+// it is; SUCCEEDED and FAILED runs are ErrConflict.
 func (a *Advancer) Cancel(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
-		switch adv.run.State {
-		case flow.RunCanceled:
+		switch {
+		case adv.run.State == flow.RunCanceled, adv.run.CancelRequested:
 			return nil, nil
-		case flow.RunSucceeded, flow.RunFailed:
+		case adv.run.State.Terminal():
 			return nil, conflict("run %s is %s: only a RUNNING or PAUSED run can be canceled", adv.run.ID, adv.run.State)
 		}
-		if adv.c.err == nil {
-			if err := adv.recordJobEnds(ctx); err != nil {
-				return nil, err
-			}
+		if adv.c.err != nil {
+			run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
+				ID: adv.run.ID, From: adv.run.State, To: flow.RunCanceled, Error: "canceled", Now: adv.now,
+			})
+			adv.run = run
+			return nil, err
 		}
-		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
-			ID: adv.run.ID, From: adv.run.State, To: flow.RunCanceled, Error: "canceled", Now: adv.now,
-		})
+		if err := adv.recordJobEnds(ctx); err != nil {
+			return nil, err
+		}
+		run, err := adv.tx.RunCancelRequest(ctx, &store.RunCancelRequestParams{ID: adv.run.ID, Now: adv.now})
 		if err != nil {
 			return nil, err
 		}
 		adv.run = run
-		if adv.c.err != nil {
-			return nil, nil
-		}
-		return adv.cancelNotStarted(ctx, "the run was canceled")
+		return adv.cancelWhenIdle(ctx)
 	})
+}
+
+// canceling refuses an operation on a run being canceled.
+func canceling(run *flow.Run, op string) error {
+	if run.CancelRequested && !run.State.Terminal() {
+		return conflict("run %s is being canceled: it cannot be %s", run.ID, op)
+	}
+	return nil
 }
 
 // Pause stops the release of steps of a RUNNING run; running steps go on.
 // A PAUSED run is returned as it is; a finished run is ErrConflict.
 func (a *Advancer) Pause(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		if err := canceling(adv.run, "paused"); err != nil {
+			return nil, err
+		}
 		switch adv.run.State {
 		case flow.RunPaused:
 			return nil, nil
@@ -222,6 +235,9 @@ func (a *Advancer) Pause(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 // ErrConflict.
 func (a *Advancer) Resume(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		if err := canceling(adv.run, "resumed"); err != nil {
+			return nil, err
+		}
 		switch adv.run.State {
 		case flow.RunRunning:
 			return nil, nil
@@ -246,6 +262,9 @@ func (a *Advancer) Resume(ctx context.Context, st Store, runID uuid.UUID) (*flow
 // SUCCEEDED and CANCELED runs are ErrConflict.
 func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		if err := canceling(adv.run, "retried"); err != nil {
+			return nil, err
+		}
 		switch adv.run.State {
 		case flow.RunRunning, flow.RunPaused:
 			return nil, nil
@@ -288,6 +307,9 @@ func (a *Advancer) Signal(ctx context.Context, st Store, runID uuid.UUID, step s
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
 		if adv.run.State.Terminal() {
 			return nil, conflict("run %s is %s: it takes no signal", adv.run.ID, adv.run.State)
+		}
+		if err := canceling(adv.run, "signaled"); err != nil {
+			return nil, err
 		}
 		if adv.c.err != nil {
 			return nil, conflict("run %s: %v", adv.run.ID, adv.c.err)

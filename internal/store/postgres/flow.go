@@ -163,7 +163,7 @@ func (s *Store) WorkflowList(ctx context.Context, p *store.WorkflowListParams) (
 // ---- Runs ----
 
 const runColumns = `id, workflow, version, state, input, output, error, idempotency_key,
-	created_at, updated_at, finished_at`
+	created_at, updated_at, finished_at, cancel_requested`
 
 func scanRun(r rowScanner) (*flow.Run, error) {
 	var (
@@ -174,7 +174,7 @@ func scanRun(r rowScanner) (*flow.Run, error) {
 		finished      *time.Time
 	)
 	if err := r.Scan(&run.ID, &run.Workflow, &run.Version, &state, &input, &output, &run.Error, &key,
-		&run.CreatedAt, &run.UpdatedAt, &finished); err != nil {
+		&run.CreatedAt, &run.UpdatedAt, &finished, &run.CancelRequested); err != nil {
 		return nil, err
 	}
 	run.State = flow.RunState(state)

@@ -3,11 +3,14 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -114,4 +117,36 @@ func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWait
 		return nil, fmt.Errorf("list waiting signals: %w", err)
 	}
 	return out, nil
+}
+
+// RunCancelRequest implements store.Store.
+func (s *Store) RunCancelRequest(ctx context.Context, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	return runCancelRequest(ctx, s.pool, p)
+}
+
+// RunCancelRequest implements store.Tx.
+func (t *storeTx) RunCancelRequest(ctx context.Context, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runCancelRequest(ctx, t.tx, p)
+}
+
+func runCancelRequest(ctx context.Context, c conn, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	r, err := scanRun(c.QueryRow(ctx, `
+		UPDATE docket_runs SET cancel_requested = true,
+			updated_at = CASE WHEN cancel_requested THEN updated_at ELSE $2 END
+		WHERE id = $1 AND state IN ('RUNNING', 'PAUSED')
+		RETURNING `+runColumns, p.ID, dbTime(p.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		run, err := runGet(ctx, c, p.ID, false)
+		if err != nil {
+			return nil, fmt.Errorf("request the cancel of run %s: %w", p.ID, err)
+		}
+		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: string(run.State), To: string(flow.RunCanceled)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request the cancel of run %s: %w", p.ID, err)
+	}
+	return r, nil
 }

@@ -143,7 +143,7 @@ func (s *Store) WorkflowList(ctx context.Context, p *store.WorkflowListParams) (
 // ---- Runs ----
 
 const runColumns = `id, workflow, version, state, input, output, error, idempotency_key,
-	created_at, updated_at, finished_at`
+	created_at, updated_at, finished_at, cancel_requested`
 
 func scanRun(r scanner) (*flow.Run, error) {
 	var (
@@ -154,7 +154,7 @@ func scanRun(r scanner) (*flow.Run, error) {
 		finished         sql.NullInt64
 	)
 	if err := r.Scan(&id, &run.Workflow, &run.Version, &state, &input, &output, &run.Error, &key,
-		&created, &updated, &finished); err != nil {
+		&created, &updated, &finished, &run.CancelRequested); err != nil {
 		return nil, err
 	}
 	var err error

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -130,4 +132,45 @@ func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWait
 		return nil, fmt.Errorf("list waiting signals: %w", err)
 	}
 	return out, nil
+}
+
+// RunCancelRequest implements store.Store.
+func (s *Store) RunCancelRequest(ctx context.Context, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	var r *flow.Run
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		r, err = runCancelRequest(ctx, tx, p)
+		return err
+	})
+	return r, err
+}
+
+// RunCancelRequest implements store.Tx.
+func (t *storeTx) RunCancelRequest(ctx context.Context, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	var r *flow.Run
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		r, err = runCancelRequest(ctx, sqlTx, p)
+		return err
+	})
+	return r, err
+}
+
+func runCancelRequest(ctx context.Context, tx *sql.Tx, p *store.RunCancelRequestParams) (*flow.Run, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, `
+		UPDATE docket_runs SET cancel_requested = 1,
+			updated_at = CASE WHEN cancel_requested THEN updated_at ELSE ? END
+		WHERE id = ? AND state IN ('RUNNING', 'PAUSED')
+		RETURNING `+runColumns, micros(p.Now), p.ID.String()))
+	if errors.Is(err, sql.ErrNoRows) {
+		run, err := runGet(ctx, tx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("request the cancel of run %s: %w", p.ID, err)
+		}
+		return nil, &flow.InvalidTransitionError{Of: "run", ID: p.ID.String(), From: string(run.State), To: string(flow.RunCanceled)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request the cancel of run %s: %w", p.ID, err)
+	}
+	return r, nil
 }

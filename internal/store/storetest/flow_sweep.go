@@ -83,6 +83,52 @@ func testStepSweep(t *testing.T, open opener) {
 		require.Empty(t, runs)
 	})
 
+	t.Run("RunCancelRequest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		for _, st := range []flow.RunState{flow.RunRunning, flow.RunPaused} {
+			r := b.reachRun(t, st)
+			require.False(t, r.CancelRequested)
+			mark := b.outboxMark(t)
+			got, err := b.s.RunCancelRequest(b.ctx, &store.RunCancelRequestParams{ID: r.ID, Now: at(time.Hour)})
+			require.NoError(t, err)
+			require.True(t, got.CancelRequested)
+			require.Equal(t, st, got.State, "not a state change")
+			requireTime(t, at(time.Hour), got.UpdatedAt)
+			b.requireNoOutbox(t, mark)
+			again, err := b.s.RunCancelRequest(b.ctx, &store.RunCancelRequestParams{ID: r.ID, Now: at(2 * time.Hour)})
+			require.NoError(t, err)
+			requireTime(t, at(time.Hour), again.UpdatedAt, "a repeated request changes nothing")
+			read, err := b.s.RunGet(b.ctx, r.ID)
+			require.NoError(t, err)
+			require.True(t, read.CancelRequested)
+			// The run then ends CANCELED as usual.
+			done, err := b.s.RunTransition(b.ctx, &store.RunTransitionParams{ID: r.ID, From: st, To: flow.RunCanceled, Error: "canceled", Now: at(3 * time.Hour)})
+			require.NoError(t, err)
+			require.True(t, done.CancelRequested)
+		}
+		for _, st := range []flow.RunState{flow.RunSucceeded, flow.RunFailed, flow.RunCanceled} {
+			r := b.reachRun(t, st)
+			_, err := b.s.RunCancelRequest(b.ctx, &store.RunCancelRequestParams{ID: r.ID, Now: at(time.Hour)})
+			requireFlowInvalidTransition(t, err, "run")
+			read, err := b.s.RunGet(b.ctx, r.ID)
+			require.NoError(t, err)
+			require.False(t, read.CancelRequested, "refused: nothing changed")
+		}
+		_, err := b.s.RunCancelRequest(b.ctx, &store.RunCancelRequestParams{ID: newID(), Now: base})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		// In a transaction.
+		r := b.run(t)
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			got, err := tx.RunCancelRequest(ctx, &store.RunCancelRequestParams{ID: r.ID, Now: base})
+			if err != nil {
+				return err
+			}
+			require.True(t, got.CancelRequested)
+			return nil
+		}))
+	})
+
 	t.Run("SignalsWaiting", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

@@ -6,3 +6,8 @@
 -- oldest first) and StepJobEnds (the running instances of one run).
 CREATE INDEX docket_steps_running ON docket_steps (kind, started_at)
     INCLUDE (run_id, job_id) WHERE state = 'RUNNING';
+
+-- A cancel of a run with running step jobs waits for them to stop: the run
+-- stays RUNNING or PAUSED with this flag, and becomes CANCELED once
+-- nothing runs.
+ALTER TABLE docket_runs ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;

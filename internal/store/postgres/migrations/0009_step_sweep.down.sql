@@ -1,1 +1,0 @@
-DROP INDEX IF EXISTS docket_steps_running;
