@@ -516,7 +516,7 @@ func TestRetryRerunsFailedAndDownstream(t *testing.T) {
 			{"name":"last","after":["each","side"],"job":{"type":"ok"}}]}`)
 		var fail atomic.Bool
 		fail.Store(true)
-		items := `{"items":[1,2,3]}`
+		const items = `{"items":[1,2,3]}`
 		hs := map[string]handler{
 			"ok": echo,
 			"flaky": func(*payload) (json.RawMessage, error) {
@@ -547,10 +547,6 @@ func TestRetryRerunsFailedAndDownstream(t *testing.T) {
 		require.Equal(t, 2, steps["flaky"][0].Generation)
 		require.Equal(t, map[string]int{"ok": 2 + 3 + 1, "flaky": 2}, b.ranCopy(), "only flaky and what follows ran again")
 
-		// Fail it again at the end, shrink the fan-out, retry: the
-		// dropped instance is not part of the output.
-		items = `{"items":[7]}`
-		fail.Store(true)
 		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
 		require.ErrorIs(t, err, workflow.ErrConflict, "a SUCCEEDED run is not retried")
 	})
@@ -674,3 +670,65 @@ func TestSweeperCompletesRun(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestRetryShrinksFanOut: after a retry, a fan-out over a list that got
+// shorter drops the instances past its end: they are SKIPPED as leftovers
+// and the fan-in sees the new list only.
+func TestRetryShrinksFanOut(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"shrink","steps":[
+			{"name":"gate","job":{"type":"gate"},"onFailure":"continue"},
+			{"name":"list","after":["gate"],"trigger":"all_done","job":{"type":"list"}},
+			{"name":"each","after":["list"],"forEach":"steps.list.output","job":{"type":"echo"}},
+			{"name":"fin","after":["each"],"job":{"type":"fin"}}]}`)
+		var first atomic.Bool
+		first.Store(true)
+		var finSaw []json.RawMessage
+		hs := map[string]handler{
+			"echo": func(p *payload) (json.RawMessage, error) { return p.Item, nil },
+			"gate": func(*payload) (json.RawMessage, error) {
+				if first.Load() {
+					return nil, fmt.Errorf("gate closed")
+				}
+				return json.RawMessage(`"open"`), nil
+			},
+			"list": func(p *payload) (json.RawMessage, error) {
+				var gate struct{ State string }
+				require.NoError(t, json.Unmarshal(p.Steps["gate"], &gate))
+				if gate.State == "FAILED" {
+					return json.RawMessage(`["a","b","c"]`), nil
+				}
+				return json.RawMessage(`["z"]`), nil
+			},
+			"fin": func(p *payload) (json.RawMessage, error) {
+				var view struct{ Output []json.RawMessage }
+				require.NoError(t, json.Unmarshal(p.Steps["each"], &view))
+				finSaw = view.Output
+				if first.Load() {
+					return nil, fmt.Errorf("fin failed")
+				}
+				return nil, nil
+			},
+		}
+		run := b.start(t, name, `{}`)
+		b.work(t, hs)
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Len(t, steps["each"], 3)
+		require.Len(t, finSaw, 3)
+
+		first.Store(false)
+		_, err := b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		b.work(t, hs)
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, map[string]flow.StepState{"gate": S, "list": S, "each[0]": S, "each[1]": K, "each[2]": K, "fin": S}, states(steps))
+		require.Len(t, finSaw, 1, "the fan-in sees the new list only")
+		require.JSONEq(t, `"z"`, string(finSaw[0]))
+		for _, in := range steps["each"] {
+			require.Equal(t, 2, in.Generation)
+		}
+	})
+}
