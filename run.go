@@ -374,10 +374,32 @@ func (c *Client) RunSignal(ctx context.Context, id uuid.UUID, step string, outpu
 
 // RunContext is what a job step's handler knows of its run.
 type RunContext struct {
-	RunID uuid.UUID
-	Step  string
-	Index int // the fan-out instance; 0 otherwise
+	RunID uuid.UUID `json:"id"`
+	Step  string    `json:"step"`
+	Index int       `json:"index"` // the fan-out instance; 0 otherwise
 }
+
+// StepPayload is the payload of a job step's job. Embed it in the args of
+// a handler that runs workflow steps:
+//
+//	type PublishArgs struct{ docket.StepPayload }
+//
+//	func (PublishArgs) JobType() string { return "publish" }
+type StepPayload struct {
+	Run RunContext `json:"run"`
+	// Input is the run's input.
+	Input json.RawMessage `json:"input"`
+	// Steps has what the step's parents gave: their state, output (a list
+	// in index order for a fan-out parent) and confidence.
+	Steps map[string]StepView `json:"steps"`
+	// Item and Index: the element of a fan-out instance and its position;
+	// absent otherwise.
+	Item  json.RawMessage `json:"item,omitempty"`
+	Index *int            `json:"index,omitempty"`
+}
+
+// StepView is what a step's dependents see of it.
+type StepView = flow.StepView
 
 // RunOf returns the run, step and index of the job step running in ctx;
 // false for a plain job or outside a handler.

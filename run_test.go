@@ -17,18 +17,7 @@ import (
 )
 
 // stepArgs is what a job step's handler receives.
-type stepArgs struct {
-	Run struct {
-		ID    uuid.UUID `json:"id"`
-		Step  string    `json:"step"`
-		Index int       `json:"index"`
-	} `json:"run"`
-	Input json.RawMessage `json:"input"`
-	Steps map[string]struct {
-		State  string          `json:"state"`
-		Output json.RawMessage `json:"output"`
-	} `json:"steps"`
-}
+type stepArgs struct{ docket.StepPayload }
 
 func (stepArgs) JobType() string { return "wf.step" }
 
@@ -61,11 +50,14 @@ func (h *stepHandler) work(ctx context.Context, j *docket.Job[stepArgs]) error {
 	h.runs[j.ID]++
 	h.mu.Unlock()
 	rc, ok := docket.RunOf(ctx)
-	if !ok || rc.RunID != j.Args.Run.ID || rc.Step != j.Args.Run.Step || rc.Index != j.Args.Run.Index {
+	if !ok || rc != j.Args.Run {
 		h.bad.Add(1)
 	}
 	sum := 1.0
 	for _, p := range j.Args.Steps {
+		if p.State != docket.StepSucceeded {
+			return docket.Fatal(fmt.Errorf("parent is %s", p.State))
+		}
 		var out struct{ N float64 }
 		if err := json.Unmarshal(p.Output, &out); err != nil {
 			return docket.Fatal(err)
@@ -307,5 +299,32 @@ func TestRunRace(t *testing.T) {
 			require.Equal(t, 1, times, "job %s", id)
 		}
 		require.Zero(t, h.bad.Load())
+	})
+}
+
+// TestRunSweeperAfterJobCanceled: a step job canceled on its own (the job
+// API, not the run's) ends without a completion to trigger its run: the
+// sweeper of the maintenance leader records it, and the run fails.
+func TestRunSweeperAfterJobCanceled(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cfg := fastConfig()
+		cfg.WorkflowSweepInterval = 50 * time.Millisecond
+		b := setup(t, backend, cfg)
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("swept").Job("a", "nobody.works.this").Definition()
+		require.NoError(t, err)
+		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		require.NoError(t, err)
+		b.start(t)
+		res, err := b.client.RunStart(ctx, "swept", nil, nil)
+		require.NoError(t, err)
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		_, err = b.client.Cancel(ctx, run.Steps[0].JobID)
+		require.NoError(t, err)
+		run = waitRun(t, b.client, res.Run.ID, docket.RunFailed)
+		require.Equal(t, docket.StepFailed, run.Steps[0].State)
+		require.Contains(t, run.Steps[0].Error, "was canceled")
 	})
 }
