@@ -442,13 +442,8 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 	if interval <= 0 {
 		interval = WorkflowSweepIntervalDefault
 	}
-	cfg.Maintenance = append(cfg.Maintenance, &service.Loop{Name: "workflow_sweeper", Interval: interval, Fn: func(ctx context.Context) {
-		adv, err := client.flows()
-		if err != nil {
-			return
-		}
-		(&workflow.Sweeper{Adv: adv, Store: client.store, Log: client.cfg.Logger, Now: client.cfg.Now}).Sweep(ctx)
-	}})
+	sweeper := &workflow.Sweeper{Advancer: client.flows, Store: client.store, Log: client.cfg.Logger, Now: client.cfg.Now}
+	cfg.Maintenance = append(cfg.Maintenance, &service.Loop{Name: "workflow_sweeper", Interval: interval, Fn: sweeper.Sweep})
 }
 
 // lazyQueue is a worker's workflow.Queue, made and started when the first

@@ -36,6 +36,8 @@ func (b *bundle) now() time.Time { return time.Unix(0, b.clock.Load()).UTC() }
 
 func (b *bundle) advanceClock(d time.Duration) { b.clock.Add(int64(d)) }
 
+func (b *bundle) advancer() (*workflow.Advancer, error) { return b.adv, nil }
+
 // eachBackend runs fn on a fresh store of each backend.
 func eachBackend(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	for _, backend := range testdb.Backends() {
@@ -580,7 +582,7 @@ func TestSignals(t *testing.T) {
 		// The optional wait times out (SKIPPED, onFailure continue), seen
 		// by the sweeper.
 		b.advanceClock(11 * time.Minute)
-		sw := &workflow.Sweeper{Adv: b.adv, Store: b.st, Log: discard(), Now: b.now}
+		sw := &workflow.Sweeper{Advancer: b.advancer, Store: b.st, Log: discard(), Now: b.now}
 		sw.Sweep(b.ctx)
 		_, steps := b.get(t, run.ID)
 		require.Equal(t, K, steps["optional"][0].State)
@@ -650,7 +652,7 @@ func TestSweeperCompletesRun(t *testing.T) {
 			{"name":"a","job":{"type":"echo"}},
 			{"name":"b","after":["a"],"job":{"type":"echo"}}]}`)
 		run := b.start(t, name, `{}`)
-		sw := &workflow.Sweeper{Adv: b.adv, Store: b.st, Log: discard(), Now: b.now}
+		sw := &workflow.Sweeper{Advancer: b.advancer, Store: b.st, Log: discard(), Now: b.now}
 		for range 2 {
 			rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "echo", Max: 10, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
 			require.NoError(t, err)

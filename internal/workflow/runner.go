@@ -125,10 +125,13 @@ const sweepBatch = 1000
 // the run, or its queue was full of other work), and the runs whose
 // signal steps timed out.
 type Sweeper struct {
-	Adv   *Advancer
-	Store SweepStore
-	Log   *slog.Logger
-	Now   func() time.Time
+	// Advancer returns the advancer; it is called only when a round finds
+	// something to do, so a process that never runs workflows never
+	// builds one.
+	Advancer func() (*Advancer, error)
+	Store    SweepStore
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Sweep runs one round.
@@ -139,8 +142,16 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 			s.warn(ctx, "list runs to advance", err)
 			return
 		}
+		if len(runs) == 0 {
+			break
+		}
+		adv, err := s.Advancer()
+		if err != nil {
+			s.warn(ctx, "make the advancer", err)
+			return
+		}
 		for _, id := range runs {
-			if _, err := s.Adv.AdvanceRun(ctx, s.Store, id); err != nil {
+			if _, err := adv.AdvanceRun(ctx, s.Store, id); err != nil {
 				s.warn(ctx, "advance run", err)
 			}
 		}
@@ -154,12 +165,20 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		s.warn(ctx, "list waiting signals", err)
 		return
 	}
+	if len(waits) == 0 {
+		return
+	}
+	adv, err := s.Advancer()
+	if err != nil {
+		s.warn(ctx, "make the advancer", err)
+		return
+	}
 	done := map[uuid.UUID]bool{}
 	for _, w := range waits {
 		if done[w.RunID] {
 			continue
 		}
-		g, err := s.Adv.Graph(ctx, s.Store, w.Workflow, w.Version)
+		g, err := adv.Graph(ctx, s.Store, w.Workflow, w.Version)
 		if err != nil {
 			continue // the run fails on its next advancement
 		}
@@ -172,7 +191,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 			continue
 		}
 		done[w.RunID] = true
-		if _, err := s.Adv.AdvanceRun(ctx, s.Store, w.RunID); err != nil {
+		if _, err := adv.AdvanceRun(ctx, s.Store, w.RunID); err != nil {
 			s.warn(ctx, "time out a signal", err)
 		}
 	}
