@@ -89,7 +89,7 @@ func TestRunDiamondOnWorker(t *testing.T) {
 		cfg.WorkflowSweepInterval = time.Hour
 		b := setup(t, backend, cfg)
 		ctx := context.Background()
-		_, err := docket.PutWorkflowForTest(ctx, b.client, diamond(t, "diamond"))
+		_, _, err := b.client.WorkflowPut(ctx, diamond(t, "diamond"))
 		require.NoError(t, err)
 		h := &stepHandler{}
 		docket.AddHandler(b.worker, h.work)
@@ -147,7 +147,7 @@ func TestRunRemoteWorker(t *testing.T) {
 			Job("b", "remote.step", docket.After("a")).
 			Definition()
 		require.NoError(t, err)
-		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		_, _, err = b.client.WorkflowPut(ctx, def)
 		require.NoError(t, err)
 		res, err := b.client.RunStart(ctx, "remote", nil, nil)
 		require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestRunOperationsOnWorker(t *testing.T) {
 			Job("after", "wf.step", docket.After("approve")).
 			Definition()
 		require.NoError(t, err)
-		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		_, _, err = b.client.WorkflowPut(ctx, def)
 		require.NoError(t, err)
 		started := make(chan struct{}, 1)
 		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[blockArgs]) error {
@@ -247,7 +247,7 @@ func TestRunRace(t *testing.T) {
 			t.Cleanup(func() { require.NoError(t, client.Close()) })
 			clients = append(clients, client)
 		}
-		_, err := docket.PutWorkflowForTest(ctx, clients[0], diamond(t, "race"))
+		_, _, err := clients[0].WorkflowPut(ctx, diamond(t, "race"))
 		require.NoError(t, err)
 		for i, client := range clients {
 			cfg := fastConfig()
@@ -314,7 +314,7 @@ func TestRunSweeperAfterJobCanceled(t *testing.T) {
 		ctx := context.Background()
 		def, err := docket.NewWorkflow("swept").Job("a", "nobody.works.this").Definition()
 		require.NoError(t, err)
-		_, err = docket.PutWorkflowForTest(ctx, b.client, def)
+		_, _, err = b.client.WorkflowPut(ctx, def)
 		require.NoError(t, err)
 		b.start(t)
 		res, err := b.client.RunStart(ctx, "swept", nil, nil)
