@@ -87,6 +87,45 @@ type advance struct {
 	now time.Time
 	// steps maps each step name to its instances, by index.
 	steps map[string][]*flow.StepInstance
+	// fresh: the run was inserted by this transaction, so it has no step
+	// instance and no job to record; batch, when set, takes the releases
+	// of such runs (see startBatch).
+	fresh bool
+	batch *startBatch
+}
+
+// startBatch collects the jobs and RUNNING instances released for the
+// runs started together: they are written by two statements at the end
+// (flush) instead of two per released step of each run.
+type startBatch struct {
+	jobs  []*store.JobInsertParams
+	steps []*store.StepInsertParams
+}
+
+func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) error {
+	if len(b.jobs) > 0 {
+		res, err := tx.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: b.jobs, Now: now})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("release steps of new runs: job %s exists already", r.Job.ID)
+			}
+		}
+	}
+	if len(b.steps) > 0 {
+		res, err := tx.StepInsertMany(ctx, &store.StepInsertManyParams{Steps: b.steps, Now: now})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("release step %s: released already", store.InstanceID(r.Step.RunID, r.Step.Step, r.Step.Index))
+			}
+		}
+	}
+	return nil
 }
 
 func (a *Advancer) load(ctx context.Context, tx store.Tx, run *flow.Run) (*advance, error) {
@@ -115,8 +154,10 @@ func (adv *advance) advance(ctx context.Context) error {
 		}
 		return adv.finish(ctx, flow.RunFailed, nil, adv.c.err.Error())
 	}
-	if err := adv.recordJobEnds(ctx); err != nil {
-		return err
+	if !adv.fresh {
+		if err := adv.recordJobEnds(ctx); err != nil {
+			return err
+		}
 	}
 	if adv.run.CancelRequested && !adv.run.State.Terminal() {
 		_, err := adv.cancelWhenIdle(ctx)
@@ -656,6 +697,21 @@ func jobParams(js *flow.JobStep, payload []byte) (*store.JobInsertParams, error)
 func (adv *advance) putInstances(ctx context.Context, name string, plans []*planned, fanOut bool) error {
 	s := adv.c.g.Step(name)
 	kind := s.Kind()
+	if adv.batch != nil && adv.batchable(name, plans) {
+		for _, p := range plans {
+			ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning}
+			if p.job != nil {
+				ins.JobID = p.job.ID
+				adv.batch.jobs = append(adv.batch.jobs, p.job)
+			}
+			adv.batch.steps = append(adv.batch.steps, ins)
+			adv.set(&flow.StepInstance{
+				RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, Generation: 1, State: flow.StepRunning,
+				JobID: ins.JobID, CreatedAt: adv.now, UpdatedAt: adv.now, StartedAt: adv.now,
+			})
+		}
+		return nil
+	}
 	var (
 		jobs    []*store.JobInsertParams
 		inserts []*store.StepInsertParams
@@ -725,6 +781,18 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 		}
 	}
 	return nil
+}
+
+// batchable: every plan is a new instance released RUNNING, which the
+// start batch can write later (nothing else in this advancement writes
+// that row again).
+func (adv *advance) batchable(name string, plans []*planned) bool {
+	for _, p := range plans {
+		if p.state != flow.StepRunning || adv.instance(name, p.index) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // move brings an existing PENDING instance (or one just inserted) to its

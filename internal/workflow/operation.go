@@ -104,6 +104,7 @@ func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]
 	out := make([]*StartResult, len(runs))
 	err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		versions := map[string]int{}
+		compiledOf := make([]*compiled, len(runs))
 		params := make([]*store.RunInsertParams, len(runs))
 		for i, r := range runs {
 			version := r.Version
@@ -132,6 +133,7 @@ func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]
 			if c.err != nil {
 				return c.err
 			}
+			compiledOf[i] = c
 			id, err := uuid.NewV7()
 			if err != nil {
 				return fmt.Errorf("make run id: %w", err)
@@ -146,18 +148,24 @@ func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]
 		if err != nil {
 			return err
 		}
+		// The new runs have no steps yet: each is advanced from what is
+		// known, without reading it back, and their first releases are
+		// written together.
+		batch := &startBatch{}
+		now := a.now()
 		for i, r := range res {
 			out[i] = &StartResult{Run: r.Run, Duplicate: r.Duplicate}
 			if r.Duplicate {
 				continue
 			}
-			adv, err := a.Advance(ctx, tx, r.Run.ID)
-			if err != nil {
+			adv := &advance{tx: tx, c: compiledOf[i], run: r.Run, now: now,
+				steps: map[string][]*flow.StepInstance{}, fresh: true, batch: batch}
+			if err := adv.advance(ctx); err != nil {
 				return err
 			}
-			out[i].Run = adv.Run
+			out[i].Run = adv.run
 		}
-		return nil
+		return batch.flush(ctx, tx, now)
 	})
 	if err != nil {
 		return nil, err
