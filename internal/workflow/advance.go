@@ -47,24 +47,17 @@ func NewAdvancer(now func() time.Time) (*Advancer, error) {
 	return &Advancer{cache: c, now: now}, nil
 }
 
-// Result is what an advancement leaves for after its commit.
-type Result struct {
-	// Run is the run as the advancement left it; nil when there is no
-	// such run.
-	Run *flow.Run
-}
-
 // Advance brings run runID up to date inside tx: it locks the run, records
 // the ends of its step jobs and timed-out signals, releases every step
 // whose trigger is met (while the run is RUNNING), and finishes the run
-// when its outcome is known. A run with nothing new is left unchanged. An
-// unknown run is no error (Result.Run nil). An error of an expression or
+// when its outcome is known, and returns the run as it left it. A run
+// with nothing new is left unchanged. An unknown run is no error (nil). An error of an expression or
 // of a stored definition fails its step or run, never Advance; an error
 // returned is one of the store, and tx must then be rolled back.
-func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*Result, error) {
+func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*flow.Run, error) {
 	run, err := tx.RunLock(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return &Result{}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
@@ -76,7 +69,7 @@ func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*
 	if err := adv.advance(ctx); err != nil {
 		return nil, err
 	}
-	return &Result{Run: adv.run}, nil
+	return adv.run, nil
 }
 
 // advance is one advancement of one run.

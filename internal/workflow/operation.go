@@ -70,16 +70,16 @@ func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) {
 // AdvanceRun runs Advance in a transaction of its own. An unknown run is
 // no error (nil run).
 func (a *Advancer) AdvanceRun(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
-	var res *Result
+	var run *flow.Run
 	err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		res, err = a.Advance(ctx, tx, runID)
+		run, err = a.Advance(ctx, tx, runID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("advance run %s: %w", runID, err)
 	}
-	return res.Run, nil
+	return run, nil
 }
 
 // StartParams is one run to start.
