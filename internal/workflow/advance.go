@@ -419,7 +419,13 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 							ID: row.ID, From: row.State, To: job.StateCanceled, Now: adv.now, Error: why,
 						})
 						var ite *job.InvalidTransitionError
-						if err != nil && !errors.As(err, &ite) {
+						if errors.As(err, &ite) {
+							// A worker took it between the read and the
+							// change: it runs now, and ends on its own.
+							running = append(running, row.ID)
+							continue
+						}
+						if err != nil {
 							return nil, err
 						}
 					case job.StateRunning:
