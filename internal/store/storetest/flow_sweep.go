@@ -110,7 +110,7 @@ func testStepSweep(t *testing.T, open opener) {
 		for _, st := range []flow.RunState{flow.RunSucceeded, flow.RunFailed, flow.RunCanceled} {
 			r := b.reachRun(t, st)
 			_, err := b.s.RunCancelRequest(b.ctx, &store.RunCancelRequestParams{ID: r.ID, Now: at(time.Hour)})
-			requireFlowInvalidTransition(t, err, "run")
+			requireFlowInvalidTransition(t, err, "run", st, flow.RunCanceled)
 			read, err := b.s.RunGet(b.ctx, r.ID)
 			require.NoError(t, err)
 			require.False(t, read.CancelRequested, "refused: nothing changed")
