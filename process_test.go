@@ -2,13 +2,16 @@ package docket_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,6 +75,25 @@ func runChild(role string) int {
 			line := fmt.Sprintf("%s %d %s %d %d\n", j.ID, j.Attempt, j.LeaseOwner, start, time.Now().UnixNano())
 			_, err := log.WriteString(line) // one write, O_APPEND: lines never interleave
 			return err
+		})
+	case "flowrace":
+		log, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		defer log.Close()
+		cfg.Queues = map[string]int{stepArgs{}.JobType(): 8}
+		cfg.FetchBatch = 8
+		cfg.WorkflowSweepInterval = 200 * time.Millisecond
+		w = docket.NewWorker(client, cfg)
+		h := &stepHandler{}
+		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[stepArgs]) error {
+			line := fmt.Sprintf("%s %d %s\n", j.ID, j.Attempt, j.LeaseOwner)
+			if _, err := log.WriteString(line); err != nil { // one write, O_APPEND: lines never interleave
+				return err
+			}
+			return h.work(ctx, j)
 		})
 	case "crash":
 		cfg.LeaseDuration = time.Second
@@ -277,4 +299,122 @@ func TestCrashInHandler(t *testing.T) {
 		require.Equal(t, b.worker.NodeID(), atts[1].Node)
 		require.EqualValues(t, "success", atts[1].Outcome)
 	})
+}
+
+// TestRunRaceTwoProcesses: two OS processes with 8 workers each drive
+// diamond runs (1,000 on PostgreSQL, 300 on SQLite) on one database.
+// Afterwards, by SQL on the tables themselves: every run SUCCEEDED; every
+// step instance is unique, SUCCEEDED in its first generation and has its
+// own job; every step job has exactly one attempt, and it succeeded; and
+// the handler logs show each job ran once, in both processes.
+func TestRunRaceTwoProcesses(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		n := 1000
+		if backend.Name == "sqlite" {
+			n = 300
+		}
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		_, err := docket.PutWorkflowForTest(ctx, b.client, diamond(t, "race2"))
+		require.NoError(t, err)
+		params := make([]docket.RunStartParams, n)
+		for i := range params {
+			params[i] = docket.RunStartParams{Workflow: "race2", Input: i}
+		}
+		_, err = b.client.RunStartMany(ctx, params)
+		require.NoError(t, err)
+
+		dir := t.TempDir()
+		var children []*exec.Cmd
+		for i := range 2 {
+			children = append(children, startChild(t, "flowrace", b.url, filepath.Join(dir, fmt.Sprintf("exec-%d.log", i))))
+		}
+		eventually(t, 4*time.Minute, "every run to finish", func() bool {
+			open, err := b.client.RunList(ctx, docket.RunListParams{States: []docket.RunState{docket.RunRunning, docket.RunPaused}, Limit: 1})
+			require.NoError(t, err)
+			return len(open) == 0
+		})
+		for _, c := range children {
+			require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, c.Wait(), "child exits cleanly")
+		}
+
+		db := openSQL(t, backend, b.url)
+		count := func(what, query string) int {
+			t.Helper()
+			var got int
+			require.NoError(t, db.QueryRowContext(ctx, query).Scan(&got), what)
+			return got
+		}
+		require.Equal(t, n, count("runs", `SELECT count(*) FROM docket_runs`))
+		require.Zero(t, count("runs not SUCCEEDED", `SELECT count(*) FROM docket_runs WHERE state <> 'SUCCEEDED'`))
+		require.Equal(t, 4*n, count("step instances", `SELECT count(*) FROM docket_steps`))
+		require.Equal(t, 4*n, count("distinct step instances",
+			`SELECT count(*) FROM (SELECT DISTINCT run_id, step, step_index FROM docket_steps) AS d`))
+		require.Zero(t, count("step instances not SUCCEEDED once with a job",
+			`SELECT count(*) FROM docket_steps WHERE state <> 'SUCCEEDED' OR generation <> 1 OR job_id IS NULL`))
+		require.Equal(t, 4*n, count("distinct step jobs", `SELECT count(DISTINCT job_id) FROM docket_steps`))
+		require.Equal(t, 4*n, count("jobs", `SELECT count(*) FROM docket_jobs`), "no job but the steps'")
+		// The attempt history: a successful attempt is the job row itself
+		// (state SUCCESS, attempt 1: started once); docket_job_attempts
+		// holds the attempts that did not succeed, and there must be none.
+		require.Equal(t, 4*n, count("step jobs that succeeded at their first attempt", `
+			SELECT count(*) FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+			WHERE j.state = 'SUCCESS' AND j.attempt = 1 AND j.attempt_base = 0`))
+		require.Zero(t, count("attempts that did not succeed", `SELECT count(*) FROM docket_job_attempts`))
+		var jobIDs []string
+		rows, err := db.QueryContext(ctx, `SELECT job_id FROM docket_steps`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id string
+			require.NoError(t, rows.Scan(&id))
+			jobIDs = append(jobIDs, id)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		for _, id := range jobIDs {
+			atts, err := b.client.Attempts(ctx, uuid.MustParse(id))
+			require.NoError(t, err)
+			require.Len(t, atts, 1, "job %s: one attempt", id)
+			require.EqualValues(t, "success", atts[0].Outcome, "job %s", id)
+		}
+
+		// Executions, from the handler logs of both processes.
+		ran := map[string]int{}
+		nodes := map[string]bool{}
+		for i := range children {
+			data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("exec-%d.log", i)))
+			require.NoError(t, err)
+			sc := bufio.NewScanner(bytes.NewReader(data))
+			for sc.Scan() {
+				var id, node string
+				var attempt int
+				_, err := fmt.Sscan(sc.Text(), &id, &attempt, &node)
+				require.NoError(t, err, sc.Text())
+				ran[id]++
+				nodes[node] = true
+			}
+		}
+		require.Len(t, ran, 4*n, "every step job ran")
+		require.Len(t, nodes, 2, "both processes did work")
+		for id, times := range ran {
+			require.Equal(t, 1, times, "job %s ran %d times", id, times)
+		}
+	})
+}
+
+// openSQL opens the test database for plain SQL.
+func openSQL(t *testing.T, backend testdb.Backend, url string) *sql.DB {
+	t.Helper()
+	var db *sql.DB
+	var err error
+	if backend.Name == "sqlite" {
+		db, err = sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)")
+	} else {
+		db, err = sql.Open("pgx", url)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
