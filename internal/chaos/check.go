@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/events"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -60,6 +61,10 @@ type Expectations struct {
 	// Deliveries are the event consumers to hold to the outbox: each
 	// must have seen every job transition of the outbox.
 	Deliveries []Delivery
+	// Runs maps each started run's idempotency key to the terminal state
+	// it must end in. Runs without a key, or with a key not listed, are
+	// checked for everything but their terminal state.
+	Runs map[string]flow.RunState
 }
 
 // Delivery is what one consumer of events (an SSE client, a webhook
@@ -94,11 +99,15 @@ const (
 type Violation struct {
 	Kind   string
 	JobID  uuid.UUID
+	RunID  uuid.UUID // set instead of JobID for a workflow invariant
 	Key    string
 	Detail string
 }
 
 func (v Violation) String() string {
+	if v.RunID != uuid.Nil {
+		return fmt.Sprintf("%s: run %s (key %q): %s", v.Kind, v.RunID, v.Key, v.Detail)
+	}
 	return fmt.Sprintf("%s: job %s (key %q): %s", v.Kind, v.JobID, v.Key, v.Detail)
 }
 
@@ -108,6 +117,8 @@ type Snapshot struct {
 	Attempts map[uuid.UUID][]*job.Attempt
 	// Transitions are the outbox's job transitions in outbox order.
 	Transitions []Change
+	// Flows are the workflow runs, their steps and their transitions.
+	Flows *FlowSnapshot
 }
 
 // Change is one job transition of the outbox with its event id.
@@ -123,10 +134,11 @@ const pageSize = 1000
 type Reader interface {
 	JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error)
 	JobAttemptList(ctx context.Context, id uuid.UUID) ([]*job.Attempt, error)
-	OutboxList(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxEvent, error)
+	FlowReader // OutboxList, and the workflow tables
 }
 
-// Load reads every job, its attempts and the whole outbox.
+// Load reads every job, its attempts, the whole outbox, and every
+// workflow run with its steps (LoadFlows).
 func Load(ctx context.Context, st Reader) (*Snapshot, error) {
 	s := &Snapshot{Attempts: map[uuid.UUID][]*job.Attempt{}}
 	before := uuid.Nil
@@ -171,6 +183,11 @@ func Load(ctx context.Context, st Reader) (*Snapshot, error) {
 			break
 		}
 	}
+	f, err := LoadFlows(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	s.Flows = f
 	return s, nil
 }
 
@@ -252,6 +269,9 @@ func (s *Snapshot) Check(exp Expectations) []Violation {
 	}
 	for _, d := range exp.Deliveries {
 		out = append(out, s.checkDelivery(d)...)
+	}
+	if s.Flows != nil {
+		out = append(out, s.checkFlows(s.Flows, exp)...)
 	}
 	return out
 }

@@ -3,13 +3,16 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/chaos"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
@@ -263,6 +266,250 @@ func TestSnapshotRescued(t *testing.T) {
 			require.Equal(t, 1, s.Rescued())
 			b.exp.Jobs["k-rescued"] = chaos.ScriptSuccess
 			require.Empty(t, s.Check(b.exp))
+		})
+	}
+}
+
+// checkStep is the job of every step of the checker's workflow.
+type checkStep struct {
+	Run struct {
+		Step  string `json:"step"`
+		Index int    `json:"index"`
+	} `json:"run"`
+	Input struct {
+		FailHard bool `json:"failHard"`
+	} `json:"input"`
+	Item json.RawMessage `json:"item"`
+}
+
+func (checkStep) JobType() string { return "check.step" }
+
+type flowBundle struct {
+	ctx context.Context
+	rd  chaos.Reader
+	exp chaos.Expectations
+}
+
+// setupFlows runs, on a fresh database with a real worker, two runs of a
+// workflow with a chain, a fan-out of 3 and its fan-in, a step skipped by
+// its `if`, a step failing with onFailure continue, and a step that fails
+// the run when the input says so: "r-ok" SUCCEEDED, "r-fail" FAILED.
+func setupFlows(t *testing.T, backend testdb.Backend) *flowBundle {
+	t.Helper()
+	ctx := context.Background()
+	url := backend.URL(t)
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, client.Close()) })
+	def, err := docket.NewWorkflow("check").
+		Job("a", "check.step").
+		Job("fan", "check.step", docket.After("a"), docket.ForEach("[10, 20, 30]")).
+		Job("join", "check.step", docket.After("fan")).
+		Job("maybe", "check.step", docket.After("a"), docket.If("input.failHard")).
+		Job("tolerated", "check.step", docket.After("a"), docket.ContinueOnFailure(), docket.StepMaxAttempts(1)).
+		Job("must", "check.step", docket.After("join"), docket.StepMaxAttempts(1)).
+		Definition()
+	require.NoError(t, err)
+	_, _, err = client.WorkflowPut(ctx, def)
+	require.NoError(t, err)
+
+	w := docket.NewWorker(client, docket.WorkerConfig{
+		Queues: map[string]int{"check.step": 4}, PollInterval: 20 * time.Millisecond, LeaderTTL: 300 * time.Millisecond,
+		WorkflowSweepInterval: 100 * time.Millisecond,
+	})
+	docket.AddHandler(w, func(ctx context.Context, j *docket.Job[checkStep]) error {
+		switch {
+		case j.Args.Run.Step == "tolerated", j.Args.Run.Step == "must" && j.Args.Input.FailHard:
+			return docket.Fatal(errFlowScripted)
+		}
+		return docket.SetResult(ctx, map[string]any{"step": j.Args.Run.Step, "index": j.Args.Run.Index, "item": j.Args.Item})
+	})
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(sctx)
+	})
+	for key, fail := range map[string]bool{"r-ok": false, "r-fail": true} {
+		_, err := client.RunStart(ctx, "check", map[string]bool{"failHard": fail}, &docket.RunStartOpts{IdempotencyKey: key})
+		require.NoError(t, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		open, err := client.RunList(ctx, docket.RunListParams{States: []docket.RunState{docket.RunRunning, docket.RunPaused}, Limit: 1})
+		require.NoError(t, err)
+		if len(open) == 0 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the runs did not finish within 30 s")
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &flowBundle{ctx: ctx, rd: teststore.Open(t, url), exp: chaos.Expectations{
+		Runs: map[string]flow.RunState{"r-ok": flow.RunSucceeded, "r-fail": flow.RunFailed},
+	}}
+}
+
+var errFlowScripted = errors.New("scripted step failure")
+
+func (b *flowBundle) load(t *testing.T) *chaos.Snapshot {
+	t.Helper()
+	s, err := chaos.Load(b.ctx, b.rd)
+	require.NoError(t, err)
+	return s
+}
+
+func runByKey(s *chaos.Snapshot, key string) *flow.Run {
+	for _, r := range s.Flows.Runs {
+		if r.IdempotencyKey == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func stepOf(s *chaos.Snapshot, key, step string, index int) *flow.StepInstance {
+	r := runByKey(s, key)
+	for _, in := range s.Flows.Steps[r.ID] {
+		if in.Step == step && in.Index == index {
+			return in
+		}
+	}
+	return nil
+}
+
+// TestCheckWorkflows: a real history of runs holds every workflow
+// invariant, and each invariant, broken by hand in a copy of it, is
+// caught.
+func TestCheckWorkflows(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			b := setupFlows(t, backend)
+			s := b.load(t)
+			require.Len(t, s.Flows.Runs, 2)
+			require.Equal(t, flow.RunSucceeded, runByKey(s, "r-ok").State)
+			require.Equal(t, flow.RunFailed, runByKey(s, "r-fail").State)
+			require.Equal(t, flow.StepSkipped, stepOf(s, "r-ok", "maybe", 0).State, "the if skipped it")
+			require.Equal(t, flow.StepFailed, stepOf(s, "r-ok", "tolerated", 0).State, "failed, tolerated")
+			require.Equal(t, flow.StepSucceeded, stepOf(s, "r-ok", "fan", 2).State)
+			require.Empty(t, s.Check(b.exp), "a correct history has no violation")
+
+			cases := []struct {
+				name    string
+				kind    string
+				breakIt func(s *chaos.Snapshot, exp *chaos.Expectations)
+			}{
+				{"run key missing", chaos.KindMissing, func(_ *chaos.Snapshot, exp *chaos.Expectations) {
+					exp.Runs = map[string]flow.RunState{"r-nowhere": flow.RunSucceeded}
+				}},
+				{"run still running", chaos.KindRunNotTerminal, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					runByKey(s, "r-ok").State = flow.RunRunning
+				}},
+				{"run ended otherwise", chaos.KindRunWrongState, func(_ *chaos.Snapshot, exp *chaos.Expectations) {
+					exp.Runs = map[string]flow.RunState{"r-ok": flow.RunFailed}
+				}},
+				{"run finished twice", chaos.KindRunTerminal, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					id := runByKey(s, "r-fail").ID
+					for _, tr := range s.Flows.RunTransitions {
+						if tr.RunID == id && tr.To == flow.RunFailed {
+							tr.From, tr.To = flow.RunFailed, flow.RunSucceeded
+							s.Flows.RunTransitions = append(s.Flows.RunTransitions, tr)
+							break
+						}
+					}
+				}},
+				{"run insert not published", chaos.KindRunOutbox, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					id := runByKey(s, "r-ok").ID
+					for i, tr := range s.Flows.RunTransitions {
+						if tr.RunID == id && tr.From == "" {
+							s.Flows.RunTransitions = append(s.Flows.RunTransitions[:i:i], s.Flows.RunTransitions[i+1:]...)
+							break
+						}
+					}
+				}},
+				{"definition unreadable", chaos.KindRunGraph, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					clear(s.Flows.Graphs)
+				}},
+				{"step released twice", chaos.KindDoubleRelease, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					in := stepOf(s, "r-ok", "join", 0)
+					for _, tr := range s.Flows.StepTransitions {
+						if tr.RunID == in.RunID && tr.Step == "join" && tr.To == flow.StepRunning {
+							s.Flows.StepTransitions = append(s.Flows.StepTransitions, tr)
+							break
+						}
+					}
+				}},
+				{"step given a second job", chaos.KindDoubleRelease, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					in := stepOf(s, "r-ok", "fan", 1)
+					for _, j := range s.Jobs {
+						if j.ID == in.JobID {
+							c := *j
+							c.ID = uuid.Must(uuid.NewV7())
+							s.Jobs = append(s.Jobs, &c)
+							break
+						}
+					}
+				}},
+				{"step instance row twice", chaos.KindDoubleRelease, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					r := runByKey(s, "r-ok")
+					c := *stepOf(s, "r-ok", "a", 0)
+					s.Flows.Steps[r.ID] = append(s.Flows.Steps[r.ID], &c)
+				}},
+				{"step path broken", chaos.KindStepOutbox, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					in := stepOf(s, "r-ok", "a", 0)
+					for i, tr := range s.Flows.StepTransitions {
+						if tr.RunID == in.RunID && tr.Step == "a" && tr.To == flow.StepSucceeded {
+							s.Flows.StepTransitions = append(s.Flows.StepTransitions[:i:i], s.Flows.StepTransitions[i+1:]...)
+							break
+						}
+					}
+				}},
+				{"step released before a parent ended", chaos.KindStepBeforeParent, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					join := stepOf(s, "r-ok", "join", 0)
+					join.StartedAt = stepOf(s, "r-ok", "fan", 2).FinishedAt.Add(-time.Millisecond)
+				}},
+				{"step job attempt before a parent ended", chaos.KindStepBeforeParent, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					join := stepOf(s, "r-ok", "join", 0)
+					s.Attempts[join.JobID][0].StartedAt = stepOf(s, "r-ok", "fan", 1).FinishedAt.Add(-time.Millisecond)
+				}},
+				{"step released while a parent runs", chaos.KindStepBeforeParent, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					stepOf(s, "r-ok", "fan", 0).State = flow.StepRunning
+				}},
+				{"succeeded with a failed step", chaos.KindSucceededEarly, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					stepOf(s, "r-ok", "must", 0).State = flow.StepFailed
+				}},
+				{"succeeded with a step never released", chaos.KindSucceededEarly, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					r := runByKey(s, "r-ok")
+					var keep []*flow.StepInstance
+					for _, in := range s.Flows.Steps[r.ID] {
+						if in.Step != "must" {
+							keep = append(keep, in)
+						}
+					}
+					s.Flows.Steps[r.ID] = keep
+				}},
+				{"fan-in saw another output", chaos.KindFanIn, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					stepOf(s, "r-ok", "fan", 1).Output = json.RawMessage(`{"other":true}`)
+				}},
+				{"fan-in saw the outputs out of order", chaos.KindFanIn, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					one, two := stepOf(s, "r-ok", "fan", 1), stepOf(s, "r-ok", "fan", 2)
+					one.Output, two.Output = two.Output, one.Output
+				}},
+				{"fan-in missed an instance", chaos.KindFanIn, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					r := runByKey(s, "r-ok")
+					c := *stepOf(s, "r-ok", "fan", 2)
+					c.Index = 3
+					s.Flows.Steps[r.ID] = append(s.Flows.Steps[r.ID], &c)
+				}},
+			}
+			for _, c := range cases {
+				s := b.load(t)
+				exp := b.exp
+				c.breakIt(s, &exp)
+				got := kinds(s.Check(exp))
+				require.Contains(t, got, c.kind, "%s: the checker must catch a %s violation", c.name, c.kind)
+			}
 		})
 	}
 }
