@@ -3,7 +3,11 @@
 // `docket worker --exec` workers, while processes are killed, paused and
 // restarted on a seeded random schedule; then every invariant is checked.
 //
-//	go run ./bench/chaos -seed 1 -duration 10m -jobs 5000
+//	go run ./bench/chaos -seed 1 -duration 10m -jobs 5000 -runs 1000
+//
+// Besides plain jobs it starts workflow runs (chains, diamonds, fan-outs
+// of 50 with their fan-in, conditional skips, failing steps) whose step
+// jobs the same workers run.
 //
 // It exits 1 when the checker found violations. It is also the worker
 // binary of the run: `chaos worker` is an in-process Go worker and
@@ -34,6 +38,7 @@ func run() int {
 	flag.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the scripts and the fault schedule")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "length of the submit-and-fault phase")
 	flag.IntVar(&cfg.Jobs, "jobs", 1000, "jobs submitted over the phase")
+	flag.IntVar(&cfg.Runs, "runs", 200, "workflow runs started over the phase (chains, diamonds, fan-outs of 50, skips, failing steps)")
 	flag.IntVar(&cfg.Servers, "servers", 3, "docket serve processes")
 	flag.IntVar(&cfg.GoWorkers, "go-workers", 2, "in-process Go worker processes")
 	flag.IntVar(&cfg.ExecWorkers, "exec-workers", 1, "docket worker --exec processes")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/workflow"
 )
 
 // Roles of the worker binary (bench/chaos): the run starts it as an
@@ -98,6 +99,16 @@ func runWorker(ctx context.Context) error {
 	docket.AddHandler(w, func(ctx context.Context, j *docket.Job[chaosArgs]) error {
 		return perform(ctx, payload(j.Args), j.Attempt)
 	})
+	docket.AddHandler(w, func(ctx context.Context, j *docket.Job[stepJob]) error {
+		out, fatal, err := performStep(ctx, j.Args, j.Attempt)
+		switch {
+		case fatal:
+			return docket.Fatal(err)
+		case err != nil:
+			return err
+		}
+		return docket.SetResult(ctx, out)
+	})
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
@@ -144,25 +155,16 @@ func runExec() int {
 		fmt.Fprintln(os.Stderr, "read payload:", err)
 		return 1
 	}
+	if _, ok := workflow.IsStepPayload(data); ok {
+		return runExecStep(data)
+	}
 	var p payload
 	if err := json.Unmarshal(data, &p); err != nil {
 		fmt.Fprintln(os.Stderr, "decode payload:", err)
 		return 1
 	}
-	attempt, _ := strconv.Atoi(os.Getenv("DOCKET_ATTEMPT"))
-	parent := os.Getppid()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, attempt, stop := execContext()
 	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			if os.Getppid() != parent {
-				os.Exit(1) // orphaned: the worker was killed
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
 	err = perform(ctx, p, attempt)
 	switch {
 	case err == nil:
@@ -174,4 +176,46 @@ func runExec() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 75
 	}
+}
+
+// execContext is the context of an exec'd job program: it ends on SIGTERM,
+// and the program exits when its parent (the worker) dies.
+func execContext() (context.Context, int, func()) {
+	attempt, _ := strconv.Atoi(os.Getenv("DOCKET_ATTEMPT"))
+	parent := os.Getppid()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for ctx.Err() == nil {
+			if os.Getppid() != parent {
+				os.Exit(1) // orphaned: the worker was killed
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return ctx, attempt, func() { cancel(); stop() }
+}
+
+// runExecStep is runExec for a step job: the output on stdout.
+func runExecStep(data []byte) int {
+	var p stepJob
+	if err := json.Unmarshal(data, &p); err != nil {
+		fmt.Fprintln(os.Stderr, "decode step payload:", err)
+		return 1
+	}
+	ctx, attempt, stop := execContext()
+	defer stop()
+	out, fatal, err := performStep(ctx, p, attempt)
+	switch {
+	case fatal:
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	case err != nil:
+		fmt.Fprintln(os.Stderr, err)
+		return 75
+	}
+	if _, err := os.Stdout.Write(out); err != nil {
+		return 75
+	}
+	return 0
 }

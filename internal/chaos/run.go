@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	mrand "math/rand/v2"
 	"net/http"
@@ -20,10 +21,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/spawn"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/workflow"
 )
 
 // Config of a chaos run.
@@ -34,6 +38,9 @@ type Config struct {
 	Duration time.Duration
 	// Jobs submitted, spread over Duration.
 	Jobs int
+	// Runs are workflow runs started, spread over Duration, each of a
+	// seeded random one of Shapes.
+	Runs int
 	// Servers (docket serve), GoWorkers (in-process Go workers) and
 	// ExecWorkers (docket worker --exec) processes; defaults 3, 2, 1.
 	Servers, GoWorkers, ExecWorkers int
@@ -77,9 +84,17 @@ type Report struct {
 	// complete, fail or renew the attempt (the attempt fence). Whether a
 	// holder was alive to try, and was refused, the database does not
 	// record.
-	Rescued    int
-	Violations []Violation
-	Dir        string
+	Rescued int
+	// Runs started (RunResubmits of them answered as duplicates of a try
+	// whose answer was lost), by shape; RunStates their end states;
+	// StepJobs the jobs of their steps.
+	Runs         int
+	RunResubmits int
+	RunShapes    map[string]int
+	RunStates    map[flow.RunState]int
+	StepJobs     int
+	Violations   []Violation
+	Dir          string
 }
 
 // Fault kinds.
@@ -101,6 +116,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "chaos: seed %d, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
 	fmt.Fprintf(&b, "  scripts: %s\n", countsOf(r.Scripts))
 	fmt.Fprintf(&b, "  end states: %s\n", countsOf(r.States))
+	fmt.Fprintf(&b, "  workflow runs: %d (%d answered as duplicates of a lost answer), %d step jobs\n", r.Runs, r.RunResubmits, r.StepJobs)
+	fmt.Fprintf(&b, "  run shapes: %s\n", countsOf(r.RunShapes))
+	fmt.Fprintf(&b, "  run end states: %s\n", countsOf(r.RunStates))
 	fmt.Fprintf(&b, "  events: %d in the outbox, %d received by the SSE client, %d webhook deliveries\n", r.Events, r.SSE, r.Webhook)
 	total := 0
 	for _, n := range r.Faults {
@@ -149,11 +167,15 @@ type run struct {
 	sse      *sseFollower
 	hook     *webhookReceiver
 
-	mu        sync.Mutex
-	faults    map[string]int
-	crashes   map[string]int
-	expect    map[string]Script
-	resubmits int
+	client *docket.Client // the run's own client of the database: workflows and runs
+
+	mu           sync.Mutex
+	faults       map[string]int
+	crashes      map[string]int
+	expect       map[string]Script
+	resubmits    int
+	expectRuns   map[string]Shape
+	runResubmits int
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -186,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg: cfg, rnd: mrand.New(mrand.NewPCG(cfg.Seed, 1)),
 		http:   &http.Client{Timeout: 30 * time.Second},
 		faults: map[string]int{}, crashes: map[string]int{}, expect: map[string]Script{},
+		expectRuns: map[string]Shape{},
 	}
 	keep := false
 	r.dir = cfg.Dir
@@ -228,19 +251,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var submitErr error
-	wg.Add(2)
+	var runsErr error
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		submitErr = r.submitAll(phase)
 	}()
 	go func() {
 		defer wg.Done()
+		runsErr = r.submitRuns(phase)
+	}()
+	go func() {
+		defer wg.Done()
 		r.injectFaults(phase)
 	}()
 	wg.Wait()
-	if submitErr != nil {
+	if err := errors.Join(submitErr, runsErr); err != nil {
 		keep = true
-		return nil, submitErr
+		return nil, err
 	}
 	r.logf("faults stopped; waiting for every job to finish")
 	rep, err := r.finish(ctx)
@@ -353,6 +381,13 @@ func (r *run) startAll(ctx context.Context) error {
 	if r.st, err = postgres.Open(ctx, r.pg.url(), store.Options{}); err != nil {
 		return fmt.Errorf("open the database: %w", err)
 	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if r.client, err = docket.NewClient(ctx, docket.Config{DatabaseURL: r.pg.url(), Logger: quiet}); err != nil {
+		return fmt.Errorf("open a client of the database: %w", err)
+	}
+	if err := r.putWorkflows(ctx); err != nil {
+		return err
+	}
 	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
 	return nil
 }
@@ -445,6 +480,9 @@ func (r *run) shutdown() {
 	}
 	if r.st != nil {
 		_ = r.st.Close()
+	}
+	if r.client != nil {
+		_ = r.client.Close()
 	}
 	if r.pg != nil {
 		r.pg.stop()
@@ -678,13 +716,22 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 	r.mu.Lock()
 	expect := maps.Clone(r.expect)
 	rep := &Report{Seed: r.cfg.Seed, Jobs: len(r.expect), Resubmits: r.resubmits,
-		Scripts: map[Script]int{}, Faults: maps.Clone(r.faults), Crashes: maps.Clone(r.crashes), States: map[job.State]int{}}
+		Scripts: map[Script]int{}, Faults: maps.Clone(r.faults), Crashes: maps.Clone(r.crashes), States: map[job.State]int{},
+		Runs: len(r.expectRuns), RunResubmits: r.runResubmits, RunShapes: map[string]int{}, RunStates: map[flow.RunState]int{}}
+	expectRuns := map[string]flow.RunState{}
+	for k, sh := range r.expectRuns {
+		expectRuns[k] = sh.Want
+		rep.RunShapes[sh.Name]++
+	}
 	r.mu.Unlock()
 	for _, s := range expect {
 		rep.Scripts[s]++
 	}
 	var lastCounts []*store.JobCount
-	err := poll(ctx, r.cfg.QuiesceTimeout, "every job to finish", func() bool {
+	err := poll(ctx, r.cfg.QuiesceTimeout, "every job and every run to finish", func() bool {
+		if r.openRuns(ctx) != 0 {
+			return false
+		}
 		cs, err := st.JobCount(ctx)
 		if err != nil {
 			return false
@@ -735,6 +782,12 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 	}
 	for _, j := range snap.Jobs {
 		rep.States[j.State]++
+		if _, ok := workflow.IsStepPayload(j.Payload); ok {
+			rep.StepJobs++
+		}
+	}
+	for _, run := range snap.Flows.Runs {
+		rep.RunStates[run.State]++
 	}
 	rep.Events = len(snap.Transitions)
 	for _, n := range sse {
@@ -743,7 +796,7 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 	for _, n := range hook {
 		rep.Webhook += n
 	}
-	rep.Violations = snap.Check(Expectations{Jobs: expect, RescueWindow: goLease + 5*time.Second, Deliveries: []Delivery{
+	rep.Violations = snap.Check(Expectations{Jobs: expect, Runs: expectRuns, RescueWindow: goLease + 5*time.Second, Deliveries: []Delivery{
 		{Name: "the SSE client", Seen: sse, ExactlyOnce: true},
 		{Name: "the webhook receiver", Seen: hook},
 	}})

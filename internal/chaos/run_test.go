@@ -11,14 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/chaos"
+	"github.com/docket-run/docket/internal/flow"
 )
 
 // chaosSeed is the fixed seed of the suite's chaos run.
 const chaosSeed = 7
 
 // TestChaosShort is a short chaos run: 3 servers, 2 Go workers and one
-// exec worker on a PostgreSQL and a NATS of its own, under a seeded
-// schedule of kills, pauses and restarts; every invariant must hold.
+// exec worker on a PostgreSQL and a NATS of its own, running 200 jobs and
+// 40 workflow runs of every shape under a seeded schedule of kills,
+// pauses and restarts; every invariant must hold.
 // The binaries are built without -race: the run is about processes
 // dying, and race-built ones would make it too slow for 2 cores.
 func TestChaosShort(t *testing.T) {
@@ -54,6 +56,7 @@ func TestChaosShort(t *testing.T) {
 		Seed:           chaosSeed,
 		Duration:       45 * time.Second,
 		Jobs:           200,
+		Runs:           40,
 		FaultGap:       2 * time.Second,
 		QuiesceTimeout: 90 * time.Second,
 		DocketBin:      filepath.Join(bin, "docket"),
@@ -65,6 +68,11 @@ func TestChaosShort(t *testing.T) {
 	t.Log(rep)
 	require.Empty(t, rep.Violations, "logs kept in %s", rep.Dir)
 	require.Equal(t, 200, rep.Jobs)
+	require.Equal(t, 40, rep.Runs)
+	for _, sh := range chaos.Shapes {
+		require.NotZero(t, rep.RunShapes[sh.Name], "no run of workflow %s", sh.Name)
+	}
+	require.Equal(t, 40, rep.RunStates[flow.RunSucceeded]+rep.RunStates[flow.RunFailed], "every run ended, as its shape wants (the checker holds each to it)")
 	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
 		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker} {
 		require.NotZero(t, rep.Faults[kind], "fault %s was never injected", kind)
