@@ -33,7 +33,7 @@ func benchCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput and latency with no-op jobs",
+		Short: "Measure throughput and latency with no-op jobs and workflow runs",
 		Long: `Measure docket with no-op jobs on a fresh database.
 
   --mode burn --jobs N          insert N jobs (insert jobs/s), then work them
@@ -46,6 +46,19 @@ func benchCommand() *cobra.Command {
                                 insert R jobs/s one by one (open loop) and
                                 report the time from each insert's commit to
                                 its handler's start
+  --mode workflow --runs N      start N runs of a 4-step chain, then work them
+                                to the end; then the same with a diamond
+                                (1 step, 2 in parallel, 1 join); every step a
+                                no-op job. Reports runs/s and steps/s (from
+                                worker start to the last run's committed end)
+                                and the step-to-step latency (from a parent
+                                job's completion, its finished_at, to the
+                                child's handler start) p50/p99
+  --mode workflow-latency --rate R --duration D
+                                start R runs/s of each shape one by one (open
+                                loop; default 100 runs/s) and report the same
+                                figures: the step-to-step latency at a fixed
+                                rate
 
 A database with unfinished jobs (a continuous run leaves some) is refused;
 --reset empties docket's tables first (the migrations are reverted and
@@ -60,10 +73,18 @@ percentiles), or as JSON with -o json.`,
 	}
 	url := databaseURLFlag(cmd, "sqlite:docket-bench.db")
 	f := cmd.Flags()
-	f.StringVar(&cfg.Mode, "mode", bench.ModeBurn, "burn, continuous or latency")
+	f.StringVar(&cfg.Mode, "mode", bench.ModeBurn, "burn, continuous, latency, workflow or workflow-latency")
+	var (
+		runs     int
+		runBatch int
+		shape    string
+	)
+	f.IntVar(&runs, "runs", bench.RunsDefault, "workflow: runs of each shape")
+	f.IntVar(&runBatch, "run-batch", bench.RunBatchDefault, "workflow: runs per RunStartMany call")
+	f.StringVar(&shape, "shape", "", "workflow modes: chain or diamond (default both)")
 	f.IntVar(&cfg.Jobs, "jobs", bench.JobsDefault, "burn: jobs to insert and work")
 	f.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
-	f.IntVar(&cfg.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second")
+	f.IntVar(&cfg.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second; workflow-latency: runs started per second (default 100)")
 	f.IntVar(&cfg.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertMany call")
 	f.IntVar(&cfg.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertMany calls in flight at once")
 	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
@@ -74,6 +95,16 @@ percentiles), or as JSON with -o json.`,
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	reset := f.Bool("reset", false, "empty docket's tables first (drops every job, key and webhook of this database)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var shapes []bench.Shape
+		switch shape {
+		case "":
+		case bench.ShapeChain.Name:
+			shapes = []bench.Shape{bench.ShapeChain}
+		case bench.ShapeDiamond.Name:
+			shapes = []bench.Shape{bench.ShapeDiamond}
+		default:
+			return fmt.Errorf("--shape %q: want chain or diamond", shape)
+		}
 		switch output {
 		case "text":
 		case "json":
@@ -92,7 +123,7 @@ percentiles), or as JSON with -o json.`,
 				return err
 			}
 		}
-		cfg.Out, cfg.Log = os.Stdout, os.Stderr
+		cfg.Out, cfg.Log = cmd.OutOrStdout(), cmd.ErrOrStderr()
 		if profile != "" {
 			f, err := os.Create(profile)
 			if err != nil {
@@ -104,7 +135,19 @@ percentiles), or as JSON with -o json.`,
 			}
 			defer pprof.StopCPUProfile()
 		}
-		_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush}, cfg)
+		if cfg.Mode == bench.ModeWorkflow || cfg.Mode == bench.ModeWorkflowLatency {
+			fc := bench.FlowConfig{
+				Mode: cfg.Mode, Runs: runs, RunBatch: runBatch, Rate: cfg.Rate, Duration: cfg.Duration,
+				Interval: cfg.Interval, JSON: cfg.JSON, Out: cfg.Out, Log: cfg.Log,
+			}
+			if !f.Changed("rate") {
+				fc.Rate = bench.RunRateDefault
+			}
+			fc.Shapes = shapes
+			_, err = bench.RunFlows(ctx, &benchFlowSystem{client: client, workers: workers, batch: batch, flush: flush}, fc)
+		} else {
+			_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush}, cfg)
+		}
 		if errors.Is(err, bench.ErrNotFresh) {
 			return fmt.Errorf("%w, or pass --reset to empty this one first", err)
 		}

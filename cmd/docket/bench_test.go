@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,6 +47,64 @@ func TestBenchReset(t *testing.T) {
 			}
 			require.Equal(t, 30, counts[docket.JobStateSuccess], "the last run's jobs, all worked")
 			require.Equal(t, 30, total, "nothing of the earlier runs is left")
+		})
+	}
+}
+
+// docket bench --mode workflow and --mode workflow-latency work small
+// numbers of chain and diamond runs to the end on both backends and report
+// every figure; the database then holds exactly those runs, SUCCEEDED.
+// No timing is asserted.
+func TestBenchWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			u := backend.URL(t)
+			common := []string{"bench", "--database-url", u, "--workers", "20", "--batch", "10", "--interval", "100ms"}
+			out, err := runDocket(t, append(common, "--mode", "workflow", "--runs", "25", "--run-batch", "10")...)
+			require.NoError(t, err)
+			for _, shape := range []string{"chain", "diamond"} {
+				for _, key := range []string{"start_runs_per_sec", "runs_per_sec", "steps_per_sec", "step_latency_p50_ms", "step_latency_p99_ms"} {
+					require.Contains(t, out, "docket_"+shape+"_"+key+"=", "workflow output:\n%s", out)
+				}
+			}
+			out, err = runDocket(t, append(common, "--mode", "workflow-latency", "--rate", "20", "--duration", "500ms", "--shape", "diamond", "-o", "json")...)
+			require.NoError(t, err)
+			var res []struct {
+				Shape       string `json:"shape"`
+				Runs        int    `json:"runs"`
+				Steps       int    `json:"steps"`
+				StepLatency struct {
+					Count int `json:"count"`
+				} `json:"stepLatency"`
+			}
+			at := strings.Index(out, "\n[\n") // the result, after the progress lines
+			require.NotEqual(t, -1, at, out)
+			require.NoError(t, json.NewDecoder(strings.NewReader(out[at:])).Decode(&res), out)
+			require.Len(t, res, 1)
+			require.Equal(t, "diamond", res[0].Shape)
+			require.Equal(t, 10, res[0].Runs, "20 runs/s for 0.5 s")
+			require.Equal(t, 40, res[0].Steps)
+			require.Equal(t, 30, res[0].StepLatency.Count, "three steps of each diamond have parents")
+
+			_, err = runDocket(t, append(common, "--mode", "workflow", "--shape", "square")...)
+			require.ErrorContains(t, err, `--shape "square"`)
+
+			c, err := docket.NewClient(context.Background(), docket.Config{DatabaseURL: u})
+			require.NoError(t, err)
+			defer c.Close()
+			for wf, want := range map[string]int{"bench_chain": 25, "bench_diamond": 35} {
+				runs, err := c.RunList(context.Background(), docket.RunListParams{Workflow: wf, Limit: 1000})
+				require.NoError(t, err)
+				require.Len(t, runs, want, wf)
+				for _, r := range runs {
+					require.Equal(t, docket.RunSucceeded, r.State)
+				}
+			}
+			counts, err := c.CountByState(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 4*(25+35), counts[docket.JobStateSuccess])
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,5 +169,36 @@ func TestPercentiles(t *testing.T) {
 	l := Percentiles(ms)
 	if l.P50 != 50 || l.P90 != 90 || l.P99 != 99 || l.Max != 100 || l.Count != 100 {
 		t.Fatalf("percentiles %+v", l)
+	}
+}
+
+// StepLatencies measures each child from its parents' completion: a join
+// from the later of its parents, roots not at all; a step whose parent or
+// handler start is missing is an error.
+func TestStepLatencies(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	jobs := []StepJob{
+		{Run: "r", Step: "top", Key: "k-top", Finished: ms(10)},
+		{Run: "r", Step: "left", Key: "k-left", Finished: ms(20)},
+		{Run: "r", Step: "right", Key: "k-right", Finished: ms(35)},
+		{Run: "r", Step: "join", Key: "k-join", Finished: ms(50)},
+	}
+	starts := map[string]time.Time{"k-top": ms(0), "k-left": ms(12), "k-right": ms(13), "k-join": ms(40)}
+	got, err := StepLatencies(ShapeDiamond, jobs, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// left 12-10, right 13-10, join 40-35 (the later parent, right).
+	if want := []float64{2, 3, 5}; !slices.Equal(got, want) {
+		t.Fatalf("latencies %v, want %v", got, want)
+	}
+	delete(starts, "k-join")
+	if _, err := StepLatencies(ShapeDiamond, jobs, starts); err == nil || !strings.Contains(err.Error(), "never started") {
+		t.Fatalf("err = %v, want the missing handler start", err)
+	}
+	if _, err := StepLatencies(ShapeDiamond, jobs[1:], starts); err == nil || !strings.Contains(err.Error(), "parent top") {
+		t.Fatalf("err = %v, want the missing parent", err)
 	}
 }
