@@ -21,8 +21,8 @@ lint: ## gofmt, go vet, staticcheck
 testdb: ## Start the throwaway PostgreSQL for tests (installs it if missing)
 	scripts/testdb.sh start
 
-chaos: ## Chaos run: kills, pauses, database and bus restarts, then the invariant check (SEED=…, DURATION=10m)
-	go run ./bench/chaos -seed $${SEED:-1} -duration $${DURATION:-10m} -jobs $${JOBS:-4000}
+chaos: ## Chaos run: jobs and workflow runs under kills, pauses, database and bus restarts, then the invariant check (SEED=…, DURATION=10m)
+	go run ./bench/chaos -seed $${SEED:-1} -duration $${DURATION:-10m} -jobs $${JOBS:-4000} -runs $${RUNS:-1000}
 
 demo: ## Run the demo on the embedded SQLite default
 	go run ./cmd/docket demo
