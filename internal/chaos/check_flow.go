@@ -208,12 +208,14 @@ func (s *Snapshot) checkFlows(f *FlowSnapshot, exp Expectations) []Violation {
 		index int
 	}
 	stepJobs := map[ref][]*job.Row{}
+	runJobs := map[uuid.UUID][]ref{} // each run's step jobs, in job order
 	jobs := map[uuid.UUID]*job.Row{}
 	for _, j := range s.Jobs {
 		jobs[j.ID] = j
 		if sr, ok := workflow.StepRefOf(j.Payload); ok {
 			k := ref{sr.RunID, sr.Step, sr.Index}
 			stepJobs[k] = append(stepJobs[k], j)
+			runJobs[sr.RunID] = append(runJobs[sr.RunID], k)
 		}
 	}
 
@@ -241,9 +243,10 @@ func (s *Snapshot) checkFlows(f *FlowSnapshot, exp Expectations) []Violation {
 				add(KindDoubleRelease, r, "step %s[%d] in generation %d has %d jobs", in.Step, in.Index, in.Generation, n)
 			}
 		}
-		for k, js := range stepJobs {
-			if k.run == r.ID && !seen[k] {
-				add(KindDoubleRelease, r, "job %s belongs to step %s[%d], which has no instance", js[0].ID, k.step, k.index)
+		for _, k := range runJobs[r.ID] {
+			if !seen[k] {
+				seen[k] = true // one violation per instance
+				add(KindDoubleRelease, r, "job %s belongs to step %s[%d], which has no instance", stepJobs[k][0].ID, k.step, k.index)
 			}
 		}
 
@@ -268,6 +271,11 @@ func (s *Snapshot) checkFlows(f *FlowSnapshot, exp Expectations) []Violation {
 	for id, p := range runPaths {
 		if runs[id] == nil {
 			add(KindRunOutbox, &flow.Run{ID: id}, "%d outbox transitions of a run that does not exist", len(p))
+		}
+	}
+	for id, ks := range runJobs {
+		if runs[id] == nil {
+			add(KindDoubleRelease, &flow.Run{ID: id}, "%d step jobs (the first %s, step %s[%d]) of a run that does not exist", len(ks), stepJobs[ks[0]][0].ID, ks[0].step, ks[0].index)
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -455,6 +456,28 @@ func TestCheckWorkflows(t *testing.T) {
 					r := runByKey(s, "r-ok")
 					c := *stepOf(s, "r-ok", "a", 0)
 					s.Flows.Steps[r.ID] = append(s.Flows.Steps[r.ID], &c)
+				}},
+				{"step job without an instance", chaos.KindDoubleRelease, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					r := runByKey(s, "r-fail")
+					var keep []*flow.StepInstance
+					for _, in := range s.Flows.Steps[r.ID] {
+						if in.Step != "a" {
+							keep = append(keep, in)
+						}
+					}
+					s.Flows.Steps[r.ID] = keep
+				}},
+				{"step job of no run", chaos.KindDoubleRelease, func(s *chaos.Snapshot, _ *chaos.Expectations) {
+					in := stepOf(s, "r-ok", "a", 0)
+					for _, j := range s.Jobs {
+						if j.ID == in.JobID {
+							c := *j
+							c.ID = uuid.Must(uuid.NewV7())
+							c.Payload = bytes.Replace(c.Payload, []byte(in.RunID.String()), []byte(uuid.Must(uuid.NewV7()).String()), 1)
+							s.Jobs = append(s.Jobs, &c)
+							break
+						}
+					}
 				}},
 				{"step path broken", chaos.KindStepOutbox, func(s *chaos.Snapshot, _ *chaos.Expectations) {
 					in := stepOf(s, "r-ok", "a", 0)
