@@ -93,8 +93,11 @@ type Report struct {
 	RunShapes    map[string]int
 	RunStates    map[flow.RunState]int
 	StepJobs     int
-	Violations   []Violation
-	Dir          string
+	// StepJobsByExec: step jobs that succeeded on an exec worker, whose
+	// completion reached the run through a server's lease API.
+	StepJobsByExec int
+	Violations     []Violation
+	Dir            string
 }
 
 // Fault kinds.
@@ -116,7 +119,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "chaos: seed %d, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
 	fmt.Fprintf(&b, "  scripts: %s\n", countsOf(r.Scripts))
 	fmt.Fprintf(&b, "  end states: %s\n", countsOf(r.States))
-	fmt.Fprintf(&b, "  workflow runs: %d (%d answered as duplicates of a lost answer), %d step jobs\n", r.Runs, r.RunResubmits, r.StepJobs)
+	fmt.Fprintf(&b, "  workflow runs: %d (%d answered as duplicates of a lost answer), %d step jobs (%d succeeded on the exec worker)\n", r.Runs, r.RunResubmits, r.StepJobs, r.StepJobsByExec)
 	fmt.Fprintf(&b, "  run shapes: %s\n", countsOf(r.RunShapes))
 	fmt.Fprintf(&b, "  run end states: %s\n", countsOf(r.RunStates))
 	fmt.Fprintf(&b, "  events: %d in the outbox, %d received by the SSE client, %d webhook deliveries\n", r.Events, r.SSE, r.Webhook)
@@ -784,6 +787,11 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		rep.States[j.State]++
 		if _, ok := workflow.IsStepPayload(j.Payload); ok {
 			rep.StepJobs++
+			for _, a := range snap.Attempts[j.ID] {
+				if a.Outcome == job.OutcomeSuccess && strings.HasPrefix(a.Node, "execworker") {
+					rep.StepJobsByExec++
+				}
+			}
 		}
 	}
 	for _, run := range snap.Flows.Runs {

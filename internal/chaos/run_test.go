@@ -73,6 +73,7 @@ func TestChaosShort(t *testing.T) {
 		require.NotZero(t, rep.RunShapes[sh.Name], "no run of workflow %s", sh.Name)
 	}
 	require.Equal(t, 40, rep.RunStates[flow.RunSucceeded]+rep.RunStates[flow.RunFailed], "every run ended, as its shape wants (the checker holds each to it)")
+	require.NotZero(t, rep.StepJobsByExec, "no step job ran on the exec worker: the lease API's advancement went untested")
 	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
 		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker} {
 		require.NotZero(t, rep.Faults[kind], "fault %s was never injected", kind)
