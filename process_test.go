@@ -316,7 +316,7 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 		}
 		b := setup(t, backend, fastConfig())
 		ctx := context.Background()
-		_, err := docket.PutWorkflowForTest(ctx, b.client, diamond(t, "race2"))
+		_, _, err := b.client.WorkflowPut(ctx, diamond(t, "race2"))
 		require.NoError(t, err)
 		params := make([]docket.RunStartParams, n)
 		for i := range params {
