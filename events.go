@@ -138,6 +138,7 @@ type EventCursor struct {
 type EventFilter struct {
 	Types []string  // event types, e.g. "job.state_changed"
 	JobID uuid.UUID // the events of one job
+	RunID uuid.UUID // the events of one workflow run (run and step state changes)
 }
 
 // ErrEventNotInHistory: the event is not in the history (pruned after the
@@ -169,7 +170,7 @@ func (h *EventHistory) After(ctx context.Context, id string) (EventCursor, error
 // Read returns up to about limit events after cur that f selects, and the
 // cursor after them (cur itself when there are none yet).
 func (h *EventHistory) Read(ctx context.Context, cur EventCursor, f EventFilter, limit int) ([]Event, EventCursor, error) {
-	evs, next, err := h.h.Read(ctx, cur.c, events.Filter{Types: f.Types, JobID: f.JobID}, limit)
+	evs, next, err := h.h.Read(ctx, cur.c, events.Filter{Types: f.Types, JobID: f.JobID, RunID: f.RunID}, limit)
 	return evs, EventCursor{next}, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -53,10 +54,17 @@ func NATSSubject(eventType string) string { return "docket." + eventType }
 // JobSubject is the Envelope.Subject of a job's events.
 func JobSubject(id fmt.Stringer) string { return "jobs/" + id.String() }
 
+// RunSubject is the Envelope.Subject of a workflow run's events
+// (run.state_changed and step.state_changed).
+func RunSubject(id fmt.Stringer) string { return "runs/" + id.String() }
+
 // Expand fans one outbox row out into its events, in order. A
 // job.state_changed row gives one event per transition with data
 // {jobId, jobType, queue, from, to, attempt}; a job.progress row gives one.
-// Unknown types pass through as one event with the row's data.
+// A run.state_changed or step.state_changed row gives one event per
+// transition, with the data of flow.RunTransition or flow.StepTransition
+// and the run's subject. Unknown types pass through as one event with the
+// row's data.
 func Expand(row *store.OutboxEvent) ([]Envelope, error) {
 	switch row.Type {
 	case job.EventStateChanged:
@@ -79,6 +87,32 @@ func Expand(row *store.OutboxEvent) ([]Envelope, error) {
 			return nil, fmt.Errorf("decode outbox row %d: %w", row.ID, err)
 		}
 		return []Envelope{{ID: EventID(row.ID, 0), Type: row.Type, OccurredAt: row.CreatedAt, Subject: JobSubject(d.JobID), Data: row.Data}}, nil
+	case flow.EventRunStateChanged:
+		var d flow.RunStateChangedData
+		if err := json.Unmarshal(row.Data, &d); err != nil {
+			return nil, fmt.Errorf("decode outbox row %d: %w", row.ID, err)
+		}
+		return perTransition(row, d.Transitions, func(tr flow.RunTransition) fmt.Stringer { return tr.RunID })
+	case flow.EventStepStateChanged:
+		var d flow.StepStateChangedData
+		if err := json.Unmarshal(row.Data, &d); err != nil {
+			return nil, fmt.Errorf("decode outbox row %d: %w", row.ID, err)
+		}
+		return perTransition(row, d.Transitions, func(tr flow.StepTransition) fmt.Stringer { return tr.RunID })
 	}
 	return []Envelope{{ID: EventID(row.ID, 0), Type: row.Type, OccurredAt: row.CreatedAt, Data: row.Data}}, nil
+}
+
+// perTransition is one event per transition of a run or step row, about
+// the transition's run.
+func perTransition[T any](row *store.OutboxEvent, trs []T, runOf func(T) fmt.Stringer) ([]Envelope, error) {
+	out := make([]Envelope, len(trs))
+	for i, tr := range trs {
+		data, err := json.Marshal(tr)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Envelope{ID: EventID(row.ID, i), Type: row.Type, OccurredAt: row.CreatedAt, Subject: RunSubject(runOf(tr)), Data: data}
+	}
+	return out, nil
 }

@@ -44,10 +44,14 @@ type Cursor struct {
 type Filter struct {
 	Types []string
 	JobID uuid.UUID
+	RunID uuid.UUID // the events of one workflow run
 }
 
 func (f *Filter) match(ev *Envelope) bool {
 	if len(f.Types) > 0 && !slices.Contains(f.Types, ev.Type) {
+		return false
+	}
+	if f.RunID != uuid.Nil && ev.Subject != RunSubject(f.RunID) {
 		return false
 	}
 	return f.JobID == uuid.Nil || ev.Subject == JobSubject(f.JobID)
@@ -102,6 +106,9 @@ func (h *History) Read(ctx context.Context, cur Cursor, f Filter, limit int) ([]
 	p := &store.OutboxListPublishedParams{AfterSeq: cur.Seq, Types: f.Types, Limit: limit}
 	if f.JobID != uuid.Nil {
 		p.Contains = f.JobID.String()
+	}
+	if f.RunID != uuid.Nil {
+		p.Contains = f.RunID.String()
 	}
 	rows, through, err := h.store.OutboxListPublished(ctx, p)
 	if err != nil {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
 // EventTypes are the event types a subscription may name (or "*").
-var EventTypes = []string{job.EventStateChanged, job.EventProgress}
+var EventTypes = []string{job.EventStateChanged, job.EventProgress, flow.EventRunStateChanged, flow.EventStepStateChanged}
 
 // Limits of a subscription.
 const (
