@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/workflow"
 )
 
 // A workflow definition is a named, versioned DAG of steps: jobs, signals
@@ -74,7 +75,8 @@ const (
 
 // DecodeWorkflow reads a definition from its JSON form and validates its
 // structure. The error is a *WorkflowValidationError naming every bad field.
-// The CEL expressions are compiled when the definition is stored.
+// The CEL expressions are compiled when the definition is stored
+// (ValidateWorkflow checks both).
 func DecodeWorkflow(data []byte) (*WorkflowDefinition, error) {
 	def, err := flow.Decode(data)
 	if err != nil {
@@ -86,9 +88,12 @@ func DecodeWorkflow(data []byte) (*WorkflowDefinition, error) {
 	return def, nil
 }
 
-// ValidateWorkflow checks the structure of def (names, kinds, fields,
-// limits, parents, cycles). The error is a *WorkflowValidationError.
-func ValidateWorkflow(def *WorkflowDefinition) error { return flow.Validate(def) }
+// ValidateWorkflow checks def as WorkflowPut and PUT /v1/workflows/{name}
+// do: its structure (names, kinds, fields, limits, parents, cycles) and
+// its CEL expressions (each `if` compiles to a bool, each `forEach` to a
+// list, and they name only parents). The error is a
+// *WorkflowValidationError naming every bad field.
+func ValidateWorkflow(def *WorkflowDefinition) error { return workflow.Validate(def) }
 
 // WorkflowHash returns the content hash of def ("sha256:…"): definitions
 // with the same hash are the same version. Key order, white space, the

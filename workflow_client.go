@@ -30,14 +30,12 @@ type WorkflowVersion struct {
 // written and that version is returned with created = false; otherwise a
 // new version is stored (1 for a new workflow) and created is true.
 //
-// The structure of def is validated here (ValidateWorkflow: the error is a
-// *WorkflowValidationError and nothing is stored). The CEL expressions
-// (`if`, `forEach`) are not compiled by this package, which does not link
-// CEL: the server compiles them on PUT /v1/workflows/{name} before it calls
-// WorkflowPut, and a Go program that stores definitions itself finds a bad
-// expression when a run reaches its step, which then fails.
+// def is validated first, structure and CEL expressions alike
+// (ValidateWorkflow, the same check as PUT /v1/workflows/{name}): the error
+// is a *WorkflowValidationError naming every bad field, and nothing is
+// stored.
 func (c *Client) WorkflowPut(ctx context.Context, def *WorkflowDefinition) (v *WorkflowVersion, created bool, err error) {
-	if err := flow.Validate(def); err != nil {
+	if err := ValidateWorkflow(def); err != nil {
 		return nil, false, err
 	}
 	canon, err := flow.Canonical(def)

@@ -107,9 +107,8 @@ func TestWorkflowPutGetList(t *testing.T) {
 	}
 }
 
-// WorkflowPut validates the structure and stores nothing when it is
-// invalid; expressions are the server's to compile (the root does not link
-// CEL), so one that does not compile is stored from Go.
+// WorkflowPut validates the structure and the CEL expressions and stores
+// nothing when either is invalid.
 func TestWorkflowPutValidates(t *testing.T) {
 	t.Parallel()
 	for _, backend := range testdb.Backends() {
@@ -137,11 +136,19 @@ func TestWorkflowPutValidates(t *testing.T) {
 			_, _, err = client.WorkflowPut(ctx, nil)
 			require.True(t, errors.As(err, &ve), "%v", err)
 
-			uncompiled := mustDefinition(t, docket.NewWorkflow("cel-later").Job("a", "t", docket.If("steps.nope ==")))
-			v, created, err := client.WorkflowPut(ctx, uncompiled)
-			require.NoError(t, err)
-			require.True(t, created)
-			require.Equal(t, "steps.nope ==", v.Definition.Steps[0].If)
+			uncompiled := mustDefinition(t, docket.NewWorkflow("cel-now").
+				Job("a", "t").
+				Job("b", "t", docket.After("a"), docket.If("steps.nope ==")).
+				Job("c", "t", docket.After("a"), docket.ForEach("steps.a.output.n > 1")))
+			_, _, err = client.WorkflowPut(ctx, uncompiled)
+			require.True(t, errors.As(err, &ve), "%v", err)
+			fields = nil
+			for _, fe := range ve.Errors {
+				fields = append(fields, fe.Field)
+			}
+			require.ElementsMatch(t, []string{"steps[1].if", "steps[2].forEach"}, fields, fmt.Sprint(ve.Errors))
+			_, err = client.WorkflowGet(ctx, "cel-now", 0)
+			require.ErrorIs(t, err, docket.ErrNotFound, "a definition whose expressions do not compile is not stored")
 		})
 	}
 }

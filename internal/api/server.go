@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/flow/expr"
 )
 
 // Defaults of Config.
@@ -69,9 +68,6 @@ type Server struct {
 	routes  []route
 	limiter *limiter
 	metrics *Metrics
-
-	// exprEnv compiles workflow expressions; built on first use.
-	exprEnv func() (*expr.Env, error)
 
 	authMu    sync.Mutex
 	authCache map[string]authEntry
@@ -127,7 +123,6 @@ func New(cfg Config) *Server {
 		cfg.Metrics.countFrom(cfg.Client)
 	}
 	s := &Server{cfg: cfg, client: cfg.Client, metrics: cfg.Metrics, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
-	s.exprEnv = sync.OnceValues(expr.NewEnv)
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/flow"
-	"github.com/docket-run/docket/internal/flow/expr"
 )
 
 func (s *Server) workflowRoutes() []route {
@@ -56,14 +55,12 @@ type workflowsResponse struct {
 // (steps[2].job.priority) in one 400.
 type putWorkflowRequest struct {
 	pathName string
-	env      func() (*expr.Env, error)
 	raw      []byte
 	def      *flow.Definition // set by Validate
 }
 
-func (req *putWorkflowRequest) prepare(s *Server, r *http.Request) {
+func (req *putWorkflowRequest) prepare(_ *Server, r *http.Request) {
 	req.pathName = r.PathValue("name")
-	req.env = s.exprEnv
 }
 
 // ownedThroughout: every level of a definition is the API's; a repeated
@@ -111,11 +108,7 @@ func (req *putWorkflowRequest) Validate() error {
 		problems = append(problems, FieldError{Field: "name", Message: fmt.Sprintf(
 			"is %q but the path names %q: send the same name, or none", def.Name, req.pathName)})
 	}
-	env, err := req.env()
-	if err != nil {
-		return err
-	}
-	if _, err := env.Compile(def); err != nil {
+	if err := docket.ValidateWorkflow(def); err != nil {
 		var ve *flow.ValidationError
 		if !errors.As(err, &ve) {
 			return err
