@@ -34,8 +34,12 @@ type Config struct {
 	Client *docket.Client
 	// Auth checks bearer keys; default Client.
 	Auth Authenticator
-	// MaxBodyBytes limits request bodies; default 1 MiB.
+	// MaxBodyBytes limits request bodies; default 1 MiB. It also bounds a
+	// line of a JSON-lines runs batch.
 	MaxBodyBytes int64
+	// MaxBatchBytes limits the body of POST
+	// /v1/workflows/{name}/runs:batch; default 256 MiB.
+	MaxBatchBytes int64
 	// RateLimit per API key in requests per second; 0 disables it.
 	RateLimit float64
 	// RateBurst: requests a key may send at once; default RateLimit
@@ -83,8 +87,8 @@ type permission int
 
 const (
 	permPublic permission = iota // no key needed (health, metrics, openapi)
-	permRead                     // read jobs, queues and workflows
-	permSubmit                   // submit, cancel, retry jobs; put workflows
+	permRead                     // read jobs, queues, workflows and runs
+	permSubmit                   // submit, cancel, retry jobs; put workflows; start and operate runs
 	permLease                    // the remote-worker protocol
 	permAdmin                    // everything else
 )
@@ -113,6 +117,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytesDefault
 	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = MaxBatchBytesDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -135,6 +142,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.deadLetterRoutes()...)
 	s.routes = append(s.routes, s.webhookRoutes()...)
 	s.routes = append(s.routes, s.workflowRoutes()...)
+	s.routes = append(s.routes, s.runRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler
