@@ -265,6 +265,15 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"WorkflowJobStep":     flow.JobStep{},
 		"WorkflowSignalStep":  flow.SignalStep{},
 		"WorkflowHumanStep":   flow.HumanStep{},
+		"StartRunRequest":     startRunRequest{},
+		"RunStarted":          startRunResponse{},
+		"Run":                 runView{},
+		"RunDetail":           runDetail{},
+		"RunStep":             stepView{},
+		"RunList":             runsResponse{},
+		"RunBatchResponse":    runBatchResponse{},
+		"RunBatchItem":        runBatchItem{},
+		"SignalRequest":       signalRequest{},
 	} {
 		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
 		props, _ := s["properties"].(map[string]any)

@@ -45,8 +45,8 @@ func (s *Server) runRoutes() []route {
 	}
 }
 
-// runView is a run as the API shows it. Steps is set by GET
-// /v1/runs/{runId} only.
+// runView is a run as the API shows it; GET /v1/runs/{runId} adds its
+// steps (runDetail).
 type runView struct {
 	RunID    uuid.UUID       `json:"runId"`
 	Workflow string          `json:"workflow"`
@@ -62,7 +62,12 @@ type runView struct {
 	CreatedAt       time.Time       `json:"createdAt"`
 	UpdatedAt       time.Time       `json:"updatedAt"`
 	FinishedAt      *time.Time      `json:"finishedAt"`
-	Steps           []*stepView     `json:"steps,omitempty"`
+}
+
+// runDetail is a run with every step instance.
+type runDetail struct {
+	runView
+	Steps []*stepView `json:"steps"`
 }
 
 // stepView is one step instance of a run.
@@ -96,12 +101,16 @@ func optionalID(id uuid.UUID) *uuid.UUID {
 }
 
 func runViewOf(r *docket.Run) *runView {
-	v := &runView{
+	return &runView{
 		RunID: r.ID, Workflow: r.Workflow, Version: r.Version, Status: r.State,
 		Input: rawOrNull(r.Input), Output: rawOrNull(r.Output), Error: r.Error,
 		CancelRequested: r.CancelRequested, IdempotencyKey: r.IdempotencyKey,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), FinishedAt: optionalTime(r.FinishedAt),
 	}
+}
+
+func runDetailOf(r *docket.Run) *runDetail {
+	v := &runDetail{runView: *runViewOf(r), Steps: []*stepView{}}
 	for _, st := range r.Steps {
 		v.Steps = append(v.Steps, &stepView{
 			Name: st.Name, Index: st.Index, Kind: st.Kind, Status: st.State, Generation: st.Generation,
@@ -197,7 +206,7 @@ func runID(r *http.Request) (uuid.UUID, error) {
 
 func noRun(id uuid.UUID) *Problem { return notFound(fmt.Sprintf("no run %s", id)) }
 
-func (s *Server) getRun(ctx context.Context, r *http.Request, _ *Empty) (int, *runView, error) {
+func (s *Server) getRun(ctx context.Context, r *http.Request, _ *Empty) (int, *runDetail, error) {
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
@@ -212,7 +221,7 @@ func (s *Server) getRun(ctx context.Context, r *http.Request, _ *Empty) (int, *r
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, runViewOf(run), nil
+	return http.StatusOK, runDetailOf(run), nil
 }
 
 // runOp serves POST /v1/runs/{runId}/<op>: the run after the operation,

@@ -29,11 +29,11 @@ func startRun(t *testing.T, b *bundle, name string, body any, status int, header
 	return &v
 }
 
-func getRun(t *testing.T, b *bundle, id fmt.Stringer) *runView {
+func getRun(t *testing.T, b *bundle, id fmt.Stringer) *runDetail {
 	t.Helper()
 	r := b.do(t, docket.RoleViewer, "GET", "/v1/runs/"+id.String(), nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-	var v runView
+	var v runDetail
 	r.JSON(t, &v)
 	return &v
 }
@@ -185,7 +185,6 @@ func TestRunList(t *testing.T) {
 			require.LessOrEqual(t, len(page.Items), 2)
 			for _, it := range page.Items {
 				require.Equal(t, "approval", it.Workflow)
-				require.Nil(t, it.Steps, "the list has no steps")
 				seen = append(seen, it.RunID.String())
 			}
 			next = ""
