@@ -223,9 +223,17 @@ func TestRunBatch(t *testing.T) {
 			return b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs:batch"+query, body, "Content-Type", ct)
 		}
 		count := func() int {
-			runs, err := b.client.RunList(t.Context(), docket.RunListParams{Workflow: "approval", Limit: 1000})
-			require.NoError(t, err)
-			return len(runs)
+			n := 0
+			p := docket.RunListParams{Workflow: "approval", Limit: 1000}
+			for {
+				runs, err := b.client.RunList(t.Context(), p)
+				require.NoError(t, err)
+				n += len(runs)
+				if len(runs) < p.Limit {
+					return n
+				}
+				p.Before = runs[len(runs)-1].ID
+			}
 		}
 
 		// JSON.
@@ -252,6 +260,22 @@ func TestRunBatch(t *testing.T) {
 		require.Equal(t, `{"id":"p2","left":"d","right":"e \"f\""}`, string(got.Input), "header order kept")
 		require.Equal(t, "p2", got.IdempotencyKey)
 		require.Equal(t, 5, count())
+
+		// More than one chunk (a transaction each): every run, in order.
+		var lines strings.Builder
+		for i := range runChunk*2 + 100 {
+			fmt.Fprintf(&lines, "{\"input\": %d, \"idempotencyKey\": \"c%d\"}\n", i, i)
+		}
+		r = batch("application/x-ndjson", "", lines.String())
+		require.Equal(t, http.StatusAccepted, r.Status)
+		r.JSON(t, &res)
+		require.Equal(t, runChunk*2+100, res.Started)
+		for i, it := range res.Items {
+			require.Equal(t, i, it.Index)
+		}
+		require.JSONEq(t, "2050", string(getRun(t, b, res.Items[2050].RunID).Input))
+		require.Equal(t, "c2050", getRun(t, b, res.Items[2050].RunID).IdempotencyKey)
+		require.Equal(t, 5+runChunk*2+100, count())
 
 		// Bad runs: every one named, nothing written.
 		p := batch("application/json", "", `{"runs": [{"input": 1}, 7, {"input": 1, "x": 2}, {"idempotencyKey": "d"}, {"idempotencyKey": "d"}]}`).Problem(t, http.StatusBadRequest)
@@ -285,7 +309,7 @@ func TestRunBatch(t *testing.T) {
 		batch("application/json", "?version=3", `{"runs": [{}]}`).Problem(t, http.StatusNotFound)
 		r = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/nope/runs:batch", `{"runs": [{}]}`)
 		r.Problem(t, http.StatusNotFound)
-		require.Equal(t, 5, count(), "nothing was written by a refused batch")
+		require.Equal(t, 5+runChunk*2+100, count(), "nothing was written by a refused batch")
 		b.do(t, docket.RoleViewer, "POST", "/v1/workflows/approval/runs:batch", `{"runs": [{}]}`).Problem(t, http.StatusForbidden)
 	})
 }
