@@ -126,13 +126,22 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 // DoStatus is Do that also returns the status of a 2xx answer, for the
 // calls whose status says something (201 Created against 200 OK).
 func (c *Client) DoStatus(ctx context.Context, method, path string, body, out any) (int, error) {
+	if body == nil {
+		return c.DoRaw(ctx, method, path, "", nil, out)
+	}
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return 0, fmt.Errorf("encode request: %w", err)
+	}
+	return c.DoRaw(ctx, method, path, "application/json", buf, out)
+}
+
+// DoRaw is DoStatus with a body sent as is, of type contentType (a body
+// nil: none), e.g. the JSON lines or CSV of a runs batch.
+func (c *Client) DoRaw(ctx context.Context, method, path, contentType string, body []byte, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
-			return 0, fmt.Errorf("encode request: %w", err)
-		}
-		rd = bytes.NewReader(buf)
+		rd = bytes.NewReader(body)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -146,7 +155,7 @@ func (c *Client) DoStatus(ctx context.Context, method, path string, body, out an
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := c.http.Do(req)
 	if err != nil {

@@ -32,7 +32,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand(), workflowCommand())
+	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand(), workflowCommand(), runCommand())
 	root.AddCommand(aggregateCommand())
 	return root
 }
