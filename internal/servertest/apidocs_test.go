@@ -189,6 +189,7 @@ func runDocExamples(t *testing.T, name, path string) {
 var variableFields = []string{
 	"id", "jobId", "leaseId", "createdAt", "updatedAt", "scheduledAt", "finishedAt",
 	"startedAt", "expiresAt", "leaseExpiresAt", "nextCursor", "detail", "durationMs",
+	"runId", "unitId",
 }
 
 // compareSample lists how got differs from the sample want: the same
