@@ -36,6 +36,7 @@ type serveConfig struct {
 	JobTimeout        time.Duration // --job-timeout, DOCKET_JOB_TIMEOUT; default 5m
 	RescueInterval    time.Duration // --rescue-interval, DOCKET_RESCUE_INTERVAL; default 15s
 	SchedulerInterval time.Duration // --scheduler-interval, DOCKET_SCHEDULER_INTERVAL; default 1s
+	WorkflowSweep     time.Duration // --workflow-sweep-interval, DOCKET_WORKFLOW_SWEEP_INTERVAL; default 5s
 	PruneInterval     time.Duration // --prune-interval, DOCKET_PRUNE_INTERVAL; default 1m
 	Retention         time.Duration // --retention, DOCKET_RETENTION; default 168h
 	PollInterval      time.Duration // --poll-interval, DOCKET_POLL_INTERVAL; default 1s
@@ -89,6 +90,7 @@ var serveSettings = []setting{
 	{"job-timeout", "DOCKET_JOB_TIMEOUT", "5m", "default deadline of one attempt run by an in-process worker", func(c *serveConfig) any { return &c.JobTimeout }},
 	{"rescue-interval", "DOCKET_RESCUE_INTERVAL", "15s", "how often the leader looks for expired leases", func(c *serveConfig) any { return &c.RescueInterval }},
 	{"scheduler-interval", "DOCKET_SCHEDULER_INTERVAL", "1s", "how often RETRY jobs whose backoff is over are queued again", func(c *serveConfig) any { return &c.SchedulerInterval }},
+	{"workflow-sweep-interval", "DOCKET_WORKFLOW_SWEEP_INTERVAL", "5s", "how often workflow runs whose advancement was missed, and signal steps past their timeout, are looked for", func(c *serveConfig) any { return &c.WorkflowSweep }},
 	{"prune-interval", "DOCKET_PRUNE_INTERVAL", "1m", "how often finished jobs past retention are deleted", func(c *serveConfig) any { return &c.PruneInterval }},
 	{"retention", "DOCKET_RETENTION", "168h", "how long SUCCESS, DEAD and CANCELED jobs are kept", func(c *serveConfig) any { return &c.Retention }},
 	{"poll-interval", "DOCKET_POLL_INTERVAL", "1s", "fallback poll for due jobs when no wakeup arrives", func(c *serveConfig) any { return &c.PollInterval }},
@@ -276,6 +278,7 @@ func (c *serveConfig) Validate() error {
 	}{
 		{"DOCKET_JOB_TIMEOUT", c.JobTimeout}, {"DOCKET_RESCUE_INTERVAL", c.RescueInterval},
 		{"DOCKET_SCHEDULER_INTERVAL", c.SchedulerInterval}, {"DOCKET_PRUNE_INTERVAL", c.PruneInterval},
+		{"DOCKET_WORKFLOW_SWEEP_INTERVAL", c.WorkflowSweep},
 		{"DOCKET_RETENTION", c.Retention}, {"DOCKET_POLL_INTERVAL", c.PollInterval},
 		{"DOCKET_LEADER_TTL", c.LeaderTTL}, {"DOCKET_RETRY_BACKOFF_BASE", c.RetryBackoffBase},
 		{"DOCKET_SHUTDOWN_TIMEOUT", c.ShutdownTimeout}, {"DOCKET_EVENT_RETENTION", c.EventRetention},
@@ -322,6 +325,7 @@ func (c *serveConfig) workerConfig() docket.WorkerConfig {
 		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval, SchedulerInterval: c.SchedulerInterval,
 		PruneInterval: c.PruneInterval, Retention: c.Retention, PollInterval: c.PollInterval,
 		LeaderTTL: c.LeaderTTL, RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
+		WorkflowSweepInterval: c.WorkflowSweep,
 	}
 }
 
