@@ -296,6 +296,23 @@ func TestRunsEndToEnd(t *testing.T) {
 		for _, s := range run.Steps {
 			require.Equal(t, 1, w.worked(diamond, s.Name, 0), "step %s worked once", s.Name)
 		}
+		// Its events: the run created and ended, each step released and
+		// ended, all about this run, in order.
+		evs := sseEvents(t, srv, e.key, "/v1/runs/"+diamond+"/events", 10)
+		var seen []string
+		for _, ev := range evs {
+			require.Equal(t, "runs/"+diamond, ev["subject"])
+			data := ev["data"].(map[string]any)
+			seen = append(seen, fmt.Sprintf("%s %v>%v", ev["type"], data["step"], data["to"]))
+		}
+		require.Equal(t, "run.state_changed <nil>>RUNNING", seen[0])
+		require.Equal(t, "run.state_changed <nil>>SUCCEEDED", seen[9])
+		require.ElementsMatch(t, []string{
+			"step.state_changed top>RUNNING", "step.state_changed top>SUCCEEDED",
+			"step.state_changed left>RUNNING", "step.state_changed left>SUCCEEDED",
+			"step.state_changed right>RUNNING", "step.state_changed right>SUCCEEDED",
+			"step.state_changed join>RUNNING", "step.state_changed join>SUCCEEDED",
+		}, seen[1:9])
 
 		run = e.wait(fan, "SUCCEEDED")
 		require.JSONEq(t, `{"sum": {"sum": 4950, "count": 100}}`, string(run.Output))
