@@ -22,15 +22,19 @@ const (
 	RoleProducer Role = "producer" // submit, read, cancel and retry jobs
 	RoleWorker   Role = "worker"   // the remote-worker lease protocol only
 	RoleViewer   Role = "viewer"   // read only
+	// RoleContributor keys are bound to one contributor (CreateContributorKey)
+	// and reach only the contributor endpoints, for their own work.
+	RoleContributor Role = "contributor"
 )
 
-// Roles lists every role.
+// Roles lists every role an operator gives a key (CreateAPIKey); contributor
+// keys are made by CreateContributorKey.
 var Roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleViewer}
 
-// Valid reports whether r is a known role.
+// Valid reports whether r is a known role, contributor included.
 func (r Role) Valid() bool {
 	switch r {
-	case RoleAdmin, RoleProducer, RoleWorker, RoleViewer:
+	case RoleAdmin, RoleProducer, RoleWorker, RoleViewer, RoleContributor:
 		return true
 	}
 	return false
@@ -46,8 +50,11 @@ type APIKey struct {
 	// a generated secret ("dk_" and 5 random ones), at most 4 of an
 	// imported one (an operator's secret may be a passphrase).
 	Prefix    string
-	CreatedAt time.Time
-	RevokedAt time.Time // zero while the key is valid
+	// ContributorID is the contributor a key of role contributor is bound
+	// to; uuid.Nil for other keys.
+	ContributorID uuid.UUID
+	CreatedAt     time.Time
+	RevokedAt     time.Time // zero while the key is valid
 }
 
 // apiKeyAlphabet: secrets are "dk_" and 40 characters of it (≈ 238 bits).
@@ -78,7 +85,7 @@ func hashSecret(secret string) string {
 }
 
 func apiKeyFrom(k *store.APIKey) *APIKey {
-	return &APIKey{ID: k.ID, Name: k.Name, Role: Role(k.Role), Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return &APIKey{ID: k.ID, Name: k.Name, Role: Role(k.Role), Prefix: k.Prefix, ContributorID: k.ContributorID, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 // CreateAPIKey makes a key with a random secret. The secret is returned
@@ -88,7 +95,25 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string, role Role) (stri
 	if err != nil {
 		return "", nil, err
 	}
-	k, err := c.insertAPIKey(ctx, name, role, secret, generatedPrefixLen)
+	if role == RoleContributor {
+		return "", nil, &ValidationError{Field: "role", Message: "contributor keys are bound to a contributor: make them with CreateContributorKey"}
+	}
+	k, err := c.insertAPIKey(ctx, name, role, secret, generatedPrefixLen, uuid.Nil)
+	return secret, k, err
+}
+
+// CreateContributorKey makes a key of role contributor bound to the
+// contributor id (ErrNotFound when there is none). The secret is returned
+// once.
+func (c *Client) CreateContributorKey(ctx context.Context, contributorID uuid.UUID, name string) (string, *APIKey, error) {
+	if contributorID == uuid.Nil {
+		return "", nil, &ValidationError{Field: "contributorId", Message: "is required"}
+	}
+	secret, err := newAPIKeySecret()
+	if err != nil {
+		return "", nil, err
+	}
+	k, err := c.insertAPIKey(ctx, name, RoleContributor, secret, generatedPrefixLen, contributorID)
 	return secret, k, err
 }
 
@@ -101,7 +126,10 @@ const (
 // ImportAPIKey records a key with a secret chosen by the operator (such as
 // DOCKET_ADMIN_KEY). Importing a secret that exists returns ErrDuplicate.
 func (c *Client) ImportAPIKey(ctx context.Context, name string, role Role, secret string) (*APIKey, error) {
-	return c.insertAPIKey(ctx, name, role, secret, importedPrefixLen)
+	if role == RoleContributor {
+		return nil, &ValidationError{Field: "role", Message: "contributor keys are bound to a contributor: make them with CreateContributorKey"}
+	}
+	return c.insertAPIKey(ctx, name, role, secret, importedPrefixLen, uuid.Nil)
 }
 
 // prefixOf is the first n characters of secret (whole UTF-8 sequences).
@@ -117,7 +145,7 @@ func prefixOf(secret string, n int) string {
 
 // insertAPIKey records a key for secret, keeping its first prefixLen
 // characters as the Prefix.
-func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secret string, prefixLen int) (*APIKey, error) {
+func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secret string, prefixLen int, contributor uuid.UUID) (*APIKey, error) {
 	if !role.Valid() {
 		return nil, &ValidationError{Field: "role", Message: "must be admin, producer, worker or viewer"}
 	}
@@ -133,7 +161,7 @@ func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secre
 	}
 	k, err := c.store.APIKeyInsert(ctx, &store.APIKeyInsertParams{
 		ID: id, Name: name, Role: string(role), Prefix: prefixOf(secret, prefixLen),
-		SecretHash: hashSecret(secret), Now: c.cfg.Now(),
+		SecretHash: hashSecret(secret), ContributorID: contributor, Now: c.cfg.Now(),
 	})
 	if err != nil {
 		return nil, err

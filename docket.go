@@ -69,6 +69,11 @@ type Client struct {
 	store      store.Store
 	leaseTurns leaseTurns
 	flowState
+	tasks compiledTasks
+	// completeHumanStep, when set, runs in the transaction that finalizes
+	// a unit of a run (crowd_work.go): the workflow runtime sets it to
+	// complete the human step with the unit's output.
+	completeHumanStep HumanStepCompleter
 }
 
 // NewClient opens the database named by cfg.DatabaseURL.

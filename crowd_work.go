@@ -1,0 +1,418 @@
+package docket
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/aggregate"
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/task"
+)
+
+// TakeStrategyDefault is how AssignmentTake picks a unit: at a random point
+// of the pool's available units, which spreads the takers of a hot pool
+// over its rows (the store's TestCrowdStrategies measured it best; see
+// docs/store-plans.md).
+const TakeStrategyDefault = crowd.StrategyRandom
+
+// EligiblePool is a pool a contributor may work on, as GET /v1/me/pools
+// lists it.
+type EligiblePool struct {
+	Pool *Pool
+	// Available is how many of its units are JUDGABLE now.
+	Available int
+}
+
+// EligiblePools lists the OPEN pools the contributor may work on: every
+// skill a pool requires is among theirs, they share a channel with it (or
+// it requires none), they are active and not flagged in it, and it has
+// JUDGABLE units. Sorted by priority (0 first), then age (oldest first).
+//
+// It reads the open pools and filters them here; whether units are left
+// that this contributor has not judged yet is left to the take (404
+// when none is), not checked per pool.
+func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]*EligiblePool, error) {
+	who, err := c.store.ContributorGet(ctx, contributorID)
+	if err != nil {
+		return nil, err
+	}
+	if who.State != crowd.ContributorActive {
+		return []*EligiblePool{}, nil
+	}
+	var out []*EligiblePool
+	var before uuid.UUID
+	for {
+		pools, err := c.store.PoolList(ctx, &store.PoolListParams{Statuses: []crowd.PoolStatus{crowd.PoolOpen}, BeforeID: before, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pools {
+			if p.Counts.Judgable+p.Counts.Golden == 0 || !eligible(who, p) {
+				continue
+			}
+			pc, err := c.store.PoolContributorGet(ctx, p.ID, who.ID)
+			if err != nil {
+				return nil, err
+			}
+			if pc.Flagged {
+				continue
+			}
+			out = append(out, &EligiblePool{Pool: p, Available: p.Counts.Judgable})
+		}
+		if len(pools) < 1000 {
+			break
+		}
+		before = pools[len(pools)-1].ID
+	}
+	slices.SortStableFunc(out, func(a, b *EligiblePool) int {
+		if a.Pool.Priority != b.Pool.Priority {
+			return a.Pool.Priority - b.Pool.Priority
+		}
+		return a.Pool.CreatedAt.Compare(b.Pool.CreatedAt)
+	})
+	if out == nil {
+		out = []*EligiblePool{}
+	}
+	return out, nil
+}
+
+func eligible(who *Contributor, p *Pool) bool {
+	for _, s := range p.Skills {
+		if !slices.Contains(who.Skills, s) {
+			return false
+		}
+	}
+	if len(p.Channels) == 0 {
+		return true
+	}
+	for _, ch := range p.Channels {
+		if slices.Contains(who.Channels, ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// TakenAssignment is an assignment just taken with what the contributor
+// needs to do it.
+type TakenAssignment struct {
+	Assignment *Assignment
+	Unit       *Unit
+	Task       *CompiledTask
+	TaskName   string
+	TaskVer    int
+}
+
+// AssignmentTake leases one slot of a unit of the pool to the
+// contributor for the pool's assignment duration. ErrNoUnit when none is
+// left for them; *PoolNotOpenError when the pool is paused or closed;
+// *NotEligibleError when they may not work on it (banned, flagged, a
+// skill or channel missing); ErrNotFound when the pool does not exist.
+func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.UUID) (*TakenAssignment, error) {
+	pool, err := c.store.PoolGet(ctx, poolID)
+	if err != nil {
+		return nil, err
+	}
+	who, err := c.store.ContributorGet(ctx, contributorID)
+	if err != nil {
+		return nil, err
+	}
+	if !eligible(who, pool) {
+		return nil, &NotEligibleError{ContributorID: who.ID, PoolID: pool.ID, Reason: "a skill or a channel the pool requires is missing"}
+	}
+	ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	taken, err := c.store.AssignmentTake(ctx, &store.AssignmentTakeParams{
+		ID: id, PoolID: poolID, ContributorID: contributorID,
+		Duration: time.Duration(pool.AssignmentSeconds) * time.Second,
+		Strategy: TakeStrategyDefault, Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &TakenAssignment{Assignment: taken.Assignment, Unit: taken.Unit, Task: ct, TaskName: pool.Task, TaskVer: pool.TaskVersion}, nil
+}
+
+// AssignmentGet reads an assignment; ErrNotFound when there is none.
+func (c *Client) AssignmentGet(ctx context.Context, id uuid.UUID) (*Assignment, error) {
+	return c.store.AssignmentGet(ctx, id)
+}
+
+// AssignmentHeartbeat records that the contributor still works on the
+// assignment. *AssignmentError when they no longer hold it.
+func (c *Client) AssignmentHeartbeat(ctx context.Context, id, contributorID uuid.UUID) (*Assignment, error) {
+	return c.store.AssignmentHeartbeat(ctx, &store.AssignmentHeartbeatParams{ID: id, ContributorID: contributorID, Now: c.cfg.Now()})
+}
+
+// AssignmentExtend moves the expiry to at least now + d.
+func (c *Client) AssignmentExtend(ctx context.Context, id, contributorID uuid.UUID, d time.Duration) (*Assignment, error) {
+	return c.store.AssignmentExtend(ctx, &store.AssignmentExtendParams{ID: id, ContributorID: contributorID, Duration: d, Now: c.cfg.Now()})
+}
+
+// AssignmentRelease gives the assignment back; its slot is free at once.
+func (c *Client) AssignmentRelease(ctx context.Context, id, contributorID uuid.UUID) (*Assignment, error) {
+	return c.store.AssignmentRelease(ctx, &store.AssignmentReleaseParams{ID: id, ContributorID: contributorID, Now: c.cfg.Now()})
+}
+
+// AssignmentExpireBatch is how many lapsed assignments one transaction of
+// the reaper expires.
+const AssignmentExpireBatch = 500
+
+// AssignmentsExpire expires the ACTIVE assignments whose lease ran out,
+// in batches of AssignmentExpireBatch (one short transaction each, one
+// assignment.expired event each), freeing their slots; it returns how
+// many. The maintenance leader runs it (Worker); tools and tests may call
+// it too.
+func (c *Client) AssignmentsExpire(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := c.store.AssignmentExpire(ctx, &store.AssignmentExpireParams{Now: c.cfg.Now(), Max: AssignmentExpireBatch})
+		total += n
+		if err != nil || n < AssignmentExpireBatch {
+			return total, err
+		}
+	}
+}
+
+// HumanStepOutput is what a finalized unit gives its workflow step: the
+// aggregated answer and its confidence.
+type HumanStepOutput struct {
+	Output     json.RawMessage `json:"output"`
+	Confidence *float64        `json:"confidence"`
+}
+
+// HumanStepCompleter completes the human step of a run whose unit was
+// finalized. It runs inside the transaction that finalizes the unit (tx),
+// so "the unit is FINALIZED" and "the step completed" commit together, or
+// neither does (an error rolls back the judgment too). The workflow
+// runtime sets Client.completeHumanStep; a unit without a run (RunID nil)
+// does not call it.
+type HumanStepCompleter func(ctx context.Context, tx store.Tx, unit *Unit, out HumanStepOutput) error
+
+// SubmittedJudgment is the outcome of JudgmentSubmit.
+type SubmittedJudgment struct {
+	Judgment *Judgment
+	// Created is false when the same data was submitted before through the
+	// assignment (the stored judgment is returned).
+	Created bool
+	// Finalized is the unit when this judgment finalized it.
+	Finalized *Unit
+}
+
+// JudgmentSubmit stores the contributor's judgment through the assignment.
+// The data is validated against the pool's task first (a
+// *TaskValidationError naming every bad field; the assignment stays
+// ACTIVE). Then one transaction inserts the judgment (idempotent: the same
+// data again returns it with Created false; other data is a
+// *JudgmentConflictError), marks the assignment SUBMITTED, counts it, and,
+// when the unit reaches its judgments per unit, aggregates the unit's
+// judgments and FINALIZES it (unit.finalized) and completes its run's
+// human step — exactly once, since it all commits together. An assignment
+// the contributor no longer holds is an *AssignmentError.
+func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID uuid.UUID, data json.RawMessage) (*SubmittedJudgment, error) {
+	a, err := c.store.AssignmentGet(ctx, assignmentID)
+	if err != nil {
+		return nil, err
+	}
+	if a.ContributorID != contributorID {
+		return nil, &AssignmentError{AssignmentID: a.ID, Reason: crowd.RefusedNotOwner, State: a.State}
+	}
+	pool, err := c.store.PoolGet(ctx, a.PoolID)
+	if err != nil {
+		return nil, err
+	}
+	ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ct.ParseJudgment(data); err != nil {
+		return nil, err
+	}
+	trust, err := c.store.PoolContributorGet(ctx, a.PoolID, contributorID)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	out := &SubmittedJudgment{}
+	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		now := c.cfg.Now()
+		j, created, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
+			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Trust: trust.Trust, Now: now,
+		})
+		if err != nil {
+			return err
+		}
+		out.Judgment, out.Created = j, created
+		if !created || j.Golden {
+			return nil
+		}
+		unit, err := tx.UnitGet(ctx, j.UnitID)
+		if err != nil {
+			return err
+		}
+		if unit.State != crowd.UnitJudgable || unit.JudgmentCount < unit.JudgmentsPerUnit {
+			return nil
+		}
+		judgments, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unit.ID})
+		if err != nil {
+			return err
+		}
+		result, confidence, err := aggregateUnit(ct, judgments)
+		if err != nil {
+			return fmt.Errorf("aggregate unit %s: %w", unit.ID, err)
+		}
+		fin, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence, Now: now})
+		if err != nil {
+			return err
+		}
+		out.Finalized = fin
+		if c.completeHumanStep != nil && fin.RunID != uuid.Nil {
+			return c.completeHumanStep(ctx, tx, fin, HumanStepOutput{Output: result, Confidence: confidence})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// aggregateUnit turns the untainted judgments of one unit into its result
+// (an object keyed by field name) and confidence (the lowest of its
+// categorical fields', nil when it has none). Per unit, a model-based
+// method has nothing to learn from, so choice, rating and multi_choice
+// fields use their method when it is a vote (majority, weighted, wawa) and
+// majority otherwise; number fields their numeric method; text and bbox
+// fields keep every answer (a list).
+func aggregateUnit(ct *task.Compiled, judgments []*Judgment) (json.RawMessage, *float64, error) {
+	type answer struct {
+		worker string
+		trust  float64
+		value  any
+	}
+	perField := map[string][]answer{}
+	trust := map[string]float64{}
+	// Oldest first, so ties and kept lists follow submission order.
+	for i := len(judgments) - 1; i >= 0; i-- {
+		j := judgments[i]
+		if j.Tainted {
+			continue
+		}
+		parsed, err := ct.ParseJudgment(j.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("judgment %s: %w", j.ID, err)
+		}
+		w := j.ContributorID.String()
+		if j.Trust != nil {
+			trust[w] = *j.Trust
+		}
+		for name, v := range parsed {
+			perField[name] = append(perField[name], answer{worker: w, value: v})
+		}
+	}
+	result := map[string]any{}
+	var confidence *float64
+	lower := func(c float64) {
+		if confidence == nil || c < *confidence {
+			confidence = &c
+		}
+	}
+	for _, f := range ct.Fields {
+		answers := perField[f.Name]
+		if len(answers) == 0 {
+			continue
+		}
+		switch f.Kind {
+		case task.KindChoice, task.KindRating:
+			in := make([]aggregate.Judgment, len(answers))
+			for i, a := range answers {
+				in[i] = aggregate.Judgment{Item: "u", Worker: a.worker, Label: fmt.Sprint(a.value)}
+			}
+			var classes []string
+			for _, o := range f.Options {
+				classes = append(classes, o.Value)
+			}
+			res, err := aggregate.Categorical(voteMethod(f.Aggregation), in, aggregate.Options{Classes: classes, Trust: trust})
+			if err != nil {
+				return nil, nil, err
+			}
+			item := res.Items[0]
+			if f.Kind == task.KindRating {
+				n, _ := strconv.Atoi(item.Label)
+				result[f.Name] = n
+			} else {
+				result[f.Name] = item.Label
+			}
+			lower(item.Confidence)
+		case task.KindMultiChoice:
+			in := make([]aggregate.MultiJudgment, len(answers))
+			for i, a := range answers {
+				sel, _ := a.value.([]string)
+				in[i] = aggregate.MultiJudgment{Item: "u", Worker: a.worker, Selected: sel}
+			}
+			res, err := aggregate.MultiChoice(voteMethod(f.Aggregation), in, aggregate.Options{Trust: trust})
+			if err != nil {
+				return nil, nil, err
+			}
+			sel := res.Items[0].Selected
+			if sel == nil {
+				sel = []string{}
+			}
+			result[f.Name] = sel
+		case task.KindNumber:
+			in := make([]aggregate.NumericJudgment, len(answers))
+			for i, a := range answers {
+				v, _ := a.value.(float64)
+				in[i] = aggregate.NumericJudgment{Item: "u", Worker: a.worker, Value: v}
+			}
+			method := aggregate.NumericMethod(f.Aggregation)
+			if !slices.Contains(aggregate.NumericMethods(), method) {
+				method = aggregate.NumericMedian
+			}
+			res, err := aggregate.Numeric(method, in, aggregate.Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			result[f.Name] = res.Items[0].Value
+		default:
+			all := make([]any, len(answers))
+			for i, a := range answers {
+				all[i] = a.value
+			}
+			result[f.Name] = all
+		}
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, confidence, nil
+}
+
+func voteMethod(m string) aggregate.Method {
+	switch aggregate.Method(m) {
+	case aggregate.MethodMajority, aggregate.MethodWeighted, aggregate.MethodWawa:
+		return aggregate.Method(m)
+	}
+	return aggregate.MethodMajority
+}
+
+// IsNoUnit reports whether err says no unit is left for the contributor.
+func IsNoUnit(err error) bool { return errors.Is(err, crowd.ErrNoUnit) }
