@@ -149,6 +149,8 @@ func problemOf(err error) *Problem {
 		invalid *docket.InvalidTransitionError
 		maxErr  *http.MaxBytesError
 		flowErr *docket.WorkflowValidationError
+		taskErr *docket.TaskValidationError
+		crowdVE *docket.CrowdValidationError
 	)
 	switch {
 	case errors.As(err, &p):
@@ -157,12 +159,18 @@ func problemOf(err error) *Problem {
 		return invalidField(verr.Field, verr.Message)
 	case errors.As(err, &flowErr):
 		return workflowProblem(validationFields(flowErr))
+	case errors.As(err, &taskErr):
+		return invalidFields(taskFields(taskErr, ""))
+	case errors.As(err, &crowdVE):
+		return invalidFields(crowdFields(crowdVE))
 	case errors.As(err, &maxErr):
 		return tooLarge(maxErr.Limit)
 	case errors.Is(err, docket.ErrNotFound):
 		return notFound("no such job")
 	case errors.Is(err, docket.ErrLeaseLost):
 		return conflict("lease-lost", "the lease is no longer held: it expired, was rescued, or the job moved on")
+	case crowdProblem(err) != nil:
+		return crowdProblem(err)
 	case errors.As(err, &invalid):
 		return conflict("invalid-transition", fmt.Sprintf("the job is %s; it cannot move to %s", invalid.From, invalid.To))
 	}

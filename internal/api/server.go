@@ -90,7 +90,8 @@ const (
 	permRead                     // read jobs, queues, workflows and runs
 	permSubmit                   // submit, cancel, retry jobs; put workflows; start and operate runs
 	permLease                    // the remote-worker protocol
-	permAdmin                    // everything else
+	permAdmin                    // everything else: tasks, pools, contributors
+	permWork                     // a contributor's own work (contributor keys only)
 )
 
 var grants = map[docket.Role][]permission{
@@ -98,6 +99,9 @@ var grants = map[docket.Role][]permission{
 	docket.RoleProducer: {permRead, permSubmit},
 	docket.RoleWorker:   {permLease},
 	docket.RoleViewer:   {permRead},
+	// A contributor key reaches only the contributor endpoints, and the
+	// handlers there act for its contributor only.
+	docket.RoleContributor: {permWork},
 }
 
 // route is one endpoint. The table of routes is the single source of what
@@ -143,6 +147,10 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.webhookRoutes()...)
 	s.routes = append(s.routes, s.workflowRoutes()...)
 	s.routes = append(s.routes, s.runRoutes()...)
+	s.routes = append(s.routes, s.taskRoutes()...)
+	s.routes = append(s.routes, s.contributorRoutes()...)
+	s.routes = append(s.routes, s.poolRoutes()...)
+	s.routes = append(s.routes, s.assignmentRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
 		h := rt.Handler

@@ -1,0 +1,265 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+)
+
+func (s *Server) assignmentRoutes() []route {
+	return []route{
+		{Method: "GET", Path: "/v1/me/pools", Perm: permWork, Handler: endpoint(s, s.myPools)},
+		{Method: "POST", Path: "/v1/assignments", Perm: permWork, Handler: endpoint(s, s.takeAssignment)},
+		{Method: "POST", Path: "/v1/assignments/{assignmentId}/heartbeat", Perm: permWork, Handler: endpoint(s, s.heartbeatAssignment)},
+		{Method: "POST", Path: "/v1/assignments/{assignmentId}/extend", Perm: permWork, Handler: endpoint(s, s.extendAssignment)},
+		{Method: "POST", Path: "/v1/assignments/{assignmentId}/release", Perm: permWork, Handler: endpoint(s, s.releaseAssignment)},
+		{Method: "POST", Path: "/v1/judgments", Perm: permWork, Handler: endpoint(s, s.submitJudgment)},
+	}
+}
+
+type myPoolView struct {
+	PoolID    uuid.UUID `json:"poolId"`
+	Workflow  string    `json:"workflow"`
+	Step      string    `json:"step"`
+	Task      string    `json:"task"`
+	Title     string    `json:"title"`
+	Priority  int       `json:"priority"`
+	Available int       `json:"available"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type myPoolsResponse struct {
+	Items []*myPoolView `json:"items"`
+}
+
+func (s *Server) myPools(ctx context.Context, r *http.Request, _ *Empty) (int, *myPoolsResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	me, err := s.me(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	pools, err := s.client.EligiblePools(ctx, me.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := &myPoolsResponse{Items: make([]*myPoolView, 0, len(pools))}
+	for _, e := range pools {
+		p := e.Pool
+		title := ""
+		if ct, err := s.client.CompiledTask(ctx, p.Task, p.TaskVersion); err == nil {
+			title = ct.Template.Title
+		}
+		resp.Items = append(resp.Items, &myPoolView{PoolID: p.ID, Workflow: p.Workflow, Step: p.Step, Task: p.Task,
+			Title: title, Priority: p.Priority, Available: e.Available, CreatedAt: p.CreatedAt.UTC()})
+	}
+	return http.StatusOK, resp, nil
+}
+
+type takeRequest struct {
+	PoolID string `json:"poolId"`
+	poolID uuid.UUID
+}
+
+// Validate implements Validator.
+func (req *takeRequest) Validate() error {
+	id, err := uuid.Parse(req.PoolID)
+	if err != nil || len(req.PoolID) != 36 {
+		return invalidField("poolId", "is required: the UUID of a pool (GET /v1/me/pools lists them)")
+	}
+	req.poolID = id
+	return nil
+}
+
+type takenUnitView struct {
+	ID    uuid.UUID       `json:"id"`
+	Input json.RawMessage `json:"input"`
+}
+
+type takenTaskView struct {
+	Name         string               `json:"name"`
+	Version      int                  `json:"version"`
+	Title        string               `json:"title"`
+	Instructions string               `json:"instructions"`
+	Display      []docket.TaskDisplay `json:"display"`
+	Fields       []docket.TaskField   `json:"fields"`
+	Schema       json.RawMessage      `json:"schema"`
+}
+
+type takeResponse struct {
+	AssignmentID uuid.UUID     `json:"assignmentId"`
+	Unit         takenUnitView `json:"unit"`
+	Task         takenTaskView `json:"task"`
+	ExpiresAt    time.Time     `json:"expiresAt"`
+}
+
+func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeRequest) (int, *takeResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	me, err := s.me(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	t, err := s.client.AssignmentTake(ctx, req.poolID, me.ID)
+	if errors.Is(err, docket.ErrNotFound) {
+		return 0, nil, notFound("no pool " + req.poolID.String())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	display := t.Task.Display
+	if display == nil {
+		display = []docket.TaskDisplay{}
+	}
+	return http.StatusCreated, &takeResponse{
+		AssignmentID: t.Assignment.ID,
+		Unit:         takenUnitView{ID: t.Unit.ID, Input: t.Unit.Input},
+		Task: takenTaskView{Name: t.TaskName, Version: t.TaskVer, Title: t.Task.Template.Title,
+			Instructions: t.Task.Template.Instructions, Display: display, Fields: t.Task.Fields, Schema: t.Task.Schema},
+		ExpiresAt: t.Assignment.ExpiresAt.UTC(),
+	}, nil
+}
+
+type assignmentView struct {
+	AssignmentID uuid.UUID  `json:"assignmentId"`
+	UnitID       uuid.UUID  `json:"unitId"`
+	PoolID       uuid.UUID  `json:"poolId"`
+	State        string     `json:"state"`
+	StartedAt    time.Time  `json:"startedAt"`
+	ExpiresAt    time.Time  `json:"expiresAt"`
+	HeartbeatAt  time.Time  `json:"heartbeatAt"`
+	FinishedAt   *time.Time `json:"finishedAt"`
+}
+
+func assignmentViewOf(a *docket.Assignment) *assignmentView {
+	return &assignmentView{AssignmentID: a.ID, UnitID: a.UnitID, PoolID: a.PoolID, State: string(a.State),
+		StartedAt: a.StartedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(), FinishedAt: timeOrNull(a.FinishedAt)}
+}
+
+// onAssignment runs a fenced change of the contributor's assignment.
+func (s *Server) onAssignment(ctx context.Context, r *http.Request, change func(id, me uuid.UUID) (*docket.Assignment, error)) (int, *assignmentView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(r, "assignmentId")
+	if err != nil {
+		return 0, nil, err
+	}
+	me, err := s.me(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, err := change(id, me.ID)
+	if errors.Is(err, docket.ErrNotFound) {
+		return 0, nil, notFound("no assignment " + id.String())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, assignmentViewOf(a), nil
+}
+
+func (s *Server) heartbeatAssignment(ctx context.Context, r *http.Request, _ *Empty) (int, *assignmentView, error) {
+	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+		return s.client.AssignmentHeartbeat(ctx, id, me)
+	})
+}
+
+func (s *Server) releaseAssignment(ctx context.Context, r *http.Request, _ *Empty) (int, *assignmentView, error) {
+	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+		return s.client.AssignmentRelease(ctx, id, me)
+	})
+}
+
+// MaxExtendSeconds is the longest one extension asks for.
+const MaxExtendSeconds = 24 * 3600
+
+type extendRequest struct {
+	Seconds int `json:"seconds"`
+}
+
+// Validate implements Validator.
+func (req *extendRequest) Validate() error {
+	if req.Seconds < 1 || req.Seconds > MaxExtendSeconds {
+		return invalidField("seconds", fmt.Sprintf("must be an integer between 1 and %d", MaxExtendSeconds))
+	}
+	return nil
+}
+
+func (s *Server) extendAssignment(ctx context.Context, r *http.Request, req *extendRequest) (int, *assignmentView, error) {
+	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+		return s.client.AssignmentExtend(ctx, id, me, time.Duration(req.Seconds)*time.Second)
+	})
+}
+
+type judgmentRequest struct {
+	AssignmentID string          `json:"assignmentId"`
+	Data         json.RawMessage `json:"data"`
+	assignmentID uuid.UUID
+}
+
+// Validate implements Validator: the shape; the data is validated against
+// the pool's task (422).
+func (req *judgmentRequest) Validate() error {
+	var errs []FieldError
+	id, err := uuid.Parse(req.AssignmentID)
+	if err != nil || len(req.AssignmentID) != 36 {
+		errs = append(errs, FieldError{Field: "assignmentId", Message: "is required: the UUID of your assignment"})
+	}
+	req.assignmentID = id
+	if len(req.Data) == 0 || string(req.Data) == "null" {
+		errs = append(errs, FieldError{Field: "data", Message: "is required: the answer, an object keyed by field name"})
+	}
+	if len(errs) > 0 {
+		return invalidFields(errs)
+	}
+	return nil
+}
+
+type judgmentResponse struct {
+	JudgmentID   uuid.UUID `json:"judgmentId"`
+	AssignmentID uuid.UUID `json:"assignmentId"`
+	UnitID       uuid.UUID `json:"unitId"`
+	// Finalized: this judgment completed the unit, which is FINALIZED.
+	Finalized bool `json:"finalized"`
+}
+
+// submitJudgment: 202 for a new judgment, 200 for the same data again,
+// 409 for other data or an assignment no longer held, 422 for data the
+// task refuses (the assignment stays active).
+func (s *Server) submitJudgment(ctx context.Context, r *http.Request, req *judgmentRequest) (int, *judgmentResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	me, err := s.me(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	sub, err := s.client.JudgmentSubmit(ctx, req.assignmentID, me.ID, req.Data)
+	var ve *docket.TaskValidationError
+	switch {
+	case errors.As(err, &ve):
+		p := invalidFields(taskFields(ve, "data"))
+		p.Status, p.Type, p.Title = http.StatusUnprocessableEntity, problemBase+"invalid-judgment", "Invalid judgment"
+		return 0, nil, p
+	case errors.Is(err, docket.ErrNotFound):
+		return 0, nil, notFound("no assignment " + req.assignmentID.String())
+	case err != nil:
+		return 0, nil, err
+	}
+	status := http.StatusAccepted
+	if !sub.Created {
+		status = http.StatusOK
+	}
+	return status, &judgmentResponse{JudgmentID: sub.Judgment.ID, AssignmentID: sub.Judgment.AssignmentID,
+		UnitID: sub.Judgment.UnitID, Finalized: sub.Finalized != nil}, nil
+}

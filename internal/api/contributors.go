@@ -1,0 +1,330 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+)
+
+func (s *Server) contributorRoutes() []route {
+	return []route{
+		{Method: "POST", Path: "/v1/contributors", Perm: permAdmin, Handler: endpoint(s, s.createContributor)},
+		{Method: "GET", Path: "/v1/contributors", Perm: permAdmin, Handler: endpoint(s, s.listContributors)},
+		{Method: "GET", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.getContributor)},
+		{Method: "PATCH", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.patchContributor)},
+		{Method: "POST", Path: "/v1/contributors/{contributorId}/keys", Perm: permAdmin, Handler: endpoint(s, s.createContributorKey)},
+		{Method: "GET", Path: "/v1/me", Perm: permWork, Handler: endpoint(s, s.getMe)},
+	}
+}
+
+// Limits of contributor fields.
+const (
+	maxTags      = 50
+	maxTagBytes  = 64
+	maxNameBytes = 200
+)
+
+type contributorView struct {
+	ContributorID uuid.UUID `json:"contributorId"`
+	ExternalID    string    `json:"externalId"`
+	Name          string    `json:"name"`
+	Skills        []string  `json:"skills"`
+	Channels      []string  `json:"channels"`
+	State         string    `json:"state"`
+	CreatedAt     time.Time `json:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+}
+
+func contributorViewOf(c *docket.Contributor) *contributorView {
+	return &contributorView{
+		ContributorID: c.ID, ExternalID: c.ExternalID, Name: c.Name,
+		Skills: nonNil(c.Skills), Channels: nonNil(c.Channels), State: string(c.State),
+		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type contributorsResponse struct {
+	Items      []*contributorView `json:"items"`
+	NextCursor *string            `json:"nextCursor"`
+}
+
+type createContributorRequest struct {
+	ExternalID string   `json:"externalId"`
+	Name       string   `json:"name"`
+	Skills     []string `json:"skills"`
+	Channels   []string `json:"channels"`
+}
+
+// Validate implements Validator.
+func (req *createContributorRequest) Validate() error {
+	var errs []FieldError
+	switch {
+	case req.ExternalID == "":
+		errs = append(errs, FieldError{Field: "externalId", Message: "is required: the id you know the person by"})
+	case len(req.ExternalID) > maxNameBytes:
+		errs = append(errs, FieldError{Field: "externalId", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
+	}
+	if len(req.Name) > maxNameBytes {
+		errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
+	}
+	errs = append(errs, checkTags("skills", req.Skills)...)
+	errs = append(errs, checkTags("channels", req.Channels)...)
+	if len(errs) > 0 {
+		return invalidFields(errs)
+	}
+	return nil
+}
+
+// checkTags names every bad entry of a list of skills or channels.
+func checkTags(field string, tags []string) []FieldError {
+	var errs []FieldError
+	if len(tags) > maxTags {
+		return []FieldError{{Field: field, Message: fmt.Sprintf("lists at most %d", maxTags)}}
+	}
+	seen := map[string]bool{}
+	for i, t := range tags {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case t == "" || len(t) > maxTagBytes:
+			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("must be 1 to %d bytes", maxTagBytes)})
+		case seen[t]:
+			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("%q appears twice", t)})
+		}
+		seen[t] = true
+	}
+	return errs
+}
+
+func (s *Server) createContributor(ctx context.Context, r *http.Request, req *createContributorRequest) (int, *contributorView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.client.ContributorCreate(ctx, docket.ContributorCreateParams{
+		ExternalID: req.ExternalID, Name: req.Name, Skills: req.Skills, Channels: req.Channels,
+	})
+	if errors.Is(err, docket.ErrDuplicate) {
+		return 0, nil, conflict("duplicate", fmt.Sprintf("a contributor with externalId %q exists already", req.ExternalID))
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, contributorViewOf(c), nil
+}
+
+// pathID reads a uuid path value.
+func pathID(r *http.Request, name string) (uuid.UUID, error) {
+	v := r.PathValue(name)
+	id, err := uuid.Parse(v)
+	if err != nil || len(v) != 36 {
+		return uuid.Nil, invalidField(name, "must be a UUID")
+	}
+	return id, nil
+}
+
+func (s *Server) contributor(ctx context.Context, r *http.Request) (*docket.Contributor, error) {
+	id, err := pathID(r, "contributorId")
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.client.ContributorGet(ctx, id)
+	if errors.Is(err, docket.ErrNotFound) {
+		return nil, notFound("no contributor " + id.String())
+	}
+	return c, err
+}
+
+func (s *Server) getContributor(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.contributor(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, contributorViewOf(c), nil
+}
+
+// patchContributorRequest changes the fields it gives.
+type patchContributorRequest struct {
+	Name     *string   `json:"name"`
+	Skills   *[]string `json:"skills"`
+	Channels *[]string `json:"channels"`
+	State    *string   `json:"state"`
+}
+
+// Validate implements Validator.
+func (req *patchContributorRequest) Validate() error {
+	var errs []FieldError
+	if req.Name != nil && len(*req.Name) > maxNameBytes {
+		errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
+	}
+	if req.Skills != nil {
+		errs = append(errs, checkTags("skills", *req.Skills)...)
+	}
+	if req.Channels != nil {
+		errs = append(errs, checkTags("channels", *req.Channels)...)
+	}
+	if req.State != nil && *req.State != string(docket.ContributorActive) && *req.State != string(docket.ContributorBanned) {
+		errs = append(errs, FieldError{Field: "state", Message: fmt.Sprintf("must be active or banned, not %q", *req.State)})
+	}
+	if req.Name == nil && req.Skills == nil && req.Channels == nil && req.State == nil {
+		errs = append(errs, FieldError{Field: "(body)", Message: "changes nothing: give name, skills, channels or state"})
+	}
+	if len(errs) > 0 {
+		return invalidFields(errs)
+	}
+	return nil
+}
+
+func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *patchContributorRequest) (int, *contributorView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(r, "contributorId")
+	if err != nil {
+		return 0, nil, err
+	}
+	p := docket.ContributorUpdateParams{Name: req.Name, Skills: req.Skills, Channels: req.Channels}
+	if req.State != nil {
+		st := docket.ContributorState(*req.State)
+		p.State = &st
+	}
+	c, err := s.client.ContributorUpdate(ctx, id, p)
+	if errors.Is(err, docket.ErrNotFound) {
+		return 0, nil, notFound("no contributor " + id.String())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, contributorViewOf(c), nil
+}
+
+var contributorStates = []string{"active", "flagged", "banned"}
+
+func (s *Server) listContributors(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorsResponse, error) {
+	if err := noQuery(r, []string{"state", "limit", "cursor"}); err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
+		return 0, nil, err
+	}
+	p := docket.ContributorListParams{Limit: limit + 1}
+	for _, st := range splitList(q["state"]) {
+		if !docket.ContributorState(st).Valid() {
+			return 0, nil, invalidField("state", fmt.Sprintf("%q is not a contributor state (%v)", st, contributorStates))
+		}
+		p.States = append(p.States, docket.ContributorState(st))
+	}
+	if q.Has("cursor") {
+		if p.Before, err = decodeCursor(q.Get("cursor")); err != nil {
+			return 0, nil, err
+		}
+	}
+	list, err := s.client.ContributorList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := &contributorsResponse{Items: []*contributorView{}}
+	if len(list) > limit {
+		list = list[:limit]
+		next := encodeCursor(list[limit-1].ID)
+		resp.NextCursor = &next
+	}
+	for _, c := range list {
+		resp.Items = append(resp.Items, contributorViewOf(c))
+	}
+	return http.StatusOK, resp, nil
+}
+
+// createKeyRequest names a contributor's key; the body is optional.
+type createKeyRequest struct {
+	Name string `json:"name"`
+}
+
+func (*createKeyRequest) bodyOptional() {}
+
+// Validate implements Validator.
+func (req *createKeyRequest) Validate() error {
+	if len(req.Name) > 128 {
+		return invalidField("name", "must be at most 128 bytes")
+	}
+	return nil
+}
+
+// contributorKeyView is a new contributor key with its secret, shown once.
+type contributorKeyView struct {
+	KeyID         uuid.UUID `json:"keyId"`
+	Name          string    `json:"name"`
+	Role          string    `json:"role"`
+	Prefix        string    `json:"prefix"`
+	ContributorID uuid.UUID `json:"contributorId"`
+	Secret        string    `json:"secret"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+func (s *Server) createContributorKey(ctx context.Context, r *http.Request, req *createKeyRequest) (int, *contributorKeyView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.contributor(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	name := req.Name
+	if name == "" {
+		name = "contributor " + c.ExternalID
+		if len(name) > 128 {
+			name = name[:128]
+		}
+	}
+	secret, k, err := s.client.CreateContributorKey(ctx, c.ID, name)
+	if errors.Is(err, docket.ErrNotFound) {
+		return 0, nil, notFound("no contributor " + c.ID.String())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, &contributorKeyView{
+		KeyID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, ContributorID: k.ContributorID,
+		Secret: secret, CreatedAt: k.CreatedAt.UTC(),
+	}, nil
+}
+
+// me is the contributor of a contributor key.
+func (s *Server) me(ctx context.Context) (*docket.Contributor, error) {
+	k := principal(ctx)
+	if k == nil || k.ContributorID == uuid.Nil {
+		return nil, forbidden("this endpoint is for contributor keys")
+	}
+	c, err := s.client.ContributorGet(ctx, k.ContributorID)
+	if errors.Is(err, docket.ErrNotFound) {
+		return nil, forbidden("the key's contributor no longer exists")
+	}
+	return c, err
+}
+
+func (s *Server) getMe(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.me(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, contributorViewOf(c), nil
+}

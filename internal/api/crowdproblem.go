@@ -1,0 +1,54 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/docket-run/docket"
+)
+
+// crowdFields are the problems of a *docket.CrowdValidationError.
+func crowdFields(ve *docket.CrowdValidationError) []FieldError {
+	out := make([]FieldError, len(ve.Errors))
+	for i, fe := range ve.Errors {
+		out[i] = FieldError{Field: cmpOr(fe.Field, "(body)"), Message: fe.Message}
+	}
+	return out
+}
+
+// crowdProblem maps the errors of human work to their problems; nil for
+// any other error.
+func crowdProblem(err error) *Problem {
+	var (
+		notOpen    *docket.PoolNotOpenError
+		notElig    *docket.NotEligibleError
+		assignment *docket.AssignmentError
+		judgment   *docket.JudgmentConflictError
+		transition *docket.CrowdTransitionError
+	)
+	switch {
+	case errors.Is(err, docket.ErrNoUnit):
+		return problem(http.StatusNotFound, "no-unit", "No unit available",
+			"the pool has no unit you may take now: every unit is taken, final, or judged by you already; try again later or another pool")
+	case errors.As(err, &notOpen):
+		return conflict("pool-not-open", fmt.Sprintf("pool %s is %s: it hands out no assignment", notOpen.PoolID, notOpen.Status))
+	case errors.As(err, &notElig):
+		return forbidden(fmt.Sprintf("you may not work on pool %s: %s", notElig.PoolID, notElig.Reason))
+	case errors.As(err, &assignment):
+		switch assignment.Reason {
+		case "not_owner":
+			return notFound("no assignment " + assignment.AssignmentID.String())
+		case "expired":
+			return conflict("assignment-expired", fmt.Sprintf(
+				"assignment %s expired: its lease ran out before this request came, and its slot went back to the pool; take a new assignment", assignment.AssignmentID))
+		}
+		return conflict("assignment-closed", fmt.Sprintf("assignment %s is %s: it takes no more changes", assignment.AssignmentID, assignment.State))
+	case errors.As(err, &judgment):
+		return conflict("judgment-conflict", fmt.Sprintf(
+			"assignment %s already has judgment %s with other data; a judgment cannot be changed", judgment.AssignmentID, judgment.JudgmentID))
+	case errors.As(err, &transition):
+		return conflict("invalid-transition", fmt.Sprintf("the %s is %s; it cannot move to %s", transition.Of, transition.From, transition.To))
+	}
+	return nil
+}

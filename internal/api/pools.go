@@ -1,0 +1,497 @@
+package api
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+)
+
+func (s *Server) poolRoutes() []route {
+	return []route{
+		{Method: "GET", Path: "/v1/pools", Perm: permRead, Handler: endpoint(s, s.listPools)},
+		{Method: "GET", Path: "/v1/pools/{poolId}", Perm: permRead, Handler: endpoint(s, s.getPool)},
+		{Method: "POST", Path: "/v1/pools/{poolId}/pause", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolPause))},
+		{Method: "POST", Path: "/v1/pools/{poolId}/resume", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolResume))},
+		{Method: "POST", Path: "/v1/pools/{poolId}/close", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolClose))},
+		{Method: "POST", Path: "/v1/pools/{poolId}/golden", Perm: permAdmin, Handler: endpoint(s, s.addGolden)},
+		{Method: "GET", Path: "/v1/pools/{poolId}/units", Perm: permRead, Handler: endpoint(s, s.listUnits)},
+		{Method: "GET", Path: "/v1/pools/{poolId}/results", Perm: permRead, Handler: http.HandlerFunc(s.exportResults)},
+		{Method: "GET", Path: "/v1/units/{unitId}", Perm: permRead, Handler: endpoint(s, s.getUnit)},
+		{Method: "GET", Path: "/v1/units/{unitId}/result", Perm: permRead, Handler: endpoint(s, s.getUnitResult)},
+	}
+}
+
+type poolCountsView struct {
+	New               int `json:"new"`
+	Judgable          int `json:"judgable"`
+	Paused            int `json:"paused"`
+	Finalized         int `json:"finalized"`
+	Canceled          int `json:"canceled"`
+	Golden            int `json:"golden"`
+	Judgments         int `json:"judgments"`
+	ActiveAssignments int `json:"activeAssignments"`
+}
+
+type poolView struct {
+	PoolID            uuid.UUID      `json:"poolId"`
+	Workflow          string         `json:"workflow"`
+	WorkflowVersion   int            `json:"workflowVersion"`
+	Step              string         `json:"step"`
+	Task              string         `json:"task"`
+	TaskVersion       int            `json:"taskVersion"`
+	Status            string         `json:"status"`
+	Priority          int            `json:"priority"`
+	Skills            []string       `json:"skills"`
+	Channels          []string       `json:"channels"`
+	JudgmentsPerUnit  int            `json:"judgmentsPerUnit"`
+	AssignmentSeconds int            `json:"assignmentSeconds"`
+	Counts            poolCountsView `json:"counts"`
+	CreatedAt         time.Time      `json:"createdAt"`
+	UpdatedAt         time.Time      `json:"updatedAt"`
+}
+
+func poolViewOf(p *docket.Pool) *poolView {
+	c := p.Counts
+	return &poolView{
+		PoolID: p.ID, Workflow: p.Workflow, WorkflowVersion: p.WorkflowVersion, Step: p.Step,
+		Task: p.Task, TaskVersion: p.TaskVersion, Status: string(p.Status), Priority: p.Priority,
+		Skills: nonNil(p.Skills), Channels: nonNil(p.Channels), JudgmentsPerUnit: p.JudgmentsPerUnit,
+		AssignmentSeconds: p.AssignmentSeconds,
+		Counts: poolCountsView{New: c.New, Judgable: c.Judgable, Paused: c.Paused, Finalized: c.Finalized,
+			Canceled: c.Canceled, Golden: c.Golden, Judgments: c.Judgments, ActiveAssignments: c.ActiveAssignments},
+		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+	}
+}
+
+type poolsResponse struct {
+	Items      []*poolView `json:"items"`
+	NextCursor *string     `json:"nextCursor"`
+}
+
+var poolStatuses = []string{"OPEN", "PAUSED", "CLOSED", "COMPLETED"}
+
+func (s *Server) listPools(ctx context.Context, r *http.Request, _ *Empty) (int, *poolsResponse, error) {
+	if err := noQuery(r, []string{"workflow", "step", "status", "limit", "cursor"}); err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	var errs []FieldError
+	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
+		errs = append(errs, problemFor(err).Errors...)
+	}
+	p := docket.PoolListParams{Workflow: q.Get("workflow"), Step: q.Get("step"), Limit: limit + 1}
+	for _, st := range splitList(q["status"]) {
+		if !docket.PoolStatus(st).Valid() {
+			errs = append(errs, FieldError{Field: "status", Message: fmt.Sprintf("%q is not a pool status (%v)", st, poolStatuses)})
+			break
+		}
+		p.Statuses = append(p.Statuses, docket.PoolStatus(st))
+	}
+	if q.Has("cursor") {
+		if p.Before, err = decodeCursor(q.Get("cursor")); err != nil {
+			errs = append(errs, problemFor(err).Errors...)
+		}
+	}
+	if len(errs) > 0 {
+		return 0, nil, invalidFields(errs)
+	}
+	list, err := s.client.PoolList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := &poolsResponse{Items: []*poolView{}}
+	if len(list) > limit {
+		list = list[:limit]
+		next := encodeCursor(list[limit-1].ID)
+		resp.NextCursor = &next
+	}
+	for _, pl := range list {
+		resp.Items = append(resp.Items, poolViewOf(pl))
+	}
+	return http.StatusOK, resp, nil
+}
+
+func (s *Server) pool(ctx context.Context, r *http.Request) (*docket.Pool, error) {
+	id, err := pathID(r, "poolId")
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.client.PoolGet(ctx, id)
+	if errors.Is(err, docket.ErrNotFound) {
+		return nil, notFound("no pool " + id.String())
+	}
+	return p, err
+}
+
+func (s *Server) getPool(ctx context.Context, r *http.Request, _ *Empty) (int, *poolView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	p, err := s.pool(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, poolViewOf(p), nil
+}
+
+// movePool is the handler of pause, resume and close: 200 with the pool
+// (also when it is in that status already), 409 from a status the move
+// does not start from.
+func (s *Server) movePool(move func(context.Context, uuid.UUID) (*docket.Pool, error)) func(context.Context, *http.Request, *Empty) (int, *poolView, error) {
+	return func(ctx context.Context, r *http.Request, _ *Empty) (int, *poolView, error) {
+		if err := noQuery(r, nil); err != nil {
+			return 0, nil, err
+		}
+		id, err := pathID(r, "poolId")
+		if err != nil {
+			return 0, nil, err
+		}
+		p, err := move(ctx, id)
+		if errors.Is(err, docket.ErrNotFound) {
+			return 0, nil, notFound("no pool " + id.String())
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, poolViewOf(p), nil
+	}
+}
+
+// MaxGoldenUnits is the most golden units one request adds.
+const MaxGoldenUnits = 10000
+
+type goldenRequest struct {
+	Units []goldenItem `json:"units"`
+}
+
+type goldenItem struct {
+	Input  json.RawMessage `json:"input"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+// Validate implements Validator: the shapes; the answers are checked
+// against the pool's task by the client.
+func (req *goldenRequest) Validate() error {
+	var errs []FieldError
+	switch {
+	case len(req.Units) == 0:
+		errs = append(errs, FieldError{Field: "units", Message: "must list at least one unit"})
+	case len(req.Units) > MaxGoldenUnits:
+		errs = append(errs, FieldError{Field: "units", Message: fmt.Sprintf("lists at most %d units per request", MaxGoldenUnits)})
+	}
+	for i, u := range req.Units {
+		if !isObject(u.Input) {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].input", i), Message: "must be a JSON object: the unit's data"})
+		}
+		if len(u.Answer) == 0 || string(u.Answer) == "null" {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].answer", i), Message: "is required: the known answer, shaped like a judgment"})
+		}
+		if len(errs) >= 100 {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return invalidFields(errs)
+	}
+	return nil
+}
+
+func isObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+type unitsResponse struct {
+	Items      []*unitView `json:"items"`
+	NextCursor *string     `json:"nextCursor"`
+}
+
+func (s *Server) addGolden(ctx context.Context, r *http.Request, req *goldenRequest) (int, *unitsResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(r, "poolId")
+	if err != nil {
+		return 0, nil, err
+	}
+	golden := make([]docket.GoldenUnit, len(req.Units))
+	for i, u := range req.Units {
+		golden[i] = docket.GoldenUnit{Input: u.Input, Answer: u.Answer}
+	}
+	units, err := s.client.GoldenAdd(ctx, id, golden)
+	if errors.Is(err, docket.ErrNotFound) {
+		return 0, nil, notFound("no pool " + id.String())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := &unitsResponse{Items: make([]*unitView, len(units))}
+	for i, u := range units {
+		resp.Items[i] = unitViewOf(u)
+	}
+	return http.StatusCreated, resp, nil
+}
+
+type unitView struct {
+	UnitID           uuid.UUID       `json:"unitId"`
+	PoolID           uuid.UUID       `json:"poolId"`
+	RunID            *uuid.UUID      `json:"runId"`
+	StepIndex        int             `json:"stepIndex"`
+	ParentUnitID     *uuid.UUID      `json:"parentUnitId"`
+	Input            json.RawMessage `json:"input"`
+	State            string          `json:"state"`
+	Golden           bool            `json:"golden"`
+	Answer           json.RawMessage `json:"answer,omitempty"`
+	SlotsTaken       int             `json:"slotsTaken"`
+	JudgmentsPerUnit int             `json:"judgmentsPerUnit"`
+	JudgmentCount    int             `json:"judgmentCount"`
+	Result           json.RawMessage `json:"result"`
+	Confidence       *float64        `json:"confidence"`
+	FinalizedAt      *time.Time      `json:"finalizedAt"`
+	CreatedAt        time.Time       `json:"createdAt"`
+	UpdatedAt        time.Time       `json:"updatedAt"`
+}
+
+func idOrNull(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}
+
+func timeOrNull(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func jsonOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func unitViewOf(u *docket.Unit) *unitView {
+	return &unitView{
+		UnitID: u.ID, PoolID: u.PoolID, RunID: idOrNull(u.RunID), StepIndex: u.StepIndex,
+		ParentUnitID: idOrNull(u.ParentUnitID), Input: u.Input, State: string(u.State), Golden: u.Golden,
+		Answer: u.Answer, SlotsTaken: u.SlotsTaken, JudgmentsPerUnit: u.JudgmentsPerUnit, JudgmentCount: u.JudgmentCount,
+		Result: jsonOrNull(u.Result), Confidence: u.Confidence, FinalizedAt: timeOrNull(u.FinalizedAt),
+		CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(),
+	}
+}
+
+var unitStates = []string{"NEW", "JUDGABLE", "PAUSED", "FINALIZED", "CANCELED"}
+
+func (s *Server) listUnits(ctx context.Context, r *http.Request, _ *Empty) (int, *unitsResponse, error) {
+	if err := noQuery(r, []string{"state", "golden", "runId", "limit", "cursor"}); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(r, "poolId")
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	var errs []FieldError
+	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
+		errs = append(errs, problemFor(err).Errors...)
+	}
+	p := docket.UnitListParams{Limit: limit + 1}
+	for _, st := range splitList(q["state"]) {
+		if !docket.UnitState(st).Valid() {
+			errs = append(errs, FieldError{Field: "state", Message: fmt.Sprintf("%q is not a unit state (%v)", st, unitStates)})
+			break
+		}
+		p.States = append(p.States, docket.UnitState(st))
+	}
+	if q.Has("golden") {
+		g, err := strconv.ParseBool(q.Get("golden"))
+		if err != nil {
+			errs = append(errs, FieldError{Field: "golden", Message: "must be true or false"})
+		}
+		p.Golden = &g
+	}
+	if q.Has("runId") {
+		if p.RunID, err = uuid.Parse(q.Get("runId")); err != nil {
+			errs = append(errs, FieldError{Field: "runId", Message: "must be a UUID"})
+		}
+	}
+	if q.Has("cursor") {
+		if p.Before, err = decodeCursor(q.Get("cursor")); err != nil {
+			errs = append(errs, problemFor(err).Errors...)
+		}
+	}
+	if len(errs) > 0 {
+		return 0, nil, invalidFields(errs)
+	}
+	if _, err := s.pool(ctx, r); err != nil {
+		return 0, nil, err
+	}
+	list, err := s.client.UnitList(ctx, id, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := &unitsResponse{Items: []*unitView{}}
+	if len(list) > limit {
+		list = list[:limit]
+		next := encodeCursor(list[limit-1].ID)
+		resp.NextCursor = &next
+	}
+	for _, u := range list {
+		resp.Items = append(resp.Items, unitViewOf(u))
+	}
+	return http.StatusOK, resp, nil
+}
+
+func (s *Server) unit(ctx context.Context, r *http.Request) (*docket.Unit, error) {
+	id, err := pathID(r, "unitId")
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.client.UnitGet(ctx, id)
+	if errors.Is(err, docket.ErrNotFound) {
+		return nil, notFound("no unit " + id.String())
+	}
+	return u, err
+}
+
+func (s *Server) getUnit(ctx context.Context, r *http.Request, _ *Empty) (int, *unitView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	u, err := s.unit(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, unitViewOf(u), nil
+}
+
+// unitResultView is a unit's aggregated answer; result, confidence and
+// finalizedAt are null until it is FINALIZED.
+type unitResultView struct {
+	UnitID        uuid.UUID       `json:"unitId"`
+	State         string          `json:"state"`
+	Result        json.RawMessage `json:"result"`
+	Confidence    *float64        `json:"confidence"`
+	JudgmentCount int             `json:"judgmentCount"`
+	FinalizedAt   *time.Time      `json:"finalizedAt"`
+}
+
+func unitResultOf(u *docket.Unit) *unitResultView {
+	return &unitResultView{UnitID: u.ID, State: string(u.State), Result: jsonOrNull(u.Result), Confidence: u.Confidence,
+		JudgmentCount: u.JudgmentCount, FinalizedAt: timeOrNull(u.FinalizedAt)}
+}
+
+func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (int, *unitResultView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
+	u, err := s.unit(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, unitResultOf(u), nil
+}
+
+// exportPage is how many units the export reads per query.
+const exportPage = 1000
+
+// exportResults streams the results of a pool's finalized regular units,
+// newest first: JSON lines (one unitResultView with runId and input per
+// line) or CSV (unitId, runId, state, result, confidence, judgmentCount,
+// finalizedAt; result as JSON text). It pages through the units by id, so
+// it holds one page in memory whatever the pool's size.
+func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r, []string{"format"}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "jsonl"
+	}
+	if format != "jsonl" && format != "csv" {
+		s.fail(w, r, invalidField("format", fmt.Sprintf("must be jsonl or csv, not %q", format)))
+		return
+	}
+	pool, err := s.pool(r.Context(), r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	regular := false
+	p := docket.UnitListParams{States: []docket.UnitState{docket.UnitFinalized}, Golden: &regular, Limit: exportPage}
+	var cw *csv.Writer
+	var enc *json.Encoder
+	if format == "csv" {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		cw = csv.NewWriter(w)
+		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt"})
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc = json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+	}
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	for {
+		units, err := s.client.UnitList(r.Context(), pool.ID, p)
+		if err != nil {
+			// The status is sent: the stream just ends early.
+			s.cfg.Logger.Error("export results failed", "pool", pool.ID, "error", err)
+			return
+		}
+		for _, u := range units {
+			if cw != nil {
+				conf := ""
+				if u.Confidence != nil {
+					conf = strconv.FormatFloat(*u.Confidence, 'g', -1, 64)
+				}
+				run := ""
+				if u.RunID != uuid.Nil {
+					run = u.RunID.String()
+				}
+				_ = cw.Write([]string{u.ID.String(), run, string(u.State), string(u.Result), conf,
+					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano)})
+				continue
+			}
+			_ = enc.Encode(exportLine{unitResultView: unitResultOf(u), RunID: idOrNull(u.RunID), Input: u.Input})
+		}
+		if cw != nil {
+			cw.Flush()
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if len(units) < exportPage {
+			return
+		}
+		p.Before = units[len(units)-1].ID
+	}
+}
+
+type exportLine struct {
+	*unitResultView
+	RunID *uuid.UUID      `json:"runId"`
+	Input json.RawMessage `json:"input"`
+}
