@@ -1,0 +1,639 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// sameProduct is the template of DESIGN §6, trimmed to what the tests
+// need: one required choice, an optional text.
+const sameProduct = `{"title": "Same product?",
+ "instructions": "Do the two records describe the same product?",
+ "display": [{"kind": "text", "from": "unit.left"}, {"kind": "text", "from": "unit.right"}],
+ "fields": [{"name": "same", "kind": "choice", "required": true,
+             "options": [{"value": "yes", "label": "Same", "key": "1"},
+                         {"value": "no", "label": "Different", "key": "2"}]},
+            {"name": "note", "kind": "text", "maxLength": 200}],
+ "judgmentsPerUnit": {"min": 3},
+ "assignmentSeconds": 60, "skills": ["en"], "priority": 5}`
+
+// crowdBundle is a server on a real database whose clock the test moves.
+type crowdBundle struct {
+	*bundle
+	now atomic.Int64 // unix nanos
+}
+
+func (cb *crowdBundle) advance(d time.Duration) { cb.now.Add(int64(d)) }
+
+func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
+	t.Helper()
+	ctx := context.Background()
+	cb := &crowdBundle{}
+	cb.now.Store(time.Now().UnixNano())
+	client, err := docket.NewClient(ctx, docket.Config{
+		DatabaseURL: backend.URL(t), AutoMigrate: true,
+		Now: func() time.Time { return time.Unix(0, cb.now.Load()) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	srv := httptest.NewServer(New(Config{Client: client}))
+	t.Cleanup(srv.Close)
+	cb.bundle = &bundle{client: client, server: srv, keys: map[docket.Role]string{}}
+	for _, role := range docket.Roles {
+		secret, _, err := client.CreateAPIKey(ctx, "test-"+string(role), role)
+		require.NoError(t, err)
+		cb.keys[role] = secret
+	}
+	return cb
+}
+
+// as sends a request with the secret key.
+func (b *bundle) as(t *testing.T, secret, method, path string, body any) *response {
+	t.Helper()
+	const tmp = docket.Role("secret-under-test")
+	b.keys[tmp] = secret
+	defer delete(b.keys, tmp)
+	return b.do(t, tmp, method, path, body)
+}
+
+// worker is a contributor with a key.
+type worker struct {
+	id     string
+	secret string
+}
+
+func (cb *crowdBundle) newWorker(t *testing.T, ext string, skills ...string) worker {
+	t.Helper()
+	r := cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": ext, "name": "W " + ext, "skills": skills})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	var c contributorView
+	r.JSON(t, &c)
+	r = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+c.ContributorID.String()+"/keys", nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	var k contributorKeyView
+	r.JSON(t, &k)
+	require.Equal(t, "contributor", k.Role)
+	require.Equal(t, c.ContributorID, k.ContributorID)
+	return worker{id: c.ContributorID.String(), secret: k.Secret}
+}
+
+// newPool puts the task and makes a pool of n units through the Go API
+// (the workflow runtime's way).
+func (cb *crowdBundle) newPool(t *testing.T, step string, n int, template string) *docket.Pool {
+	t.Helper()
+	ctx := context.Background()
+	r := cb.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/same-product", template)
+	require.Contains(t, []int{200, 201}, r.Status, string(r.Body))
+	var task taskView
+	r.JSON(t, &task)
+	wf := fmt.Sprintf(`{"steps": [{"name": %q, "human": {"task": "same-product"}}]}`, step)
+	putWorkflow(t, cb.bundle, docket.RoleAdmin, "wf-"+step, wf, http.StatusCreated)
+	pool, created, err := cb.client.PoolEnsure(ctx, "wf-"+step, 1, step, "same-product")
+	require.NoError(t, err)
+	require.True(t, created)
+	again, created, err := cb.client.PoolEnsure(ctx, "wf-"+step, 1, step, "same-product")
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, pool.ID, again.ID)
+	if n > 0 {
+		inputs := make([]json.RawMessage, n)
+		for i := range inputs {
+			inputs[i] = json.RawMessage(fmt.Sprintf(`{"left": "item %d", "right": "thing %d", "truth": "yes"}`, i, i))
+		}
+		_, err = cb.client.UnitsAdd(ctx, pool.ID, inputs)
+		require.NoError(t, err)
+	}
+	return pool
+}
+
+func TestTaskPutGetList(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		r := b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/same-product", sameProduct)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var v1 taskView
+		r.JSON(t, &v1)
+		require.Equal(t, 1, v1.Version)
+		require.True(t, strings.HasPrefix(v1.Hash, "sha256:"))
+		require.Equal(t, 3, v1.Template.JudgmentsPerUnit.Max, "defaults filled in")
+
+		// The same content again (other spacing, a default spelled out) is
+		// a no-op.
+		again := strings.Replace(sameProduct, `"assignmentSeconds": 60`, `"assignmentSeconds": 60, "channels": []`, 1)
+		r = b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/same-product", again)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var same taskView
+		r.JSON(t, &same)
+		require.Equal(t, v1.Version, same.Version)
+
+		changed := strings.Replace(sameProduct, `"priority": 5`, `"priority": 2`, 1)
+		r = b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/same-product", changed)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+
+		var got taskView
+		r = b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=1", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		r.JSON(t, &got)
+		require.Equal(t, 5, *got.Template.Priority)
+		r = b.do(t, docket.RoleProducer, "GET", "/v1/tasks/same-product", nil)
+		r.JSON(t, &got)
+		require.Equal(t, 2, got.Version)
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=3", nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/nope", nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=x", nil).Problem(t, http.StatusBadRequest)
+
+		// Only admin manages tasks.
+		b.do(t, docket.RoleProducer, "PUT", "/v1/tasks/other", sameProduct).Problem(t, http.StatusForbidden)
+
+		// Every bad field is named, nothing is stored.
+		bad := `{"title": "", "fields": [{"name": "Same", "kind": "choice"}, {"name": "n", "kind": "number", "min": 5, "max": 1}], "priority": "high", "color": 1}`
+		p := b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/bad", bad).Problem(t, http.StatusBadRequest)
+		fields := map[string]bool{}
+		for _, e := range p.Errors {
+			fields[e.Field] = true
+		}
+		for _, f := range []string{"title", "fields[0].name", "fields[0].options", "priority", "color"} {
+			require.True(t, fields[f], "%s not named in %+v", f, p.Errors)
+		}
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/bad", nil).Problem(t, http.StatusNotFound)
+		b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/bad", `[1]`).Problem(t, http.StatusBadRequest)
+		b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/bad%20name", sameProduct).Problem(t, http.StatusBadRequest)
+
+		// The list pages by name.
+		r = b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/another", sameProduct)
+		require.Equal(t, http.StatusCreated, r.Status)
+		var page tasksResponse
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks?limit=1", nil).JSON(t, &page)
+		require.Len(t, page.Items, 1)
+		require.Equal(t, "another", page.Items[0].Name)
+		require.NotNil(t, page.NextCursor)
+		var page2 tasksResponse
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks?limit=1&cursor="+*page.NextCursor, nil).JSON(t, &page2)
+		require.Len(t, page2.Items, 1)
+		require.Equal(t, "same-product", page2.Items[0].Name)
+		require.Nil(t, page2.NextCursor)
+		b.do(t, docket.RoleViewer, "GET", "/v1/tasks?cursor=!!!", nil).Problem(t, http.StatusBadRequest)
+	})
+}
+
+func TestContributors(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		w := cb.newWorker(t, "ext-1", "en", "fr")
+
+		var c contributorView
+		r := cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors/"+w.id, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		r.JSON(t, &c)
+		require.Equal(t, "ext-1", c.ExternalID)
+		require.Equal(t, []string{"en", "fr"}, c.Skills)
+		require.Equal(t, "active", c.State)
+
+		cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": "ext-1"}).Problem(t, http.StatusConflict)
+		p := cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": "", "skills": []string{"", "a", "a"}, "channels": 3}).Problem(t, http.StatusBadRequest)
+		var named []string
+		for _, e := range p.Errors {
+			named = append(named, e.Field)
+		}
+		require.ElementsMatch(t, []string{"externalId", "skills[0]", "skills[2]", "channels"}, named)
+
+		r = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"skills": []string{"de"}, "state": "banned"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &c)
+		require.Equal(t, []string{"de"}, c.Skills)
+		require.Equal(t, "banned", c.State)
+		p = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"state": "gone", "channels": []string{""}}).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 2)
+		cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{}).Problem(t, http.StatusBadRequest)
+		cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+uuid.NewString(), map[string]any{"name": "x"}).Problem(t, http.StatusNotFound)
+		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors/not-a-uuid", nil).Problem(t, http.StatusBadRequest)
+		cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+uuid.NewString()+"/keys", nil).Problem(t, http.StatusNotFound)
+
+		// /v1/me answers the key's contributor.
+		r = cb.as(t, w.secret, "GET", "/v1/me", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &c)
+		require.Equal(t, w.id, c.ContributorID.String())
+
+		cb.newWorker(t, "ext-2")
+		cb.newWorker(t, "ext-3")
+		var page contributorsResponse
+		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?limit=2", nil).JSON(t, &page)
+		require.Len(t, page.Items, 2)
+		require.Equal(t, "ext-3", page.Items[0].ExternalID)
+		var rest contributorsResponse
+		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?limit=2&cursor="+*page.NextCursor, nil).JSON(t, &rest)
+		require.Len(t, rest.Items, 1)
+		require.Nil(t, rest.NextCursor)
+		var banned contributorsResponse
+		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned", nil).JSON(t, &banned)
+		require.Len(t, banned.Items, 1)
+		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=gone", nil).Problem(t, http.StatusBadRequest)
+
+		// A contributor key cannot be made by CreateAPIKey.
+		_, _, err := cb.client.CreateAPIKey(context.Background(), "x", docket.RoleContributor)
+		require.Error(t, err)
+	})
+}
+
+// TestRolesByRoute sends every route of the server as every role and
+// checks who gets past authorization: admin, producer and viewer keep
+// their rights, workers only lease, and a contributor key reaches only the
+// contributor endpoints.
+func TestRolesByRoute(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		w := cb.newWorker(t, "roles")
+		cb.keys[docket.RoleContributor] = w.secret
+		s := New(Config{Client: cb.client})
+		allowed := map[docket.Role]map[permission]bool{
+			docket.RoleAdmin:       {permRead: true, permSubmit: true, permLease: true, permAdmin: true},
+			docket.RoleProducer:    {permRead: true, permSubmit: true},
+			docket.RoleWorker:      {permLease: true},
+			docket.RoleViewer:      {permRead: true},
+			docket.RoleContributor: {permWork: true},
+		}
+		require.Len(t, grants, len(allowed), "a role was added: extend this table")
+		for role, perms := range allowed {
+			for _, p := range grants[role] {
+				require.True(t, perms[p], "role %s has permission %d the table does not expect", role, p)
+			}
+			require.Len(t, grants[role], len(perms), "role %s", role)
+		}
+		id := uuid.NewString()
+		for _, rt := range s.routes {
+			if rt.Perm == permPublic {
+				continue
+			}
+			// Event streams stay open: only the refusals are checked there.
+			stream := strings.HasSuffix(rt.Path, "/events")
+			path := rt.Path
+			for _, name := range []string{"{jobId}", "{leaseId}", "{webhookId}", "{deliveryId}", "{poolId}", "{unitId}", "{contributorId}", "{assignmentId}"} {
+				path = strings.ReplaceAll(path, name, id)
+			}
+			path = strings.NewReplacer("{queue}", "q", "{name}", "n", "{consumer}", "c", "{eventId}", "e").Replace(path)
+			for role, perms := range allowed {
+				if stream && perms[rt.Perm] {
+					continue
+				}
+				r := cb.do(t, role, rt.Method, path, "{}")
+				if perms[rt.Perm] {
+					require.NotEqual(t, http.StatusForbidden, r.Status, "%s %s as %s: %s", rt.Method, rt.Path, role, r.Body)
+					require.NotEqual(t, http.StatusUnauthorized, r.Status, "%s %s as %s", rt.Method, rt.Path, role)
+				} else {
+					require.Equal(t, http.StatusForbidden, r.Status, "%s %s as %s: %s", rt.Method, rt.Path, role, r.Body)
+				}
+			}
+		}
+	})
+}
+
+func TestPools(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		pool := cb.newPool(t, "label", 4, sameProduct)
+		cb.newPool(t, "other", 0, sameProduct)
+		pid := pool.ID.String()
+
+		var list poolsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools?workflow=wf-label", nil).JSON(t, &list)
+		require.Len(t, list.Items, 1)
+		pv := *list.Items[0]
+		require.Equal(t, pool.ID, pv.PoolID)
+		require.Equal(t, "label", pv.Step)
+		require.Equal(t, "same-product", pv.Task)
+		require.Equal(t, "OPEN", pv.Status)
+		require.Equal(t, 4, pv.Counts.Judgable)
+		require.Equal(t, 3, pv.JudgmentsPerUnit)
+		require.Equal(t, []string{"en"}, pv.Skills)
+		list = poolsResponse{}
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools?status=OPEN&limit=1", nil).JSON(t, &list)
+		require.Len(t, list.Items, 1)
+		require.NotNil(t, list.NextCursor)
+		p := cb.do(t, docket.RoleViewer, "GET", "/v1/pools?status=SHUT&limit=0", nil).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 2, "both bad parameters are named")
+
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+uuid.NewString(), nil).Problem(t, http.StatusNotFound)
+		var got poolView
+		cb.do(t, docket.RoleProducer, "GET", "/v1/pools/"+pid, nil).JSON(t, &got)
+		require.Equal(t, pv.PoolID, got.PoolID)
+
+		// Pause, resume, close: admin only; 409 from a status they do not
+		// start from.
+		cb.do(t, docket.RoleProducer, "POST", "/v1/pools/"+pid+"/pause", nil).Problem(t, http.StatusForbidden)
+		r := cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/pause", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &got)
+		require.Equal(t, "PAUSED", got.Status)
+		require.Equal(t, http.StatusOK, cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/pause", nil).Status)
+		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/resume", nil)
+		r.JSON(t, &got)
+		require.Equal(t, "OPEN", got.Status)
+
+		// Golden units: answers validated against the task, every bad one
+		// named, nothing added.
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{
+			map[string]any{"input": map[string]any{"left": "a"}, "answer": map[string]any{"same": "maybe"}},
+			map[string]any{"input": 3, "answer": map[string]any{"same": "yes"}},
+			map[string]any{"input": map[string]any{}, "answer": map[string]any{"color": "red"}},
+		}}).Problem(t, http.StatusBadRequest)
+		var named []string
+		for _, e := range p.Errors {
+			named = append(named, e.Field)
+		}
+		require.Contains(t, named, "units[1].input")
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid, nil).JSON(t, &got)
+		require.Equal(t, 0, got.Counts.Golden)
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{
+			map[string]any{"input": map[string]any{"left": "a"}, "answer": map[string]any{"same": "maybe"}},
+			map[string]any{"input": map[string]any{}, "answer": map[string]any{"color": "red"}},
+		}}).Problem(t, http.StatusBadRequest)
+		named = nil
+		for _, e := range p.Errors {
+			named = append(named, e.Field)
+		}
+		require.Contains(t, named, "units[0].answer.same")
+		require.Contains(t, named, "units[1].answer.color")
+		var golden unitsResponse
+		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{
+			map[string]any{"input": map[string]any{"left": "a", "right": "a"}, "answer": map[string]any{"same": "yes"}},
+		}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r.JSON(t, &golden)
+		require.Len(t, golden.Items, 1)
+		require.True(t, golden.Items[0].Golden)
+
+		// Units: list with filters and cursor, one unit, its result.
+		var units unitsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=false&limit=3", nil).JSON(t, &units)
+		require.Len(t, units.Items, 3)
+		require.NotNil(t, units.NextCursor)
+		var more unitsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=false&limit=3&cursor="+*units.NextCursor, nil).JSON(t, &more)
+		require.Len(t, more.Items, 1)
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=true&state=JUDGABLE", nil).JSON(t, &more)
+		require.Len(t, more.Items, 1)
+		p = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=maybe&state=DONE&runId=x", nil).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 3)
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+uuid.NewString()+"/units", nil).Problem(t, http.StatusNotFound)
+		uid := units.Items[0].UnitID.String()
+		var u unitView
+		cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+uid, nil).JSON(t, &u)
+		require.Equal(t, "JUDGABLE", u.State)
+		require.Nil(t, u.RunID)
+		var res unitResultView
+		cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+uid+"/result", nil).JSON(t, &res)
+		require.Equal(t, "null", string(res.Result))
+		require.Nil(t, res.FinalizedAt)
+		cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+uuid.NewString()+"/result", nil).Problem(t, http.StatusNotFound)
+
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results?format=xml", nil).Problem(t, http.StatusBadRequest)
+
+		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/close", nil)
+		r.JSON(t, &got)
+		require.Equal(t, "CLOSED", got.Status)
+		cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/resume", nil).Problem(t, http.StatusConflict)
+	})
+}
+
+// take takes an assignment of pool as w.
+func (cb *crowdBundle) take(t *testing.T, w worker, pool string) (*takeResponse, *response) {
+	t.Helper()
+	r := cb.as(t, w.secret, "POST", "/v1/assignments", map[string]any{"poolId": pool})
+	if r.Status != http.StatusCreated {
+		return nil, r
+	}
+	var tr takeResponse
+	r.JSON(t, &tr)
+	return &tr, r
+}
+
+func TestAssignmentsAndJudgments(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		pool := cb.newPool(t, "label", 1, sameProduct)
+		pid := pool.ID.String()
+		a, b, c := cb.newWorker(t, "a", "en"), cb.newWorker(t, "b", "en"), cb.newWorker(t, "c", "en", "fr")
+		noSkill := cb.newWorker(t, "d")
+
+		// Finding work.
+		var mine myPoolsResponse
+		cb.as(t, a.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
+		require.Len(t, mine.Items, 1)
+		require.Equal(t, pool.ID, mine.Items[0].PoolID)
+		require.Equal(t, "Same product?", mine.Items[0].Title)
+		require.Equal(t, 1, mine.Items[0].Available)
+		cb.as(t, noSkill.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
+		require.Empty(t, mine.Items)
+		cb.as(t, noSkill.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid}).Problem(t, http.StatusForbidden)
+
+		cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": "x"}).Problem(t, http.StatusBadRequest)
+		cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": uuid.NewString()}).Problem(t, http.StatusNotFound)
+
+		ta, _ := cb.take(t, a, pid)
+		require.NotNil(t, ta)
+		require.Equal(t, "same-product", ta.Task.Name)
+		require.Len(t, ta.Task.Fields, 2)
+		require.Contains(t, string(ta.Unit.Input), "item 0")
+		require.WithinDuration(t, time.Unix(0, cb.now.Load()).Add(60*time.Second), ta.ExpiresAt, time.Second)
+		aid := ta.AssignmentID.String()
+
+		// The same unit is never given twice to one person.
+		_, r := cb.take(t, a, pid)
+		p := r.Problem(t, http.StatusNotFound)
+		require.Contains(t, p.Type, "no-unit")
+
+		// Heartbeat and extend: own assignments only.
+		var av assignmentView
+		r = cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/heartbeat", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		cb.as(t, b.secret, "POST", "/v1/assignments/"+aid+"/heartbeat", nil).Problem(t, http.StatusNotFound)
+		cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/extend", map[string]any{"seconds": 0}).Problem(t, http.StatusBadRequest)
+		r = cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/extend", map[string]any{"seconds": 600})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &av)
+		require.True(t, av.ExpiresAt.After(ta.ExpiresAt))
+
+		// Invalid data: 422 naming the field; the assignment stays active.
+		p = cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "maybe", "extra": 1}}).Problem(t, http.StatusUnprocessableEntity)
+		var named []string
+		for _, e := range p.Errors {
+			named = append(named, e.Field)
+		}
+		require.ElementsMatch(t, []string{"data.same", "data.extra"}, named)
+		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": "x"}).Problem(t, http.StatusBadRequest)
+		// Another's assignment is not found.
+		cb.as(t, b.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes"}}).Problem(t, http.StatusNotFound)
+
+		// 202, then the same again 200, other data 409.
+		var j1, j2 judgmentResponse
+		r = cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes"}})
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		r.JSON(t, &j1)
+		require.False(t, j1.Finalized)
+		r = cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes"}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &j2)
+		require.Equal(t, j1.JudgmentID, j2.JudgmentID)
+		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "no"}}).Problem(t, http.StatusConflict)
+		cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/heartbeat", nil).Problem(t, http.StatusConflict)
+
+		// Release frees the slot at once: c takes it after b releases.
+		tb, _ := cb.take(t, b, pid)
+		require.NotNil(t, tb)
+		r = cb.as(t, b.secret, "POST", "/v1/assignments/"+tb.AssignmentID.String()+"/release", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &av)
+		require.Equal(t, "RELEASED", av.State)
+
+		// Expired: a late judgment is refused 409 with a clear message.
+		tc, _ := cb.take(t, c, pid)
+		require.NotNil(t, tc)
+		cb.advance(2 * time.Minute)
+		p = cb.as(t, c.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": tc.AssignmentID.String(), "data": map[string]any{"same": "yes"}}).Problem(t, http.StatusConflict)
+		require.Contains(t, p.Detail, "expired")
+		n, err := cb.client.AssignmentsExpire(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+
+		// Paused pool: 409.
+		require.Equal(t, http.StatusOK, cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/pause", nil).Status)
+		_, r = cb.take(t, b, pid)
+		r.Problem(t, http.StatusConflict)
+		require.Equal(t, http.StatusOK, cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/resume", nil).Status)
+
+		// b released and c's expired: both may not take the unit again
+		// (one unit, one person, once), so a fourth and fifth do, and the
+		// third judgment finalizes the unit.
+		submit := func(w worker, answer string) judgmentResponse {
+			tk, r := cb.take(t, w, pid)
+			require.NotNil(t, tk, string(r.Body))
+			var j judgmentResponse
+			r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": tk.AssignmentID.String(), "data": map[string]any{"same": answer}})
+			require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+			r.JSON(t, &j)
+			return j
+		}
+		_, r = cb.take(t, b, pid)
+		r.Problem(t, http.StatusNotFound)
+		require.False(t, submit(cb.newWorker(t, "e", "en"), "no").Finalized)
+		last := submit(cb.newWorker(t, "f", "en"), "yes")
+		require.True(t, last.Finalized)
+
+		var res unitResultView
+		cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+last.UnitID.String()+"/result", nil).JSON(t, &res)
+		require.Equal(t, "FINALIZED", res.State)
+		require.JSONEq(t, `{"same": "yes"}`, string(res.Result))
+		require.InDelta(t, 2.0/3, *res.Confidence, 1e-9)
+		require.Equal(t, 3, res.JudgmentCount)
+		require.NotNil(t, res.FinalizedAt)
+
+		var pv poolView
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid, nil).JSON(t, &pv)
+		require.Equal(t, 1, pv.Counts.Finalized)
+		require.Equal(t, 0, pv.Counts.Judgable)
+
+		// The export streams the result, as JSON lines and CSV.
+		r = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, "application/x-ndjson", r.Header.Get("Content-Type"))
+		lines := strings.Split(strings.TrimSpace(string(r.Body)), "\n")
+		require.Len(t, lines, 1)
+		var line map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[0]), &line))
+		require.Equal(t, map[string]any{"same": "yes"}, line["result"])
+		require.Contains(t, line, "input")
+		r = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results?format=csv", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		rows := strings.Split(strings.TrimSpace(string(r.Body)), "\n")
+		require.Len(t, rows, 2)
+		require.True(t, strings.HasPrefix(rows[0], "unitId,runId,state,result,confidence"))
+		require.Contains(t, strings.ReplaceAll(rows[1], " ", ""), `"{""same"":""yes""}"`)
+
+		// No work left: the pool drops out of /v1/me/pools.
+		cb.as(t, a.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
+		require.Empty(t, mine.Items)
+	})
+}
+
+// TestAssignmentsConcurrent takes assignments of one pool from many
+// goroutines through HTTP: no slot is given twice, no person gets one unit
+// twice, every slot is taken once.
+func TestAssignmentsConcurrent(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		const units, workers = 20, 12 // 60 slots, 12 people
+		pool := cb.newPool(t, "hot", units, sameProduct)
+		ws := make([]worker, workers)
+		for i := range ws {
+			ws[i] = cb.newWorker(t, fmt.Sprintf("w%d", i), "en")
+		}
+		type take struct{ unit, worker string }
+		var mu sync.Mutex
+		var taken []take
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					body, _ := json.Marshal(map[string]any{"poolId": pool.ID})
+					req, _ := http.NewRequest("POST", cb.server.URL+"/v1/assignments", strings.NewReader(string(body)))
+					req.Header.Set("Authorization", "Bearer "+w.secret)
+					req.Header.Set("Content-Type", "application/json")
+					res, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					var tr takeResponse
+					err = json.NewDecoder(res.Body).Decode(&tr)
+					res.Body.Close()
+					if res.StatusCode == http.StatusNotFound {
+						return
+					}
+					if res.StatusCode != http.StatusCreated || err != nil {
+						t.Errorf("take: %d %v", res.StatusCode, err)
+						return
+					}
+					mu.Lock()
+					taken = append(taken, take{tr.Unit.ID.String(), w.id})
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, taken, units*3, "every slot taken once")
+		perUnit := map[string]int{}
+		seen := map[take]bool{}
+		for _, tk := range taken {
+			require.False(t, seen[tk], "unit %s given twice to %s", tk.unit, tk.worker)
+			seen[tk] = true
+			perUnit[tk.unit]++
+		}
+		require.Len(t, perUnit, units)
+		for u, n := range perUnit {
+			require.Equal(t, 3, n, "unit %s", u)
+		}
+	})
+}
