@@ -49,7 +49,7 @@ type APIKey struct {
 	// Prefix is the first characters of the secret, to recognise it: 8 of
 	// a generated secret ("dk_" and 5 random ones), at most 4 of an
 	// imported one (an operator's secret may be a passphrase).
-	Prefix    string
+	Prefix string
 	// ContributorID is the contributor a key of role contributor is bound
 	// to; uuid.Nil for other keys.
 	ContributorID uuid.UUID

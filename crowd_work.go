@@ -304,7 +304,6 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 func aggregateUnit(ct *task.Compiled, judgments []*Judgment) (json.RawMessage, *float64, error) {
 	type answer struct {
 		worker string
-		trust  float64
 		value  any
 	}
 	perField := map[string][]answer{}
