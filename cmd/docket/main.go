@@ -34,6 +34,7 @@ func rootCommand() *cobra.Command {
 	}
 	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand(), workflowCommand(), runCommand())
 	root.AddCommand(aggregateCommand())
+	root.AddCommand(taskCommand(), contributorCommand(), poolCommand(), crowdCommand())
 	return root
 }
 
