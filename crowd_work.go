@@ -13,6 +13,7 @@ import (
 
 	"github.com/docket-run/docket/internal/aggregate"
 	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/task"
 )
@@ -186,6 +187,26 @@ func (c *Client) AssignmentsExpire(ctx context.Context) (int, error) {
 			return total, err
 		}
 	}
+}
+
+// AssignmentReapIntervalDefault is WorkerConfig.AssignmentReapInterval's
+// default.
+const AssignmentReapIntervalDefault = 5 * time.Second
+
+// assignmentReaper is the leader service that expires lapsed assignments.
+func (c *Client) assignmentReaper(interval time.Duration) service.Service {
+	if interval <= 0 {
+		interval = AssignmentReapIntervalDefault
+	}
+	return &service.Loop{Name: "assignment-reaper", Interval: interval, Fn: func(ctx context.Context) {
+		n, err := c.AssignmentsExpire(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			c.cfg.Logger.Warn("expire assignments failed", "service", "assignment-reaper", "error", err)
+		case n > 0:
+			c.cfg.Logger.Info("expired assignments", "service", "assignment-reaper", "count", n)
+		}
+	}}
 }
 
 // HumanStepOutput is what a finalized unit gives its workflow step: the

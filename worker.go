@@ -67,6 +67,11 @@ type WorkerConfig struct {
 	// maintenance meanwhile). Make it with Client.NewEventRelay. Default
 	// none.
 	EventRelay *EventRelay
+	// AssignmentReapInterval: how often the maintenance leader expires the
+	// assignments of human work whose lease ran out (freeing their slots,
+	// in batches); an abandoned slot is free again within the pool's
+	// assignment duration + this. Default AssignmentReapIntervalDefault.
+	AssignmentReapInterval time.Duration
 }
 
 func (c WorkerConfig) engineConfig(client *Client) engine.Config {
@@ -84,6 +89,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		cfg.RetryBackoff = client.retryPolicy()
 	}
 	c.workflowRuntime(client, &cfg)
+	cfg.Maintenance = append(cfg.Maintenance, client.assignmentReaper(c.AssignmentReapInterval))
 	return cfg
 }
 
