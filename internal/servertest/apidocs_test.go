@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/servertest"
 	"github.com/docket-run/docket/internal/testdb"
 )
@@ -34,7 +35,44 @@ import (
 
 // apiDocs are the pages whose examples run this way, each against its own
 // server: the HTTP API, and the HTTP chapter of the workflows page.
-var apiDocs = []string{"../../docs/api.md", "../../docs/workflows.md"}
+var apiDocs = []string{"../../docs/api.md", "../../docs/workflows.md", "../../docs/human-work.md"}
+
+// docSeeds prepare the server of a page before its examples run and give
+// them environment variables: the human work page needs a pool, which
+// only a run (or the Go API) makes.
+var docSeeds = map[string]func(t *testing.T, databaseURL string) map[string]string{
+	"docs/human-work.md": seedHumanWork,
+}
+
+// seedHumanWork stores the task same-product and a workflow
+// product-match whose step label uses it, makes the step's pool with one
+// unit, and gives its id as $POOL.
+func seedHumanWork(t *testing.T, databaseURL string) map[string]string {
+	ctx := context.Background()
+	c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: databaseURL})
+	require.NoError(t, err)
+	defer c.Close()
+	tmpl, err := docket.ParseTask([]byte(`{"title": "Same product?",
+	 "instructions": "Do the two records describe the same product?",
+	 "display": [{"kind": "text", "from": "unit.left"}, {"kind": "text", "from": "unit.right"}],
+	 "fields": [{"name": "same", "kind": "choice", "required": true,
+	             "options": [{"value": "yes", "label": "Same"}, {"value": "no", "label": "Different"}]}],
+	 "judgmentsPerUnit": {"min": 3}, "skills": ["en"]}`))
+	require.NoError(t, err)
+	_, _, err = c.TaskPut(ctx, "same-product", tmpl)
+	require.NoError(t, err)
+	def, err := docket.DecodeWorkflow([]byte(`{"name": "product-match", "steps": [
+	  {"name": "fetch", "job": {"type": "fetch-pair"}},
+	  {"name": "label", "after": ["fetch"], "human": {"task": "same-product"}}]}`))
+	require.NoError(t, err)
+	_, _, err = c.WorkflowPut(ctx, def)
+	require.NoError(t, err)
+	pool, _, err := c.PoolEnsure(ctx, "product-match", 1, "label", "same-product")
+	require.NoError(t, err)
+	_, err = c.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{"left": "Acme anvil 10kg", "right": "ACME Anvil, 10 kg"}`)})
+	require.NoError(t, err)
+	return map[string]string{"POOL": pool.ID.String()}
+}
 
 // docExample is one doc-test block and the sample answer after it.
 type docExample struct {
@@ -118,7 +156,12 @@ func runDocExamples(t *testing.T, name, path string) {
 	require.NotEmpty(t, examples)
 
 	key := servertest.NewAdminKey()
-	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: map[string]string{"DOCKET_ADMIN_KEY": key}})
+	dbURL := testdb.SQLiteURL(t)
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: dbURL, Env: map[string]string{"DOCKET_ADMIN_KEY": key}})
+	var seeded map[string]string
+	if seed := docSeeds[name]; seed != nil {
+		seeded = seed(t, dbURL)
+	}
 
 	statusFile := filepath.Join(t.TempDir(), "status")
 	var script strings.Builder
@@ -137,6 +180,9 @@ func runDocExamples(t *testing.T, name, path string) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "DOCKET="+srv.URL, "KEY="+key, "DOC_STATUS="+statusFile)
+	for k, v := range seeded {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -189,7 +235,8 @@ func runDocExamples(t *testing.T, name, path string) {
 var variableFields = []string{
 	"id", "jobId", "leaseId", "createdAt", "updatedAt", "scheduledAt", "finishedAt",
 	"startedAt", "expiresAt", "leaseExpiresAt", "nextCursor", "detail", "durationMs",
-	"runId", "unitId",
+	"runId", "poolId", "unitId", "contributorId", "assignmentId", "judgmentId", "keyId", "secret", "prefix",
+	"heartbeatAt", "finalizedAt",
 }
 
 // compareSample lists how got differs from the sample want: the same
@@ -286,7 +333,7 @@ func TestAPIDocCoversEveryOperation(t *testing.T) {
 	require.NotEmpty(t, ops)
 	for _, op := range ops {
 		body, ok := sections[op]
-		require.True(t, ok, "neither docs/api.md nor docs/workflows.md has a section \"### %s\"", op)
+		require.True(t, ok, "none of %v has a section \"### %s\"", apiDocs, op)
 		require.Contains(t, body, "```sh\n# doc-test\n", "docs, section %s: no doc-test example", op)
 	}
 	for heading := range sections {
