@@ -575,9 +575,11 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 	})
 }
 
-// TestAssignmentsConcurrent takes assignments of one pool from many
-// goroutines through HTTP: no slot is given twice, no person gets one unit
-// twice, every slot is taken once.
+// TestAssignmentsConcurrent works one pool from many goroutines through
+// HTTP, each taking an assignment and submitting its judgment: no slot is
+// given twice, no person gets one unit twice, and every unit ends
+// FINALIZED with exactly its 3 judgments (finalized once, in the
+// transaction of its third).
 func TestAssignmentsConcurrent(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -588,37 +590,52 @@ func TestAssignmentsConcurrent(t *testing.T) {
 		for i := range ws {
 			ws[i] = cb.newWorker(t, fmt.Sprintf("w%d", i), "en")
 		}
+		post := func(secret, path string, body any, into any) int {
+			buf, _ := json.Marshal(body)
+			req, _ := http.NewRequest("POST", cb.server.URL+path, strings.NewReader(string(buf)))
+			req.Header.Set("Authorization", "Bearer "+secret)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0
+			}
+			defer res.Body.Close()
+			if into != nil {
+				_ = json.NewDecoder(res.Body).Decode(into)
+			}
+			return res.StatusCode
+		}
 		type take struct{ unit, worker string }
 		var mu sync.Mutex
 		var taken []take
+		var finalized atomic.Int32
 		var wg sync.WaitGroup
 		for _, w := range ws {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for {
-					body, _ := json.Marshal(map[string]any{"poolId": pool.ID})
-					req, _ := http.NewRequest("POST", cb.server.URL+"/v1/assignments", strings.NewReader(string(body)))
-					req.Header.Set("Authorization", "Bearer "+w.secret)
-					req.Header.Set("Content-Type", "application/json")
-					res, err := http.DefaultClient.Do(req)
-					if err != nil {
-						t.Error(err)
-						return
-					}
 					var tr takeResponse
-					err = json.NewDecoder(res.Body).Decode(&tr)
-					res.Body.Close()
-					if res.StatusCode == http.StatusNotFound {
+					switch status := post(w.secret, "/v1/assignments", map[string]any{"poolId": pool.ID}, &tr); status {
+					case http.StatusCreated:
+					case http.StatusNotFound:
 						return
-					}
-					if res.StatusCode != http.StatusCreated || err != nil {
-						t.Errorf("take: %d %v", res.StatusCode, err)
+					default:
+						t.Errorf("take: %d", status)
 						return
 					}
 					mu.Lock()
 					taken = append(taken, take{tr.Unit.ID.String(), w.id})
 					mu.Unlock()
+					var j judgmentResponse
+					if status := post(w.secret, "/v1/judgments", map[string]any{"assignmentId": tr.AssignmentID, "data": map[string]any{"same": "yes"}}, &j); status != http.StatusAccepted {
+						t.Errorf("submit: %d", status)
+						return
+					}
+					if j.Finalized {
+						finalized.Add(1)
+					}
 				}
 			}()
 		}
@@ -635,5 +652,19 @@ func TestAssignmentsConcurrent(t *testing.T) {
 		for u, n := range perUnit {
 			require.Equal(t, 3, n, "unit %s", u)
 		}
+		require.Equal(t, int32(units), finalized.Load(), "each unit finalized once")
+		var all unitsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pool.ID.String()+"/units?limit=100", nil).JSON(t, &all)
+		require.Len(t, all.Items, units)
+		for _, u := range all.Items {
+			require.Equal(t, "FINALIZED", u.State)
+			require.Equal(t, 3, u.JudgmentCount)
+			require.Equal(t, 3, u.SlotsTaken)
+		}
+		var pv poolView
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pool.ID.String(), nil).JSON(t, &pv)
+		require.Equal(t, units, pv.Counts.Finalized)
+		require.Equal(t, units*3, pv.Counts.Judgments)
+		require.Equal(t, 0, pv.Counts.ActiveAssignments)
 	})
 }
