@@ -56,7 +56,7 @@ func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]
 			return nil, err
 		}
 		for _, p := range pools {
-			if p.Counts.Judgable+p.Counts.Golden == 0 || !eligible(who, p) {
+			if p.Counts.Judgable == 0 || !eligible(who, p) {
 				continue
 			}
 			pc, err := c.store.PoolContributorGet(ctx, p.ID, who.ID)
