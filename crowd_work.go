@@ -34,27 +34,32 @@ type EligiblePool struct {
 
 // EligiblePools lists the OPEN pools the contributor may work on: every
 // skill a pool requires is among theirs, they share a channel with it (or
-// it requires none), they are active and not flagged in it, and it has
-// JUDGABLE units. Sorted by priority (0 first), then age (oldest first).
+// it requires none), they are active and not flagged in it, and it holds
+// a unit a take would hand them now (JUDGABLE, a free slot, never
+// assigned to them). Sorted by priority (0 first), then age (oldest
+// first).
 //
-// It reads the open pools and filters them here; whether units are left
-// that this contributor has not judged yet is left to the take (404
-// when none is), not checked per pool.
+// The open pools are read a page at a time and filtered here by skills,
+// channels and flags; the store then keeps those with work for this
+// contributor (PoolListWithWork), one query per page.
 func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]*EligiblePool, error) {
 	who, err := c.store.ContributorGet(ctx, contributorID)
 	if err != nil {
 		return nil, err
 	}
+	out := []*EligiblePool{}
 	if who.State != crowd.ContributorActive {
-		return []*EligiblePool{}, nil
+		return out, nil
 	}
-	var out []*EligiblePool
+	const page = 1000
 	var before uuid.UUID
 	for {
-		pools, err := c.store.PoolList(ctx, &store.PoolListParams{Statuses: []crowd.PoolStatus{crowd.PoolOpen}, BeforeID: before, Limit: 1000})
+		pools, err := c.store.PoolList(ctx, &store.PoolListParams{Statuses: []crowd.PoolStatus{crowd.PoolOpen}, BeforeID: before, Limit: page})
 		if err != nil {
 			return nil, err
 		}
+		byID := map[uuid.UUID]*Pool{}
+		var ids []uuid.UUID
 		for _, p := range pools {
 			if p.Counts.Judgable == 0 || !eligible(who, p) {
 				continue
@@ -66,9 +71,20 @@ func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]
 			if pc.Flagged {
 				continue
 			}
-			out = append(out, &EligiblePool{Pool: p, Available: p.Counts.Judgable})
+			byID[p.ID] = p
+			ids = append(ids, p.ID)
 		}
-		if len(pools) < 1000 {
+		if len(ids) > 0 {
+			withWork, err := c.store.PoolListWithWork(ctx, &store.PoolListWithWorkParams{ContributorID: who.ID, PoolIDs: ids})
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range withWork {
+				p := byID[id]
+				out = append(out, &EligiblePool{Pool: p, Available: p.Counts.Judgable})
+			}
+		}
+		if len(pools) < page {
 			break
 		}
 		before = pools[len(pools)-1].ID
@@ -79,9 +95,6 @@ func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]
 		}
 		return a.Pool.CreatedAt.Compare(b.Pool.CreatedAt)
 	})
-	if out == nil {
-		out = []*EligiblePool{}
-	}
 	return out, nil
 }
 

@@ -496,6 +496,12 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 		require.Equal(t, j1.JudgmentID, j2.JudgmentID)
 		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "no"}}).Problem(t, http.StatusConflict)
 		cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/heartbeat", nil).Problem(t, http.StatusConflict)
+		// a judged the pool's only unit: no work for a there any more, but
+		// still for b.
+		cb.as(t, a.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
+		require.Empty(t, mine.Items)
+		cb.as(t, b.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
+		require.Len(t, mine.Items, 1)
 
 		// Release frees the slot at once: c takes it after b releases.
 		tb, _ := cb.take(t, b, pid)

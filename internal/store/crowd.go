@@ -102,6 +102,11 @@ type CrowdStore interface {
 	// their random keys, wrapping around: the one query that refills a
 	// node's candidate cache (StrategyCandidates).
 	UnitListAvailable(ctx context.Context, p *UnitListAvailableParams) ([]uuid.UUID, error)
+	// PoolListWithWork keeps, of p.PoolIDs, the pools holding a regular
+	// unit a take could hand p.ContributorID now (JUDGABLE, a free slot,
+	// never assigned to them), in the order given: what "finding work"
+	// asks of each pool a contributor is eligible for.
+	PoolListWithWork(ctx context.Context, p *PoolListWithWorkParams) ([]uuid.UUID, error)
 
 	// ContributorCreate records a contributor, active; an external id
 	// that exists already is ErrDuplicate.
@@ -382,6 +387,20 @@ func (p *UnitListAvailableParams) Validate() error {
 	pr := problemsOf("list available units")
 	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
 	pr.Check(p.Limit < 1, "limit", "must be at least 1")
+	return pr.Err()
+}
+
+// PoolListWithWorkParams asks which pools have work for a contributor.
+type PoolListWithWorkParams struct {
+	ContributorID uuid.UUID
+	PoolIDs       []uuid.UUID // at most 1000
+}
+
+// Validate names every invalid field.
+func (p *PoolListWithWorkParams) Validate() error {
+	pr := problemsOf("list pools with work")
+	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
+	pr.Check(len(p.PoolIDs) > 1000, "poolIds", "lists at most 1000 pools")
 	return pr.Err()
 }
 

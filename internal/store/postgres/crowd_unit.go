@@ -318,6 +318,37 @@ func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailabl
 	return out, nil
 }
 
+// PoolListWithWork implements store.Store: one statement, an EXISTS per
+// pool that stops at its first open unit the contributor was never
+// assigned (docket_units_open, then the assignments' unique index).
+func (s *Store) PoolListWithWork(ctx context.Context, p *store.PoolListWithWorkParams) ([]uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(p.PoolIDs) == 0 {
+		return []uuid.UUID{}, nil
+	}
+	rs, err := s.pool.Query(ctx, `
+		SELECT pid FROM unnest($1::uuid[]) WITH ORDINALITY AS cand(pid, n)
+		WHERE EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = cand.pid AND `+openUnit+`
+			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = $2))
+		ORDER BY n`, p.PoolIDs, p.ContributorID)
+	if err != nil {
+		return nil, fmt.Errorf("list pools with work: %w", err)
+	}
+	out, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
+		var id uuid.UUID
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pools with work: %w", err)
+	}
+	if out == nil {
+		out = []uuid.UUID{}
+	}
+	return out, nil
+}
+
 // UnitTransition implements store.Store.
 func (s *Store) UnitTransition(ctx context.Context, p *store.UnitTransitionParams) (*crowd.Unit, error) {
 	return unitTransition(ctx, s.pool, p)

@@ -187,6 +187,27 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 // word the predicate of the docket_units_open indexes.
 const openUnit = `state = 'JUDGABLE' AND golden = 0 AND slots_taken < judgments_per_unit`
 
+// PoolListWithWork implements store.Store: one EXISTS per pool, each
+// stopping at the first open unit the contributor was never assigned.
+func (s *Store) PoolListWithWork(ctx context.Context, p *store.PoolListWithWorkParams) ([]uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	out := []uuid.UUID{}
+	for _, id := range p.PoolIDs {
+		var has bool
+		err := s.reader.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM docket_units WHERE pool_id = ? AND `+openUnit+`
+			AND `+notJudgedBy+`)`, id.String(), p.ContributorID.String()).Scan(&has)
+		if err != nil {
+			return nil, fmt.Errorf("list pools with work: pool %s: %w", id, err)
+		}
+		if has {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // UnitListAvailable implements store.Store.
 func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailableParams) ([]uuid.UUID, error) {
 	if err := p.Validate(); err != nil {

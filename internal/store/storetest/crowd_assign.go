@@ -43,6 +43,39 @@ func requireRefused(t *testing.T, err error, reason crowd.Refusal) {
 }
 
 func testAssignments(t *testing.T, open opener) {
+	t.Run("PoolListWithWork", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		full, left, empty, golden := b.pool(t, 1), b.pool(t, 2), b.pool(t, 1), b.pool(t, 1)
+		b.units(t, full.ID, 1, crowd.UnitJudgable)
+		b.units(t, left.ID, 2, crowd.UnitJudgable)
+		_, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: golden.ID, State: crowd.UnitJudgable,
+			Units: []*store.UnitInsertParams{newGolden(0)}, Now: base})
+		require.NoError(t, err)
+		c1, c2 := b.contributor(t), b.contributor(t)
+		ids := []uuid.UUID{golden.ID, left.ID, empty.ID, full.ID, uuid.Must(uuid.NewV7())}
+		with := func(c uuid.UUID) []uuid.UUID {
+			t.Helper()
+			out, err := b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{ContributorID: c, PoolIDs: ids})
+			require.NoError(t, err)
+			return out
+		}
+		require.Equal(t, []uuid.UUID{left.ID, full.ID}, with(c1.ID), "in the order given; golden units and unknown pools are no work")
+		// c2 takes full's only slot: full has no work for c1 either.
+		b.take(t, takeParams(full.ID, c2.ID))
+		require.Equal(t, []uuid.UUID{left.ID}, with(c1.ID))
+		// c1 takes both units of left (one each): left still has a slot of
+		// each, but for c2 only.
+		b.take(t, takeParams(left.ID, c1.ID))
+		b.take(t, takeParams(left.ID, c1.ID))
+		require.Empty(t, with(c1.ID), "c1 was assigned every unit left")
+		require.Equal(t, []uuid.UUID{left.ID}, with(c2.ID))
+		_, err = b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{})
+		requireFields(t, err, "contributorId")
+		none, err := b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{ContributorID: c1.ID})
+		require.NoError(t, err)
+		require.Empty(t, none)
+	})
 	t.Run("TakeOrdered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
