@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -131,7 +132,7 @@ type TakenAssignment struct {
 // *NotEligibleError when they may not work on it (banned, flagged, a
 // skill or channel missing); ErrNotFound when the pool does not exist.
 func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.UUID) (*TakenAssignment, error) {
-	pool, err := c.store.PoolGet(ctx, poolID)
+	pool, err := c.poolSettings(ctx, poolID)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +160,37 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 		return nil, err
 	}
 	return &TakenAssignment{Assignment: taken.Assignment, Unit: taken.Unit, Task: ct, TaskName: pool.Task, TaskVer: pool.TaskVersion}, nil
+}
+
+// poolSettings reads what never changes of a pool — its step, task
+// version, assignment duration, skills and channels — from a per-client
+// cache, so that the hot path (take, submit) does not read the pool's
+// counters each time. Its status and counters in the result are those of
+// the first read: the store checks the status itself when it takes.
+func (c *Client) poolSettings(ctx context.Context, id uuid.UUID) (*Pool, error) {
+	c.pools.mu.Lock()
+	p, ok := c.pools.m[id]
+	c.pools.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := c.store.PoolGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.pools.mu.Lock()
+	if c.pools.m == nil || len(c.pools.m) > 10000 {
+		c.pools.m = map[uuid.UUID]*Pool{}
+	}
+	c.pools.m[id] = p
+	c.pools.mu.Unlock()
+	return p, nil
+}
+
+// poolCache holds pools by id for poolSettings.
+type poolCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]*Pool
 }
 
 // AssignmentGet reads an assignment; ErrNotFound when there is none.
@@ -265,7 +297,7 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	if a.ContributorID != contributorID {
 		return nil, &AssignmentError{AssignmentID: a.ID, Reason: crowd.RefusedNotOwner, State: a.State}
 	}
-	pool, err := c.store.PoolGet(ctx, a.PoolID)
+	pool, err := c.poolSettings(ctx, a.PoolID)
 	if err != nil {
 		return nil, err
 	}

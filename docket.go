@@ -69,7 +69,8 @@ type Client struct {
 	store      store.Store
 	leaseTurns leaseTurns
 	flowState
-	tasks compiledTasks
+	tasks compiledTasks // compiled task versions (crowd.go)
+	pools poolCache     // what never changes of a pool (crowd_work.go)
 	// completeHumanStep, when set, runs in the transaction that finalizes
 	// a unit of a run (crowd_work.go): the workflow runtime sets it to
 	// complete the human step with the unit's output.
