@@ -118,7 +118,7 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 	now := dbTime(p.Now)
 	args := pgx.NamedArgs{
 		"id": p.ID, "pool": p.PoolID, "contributor": p.ContributorID, "now": now,
-		"expires": dbTime(p.Now.Add(p.Duration)), "shard": shard(),
+		"expires": dbTime(p.Now.Add(p.Duration)), "shard": shard(ctx),
 	}
 	var sql string
 	switch p.Strategy {
@@ -238,7 +238,7 @@ func (s *Store) AssignmentRelease(ctx context.Context, p *store.AssignmentReleas
 			UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments - 1
 			FROM r WHERE pc.pool_id = r.pool_id AND pc.shard = $4
 		)
-		SELECT `+assignmentColumns+` FROM r`, p.ID, p.ContributorID, now, shard()))
+		SELECT `+assignmentColumns+` FROM r`, p.ID, p.ContributorID, now, shard(ctx)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, false)
 	}
@@ -285,7 +285,7 @@ func (s *Store) AssignmentExpire(ctx context.Context, p *store.AssignmentExpireP
 	}
 	var n int
 	err := s.pool.QueryRow(ctx, assignmentExpireSQL, pgx.NamedArgs{
-		"now": dbTime(p.Now), "max": p.Max, "shard": shard(),
+		"now": dbTime(p.Now), "max": p.Max, "shard": shard(ctx),
 	}).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("expire assignments: %w", err)

@@ -78,7 +78,7 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 	now := dbTime(p.Now)
 	j, err := scanJudgment(c.QueryRow(ctx, judgmentInsertSQL, pgx.NamedArgs{
 		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
-		"trust": p.Trust, "now": now, "shard": shard(),
+		"trust": p.Trust, "now": now, "shard": shard(ctx),
 	}))
 	if err == nil {
 		return j, true, nil

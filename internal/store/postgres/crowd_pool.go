@@ -22,8 +22,21 @@ import (
 // judgments of a hot pool do not all wait for one row lock.
 const poolShards = 16
 
-// shard draws the counter row a statement moves.
-func shard() int { return rand.IntN(poolShards) }
+// txShardKey holds, in the context of a transaction (runTx), the one
+// counter row its statements move.
+type txShardKey struct{}
+
+// shard is the counter row a statement moves: drawn at random, but one
+// per transaction (runTx draws it), so that a transaction of several
+// counting statements — a judgment that finalizes its unit — holds one
+// counter row, and two such transactions cannot each hold the row the
+// other waits for (a deadlock).
+func shard(ctx context.Context) int {
+	if n, ok := ctx.Value(txShardKey{}).(int); ok {
+		return n
+	}
+	return rand.IntN(poolShards)
+}
 
 // unitCounter is the docket_pool_counters column counting regular units in
 // state s.

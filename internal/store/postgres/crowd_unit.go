@@ -174,7 +174,7 @@ func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParam
 		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE docket_pool_counters SET `+unitCounter(p.State)+` = `+unitCounter(p.State)+` + $3,
-		units_golden = units_golden + $4 WHERE pool_id = $1 AND shard = $2`, p.PoolID, shard(), regular, golden); err != nil {
+		units_golden = units_golden + $4 WHERE pool_id = $1 AND shard = $2`, p.PoolID, shard(ctx), regular, golden); err != nil {
 		return nil, fmt.Errorf("insert units: count: %w", err)
 	}
 	return units, nil
@@ -375,7 +375,7 @@ func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) 
 			FROM t WHERE pc.pool_id = t.pool_id AND pc.shard = @shard AND NOT t.golden
 		)
 		SELECT `+unitColumns+` FROM t`, pgx.NamedArgs{
-		"id": p.ID, "from": string(p.From), "to": string(p.To), "now": dbTime(p.Now), "shard": shard(),
+		"id": p.ID, "from": string(p.From), "to": string(p.To), "now": dbTime(p.Now), "shard": shard(ctx),
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, p.To)
@@ -434,7 +434,7 @@ func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*cr
 		return nil, err
 	}
 	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, pgx.NamedArgs{
-		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(),
+		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(ctx),
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)

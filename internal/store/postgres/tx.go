@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -51,7 +52,7 @@ func (s *Store) withTx(ctx context.Context, fn func(ptx pgx.Tx) error) error {
 func (s *Store) runTx(ctx context.Context, ptx pgx.Tx, fn func(ctx context.Context, tx store.Tx) error) error {
 	t := &storeTx{s: s, tx: ptx}
 	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
-	return fn(ctx, t)
+	return fn(context.WithValue(ctx, txShardKey{}, rand.IntN(poolShards)), t)
 }
 
 // storeTx is store.Tx on a pgx.Tx. Every method is one statement (or COPY plus

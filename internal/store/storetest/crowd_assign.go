@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,46 @@ func requireRefused(t *testing.T, err error, reason crowd.Refusal) {
 }
 
 func testAssignments(t *testing.T, open opener) {
+	t.Run("JudgeAndFinalizeConcurrently", func(t *testing.T) {
+		// Transactions that each store a judgment and finalize its unit —
+		// two counting statements — run at once: none may fail (on
+		// PostgreSQL each holds one counter row, so none deadlocks).
+		t.Parallel()
+		b := setup(t, open)
+		const n = 400 // without one counter row per transaction, PostgreSQL deadlocked in most runs
+		p := b.pool(t, 1)
+		b.units(t, p.ID, n, crowd.UnitJudgable)
+		taken := make([]*crowd.Taken, n)
+		for i := range taken {
+			taken[i] = b.take(t, takeParams(p.ID, b.contributor(t).ID))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for _, tk := range taken {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+					if _, _, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
+						ContributorID: tk.Assignment.ContributorID, Data: json.RawMessage(`{"same":"yes"}`), Now: base}); err != nil {
+						return err
+					}
+					_, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: tk.Unit.ID, Result: json.RawMessage(`{"same":"yes"}`), Now: base})
+					return err
+				})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		c := b.counts(t, p.ID)
+		require.Equal(t, n, c.Finalized)
+		require.Equal(t, n, c.Judgments)
+		require.Zero(t, c.ActiveAssignments)
+	})
+
 	t.Run("PoolListWithWork", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
