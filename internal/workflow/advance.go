@@ -55,6 +55,13 @@ func NewAdvancer(now func() time.Time) (*Advancer, error) {
 // of a stored definition fails its step or run, never Advance; an error
 // returned is one of the store, and tx must then be rolled back.
 func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*flow.Run, error) {
+	return a.advanceIn(ctx, tx, runID, nil, a.now())
+}
+
+// advanceIn is Advance at now; with batch set, the steps it releases
+// RUNNING as new instances are added to batch, which the caller flushes
+// before the transaction commits.
+func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, batch *startBatch, now time.Time) (*flow.Run, error) {
 	run, err := tx.RunLock(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -66,6 +73,7 @@ func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*
 	if err != nil {
 		return nil, err
 	}
+	adv.batch, adv.now = batch, now
 	if err := adv.advance(ctx); err != nil {
 		return nil, err
 	}
@@ -88,8 +96,10 @@ type advance struct {
 }
 
 // startBatch collects the jobs and RUNNING instances released for the
-// runs started together: they are written by two statements at the end
-// (flush) instead of two per released step of each run.
+// runs started or advanced together: they are written by two statements
+// at the end (flush) instead of two per released step of each run. What
+// needs them in the store before the end (canceling the released steps
+// of a run that fails) flushes the batch first.
 type startBatch struct {
 	jobs  []*store.JobInsertParams
 	steps []*store.StepInsertParams
@@ -118,6 +128,7 @@ func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) erro
 			}
 		}
 	}
+	b.jobs, b.steps = nil, nil
 	return nil
 }
 
@@ -401,6 +412,12 @@ func (adv *advance) cancelWhenIdle(ctx context.Context) ([]uuid.UUID, error) {
 // started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
 // signal wait. It returns the jobs that are RUNNING: they may finish.
 func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UUID, error) {
+	if adv.batch != nil {
+		// The released jobs and instances must exist to be canceled.
+		if err := adv.batch.flush(ctx, adv.tx, adv.now); err != nil {
+			return nil, err
+		}
+	}
 	var running []uuid.UUID
 	for _, name := range adv.c.g.Order() {
 		for _, st := range slices.Clone(adv.steps[name]) {

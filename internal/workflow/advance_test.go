@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,9 +129,16 @@ func (b *bundle) work(t *testing.T, handlers map[string]handler) int {
 		for _, a := range ok {
 			require.NotEmpty(t, a, "the finish was written")
 		}
-		for id := range runs {
-			_, err := b.adv.AdvanceRun(b.ctx, b.st, id)
-			require.NoError(t, err)
+		// Alternate rounds advance each run on its own and every run of
+		// the round in one transaction (the queue's way), so that each
+		// test covers both.
+		if round%2 == 0 {
+			for id := range runs {
+				_, err := b.adv.AdvanceRun(b.ctx, b.st, id)
+				require.NoError(t, err)
+			}
+		} else {
+			require.NoError(t, b.adv.AdvanceTogether(b.ctx, b.st, slices.Collect(maps.Keys(runs))))
 		}
 	}
 	t.Fatal("jobs kept coming")

@@ -1,10 +1,12 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -80,6 +82,47 @@ func (a *Advancer) AdvanceRun(ctx context.Context, st Store, runID uuid.UUID) (*
 		return nil, fmt.Errorf("advance run %s: %w", runID, err)
 	}
 	return run, nil
+}
+
+// AdvanceRuns advances runs together in one transaction: each is
+// advanced as by Advance, in id order (so that two batches sharing runs
+// lock them in the same order and never deadlock), and the jobs and
+// instances they release are written by two statements for the whole
+// batch. When that transaction fails, each run is advanced in a
+// transaction of its own, so that one run's error holds back no other;
+// the error returned joins theirs.
+func (a *Advancer) AdvanceRuns(ctx context.Context, st Store, runIDs []uuid.UUID) error {
+	ids := slices.Clone(runIDs)
+	slices.SortFunc(ids, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	ids = slices.Compact(ids)
+	if len(ids) == 1 {
+		_, err := a.AdvanceRun(ctx, st, ids[0])
+		return err
+	}
+	err := a.advanceTogether(ctx, st, ids)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if _, err := a.AdvanceRun(ctx, st, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// advanceTogether advances runs ids, sorted, in one transaction.
+func (a *Advancer) advanceTogether(ctx context.Context, st Store, ids []uuid.UUID) error {
+	return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, batch := a.now(), &startBatch{}
+		for _, id := range ids {
+			if _, err := a.advanceIn(ctx, tx, id, batch, now); err != nil {
+				return fmt.Errorf("advance run %s: %w", id, err)
+			}
+		}
+		return batch.flush(ctx, tx, now)
+	})
 }
 
 // StartParams is one run to start.

@@ -55,3 +55,58 @@ func TestQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestAdvanceTogetherReleaseThenFail: advanced in one transaction, two
+// runs each release a job step (written by the batch at the end) and fail
+// on a human step in the same walk; failing the run cancels the released
+// step, so the batch must be in the store by then. A third run of another
+// workflow just moves on.
+func TestAdvanceTogetherReleaseThenFail(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		fails := b.put(t, `{"name":"rf","steps":[{"name":"a","job":{"type":"echo"}},
+			{"name":"b","after":["a"],"job":{"type":"later"}},{"name":"h","after":["a"],"human":{"task":"t"}}]}`)
+		chain := b.put(t, `{"name":"ch","steps":[{"name":"a","job":{"type":"echo"}},{"name":"b","after":["a"],"job":{"type":"later"}}]}`)
+		runs := []uuid.UUID{b.start(t, fails, `{}`).ID, b.start(t, fails, `{}`).ID, b.start(t, chain, `{}`).ID}
+		rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "echo", Max: 10, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		var fins []*store.JobFinishParams
+		for _, r := range rows {
+			fins = append(fins, &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess})
+		}
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fins, Now: b.now()})
+		require.NoError(t, err)
+		require.NoError(t, b.adv.AdvanceTogether(b.ctx, b.st, runs))
+		for _, id := range runs[:2] {
+			run, steps := b.get(t, id)
+			require.Equal(t, flow.RunFailed, run.State)
+			require.Equal(t, map[string]flow.StepState{"a": flow.StepSucceeded, "b": flow.StepCanceled, "h": flow.StepFailed}, states(steps))
+			row, err := b.st.JobGet(b.ctx, steps["b"][0].JobID)
+			require.NoError(t, err)
+			require.Equal(t, job.StateCanceled, row.State)
+		}
+		run, steps := b.get(t, runs[2])
+		require.Equal(t, flow.RunRunning, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": flow.StepSucceeded, "b": flow.StepRunning}, states(steps))
+		row, err := b.st.JobGet(b.ctx, steps["b"][0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, job.StateQueued, row.State)
+	})
+}
+
+// TestStartReleaseThenFail: the same at start: a run whose job root is
+// released and whose human root fails is FAILED with the job CANCELED.
+func TestStartReleaseThenFail(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"sf","steps":[{"name":"a","job":{"type":"later"}},{"name":"h","human":{"task":"t"}}]}`)
+		run := b.start(t, name, `{}`)
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": flow.StepCanceled, "h": flow.StepFailed}, states(steps))
+		row, err := b.st.JobGet(b.ctx, steps["a"][0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, job.StateCanceled, row.State)
+	})
+}

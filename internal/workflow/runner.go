@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// Queue advances the runs it is given, each in a transaction of its own,
-// from a few goroutines. Enqueue never blocks: a run enqueued again while
+// Queue advances the runs it is given from a few goroutines, each taking
+// up to QueueBatch waiting runs at a time and advancing them together in
+// one transaction (Advancer.AdvanceRuns). Enqueue never blocks: a run enqueued again while
 // it waits is advanced once. It is the fast path after job completions;
 // what it misses (the process dies with runs queued) the Sweeper finds.
 type Queue struct {
@@ -30,8 +32,11 @@ type Queue struct {
 	life    service.Lifecycle
 }
 
-// QueueWorkersDefault is how many runs a Queue advances at once.
+// QueueWorkersDefault is how many transactions a Queue runs at once.
 const QueueWorkersDefault = 4
+
+// QueueBatch is the most runs one transaction of a Queue advances.
+const QueueBatch = 128
 
 // NewQueue makes a queue advancing runs with adv on st.
 func NewQueue(adv *Advancer, st Store, log *slog.Logger, workers int) *Queue {
@@ -60,22 +65,29 @@ func (q *Queue) Enqueue(ids ...uuid.UUID) {
 	}
 }
 
-func (q *Queue) next() (uuid.UUID, bool) {
+// next takes up to QueueBatch waiting runs, oldest first.
+func (q *Queue) next() []uuid.UUID {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.order) == 0 {
-		return uuid.Nil, false
+	n := min(len(q.order), QueueBatch)
+	if n == 0 {
+		return nil
 	}
-	id := q.order[0]
-	q.order = q.order[1:]
-	delete(q.pending, id)
+	ids := slices.Clone(q.order[:n])
+	q.order = q.order[n:]
+	if len(q.order) == 0 {
+		q.order = nil // let the backing array go
+	}
+	for _, id := range ids {
+		delete(q.pending, id)
+	}
 	if len(q.order) > 0 {
 		select { // more work: wake another goroutine
 		case q.wake <- struct{}{}:
 		default:
 		}
 	}
-	return id, true
+	return ids
 }
 
 // Start launches the goroutines.
@@ -93,8 +105,8 @@ func (q *Queue) Stop() { q.life.Stop() }
 
 func (q *Queue) run(ctx context.Context) {
 	for {
-		id, ok := q.next()
-		if !ok {
+		ids := q.next()
+		if len(ids) == 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -102,8 +114,8 @@ func (q *Queue) run(ctx context.Context) {
 				continue
 			}
 		}
-		if _, err := q.adv.AdvanceRun(ctx, q.st, id); err != nil && ctx.Err() == nil {
-			q.log.Warn("advance run failed; the sweeper will advance it", "service", "workflow", "run_id", id.String(), "error", err)
+		if err := q.adv.AdvanceRuns(ctx, q.st, ids); err != nil && ctx.Err() == nil {
+			q.log.Warn("advance runs failed; the sweeper will advance them", "service", "workflow", "runs", len(ids), "error", err)
 		}
 	}
 }
