@@ -93,6 +93,10 @@ type advance struct {
 	// of such runs (see startBatch).
 	fresh bool
 	batch *startBatch
+	// ends, when endsRead, are the ends of the run's step jobs read with
+	// the run (Store.RunLoadMany): recordJobEnds does not read them again.
+	ends     []*store.StepJobEnd
+	endsRead bool
 }
 
 // startBatch collects the jobs and RUNNING instances released for the
@@ -133,11 +137,16 @@ func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) erro
 }
 
 func (a *Advancer) load(ctx context.Context, tx store.Tx, run *flow.Run) (*advance, error) {
-	c, err := a.cache.get(ctx, tx, run.Workflow, run.Version)
+	list, err := tx.StepList(ctx, run.ID)
 	if err != nil {
 		return nil, err
 	}
-	list, err := tx.StepList(ctx, run.ID)
+	return a.loaded(ctx, tx, run, list)
+}
+
+// loaded is load with the run's instances read already.
+func (a *Advancer) loaded(ctx context.Context, tx store.Tx, run *flow.Run, list []*flow.StepInstance) (*advance, error) {
+	c, err := a.cache.get(ctx, tx, run.Workflow, run.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +244,14 @@ func (adv *advance) transition(ctx context.Context, st *flow.StepInstance, to fl
 // CANCELED in a canceled run, FAILED otherwise (someone canceled the job
 // itself).
 func (adv *advance) recordJobEnds(ctx context.Context) error {
-	ends, err := adv.tx.StepJobEnds(ctx, adv.run.ID)
-	if err != nil {
-		return err
+	ends := adv.ends
+	if !adv.endsRead {
+		var err error
+		if ends, err = adv.tx.StepJobEnds(ctx, adv.run.ID); err != nil {
+			return err
+		}
 	}
+	adv.ends, adv.endsRead = nil, false // what follows may end more jobs
 	for _, e := range ends {
 		st := adv.instance(e.Step, e.Index)
 		if st == nil || st.State != flow.StepRunning || st.Generation != e.Generation || st.JobID != e.JobID {

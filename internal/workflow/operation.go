@@ -116,9 +116,18 @@ func (a *Advancer) AdvanceRuns(ctx context.Context, st Store, runIDs []uuid.UUID
 func (a *Advancer) advanceTogether(ctx context.Context, st Store, ids []uuid.UUID) error {
 	return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		now, batch := a.now(), &startBatch{}
-		for _, id := range ids {
-			if _, err := a.advanceIn(ctx, tx, id, batch, now); err != nil {
-				return fmt.Errorf("advance run %s: %w", id, err)
+		loads, err := tx.RunLoadMany(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, l := range loads {
+			adv, err := a.loaded(ctx, tx, l.Run, l.Steps)
+			if err != nil {
+				return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
+			}
+			adv.batch, adv.now, adv.ends, adv.endsRead = batch, now, l.JobEnds, true
+			if err := adv.advance(ctx); err != nil {
+				return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
 			}
 		}
 		return batch.flush(ctx, tx, now)

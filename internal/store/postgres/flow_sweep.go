@@ -19,10 +19,77 @@ import (
 // The run's instances come by the primary key's prefix, each job by its
 // primary key.
 const stepJobEndsSQL = `
-SELECT s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
+SELECT s.run_id, s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
 FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
 WHERE s.run_id = $1 AND s.state = 'RUNNING' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
 ORDER BY s.step, s.step_index`
+
+// stepJobEndsManySQL is stepJobEndsSQL for the runs of the array $1.
+const stepJobEndsManySQL = `
+SELECT s.run_id, s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
+FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+WHERE s.run_id = ANY($1) AND s.state = 'RUNNING' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+ORDER BY s.run_id, s.step, s.step_index`
+
+// RunLoadMany implements store.Store.
+func (s *Store) RunLoadMany(ctx context.Context, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	var out []*store.RunLoad
+	err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		out, err = tx.RunLoadMany(ctx, ids)
+		return err
+	})
+	return out, err
+}
+
+// RunLoadMany implements store.Tx.
+func (t *storeTx) RunLoadMany(ctx context.Context, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runLoadMany(ctx, t.tx, ids)
+}
+
+func runLoadMany(ctx context.Context, c conn, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	runs, err := queryRuns(ctx, c, `SELECT `+runColumns+` FROM docket_runs WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d runs: %w", len(ids), err)
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	found := make([]uuid.UUID, len(runs))
+	out := make([]*store.RunLoad, len(runs))
+	byID := make(map[uuid.UUID]*store.RunLoad, len(runs))
+	for i, r := range runs {
+		found[i] = r.ID
+		out[i] = &store.RunLoad{Run: r}
+		byID[r.ID] = out[i]
+	}
+	steps, err := querySteps(ctx, c, `SELECT `+stepColumns+` FROM docket_steps
+		WHERE run_id = ANY($1) ORDER BY run_id, step, step_index`, found)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %d runs: %w", len(found), err)
+	}
+	for _, st := range steps {
+		if l := byID[st.RunID]; l != nil {
+			l.Steps = append(l.Steps, st)
+		}
+	}
+	ends, err := scanJobEnds(ctx, c, "runs", stepJobEndsManySQL, found)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ends {
+		if l := byID[e.RunID]; l != nil {
+			l.JobEnds = append(l.JobEnds, e)
+		}
+	}
+	return out, nil
+}
 
 // StepJobEnds implements store.Store.
 func (s *Store) StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepJobEnd, error) {
@@ -38,9 +105,15 @@ func (t *storeTx) StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*store.St
 }
 
 func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJobEnd, error) {
-	rs, err := c.Query(ctx, stepJobEndsSQL, runID)
+	return scanJobEnds(ctx, c, "run "+runID.String(), stepJobEndsSQL, runID)
+}
+
+// scanJobEnds runs query, one of the stepJobEnds statements, with arg;
+// of names what was asked in errors.
+func scanJobEnds(ctx context.Context, c conn, of, query string, arg any) ([]*store.StepJobEnd, error) {
+	rs, err := c.Query(ctx, query, arg)
 	if err != nil {
-		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
 	}
 	defer rs.Close()
 	var out []*store.StepJobEnd
@@ -50,8 +123,8 @@ func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJob
 			state  string
 			result []byte
 		)
-		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &e.JobID, &state, &result, &e.Error); err != nil {
-			return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		if err := rs.Scan(&e.RunID, &e.Step, &e.Index, &e.Generation, &e.JobID, &state, &result, &e.Error); err != nil {
+			return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
 		}
 		e.JobState = job.State(state)
 		if result != nil {
@@ -60,7 +133,7 @@ func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJob
 		out = append(out, &e)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
 	}
 	return out, nil
 }

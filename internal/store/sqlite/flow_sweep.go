@@ -28,27 +28,119 @@ func (t *storeTx) StepJobEnds(ctx context.Context, runID uuid.UUID) ([]*store.St
 }
 
 func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJobEnd, error) {
-	rs, err := c.QueryContext(ctx, `
-		SELECT s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
+	return scanJobEnds(ctx, c, "run "+runID.String(), `
+		SELECT s.run_id, s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
 		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
 		WHERE s.run_id = ? AND s.state = 'RUNNING' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
 		ORDER BY s.step, s.step_index`, runID.String())
+}
+
+// RunLoadMany implements store.Store.
+func (s *Store) RunLoadMany(ctx context.Context, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	var out []*store.RunLoad
+	err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		out, err = tx.RunLoadMany(ctx, ids)
+		return err
+	})
+	return out, err
+}
+
+// RunLoadMany implements store.Tx. The transaction holds the database's
+// write lock, which locks the runs.
+func (t *storeTx) RunLoadMany(ctx context.Context, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return runLoadMany(ctx, t.tx, ids)
+}
+
+func runLoadMany(ctx context.Context, c conn, ids []uuid.UUID) ([]*store.RunLoad, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	arg, err := json.Marshal(strs)
 	if err != nil {
-		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		return nil, err
+	}
+	runs, err := queryRuns(ctx, c, `SELECT `+runColumns+` FROM docket_runs
+		WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id`, string(arg))
+	if err != nil {
+		return nil, fmt.Errorf("lock %d runs: %w", len(ids), err)
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	out := make([]*store.RunLoad, len(runs))
+	byID := make(map[uuid.UUID]*store.RunLoad, len(runs))
+	for i, r := range runs {
+		out[i] = &store.RunLoad{Run: r}
+		byID[r.ID] = out[i]
+	}
+	rs, err := c.QueryContext(ctx, `SELECT `+stepColumns+` FROM docket_steps
+		WHERE run_id IN (SELECT value FROM json_each(?1)) ORDER BY run_id, step, step_index`, string(arg))
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %d runs: %w", len(ids), err)
+	}
+	defer func() { _ = rs.Close() }()
+	for rs.Next() {
+		st, err := scanStep(rs)
+		if err != nil {
+			return nil, fmt.Errorf("list steps of %d runs: %w", len(ids), err)
+		}
+		if l := byID[st.RunID]; l != nil {
+			l.Steps = append(l.Steps, st)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list steps of %d runs: %w", len(ids), err)
+	}
+	_ = rs.Close()
+	ends, err := scanJobEnds(ctx, c, "runs", `
+		SELECT s.run_id, s.step, s.step_index, s.generation, s.job_id, j.state, j.result, j.last_error
+		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+		WHERE s.run_id IN (SELECT value FROM json_each(?1)) AND s.state = 'RUNNING'
+			AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+		ORDER BY s.run_id, s.step, s.step_index`, string(arg))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ends {
+		if l := byID[e.RunID]; l != nil {
+			l.JobEnds = append(l.JobEnds, e)
+		}
+	}
+	return out, nil
+}
+
+// scanJobEnds runs query, one of the step job ends statements, with arg;
+// of names what was asked in errors.
+func scanJobEnds(ctx context.Context, c conn, of, query string, arg any) ([]*store.StepJobEnd, error) {
+	rs, err := c.QueryContext(ctx, query, arg)
+	if err != nil {
+		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
 	}
 	defer func() { _ = rs.Close() }()
 	var out []*store.StepJobEnd
 	for rs.Next() {
 		var (
 			e            store.StepJobEnd
-			jobID, state string
+			runID, jobID string
+			state        string
 			result       sql.NullString
 		)
-		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &jobID, &state, &result, &e.Error); err != nil {
-			return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		if err := rs.Scan(&runID, &e.Step, &e.Index, &e.Generation, &jobID, &state, &result, &e.Error); err != nil {
+			return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
+		}
+		if e.RunID, err = uuid.Parse(runID); err != nil {
+			return nil, fmt.Errorf("list ended step jobs of %s: run id %q: %w", of, runID, err)
 		}
 		if e.JobID, err = uuid.Parse(jobID); err != nil {
-			return nil, fmt.Errorf("list ended step jobs of run %s: job id %q: %w", runID, jobID, err)
+			return nil, fmt.Errorf("list ended step jobs of %s: job id %q: %w", of, jobID, err)
 		}
 		e.JobState = job.State(state)
 		if result.Valid {
@@ -57,7 +149,7 @@ func stepJobEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepJob
 		out = append(out, &e)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list ended step jobs of run %s: %w", runID, err)
+		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
 	}
 	return out, nil
 }

@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,15 +56,77 @@ func testStepSweep(t *testing.T, open opener) {
 		require.Len(t, ends, 3)
 		require.JSONEq(t, `{"ok":true}`, string(ends[0].Result), "the job's result")
 		ends[0].Result = nil
-		require.Equal(t, store.StepJobEnd{Step: "a", Index: 0, Generation: 1, JobID: success.ID, JobState: job.StateSuccess}, *ends[0])
-		require.Equal(t, store.StepJobEnd{Step: "a", Index: 1, Generation: 1, JobID: dead.ID, JobState: job.StateDead,
+		require.Equal(t, store.StepJobEnd{RunID: ended.ID, Step: "a", Index: 0, Generation: 1, JobID: success.ID, JobState: job.StateSuccess}, *ends[0])
+		require.Equal(t, store.StepJobEnd{RunID: ended.ID, Step: "a", Index: 1, Generation: 1, JobID: dead.ID, JobState: job.StateDead,
 			Error: "fatal failure"}, *ends[1])
-		require.Equal(t, store.StepJobEnd{Step: "b", Index: 0, Generation: 1, JobID: canceled.ID, JobState: job.StateCanceled,
+		require.Equal(t, store.StepJobEnd{RunID: ended.ID, Step: "b", Index: 0, Generation: 1, JobID: canceled.ID, JobState: job.StateCanceled,
 			Error: "canceled by user"}, *ends[2])
 
 		runs, err := b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 10})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{ended.ID}, runs, "one run, listed once")
+
+		// RunLoadMany reads the same for many runs at once, in id order,
+		// leaving out unknown ids; a run without steps has none.
+		bare := b.run(t)
+		ask := []uuid.UUID{ended.ID, uuid.Must(uuid.NewV7()), bare.ID, quiet.ID}
+		loads, err := b.s.RunLoadMany(b.ctx, ask)
+		require.NoError(t, err)
+		want := []uuid.UUID{ended.ID, bare.ID, quiet.ID}
+		slices.SortFunc(want, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+		require.Len(t, loads, 3)
+		for i, l := range loads {
+			require.Equal(t, want[i], l.Run.ID, "id order")
+			run, err := b.s.RunGet(b.ctx, l.Run.ID)
+			require.NoError(t, err)
+			require.Equal(t, run, l.Run)
+			steps, err := b.s.StepList(b.ctx, l.Run.ID)
+			require.NoError(t, err)
+			require.Equal(t, steps, l.Steps)
+			ends, err := b.s.StepJobEnds(b.ctx, l.Run.ID)
+			require.NoError(t, err)
+			require.Equal(t, ends, l.JobEnds)
+		}
+		require.Len(t, loads[slices.IndexFunc(loads, func(l *store.RunLoad) bool { return l.Run.ID == ended.ID })].JobEnds, 3)
+		require.Len(t, loads[slices.IndexFunc(loads, func(l *store.RunLoad) bool { return l.Run.ID == quiet.ID })].Steps, 3)
+		none2, err := b.s.RunLoadMany(b.ctx, []uuid.UUID{uuid.Must(uuid.NewV7())})
+		require.NoError(t, err)
+		require.Empty(t, none2)
+
+		// It locks the runs: a transaction locking one of them waits
+		// until the loading transaction ends.
+		locked := make(chan struct{})
+		release := make(chan struct{})
+		var releaseOnce sync.Once
+		unlock := func() { releaseOnce.Do(func() { close(release) }) }
+		defer unlock() // a failure below must not leave the transaction open
+		done := make(chan error, 1)
+		go func() {
+			done <- b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+				if _, err := tx.RunLoadMany(ctx, []uuid.UUID{quiet.ID, ended.ID}); err != nil {
+					return err
+				}
+				close(locked)
+				<-release
+				return nil
+			})
+		}()
+		<-locked
+		waited := make(chan error, 1)
+		go func() {
+			waited <- b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+				_, err := tx.RunLock(ctx, quiet.ID)
+				return err
+			})
+		}()
+		select {
+		case err := <-waited:
+			t.Fatalf("RunLock did not wait for RunLoadMany's lock (err %v)", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		unlock()
+		require.NoError(t, <-done)
+		require.NoError(t, <-waited)
 
 		// In a transaction too, reading its own writes: once every ended
 		// instance is recorded, the run is no longer listed.
