@@ -77,6 +77,14 @@ type FlowTx interface {
 	// step.state_changed outbox row. See StepTransitionParams for what
 	// each change sets.
 	StepTransition(ctx context.Context, p *StepTransitionParams) (*flow.StepInstance, error)
+	// StepTransitionMany makes many changes of step instances to an ended
+	// state (SUCCEEDED, FAILED, SKIPPED, CANCELED), each as StepTransition
+	// would (guarded by From and Generation), in one statement, with one
+	// step.state_changed outbox row listing them (none when none was
+	// made). It returns the instances changed, in no particular order: a
+	// change whose guard did not hold is left out, for the caller to
+	// notice. A change to another state is an error, nothing changed.
+	StepTransitionMany(ctx context.Context, p *StepTransitionManyParams) ([]*flow.StepInstance, error)
 	// StepJobEnds lists the RUNNING job step instances of a run whose job
 	// has ended (SUCCESS, DEAD or CANCELED), with that end, ordered by step
 	// name, then index: what an advancement of the run records. One query
@@ -289,6 +297,26 @@ type StepTransitionParams struct {
 	Error      string
 	Confidence *float64
 	Now        time.Time
+}
+
+// StepTransitionManyParams: these changes, each to an ended state. Now
+// of each is ignored: every change is made at Now.
+type StepTransitionManyParams struct {
+	Transitions []*StepTransitionParams
+	Now         time.Time
+}
+
+// Validate checks every change; the error names the first wrong one.
+func (p *StepTransitionManyParams) Validate() error {
+	for _, t := range p.Transitions {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if !t.To.Done() {
+			return fmt.Errorf("transition step %s to %s: StepTransitionMany makes only changes to an ended state", InstanceID(t.RunID, t.Step, t.Index), t.To)
+		}
+	}
+	return nil
 }
 
 // Validate checks p by the step state machine before any row is read.

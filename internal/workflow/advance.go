@@ -107,9 +107,24 @@ type advance struct {
 type startBatch struct {
 	jobs  []*store.JobInsertParams
 	steps []*store.StepInsertParams
+	// ends are the ends of step jobs recorded by the advancements of the
+	// batch (RUNNING → SUCCEEDED, FAILED, CANCELED), made by one statement.
+	ends []*store.StepTransitionParams
 }
 
 func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) error {
+	if len(b.ends) > 0 {
+		got, err := tx.StepTransitionMany(ctx, &store.StepTransitionManyParams{Transitions: b.ends, Now: now})
+		if err != nil {
+			return err
+		}
+		if len(got) != len(b.ends) {
+			// The runs are locked and their instances read in this
+			// transaction: this cannot happen, and must not commit.
+			return fmt.Errorf("record step job ends: %d of %d instances changed under the run lock", len(b.ends)-len(got), len(b.ends))
+		}
+		b.ends = nil
+	}
 	if len(b.jobs) > 0 {
 		res, err := tx.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: b.jobs, Now: now})
 		if err != nil {
@@ -272,6 +287,18 @@ func (adv *advance) recordJobEnds(ctx context.Context) error {
 				to = flow.StepCanceled
 			}
 		default:
+			continue
+		}
+		if adv.batch != nil {
+			// Written with the batch's other ends; the instance is known
+			// as that change leaves it (see store.StepTransitionParams).
+			p.RunID, p.Step, p.Index, p.Generation = st.RunID, st.Step, st.Index, st.Generation
+			p.From, p.To, p.Now = st.State, to, adv.now
+			adv.batch.ends = append(adv.batch.ends, &p)
+			ended := *st
+			ended.State, ended.Output, ended.Error, ended.Confidence = to, p.Output, p.Error, nil
+			ended.FinishedAt, ended.UpdatedAt = adv.now, adv.now
+			adv.set(&ended)
 			continue
 		}
 		if _, err := adv.transition(ctx, st, to, p); err != nil {

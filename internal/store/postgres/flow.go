@@ -697,6 +697,76 @@ o AS (
 )
 SELECT ` + stepColumns + ` FROM t`
 
+// stepTransitionManySQL makes the changes given as parallel arrays, each
+// guarded by state and generation, and writes one outbox row for those
+// made. $10 is Now.
+const stepTransitionManySQL = `
+WITH v AS (
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[])
+		AS v(run, step, idx, gen, from_state, to_state, output, error, confidence)
+),
+t AS (
+	UPDATE docket_steps s SET state = v.to_state, output = v.output::jsonb, error = v.error,
+		confidence = v.confidence, finished_at = $10, updated_at = $10
+	FROM v
+	WHERE s.run_id = v.run AND s.step = v.step AND s.step_index = v.idx
+		AND s.state = v.from_state AND s.generation = v.gen
+	RETURNING s.*, v.from_state
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'step.state_changed', json_build_object('transitions', json_agg(json_build_object(
+		'runId', run_id, 'step', step, 'index', step_index, 'generation', generation,
+		'from', from_state, 'to', state))), $10
+	FROM t HAVING count(*) > 0
+)
+SELECT ` + stepColumns + ` FROM t`
+
+// StepTransitionMany implements store.Store.
+func (s *Store) StepTransitionMany(ctx context.Context, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	return stepTransitionMany(ctx, s.pool, p)
+}
+
+// StepTransitionMany implements store.Tx.
+func (t *storeTx) StepTransitionMany(ctx context.Context, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepTransitionMany(ctx, t.tx, p)
+}
+
+func stepTransitionMany(ctx context.Context, c conn, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(p.Transitions) == 0 {
+		return nil, nil
+	}
+	n := len(p.Transitions)
+	var (
+		runs        = make([]uuid.UUID, n)
+		steps       = make([]string, n)
+		idx, gens   = make([]int32, n), make([]int32, n)
+		from, to    = make([]string, n), make([]string, n)
+		outputs     = make([]*string, n)
+		errs        = make([]string, n)
+		confidences = make([]*float64, n)
+	)
+	for i, t := range p.Transitions {
+		runs[i], steps[i], idx[i], gens[i] = t.RunID, t.Step, int32(t.Index), int32(t.Generation)
+		from[i], to[i], errs[i], confidences[i] = string(t.From), string(t.To), t.Error, t.Confidence
+		if t.Output != nil {
+			o := string(t.Output)
+			outputs[i] = &o
+		}
+	}
+	out, err := querySteps(ctx, c, stepTransitionManySQL, runs, steps, idx, gens, from, to, outputs, errs, confidences, dbTime(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("transition %d steps: %w", n, err)
+	}
+	return out, nil
+}
+
 // StepTransition implements store.Store.
 func (s *Store) StepTransition(ctx context.Context, p *store.StepTransitionParams) (*flow.StepInstance, error) {
 	return stepTransition(ctx, s.pool, p)

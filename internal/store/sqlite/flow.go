@@ -537,38 +537,24 @@ func (s *Store) StepTransition(ctx context.Context, p *store.StepTransitionParam
 	return st, err
 }
 
+// StepTransitionMany implements store.Store.
+func (s *Store) StepTransitionMany(ctx context.Context, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	var out []*flow.StepInstance
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = stepTransitionMany(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
 // stepTransition validates p and makes the change it describes in tx, the
 // caller's write transaction: Store.StepTransition's and the Tx's.
 func stepTransition(ctx context.Context, tx *sql.Tx, p *store.StepTransitionParams) (*flow.StepInstance, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	now := micros(p.Now)
-	var (
-		bump                         int
-		output, confidence, finished any
-		errText                      string
-	)
-	if p.To == flow.StepPending {
-		bump = 1
-	}
-	if p.To.Done() {
-		output, errText, finished = nullJSON(p.Output), p.Error, now
-		if p.Confidence != nil {
-			confidence = *p.Confidence
-		}
-	}
-	to := string(p.To)
-	st, err := scanStep(tx.QueryRowContext(ctx, `UPDATE docket_steps SET state = ?1, generation = generation + ?2,
-			job_id = CASE WHEN ?1 = 'RUNNING' THEN ?3 WHEN ?1 = 'PENDING' THEN NULL ELSE job_id END,
-			unit_id = CASE WHEN ?1 = 'RUNNING' THEN ?4 WHEN ?1 = 'PENDING' THEN NULL ELSE unit_id END,
-			output = ?5, error = ?6, confidence = ?7,
-			started_at = CASE WHEN ?1 = 'RUNNING' THEN ?8 WHEN ?1 = 'PENDING' THEN NULL ELSE started_at END,
-			finished_at = ?9, updated_at = ?8
-		WHERE run_id = ?10 AND step = ?11 AND step_index = ?12 AND state = ?13 AND generation = ?14
-		RETURNING `+stepColumns,
-		to, bump, nullUUID(p.JobID), nullUUID(p.UnitID), output, errText, confidence, now, finished,
-		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation))
+	st, err := stepUpdate(ctx, tx, p)
 	id := store.InstanceID(p.RunID, p.Step, p.Index)
 	if errors.Is(err, sql.ErrNoRows) {
 		var state string
@@ -588,4 +574,69 @@ func stepTransition(ctx context.Context, tx *sql.Tx, p *store.StepTransitionPara
 		return nil, err
 	}
 	return st, nil
+}
+
+// stepTransitionMany makes the changes of p, guarded, and writes one
+// outbox row for those made.
+func stepTransitionMany(ctx context.Context, tx *sql.Tx, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		out  []*flow.StepInstance
+		data flow.StepStateChangedData
+	)
+	for _, t := range p.Transitions {
+		at := *t
+		at.Now = p.Now
+		st, err := stepUpdate(ctx, tx, &at)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // the guard did not hold
+		}
+		if err != nil {
+			return nil, fmt.Errorf("transition step %s: %w", store.InstanceID(t.RunID, t.Step, t.Index), err)
+		}
+		out = append(out, st)
+		data.Transitions = append(data.Transitions, flow.StepTransition{
+			RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation, From: t.From, To: st.State,
+		})
+	}
+	if len(out) > 0 {
+		if err := insertOutbox(ctx, tx, flow.EventStepStateChanged, data, p.Now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// stepUpdate makes the change of p, guarded by its From and Generation,
+// and returns the row changed; sql.ErrNoRows when the guard did not hold
+// (or there is no such row). No outbox row.
+func stepUpdate(ctx context.Context, tx *sql.Tx, p *store.StepTransitionParams) (*flow.StepInstance, error) {
+	now := micros(p.Now)
+	var (
+		bump                         int
+		output, confidence, finished any
+		errText                      string
+	)
+	if p.To == flow.StepPending {
+		bump = 1
+	}
+	if p.To.Done() {
+		output, errText, finished = nullJSON(p.Output), p.Error, now
+		if p.Confidence != nil {
+			confidence = *p.Confidence
+		}
+	}
+	to := string(p.To)
+	return scanStep(tx.QueryRowContext(ctx, `UPDATE docket_steps SET state = ?1, generation = generation + ?2,
+			job_id = CASE WHEN ?1 = 'RUNNING' THEN ?3 WHEN ?1 = 'PENDING' THEN NULL ELSE job_id END,
+			unit_id = CASE WHEN ?1 = 'RUNNING' THEN ?4 WHEN ?1 = 'PENDING' THEN NULL ELSE unit_id END,
+			output = ?5, error = ?6, confidence = ?7,
+			started_at = CASE WHEN ?1 = 'RUNNING' THEN ?8 WHEN ?1 = 'PENDING' THEN NULL ELSE started_at END,
+			finished_at = ?9, updated_at = ?8
+		WHERE run_id = ?10 AND step = ?11 AND step_index = ?12 AND state = ?13 AND generation = ?14
+		RETURNING `+stepColumns,
+		to, bump, nullUUID(p.JobID), nullUUID(p.UnitID), output, errText, confidence, now, finished,
+		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation))
 }

@@ -236,6 +236,17 @@ func (t *storeTx) StepGetByUnit(ctx context.Context, unitID uuid.UUID) (*flow.St
 	return stepGetBy(ctx, t.tx, "unit_id", unitID)
 }
 
+// StepTransitionMany implements store.Tx.
+func (t *storeTx) StepTransitionMany(ctx context.Context, p *store.StepTransitionManyParams) ([]*flow.StepInstance, error) {
+	var out []*flow.StepInstance
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		out, err = stepTransitionMany(ctx, sqlTx, p)
+		return err
+	})
+	return out, err
+}
+
 // StepTransition implements store.Tx.
 func (t *storeTx) StepTransition(ctx context.Context, p *store.StepTransitionParams) (*flow.StepInstance, error) {
 	var st *flow.StepInstance

@@ -148,6 +148,78 @@ func testStepSweep(t *testing.T, open opener) {
 		require.Empty(t, runs)
 	})
 
+	t.Run("StepTransitionMany", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		r1, r2 := b.run(t), b.run(t)
+		a := b.reachStep(t, r1.ID, 0, flow.StepRunning)
+		c := b.reachStep(t, r1.ID, 1, flow.StepRunning)
+		d := b.reachStep(t, r2.ID, 0, flow.StepRunning)
+		e := b.reachStep(t, r2.ID, 1, flow.StepPending)
+		conf := 0.75
+		now := at(time.Hour)
+		change := func(s *flow.StepInstance, gen int, to flow.StepState) *store.StepTransitionParams {
+			return &store.StepTransitionParams{RunID: s.RunID, Step: s.Step, Index: s.Index, Generation: gen, From: flow.StepRunning, To: to}
+		}
+		// A change to RUNNING (or PENDING) is refused before anything is
+		// written.
+		mark := b.outboxMark(t)
+		bad := change(e, 1, flow.StepRunning)
+		bad.From = flow.StepPending
+		_, err := b.s.StepTransitionMany(b.ctx, &store.StepTransitionManyParams{Transitions: []*store.StepTransitionParams{change(a, 1, flow.StepSucceeded), bad}, Now: now})
+		require.Error(t, err)
+		b.requireNoOutbox(t, mark)
+
+		ok := change(a, 1, flow.StepSucceeded)
+		ok.Output, ok.Confidence = json.RawMessage(`{"n":1}`), &conf
+		failed := change(d, 1, flow.StepFailed)
+		failed.Error = "boom"
+		stale := change(c, 2, flow.StepSucceeded)     // wrong generation
+		notRunning := change(e, 1, flow.StepCanceled) // e is PENDING
+		got, err := b.s.StepTransitionMany(b.ctx, &store.StepTransitionManyParams{
+			Transitions: []*store.StepTransitionParams{ok, stale, failed, notRunning}, Now: now})
+		require.NoError(t, err)
+		require.Len(t, got, 2, "the changes whose guard held")
+		for _, st := range got {
+			read, err := b.s.StepList(b.ctx, st.RunID)
+			require.NoError(t, err)
+			require.Contains(t, read, st, "returned as stored")
+			requireTime(t, now, st.FinishedAt)
+			requireTime(t, now, st.UpdatedAt)
+			switch st.RunID {
+			case r1.ID:
+				require.Equal(t, flow.StepSucceeded, st.State)
+				require.JSONEq(t, `{"n":1}`, string(st.Output))
+				require.Equal(t, &conf, st.Confidence)
+				require.Equal(t, a.JobID, st.JobID, "the job is kept")
+			case r2.ID:
+				require.Equal(t, flow.StepFailed, st.State)
+				require.Equal(t, "boom", st.Error)
+				require.Nil(t, st.Output)
+			}
+		}
+		b.requireOneStepChange(t, mark,
+			flow.StepTransition{RunID: r1.ID, Step: "a", Index: 0, Generation: 1, From: flow.StepRunning, To: flow.StepSucceeded},
+			flow.StepTransition{RunID: r2.ID, Step: "a", Index: 0, Generation: 1, From: flow.StepRunning, To: flow.StepFailed})
+		steps, err := b.s.StepList(b.ctx, r1.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.StepRunning, steps[1].State, "the stale change was not made")
+
+		// Nothing made: no outbox row. In a transaction too.
+		mark = b.outboxMark(t)
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			got, err := tx.StepTransitionMany(ctx, &store.StepTransitionManyParams{Transitions: []*store.StepTransitionParams{stale}, Now: now})
+			require.NoError(t, err)
+			require.Empty(t, got)
+			got, err = tx.StepTransitionMany(ctx, &store.StepTransitionManyParams{Transitions: []*store.StepTransitionParams{change(c, 1, flow.StepCanceled)}, Now: now})
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			return nil
+		}))
+		b.requireOneStepChange(t, mark,
+			flow.StepTransition{RunID: r1.ID, Step: "a", Index: 1, Generation: 1, From: flow.StepRunning, To: flow.StepCanceled})
+	})
+
 	t.Run("RunCancelRequest", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
