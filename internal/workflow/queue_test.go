@@ -58,14 +58,14 @@ func TestQueue(t *testing.T) {
 
 // TestAdvanceTogetherReleaseThenFail: advanced in one transaction, two
 // runs each release a job step (written by the batch at the end) and fail
-// on a human step in the same walk; failing the run cancels the released
+// a step whose `if` errors in the same walk; failing the run cancels the released
 // step, so the batch must be in the store by then. A third run of another
 // workflow just moves on.
 func TestAdvanceTogetherReleaseThenFail(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
 		fails := b.put(t, `{"name":"rf","steps":[{"name":"a","job":{"type":"echo"}},
-			{"name":"b","after":["a"],"job":{"type":"later"}},{"name":"h","after":["a"],"human":{"task":"t"}}]}`)
+			{"name":"b","after":["a"],"job":{"type":"later"}},{"name":"h","after":["a"],"if":"steps.a.output.nope > 1","job":{"type":"later"}}]}`)
 		chain := b.put(t, `{"name":"ch","steps":[{"name":"a","job":{"type":"echo"}},{"name":"b","after":["a"],"job":{"type":"later"}}]}`)
 		runs := []uuid.UUID{b.start(t, fails, `{}`).ID, b.start(t, fails, `{}`).ID, b.start(t, chain, `{}`).ID}
 		rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "echo", Max: 10, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
@@ -96,11 +96,12 @@ func TestAdvanceTogetherReleaseThenFail(t *testing.T) {
 }
 
 // TestStartReleaseThenFail: the same at start: a run whose job root is
-// released and whose human root fails is FAILED with the job CANCELED.
+// released and whose other root's `if` errors is FAILED with the job
+// CANCELED.
 func TestStartReleaseThenFail(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
-		name := b.put(t, `{"name":"sf","steps":[{"name":"a","job":{"type":"later"}},{"name":"h","human":{"task":"t"}}]}`)
+		name := b.put(t, `{"name":"sf","steps":[{"name":"a","job":{"type":"later"}},{"name":"h","if":"input.nope > 1","job":{"type":"later"}}]}`)
 		run := b.start(t, name, `{}`)
 		run, steps := b.get(t, run.ID)
 		require.Equal(t, flow.RunFailed, run.State)
