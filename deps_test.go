@@ -47,7 +47,7 @@ func TestInsertAndWorkDoesNotLinkNATSServer(t *testing.T) {
 	}
 }
 
-// TestPublicBoundary: the HTTP server and the CLI see package docket and
+// TestPublicBoundary: the HTTP server, the dashboard and the CLI see package docket and
 // package remote only (docs/dependencies.md, "The public boundary"): no
 // import of the store, the event machinery, webhooks or the job types, so
 // whatever they do a Go program outside the module can do too. Test files
@@ -60,7 +60,7 @@ func TestPublicBoundary(t *testing.T) {
 	exceptions := map[string][]string{
 		"internal/api/deadletters_test.go": {module + "internal/store"},
 	}
-	for _, pkg := range []string{"./internal/api", "./cmd/docket"} {
+	for _, pkg := range []string{"./internal/api", "./internal/web", "./cmd/docket"} {
 		out, err := exec.Command("go", "list", "-json", pkg).Output()
 		if err != nil {
 			t.Fatalf("go list %s: %v", pkg, err)

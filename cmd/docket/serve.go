@@ -19,6 +19,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
+	"github.com/docket-run/docket/internal/web"
 	"github.com/docket-run/docket/natsembed"
 )
 
@@ -488,13 +489,19 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
+	apiHandler := api.New(api.Config{
+		Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
+		RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client,
+		Webhooks:  hooks,
+		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
+	})
+	dashboard, err := web.New(web.Config{Client: client, Counts: metrics.Queues, Logger: logger})
+	if err != nil {
+		stopWorker()
+		return fmt.Errorf("web dashboard: %w", err)
+	}
 	hs := &http.Server{
-		Handler: api.New(api.Config{
-			Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
-			RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client,
-			Webhooks:  hooks,
-			BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
-		}),
+		Handler:           mountWeb(apiHandler, dashboard),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -628,4 +635,17 @@ func writeAddrFile(path, addr string) error {
 		return fmt.Errorf("write the address file: %w", err)
 	}
 	return nil
+}
+
+// mountWeb serves the API under /v1 (and its /healthz and /metrics) and
+// the dashboard at every other path.
+func mountWeb(apiHandler, dashboard http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/healthz" || p == "/metrics" {
+			apiHandler.ServeHTTP(w, r)
+			return
+		}
+		dashboard.ServeHTTP(w, r)
+	})
 }

@@ -217,3 +217,15 @@ func (s *Server) metricsRoutes() []route {
 type promLogger struct{ log *slog.Logger }
 
 func (l promLogger) Println(v ...any) { l.log.Warn("metrics scrape failed", "error", v) }
+
+// Queues returns the job counts per queue and state of the jobs gauge:
+// the same cached count (at most countCacheFor old), so a dashboard
+// refreshing it often adds no count query. Without a source (no Client)
+// it returns none.
+func (m *Metrics) Queues(ctx context.Context) ([]*docket.QueueInfo, error) {
+	src := m.jobs.source.Load()
+	if src == nil {
+		return nil, nil
+	}
+	return m.jobs.count(*src)
+}

@@ -1,0 +1,175 @@
+package web
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+)
+
+// jobsData is the jobs list's.
+type jobsData struct {
+	States []docket.JobState // every state, for the filter
+	State  string            // the filter's values as typed
+	Type   string
+	Queue  string
+	ID     string
+	Errors []string // about the filter, each naming its field
+	Jobs   []*docket.JobRow
+	Next   string // URL of the next page; "" on the last
+}
+
+// jobsList pages through jobs newest first with the API's cursor (the
+// last id of the page), filtered by state, type and queue in the query;
+// ?id= opens that job.
+func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := &jobsData{States: docket.JobStates(), State: q.Get("state"), Type: strings.TrimSpace(q.Get("type")),
+		Queue: strings.TrimSpace(q.Get("queue")), ID: strings.TrimSpace(q.Get("id"))}
+	if d.ID != "" {
+		id, err := uuid.Parse(d.ID)
+		if err == nil {
+			http.Redirect(w, r, "/jobs/"+id.String(), http.StatusSeeOther)
+			return
+		}
+		d.Errors = append(d.Errors, "id: not a job id (a UUID such as 0190c6a4-…)")
+	}
+	p := docket.ListParams{Limit: pageSize + 1}
+	if d.State != "" {
+		st := docket.JobState(strings.ToUpper(d.State))
+		if !st.Valid() {
+			d.Errors = append(d.Errors, "state: unknown state "+d.State)
+		}
+		p.States = []docket.JobState{st}
+	}
+	if d.Type != "" {
+		p.Types = []string{d.Type}
+	}
+	if d.Queue != "" {
+		p.Queues = []string{d.Queue}
+	}
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+		if err != nil || len(b) != 16 {
+			d.Errors = append(d.Errors, "cursor: not a cursor this page made")
+		} else {
+			p.Before = uuid.UUID(b)
+		}
+	}
+	if len(d.Errors) > 0 {
+		h.renderPageStatus(w, r, http.StatusBadRequest, "jobs", "Jobs", d)
+		return
+	}
+	rows, err := h.client.List(r.Context(), p)
+	if err != nil {
+		h.renderError(w, r, http.StatusInternalServerError, "Listing jobs failed: "+err.Error())
+		return
+	}
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		next := url.Values{}
+		for k, v := range map[string]string{"state": d.State, "type": d.Type, "queue": d.Queue} {
+			if v != "" {
+				next.Set(k, v)
+			}
+		}
+		next.Set("cursor", base64.RawURLEncoding.EncodeToString(rows[pageSize-1].ID[:]))
+		d.Next = "/jobs?" + next.Encode()
+	}
+	d.Jobs = rows
+	h.renderPage(w, r, "jobs", "Jobs", d)
+}
+
+// jobData is the job page's.
+type jobData struct {
+	Job      *docket.JobRow
+	Attempts []*docket.JobAttempt
+	// Full: the payload and attempts are shown (admin only, as in the
+	// API's ?include=payload,attempts).
+	Full      bool
+	CanCancel bool
+	CanRetry  bool
+	Message   string // what the last action did
+}
+
+func (h *Handler) jobDetail(w http.ResponseWriter, r *http.Request) {
+	h.showJob(w, r, http.StatusOK, r.URL.Query().Get("done"))
+}
+
+func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, status int, message string) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		h.renderError(w, r, http.StatusNotFound, "Not a job id: "+r.PathValue("id"))
+		return
+	}
+	row, err := h.client.Get(r.Context(), id)
+	if errors.Is(err, docket.ErrNotFound) {
+		h.renderError(w, r, http.StatusNotFound, "No job "+id.String()+".")
+		return
+	}
+	if err != nil {
+		h.renderError(w, r, http.StatusInternalServerError, "Reading the job failed: "+err.Error())
+		return
+	}
+	ss := sessionOf(r.Context())
+	d := &jobData{Job: row, Full: ss.key.Role == docket.RoleAdmin, Message: message}
+	if d.Full {
+		if d.Attempts, err = h.client.Attempts(r.Context(), id); err != nil {
+			h.renderError(w, r, http.StatusInternalServerError, "Reading the attempts failed: "+err.Error())
+			return
+		}
+	}
+	if can(ss.key.Role, accessActJobs) {
+		switch row.State {
+		case docket.JobStateDead, docket.JobStateCanceled:
+			d.CanRetry = true
+		case docket.JobStateSuccess:
+		default:
+			d.CanCancel = !row.CancelRequested
+		}
+	}
+	h.renderPageStatus(w, r, status, "job", "Job "+id.String(), d)
+}
+
+func (h *Handler) jobCancel(w http.ResponseWriter, r *http.Request) {
+	h.act(w, r, "cancel", h.client.Cancel)
+}
+
+func (h *Handler) jobRetry(w http.ResponseWriter, r *http.Request) {
+	h.act(w, r, "retry", h.client.Retry)
+}
+
+// act cancels or retries, then redirects to the job page (POST, redirect,
+// GET) saying what happened; a refusal (a job in a state that does not
+// allow it) is shown on the page with 409.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, verb string, do func(ctx context.Context, id uuid.UUID) (*docket.JobRow, error)) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		h.renderError(w, r, http.StatusNotFound, "Not a job id: "+r.PathValue("id"))
+		return
+	}
+	row, err := do(r.Context(), id)
+	switch {
+	case errors.Is(err, docket.ErrNotFound):
+		h.renderError(w, r, http.StatusNotFound, "No job "+id.String()+".")
+	case err != nil:
+		var inv *docket.InvalidTransitionError
+		if errors.As(err, &inv) {
+			h.showJob(w, r, http.StatusConflict, "Cannot "+verb+": "+err.Error())
+			return
+		}
+		h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
+	default:
+		msg := verb + " done: the job is " + string(row.State)
+		if row.CancelRequested && row.State == docket.JobStateRunning {
+			msg = "cancel requested: the worker holding the job is told to stop"
+		}
+		http.Redirect(w, r, "/jobs/"+id.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+	}
+}

@@ -1,0 +1,189 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/docket-run/docket"
+)
+
+// pageNames are the pages, one template file each, rendered inside
+// layout.html. Partials are templates a page file defines besides
+// "content" (the overview's "panel").
+var pageNames = []string{"signin", "error", "overview", "jobs", "job", "work"}
+
+// page is one parsed page with the layout.
+type page struct{ t *template.Template }
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"since": func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
+			return "—"
+		}
+		return b.Sub(a).Round(time.Millisecond).String()
+	},
+	"pretty": func(raw json.RawMessage) string {
+		if len(raw) == 0 {
+			return ""
+		}
+		var b bytes.Buffer
+		if err := json.Indent(&b, raw, "", "  "); err != nil {
+			return string(raw)
+		}
+		return b.String()
+	},
+	"lower": func(s docket.JobState) string { return string(bytes.ToLower([]byte(s))) },
+}
+
+func parsePages() (map[string]*page, error) {
+	pages := map[string]*page{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("parse page %s: %w", name, err)
+		}
+		pages[name] = &page{t: t}
+	}
+	return pages, nil
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	// Signed-in user; nil on the sign-in page.
+	User *user
+	Data any
+}
+
+type user struct {
+	Name    string
+	Role    docket.Role
+	CSRF    string
+	Operate bool // may open the operator pages
+	ActJobs bool // may cancel and retry
+	Work    bool // may open the work pages
+}
+
+func userOf(ss *session) *user {
+	if ss == nil {
+		return nil
+	}
+	r := ss.key.Role
+	return &user{Name: ss.key.Name, Role: r, CSRF: ss.csrf,
+		Operate: can(r, accessOperate), ActJobs: can(r, accessActJobs), Work: can(r, accessWork)}
+}
+
+// render executes a page (template "layout", or a partial) into a buffer
+// first, so a template error is a 500 and never half a page.
+func (h *Handler) render(w http.ResponseWriter, status int, name, tmpl string, v *view) {
+	var b bytes.Buffer
+	if err := h.pages[name].t.ExecuteTemplate(&b, tmpl, v); err != nil {
+		h.cfg.Logger.Error("render page", "page", name, "template", tmpl, "error", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+func (h *Handler) renderPage(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+	h.renderPageStatus(w, r, http.StatusOK, name, title, data)
+}
+
+func (h *Handler) renderPageStatus(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	h.render(w, status, name, "layout", &view{Title: title, User: userOf(sessionOf(r.Context())), Data: data})
+}
+
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.renderErrorAs(w, r, sessionOf(r.Context()), status, msg)
+}
+
+func (h *Handler) renderErrorAs(w http.ResponseWriter, _ *http.Request, ss *session, status int, msg string) {
+	h.render(w, status, "error", "layout", &view{Title: http.StatusText(status), User: userOf(ss),
+		Data: errorData{Status: status, Message: msg}})
+}
+
+type errorData struct {
+	Status  int
+	Message string
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// signinData is the sign-in page's.
+type signinData struct {
+	CSRF  string
+	Next  string
+	Error string
+}
+
+func (h *Handler) signinPage(w http.ResponseWriter, r *http.Request) {
+	token := randomToken()
+	h.setCookie(w, signinCookie, token, 3600)
+	h.render(w, http.StatusOK, "signin", "layout", &view{Title: "Sign in",
+		Data: signinData{CSRF: token, Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+// signin checks the form's CSRF token against the sign-in cookie, then
+// the API key; a valid key of a role with any page starts a session.
+func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	c, err := r.Cookie(signinCookie)
+	if err != nil || !csrfOK(r, c.Value) {
+		h.renderError(w, r, http.StatusForbidden, "The sign-in form's CSRF token is missing or wrong: reload the sign-in page and try again.")
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	fail := func(msg string) {
+		token := randomToken()
+		h.setCookie(w, signinCookie, token, 3600)
+		h.render(w, http.StatusUnauthorized, "signin", "layout", &view{Title: "Sign in",
+			Data: signinData{CSRF: token, Next: next, Error: msg}})
+	}
+	secret := r.PostFormValue("key")
+	if secret == "" {
+		fail("Enter an API key.")
+		return
+	}
+	key, err := h.cfg.Auth.AuthenticateAPIKey(r.Context(), secret)
+	if err != nil {
+		fail("That key is unknown or revoked.")
+		return
+	}
+	if len(grants[key.Role]) == 0 {
+		fail("Keys of role " + string(key.Role) + " cannot sign in to the dashboard.")
+		return
+	}
+	ss := h.sessions.create(key, secret)
+	h.setCookie(w, sessionCookie, h.sessions.cookieValue(ss.id), int(h.cfg.SessionTTL.Seconds()))
+	h.setCookie(w, signinCookie, "", -1)
+	if next == "" {
+		next = home(key.Role)
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
+	h.sessions.delete(sessionOf(r.Context()).id)
+	h.setCookie(w, sessionCookie, "", -1)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// work is the contributor's placeholder until the work pages exist.
+func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
+	h.renderPage(w, r, "work", "Work", nil)
+}

@@ -1,0 +1,116 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/docket-run/docket"
+)
+
+// RoleContributor is the role of the people who do human work. Package
+// docket has no such role yet; keys of it will come with the work pages,
+// and until then its sessions see a placeholder.
+const RoleContributor docket.Role = "contributor"
+
+// access is what a page needs; roles grant it, as in the API.
+type access int
+
+const (
+	accessOperate access = iota // the operator pages: admin, producer, viewer
+	accessActJobs               // cancel and retry jobs: admin, producer
+	accessWork                  // the work pages: contributor, admin
+)
+
+var grants = map[docket.Role][]access{
+	docket.RoleAdmin:    {accessOperate, accessActJobs, accessWork},
+	docket.RoleProducer: {accessOperate, accessActJobs},
+	docket.RoleViewer:   {accessOperate},
+	RoleContributor:     {accessWork},
+}
+
+func can(role docket.Role, a access) bool { return slices.Contains(grants[role], a) }
+
+// home is where a role lands after signing in.
+func home(role docket.Role) string {
+	if can(role, accessOperate) {
+		return "/"
+	}
+	return "/work"
+}
+
+func (h *Handler) routes() {
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", h.serveStatic()))
+	h.mux.HandleFunc("GET /signin", h.signinPage)
+	h.mux.HandleFunc("POST /signin", h.signin)
+	h.mux.Handle("POST /signout", h.authed(nil, h.signout))
+	h.mux.Handle("GET /{$}", h.authed([]access{accessOperate}, h.overview))
+	h.mux.Handle("GET /overview/panel", h.authed([]access{accessOperate}, h.overviewPanel))
+	h.mux.Handle("GET /jobs", h.authed([]access{accessOperate}, h.jobsList))
+	h.mux.Handle("GET /jobs/{id}", h.authed([]access{accessOperate}, h.jobDetail))
+	h.mux.Handle("POST /jobs/{id}/cancel", h.authed([]access{accessOperate, accessActJobs}, h.jobCancel))
+	h.mux.Handle("POST /jobs/{id}/retry", h.authed([]access{accessOperate, accessActJobs}, h.jobRetry))
+	h.mux.Handle("GET /work", h.authed([]access{accessWork}, h.work))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.renderError(w, r, http.StatusNotFound, "No page at "+r.URL.Path+".")
+	})
+}
+
+// authed wraps a page: no session → the sign-in page (GET) or 401; a
+// role without every access in need → 403; a POST without the session's
+// CSRF token → 403.
+func (h *Handler) authed(need []access, next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ss *session
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			ss = h.sessions.lookup(c.Value)
+		}
+		if ss != nil && !h.stillValid(r.Context(), ss) {
+			ss = nil
+		}
+		if ss == nil {
+			if r.Method == http.MethodGet && r.Header.Get("HX-Request") == "" {
+				http.Redirect(w, r, "/signin?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			h.renderError(w, r, http.StatusUnauthorized, "Sign in first.")
+			return
+		}
+		for _, a := range need {
+			if !can(ss.key.Role, a) {
+				h.renderErrorAs(w, r, ss, http.StatusForbidden, "Your key's role ("+string(ss.key.Role)+") may not open this page.")
+				return
+			}
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if !csrfOK(r, ss.csrf) {
+				h.renderErrorAs(w, r, ss, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
+				return
+			}
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ss)))
+	})
+}
+
+// safeNext keeps a post-sign-in redirect on this site: a path, not
+// //host or a scheme.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return ""
+	}
+	return next
+}
+
+func (h *Handler) serveStatic() http.Handler {
+	files := http.FileServerFS(h.static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "VENDOR" || strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,160 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket"
+)
+
+// Cookie names.
+const (
+	sessionCookie = "docket_session"
+	// signinCookie carries the CSRF token of the sign-in form, before
+	// there is a session (double-submit: form field and cookie must match).
+	signinCookie = "docket_signin"
+)
+
+// session is one signed-in browser. Sessions live in the server's memory:
+// the cookie holds only a random id and its HMAC, so a session ends at
+// sign-out, at expiry, when its API key is revoked, or when the process
+// restarts.
+type session struct {
+	id      string
+	key     *docket.APIKey
+	secret  string // the API key, to re-check it every recheckKeyEvery
+	csrf    string
+	expires time.Time
+	checked time.Time // last successful re-authentication
+}
+
+type sessions struct {
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+func newSessions(secret []byte, ttl time.Duration, now func() time.Time) (*sessions, error) {
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, fmt.Errorf("make session secret: %w", err)
+		}
+	}
+	if len(secret) < 16 {
+		return nil, errors.New("web: session secret must be at least 16 bytes")
+	}
+	return &sessions{secret: secret, ttl: ttl, now: now, byID: map[string]*session{}}, nil
+}
+
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (s *sessions) sign(id string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// cookieValue is id.hmac(id).
+func (s *sessions) cookieValue(id string) string { return id + "." + s.sign(id) }
+
+// create starts a session for a key signed in with secret.
+func (s *sessions) create(key *docket.APIKey, secret string) *session {
+	now := s.now()
+	ss := &session{id: randomToken(), key: key, secret: secret, csrf: randomToken(), expires: now.Add(s.ttl), checked: now}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Drop expired sessions while here: the map cannot grow without bound.
+	for id, o := range s.byID {
+		if !now.Before(o.expires) {
+			delete(s.byID, id)
+		}
+	}
+	s.byID[ss.id] = ss
+	return ss
+}
+
+// lookup returns the live session a cookie value names, or nil.
+func (s *sessions) lookup(value string) *session {
+	id, mac, ok := strings.Cut(value, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(s.sign(id))) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.byID[id]
+	if ss == nil {
+		return nil
+	}
+	if !s.now().Before(ss.expires) {
+		delete(s.byID, id)
+		return nil
+	}
+	return ss
+}
+
+func (s *sessions) delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+}
+
+// stillValid re-authenticates the session's key at most every
+// recheckKeyEvery; a revoked key ends the session.
+func (h *Handler) stillValid(ctx context.Context, ss *session) bool {
+	now := h.cfg.Now()
+	h.sessions.mu.Lock()
+	due := now.Sub(ss.checked) >= recheckKeyEvery
+	h.sessions.mu.Unlock()
+	if !due {
+		return true
+	}
+	key, err := h.cfg.Auth.AuthenticateAPIKey(ctx, ss.secret)
+	if err != nil || key.ID != ss.key.ID {
+		h.sessions.delete(ss.id)
+		return false
+	}
+	h.sessions.mu.Lock()
+	ss.checked = now
+	h.sessions.mu.Unlock()
+	return true
+}
+
+func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// csrfOK reports whether the form's csrf field is want (constant time).
+func csrfOK(r *http.Request, want string) bool {
+	got := r.PostFormValue("csrf")
+	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+type ctxKey struct{}
+
+func sessionOf(ctx context.Context) *session {
+	ss, _ := ctx.Value(ctxKey{}).(*session)
+	return ss
+}
