@@ -1,0 +1,212 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// operatorPages are every GET page of operators.
+var operatorPages = []string{"/", "/overview/panel", "/jobs", "/jobs?state=DEAD"}
+
+func TestNoPageWithoutSession(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		row := insert(t, b.client, "email", "mail", `{}`)
+		br := b.browser(t)
+		for _, p := range append(operatorPages, "/jobs/"+row.ID.String(), "/work") {
+			r := br.get(t, p)
+			require.Equal(t, http.StatusSeeOther, r.Status, p)
+			require.Equal(t, "/signin?next="+url.QueryEscape(p), r.Header.Get("Location"))
+		}
+		// An htmx poll gets 401, not a sign-in page to swap in.
+		req, _ := http.NewRequest("GET", b.server.URL+"/overview/panel", nil)
+		req.Header.Set("HX-Request", "true")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		// No action either, CSRF token or not.
+		for _, p := range []string{"/jobs/" + row.ID.String() + "/cancel", "/jobs/" + row.ID.String() + "/retry", "/signout"} {
+			require.Equal(t, http.StatusUnauthorized, br.post(t, p, url.Values{"csrf": {"x"}}).Status, p)
+		}
+		got, err := b.client.Get(context.Background(), row.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, got.State)
+		// A forged cookie is no session.
+		br.http.Jar.SetCookies(mustURL(t, b.server.URL), []*http.Cookie{{Name: sessionCookie, Value: "abc.def"}})
+		require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
+	})
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
+func TestSignIn(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		br := b.browser(t)
+		// The sign-in form has a CSRF token of its own.
+		br.get(t, "/signin")
+		require.Equal(t, http.StatusForbidden, br.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleAdmin]}, "csrf": {"wrong"}}).Status)
+		other := b.browser(t) // no sign-in cookie at all
+		require.Equal(t, http.StatusForbidden, other.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleAdmin]}, "csrf": {"x"}}).Status)
+		// A wrong key and a worker key are refused on the page.
+		br.get(t, "/signin")
+		r := br.post(t, "/signin", url.Values{"key": {"dk_nope-nope-nope-nope"}})
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		require.Contains(t, r.Body, "unknown or revoked")
+		r = br.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleWorker]}})
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		require.Contains(t, r.Body, "cannot sign in")
+		// A good key: an HttpOnly SameSite=Strict cookie, and next is kept
+		// on this site.
+		r = br.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleViewer]}, "next": {"/jobs?state=DEAD"}})
+		require.Equal(t, http.StatusSeeOther, r.Status)
+		require.Equal(t, "/jobs?state=DEAD", r.Header.Get("Location"))
+		var cookie string
+		for _, c := range r.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(c, sessionCookie+"=") {
+				cookie = c
+			}
+		}
+		require.Contains(t, cookie, "HttpOnly")
+		require.Contains(t, cookie, "SameSite=Strict")
+		require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status)
+		// Sign out ends the session on the server: the old cookie is dead.
+		old := br.http.Jar.Cookies(mustURL(t, b.server.URL))
+		require.Equal(t, http.StatusSeeOther, br.post(t, "/signout", nil).Status)
+		require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
+		replay := b.browser(t)
+		replay.http.Jar.SetCookies(mustURL(t, b.server.URL), old)
+		require.Equal(t, http.StatusSeeOther, replay.get(t, "/jobs").Status)
+
+		for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
+			require.Empty(t, safeNext(next), next)
+		}
+	})
+}
+
+func TestRevokedKeyEndsSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	br := b.signIn(t, docket.RoleViewer)
+	keys, err := b.client.APIKeys(context.Background())
+	require.NoError(t, err)
+	for _, k := range keys {
+		if k.Role == docket.RoleViewer {
+			require.NoError(t, b.client.RevokeAPIKey(context.Background(), k.ID))
+		}
+	}
+	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status, "checked again only after recheckKeyEvery")
+	b.clock.Add(recheckKeyEvery)
+	require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
+}
+
+func TestSessionExpires(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	br := b.signIn(t, docket.RoleViewer)
+	b.clock.Add(SessionTTLDefault - recheckKeyEvery/2)
+	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status)
+	b.clock.Add(recheckKeyEvery)
+	require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
+}
+
+func TestCSRF(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		row := insert(t, b.client, "email", "mail", `{}`)
+		br := b.signIn(t, docket.RoleAdmin)
+		other := b.signIn(t, docket.RoleProducer)
+		path := "/jobs/" + row.ID.String() + "/cancel"
+		for name, token := range map[string][]string{
+			"none": nil, "empty": {""}, "wrong": {"wrong"}, "another session's": {other.csrf},
+		} {
+			form := url.Values{}
+			if token != nil {
+				form["csrf"] = token
+			} else {
+				form["nothing"] = []string{"x"}
+			}
+			r := br.do(t, "POST", path, form)
+			require.Equal(t, http.StatusForbidden, r.Status, name)
+			require.Contains(t, r.Body, "CSRF")
+		}
+		got, err := b.client.Get(context.Background(), row.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, got.State, "a refused post changes nothing")
+		// Sign-out needs the token too.
+		require.Equal(t, http.StatusForbidden, br.do(t, "POST", "/signout", url.Values{"csrf": {"wrong"}}).Status)
+		require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status)
+		// With it, the post works.
+		require.Equal(t, http.StatusSeeOther, br.post(t, path, nil).Status)
+		got, err = b.client.Get(context.Background(), row.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateCanceled, got.State)
+	})
+}
+
+func TestRoles(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		row := insert(t, b.client, "email", "mail", `{"to":"a@example.com"}`)
+		job := "/jobs/" + row.ID.String()
+
+		contributor := b.signIn(t, RoleContributor)
+		for _, p := range append(operatorPages, job) {
+			require.Equal(t, http.StatusForbidden, contributor.get(t, p).Status, p)
+		}
+		require.Equal(t, http.StatusForbidden, contributor.post(t, job+"/cancel", nil).Status)
+		require.Equal(t, http.StatusOK, contributor.get(t, "/work").Status)
+
+		viewer := b.signIn(t, docket.RoleViewer)
+		r := viewer.get(t, job)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Nil(t, find(r.Doc, "button", "cancel"), "a viewer has no cancel button")
+		require.Nil(t, find(r.Doc, "pre", "payload"), "payload is for admin keys, as in the API")
+		require.Equal(t, http.StatusForbidden, viewer.post(t, job+"/cancel", nil).Status)
+		require.Equal(t, http.StatusForbidden, viewer.get(t, "/work").Status)
+
+		producer := b.signIn(t, docket.RoleProducer)
+		r = producer.get(t, job)
+		require.NotNil(t, find(r.Doc, "button", "cancel"))
+		require.Nil(t, find(r.Doc, "pre", "payload"))
+
+		admin := b.signIn(t, docket.RoleAdmin)
+		r = admin.get(t, job)
+		require.NotNil(t, find(r.Doc, "pre", "payload"))
+		require.Contains(t, text(find(r.Doc, "pre", "payload")), "a@example.com")
+		require.Equal(t, http.StatusOK, admin.get(t, "/work").Status)
+
+		got, err := b.client.Get(context.Background(), row.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, got.State)
+	})
+}
+
+func TestSecurityHeadersEverywhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	br := b.browser(t) // do checks the headers of every response
+	for _, p := range []string{"/signin", "/static/app.css", "/static/htmx.min.js", "/nowhere", "/static/VENDOR", "/jobs"} {
+		br.get(t, p)
+	}
+	require.Equal(t, http.StatusNotFound, br.get(t, "/static/VENDOR").Status)
+	require.Contains(t, ContentSecurityPolicy, "frame-ancestors 'none'")
+	require.NotContains(t, ContentSecurityPolicy, "unsafe")
+}
