@@ -142,7 +142,10 @@ func (br *browser) do(t *testing.T, method, path string, form url.Values) *respo
 	return p
 }
 
-func (br *browser) get(t *testing.T, path string) *response { t.Helper(); return br.do(t, "GET", path, nil) }
+func (br *browser) get(t *testing.T, path string) *response {
+	t.Helper()
+	return br.do(t, "GET", path, nil)
+}
 
 // post sends a form with the CSRF token of the last page.
 func (br *browser) post(t *testing.T, path string, form url.Values) *response {

@@ -1,0 +1,314 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+func TestJobsList(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		for i := range pageSize + 5 {
+			insert(t, b.client, "email", "mail", fmt.Sprintf(`{"n":%d}`, i))
+		}
+		gone := dead(t, b.client, "images")
+		resize := insert(t, b.client, "resize", "images", `{}`)
+		br := b.signIn(t, docket.RoleViewer)
+
+		ids := func(r *response) []string {
+			var out []string
+			tbody := find(find(r.Doc, "table", ""), "tbody", "")
+			for tr := tbody.FirstChild; tr != nil; tr = tr.NextSibling {
+				if a := find(tr, "a", ""); a != nil && tr.Type == 3 {
+					out = append(out, text(a))
+				}
+			}
+			return out
+		}
+		// Unfiltered: the newest page, then the next through the cursor.
+		r := br.get(t, "/jobs")
+		require.Equal(t, http.StatusOK, r.Status)
+		first := ids(r)
+		require.Len(t, first, pageSize)
+		require.Equal(t, resize.ID.String(), first[0], "newest first")
+		next := find(r.Doc, "a", "next")
+		require.NotNil(t, next)
+		r = br.get(t, attr(next, "href"))
+		second := ids(r)
+		require.Len(t, second, 7)
+		require.Nil(t, find(r.Doc, "a", "next"), "the last page has no next")
+		for _, id := range second {
+			require.NotContains(t, first, id)
+		}
+		// Filters: state, type, queue — each server-side.
+		require.Equal(t, []string{gone.ID.String()}, ids(br.get(t, "/jobs?state=DEAD")))
+		require.Equal(t, []string{gone.ID.String()}, ids(br.get(t, "/jobs?state=dead&queue=images")))
+		require.Equal(t, []string{resize.ID.String()}, ids(br.get(t, "/jobs?type=resize")))
+		require.Equal(t, []string{resize.ID.String(), gone.ID.String()}, ids(br.get(t, "/jobs?queue=images")))
+		r = br.get(t, "/jobs?state=DEAD&queue=images")
+		require.Contains(t, r.Body, `<option value="DEAD" selected>`, "the filter shows what is filtered")
+		require.Equal(t, "images", formValue(r.Doc, "queue"))
+		// Search by id opens the job; a bad id or state names its field.
+		r = br.get(t, "/jobs?id="+resize.ID.String())
+		require.Equal(t, http.StatusSeeOther, r.Status)
+		require.Equal(t, "/jobs/"+resize.ID.String(), r.Header.Get("Location"))
+		r = br.get(t, "/jobs?id=nope&state=DONE&cursor=abc")
+		require.Equal(t, http.StatusBadRequest, r.Status)
+		alert := text(find(r.Doc, "ul", ""))
+		for _, field := range []string{"id:", "state:", "cursor:"} {
+			require.Contains(t, alert, field)
+		}
+	})
+}
+
+func TestJobDetailAndActions(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		gone := dead(t, b.client, "images")
+		admin := b.signIn(t, docket.RoleAdmin)
+		r := admin.get(t, "/jobs/"+gone.ID.String())
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, "DEAD", text(find(r.Doc, "span", "job-state")))
+		timeline := text(find(r.Doc, "ol", "attempts"))
+		for _, want := range []string{"Attempt 1", "node-a", "disk full", "error"} {
+			require.Contains(t, timeline, want)
+		}
+		require.Contains(t, text(find(r.Doc, "pre", "payload")), `"n": 1`)
+		require.Nil(t, find(r.Doc, "button", "cancel"), "a DEAD job cannot be canceled")
+		require.NotNil(t, find(r.Doc, "button", "retry"))
+
+		// Retry as a producer: back in its queue, said on the page.
+		producer := b.signIn(t, docket.RoleProducer)
+		producer.get(t, "/jobs/"+gone.ID.String())
+		r = producer.post(t, "/jobs/"+gone.ID.String()+"/retry", nil)
+		require.Equal(t, http.StatusSeeOther, r.Status)
+		r = producer.get(t, r.Header.Get("Location"))
+		require.Equal(t, "QUEUED", text(find(r.Doc, "span", "job-state")))
+		require.Contains(t, r.Body, "retry done")
+		// Then cancel it.
+		r = producer.post(t, "/jobs/"+gone.ID.String()+"/cancel", nil)
+		require.Equal(t, http.StatusSeeOther, r.Status)
+		got, err := b.client.Get(context.Background(), gone.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateCanceled, got.State)
+
+		// A job that succeeded cannot be retried: 409 on the page.
+		ok := insert(t, b.client, "email", "mail", `{}`)
+		leases, err := b.client.Lease(context.Background(), docket.LeaseParams{Queues: []string{"mail"}, Max: 1, Duration: time.Minute, WorkerID: "node-b"})
+		require.NoError(t, err)
+		require.NoError(t, b.client.LeaseComplete(context.Background(), leases[0].ID, json.RawMessage(`{"sent":true}`)))
+		r = admin.get(t, "/jobs/"+ok.ID.String())
+		require.Contains(t, text(find(r.Doc, "pre", "result")), `"sent": true`)
+		require.Nil(t, find(r.Doc, "button", "retry"))
+		r = admin.post(t, "/jobs/"+ok.ID.String()+"/retry", nil)
+		require.Equal(t, http.StatusConflict, r.Status)
+		require.Contains(t, r.Body, "Cannot retry")
+
+		// Unknown and malformed ids.
+		require.Equal(t, http.StatusNotFound, admin.get(t, "/jobs/"+uuid.New().String()).Status)
+		require.Equal(t, http.StatusNotFound, admin.get(t, "/jobs/nope").Status)
+		require.Equal(t, http.StatusNotFound, admin.post(t, "/jobs/"+uuid.New().String()+"/cancel", nil).Status)
+	})
+}
+
+func TestOverview(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		insert(t, b.client, "email", "mail", `{}`)
+		insert(t, b.client, "email", "mail", `{}`)
+		dead(t, b.client, "images")
+		dead(t, b.client, "images")
+		dead(t, b.client, "images")
+		// The overview reads Config.Counts only: count its calls.
+		var calls atomic.Int32
+		h, err := New(Config{Client: b.client, Auth: b.client, Counts: func(ctx context.Context) ([]*docket.QueueInfo, error) {
+			calls.Add(1)
+			return b.client.Queues(ctx)
+		}})
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		b.server = srv
+		br := b.signIn(t, docket.RoleViewer)
+		require.Equal(t, int32(1), calls.Load())
+		r := br.get(t, "/")
+		require.Equal(t, "3", text(find(r.Doc, "a", "dead-count")))
+		svg := find(r.Doc, "svg", "")
+		require.NotNil(t, svg)
+		body := r.Body
+		require.Regexp(t, `<rect class="st-dead" x="160" y="\d+" width="\d+" height="18"><title>DEAD: 3</title>`, body)
+		require.Regexp(t, `<rect class="st-queued" x="160" y="\d+" width="\d+" height="18"><title>QUEUED: 2</title>`, body)
+		panel := find(r.Doc, "section", "overview-panel")
+		require.Equal(t, "/overview/panel", attr(panel, "hx-get"))
+		require.Equal(t, "every 5s", attr(panel, "hx-trigger"))
+		// The panel alone, as htmx fetches it.
+		r = br.get(t, "/overview/panel")
+		require.Equal(t, http.StatusOK, r.Status)
+		require.True(t, strings.HasPrefix(strings.TrimSpace(r.Body), `<section id="overview-panel"`), r.Body)
+		require.Equal(t, int32(3), calls.Load())
+
+		// A failing count is shown, not a 500.
+		h2, err := New(Config{Client: b.client, Counts: func(context.Context) ([]*docket.QueueInfo, error) {
+			return nil, errors.New("database busy")
+		}})
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		ss := h2.sessions.create(&docket.APIKey{Name: "v", Role: docket.RoleViewer}, "x")
+		req := httptest.NewRequest("GET", "/", nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: h2.sessions.cookieValue(ss.id)})
+		h2.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Contains(t, rec.Body.String(), "database busy")
+	})
+}
+
+func TestChartScales(t *testing.T) {
+	t.Parallel()
+	c := drawBars([]queueRow{
+		{Name: "big", Total: 1000, Counts: map[docket.JobState]int{docket.JobStateQueued: 999, docket.JobStateDead: 1}},
+		{Name: "small", Total: 500, Counts: map[docket.JobState]int{docket.JobStateSuccess: 500}},
+	})
+	span := chartWidth - chartLabelW - chartTotalW
+	require.Len(t, c.Bars, 2)
+	big := c.Bars[0].Segments
+	require.Equal(t, docket.JobStateQueued, big[0].State)
+	require.Equal(t, docket.JobStateDead, big[1].State)
+	require.Equal(t, 1, big[1].W, "a small count keeps one unit")
+	require.LessOrEqual(t, big[0].W+big[1].W, span+1)
+	require.Equal(t, span/2, c.Bars[1].Segments[0].W, "half the largest queue is half as wide")
+	require.Empty(t, drawBars(nil).Bars)
+}
+
+// TestTemplatesRender renders every page and partial with representative
+// data (a job with payload, result, progress and failed attempts; queues
+// in every state; every error) and checks the HTML is well formed.
+func TestTemplatesRender(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{Client: nil, Auth: noAuth{}, Counts: func(context.Context) ([]*docket.QueueInfo, error) { return nil, nil }})
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	id := uuid.Must(uuid.NewV7())
+	row := &docket.JobRow{ID: id, Type: "resize", Queue: "images", Priority: 2, Payload: json.RawMessage(`{"path":"<a>.png"}`),
+		Result: json.RawMessage(`{"ok":true}`), State: docket.JobStateRunning, Attempt: 2, MaxAttempts: 3, Progress: 42.5,
+		ProgressMsg: "half way", CreatedAt: now, RunAt: now, IdempotencyKey: "k-1", LastError: "boom\n  at line 3"}
+	attempts := []*docket.JobAttempt{
+		{JobID: id, Attempt: 1, Node: "node-a", StartedAt: now, FinishedAt: now.Add(time.Second), Outcome: "error", Error: "boom <script>"},
+		{JobID: id, Attempt: 2, Node: "node-b", StartedAt: now.Add(2 * time.Second), Outcome: "running"},
+	}
+	counts := map[docket.JobState]int{}
+	for i, st := range docket.JobStates() {
+		counts[st] = i * 10
+	}
+	ov := &overviewData{States: docket.JobStates(), Totals: counts, Dead: 60, At: now, Refresh: 5,
+		Queues: []queueRow{{Name: "images", Paused: true, Counts: counts, Total: 210}, {Name: "q<&>", Counts: map[docket.JobState]int{}}}}
+	ov.Chart = drawBars(ov.Queues)
+	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok", Operate: true, ActJobs: true, Work: true}
+	viewer := &user{Name: "v", Role: docket.RoleViewer, CSRF: "tok", Operate: true}
+	cases := []struct {
+		page, tmpl string
+		v          *view
+		want       []string
+	}{
+		{"signin", "layout", &view{Title: "Sign in", Data: signinData{CSRF: "c", Next: "/jobs", Error: "That key is unknown"}}, []string{"That key is unknown", `name="csrf" value="c"`}},
+		{"error", "layout", &view{Title: "Not Found", Data: errorData{Status: 404, Message: "No job"}}, []string{"No job", "Sign in"}},
+		{"error", "layout", &view{Title: "Forbidden", User: viewer, Data: errorData{Status: 403, Message: "role"}}, []string{"Sign out"}},
+		{"overview", "layout", &view{Title: "Overview", User: admin, Data: ov}, []string{"paused", "q&lt;&amp;&gt;", "<svg"}},
+		{"overview", "layout", &view{Title: "Overview", User: viewer, Data: &overviewData{States: docket.JobStates(), Error: "busy", Chart: drawBars(nil), Refresh: 5}}, []string{"busy", "No jobs yet"}},
+		{"overview", "panel", &view{User: admin, Data: ov}, []string{"overview-panel"}},
+		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), State: "RUNNING", Jobs: []*docket.JobRow{row}, Next: "/jobs?cursor=x&state=RUNNING"}}, []string{id.String(), "Next page", "selected"}},
+		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), Errors: []string{"id: bad"}}}, []string{"id: bad", "No jobs match"}},
+		{"job", "layout", &view{Title: "Job", User: admin, Data: &jobData{Job: row, Attempts: attempts, Full: true, CanCancel: true, Message: "cancel done"}}, []string{"&lt;a&gt;.png", "boom &lt;script&gt;", "node-b", "half way", `id="cancel"`, "cancel done"}},
+		{"job", "layout", &view{Title: "Job", User: viewer, Data: &jobData{Job: &docket.JobRow{ID: id, State: docket.JobStateDead}}}, []string{"admin keys only", "No result yet"}},
+		{"job", "layout", &view{Title: "Job", User: admin, Data: &jobData{Job: &docket.JobRow{ID: id, State: docket.JobStateDead}, Full: true, CanRetry: true}}, []string{"No attempt yet", `id="retry"`}},
+		{"work", "layout", &view{Title: "Work", User: &user{Name: "ada", Role: RoleContributor, CSRF: "t", Work: true}}, []string{"not built yet"}},
+	}
+	rendered := map[string]bool{}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		h.render(rec, http.StatusOK, tc.page, tc.tmpl, tc.v)
+		require.Equal(t, http.StatusOK, rec.Code, "%s/%s: %s", tc.page, tc.tmpl, rec.Body.String())
+		body := rec.Body.String()
+		wellFormed(t, body)
+		for _, w := range tc.want {
+			require.Contains(t, body, w, "%s/%s", tc.page, tc.tmpl)
+		}
+		require.NotContains(t, body, "style=", "no inline style: the CSP forbids it")
+		require.NotRegexp(t, `<script>|<script [^>]*>[^<]`, body, "no inline script")
+		rendered[tc.page+"/"+tc.tmpl] = true
+	}
+	// Every template of every page file was rendered.
+	define := regexp.MustCompile(`{{define "([a-z]+)"}}`)
+	for _, name := range pageNames {
+		src, err := fs.ReadFile(templateFS, "templates/"+name+".html")
+		require.NoError(t, err)
+		for _, m := range define.FindAllStringSubmatch(string(src), -1) {
+			tmpl := m[1]
+			if tmpl == "content" {
+				tmpl = "layout"
+			}
+			require.True(t, rendered[name+"/"+tmpl], "template %s of %s.html is rendered by no test case", m[1], name)
+		}
+	}
+	entries, err := fs.ReadDir(templateFS, "templates")
+	require.NoError(t, err)
+	require.Len(t, entries, len(pageNames)+1, "a template file is not in pageNames")
+}
+
+// noAuth refuses every key: the render test needs no database.
+type noAuth struct{}
+
+func (noAuth) AuthenticateAPIKey(context.Context, string) (*docket.APIKey, error) {
+	return nil, docket.ErrNotFound
+}
+
+// TestVendoredAssets: the vendored files are those static/VENDOR names,
+// with its sums, and the layout loads them.
+func TestVendoredAssets(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open(filepath.Join("static", "VENDOR"))
+	require.NoError(t, err)
+	defer f.Close()
+	seen := 0
+	sc := bufio.NewScanner(f)
+	layout, err := fs.ReadFile(templateFS, "templates/layout.html")
+	require.NoError(t, err)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		require.Len(t, fields, 4, line)
+		data, err := fs.ReadFile(staticFS, "static/"+fields[0])
+		require.NoError(t, err)
+		sum := sha256.Sum256(data)
+		require.Equal(t, fields[3], hex.EncodeToString(sum[:]), "%s differs from the %s %s that VENDOR records: run scripts/vendor-htmx.sh", fields[0], fields[1], fields[2])
+		require.Contains(t, string(layout), `src="/static/`+fields[0]+`"`)
+		seen++
+	}
+	require.Equal(t, 2, seen, "htmx and its SSE extension")
+}
