@@ -8,15 +8,16 @@ cd "$(dirname "$0")/.."
 export CI=${CI:-}
 
 # The docs test runs the curl examples of docs/api.md with bash, curl and jq;
-# the events tests run docket serve against the Debian nats-server binary.
+# the events tests run docket serve against the Debian nats-server binary;
+# the dashboard's browser tests drive Debian's headless chromium.
 missing=""
-for tool in curl jq nats-server; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+for tool in curl jq nats-server chromium; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing$missing from Debian packages"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   else
-    echo "missing$missing: the docs and events tests will fail under CI" >&2
+    echo "missing$missing: the docs, events and browser tests will fail under CI" >&2
   fi
 fi
 # The database stays up for the next run; say how to stop it, whatever the

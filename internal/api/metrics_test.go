@@ -185,3 +185,34 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestMetricsQueuesShareTheCount: Metrics.Queues (the dashboard's counts)
+// serves the gauge's cached count: scrapes and dashboard refreshes within
+// countCacheFor make one count query between them.
+func TestMetricsQueuesShareTheCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := NewMetrics()
+	queues, err := m.Queues(ctx)
+	require.NoError(t, err)
+	require.Empty(t, queues, "no source yet: nothing to count")
+	clock := fakeClock(m)
+	b := setup(t, testdb.Backends()[0], func(c *Config) { c.Metrics = m })
+	src := &countingCounter{client: b.client}
+	m.countFrom(src)
+	_, err = b.client.Insert(ctx, docket.RawArgs{Type: "mail.send"}, &docket.InsertOpts{Queue: "mail"})
+	require.NoError(t, err)
+	queues, err = m.Queues(ctx)
+	require.NoError(t, err)
+	require.Len(t, queues, 1)
+	require.Equal(t, 1, queues[0].Counts[docket.JobStateQueued])
+	r := b.do(t, "", "GET", "/metrics", nil)
+	require.Contains(t, string(r.Body), `docket_jobs{queue="mail",state="QUEUED"} 1`)
+	_, err = m.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), src.calls.Load(), "one count served both")
+	clock.Add(int64(countCacheFor))
+	_, err = m.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), src.calls.Load())
+}
