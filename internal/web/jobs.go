@@ -25,22 +25,20 @@ type jobsData struct {
 	Next   string // URL of the next page; "" on the last
 }
 
-// jobsList pages through jobs newest first with the API's cursor (the
-// last id of the page), filtered by state, type and queue in the query;
-// ?id= opens that job.
-func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	d := &jobsData{States: docket.JobStates(), State: q.Get("state"), Type: strings.TrimSpace(q.Get("type")),
+// parseJobsQuery reads the jobs list's query: the filter as typed, the
+// list parameters, and the job id to open when ?id= is one. Every bad
+// value is an entry of d.Errors naming its field.
+func parseJobsQuery(q url.Values) (d *jobsData, p docket.ListParams, open uuid.UUID) {
+	d = &jobsData{States: docket.JobStates(), State: q.Get("state"), Type: strings.TrimSpace(q.Get("type")),
 		Queue: strings.TrimSpace(q.Get("queue")), ID: strings.TrimSpace(q.Get("id"))}
 	if d.ID != "" {
 		id, err := uuid.Parse(d.ID)
-		if err == nil {
-			http.Redirect(w, r, "/jobs/"+id.String(), http.StatusSeeOther)
-			return
+		if err == nil && id != uuid.Nil {
+			return d, p, id
 		}
 		d.Errors = append(d.Errors, "id: not a job id (a UUID such as 0190c6a4-…)")
 	}
-	p := docket.ListParams{Limit: pageSize + 1}
+	p = docket.ListParams{Limit: pageSize + 1}
 	if d.State != "" {
 		st := docket.JobState(strings.ToUpper(d.State))
 		if !st.Valid() {
@@ -56,11 +54,23 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := q.Get("cursor"); c != "" {
 		b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-		if err != nil || len(b) != 16 {
+		if err != nil || len(b) != 16 || uuid.UUID(b) == uuid.Nil {
 			d.Errors = append(d.Errors, "cursor: not a cursor this page made")
 		} else {
 			p.Before = uuid.UUID(b)
 		}
+	}
+	return d, p, uuid.Nil
+}
+
+// jobsList pages through jobs newest first with the API's cursor (the
+// last id of the page), filtered by state, type and queue in the query;
+// ?id= opens that job.
+func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
+	d, p, id := parseJobsQuery(r.URL.Query())
+	if id != uuid.Nil {
+		http.Redirect(w, r, "/jobs/"+id.String(), http.StatusSeeOther)
+		return
 	}
 	if len(d.Errors) > 0 {
 		h.renderPageStatus(w, r, http.StatusBadRequest, "jobs", "Jobs", d)
