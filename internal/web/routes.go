@@ -9,10 +9,10 @@ import (
 	"github.com/docket-run/docket"
 )
 
-// RoleContributor is the role of the people who do human work. Package
-// docket has no such role yet; keys of it will come with the work pages,
-// and until then its sessions see a placeholder.
-const RoleContributor docket.Role = "contributor"
+// RoleContributor is the role of the people who do human work (keys made
+// by Client.CreateContributorKey); until the work pages come, its sessions
+// see a placeholder.
+const RoleContributor = docket.RoleContributor
 
 // access is what a page needs; roles grant it, as in the API.
 type access int
