@@ -99,6 +99,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, store: st}
+	c.completeHumanStep = c.advanceHumanStep
 	if cfg.AutoMigrate {
 		if _, err := c.Migrate(ctx, MigrateUp, 0); err != nil {
 			_ = st.Close()

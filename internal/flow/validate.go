@@ -216,6 +216,8 @@ func validateStep(p *Problems, def *Definition, i int, index map[string]int) {
 		}
 		if o := bytes.TrimSpace(s.Human.Overrides); len(o) > 0 && !bytes.Equal(o, []byte("null")) && (o[0] != '{' || !json.Valid(o)) {
 			p.Add(f+".human.overrides", "%s: overrides must be a JSON object", who)
+		} else if _, err := ParseOverrides(o); err != nil {
+			p.Add(f+".human.overrides", "%s: %v", who, err)
 		}
 	}
 	switch len(kinds) {

@@ -126,9 +126,11 @@ type FlowStore interface {
 	RunList(ctx context.Context, p *RunListParams) ([]*flow.Run, error)
 
 	// StepRunsToAdvance lists up to p.Limit runs (distinct, in no order)
-	// that have a RUNNING job step instance whose job has ended: the runs an
-	// advancement missed (a process died between a job's completion and
-	// the advancement it triggers). The workflow sweeper advances them.
+	// that have a RUNNING job step instance whose job has ended, or a
+	// RUNNING human step instance whose unit has ended (FINALIZED or
+	// CANCELED): the runs an advancement missed (a process died between a
+	// job's completion and the advancement it triggers). The workflow
+	// sweeper advances them.
 	StepRunsToAdvance(ctx context.Context, p *StepRunsToAdvanceParams) ([]uuid.UUID, error)
 	// StepSignalsWaiting lists up to p.Limit RUNNING signal step instances
 	// started before p.StartedBefore, oldest first, with their run's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -97,6 +98,8 @@ type advance struct {
 	// the run (Store.RunLoadMany): recordJobEnds does not read them again.
 	ends     []*store.StepJobEnd
 	endsRead bool
+	// pools caches the pools of the human steps released (human.go).
+	pools map[string]*crowd.Pool
 }
 
 // startBatch collects the jobs and RUNNING instances released for the
@@ -184,6 +187,9 @@ func (adv *advance) advance(ctx context.Context) error {
 	}
 	if !adv.fresh {
 		if err := adv.recordJobEnds(ctx); err != nil {
+			return err
+		}
+		if err := adv.recordUnitEnds(ctx); err != nil {
 			return err
 		}
 	}
@@ -464,6 +470,11 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 			if st.State != flow.StepRunning {
 				continue
 			}
+			if st.UnitID != uuid.Nil {
+				if err := adv.cancelUnit(ctx, st.UnitID); err != nil {
+					return nil, err
+				}
+			}
 			if st.JobID != uuid.Nil {
 				row, err := adv.tx.JobGet(ctx, st.JobID)
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -541,6 +552,7 @@ type planned struct {
 	index  int
 	state  flow.StepState // RUNNING (released), SUCCEEDED (an empty fan-out), SKIPPED or FAILED
 	job    *store.JobInsertParams
+	unitID uuid.UUID // a human step's unit
 	output json.RawMessage
 	err    string
 }
@@ -591,7 +603,7 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 }
 
 // plan decides one instance: its per-instance `if`, then its job, wait or
-// (human steps, not available yet) failure.
+// unit (human.go).
 func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, item *flow.Item, cond bool) (*planned, error) {
 	p := &planned{state: flow.StepRunning}
 	if item != nil {
@@ -618,7 +630,9 @@ func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flo
 	case flow.KindSignal:
 		return p, nil
 	case flow.KindHuman:
-		p.state, p.err = flow.StepFailed, fmt.Sprintf("step %q: human steps cannot run yet (no human task service in this version)", s.Name)
+		if err := adv.planHuman(ctx, s, recs, item, p); err != nil {
+			return nil, err
+		}
 		return p, nil
 	}
 	payload, err := adv.payload(s.Name, recs, g.Parents(s.Name), item)
@@ -755,7 +769,7 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 	kind := s.Kind()
 	if adv.batch != nil && adv.batchable(name, plans) {
 		for _, p := range plans {
-			ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning}
+			ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, UnitID: p.unitID}
 			if p.job != nil {
 				ins.JobID = p.job.ID
 				adv.batch.jobs = append(adv.batch.jobs, p.job)
@@ -763,7 +777,7 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 			adv.batch.steps = append(adv.batch.steps, ins)
 			adv.set(&flow.StepInstance{
 				RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, Generation: 1, State: flow.StepRunning,
-				JobID: ins.JobID, CreatedAt: adv.now, UpdatedAt: adv.now, StartedAt: adv.now,
+				JobID: ins.JobID, UnitID: ins.UnitID, CreatedAt: adv.now, UpdatedAt: adv.now, StartedAt: adv.now,
 			})
 		}
 		return nil
@@ -800,7 +814,7 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 			}
 			continue
 		}
-		ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, JobID: jobID}
+		ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, JobID: jobID, UnitID: p.unitID}
 		if p.state == flow.StepSkipped || p.state == flow.StepFailed || p.state == flow.StepCanceled {
 			ins.State = flow.StepPending
 			later = append(later, p)
@@ -864,9 +878,9 @@ func (adv *advance) move(ctx context.Context, st *flow.StepInstance, p *planned,
 		}
 		st = adv.instance(st.Step, st.Index)
 	}
-	params := store.StepTransitionParams{JobID: jobID, Output: p.output, Error: p.err}
+	params := store.StepTransitionParams{JobID: jobID, UnitID: p.unitID, Output: p.output, Error: p.err}
 	if p.state != flow.StepRunning {
-		params.JobID = uuid.Nil
+		params.JobID, params.UnitID = uuid.Nil, uuid.Nil
 	}
 	ok, err := adv.transition(ctx, st, p.state, params)
 	if err != nil {

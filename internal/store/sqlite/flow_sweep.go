@@ -166,9 +166,13 @@ func limitArg(n int) int {
 // docket_steps_running).
 func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanceParams) ([]uuid.UUID, error) {
 	rs, err := s.reader.QueryContext(ctx, `
-		SELECT DISTINCT s.run_id
+		SELECT s.run_id
 		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
 		WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+		UNION
+		SELECT s.run_id
+		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
+		WHERE s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
 		LIMIT ?`, limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list runs to advance: %w", err)

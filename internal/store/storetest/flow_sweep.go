@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -218,6 +219,42 @@ func testStepSweep(t *testing.T, open opener) {
 		}))
 		b.requireOneStepChange(t, mark,
 			flow.StepTransition{RunID: r1.ID, Step: "a", Index: 1, Generation: 1, From: flow.StepRunning, To: flow.StepCanceled})
+	})
+
+	t.Run("UnitEndsToAdvance", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		pool := b.pool(t, 1)
+		quiet, finalized, canceled, recorded := b.run(t), b.run(t), b.run(t), b.run(t)
+		units := map[uuid.UUID]*crowd.Unit{}
+		for _, r := range []*flow.Run{quiet, finalized, canceled, recorded} {
+			us, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: pool.ID, State: crowd.UnitJudgable, Now: base,
+				Units: []*store.UnitInsertParams{{ID: newID(), RunID: r.ID, Input: json.RawMessage(`{}`)}}})
+			require.NoError(t, err)
+			units[r.ID] = us[0]
+			b.insertSteps(t, &store.StepInsertParams{RunID: r.ID, Step: "label", Kind: flow.KindHuman, State: flow.StepRunning, UnitID: us[0].ID})
+		}
+		runs, err := b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{})
+		require.NoError(t, err)
+		require.Empty(t, runs, "every unit is JUDGABLE")
+
+		conf := 0.75
+		for _, r := range []*flow.Run{finalized, recorded} {
+			_, err := b.s.UnitFinalize(b.ctx, &store.UnitFinalizeParams{ID: units[r.ID].ID, Result: json.RawMessage(`{"same":"yes"}`), Confidence: &conf, Now: base})
+			require.NoError(t, err)
+		}
+		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: units[canceled.ID].ID, From: crowd.UnitJudgable, To: crowd.UnitCanceled, Now: base})
+		require.NoError(t, err)
+		_, err = b.s.StepTransition(b.ctx, &store.StepTransitionParams{RunID: recorded.ID, Step: "label", Generation: 1,
+			From: flow.StepRunning, To: flow.StepSucceeded, Output: json.RawMessage(`{"same":"yes"}`), Confidence: &conf, Now: base})
+		require.NoError(t, err)
+
+		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 10})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []uuid.UUID{finalized.ID, canceled.ID}, runs, "a RUNNING human step whose unit ended")
+		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, runs, 1, "the limit holds across both kinds")
 	})
 
 	t.Run("RunCancelRequest", func(t *testing.T) {

@@ -1,0 +1,42 @@
+package flow
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Overrides is what a human step's `overrides` may change of its task's
+// settings for the step's pool. Any other key is refused by validation
+// (and, in a definition stored before this check, fails the step at release).
+type Overrides struct {
+	JudgmentsPerUnit  *int     `json:"judgmentsPerUnit,omitempty"`
+	AssignmentSeconds *int     `json:"assignmentSeconds,omitempty"`
+	Priority          *int     `json:"priority,omitempty"`
+	Skills            []string `json:"skills,omitempty"`
+	Channels          []string `json:"channels,omitempty"`
+}
+
+// ParseOverrides decodes a human step's overrides; null or empty is none.
+func ParseOverrides(raw json.RawMessage) (*Overrides, error) {
+	o := &Overrides{}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return o, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(o); err != nil {
+		return nil, fmt.Errorf("overrides: %v (supported: judgmentsPerUnit, assignmentSeconds, priority, skills, channels)", err)
+	}
+	switch {
+	case o.JudgmentsPerUnit != nil && *o.JudgmentsPerUnit < 1:
+		return nil, errors.New("overrides: judgmentsPerUnit must be at least 1")
+	case o.AssignmentSeconds != nil && *o.AssignmentSeconds < 1:
+		return nil, errors.New("overrides: assignmentSeconds must be at least 1")
+	case o.Priority != nil && (*o.Priority < 0 || *o.Priority > 9):
+		return nil, errors.New("overrides: priority must be 0 to 9")
+	}
+	return o, nil
+}

@@ -1,0 +1,239 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/task"
+)
+
+// Human steps. Releasing an instance of a human step ensures the step's
+// pool (one per workflow version and step, made from the latest version of
+// the step's task when the first run reaches it) and inserts one JUDGABLE
+// unit, in the advancement's transaction; the instance is RUNNING with the
+// unit's id. The unit's input is what a job step's payload carries:
+// {"input":…,"steps":{parent:{output,confidence}},"item":…,"index":…}.
+// When the unit is FINALIZED, the next advancement of the run (the
+// judgment's own transaction calls Advance; the sweeper is the safety
+// net) records it exactly as it records a job's SUCCESS: the instance
+// SUCCEEDED with the unit's result as output and its confidence.
+
+// stepFailure is an error that fails the step being released (a missing
+// task, bad overrides, a closed pool), not the transaction.
+type stepFailure struct{ msg string }
+
+func (e *stepFailure) Error() string { return e.msg }
+
+// ensurePool returns the pool of human step s of the run's workflow
+// version, creating it from the latest version of the step's task.
+func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, error) {
+	if p := adv.pools[s.Name]; p != nil {
+		return p, nil
+	}
+	tv, err := adv.tx.TaskGet(ctx, &store.TaskGetParams{Name: s.Human.Task})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &stepFailure{fmt.Sprintf("human step %q: no task %q (PUT /v1/tasks/%s first)", s.Name, s.Human.Task, s.Human.Task)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := task.Parse(tv.Definition)
+	if err != nil {
+		return nil, &stepFailure{fmt.Sprintf("human step %q: task %q version %d: %v", s.Name, tv.Name, tv.Version, err)}
+	}
+	t = t.WithDefaults()
+	o, err := flow.ParseOverrides(s.Human.Overrides)
+	if err != nil {
+		return nil, &stepFailure{fmt.Sprintf("human step %q: %v", s.Name, err)}
+	}
+	p := &store.PoolCreateParams{
+		Workflow: adv.run.Workflow, WorkflowVersion: adv.run.Version, Step: s.Name, Task: tv.Name, TaskVersion: tv.Version,
+		Priority: task.PriorityDefault, Skills: t.Skills, Channels: t.Channels,
+		JudgmentsPerUnit: max(t.JudgmentsPerUnit.Min, 1), AssignmentSeconds: max(t.AssignmentSeconds, 1), Now: adv.now,
+	}
+	if t.Priority != nil {
+		p.Priority = *t.Priority
+	}
+	if o.JudgmentsPerUnit != nil {
+		p.JudgmentsPerUnit = *o.JudgmentsPerUnit
+	}
+	if o.AssignmentSeconds != nil {
+		p.AssignmentSeconds = *o.AssignmentSeconds
+	}
+	if o.Priority != nil {
+		p.Priority = *o.Priority
+	}
+	if o.Skills != nil {
+		p.Skills = o.Skills
+	}
+	if o.Channels != nil {
+		p.Channels = o.Channels
+	}
+	if p.ID, err = uuid.NewV7(); err != nil {
+		return nil, err
+	}
+	pool, _, err := adv.tx.PoolCreate(ctx, p)
+	var ve *crowd.ValidationError
+	if errors.As(err, &ve) {
+		return nil, &stepFailure{fmt.Sprintf("human step %q: %v", s.Name, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pool.Status != crowd.PoolOpen && pool.Status != crowd.PoolPaused {
+		return nil, &stepFailure{fmt.Sprintf("human step %q: its pool %s is %s: no unit can be added", s.Name, pool.ID, pool.Status)}
+	}
+	if adv.pools == nil {
+		adv.pools = map[string]*crowd.Pool{}
+	}
+	adv.pools[s.Name] = pool
+	return pool, nil
+}
+
+// planHuman inserts the unit of one instance of human step s and sets it
+// on p; a failure of the step (not of the store) sets p FAILED instead.
+func (adv *advance) planHuman(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, item *flow.Item, p *planned) error {
+	pool, err := adv.ensurePool(ctx, s)
+	var sf *stepFailure
+	if errors.As(err, &sf) {
+		p.state, p.err = flow.StepFailed, sf.msg
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	in, err := flow.StepInput(adv.run.Input, recs, adv.c.g.Parents(s.Name), item)
+	if err != nil {
+		p.state, p.err = flow.StepFailed, err.Error()
+		return nil
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	units, err := adv.tx.UnitInsertMany(ctx, &store.UnitInsertManyParams{
+		PoolID: pool.ID, State: crowd.UnitJudgable, Now: adv.now,
+		Units: []*store.UnitInsertParams{{ID: id, RunID: adv.run.ID, StepIndex: p.index, ParentUnitID: adv.parentUnit(s.Name, p.index), Input: in}},
+	})
+	var ve *crowd.ValidationError
+	if errors.As(err, &ve) {
+		p.state, p.err = flow.StepFailed, fmt.Sprintf("human step %q: %v", s.Name, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.unitID = units[0].ID
+	return nil
+}
+
+// parentUnit is the unit of the nearest human ancestor of step name (the
+// instance of the same index when that step fanned out too, else its
+// first), uuid.Nil when there is none.
+func (adv *advance) parentUnit(name string, index int) uuid.UUID {
+	g := adv.c.g
+	seen := map[string]bool{name: true}
+	level := []string{name}
+	for len(level) > 0 {
+		var next []string
+		for _, n := range level {
+			for _, parent := range g.Parents(n) {
+				if seen[parent] {
+					continue
+				}
+				seen[parent] = true
+				next = append(next, parent)
+			}
+		}
+		for _, n := range next {
+			if g.Step(n).Kind() != flow.KindHuman {
+				continue
+			}
+			var first uuid.UUID
+			for _, in := range adv.steps[n] {
+				if in.UnitID == uuid.Nil {
+					continue
+				}
+				if in.Index == index {
+					return in.UnitID
+				}
+				if first == uuid.Nil {
+					first = in.UnitID
+				}
+			}
+			if first != uuid.Nil {
+				return first
+			}
+		}
+		level = next
+	}
+	return uuid.Nil
+}
+
+// recordUnitEnds moves the RUNNING human instances whose unit ended:
+// FINALIZED → SUCCEEDED with the unit's result as output and its
+// confidence; CANCELED → CANCELED in a canceled run, FAILED otherwise
+// (someone canceled the unit itself).
+func (adv *advance) recordUnitEnds(ctx context.Context) error {
+	for _, name := range adv.c.g.Order() {
+		for _, st := range adv.steps[name] {
+			if st.State != flow.StepRunning || st.UnitID == uuid.Nil {
+				continue
+			}
+			unit, err := adv.tx.UnitGet(ctx, st.UnitID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			var (
+				to flow.StepState
+				p  store.StepTransitionParams
+			)
+			switch unit.State {
+			case crowd.UnitFinalized:
+				to, p.Output, p.Confidence = flow.StepSucceeded, unit.Result, unit.Confidence
+			case crowd.UnitCanceled:
+				to, p.Error = flow.StepFailed, fmt.Sprintf("unit %s was canceled", unit.ID)
+				if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
+					to = flow.StepCanceled
+				}
+			default:
+				continue
+			}
+			if _, err := adv.transition(ctx, st, to, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// cancelUnit withdraws the unit of a human instance that is being
+// canceled: NEW, JUDGABLE or PAUSED → CANCELED. A unit that ended is left
+// alone (a FINALIZED one was recorded by recordUnitEnds first).
+func (adv *advance) cancelUnit(ctx context.Context, unitID uuid.UUID) error {
+	unit, err := adv.tx.UnitGet(ctx, unitID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if unit.State.Final() {
+		return nil
+	}
+	_, err = adv.tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: unit.ID, From: unit.State, To: crowd.UnitCanceled, Now: adv.now})
+	var ite *crowd.InvalidTransitionError
+	if errors.As(err, &ite) {
+		return nil
+	}
+	return err
+}
