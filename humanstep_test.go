@@ -207,3 +207,79 @@ func TestRunHumanStepMissingTask(t *testing.T) {
 		require.Contains(t, run.Steps[0].Error, `no task "nosuch"`)
 	})
 }
+
+// TestRunHumanStepFanOutAndOverrides: a human step with forEach makes one
+// unit per item (each with its item), in a pool whose overrides apply;
+// the fan-in step's unit sees the list of outputs and names the first
+// instance's unit as its parent unit.
+func TestRunHumanStepFanOutAndOverrides(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		tmpl, err := docket.ParseTask([]byte(sameTask))
+		require.NoError(t, err)
+		_, _, err = b.client.TaskPut(ctx, "same", tmpl)
+		require.NoError(t, err)
+		def, err := docket.NewWorkflow("pairs").
+			Human("each", "same", docket.ForEach("input.items"), docket.StepOverrides(json.RawMessage(`{"judgmentsPerUnit":{"min":1},"priority":2}`))).
+			Human("check", "same", docket.After("each"), docket.StepOverrides(json.RawMessage(`{"judgmentsPerUnit":1}`))).
+			Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
+		require.NoError(t, err)
+		res, err := b.client.RunStart(ctx, "pairs", map[string]any{"items": []string{"x", "y"}}, nil)
+		require.NoError(t, err)
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		var units []*docket.Unit
+		for _, s := range run.Steps {
+			if s.Name != "each" {
+				continue
+			}
+			require.Equal(t, docket.StepRunning, s.State)
+			u, err := b.client.UnitGet(ctx, s.UnitID)
+			require.NoError(t, err)
+			require.Equal(t, s.Index, u.StepIndex)
+			units = append(units, u)
+		}
+		require.Len(t, units, 2, "one unit per item")
+		require.JSONEq(t, `{"input":{"items":["x","y"]},"steps":{},"item":"y","index":1}`, string(units[1].Input))
+		pool, err := b.client.PoolGet(ctx, units[0].PoolID)
+		require.NoError(t, err)
+		require.Equal(t, units[1].PoolID, pool.ID, "one pool for the step")
+		require.Equal(t, 1, pool.JudgmentsPerUnit, "override")
+		require.Equal(t, 2, pool.Priority, "override")
+
+		judge := func(poolID uuid.UUID, answer string) *docket.Unit {
+			who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: uuid.NewString()})
+			require.NoError(t, err)
+			taken, err := b.client.AssignmentTake(ctx, poolID, who.ID)
+			require.NoError(t, err)
+			sub, err := b.client.JudgmentSubmit(ctx, taken.Assignment.ID, who.ID, json.RawMessage(answer))
+			require.NoError(t, err)
+			require.NotNil(t, sub.Finalized, "one judgment per unit")
+			return sub.Finalized
+		}
+		judge(pool.ID, `{"same":"yes"}`)
+		judge(pool.ID, `{"same":"no"}`)
+
+		run, err = b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		check := stepNamed(t, run, "check")
+		require.Equal(t, docket.StepRunning, check.State, "fan-in released once both units finalized")
+		cu, err := b.client.UnitGet(ctx, check.UnitID)
+		require.NoError(t, err)
+		require.Equal(t, units[0].ID, cu.ParentUnitID, "nearest human ancestor")
+		var in struct {
+			Steps map[string]struct{ Output []map[string]string }
+		}
+		require.NoError(t, json.Unmarshal(cu.Input, &in))
+		require.Len(t, in.Steps["each"].Output, 2)
+		require.ElementsMatch(t, []string{"yes", "no"}, []string{in.Steps["each"].Output[0]["same"], in.Steps["each"].Output[1]["same"]})
+
+		judge(cu.PoolID, `{"same":"yes"}`)
+		run = waitRun(t, b.client, res.Run.ID, docket.RunSucceeded)
+		require.JSONEq(t, `{"check":{"same":"yes"}}`, string(run.Output))
+	})
+}

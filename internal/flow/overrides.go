@@ -11,11 +11,12 @@ import (
 // settings for the step's pool. Any other key is refused by validation
 // (and, in a definition stored before this check, fails the step at release).
 type Overrides struct {
-	JudgmentsPerUnit  *int     `json:"judgmentsPerUnit,omitempty"`
-	AssignmentSeconds *int     `json:"assignmentSeconds,omitempty"`
-	Priority          *int     `json:"priority,omitempty"`
-	Skills            []string `json:"skills,omitempty"`
-	Channels          []string `json:"channels,omitempty"`
+	// JudgmentsPerUnit: an integer, or {"min": n} as in a task template.
+	JudgmentsPerUnit  *OverrideJudgments `json:"judgmentsPerUnit,omitempty"`
+	AssignmentSeconds *int               `json:"assignmentSeconds,omitempty"`
+	Priority          *int               `json:"priority,omitempty"`
+	Skills            []string           `json:"skills,omitempty"`
+	Channels          []string           `json:"channels,omitempty"`
 }
 
 // ParseOverrides decodes a human step's overrides; null or empty is none.
@@ -39,4 +40,34 @@ func ParseOverrides(raw json.RawMessage) (*Overrides, error) {
 		return nil, errors.New("overrides: priority must be 0 to 9")
 	}
 	return o, nil
+}
+
+// OverrideJudgments is the judgments per unit of an override: written as
+// an integer or as {"min": n}.
+type OverrideJudgments int
+
+// UnmarshalJSON reads n or {"min": n}.
+func (j *OverrideJudgments) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var v struct {
+			Min *int `json:"min"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("judgmentsPerUnit: %v (an integer or {\"min\": n})", err)
+		}
+		if v.Min == nil {
+			return errors.New(`judgmentsPerUnit: {"min": n} needs min`)
+		}
+		*j = OverrideJudgments(*v.Min)
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("judgmentsPerUnit: must be an integer or {\"min\": n}")
+	}
+	*j = OverrideJudgments(n)
+	return nil
 }

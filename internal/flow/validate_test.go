@@ -95,6 +95,8 @@ func TestValidationNamesFieldAndStep(t *testing.T) {
 			[]want{{"steps[0].signal.timeout", "positive"}}},
 		{"human fields", `{"name":"w","steps":[{"name":"a","human":{"task":"","overrides":[1]}}]}`,
 			[]want{{"steps[0].human.task", "task name is required"}, {"steps[0].human.overrides", "JSON object"}}},
+		{"human overrides", `{"name":"w","steps":[{"name":"a","human":{"task":"t","overrides":{"judgmentsPerUnit":0}}},{"name":"b","human":{"task":"t","overrides":{"color":"red"}}},{"name":"c","human":{"task":"t","overrides":{"judgmentsPerUnit":{"min":5},"priority":3,"skills":["en"]}}}]}`,
+			[]want{{"steps[0].human.overrides", "judgmentsPerUnit must be at least 1"}, {"steps[1].human.overrides", `unknown field "color"`}}},
 		{"enums", `{"name":"w","steps":[{"name":"a","job":{"type":"t"},"trigger":"any","onFailure":"ignore"}]}`,
 			[]want{{"steps[0].trigger", `not "any"`}, {"steps[0].onFailure", `not "ignore"`}}},
 		{"signal fan-out", `{"name":"w","steps":[{"name":"a","signal":{},"forEach":"[1]"}]}`,

@@ -61,7 +61,7 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 		p.Priority = *t.Priority
 	}
 	if o.JudgmentsPerUnit != nil {
-		p.JudgmentsPerUnit = *o.JudgmentsPerUnit
+		p.JudgmentsPerUnit = int(*o.JudgmentsPerUnit)
 	}
 	if o.AssignmentSeconds != nil {
 		p.AssignmentSeconds = *o.AssignmentSeconds
