@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 )
@@ -97,6 +98,11 @@ type FlowTx interface {
 	// statements however many runs. Results are in id order; unknown ids
 	// are left out. Outside InTx the locks end with the call.
 	RunLoadMany(ctx context.Context, ids []uuid.UUID) ([]*RunLoad, error)
+	// StepUnitEnds is StepJobEnds for human steps: the RUNNING human step
+	// instances of a run whose unit has ended (FINALIZED or CANCELED),
+	// with the unit's result and confidence, ordered by step name, then
+	// index. One query however many instances run.
+	StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*StepUnitEnd, error)
 }
 
 // RunLoad is one run as RunLoadMany reads it.
@@ -148,6 +154,17 @@ type StepJobEnd struct {
 	JobState   job.State       // SUCCESS, DEAD or CANCELED
 	Result     json.RawMessage // the job's result; nil for none
 	Error      string          // the job's last error
+}
+
+// StepUnitEnd is a RUNNING human step instance whose unit has ended.
+type StepUnitEnd struct {
+	Step       string
+	Index      int
+	Generation int
+	UnitID     uuid.UUID
+	UnitState  crowd.UnitState
+	Result     json.RawMessage // FINALIZED: the aggregated result
+	Confidence *float64        // FINALIZED: its confidence, when the method gives one
 }
 
 // StepRunsToAdvanceParams: at most Limit runs (non-positive: no limit).

@@ -181,36 +181,35 @@ func (adv *advance) parentUnit(name string, index int) uuid.UUID {
 // confidence; CANCELED → CANCELED in a canceled run, FAILED otherwise
 // (someone canceled the unit itself).
 func (adv *advance) recordUnitEnds(ctx context.Context) error {
-	for _, name := range adv.c.g.Order() {
-		for _, st := range adv.steps[name] {
-			if st.State != flow.StepRunning || st.UnitID == uuid.Nil {
-				continue
+	if !hasHumanStep(adv.c.g) {
+		return nil // no query for runs without human steps
+	}
+	ends, err := adv.tx.StepUnitEnds(ctx, adv.run.ID)
+	if err != nil {
+		return err
+	}
+	for _, e := range ends {
+		st := adv.instance(e.Step, e.Index)
+		if st == nil || st.State != flow.StepRunning || st.Generation != e.Generation || st.UnitID != e.UnitID {
+			continue
+		}
+		var (
+			to flow.StepState
+			p  store.StepTransitionParams
+		)
+		switch e.UnitState {
+		case crowd.UnitFinalized:
+			to, p.Output, p.Confidence = flow.StepSucceeded, e.Result, e.Confidence
+		case crowd.UnitCanceled:
+			to, p.Error = flow.StepFailed, fmt.Sprintf("unit %s was canceled", e.UnitID)
+			if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
+				to = flow.StepCanceled
 			}
-			unit, err := adv.tx.UnitGet(ctx, st.UnitID)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			var (
-				to flow.StepState
-				p  store.StepTransitionParams
-			)
-			switch unit.State {
-			case crowd.UnitFinalized:
-				to, p.Output, p.Confidence = flow.StepSucceeded, unit.Result, unit.Confidence
-			case crowd.UnitCanceled:
-				to, p.Error = flow.StepFailed, fmt.Sprintf("unit %s was canceled", unit.ID)
-				if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
-					to = flow.StepCanceled
-				}
-			default:
-				continue
-			}
-			if _, err := adv.transition(ctx, st, to, p); err != nil {
-				return err
-			}
+		default:
+			continue
+		}
+		if _, err := adv.transition(ctx, st, to, p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -236,4 +235,14 @@ func (adv *advance) cancelUnit(ctx context.Context, unitID uuid.UUID) error {
 		return nil
 	}
 	return err
+}
+
+// hasHumanStep reports whether the workflow has a human step.
+func hasHumanStep(g *flow.Graph) bool {
+	for _, name := range g.Order() {
+		if g.Step(name).Kind() == flow.KindHuman {
+			return true
+		}
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -134,6 +135,55 @@ func scanJobEnds(ctx context.Context, c conn, of, query string, arg any) ([]*sto
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
+	}
+	return out, nil
+}
+
+// stepUnitEndsSQL: the running human instances of one run whose unit
+// ended, each unit by its primary key.
+const stepUnitEndsSQL = `
+SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence
+FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
+WHERE s.run_id = $1 AND s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
+ORDER BY s.step, s.step_index`
+
+// StepUnitEnds implements store.Store.
+func (s *Store) StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	return stepUnitEnds(ctx, s.pool, runID)
+}
+
+// StepUnitEnds implements store.Tx.
+func (t *storeTx) StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepUnitEnds(ctx, t.tx, runID)
+}
+
+func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	rs, err := c.Query(ctx, stepUnitEndsSQL, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
+	}
+	defer rs.Close()
+	var out []*store.StepUnitEnd
+	for rs.Next() {
+		var (
+			e      store.StepUnitEnd
+			state  string
+			result []byte
+		)
+		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &e.UnitID, &state, &result, &e.Confidence); err != nil {
+			return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
+		}
+		e.UnitState = crowd.UnitState(state)
+		if result != nil {
+			e.Result = json.RawMessage(result)
+		}
+		out = append(out, &e)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
 	}
 	return out, nil
 }

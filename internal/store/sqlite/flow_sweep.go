@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -150,6 +151,58 @@ func scanJobEnds(ctx context.Context, c conn, of, query string, arg any) ([]*sto
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("list ended step jobs of %s: %w", of, err)
+	}
+	return out, nil
+}
+
+// StepUnitEnds implements store.Store.
+func (s *Store) StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	return stepUnitEnds(ctx, s.reader, runID)
+}
+
+// StepUnitEnds implements store.Tx.
+func (t *storeTx) StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return stepUnitEnds(ctx, t.tx, runID)
+}
+
+func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
+	rs, err := c.QueryContext(ctx, `
+		SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence
+		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
+		WHERE s.run_id = ? AND s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
+		ORDER BY s.step, s.step_index`, runID.String())
+	if err != nil {
+		return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
+	}
+	defer func() { _ = rs.Close() }()
+	var out []*store.StepUnitEnd
+	for rs.Next() {
+		var (
+			e             store.StepUnitEnd
+			unitID, state string
+			result        sql.NullString
+			confidence    sql.NullFloat64
+		)
+		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &unitID, &state, &result, &confidence); err != nil {
+			return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
+		}
+		if e.UnitID, err = uuid.Parse(unitID); err != nil {
+			return nil, fmt.Errorf("list ended step units of run %s: unit id %q: %w", runID, unitID, err)
+		}
+		e.UnitState = crowd.UnitState(state)
+		if result.Valid {
+			e.Result = json.RawMessage(result.String)
+		}
+		if confidence.Valid {
+			e.Confidence = &confidence.Float64
+		}
+		out = append(out, &e)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
 	}
 	return out, nil
 }

@@ -252,6 +252,25 @@ func testStepSweep(t *testing.T, open opener) {
 		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 10})
 		require.NoError(t, err)
 		require.ElementsMatch(t, []uuid.UUID{finalized.ID, canceled.ID}, runs, "a RUNNING human step whose unit ended")
+
+		// StepUnitEnds: the ended units of one run, with their result.
+		for _, r := range []*flow.Run{quiet, recorded} {
+			ends, err := b.s.StepUnitEnds(b.ctx, r.ID)
+			require.NoError(t, err)
+			require.Empty(t, ends)
+		}
+		ends, err := b.s.StepUnitEnds(b.ctx, finalized.ID)
+		require.NoError(t, err)
+		require.Len(t, ends, 1)
+		require.JSONEq(t, `{"same":"yes"}`, string(ends[0].Result))
+		ends[0].Result = nil
+		require.Equal(t, store.StepUnitEnd{Step: "label", Generation: 1, UnitID: units[finalized.ID].ID, UnitState: crowd.UnitFinalized, Confidence: &conf}, *ends[0])
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			ends, err := tx.StepUnitEnds(ctx, canceled.ID)
+			require.NoError(t, err)
+			require.Equal(t, []*store.StepUnitEnd{{Step: "label", Generation: 1, UnitID: units[canceled.ID].ID, UnitState: crowd.UnitCanceled}}, ends)
+			return nil
+		}))
 		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, runs, 1, "the limit holds across both kinds")
