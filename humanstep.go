@@ -15,6 +15,12 @@ import (
 // or not at all. If this process dies first, nothing is lost: the
 // judgment rolled back. The workflow sweeper also finds any run whose
 // human step is RUNNING with its unit ended (StepRunsToAdvance).
+//
+// Lock order: this transaction holds the unit's row (and a pool counter
+// row) when it takes the run's lock, while a run cancel holds the run's
+// lock when it cancels the unit. On PostgreSQL a cancel racing the
+// unit's final judgment can therefore deadlock; PostgreSQL aborts one of
+// the two (a retry of it succeeds). Known, not yet avoided.
 func (c *Client) advanceHumanStep(ctx context.Context, tx store.Tx, unit *Unit, _ HumanStepOutput) error {
 	adv, err := c.flows()
 	if err != nil {
