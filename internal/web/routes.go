@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -96,8 +97,21 @@ func (h *Handler) authed(need []access, next http.HandlerFunc) http.Handler {
 
 // safeNext keeps a post-sign-in redirect on this site: a path, not
 // //host or a scheme.
+// A browser strips tabs and newlines from a Location and reads a
+// backslash as a slash, so "/\t/evil.example" would leave the site: any
+// control character or backslash refuses the target, and what remains must
+// parse as a path with neither scheme nor host.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return ""
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return ""
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return ""
 	}
 	return next

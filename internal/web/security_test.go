@@ -93,8 +93,12 @@ func TestSignIn(t *testing.T) {
 		replay.http.Jar.SetCookies(mustURL(t, b.server.URL), old)
 		require.Equal(t, http.StatusSeeOther, replay.get(t, "/jobs").Status)
 
-		for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
-			require.Empty(t, safeNext(next), next)
+		for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example",
+			"/\t/evil.example", "/\n/evil.example", "/\r//evil.example", "/x\\..\\evil", "/\x7f/evil.example"} {
+			require.Empty(t, safeNext(next), "%q", next)
+		}
+		for _, next := range []string{"/jobs", "/jobs/1?state=DEAD&queue=a%2Fb", "/runs/x#steps"} {
+			require.Equal(t, next, safeNext(next), "%q", next)
 		}
 	})
 }
@@ -209,4 +213,24 @@ func TestSecurityHeadersEverywhere(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, br.get(t, "/static/VENDOR").Status)
 	require.Contains(t, ContentSecurityPolicy, "frame-ancestors 'none'")
 	require.NotContains(t, ContentSecurityPolicy, "unsafe")
+}
+
+// FuzzSafeNext: whatever sign-in is asked to go to next, the target it
+// keeps is a path of this site — a browser reading the Location header
+// (which drops tabs and newlines and reads \ as /) stays on the site.
+func FuzzSafeNext(f *testing.F) {
+	for _, s := range []string{"/jobs", "//evil", "/\t/evil", "/\\evil", "https://x", "/a?b=c#d", "/%2F%2Fevil"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, next string) {
+		got := safeNext(next)
+		if got == "" {
+			return
+		}
+		browser := strings.NewReplacer("\t", "", "\n", "", "\r", "", "\\", "/").Replace(got)
+		u, err := url.Parse(browser)
+		if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(browser, "/") || strings.HasPrefix(browser, "//") {
+			t.Fatalf("safeNext(%q) = %q leaves the site as a browser reads it (%q)", next, got, browser)
+		}
+	})
 }
