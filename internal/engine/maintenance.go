@@ -129,7 +129,7 @@ func (e *Engine) rescue(ctx context.Context) {
 			if a != "" {
 				n++
 				e.observe(rows[i], params[i])
-				if e.cfg.OnJobsEnded != nil && params[i].State.Terminal() {
+				if e.cfg.OnJobsEnded != nil && a.Terminal() {
 					ended = append(ended, rows[i])
 				}
 			}
