@@ -102,6 +102,14 @@ var (
 		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
 )
 
+// takeRetries bounds the re-runs of a take refused by the UNIQUE (unit,
+// contributor) rule (see AssignmentTake).
+const takeRetries = 5
+
+// assignmentUnitContributorKey is the name PostgreSQL gave the UNIQUE
+// (unit_id, contributor_id) rule of docket_assignments.
+const assignmentUnitContributorKey = "docket_assignments_unit_id_contributor_id_key"
+
 // pickGolden is the condition of a golden unit a take may pick: golden
 // units have no slot limit.
 const pickGolden = `u.state = 'JUDGABLE' AND u.golden`
@@ -134,7 +142,23 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 		sql = fmt.Sprintf(takeCandidatesSQL, cond)
 		args["candidates"] = p.Candidates
 	}
-	u, err := scanUnit(s.pool.QueryRow(ctx, sql, args))
+	// Two takes of one contributor at once can both pick one unit: the
+	// second re-checks the unit row the first committed, but its NOT EXISTS
+	// over the assignments still reads the statement's older snapshot, so
+	// the UNIQUE (unit, contributor) rule refuses its insert. The statement
+	// rolled back whole (no slot taken), and run again it sees the first
+	// take's assignment and picks another unit.
+	var (
+		u   *crowd.Unit
+		err error
+	)
+	for try := 0; ; try++ {
+		u, err = scanUnit(s.pool.QueryRow(ctx, sql, args))
+		if try < takeRetries && isConstraintViolation(err, assignmentUnitContributorKey) {
+			continue
+		}
+		break
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, takeRefused(ctx, s.pool, p)
 	}

@@ -51,6 +51,12 @@ func isFKViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23503"
 }
 
+// isConstraintViolation reports a unique violation of the named rule.
+func isConstraintViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
 // isUniqueViolation reports a unique violation.
 func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError

@@ -117,6 +117,50 @@ func testAssignments(t *testing.T, open opener) {
 		require.NoError(t, err)
 		require.Empty(t, none)
 	})
+	t.Run("OneContributorTakesAtOnce", func(t *testing.T) {
+		// A double click, a retry: takes of one contributor racing each
+		// other each get a unit of their own or ErrNoUnit, never an error,
+		// and no unit twice.
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		const units, takers, rounds = 40, 8, 5 // 120 slots for at most 80 takes
+		b.units(t, p.ID, units, crowd.UnitJudgable)
+		for _, strategy := range []crowd.Strategy{crowd.StrategyOrdered, crowd.StrategyRandom} {
+			for round := 0; round < rounds; round++ {
+				c := b.contributor(t)
+				var (
+					wg   sync.WaitGroup
+					mu   sync.Mutex
+					got  = map[uuid.UUID]int{}
+					errs []error
+				)
+				for i := 0; i < takers; i++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						tp := takeParams(p.ID, c.ID)
+						tp.Strategy = strategy
+						tk, err := b.s.AssignmentTake(b.ctx, tp)
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case err == nil:
+							got[tk.Unit.ID]++
+						case !errors.Is(err, crowd.ErrNoUnit):
+							errs = append(errs, err)
+						}
+					}()
+				}
+				wg.Wait()
+				require.Empty(t, errs, "%s round %d", strategy, round)
+				for u, n := range got {
+					require.Equal(t, 1, n, "unit %s went twice to one contributor", u)
+				}
+			}
+		}
+	})
+
 	t.Run("TakeOrdered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
