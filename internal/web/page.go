@@ -7,7 +7,10 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
 )
@@ -15,7 +18,7 @@ import (
 // pageNames are the pages, one template file each, rendered inside
 // layout.html. Partials are templates a page file defines besides
 // "content" (the overview's "panel").
-var pageNames = []string{"signin", "error", "overview", "jobs", "job", "work"}
+var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work"}
 
 // page is one parsed page with the layout.
 type page struct{ t *template.Template }
@@ -45,6 +48,9 @@ var funcs = template.FuncMap{
 		return b.String()
 	},
 	"lower": func(s docket.JobState) string { return string(bytes.ToLower([]byte(s))) },
+	// lc lowers a state of any kind, for a CSS class.
+	"lc":    func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
+	"isNil": func(id uuid.UUID) bool { return id == uuid.Nil },
 }
 
 func parsePages() (map[string]*page, error) {
@@ -73,6 +79,8 @@ type user struct {
 	CSRF    string
 	Operate bool // may open the operator pages
 	ActJobs bool // may cancel and retry
+	ActRuns bool // may cancel, pause, resume and retry runs
+	Admin   bool // may pause, resume and close pools
 	Work    bool // may open the work pages
 }
 
@@ -82,7 +90,8 @@ func userOf(ss *session) *user {
 	}
 	r := ss.key.Role
 	return &user{Name: ss.key.Name, Role: r, CSRF: ss.csrf,
-		Operate: can(r, accessOperate), ActJobs: can(r, accessActJobs), Work: can(r, accessWork)}
+		Operate: can(r, accessOperate), ActJobs: can(r, accessActJobs), Work: can(r, accessWork),
+		ActRuns: can(r, accessActRuns), Admin: can(r, accessAdmin)}
 }
 
 // render executes a page (template "layout", or a partial) into a buffer

@@ -226,6 +226,26 @@ func TestTemplatesRender(t *testing.T) {
 	ov := &overviewData{States: docket.JobStates(), Totals: counts, Dead: 60, At: now, Refresh: 5,
 		Queues: []queueRow{{Name: "images", Paused: true, Counts: counts, Total: 210}, {Name: "q<&>", Counts: map[docket.JobState]int{}}}}
 	ov.Chart = drawBars(ov.Queues)
+	def, err := docket.DecodeWorkflow([]byte(`{"name": "fan", "steps": [{"name": "split", "job": {"type": "t"}},
+		{"name": "each", "job": {"type": "t"}, "after": ["split"], "forEach": "steps.split.output.items"},
+		{"name": "label", "human": {"task": "same"}, "after": ["split"]},
+		{"name": "join", "job": {"type": "t"}, "after": ["each", "label"]}]}`))
+	require.NoError(t, err)
+	wv := &docket.WorkflowVersion{Name: "fan", Version: 2, Hash: "sha256:ab", Definition: def, CreatedAt: now}
+	run := &docket.Run{ID: id, Workflow: "fan", Version: 2, State: docket.RunFailed, Input: json.RawMessage(`{"n":1}`),
+		Error: "step each failed", CreatedAt: now, UpdatedAt: now, FinishedAt: now, IdempotencyKey: "k",
+		Steps: []*docket.RunStep{
+			{Name: "split", Kind: "job", State: docket.StepSucceeded, JobID: id, StartedAt: now, FinishedAt: now},
+			{Name: "each", Index: 0, Kind: "job", State: docket.StepSucceeded, JobID: id},
+			{Name: "each", Index: 1, Kind: "job", State: docket.StepFailed, JobID: id, Error: "disk <full>"},
+			{Name: "each", Index: 2, Kind: "job", State: docket.StepRunning, JobID: id},
+			{Name: "label", Kind: "human", State: docket.StepRunning, UnitID: id},
+			{Name: "join", Kind: "job", State: docket.StepPending},
+		}}
+	pool := &docket.Pool{ID: id, Workflow: "fan", WorkflowVersion: 2, Step: "label", Task: "same", TaskVersion: 1, Status: docket.PoolOpen,
+		Skills: []string{"urgent"}, JudgmentsPerUnit: 3, AssignmentSeconds: 60, CreatedAt: now,
+		Counts: docket.PoolCounts{New: 1, Judgable: 2, Finalized: 4, Canceled: 1, Judgments: 9, ActiveAssignments: 2}}
+	units := []*docket.Unit{{ID: id, PoolID: id, RunID: id, State: docket.UnitJudgable, JudgmentCount: 2, JudgmentsPerUnit: 3, CreatedAt: now}}
 	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok", Operate: true, ActJobs: true, Work: true}
 	viewer := &user{Name: "v", Role: docket.RoleViewer, CSRF: "tok", Operate: true}
 	cases := []struct {
@@ -244,6 +264,19 @@ func TestTemplatesRender(t *testing.T) {
 		{"job", "layout", &view{Title: "Job", User: admin, Data: &jobData{Job: row, Attempts: attempts, Full: true, CanCancel: true, Message: "cancel done"}}, []string{"&lt;a&gt;.png", "boom &lt;script&gt;", "node-b", "half way", `id="cancel"`, "cancel done"}},
 		{"job", "layout", &view{Title: "Job", User: viewer, Data: &jobData{Job: &docket.JobRow{ID: id, State: docket.JobStateDead}}}, []string{"admin keys only", "No result yet"}},
 		{"job", "layout", &view{Title: "Job", User: admin, Data: &jobData{Job: &docket.JobRow{ID: id, State: docket.JobStateDead}, Full: true, CanRetry: true}}, []string{"No attempt yet", `id="retry"`}},
+		{"runs", "layout", &view{Title: "Runs", User: viewer, Data: &runsData{States: runStates, State: "FAILED", Workflow: "w<x>", Runs: []*docket.Run{run}, Next: "/runs?cursor=x"}}, []string{id.String(), "Next page", "selected", "w&lt;x&gt;"}},
+		{"runs", "layout", &view{Title: "Runs", User: viewer, Data: &runsData{States: runStates, Errors: []string{"state: bad"}}}, []string{"state: bad", "No runs match"}},
+		{"run", "layout", &view{Title: "Run", User: admin, Data: &runData{Run: run, DAG: layoutDAG(runSteps(def, run)), CanRetry: true, CanCancel: true, CanPause: true, CanResume: true, Message: "Cannot pause: conflict"}},
+			[]string{"<svg", "ss-failed", "×3", "job " + id.String(), "unit " + id.String(), "disk &lt;full&gt;", `id="retry"`, `id="pause"`, `id="resume"`, `id="cancel"`, "Cannot pause", `&#34;n&#34;: 1`}},
+		{"run", "layout", &view{Title: "Run", User: viewer, Data: &runData{Run: &docket.Run{ID: id, State: docket.RunRunning}}}, []string{"could not be read", "No steps"}},
+		{"workflows", "layout", &view{Title: "Workflows", User: viewer, Data: &workflowsData{Workflows: []*docket.WorkflowVersion{wv}, Next: "/workflows?after=x"}}, []string{"/workflows/fan", "Next page"}},
+		{"workflows", "layout", &view{Title: "Workflows", User: viewer, Data: &workflowsData{}}, []string{"No workflow is stored"}},
+		{"workflow", "layout", &view{Title: "Workflow", User: viewer, Data: &workflowData{Version: wv, Latest: 3, Versions: []int{3, 2, 1}, Definition: "{\"name\": \"fan\"}", DAG: layoutDAG(definitionSteps(def))}}, []string{"<svg", "ss-def", "?version=3", "<strong>2</strong>", "&#34;name&#34;"}},
+		{"pools", "layout", &view{Title: "Pools", User: viewer, Data: &poolsData{Pools: []poolRow{poolRowOf(pool)}, Next: "/pools?cursor=x", Errors: []string{"cursor: bad"}}}, []string{"<progress", `value="5"`, "cursor: bad", "Next page"}},
+		{"pools", "layout", &view{Title: "Pools", User: viewer, Data: &poolsData{}}, []string{"No pools yet"}},
+		{"pool", "layout", &view{Title: "Pool", User: admin, Data: &poolData{Pool: poolRowOf(pool), Units: units, CanPause: true, CanResume: true, CanClose: true, Message: "pause done"}},
+			[]string{"<progress", `id="pause"`, `id="resume"`, `id="close"`, "pause done", "2/3", "/runs/" + id.String(), "urgent"}},
+		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(&docket.Pool{ID: id, Status: docket.PoolClosed})}}, []string{"No units yet", `max="1"`}},
 		{"work", "layout", &view{Title: "Work", User: &user{Name: "ada", Role: RoleContributor, CSRF: "t", Work: true}}, []string{"not built yet"}},
 	}
 	rendered := map[string]bool{}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket"
 )
 
@@ -22,11 +24,13 @@ const (
 	accessOperate access = iota // the operator pages: admin, producer, viewer
 	accessActJobs               // cancel and retry jobs: admin, producer
 	accessWork                  // the work pages: contributor, admin
+	accessActRuns               // cancel, pause, resume, retry runs: admin, producer
+	accessAdmin                 // pause, resume, close pools: admin
 )
 
 var grants = map[docket.Role][]access{
-	docket.RoleAdmin:    {accessOperate, accessActJobs, accessWork},
-	docket.RoleProducer: {accessOperate, accessActJobs},
+	docket.RoleAdmin:    {accessOperate, accessActJobs, accessWork, accessActRuns, accessAdmin},
+	docket.RoleProducer: {accessOperate, accessActJobs, accessActRuns},
 	docket.RoleViewer:   {accessOperate},
 	RoleContributor:     {accessWork},
 }
@@ -52,6 +56,23 @@ func (h *Handler) routes() {
 	h.mux.Handle("GET /jobs/{id}", h.authed([]access{accessOperate}, h.jobDetail))
 	h.mux.Handle("POST /jobs/{id}/cancel", h.authed([]access{accessOperate, accessActJobs}, h.jobCancel))
 	h.mux.Handle("POST /jobs/{id}/retry", h.authed([]access{accessOperate, accessActJobs}, h.jobRetry))
+	h.mux.Handle("GET /runs", h.authed([]access{accessOperate}, h.runsList))
+	h.mux.Handle("GET /runs/{id}", h.authed([]access{accessOperate}, h.runDetail))
+	for verb, do := range map[string]func(*docket.Client, context.Context, uuid.UUID) (*docket.Run, error){
+		"cancel": (*docket.Client).RunCancel, "pause": (*docket.Client).RunPause,
+		"resume": (*docket.Client).RunResume, "retry": (*docket.Client).RunRetry,
+	} {
+		h.mux.Handle("POST /runs/{id}/"+verb, h.authed([]access{accessOperate, accessActRuns}, h.runAction(verb, do)))
+	}
+	h.mux.Handle("GET /workflows", h.authed([]access{accessOperate}, h.workflowsList))
+	h.mux.Handle("GET /workflows/{name}", h.authed([]access{accessOperate}, h.workflowDetail))
+	h.mux.Handle("GET /pools", h.authed([]access{accessOperate}, h.poolsList))
+	h.mux.Handle("GET /pools/{id}", h.authed([]access{accessOperate}, h.poolDetail))
+	for verb, do := range map[string]func(*docket.Client, context.Context, uuid.UUID) (*docket.Pool, error){
+		"pause": (*docket.Client).PoolPause, "resume": (*docket.Client).PoolResume, "close": (*docket.Client).PoolClose,
+	} {
+		h.mux.Handle("POST /pools/{id}/"+verb, h.authed([]access{accessOperate, accessAdmin}, h.poolAction(verb, do)))
+	}
 	h.mux.Handle("GET /work", h.authed([]access{accessWork}, h.work))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "No page at "+r.URL.Path+".")
