@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
@@ -14,7 +15,7 @@ import (
 )
 
 // operatorPages are every GET page of operators.
-var operatorPages = []string{"/", "/overview/panel", "/jobs", "/jobs?state=DEAD"}
+var operatorPages = []string{"/", "/overview/panel", "/jobs", "/jobs?state=DEAD", "/runs", "/runs?state=FAILED", "/workflows", "/pools"}
 
 func TestNoPageWithoutSession(t *testing.T) {
 	t.Parallel()
@@ -35,7 +36,10 @@ func TestNoPageWithoutSession(t *testing.T) {
 		res.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
 		// No action either, CSRF token or not.
-		for _, p := range []string{"/jobs/" + row.ID.String() + "/cancel", "/jobs/" + row.ID.String() + "/retry", "/signout"} {
+		some := uuid.NewString()
+		for _, p := range []string{"/jobs/" + row.ID.String() + "/cancel", "/jobs/" + row.ID.String() + "/retry", "/signout",
+			"/runs/" + some + "/cancel", "/runs/" + some + "/pause", "/runs/" + some + "/resume", "/runs/" + some + "/retry",
+			"/pools/" + some + "/pause", "/pools/" + some + "/resume", "/pools/" + some + "/close"} {
 			require.Equal(t, http.StatusUnauthorized, br.post(t, p, url.Values{"csrf": {"x"}}).Status, p)
 		}
 		got, err := b.client.Get(context.Background(), row.ID)
@@ -176,6 +180,12 @@ func TestRoles(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, contributor.get(t, p).Status, p)
 		}
 		require.Equal(t, http.StatusForbidden, contributor.post(t, job+"/cancel", nil).Status)
+		some := uuid.NewString()
+		for _, p := range []string{"/runs/" + some, "/workflows/x", "/pools/" + some} {
+			require.Equal(t, http.StatusForbidden, contributor.get(t, p).Status, p)
+		}
+		require.Equal(t, http.StatusForbidden, contributor.post(t, "/runs/"+some+"/cancel", nil).Status)
+		require.Equal(t, http.StatusForbidden, contributor.post(t, "/pools/"+some+"/close", nil).Status, "admin only")
 		require.Equal(t, http.StatusOK, contributor.get(t, "/work").Status)
 
 		viewer := b.signIn(t, docket.RoleViewer)
