@@ -159,6 +159,19 @@ func TestBrowserSignInAndCancel(t *testing.T) {
 	require.True(t, same, "htmx swapped the panel; the page did not reload")
 	require.NoError(t, chromedp.Do(ctx, screenshot(shots, "overview")))
 
+	// A run page draws its DAG as SVG, coloured by the stylesheet.
+	putWorkflow(t, b.client, fanFlow)
+	started, err := b.client.RunStart(context.Background(), "fan", map[string]any{"items": []int{1, 2}}, nil)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.server.URL+"/runs/"+started.Run.ID.String()),
+		chromedp.WaitVisible(chromedp.CSS(`svg#dag g[data-step="split"] rect`)),
+		screenshot(shots, "run"),
+	))
+	fill, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('svg#dag g[data-step="split"] rect')).fill`))
+	require.NoError(t, err)
+	require.Equal(t, "rgb(246, 201, 131)", fill, "the running step is drawn in the stylesheet's colour")
+
 	for _, m := range messages() {
 		require.NotContains(t, m, "Content Security Policy", "the pages must run under the CSP")
 		require.False(t, strings.HasPrefix(m, "exception") || strings.HasPrefix(m, "error"), m)
