@@ -68,3 +68,39 @@ func FuzzSessionCookie(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRunsQuery: any query string of the runs list gives list parameters
+// or errors each naming a field — never a panic, never an invalid state
+// or a nil-id cursor passed on to the store.
+func FuzzRunsQuery(f *testing.F) {
+	for _, seed := range []string{"", "state=FAILED", "state=failed&workflow=fan", "state=DONE&cursor=x",
+		"cursor=AZITy0_GcyOnSZTXLmeqYA", "cursor=AAAAAAAAAAAAAAAAAAAAAA", "state=%00", "workflow=%20%20"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		d, p := parseRunsQuery(q)
+		for _, e := range d.Errors {
+			field, _, ok := strings.Cut(e, ": ")
+			if !ok || (field != "state" && field != "cursor") {
+				t.Fatalf("error %q names no field", e)
+			}
+		}
+		if len(d.Errors) == 0 {
+			for _, st := range p.States {
+				if !st.Valid() {
+					t.Fatalf("invalid state %q passed on without an error", st)
+				}
+			}
+			if q.Get("cursor") != "" && p.Before == uuid.Nil {
+				t.Fatalf("cursor %q dropped without an error", q.Get("cursor"))
+			}
+			if p.Limit != pageSize+1 || p.Workflow != strings.TrimSpace(q.Get("workflow")) {
+				t.Fatalf("params %+v", p)
+			}
+		}
+	})
+}
