@@ -91,11 +91,19 @@ func (h *Handler) runsList(w http.ResponseWriter, r *http.Request) {
 	h.renderPage(w, r, "runs", "Runs", d)
 }
 
+// runStepsShown is how many step instances the run page lists.
+const runStepsShown = 500
+
 // runData is the run page's.
 type runData struct {
 	Run     *docket.Run
 	DAG     *dagChart // nil when the definition could not be read
 	Message string    // what the last action did, or why it was refused
+	// Steps are the step instances the table lists: the first
+	// runStepsShown; Hidden counts the rest (a fan-out of 10,000 items
+	// would otherwise be a table of 10,000 rows).
+	Steps  []*docket.RunStep
+	Hidden int
 	// The operations the user may ask of the run in its state.
 	CanCancel, CanPause, CanResume, CanRetry bool
 }
@@ -119,7 +127,10 @@ func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, me
 		h.renderError(w, r, http.StatusInternalServerError, "Reading the run failed: "+err.Error())
 		return
 	}
-	d := &runData{Run: run, Message: message}
+	d := &runData{Run: run, Message: message, Steps: run.Steps}
+	if len(d.Steps) > runStepsShown {
+		d.Steps, d.Hidden = d.Steps[:runStepsShown], len(d.Steps)-runStepsShown
+	}
 	if v, err := h.client.WorkflowGet(r.Context(), run.Workflow, run.Version); err == nil {
 		d.DAG = layoutDAG(runSteps(v.Definition, run))
 	} else {
