@@ -19,6 +19,16 @@ type Overrides struct {
 	Channels          []string           `json:"channels,omitempty"`
 }
 
+// The bounds of the overrides are those of a task template (package task
+// imports this one, so they are repeated here; a test in package task
+// checks they agree). Past them a pool could not be stored (PostgreSQL's
+// integer) or a lease would overflow.
+const (
+	OverrideMaxJudgments         = 100
+	OverrideMinAssignmentSeconds = 30
+	OverrideMaxAssignmentSeconds = 24 * 3600
+)
+
 // ParseOverrides decodes a human step's overrides; null or empty is none.
 func ParseOverrides(raw json.RawMessage) (*Overrides, error) {
 	o := &Overrides{}
@@ -32,10 +42,10 @@ func ParseOverrides(raw json.RawMessage) (*Overrides, error) {
 		return nil, fmt.Errorf("overrides: %v (supported: judgmentsPerUnit, assignmentSeconds, priority, skills, channels)", err)
 	}
 	switch {
-	case o.JudgmentsPerUnit != nil && *o.JudgmentsPerUnit < 1:
-		return nil, errors.New("overrides: judgmentsPerUnit must be at least 1")
-	case o.AssignmentSeconds != nil && *o.AssignmentSeconds < 1:
-		return nil, errors.New("overrides: assignmentSeconds must be at least 1")
+	case o.JudgmentsPerUnit != nil && (*o.JudgmentsPerUnit < 1 || *o.JudgmentsPerUnit > OverrideMaxJudgments):
+		return nil, fmt.Errorf("overrides: judgmentsPerUnit must be 1 to %d", OverrideMaxJudgments)
+	case o.AssignmentSeconds != nil && (*o.AssignmentSeconds < OverrideMinAssignmentSeconds || *o.AssignmentSeconds > OverrideMaxAssignmentSeconds):
+		return nil, fmt.Errorf("overrides: assignmentSeconds must be %d to %d", OverrideMinAssignmentSeconds, OverrideMaxAssignmentSeconds)
 	case o.Priority != nil && (*o.Priority < 0 || *o.Priority > 9):
 		return nil, errors.New("overrides: priority must be 0 to 9")
 	}
