@@ -169,6 +169,9 @@ type StepUnitEnd struct {
 
 // StepRunsToAdvanceParams: at most Limit runs (non-positive: no limit).
 type StepRunsToAdvanceParams struct {
+	// After pages the list: only runs whose id sorts after it (the list is
+	// in id order; uuid.Nil: from the start).
+	After uuid.UUID
 	Limit int
 }
 

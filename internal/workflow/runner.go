@@ -131,6 +131,9 @@ type SweepStore interface {
 // sweepBatch bounds the runs one sweep reads at once.
 const sweepBatch = 1000
 
+// sweepRounds bounds the pages of runs one sweep advances.
+const sweepRounds = 20
+
 // Sweeper is the safety net of advancement, run on the maintenance
 // leader: it advances the runs with a step whose job ended but was not
 // recorded (the process that completed the job died before it advanced
@@ -148,8 +151,13 @@ type Sweeper struct {
 
 // Sweep runs one round.
 func (s *Sweeper) Sweep(ctx context.Context) {
-	for ctx.Err() == nil {
-		runs, err := s.Store.StepRunsToAdvance(ctx, &store.StepRunsToAdvanceParams{Limit: sweepBatch})
+	// The list is paged in run id order, so runs that keep failing to
+	// advance (they stay listed) cannot hold the others back, and a round
+	// stops after sweepRounds pages so the signal timeouts below always
+	// get their turn.
+	var after uuid.UUID
+	for round := 0; ctx.Err() == nil && round < sweepRounds; round++ {
+		runs, err := s.Store.StepRunsToAdvance(ctx, &store.StepRunsToAdvanceParams{After: after, Limit: sweepBatch})
 		if err != nil {
 			s.warn(ctx, "list runs to advance", err)
 			return
@@ -170,6 +178,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		if len(runs) < sweepBatch {
 			break
 		}
+		after = runs[len(runs)-1]
 	}
 	now := s.Now()
 	waits, err := s.Store.StepSignalsWaiting(ctx, &store.StepSignalsWaitingParams{StartedBefore: now, Limit: sweepBatch})

@@ -192,14 +192,17 @@ func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUn
 // (partial index docket_steps_running), each job by its primary key.
 func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanceParams) ([]uuid.UUID, error) {
 	rs, err := s.pool.Query(ctx, `
-		SELECT s.run_id
-		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
-		UNION
-		SELECT s.run_id
-		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
-		LIMIT $1`, limitOrNull(p.Limit))
+		SELECT run_id FROM (
+			SELECT s.run_id
+			FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+			WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+			UNION
+			SELECT s.run_id
+			FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
+			WHERE s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')) r
+		WHERE run_id > $2
+		ORDER BY run_id
+		LIMIT $1`, limitOrNull(p.Limit), p.After)
 	if err != nil {
 		return nil, fmt.Errorf("list runs to advance: %w", err)
 	}

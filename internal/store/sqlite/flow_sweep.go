@@ -219,14 +219,17 @@ func limitArg(n int) int {
 // docket_steps_running).
 func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanceParams) ([]uuid.UUID, error) {
 	rs, err := s.reader.QueryContext(ctx, `
-		SELECT s.run_id
-		FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
-		UNION
-		SELECT s.run_id
-		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
-		LIMIT ?`, limitArg(p.Limit))
+		SELECT run_id FROM (
+			SELECT s.run_id
+			FROM docket_steps s JOIN docket_jobs j ON j.id = s.job_id
+			WHERE s.state = 'RUNNING' AND s.kind = 'job' AND j.state IN ('SUCCESS', 'DEAD', 'CANCELED')
+			UNION
+			SELECT s.run_id
+			FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
+			WHERE s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED'))
+		WHERE run_id > ?
+		ORDER BY run_id
+		LIMIT ?`, p.After.String(), limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list runs to advance: %w", err)
 	}

@@ -274,6 +274,17 @@ func testStepSweep(t *testing.T, open opener) {
 		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, runs, 1, "the limit holds across both kinds")
+
+		// Pages in id order: After skips what a page already gave.
+		want := []uuid.UUID{finalized.ID, canceled.ID}
+		slices.SortFunc(want, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+		require.Equal(t, want[:1], runs, "the first page holds the smallest id")
+		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{After: runs[0], Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, want[1:], runs, "the next page")
+		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{After: want[1], Limit: 1})
+		require.NoError(t, err)
+		require.Empty(t, runs, "past the last")
 	})
 
 	t.Run("RunCancelRequest", func(t *testing.T) {
