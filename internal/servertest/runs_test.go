@@ -369,6 +369,13 @@ func TestRunsEndToEnd(t *testing.T) {
 		// Retry re-runs only the failed step and what is downstream of it.
 		retryRun := e.start("retry", nil)
 		failed := e.wait(retryRun, "FAILED")
+		// d, b's sibling, may still be running when b's failure fails the
+		// run: a running step finishes, and its end is still recorded.
+		for deadline := time.Now().Add(30 * time.Second); failed.stepStates()["d"] == "RUNNING"; {
+			require.True(t, time.Now().Before(deadline), "step d still RUNNING: %+v", failed.stepStates())
+			time.Sleep(20 * time.Millisecond)
+			failed = e.get(retryRun)
+		}
 		require.Equal(t, map[string]string{"a": "SUCCEEDED", "b": "FAILED", "c": "PENDING", "d": "SUCCEEDED"}, failed.stepStates())
 		require.Equal(t, "RUNNING", e.op(retryRun, "retry", http.StatusOK).Status)
 		run = e.wait(retryRun, "SUCCEEDED")
