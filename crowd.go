@@ -68,6 +68,19 @@ type (
 	CrowdTransitionError = crowd.InvalidTransitionError
 )
 
+// Why an AssignmentError refused a change (its Reason).
+const (
+	// RefusedExpired: the assignment's lease ran out.
+	RefusedExpired = crowd.RefusedExpired
+	// RefusedNotActive: the assignment was submitted or released.
+	RefusedNotActive = crowd.RefusedNotActive
+	// RefusedNotOwner: the assignment is another contributor's.
+	RefusedNotOwner = crowd.RefusedNotOwner
+	// RefusedUnitCanceled: a judgment came through an assignment whose
+	// unit was CANCELED; it is not stored.
+	RefusedUnitCanceled = crowd.RefusedUnitCanceled
+)
+
 // Pool statuses, unit states, contributor and assignment states.
 const (
 	PoolOpen      = crowd.PoolOpen

@@ -288,7 +288,9 @@ type SubmittedJudgment struct {
 // when the unit reaches its judgments per unit, aggregates the unit's
 // judgments and FINALIZES it (unit.finalized) and completes its run's
 // human step — exactly once, since it all commits together. An assignment
-// the contributor no longer holds is an *AssignmentError.
+// the contributor no longer holds is an *AssignmentError, and so is one
+// whose unit was CANCELED (Reason RefusedUnitCanceled: the work is no
+// longer wanted; the judgment is not stored).
 func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID uuid.UUID, data json.RawMessage) (*SubmittedJudgment, error) {
 	a, err := c.store.AssignmentGet(ctx, assignmentID)
 	if err != nil {
@@ -318,6 +320,11 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	}
 	out := &SubmittedJudgment{}
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		if pool.Workflow != "" {
+			if err := lockRunOfUnit(ctx, tx, a.UnitID); err != nil {
+				return err
+			}
+		}
 		now := c.cfg.Now()
 		j, created, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
 			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Trust: trust.Trust, Now: now,
@@ -326,12 +333,20 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 			return err
 		}
 		out.Judgment, out.Created = j, created
-		if !created || j.Golden {
+		if !created {
 			return nil
 		}
 		unit, err := tx.UnitGet(ctx, j.UnitID)
 		if err != nil {
 			return err
+		}
+		if unit.State == crowd.UnitCanceled {
+			// Rolled back: the judgment is not stored, the assignment
+			// stays as it was (its lease lapses as any other).
+			return &AssignmentError{AssignmentID: a.ID, Reason: crowd.RefusedUnitCanceled, State: a.State}
+		}
+		if j.Golden {
+			return nil
 		}
 		if unit.State != crowd.UnitJudgable || unit.JudgmentCount < unit.JudgmentsPerUnit {
 			return nil
@@ -358,6 +373,35 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		return nil, err
 	}
 	return out, nil
+}
+
+// lockRunOfUnit takes the lock of the run unit unitID belongs to, if it
+// belongs to one, before the judgment's transaction changes anything.
+//
+// Lock order. Every transaction that changes a run's units takes the run's
+// lock first: run → assignment → unit → pool counter row. A run cancel
+// (Advancer.Cancel: the run, then its open units), the advancements of the
+// queue and the sweeper (RunLock, RunLoadMany in id order, then the units
+// they cancel) and a judgment that may finalize a unit of a run (here,
+// then JudgmentInsert, UnitFinalize and Advance, which locks the run again
+// at no cost) all follow it. Before, a judgment held the unit and took the
+// run's lock last, and on PostgreSQL a cancel racing the unit's final
+// judgment deadlocked (TestRunHumanStepRace). Units without a run (pools
+// made by hand, golden units) take no run lock: a pool of no workflow
+// reads nothing more.
+func lockRunOfUnit(ctx context.Context, tx store.Tx, unitID uuid.UUID) error {
+	unit, err := tx.UnitGet(ctx, unitID)
+	if err != nil {
+		return err
+	}
+	if unit.RunID == uuid.Nil {
+		return nil
+	}
+	_, err = tx.RunLock(ctx, unit.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // pruned: nothing to advance
+	}
+	return err
 }
 
 // aggregateUnit turns the untainted judgments of one unit into its result

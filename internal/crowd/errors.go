@@ -92,10 +92,14 @@ const (
 	RefusedNotActive Refusal = "not_active"
 	// RefusedNotOwner: the assignment is another contributor's.
 	RefusedNotOwner Refusal = "not_owner"
+	// RefusedUnitCanceled: the assignment's unit was CANCELED (its run was
+	// canceled, or the unit itself): the work is no longer wanted.
+	RefusedUnitCanceled Refusal = "unit_canceled"
 )
 
 // AssignmentError is a refused change of an assignment (fencing): the
-// caller no longer holds it. Nothing was changed.
+// caller no longer holds it, or (RefusedUnitCanceled) its work is no
+// longer wanted. Nothing was changed.
 type AssignmentError struct {
 	AssignmentID uuid.UUID
 	Reason       Refusal
@@ -108,6 +112,8 @@ func (e *AssignmentError) Error() string {
 		return fmt.Sprintf("assignment %s expired: its lease ran out before the change came", e.AssignmentID)
 	case RefusedNotOwner:
 		return fmt.Sprintf("assignment %s belongs to another contributor", e.AssignmentID)
+	case RefusedUnitCanceled:
+		return fmt.Sprintf("assignment %s: its unit was canceled; the work is no longer wanted", e.AssignmentID)
 	}
 	return fmt.Sprintf("assignment %s is %s, not ACTIVE", e.AssignmentID, e.State)
 }
