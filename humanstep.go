@@ -16,11 +16,10 @@ import (
 // judgment rolled back. The workflow sweeper also finds any run whose
 // human step is RUNNING with its unit ended (StepRunsToAdvance).
 //
-// Lock order: this transaction holds the unit's row (and a pool counter
-// row) when it takes the run's lock, while a run cancel holds the run's
-// lock when it cancels the unit. On PostgreSQL a cancel racing the
-// unit's final judgment can therefore deadlock; PostgreSQL aborts one of
-// the two (a retry of it succeeds). Known, not yet avoided.
+// Lock order: JudgmentSubmit took the run's lock (lockRunOfUnit) before
+// the unit's row and the pool's counter row, as a run cancel does, so
+// the run lock Advance takes here is held already and a cancel racing the
+// unit's final judgment waits for it instead of deadlocking.
 func (c *Client) advanceHumanStep(ctx context.Context, tx store.Tx, unit *Unit, _ HumanStepOutput) error {
 	adv, err := c.flows()
 	if err != nil {

@@ -283,3 +283,69 @@ func TestRunHumanStepFanOutAndOverrides(t *testing.T) {
 		require.JSONEq(t, `{"check":{"same":"yes"}}`, string(run.Output))
 	})
 }
+
+// TestJudgmentOnCanceledUnit: a judgment through an assignment whose unit
+// was canceled (its run was) is refused with RefusedUnitCanceled and not
+// stored — the work is no longer wanted; the assignment is left as it
+// was. A judgment that came before the cancel stays, and a judgment on a
+// unit of a run that goes on is stored as usual.
+func TestJudgmentOnCanceledUnit(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		humanFlow(t, b.client)
+		res, err := b.client.RunStart(ctx, "review", nil, nil)
+		require.NoError(t, err)
+		require.NoError(t, b.client.LeaseComplete(ctx, leaseOne(t, b.client).ID, json.RawMessage(`{}`)))
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		unitID := stepNamed(t, run, "label").UnitID
+		unit, err := b.client.UnitGet(ctx, unitID)
+		require.NoError(t, err)
+
+		take := func() (*docket.Contributor, *docket.TakenAssignment) {
+			who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: uuid.NewString()})
+			require.NoError(t, err)
+			taken, err := b.client.AssignmentTake(ctx, unit.PoolID, who.ID)
+			require.NoError(t, err)
+			require.Equal(t, unitID, taken.Unit.ID)
+			return who, taken
+		}
+		early, earlyA := take()
+		late, lateA := take()
+		sub, err := b.client.JudgmentSubmit(ctx, earlyA.Assignment.ID, early.ID, json.RawMessage(`{"same":"yes"}`))
+		require.NoError(t, err)
+		require.True(t, sub.Created, "before the cancel: stored")
+
+		_, err = b.client.RunCancel(ctx, res.Run.ID)
+		require.NoError(t, err)
+		unit, err = b.client.UnitGet(ctx, unitID)
+		require.NoError(t, err)
+		require.Equal(t, docket.UnitCanceled, unit.State)
+
+		_, err = b.client.JudgmentSubmit(ctx, lateA.Assignment.ID, late.ID, json.RawMessage(`{"same":"no"}`))
+		var ae *docket.AssignmentError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, docket.RefusedUnitCanceled, ae.Reason)
+		require.Equal(t, lateA.Assignment.ID, ae.AssignmentID)
+		require.Contains(t, err.Error(), "no longer wanted")
+
+		judgments, err := b.client.JudgmentList(ctx, unitID)
+		require.NoError(t, err)
+		require.Len(t, judgments, 1, "only the judgment before the cancel")
+		require.Equal(t, sub.Judgment.ID, judgments[0].ID)
+		unit, err = b.client.UnitGet(ctx, unitID)
+		require.NoError(t, err)
+		require.Equal(t, 1, unit.JudgmentCount)
+		a, err := b.client.AssignmentGet(ctx, lateA.Assignment.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.AssignmentActive, a.State, "nothing changed")
+		// The earlier judgment sent again is still answered as stored.
+		again, err := b.client.JudgmentSubmit(ctx, earlyA.Assignment.ID, early.ID, json.RawMessage(`{"same":"yes"}`))
+		require.NoError(t, err)
+		require.False(t, again.Created)
+		run = waitRun(t, b.client, res.Run.ID, docket.RunCanceled)
+		require.Equal(t, docket.StepCanceled, stepNamed(t, run, "label").State)
+	})
+}

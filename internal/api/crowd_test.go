@@ -674,3 +674,34 @@ func TestAssignmentsConcurrent(t *testing.T) {
 		require.Equal(t, 0, pv.Counts.ActiveAssignments)
 	})
 }
+
+// TestJudgmentOnCanceledUnit: a judgment sent after the unit's run was
+// canceled is 409 unit-canceled, saying the work is no longer wanted, and
+// is not stored.
+func TestJudgmentOnCanceledUnit(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		ctx := context.Background()
+		r := cb.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/same-product", sameProduct)
+		require.Contains(t, []int{200, 201}, r.Status, string(r.Body))
+		putWorkflow(t, cb.bundle, docket.RoleAdmin, "canceled", `{"steps": [{"name": "label", "human": {"task": "same-product"}}]}`, http.StatusCreated)
+		res, err := cb.client.RunStart(ctx, "canceled", map[string]string{"left": "a", "right": "b"}, nil)
+		require.NoError(t, err)
+		pools, err := cb.client.PoolList(ctx, docket.PoolListParams{Workflow: "canceled"})
+		require.NoError(t, err)
+		require.Len(t, pools, 1)
+		w := cb.newWorker(t, "late", "en")
+		ta, r := cb.take(t, w, pools[0].ID.String())
+		require.NotNil(t, ta, string(r.Body))
+
+		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/runs/"+res.Run.ID.String()+"/cancel", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		p := cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": ta.AssignmentID, "data": map[string]any{"same": "yes"}}).Problem(t, http.StatusConflict)
+		require.Contains(t, p.Type, "unit-canceled")
+		require.Contains(t, p.Detail, "no longer wanted")
+		judgments, err := cb.client.JudgmentList(ctx, ta.Unit.ID)
+		require.NoError(t, err)
+		require.Empty(t, judgments, "not stored")
+	})
+}

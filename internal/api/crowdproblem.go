@@ -42,6 +42,9 @@ func crowdProblem(err error) *Problem {
 		case "expired":
 			return conflict("assignment-expired", fmt.Sprintf(
 				"assignment %s expired: its lease ran out before this request came, and its slot went back to the pool; take a new assignment", assignment.AssignmentID))
+		case "unit_canceled":
+			return conflict("unit-canceled", fmt.Sprintf(
+				"assignment %s: its unit was canceled (its run was canceled), so the work is no longer wanted; the judgment was not stored; take a new assignment", assignment.AssignmentID))
 		}
 		return conflict("assignment-closed", fmt.Sprintf("assignment %s is %s: it takes no more changes", assignment.AssignmentID, assignment.State))
 	case errors.As(err, &judgment):
