@@ -75,12 +75,20 @@ func TestRunHumanStepRace(t *testing.T) {
 		_, _, err = client.TaskPut(ctx, "same", tmpl)
 		require.NoError(t, err)
 		perUnit := map[string]int{}
-		for n := 1; n <= 3; n++ {
-			name := fmt.Sprintf("crowdrace%d", n)
+		for k := 1; k <= 4; k++ {
+			name, n := fmt.Sprintf("crowdrace%d", k), k
+			opts := []docket.StepOption{docket.After("fetch")}
+			if k == 4 {
+				// A unit per item, several open units of one run in one
+				// pool: its cancel changes them one by one.
+				name, n = "crowdracefan", 1
+				opts = append(opts, docket.ForEach("input.items"))
+			}
 			perUnit[name] = n
+			opts = append(opts, docket.StepOverrides(json.RawMessage(fmt.Sprintf(`{"judgmentsPerUnit":%d}`, n))))
 			def, err := docket.NewWorkflow(name).
 				Job("fetch", "crowdrace.step").
-				Human("label", "same", docket.After("fetch"), docket.StepOverrides(json.RawMessage(fmt.Sprintf(`{"judgmentsPerUnit":%d}`, n)))).
+				Human("label", "same", opts...).
 				Job("ship", "crowdrace.step", docket.After("label")).
 				Definition()
 			require.NoError(t, err)
@@ -109,7 +117,7 @@ func TestRunHumanStepRace(t *testing.T) {
 		var params []docket.RunStartParams
 		for name := range perUnit {
 			for i := range perFlow {
-				params = append(params, docket.RunStartParams{Workflow: name, Input: i})
+				params = append(params, docket.RunStartParams{Workflow: name, Input: map[string]any{"n": i, "items": []int{1, 2, 3, 4}}})
 			}
 		}
 		started, err := client.RunStartMany(ctx, params)
@@ -254,7 +262,6 @@ func TestRunHumanStepRace(t *testing.T) {
 			run, err := client.RunGet(ctx, id)
 			require.NoError(t, err)
 			need := perUnit[params[i].Workflow]
-			label := stepNamed(t, run, "label")
 			switch run.State {
 			case docket.RunSucceeded:
 				succeeded++
@@ -263,34 +270,45 @@ func TestRunHumanStepRace(t *testing.T) {
 				}
 			case docket.RunCanceled:
 				canceled++
-				require.Contains(t, []docket.StepState{docket.StepSucceeded, docket.StepCanceled}, label.State, "run %s", id)
 			default:
 				t.Fatalf("run %s ended %s", id, run.State)
 			}
-			require.NotEqual(t, uuid.Nil, label.UnitID, "run %s: the label step was released", id)
-			unit, err := client.UnitGet(ctx, label.UnitID)
-			require.NoError(t, err)
-			judgments, err := client.JudgmentList(ctx, unit.ID)
-			require.NoError(t, err)
-			require.Len(t, judgments, unit.JudgmentCount, "unit %s counts what it holds", unit.ID)
-			switch unit.State {
-			case docket.UnitFinalized:
-				require.Equal(t, docket.StepSucceeded, label.State, "run %s: finalized unit → step SUCCEEDED", id)
-				require.JSONEq(t, string(unit.Result), string(label.Output))
-				require.Equal(t, need, unit.JudgmentCount, "unit %s", unit.ID)
-				if run.State == docket.RunCanceled {
-					finalizedThenCanceled++
-					require.False(t, unit.FinalizedAt.After(run.FinishedAt), "run %s: finalized before the cancel", id)
+			labels := 0
+			for _, label := range run.Steps {
+				if label.Name != "label" {
+					continue
 				}
-			case docket.UnitCanceled:
-				require.Equal(t, docket.RunCanceled, run.State, "run %s: a canceled unit only in a canceled run", id)
-				require.Equal(t, docket.StepCanceled, label.State, "run %s", id)
-				require.Less(t, unit.JudgmentCount, need, "unit %s: no judgment after the cancel", unit.ID)
-				for _, j := range judgments {
-					require.False(t, j.SubmittedAt.After(unit.UpdatedAt), "unit %s: judgment %s came after the cancel", unit.ID, j.ID)
+				labels++
+				require.NotEqual(t, uuid.Nil, label.UnitID, "run %s: the label step was released", id)
+				unit, err := client.UnitGet(ctx, label.UnitID)
+				require.NoError(t, err)
+				judgments, err := client.JudgmentList(ctx, unit.ID)
+				require.NoError(t, err)
+				require.Len(t, judgments, unit.JudgmentCount, "unit %s counts what it holds", unit.ID)
+				switch unit.State {
+				case docket.UnitFinalized:
+					require.Equal(t, docket.StepSucceeded, label.State, "run %s: finalized unit → step SUCCEEDED", id)
+					require.JSONEq(t, string(unit.Result), string(label.Output))
+					require.Equal(t, need, unit.JudgmentCount, "unit %s", unit.ID)
+					if run.State == docket.RunCanceled {
+						finalizedThenCanceled++
+						require.False(t, unit.FinalizedAt.After(run.FinishedAt), "run %s: finalized before the cancel", id)
+					}
+				case docket.UnitCanceled:
+					require.Equal(t, docket.RunCanceled, run.State, "run %s: a canceled unit only in a canceled run", id)
+					require.Equal(t, docket.StepCanceled, label.State, "run %s", id)
+					require.Less(t, unit.JudgmentCount, need, "unit %s: no judgment after the cancel", unit.ID)
+					for _, j := range judgments {
+						require.False(t, j.SubmittedAt.After(unit.UpdatedAt), "unit %s: judgment %s came after the cancel", unit.ID, j.ID)
+					}
+				default:
+					t.Fatalf("run %s: unit %s ended %s", id, unit.ID, unit.State)
 				}
-			default:
-				t.Fatalf("run %s: unit %s ended %s", id, unit.ID, unit.State)
+			}
+			if params[i].Workflow == "crowdracefan" {
+				require.Equal(t, 4, labels, "run %s: a unit per item", id)
+			} else {
+				require.Equal(t, 1, labels, "run %s", id)
 			}
 		}
 		t.Logf("%d runs: %d succeeded, %d canceled (%d after their unit finalized); %d final judgments, %d refused on canceled units",
