@@ -46,7 +46,8 @@ type crowdRaceArgs struct{ docket.StepPayload }
 func (crowdRaceArgs) JobType() string { return "crowdrace.step" }
 
 // TestRunHumanStepRace: runs of fetch (job) → label (human) → ship (job),
-// with units needing 1, 2 or 3 judgments, while contributors take and
+// with units needing 1, 2 or 3 judgments (and a fanned-out label, four
+// units of one run in one pool, needing 1 each), while contributors take and
 // judge units and, racing each judgment, another goroutine cancels its
 // run or pauses and resumes it; a worker runs the jobs and the sweeper.
 // The rules afterwards:
