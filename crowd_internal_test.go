@@ -225,3 +225,47 @@ func TestAggregateUnit(t *testing.T) {
 	_, _, err = aggregateUnit(ct, judgments(`{"same": 1}`))
 	require.Error(t, err)
 }
+
+// TestAssignmentTakeStrategies: whichever strategy the client is
+// configured with, three contributors take every slot of five units × 3
+// exactly once, and then each is told no unit is left; an unknown
+// strategy is refused when the client opens.
+func TestAssignmentTakeStrategies(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		for _, strategy := range TakeStrategies {
+			t.Run(backend.Name+"/"+string(strategy), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				f := newCrowdFixture(t, backend)
+				f.c.cfg.TakeStrategy = strategy
+				inputs := make([]json.RawMessage, 5)
+				for i := range inputs {
+					inputs[i] = json.RawMessage(`{}`)
+				}
+				_, err := f.c.UnitsAdd(ctx, f.pool.ID, inputs)
+				require.NoError(t, err)
+				seen := map[uuid.UUID]int{}
+				for range 3 {
+					who := f.contributor(t)
+					mine := map[uuid.UUID]bool{}
+					for range 5 {
+						taken, err := f.c.AssignmentTake(ctx, f.pool.ID, who)
+						require.NoError(t, err)
+						require.False(t, mine[taken.Unit.ID], "unit %s twice to one contributor", taken.Unit.ID)
+						mine[taken.Unit.ID] = true
+						seen[taken.Unit.ID]++
+					}
+					_, err := f.c.AssignmentTake(ctx, f.pool.ID, who)
+					require.True(t, IsNoUnit(err), "a sixth take: %v", err)
+				}
+				require.Len(t, seen, 5)
+				for id, n := range seen {
+					require.Equal(t, 3, n, "unit %s", id)
+				}
+			})
+		}
+	}
+	_, err := NewClient(context.Background(), Config{DatabaseURL: testdb.SQLiteURL(t), TakeStrategy: "fastest"})
+	require.ErrorContains(t, err, "fastest")
+}

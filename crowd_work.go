@@ -25,6 +25,25 @@ import (
 // docs/store-plans.md).
 const TakeStrategyDefault = crowd.StrategyRandom
 
+// TakeStrategy is how AssignmentTake picks a unit (Config.TakeStrategy).
+type TakeStrategy = crowd.Strategy
+
+// The take strategies.
+const (
+	// TakeOrdered takes the oldest available unit: every taker of a hot
+	// pool contends for the same rows.
+	TakeOrdered = crowd.StrategyOrdered
+	// TakeRandom starts at a random point of the units' random keys.
+	TakeRandom = crowd.StrategyRandom
+	// TakeCandidates tries unit ids from a per-client cache refilled by
+	// one query (stale ones just miss); after a few missed windows it
+	// falls back to a random take, which is the final word on "no unit".
+	TakeCandidates = crowd.StrategyCandidates
+)
+
+// TakeStrategies lists every take strategy.
+var TakeStrategies = crowd.Strategies
+
 // EligiblePool is a pool a contributor may work on, as GET /v1/me/pools
 // lists it.
 type EligiblePool struct {
@@ -151,11 +170,17 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 	if err != nil {
 		return nil, err
 	}
-	taken, err := c.store.AssignmentTake(ctx, &store.AssignmentTakeParams{
+	tp := &store.AssignmentTakeParams{
 		ID: id, PoolID: poolID, ContributorID: contributorID,
 		Duration: time.Duration(pool.AssignmentSeconds) * time.Second,
-		Strategy: TakeStrategyDefault, Now: c.cfg.Now(),
-	})
+		Strategy: c.cfg.TakeStrategy, Now: c.cfg.Now(),
+	}
+	var taken *crowd.Taken
+	if tp.Strategy == crowd.StrategyCandidates {
+		taken, err = c.takeCandidate(ctx, tp)
+	} else {
+		taken, err = c.store.AssignmentTake(ctx, tp)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +210,84 @@ func (c *Client) poolSettings(ctx context.Context, id uuid.UUID) (*Pool, error) 
 	c.pools.m[id] = p
 	c.pools.mu.Unlock()
 	return p, nil
+}
+
+// Candidate cache of TakeCandidates: a node keeps, per pool, a list of
+// available unit ids read by one query (UnitListAvailable from a random
+// point) and hands each take the next window of it, so that concurrent
+// takers of a hot pool try different rows. The database stays the
+// arbiter: a stale candidate (full, or already this contributor's) just
+// misses and the take moves on.
+const (
+	candidateRefill  = 512 // unit ids one refill reads
+	candidateWindow  = 8   // unit ids one take tries
+	candidateWindows = 3   // windows a take tries before a random take
+)
+
+// candidateCache holds the candidate lists by pool.
+type candidateCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]*poolCandidates
+}
+
+// poolCandidates is one pool's list; mu is held across a refill, so a
+// node refills a pool with one query at a time.
+type poolCandidates struct {
+	mu   sync.Mutex
+	ids  []uuid.UUID
+	next int
+}
+
+// window hands out the next candidates of the pool, refilling the list
+// when it is used up; none when the pool has no available unit.
+func (c *Client) window(ctx context.Context, poolID uuid.UUID) ([]uuid.UUID, error) {
+	c.cands.mu.Lock()
+	if c.cands.m == nil || len(c.cands.m) > 10000 {
+		c.cands.m = map[uuid.UUID]*poolCandidates{}
+	}
+	pc := c.cands.m[poolID]
+	if pc == nil {
+		pc = &poolCandidates{}
+		c.cands.m[poolID] = pc
+	}
+	c.cands.mu.Unlock()
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.next >= len(pc.ids) {
+		ids, err := c.store.UnitListAvailable(ctx, &store.UnitListAvailableParams{PoolID: poolID, Limit: candidateRefill})
+		if err != nil {
+			return nil, err
+		}
+		pc.ids, pc.next = ids, 0
+	}
+	end := min(pc.next+candidateWindow, len(pc.ids))
+	w := pc.ids[pc.next:end:end]
+	pc.next = end
+	return w, nil
+}
+
+// takeCandidate takes through the candidate cache: up to
+// candidateWindows windows, then a random take, which alone decides that
+// no unit is left.
+func (c *Client) takeCandidate(ctx context.Context, p *store.AssignmentTakeParams) (*crowd.Taken, error) {
+	for range candidateWindows {
+		w, err := c.window(ctx, p.PoolID)
+		if err != nil {
+			return nil, err
+		}
+		if len(w) == 0 {
+			break
+		}
+		cp := *p
+		cp.Candidates = w
+		taken, err := c.store.AssignmentTake(ctx, &cp)
+		if !errors.Is(err, crowd.ErrNoUnit) {
+			return taken, err
+		}
+	}
+	rp := *p
+	rp.Strategy = crowd.StrategyRandom
+	return c.store.AssignmentTake(ctx, &rp)
 }
 
 // poolCache holds pools by id for poolSettings.

@@ -61,6 +61,11 @@ type Config struct {
 	// commit and must be quick (count, don't do I/O). Ends refused as fenced
 	// are not reported. Default none. docket serve uses it for /metrics.
 	OnJobFinished func(JobFinishedEvent)
+	// TakeStrategy is how AssignmentTake picks a unit of a pool: ordered,
+	// random or candidates (a per-client cache of available unit ids,
+	// refilled by one query; the database stays the arbiter). Default
+	// TakeStrategyDefault. docket serve sets it from --take-strategy.
+	TakeStrategy TakeStrategy
 }
 
 // Client inserts, reads and manages jobs. It is safe for concurrent use.
@@ -71,6 +76,7 @@ type Client struct {
 	flowState
 	tasks compiledTasks // compiled task versions (crowd.go)
 	pools poolCache     // what never changes of a pool (crowd_work.go)
+	cands candidateCache // available unit ids per pool (StrategyCandidates)
 	// completeHumanStep, when set, runs in the transaction that finalizes
 	// a unit of a run (crowd_work.go): the workflow runtime sets it to
 	// complete the human step with the unit's output.
@@ -87,6 +93,12 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.TakeStrategy == "" {
+		cfg.TakeStrategy = TakeStrategyDefault
+	}
+	if !cfg.TakeStrategy.Valid() {
+		return nil, fmt.Errorf("docket: take strategy %q: want one of %v", cfg.TakeStrategy, TakeStrategies)
 	}
 	if cfg.RetryBackoffBase <= 0 {
 		cfg.RetryBackoffBase = engine.RetryBackoffBaseDefault
