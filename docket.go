@@ -74,8 +74,8 @@ type Client struct {
 	store      store.Store
 	leaseTurns leaseTurns
 	flowState
-	tasks compiledTasks // compiled task versions (crowd.go)
-	pools poolCache     // what never changes of a pool (crowd_work.go)
+	tasks compiledTasks  // compiled task versions (crowd.go)
+	pools poolCache      // what never changes of a pool (crowd_work.go)
 	cands candidateCache // available unit ids per pool (StrategyCandidates)
 	// completeHumanStep, when set, runs in the transaction that finalizes
 	// a unit of a run (crowd_work.go): the workflow runtime sets it to
