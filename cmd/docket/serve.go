@@ -54,6 +54,7 @@ type serveConfig struct {
 	NATSURL           string        // --nats-url, DOCKET_NATS_URL; default "" (embedded bus)
 	NATSDir           string        // --nats-dir, DOCKET_NATS_DIR; default "" (next to the SQLite file)
 	EventRetention    time.Duration // --event-retention, DOCKET_EVENT_RETENTION; default 24h
+	TakeStrategy      string        // --take-strategy, DOCKET_TAKE_STRATEGY; default random
 
 	// Webhooks (docs/events.md).
 	WebhookPollInterval    time.Duration // --webhook-poll-interval, DOCKET_WEBHOOK_POLL_INTERVAL; default 1s
@@ -101,6 +102,7 @@ var serveSettings = []setting{
 	{"priority-aging", "DOCKET_PRIORITY_AGING", "5m", "waiting time one priority step is worth (0 turns aging off)", func(c *serveConfig) any { return &c.PriorityAging }},
 	{"max-body-bytes", "DOCKET_MAX_BODY_BYTES", strconv.Itoa(api.MaxBodyBytesDefault), "largest request body accepted; larger is 413", func(c *serveConfig) any { return &c.MaxBodyBytes }},
 	{"rate-limit", "DOCKET_RATE_LIMIT", "off", "requests per API key, N/s or N/m (e.g. 200/s); over it is 429 with Retry-After", func(c *serveConfig) any { return &c.RateLimit }},
+	{"take-strategy", "DOCKET_TAKE_STRATEGY", string(docket.TakeStrategyDefault), "how POST /v1/assignments picks a unit of a pool: ordered, random or candidates (docs/human-work.md)", func(c *serveConfig) any { return &c.TakeStrategy }},
 	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
 	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
 	{"log-level", "DOCKET_LOG_LEVEL", "info", "debug, info, warn or error", func(c *serveConfig) any { return &c.LogLevel }},
@@ -271,6 +273,7 @@ func (c *serveConfig) Validate() error {
 	_, _, err := net.SplitHostPort(c.Listen)
 	check("DOCKET_LISTEN", err == nil, "%q must be host:port, e.g. 127.0.0.1:8080 or :8080", c.Listen)
 	check("DOCKET_DATABASE_URL", c.DatabaseURL != "", "must not be empty")
+	check("DOCKET_TAKE_STRATEGY", docket.TakeStrategy(c.TakeStrategy).Valid(), "%q must be ordered, random or candidates", c.TakeStrategy)
 	check("DOCKET_ADMIN_KEY", c.AdminKey == "" || len(c.AdminKey) >= 16, "must be at least 16 characters (it has %d)", len(c.AdminKey))
 	check("DOCKET_LEASE_SECONDS", c.LeaseSeconds >= 1 && c.LeaseSeconds <= 86400, "%d must be between 1 and 86400", c.LeaseSeconds)
 	for _, d := range []struct {
@@ -316,7 +319,7 @@ func (c *serveConfig) clientConfig(logger *slog.Logger, onFinished func(docket.J
 	return docket.Config{
 		DatabaseURL: c.DatabaseURL, AutoMigrate: true, PriorityAging: c.PriorityAging,
 		RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
-		Logger: logger, OnJobFinished: onFinished,
+		Logger: logger, OnJobFinished: onFinished, TakeStrategy: docket.TakeStrategy(c.TakeStrategy),
 	}
 }
 

@@ -76,6 +76,7 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_RATE_LIMIT": "fast"}, want: `invalid DOCKET_RATE_LIMIT "fast"`},
 		{env: map[string]string{"DOCKET_RATE_LIMIT": "5/h"}, want: `invalid DOCKET_RATE_LIMIT "5/h"`},
 		{env: map[string]string{"DOCKET_RATE_LIMIT": "-1/s"}, want: `invalid DOCKET_RATE_LIMIT "-1/s"`},
+		{env: map[string]string{"DOCKET_TAKE_STRATEGY": "fastest"}, want: `invalid DOCKET_TAKE_STRATEGY: "fastest" must be ordered, random or candidates`},
 		{env: map[string]string{"DOCKET_LEASE_SECONDS": "ten"}, want: `invalid DOCKET_LEASE_SECONDS "ten": must be an integer`},
 		{env: map[string]string{"DOCKET_LEASE_SECONDS": "0"}, want: "invalid DOCKET_LEASE_SECONDS: 0 must be between 1"},
 		{env: map[string]string{"DOCKET_RESCUE_INTERVAL": "15"}, want: `invalid DOCKET_RESCUE_INTERVAL "15": must be a Go duration`},
