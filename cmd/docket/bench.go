@@ -54,6 +54,19 @@ func benchCommand() *cobra.Command {
                                 and the step-to-step latency (from a parent
                                 job's completion, its finished_at, to the
                                 child's handler start) p50/p99
+  --mode crowd --units N --contributors C --strategy S
+                                one hot pool of N units × 3 judgments (set
+                                up on the database), C contributors with a
+                                key each; serves it in this process (docket
+                                serve with --take-strategy S; or --server URL
+                                of a running one), and C concurrent simulated
+                                contributors work it over HTTP (take, submit)
+                                until nothing is left. Reports judgments/s and
+                                assign and submit latency p50/p99, then checks
+                                the tables: no slot assigned twice, no
+                                contributor twice on a unit, every unit
+                                FINALIZED with exactly 3 judgments, counters
+                                exact; a violation fails the command
   --mode workflow-latency --rate R --duration D
                                 start R runs/s of each shape one by one (open
                                 loop; default 100 runs/s) and report the same
@@ -73,7 +86,12 @@ percentiles), or as JSON with -o json.`,
 	}
 	url := databaseURLFlag(cmd, "sqlite:docket-bench.db")
 	f := cmd.Flags()
-	f.StringVar(&cfg.Mode, "mode", bench.ModeBurn, "burn, continuous, latency, workflow or workflow-latency")
+	f.StringVar(&cfg.Mode, "mode", bench.ModeBurn, "burn, continuous, latency, workflow, workflow-latency or crowd")
+	var crowd crowdBenchConfig
+	f.IntVar(&crowd.Units, "units", crowdBenchUnitsDefault, "crowd: units of the pool (each judged 3 times)")
+	f.IntVar(&crowd.Contributors, "contributors", crowdBenchContributorsDefault, "crowd: concurrent simulated contributors")
+	f.StringVar(&crowd.Strategy, "strategy", string(docket.TakeStrategyDefault), "crowd: take strategy of the server started here: ordered, random or candidates")
+	f.StringVar(&crowd.Server, "server", "", "crowd: URL of a running docket serve on the same database, instead of starting one (its --take-strategy applies)")
 	var (
 		runs     int
 		runBatch int
@@ -134,6 +152,11 @@ percentiles), or as JSON with -o json.`,
 				return fmt.Errorf("start cpu profile: %w", err)
 			}
 			defer pprof.StopCPUProfile()
+		}
+		if cfg.Mode == "crowd" {
+			crowd.DatabaseURL, crowd.JSON, crowd.Out, crowd.Log = *url, cfg.JSON, cfg.Out, cfg.Log
+			_, err = runCrowdBench(ctx, client, crowd)
+			return err
 		}
 		if cfg.Mode == bench.ModeWorkflow || cfg.Mode == bench.ModeWorkflowLatency {
 			fc := bench.FlowConfig{

@@ -1,0 +1,107 @@
+// Package crowdcheck checks the invariants of human work on one pool
+// straight on the tables, after a benchmark or a race test: no slot
+// assigned twice, no contributor twice on a unit, every unit FINALIZED
+// with exactly its target of judgments, every judgment tied to its
+// submitted assignment, and the pool's counters equal to what the tables
+// hold. Each check is one SQL query counting violations; the queries run
+// unchanged on PostgreSQL and SQLite.
+package crowdcheck
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+)
+
+// Check is one invariant: Query counts the rows that violate it.
+type Check struct {
+	Name  string
+	Query string
+}
+
+// Result is a check with its count of violations (0: it holds).
+type Result struct {
+	Name       string `json:"name"`
+	Violations int    `json:"violations"`
+}
+
+// Checks are the invariants of a pool whose every unit should have been
+// judged perUnit times and finalized, with no assignment left ACTIVE.
+func Checks(poolID uuid.UUID, perUnit int) []Check {
+	pool := "'" + poolID.String() + "'" // a uuid: safe to inline
+	return []Check{
+		{"slots assigned twice (more ACTIVE and SUBMITTED assignments than judgments_per_unit)", `SELECT count(*) FROM docket_units u
+			WHERE u.pool_id = ` + pool + ` AND (SELECT count(*) FROM docket_assignments a
+				WHERE a.unit_id = u.id AND a.state IN ('ACTIVE', 'SUBMITTED')) > u.judgments_per_unit`},
+		{"same contributor twice on one unit (assignments)", `SELECT count(*) FROM (SELECT unit_id, contributor_id
+			FROM docket_assignments WHERE pool_id = ` + pool + ` GROUP BY unit_id, contributor_id HAVING count(*) > 1) x`},
+		{"same contributor twice on one unit (judgments)", `SELECT count(*) FROM (SELECT unit_id, contributor_id
+			FROM docket_judgments WHERE pool_id = ` + pool + ` GROUP BY unit_id, contributor_id HAVING count(*) > 1) x`},
+		{fmt.Sprintf("units without exactly %d judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
+			WHERE u.pool_id = %s AND NOT u.golden AND (u.judgment_count <> %d
+				OR (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id) <> %d)`, pool, perUnit, perUnit)},
+		{"units not FINALIZED", `SELECT count(*) FROM docket_units WHERE pool_id = ` + pool + ` AND NOT golden AND state <> 'FINALIZED'`},
+		{"units whose slots_taken is not their ACTIVE and SUBMITTED assignments", `SELECT count(*) FROM docket_units u
+			WHERE u.pool_id = ` + pool + ` AND u.slots_taken <> (SELECT count(*) FROM docket_assignments a
+				WHERE a.unit_id = u.id AND a.state IN ('ACTIVE', 'SUBMITTED'))`},
+		{"judgments not tied to one SUBMITTED assignment of their unit and contributor", `SELECT count(*) FROM docket_judgments j
+			WHERE j.pool_id = ` + pool + ` AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.id = j.assignment_id
+				AND a.state = 'SUBMITTED' AND a.unit_id = j.unit_id AND a.contributor_id = j.contributor_id)`},
+		{"SUBMITTED assignments without a judgment", `SELECT count(*) FROM docket_assignments a
+			WHERE a.pool_id = ` + pool + ` AND a.state = 'SUBMITTED'
+				AND NOT EXISTS (SELECT 1 FROM docket_judgments j WHERE j.assignment_id = a.id)`},
+		{"ACTIVE assignments left", `SELECT count(*) FROM docket_assignments WHERE pool_id = ` + pool + ` AND state = 'ACTIVE'`},
+		{"pool counters that differ from the tables (judgments, active assignments, judgable and finalized units)", `SELECT
+			CASE WHEN (SELECT coalesce(sum(judgments), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)
+				= (SELECT count(*) FROM docket_judgments WHERE pool_id = ` + pool + `) THEN 0 ELSE 1 END
+			+ CASE WHEN (SELECT coalesce(sum(active_assignments), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)
+				= (SELECT count(*) FROM docket_assignments WHERE pool_id = ` + pool + ` AND state = 'ACTIVE') THEN 0 ELSE 1 END
+			+ CASE WHEN (SELECT coalesce(sum(units_judgable), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)
+				= (SELECT count(*) FROM docket_units WHERE pool_id = ` + pool + ` AND state = 'JUDGABLE' AND NOT golden) THEN 0 ELSE 1 END
+			+ CASE WHEN (SELECT coalesce(sum(units_finalized), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)
+				= (SELECT count(*) FROM docket_units WHERE pool_id = ` + pool + ` AND state = 'FINALIZED' AND NOT golden) THEN 0 ELSE 1 END`},
+	}
+}
+
+// Open opens the database of a docket database URL (postgres://… or
+// sqlite:PATH) for the checks.
+func Open(databaseURL string) (*sql.DB, error) {
+	switch {
+	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
+		return sql.Open("pgx", databaseURL)
+	case strings.HasPrefix(databaseURL, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "//")
+		return sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	}
+	return nil, errors.New("crowdcheck: database url must be postgres://, postgresql:// or sqlite:PATH")
+}
+
+// Run runs every check on db.
+func Run(ctx context.Context, db *sql.DB, poolID uuid.UUID, perUnit int) ([]Result, error) {
+	var out []Result
+	for _, c := range Checks(poolID, perUnit) {
+		var n int
+		if err := db.QueryRowContext(ctx, c.Query).Scan(&n); err != nil {
+			return nil, fmt.Errorf("check %q: %w", c.Name, err)
+		}
+		out = append(out, Result{Name: c.Name, Violations: n})
+	}
+	return out, nil
+}
+
+// Failed lists the checks that found violations.
+func Failed(results []Result) []Result {
+	var bad []Result
+	for _, r := range results {
+		if r.Violations != 0 {
+			bad = append(bad, r)
+		}
+	}
+	return bad
+}
