@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/crowdcheck"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
@@ -105,6 +106,60 @@ func TestBenchWorkflow(t *testing.T) {
 			counts, err := c.CountByState(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, 4*(25+35), counts[docket.JobStateSuccess])
+		})
+	}
+}
+
+// docket bench --mode crowd works a small pool to the end with each take
+// strategy on both backends: every slot judged once, every check 0. Then
+// one judgment is deleted behind its back, and the checks see it. No
+// timing is asserted.
+func TestBenchCrowd(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			u := backend.URL(t)
+			var last crowdBenchResult
+			for _, strategy := range docket.TakeStrategies {
+				out, err := runDocket(t, "bench", "--database-url", u, "--mode", "crowd", "--units", "60", "--contributors", "8",
+					"--strategy", string(strategy), "-o", "json")
+				require.NoError(t, err, out)
+				at := strings.Index(out, "\n{\n")
+				require.NotEqual(t, -1, at, out)
+				var res crowdBenchResult
+				require.NoError(t, json.NewDecoder(strings.NewReader(out[at:])).Decode(&res), out)
+				require.Equal(t, string(strategy), res.Strategy)
+				require.Equal(t, 180, res.Judgments)
+				require.Equal(t, 180, res.Assign.Count)
+				require.Equal(t, 180, res.Submit.Count)
+				require.Len(t, res.Checks, 10)
+				for _, c := range res.Checks {
+					require.Zero(t, c.Violations, c.Name)
+				}
+				last = res
+			}
+
+			db, err := crowdcheck.Open(u)
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = db.ExecContext(t.Context(), `DELETE FROM docket_judgments WHERE id = (SELECT id FROM docket_judgments
+				WHERE pool_id = '`+last.PoolID.String()+`' LIMIT 1)`)
+			require.NoError(t, err)
+			checks, err := crowdcheck.Run(t.Context(), db, last.PoolID, 3)
+			require.NoError(t, err)
+			bad := map[string]int{}
+			for _, c := range crowdcheck.Failed(checks) {
+				bad[c.Name] = c.Violations
+			}
+			require.Equal(t, map[string]int{
+				"units without exactly 3 judgments":        1,
+				"SUBMITTED assignments without a judgment": 1,
+				"pool counters that differ from the tables (judgments, active assignments, judgable and finalized units)": 1,
+			}, bad)
+
+			_, err = runDocket(t, "bench", "--database-url", u, "--mode", "crowd", "--units", "5", "--contributors", "3", "--strategy", "fastest")
+			require.ErrorContains(t, err, `--strategy "fastest"`)
 		})
 	}
 }
