@@ -26,32 +26,38 @@ import (
 // TestCrowdRacePostgres: 200 goroutine contributors over HTTP against two
 // `docket serve` processes on one PostgreSQL, one pool of 2,000 units × 3
 // judgments, each contributor sending every request to the other process
-// than the one before. Afterwards, on the tables: no slot assigned twice,
+// than the one before; one process takes at random (the default), the
+// other through its candidate cache. Afterwards, on the tables: no slot assigned twice,
 // no contributor twice on a unit, no lost slot (every unit FINALIZED with
 // exactly 3 judgments), every judgment tied to its submitted assignment,
 // the pool's counters exact (internal/crowdcheck).
 func TestCrowdRacePostgres(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.PostgresURL(t), 2, 2000, 200)
+	crowdRace(t, testdb.PostgresURL(t), []string{"random", "candidates"}, 2000, 200)
 }
 
 // TestCrowdRaceSQLite is the smaller one on SQLite, also with two serve
 // processes on one file: SQLite's file lock serializes their writes (each
 // waits up to its busy timeout), and the outbox relay and maintenance are
 // leaderships in the database, so two processes may share a file; each
-// gets its own embedded NATS directory.
+// gets its own embedded NATS directory. One process takes in order, the
+// other through its candidate cache.
 func TestCrowdRaceSQLite(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.SQLiteURL(t), 2, 300, 30)
+	crowdRace(t, testdb.SQLiteURL(t), []string{"ordered", "candidates"}, 300, 30)
 }
 
-func crowdRace(t *testing.T, databaseURL string, processes, units, contributors int) {
+// crowdRace runs one serve process per take strategy of strategies on
+// databaseURL and races the contributors through them.
+func crowdRace(t *testing.T, databaseURL string, strategies []string, units, contributors int) {
+	processes := len(strategies)
 	ctx := context.Background()
 	admin := servertest.NewAdminKey()
 	servers := make([]*servertest.Server, processes)
 	for i := range servers {
 		env := servertest.FastEnv()
 		env["DOCKET_ADMIN_KEY"] = admin
+		env["DOCKET_TAKE_STRATEGY"] = strategies[i]
 		env["DOCKET_NATS_DIR"] = filepath.Join(t.TempDir(), "nats") // one embedded bus each
 		servers[i] = servertest.Start(t, servertest.Options{DatabaseURL: databaseURL, Env: env})
 	}
