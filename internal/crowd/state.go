@@ -7,6 +7,7 @@ package crowd
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // PoolStatus is the status of a pool, the units of one human step.
@@ -198,3 +199,9 @@ func (e *InvalidTransitionError) Error() string {
 	}
 	return msg
 }
+
+// AssignmentMaxHold is the longest an assignment is held, from its start,
+// extensions included (the longest assignmentSeconds of a task): past it
+// an extension stops at the cap, so no one keeps a slot forever and the
+// unit (and the run waiting on it) moves on.
+const AssignmentMaxHold = 24 * time.Hour

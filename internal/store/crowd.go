@@ -581,7 +581,7 @@ func (p *AssignmentHeartbeatParams) Validate() error {
 }
 
 // AssignmentExtendParams moves an assignment's expiry to at least
-// Now + Duration.
+// Now + Duration, but never past its start + crowd.AssignmentMaxHold.
 type AssignmentExtendParams struct {
 	ID            uuid.UUID
 	ContributorID uuid.UUID

@@ -229,9 +229,9 @@ func (s *Store) AssignmentExtend(ctx context.Context, p *store.AssignmentExtendP
 	}
 	now := dbTime(p.Now)
 	a, err := scanAssignment(s.pool.QueryRow(ctx, `UPDATE docket_assignments
-		SET expires_at = greatest(expires_at, $4), heartbeat_at = $3
+		SET expires_at = least(greatest(expires_at, $4), started_at + $5 * interval '1 microsecond'), heartbeat_at = $3
 		WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE' AND expires_at >= $3
-		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now, dbTime(p.Now.Add(p.Duration))))
+		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now, dbTime(p.Now.Add(p.Duration)), crowd.AssignmentMaxHold.Microseconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, true)
 	}

@@ -222,9 +222,9 @@ func (s *Store) AssignmentExtend(ctx context.Context, p *store.AssignmentExtendP
 		return nil, err
 	}
 	return s.fenced(ctx, "extend assignment", p.ID, p.ContributorID, p.Now, true,
-		`UPDATE docket_assignments SET expires_at = max(expires_at, ?4), heartbeat_at = ?3
+		`UPDATE docket_assignments SET expires_at = min(max(expires_at, ?4), started_at + ?5), heartbeat_at = ?3
 		WHERE id = ?1 AND contributor_id = ?2 AND state = 'ACTIVE' AND expires_at >= ?3
-		RETURNING `+assignmentColumns, []any{p.ID.String(), p.ContributorID.String(), micros(p.Now), micros(p.Now.Add(p.Duration))}, nil)
+		RETURNING `+assignmentColumns, []any{p.ID.String(), p.ContributorID.String(), micros(p.Now), micros(p.Now.Add(p.Duration)), crowd.AssignmentMaxHold.Microseconds()}, nil)
 }
 
 // AssignmentRelease implements store.Store.

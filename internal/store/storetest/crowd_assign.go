@@ -331,6 +331,21 @@ func testAssignments(t *testing.T, open opener) {
 		require.Equal(t, 2, b.counts(t, p.ID).ActiveAssignments, "refusals take nothing")
 	})
 
+	t.Run("ExtendCapped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		b.units(t, p.ID, 1, crowd.UnitJudgable)
+		c := b.contributor(t)
+		a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+		capped, err := b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: c.ID, Duration: 48 * time.Hour, Now: sinceBase(time.Minute)})
+		require.NoError(t, err)
+		requireTime(t, a.StartedAt.Add(crowd.AssignmentMaxHold), capped.ExpiresAt, "no one holds a slot past the cap")
+		again, err := b.s.AssignmentExtend(b.ctx, &store.AssignmentExtendParams{ID: a.ID, ContributorID: c.ID, Duration: time.Hour, Now: sinceBase(23*time.Hour + 30*time.Minute)})
+		require.NoError(t, err)
+		requireTime(t, capped.ExpiresAt, again.ExpiresAt, "an extension near the cap stops at it")
+	})
+
 	t.Run("HeartbeatExtendReleaseFencing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
