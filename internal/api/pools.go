@@ -471,14 +471,20 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 				if u.RunID != uuid.Nil {
 					run = u.RunID.String()
 				}
-				_ = cw.Write([]string{u.ID.String(), run, string(u.State), string(u.Result), conf,
-					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano)})
+				if err := cw.Write([]string{u.ID.String(), run, string(u.State), string(u.Result), conf,
+					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+					return // the client is gone: read no more pages
+				}
 				continue
 			}
-			_ = enc.Encode(exportLine{unitResultView: unitResultOf(u), RunID: idOrNull(u.RunID), Input: u.Input})
+			if err := enc.Encode(exportLine{unitResultView: unitResultOf(u), RunID: idOrNull(u.RunID), Input: u.Input}); err != nil {
+				return // the client is gone: read no more pages
+			}
 		}
 		if cw != nil {
-			cw.Flush()
+			if cw.Flush(); cw.Error() != nil {
+				return
+			}
 		}
 		if flusher != nil {
 			flusher.Flush()
