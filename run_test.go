@@ -252,6 +252,12 @@ func TestRunRace(t *testing.T) {
 		for i, client := range clients {
 			cfg := fastConfig()
 			cfg.NodeID = fmt.Sprintf("race-%d", i)
+			// A lease long enough that no completion outlives it: SQLite's
+			// one writer stalled completions past 5 s under -race on a
+			// loaded machine, and a rescued job runs twice (jobs are at
+			// least once); this test is about each step being released
+			// once, so it keeps "one attempt per step job" strict.
+			cfg.LeaseDuration = time.Minute
 			cfg.Queues = map[string]int{"wf.step": 8}
 			cfg.WorkflowSweepInterval = 200 * time.Millisecond
 			w := docket.NewWorker(client, cfg)
@@ -277,7 +283,6 @@ func TestRunRace(t *testing.T) {
 			return len(runs) == n
 		})
 		jobs := map[uuid.UUID]bool{}
-		attempts := map[uuid.UUID]int{}
 		for _, r := range res {
 			run, err := clients[0].RunGet(ctx, r.Run.ID)
 			require.NoError(t, err)
@@ -288,28 +293,16 @@ func TestRunRace(t *testing.T) {
 				require.Equal(t, docket.StepSucceeded, s.State)
 				require.False(t, jobs[s.JobID], "one job per step")
 				jobs[s.JobID] = true
-				// One success. A job whose lease expired before its
-				// completion was written (SQLite's one writer stalls under
-				// -race on a loaded machine) is rescued and runs again —
-				// jobs are at least once; its earlier attempts say so.
 				atts, err := clients[0].Attempts(ctx, s.JobID)
 				require.NoError(t, err)
-				require.NotEmpty(t, atts)
-				for i, a := range atts {
-					if i == len(atts)-1 {
-						require.Equal(t, docket.OutcomeSuccess, a.Outcome, "step %s of run %s: the last attempt succeeded", s.Name, run.ID)
-					} else {
-						require.Equal(t, docket.OutcomeExpired, a.Outcome, "step %s of run %s: an earlier attempt can only be a rescued one", s.Name, run.ID)
-					}
-				}
-				attempts[s.JobID] = len(atts)
+				require.Len(t, atts, 1, "step %s of run %s ran once", s.Name, run.ID)
 			}
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		require.Len(t, h.runs, 4*n, "no other job ran")
 		for id, times := range h.runs {
-			require.Equal(t, attempts[id], times, "job %s ran once per attempt", id)
+			require.Equal(t, 1, times, "job %s", id)
 		}
 		require.Zero(t, h.bad.Load())
 	})
