@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -47,7 +48,7 @@ The answers go to stdout (or --out) as item,label,confidence CSV, or JSON
 lines with -o jsonl. With --truth (columns item,label) the accuracy on the
 items that have a truth and at least one judgment goes to stderr, with the
 count of truth items that had no judgment; --method all prints one row per
-method instead of answers.
+method instead of answers (and that count after the table).
 
 Categorical methods: majority, weighted (needs --trust, columns
 worker,trust), wawa, zencrowd, ds, glad, ebcc, auto (the default, ds; see
@@ -130,6 +131,7 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	if fl.method == "all" {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "METHOD\tACCURACY\tCORRECT\tSCORED\tITERATIONS\tTIME")
+		unjudged := 0
 		for _, m := range methods {
 			start := time.Now()
 			res, err := aggregate.Categorical(m, judgments, opts)
@@ -138,13 +140,20 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 			}
 			took := time.Since(start)
 			acc, correct, scored := "-", "-", "-"
+			s := scoreCategorical(res, truth)
 			if truth != nil {
-				s := scoreCategorical(res, truth)
 				acc, correct, scored = fmt.Sprintf("%.2f%%", s.accuracy()), strconv.Itoa(s.correct), strconv.Itoa(s.scored)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m, acc, correct, scored, res.Iterations, took.Round(time.Microsecond))
+			unjudged = s.unjudged
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if truth != nil {
+			fmt.Fprintf(stderr, "%d truth items had no judgment\n", unjudged)
+		}
+		return nil
 	}
 
 	res, err := aggregate.Categorical(methods[0], judgments, opts)
@@ -223,7 +232,11 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	case string(aggregate.MethodAuto):
 		methods = []aggregate.NumericMethod{aggregate.NumericWeighted}
 	default:
-		methods = []aggregate.NumericMethod{aggregate.NumericMethod(fl.method)}
+		m := aggregate.NumericMethod(fl.method)
+		if !slices.Contains(aggregate.NumericMethods(), m) {
+			return fmt.Errorf("--method %q: with --numeric, want mean, median, weighted, auto or all", fl.method)
+		}
+		methods = []aggregate.NumericMethod{m}
 	}
 	if fl.gold != "" || fl.trust != "" {
 		return errors.New("--gold and --trust are for categorical labels, not with --numeric")
@@ -249,8 +262,8 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 		truth = make(map[string]float64, len(pairs))
 		for item, s := range pairs {
 			v, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return fmt.Errorf("%s: truth of item %q is %q, not a number", fl.truth, item, s)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%s: truth of item %q is %q, not a finite number", fl.truth, item, s)
 			}
 			truth[item] = v
 		}
@@ -272,6 +285,7 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	if fl.method == "all" {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "METHOD\tMAE\tRMSE\tSCORED\tITERATIONS\tTIME")
+		unjudged := 0
 		for _, m := range methods {
 			start := time.Now()
 			res, err := aggregate.Numeric(m, judgments, aggregate.Options{})
@@ -281,8 +295,15 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 			took := time.Since(start)
 			mae, rmse, n := score(res)
 			fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%d\t%d\t%s\n", m, mae, rmse, n, res.Iterations, took.Round(time.Microsecond))
+			unjudged = len(truth) - n
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if truth != nil {
+			fmt.Fprintf(stderr, "%d truth items had no judgment\n", unjudged)
+		}
+		return nil
 	}
 	res, err := aggregate.Numeric(methods[0], judgments, aggregate.Options{})
 	if err != nil {

@@ -39,10 +39,22 @@ func TestAggregateCommand(t *testing.T) {
 	for _, m := range []string{"majority", "weighted", "wawa", "zencrowd", "ds", "glad", "ebcc"} {
 		require.Contains(t, out, "\n"+m+" ")
 	}
+	require.Regexp(t, `\nmajority +50\.00% +1 +2 +0 `, out)
+	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment\n"), out)
+
+	// Without --truth there is no score and no count.
+	out, err = runDocket(t, "aggregate", "--method", "all", judgments)
+	require.NoError(t, err)
+	require.Regexp(t, `\nmajority +- +- +- +0 `, out)
+	require.NotContains(t, out, "had no judgment")
 
 	outFile := filepath.Join(dir, "out.csv")
-	_, err = runDocket(t, "aggregate", "--out", outFile, "--progress", "always", judgments)
+	out, err = runDocket(t, "aggregate", "--out", outFile, "--progress", "always", judgments)
 	require.NoError(t, err)
+	// The bar (on stderr) ends full, and the answers went to the file only.
+	require.Contains(t, out, "\r", "no progress bar")
+	require.Equal(t, "\rreading "+judgments+" ["+strings.Repeat("=", 30)+"] 100%\n", out[strings.LastIndex(out, "\r"):])
+	require.NotContains(t, out, "item,label,confidence")
 	body, err := os.ReadFile(outFile)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(body), "item,label,confidence\n"))
@@ -52,6 +64,10 @@ func TestAggregateCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "x,2,1\n")
 	require.Contains(t, out, "method mean: MAE 0.25, RMSE 0.3536 (2 items with truth and a judgment); 0 truth items had no judgment")
+	out, err = runDocket(t, "aggregate", "--numeric", "--method", "all", "--truth", writeFile(t, dir, "nt2.csv", "item,label\nx,2.5\nz,1\n"), numeric)
+	require.NoError(t, err)
+	require.Regexp(t, `\nmean +0\.5 +0\.5 +1 `, out)
+	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment\n"), out)
 
 	for _, tc := range []struct {
 		args []string
@@ -63,6 +79,8 @@ func TestAggregateCommand(t *testing.T) {
 		{[]string{"--numeric", writeFile(t, dir, "nan.csv", "item,worker,label\ni,w,1\ni,w2,lots\n")}, `nan.csv: line 3: label "lots" is not a finite number`},
 		{[]string{"--trust", writeFile(t, dir, "tr.csv", "worker,trust\nw1,-2\n"), judgments}, `trust of worker "w1" is "-2"`},
 		{[]string{"-o", "xml", judgments}, `--output "xml": want csv or jsonl`},
+		{[]string{"--numeric", "--method", "mode", numeric}, `--method "mode": with --numeric, want mean, median, weighted, auto or all`},
+		{[]string{"--numeric", "--truth", writeFile(t, dir, "ntnan.csv", "item,label\nx,NaN\n"), numeric}, `truth of item "x" is "NaN", not a finite number`},
 		{[]string{filepath.Join(dir, "missing.csv")}, "no such file"},
 	} {
 		_, err := runDocket(t, append([]string{"aggregate"}, tc.args...)...)

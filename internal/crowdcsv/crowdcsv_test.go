@@ -3,6 +3,8 @@ package crowdcsv
 import (
 	"errors"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,11 +45,24 @@ func TestReader(t *testing.T) {
 	} {
 		_, err := readAll(t, tc.in, "item", "worker", "label")
 		require.ErrorContains(t, err, tc.want, tc.in)
+		requireLine(t, err, tc.in)
 	}
 }
 
+// requireLine checks that err names a line of in: "line N" with 1 ≤ N ≤
+// the number of lines.
+func requireLine(t *testing.T, err error, in string) {
+	t.Helper()
+	m := regexp.MustCompile(`^line (\d+): `).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, "%v does not start with a line number", err)
+	n, convErr := strconv.Atoi(m[1])
+	require.NoError(t, convErr)
+	require.GreaterOrEqual(t, n, 1, err)
+	require.LessOrEqual(t, n, strings.Count(in, "\n")+1, err)
+}
+
 // FuzzReader: any input either reads or fails with an error that names a
-// line; it never panics.
+// line of the input; it never panics.
 func FuzzReader(f *testing.F) {
 	f.Add("item,worker,label\ni1,w1,a\n")
 	f.Add("item,worker,label\ni1,w1\n")
@@ -56,7 +71,7 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		r, err := NewReader(strings.NewReader(in), "item", "worker", "label")
 		if err != nil {
-			require.Contains(t, err.Error(), "line ")
+			requireLine(t, err, in)
 			return
 		}
 		for {
@@ -65,7 +80,7 @@ func FuzzReader(f *testing.F) {
 				return
 			}
 			if err != nil {
-				require.Contains(t, err.Error(), "line ")
+				requireLine(t, err, in)
 				return
 			}
 			require.Len(t, row, 3)
