@@ -18,7 +18,7 @@ import (
 // pageNames are the pages, one template file each, rendered inside
 // layout.html. Partials are templates a page file defines besides
 // "content" (the overview's "panel").
-var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work"}
+var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work", "assignment"}
 
 // page is one parsed page with the layout.
 type page struct{ t *template.Template }
@@ -51,6 +51,12 @@ var funcs = template.FuncMap{
 	// lc lowers a state of any kind, for a CSS class.
 	"lc":    func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
 	"isNil": func(id uuid.UUID) bool { return id == uuid.Nil },
+	// left is the time from now to t as m:ss (0:00 when past), what the
+	// work page's countdown shows before its script runs.
+	"left": func(now, t time.Time) string {
+		s := max(int(t.Sub(now).Seconds()), 0)
+		return fmt.Sprintf("%d:%02d", s/60, s%60)
+	},
 }
 
 func parsePages() (map[string]*page, error) {
@@ -190,9 +196,4 @@ func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 	h.sessions.delete(sessionOf(r.Context()).id)
 	h.setCookie(w, sessionCookie, "", -1)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
-}
-
-// work is the contributor's placeholder until the work pages exist.
-func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
-	h.renderPage(w, r, "work", "Work", nil)
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/task"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
@@ -247,6 +249,7 @@ func TestTemplatesRender(t *testing.T) {
 		Counts: docket.PoolCounts{New: 1, Judgable: 2, Finalized: 4, Canceled: 1, Judgments: 9, ActiveAssignments: 2}}
 	units := []*docket.Unit{{ID: id, PoolID: id, RunID: id, State: docket.UnitJudgable, JudgmentCount: 2, JudgmentsPerUnit: 3, CreatedAt: now}}
 	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok", Operate: true, ActJobs: true, Work: true}
+	contributor := &user{Name: "ada", Role: RoleContributor, CSRF: "t", Work: true}
 	viewer := &user{Name: "v", Role: docket.RoleViewer, CSRF: "tok", Operate: true}
 	cases := []struct {
 		page, tmpl string
@@ -277,7 +280,20 @@ func TestTemplatesRender(t *testing.T) {
 		{"pool", "layout", &view{Title: "Pool", User: admin, Data: &poolData{Pool: poolRowOf(pool), Units: units, CanPause: true, CanResume: true, CanClose: true, Message: "pause done"}},
 			[]string{"<progress", `id="pause"`, `id="resume"`, `id="close"`, "pause done", "2/3", "/runs/" + id.String(), "urgent"}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(&docket.Pool{ID: id, Status: docket.PoolClosed})}}, []string{"No units yet", `max="1"`}},
-		{"work", "layout", &view{Title: "Work", User: &user{Name: "ada", Role: RoleContributor, CSRF: "t", Work: true}}, []string{"not built yet"}},
+		{"work", "layout", &view{Title: "Work", User: contributor, Data: &workData{Pools: []workPool{{Pool: pool, Title: "Same <product>?", Available: 7}}, Message: workMessages["saved"]}},
+			[]string{"Same &lt;product&gt;?", "/work/pools/" + id.String() + "/take", "Start working", "no unit left"}},
+		{"work", "layout", &view{Title: "Work", User: contributor, Data: &workData{}}, []string{"No work for you"}},
+		{"work", "layout", &view{Title: "Work", User: admin, Data: &workData{NoContributor: true}}, []string{"bound to no contributor"}},
+		{"assignment", "layout", &view{Title: "Label", User: contributor, Data: workView(t, true, "https://img.example/p.png")},
+			[]string{`id="countdown"`, `data-expires="2026-11-25T12:05:00Z"`, "5:00", "&lt;b&gt;caption", `src="https://img.example/p.png"`,
+				`href="https://example.com/x"`, "<pre>", "the unit has no unit.missing", "not a URL but an object",
+				`data-key="1"`, `data-key="b"`, `type="checkbox"`, `value="blurry" data-key="b" checked`, "<textarea", `type="number"`, `step="1"`, `max="10"`,
+				`class="bbox-overlay"`, `value="[{&#34;label&#34;:&#34;logo&#34;`, "count: must be a number", `class="field-error"`, "the whole answer",
+				"Saved.", `/skip" id="skip-form"`, `<script src="/static/work.js" defer></script>`}},
+		{"assignment", "layout", &view{Title: "Label", User: contributor, Data: workView(t, false, "/p.png")},
+			[]string{"This assignment is SUBMITTED", `id="next"`, `src="/p.png"`}},
+		{"assignment", "layout", &view{Title: "Label", User: contributor, Data: workView(t, true, "javascript:alert(1)")},
+			[]string{"No image: only http", "only http and https URLs are shown"}},
 	}
 	rendered := map[string]bool{}
 	for _, tc := range cases {
@@ -309,6 +325,30 @@ func TestTemplatesRender(t *testing.T) {
 	entries, err := fs.ReadDir(templateFS, "templates")
 	require.NoError(t, err)
 	require.Len(t, entries, len(pageNames)+1, "a template file is not in pageNames")
+}
+
+// workView is a work page's data for workTask with every kind of display
+// block (a missing value, a bad URL), answers entered and problems;
+// active false: a SUBMITTED assignment.
+func workView(t *testing.T, active bool, photo string) *assignmentData {
+	tmpl, err := docket.ParseTask([]byte(workTask))
+	require.NoError(t, err)
+	ct, err := task.Compile(tmpl)
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	id := uuid.Must(uuid.NewV7())
+	a := &docket.Assignment{ID: id, UnitID: id, PoolID: id, State: docket.AssignmentActive, StartedAt: now, ExpiresAt: now.Add(5 * time.Minute)}
+	if !active {
+		a.State = docket.AssignmentSubmitted
+	}
+	input := decodeInput(json.RawMessage(`{"caption": "<b>caption", "photo": "` + photo + `", "source": "https://example.com/x", "meta": {"a": [1, 2]}}`))
+	display := append(ct.Display, docket.TaskDisplay{Kind: "text", From: "unit.meta"}, docket.TaskDisplay{Kind: "image", From: "unit.missing"},
+		docket.TaskDisplay{Kind: "link", From: "unit.meta"})
+	form := url.Values{"f.tags": {"blurry"}, "f.count": {"x"}, "f.boxes": {`[{"label":"logo","x":0.1,"y":0.1,"w":0.2,"h":0.2}]`}}
+	_, formProblems := judgmentFromForm(ct.Fields, form)
+	return &assignmentData{Assignment: a, Pool: &docket.Pool{ID: id}, Title: ct.Template.Title, Instructions: ct.Template.Instructions,
+		Display: workDisplays(display, input), Fields: workFields(ct.Fields, input, form, formProblems), Active: active, Now: now, HeartbeatEvery: 30,
+		Problems: []string{"count: must be a number", "the whole answer"}, Message: assignmentMessages["saved"]}
 }
 
 // noAuth refuses every key: the render test needs no database.

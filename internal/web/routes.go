@@ -13,8 +13,7 @@ import (
 )
 
 // RoleContributor is the role of the people who do human work (keys made
-// by Client.CreateContributorKey); until the work pages come, its sessions
-// see a placeholder.
+// by Client.CreateContributorKey): its sessions see the work pages only.
 const RoleContributor = docket.RoleContributor
 
 // access is what a page needs; roles grant it, as in the API.
@@ -73,7 +72,7 @@ func (h *Handler) routes() {
 	} {
 		h.mux.Handle("POST /pools/{id}/"+verb, h.authed([]access{accessOperate, accessAdmin}, h.poolAction(verb, do)))
 	}
-	h.mux.Handle("GET /work", h.authed([]access{accessWork}, h.work))
+	h.workRoutes()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "No page at "+r.URL.Path+".")
 	})
