@@ -1,6 +1,8 @@
 package web
 
 import (
+	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/task"
 )
 
 // FuzzJobsQuery: any query string of the jobs list gives either a job to
@@ -100,6 +103,57 @@ func FuzzRunsQuery(f *testing.F) {
 			}
 			if p.Limit != pageSize+1 || p.Workflow != strings.TrimSpace(q.Get("workflow")) {
 				t.Fatalf("params %+v", p)
+			}
+		}
+	})
+}
+
+// FuzzJudgmentFromForm: whatever form a work page is sent, the judgment
+// read from it is a JSON object holding only the task's fields, each
+// problem names a field of the task and that field is left out, and the
+// task's validation (the API's) then accepts or refuses it without a
+// panic — a form can give nothing a judgment posted to the API could not.
+func FuzzJudgmentFromForm(f *testing.F) {
+	tmpl, err := docket.ParseTask([]byte(workTask))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ct, err := task.Compile(tmpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{"", "f.same=yes", "f.same=yes&f.same=no", "f.count=1e400&f.stars=x&f.boxes=%5B", "f.count=NaN&f.count=2",
+		"f.tags=blurry&f.tags=&f.tags=blurry&f.note=a%0D%0Ab", `f.boxes=[{"label":"logo","x":0.1,"y":0.1,"w":0.2,"h":0.2}]&f.same=no`,
+		"f.boxes={}&f.stars=3&f.count=-0x1p3", "csrf=x&f.unknown=1&f.=2"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		data, problems := judgmentFromForm(ct.Fields, form)
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil {
+			t.Fatalf("not a JSON object: %s: %v", data, err)
+		}
+		for name := range obj {
+			if _, ok := ct.Field(name); !ok {
+				t.Fatalf("judgment holds %q, no field of the task", name)
+			}
+			if _, bad := problems[name]; bad {
+				t.Fatalf("field %q has problems %v but is in the judgment", name, problems[name])
+			}
+		}
+		for name, msgs := range problems {
+			if _, ok := ct.Field(name); !ok || len(msgs) == 0 {
+				t.Fatalf("problem %q %v names no field", name, msgs)
+			}
+		}
+		if _, err := ct.ParseJudgment(data); err != nil {
+			var ve *docket.TaskValidationError
+			if !errors.As(err, &ve) || len(ve.Errors) == 0 {
+				t.Fatalf("validation failed without naming a field: %v", err)
 			}
 		}
 	})

@@ -23,7 +23,7 @@ func TestNoPageWithoutSession(t *testing.T) {
 		b := setup(t, backend)
 		row := insert(t, b.client, "email", "mail", `{}`)
 		br := b.browser(t)
-		for _, p := range append(operatorPages, "/jobs/"+row.ID.String(), "/work") {
+		for _, p := range append(operatorPages, "/jobs/"+row.ID.String(), "/work", "/work/a/"+uuid.NewString()) {
 			r := br.get(t, p)
 			require.Equal(t, http.StatusSeeOther, r.Status, p)
 			require.Equal(t, "/signin?next="+url.QueryEscape(p), r.Header.Get("Location"))
@@ -39,7 +39,8 @@ func TestNoPageWithoutSession(t *testing.T) {
 		some := uuid.NewString()
 		for _, p := range []string{"/jobs/" + row.ID.String() + "/cancel", "/jobs/" + row.ID.String() + "/retry", "/signout",
 			"/runs/" + some + "/cancel", "/runs/" + some + "/pause", "/runs/" + some + "/resume", "/runs/" + some + "/retry",
-			"/pools/" + some + "/pause", "/pools/" + some + "/resume", "/pools/" + some + "/close"} {
+			"/pools/" + some + "/pause", "/pools/" + some + "/resume", "/pools/" + some + "/close",
+			"/work/pools/" + some + "/take", "/work/a/" + some + "/submit", "/work/a/" + some + "/skip", "/work/a/" + some + "/heartbeat"} {
 			require.Equal(t, http.StatusUnauthorized, br.post(t, p, url.Values{"csrf": {"x"}}).Status, p)
 		}
 		got, err := b.client.Get(context.Background(), row.ID)
@@ -195,6 +196,8 @@ func TestRoles(t *testing.T) {
 		require.Nil(t, find(r.Doc, "pre", "payload"), "payload is for admin keys, as in the API")
 		require.Equal(t, http.StatusForbidden, viewer.post(t, job+"/cancel", nil).Status)
 		require.Equal(t, http.StatusForbidden, viewer.get(t, "/work").Status)
+		require.Equal(t, http.StatusForbidden, viewer.get(t, "/work/a/"+some).Status)
+		require.Equal(t, http.StatusForbidden, viewer.post(t, "/work/pools/"+some+"/take", nil).Status)
 
 		producer := b.signIn(t, docket.RoleProducer)
 		r = producer.get(t, job)

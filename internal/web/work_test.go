@@ -30,7 +30,7 @@ const workTask = `{"title": "Label the photo", "instructions": "Look at the phot
             {"name": "count", "kind": "number", "integer": true, "min": 0, "max": 10},
             {"name": "stars", "kind": "rating", "scale": 5},
             {"name": "boxes", "kind": "bbox", "image": "unit.photo", "labels": ["logo", "face"], "max": 5}],
- "judgmentsPerUnit": {"min": 1}, "assignmentSeconds": 300}`
+ "judgmentsPerUnit": {"min": 1}, "assignmentSeconds": 60}`
 
 // makeWorkPool makes a pool of workTask with n units; each unit's caption is
 // "unit <i>" and its photo photo.
@@ -186,6 +186,11 @@ func TestWorkPages(t *testing.T) {
 		a, err := b.client.AssignmentGet(ctx, first)
 		require.NoError(t, err)
 		require.Equal(t, docket.AssignmentActive, a.State, "a refused judgment leaves the assignment active")
+
+		// A form without the session's CSRF token is refused.
+		forged := url.Values{"csrf": {"forged"}, "f.same": {"yes"}}
+		require.Equal(t, http.StatusForbidden, ada.do(t, "POST", "/work/a/"+first.String()+"/submit", forged).Status)
+		require.Equal(t, http.StatusForbidden, ada.do(t, "POST", "/work/a/"+first.String()+"/skip", forged).Status)
 
 		// Heartbeat: the lease, as JSON; refused without the CSRF token.
 		res := ada.do(t, "POST", "/work/a/"+first.String()+"/heartbeat", url.Values{"csrf": {"nope"}})

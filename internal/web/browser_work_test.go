@@ -1,0 +1,214 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// testPhoto is the image the browser test's units show and box: 800×500.
+const testPhoto = `<svg xmlns="http://www.w3.org/2000/svg" width="800" height="500" viewBox="0 0 800 500">
+<rect width="800" height="500" fill="#dfe7f3"/><rect x="200" y="100" width="400" height="200" fill="#f6c983" stroke="#b86e00" stroke-width="4"/>
+<text x="400" y="215" font-family="sans-serif" font-size="48" text-anchor="middle" fill="#1d2330">LOGO</text>
+<circle cx="650" cy="400" r="60" fill="#9fd5b2"/></svg>`
+
+// TestBrowserWork: a contributor labels three units in a real chromium
+// with the keyboard — one refused first (the required field left empty,
+// the problem shown at the field) then fixed — and draws a box with the
+// mouse, which arrives as fractions of the image; the page beats while
+// open; every unit finalizes and the operator's pool page shows them.
+func TestBrowserWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ctx, messages := headless(t)
+	shots := screenshotDir(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /test/photo.svg", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		_, _ = w.Write([]byte(testPhoto))
+	})
+	mux.Handle("/", b.handler)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	pool, _ := makeWorkPool(t, b.client, 3, "/test/photo.svg")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/work"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("button.start")),
+		screenshot(shots, "work-pools"),
+		chromedp.Click(chromedp.CSS("button.start")),
+		chromedp.WaitVisible(chromedp.ID("work-form")),
+	))
+	current := func() uuid.UUID {
+		action, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("work-form").getAttribute("action")`))
+		require.NoError(t, err)
+		id, err := uuid.Parse(strings.TrimSuffix(strings.TrimPrefix(action, "/work/a/"), "/submit"))
+		require.NoError(t, err, action)
+		return id
+	}
+	// next waits for the page after a submission of prev.
+	// The page navigates under the poll: a poll the navigation ends is
+	// polled again on the new page.
+	next := func(prev uuid.UUID) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete" && (location.pathname === "/work" ||
+				(document.getElementById("work-form") !== null && document.getElementById("work-form").getAttribute("action").indexOf("`+prev.String()+`") < 0))`,
+				chromedp.WithPollingTimeout(time.Until(deadline))))
+			if err == nil {
+				return
+			}
+			// "Inspected target navigated", "Cannot find context".
+			require.Contains(t, err.Error(), "(-32000)", "no next page after %s", prev)
+			require.True(t, time.Now().Before(deadline), "no next page after %s", prev)
+		}
+	}
+	ctrlEnter := chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl))
+	checked := func(id string) bool {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("`+id+`").checked`))
+		require.NoError(t, err)
+		return v
+	}
+
+	// Unit 1: the countdown runs, the page beats; 1 and b pick, Ctrl+Enter
+	// submits.
+	first := current()
+	countdown, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("countdown")))
+	require.NoError(t, err)
+	require.Regexp(t, regexp.MustCompile(`^[01]:\d\d$`), countdown)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("lease-status").dataset.beats >= "1"`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the page sent no heartbeat")
+	a, err := b.client.AssignmentGet(context.Background(), first)
+	require.NoError(t, err)
+	require.True(t, a.HeartbeatAt.After(a.StartedAt), "the heartbeat reached the store")
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("1"), chromedp.KeyEvent("b")))
+	require.True(t, checked("f-same-0"), "1 picks the first option")
+	require.True(t, checked("f-tags-0"), "b ticks blurry")
+	require.NoError(t, chromedp.Do(ctx, ctrlEnter))
+	next(first)
+
+	// Unit 2: Ctrl+Enter with nothing picked: refused, the problem at the
+	// field; 2 then Ctrl+Enter saves it.
+	second := current()
+	require.NotEqual(t, first, second)
+	saved, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("work-message")))
+	require.NoError(t, err)
+	require.Contains(t, saved, "Saved")
+	require.NoError(t, chromedp.Do(ctx, ctrlEnter, chromedp.WaitVisible(chromedp.ID("problems"))))
+	fieldError, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#f-same-field .field-error")))
+	require.NoError(t, err)
+	require.NotEmpty(t, fieldError)
+	require.NoError(t, chromedp.Do(ctx, screenshot(shots, "work-error")))
+	require.Equal(t, second, current(), "the same unit, to fix")
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("2")))
+	require.True(t, checked("f-same-1"))
+	require.NoError(t, chromedp.Do(ctx, ctrlEnter))
+	next(second)
+
+	// Unit 3: a box drawn with the mouse from (25%, 20%) to (75%, 60%).
+	third := current()
+	rect, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
+		const svg = document.getElementById("f-boxes-overlay");
+		svg.scrollIntoView({block: "center"});
+		const r = svg.getBoundingClientRect();
+		return [r.left, r.top, r.width, r.height];
+	})()`))
+	require.NoError(t, err)
+	require.Len(t, rect, 4)
+	require.Greater(t, rect[2], 100.0, "the image is drawn: %v", rect)
+	x0, y0 := rect[0]+0.25*rect[2], rect[1]+0.2*rect[3]
+	x1, y1 := rect[0]+0.75*rect[2], rect[1]+0.6*rect[3]
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.MouseEvent(chromedp.MouseMoved, x0, y0),
+		chromedp.MouseEvent(chromedp.MousePressed, x0, y0, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+		chromedp.MouseEvent(chromedp.MouseMoved, (x0+x1)/2, (y0+y1)/2, chromedp.ButtonLeft),
+		chromedp.MouseEvent(chromedp.MouseMoved, x1, y1, chromedp.ButtonLeft),
+		chromedp.MouseEvent(chromedp.MouseReleased, x1, y1, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+		chromedp.KeyEvent("1"),
+	))
+	boxesJSON, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("f-boxes").value`))
+	require.NoError(t, err)
+	var drawn []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(boxesJSON), &drawn), boxesJSON)
+	require.Len(t, drawn, 1, boxesJSON)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
+		screenshot(shots, "work"),
+		ctrlEnter,
+	))
+	next(third)
+	location, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Equal(t, srv.URL+"/work?m=saved", location, "no unit left: back to the pools")
+
+	// What arrived: the keyboard's answers, the refused post stored
+	// nothing, the box as fractions of the image.
+	judgment := func(assignment uuid.UUID) map[string]any {
+		a, err := b.client.AssignmentGet(context.Background(), assignment)
+		require.NoError(t, err)
+		require.Equal(t, docket.AssignmentSubmitted, a.State)
+		js, err := b.client.JudgmentList(context.Background(), a.UnitID)
+		require.NoError(t, err)
+		require.Len(t, js, 1)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(js[0].Data, &m))
+		return m
+	}
+	j := judgment(first)
+	require.Equal(t, "yes", j["same"])
+	require.Equal(t, []any{"blurry"}, j["tags"])
+	require.Equal(t, "no", judgment(second)["same"])
+	j = judgment(third)
+	require.Equal(t, "yes", j["same"])
+	boxes, ok := j["boxes"].([]any)
+	require.True(t, ok, "%v", j)
+	require.Len(t, boxes, 1)
+	box := boxes[0].(map[string]any)
+	require.Equal(t, "logo", box["label"])
+	for k, want := range map[string]float64{"x": 0.25, "y": 0.2, "w": 0.5, "h": 0.4} {
+		require.InDelta(t, want, box[k], 0.01, "%s of %v", k, box)
+	}
+
+	// The operator sees the pool's units final.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("form.signout button")),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.Navigate(srv.URL+"/pools/"+pool.ID.String()),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("pool-counts")),
+		screenshot(shots, "pool-finalized"),
+	))
+	counts, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("pool-counts")))
+	require.NoError(t, err)
+	require.Contains(t, counts, "3 finalized")
+	units, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("units")))
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(units, "FINALIZED"), units)
+
+	for _, m := range messages() {
+		if strings.Contains(m, "status of 422") {
+			continue // the refused submission, on purpose
+		}
+		require.NotContains(t, m, "Content Security Policy", "the pages must run under the CSP")
+		require.False(t, strings.HasPrefix(m, "exception") || strings.HasPrefix(m, "error"), m)
+	}
+	t.Logf("screenshots in %s; console: %q", shots, messages())
+}
