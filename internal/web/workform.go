@@ -282,8 +282,9 @@ func workFields(fields []docket.TaskField, input map[string]any, form url.Values
 
 // judgmentFromForm reads a judgment from the work page's form: one entry
 // per field the form gives, in field order. A field left empty is not
-// given (the task's validation then says whether it was required); a
-// multi_choice with nothing ticked is [], a bbox with no box []. What no
+// given (the task's validation then says whether it was required), but a
+// required multi_choice with nothing ticked is [] and a required bbox with
+// no box [] (which the field's minimum may allow). What no
 // judgment could hold — two values for one choice, a number that is not
 // one — is returned as problems keyed by field name, and the field is left
 // out of the judgment. Form keys that name no field are ignored.
@@ -329,7 +330,9 @@ func judgmentFromForm(fields []docket.TaskField, form url.Values) (json.RawMessa
 					sel = append(sel, v)
 				}
 			}
-			put(f.Name, sel)
+			if len(sel) > 0 || f.Required {
+				put(f.Name, sel)
+			}
 		case task.KindText:
 			if v, ok := single(); ok {
 				// Browsers send a textarea's line breaks as CRLF; a
@@ -361,6 +364,9 @@ func judgmentFromForm(fields []docket.TaskField, form url.Values) (json.RawMessa
 					continue
 				}
 				v = "[]"
+			}
+			if strings.TrimSpace(v) == "[]" && !f.Required {
+				continue
 			}
 			if !json.Valid([]byte(v)) || !strings.HasPrefix(strings.TrimSpace(v), "[") {
 				problems[f.Name] = append(problems[f.Name], "the boxes must be a JSON list of {label, x, y, w, h}")
