@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/task"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
@@ -309,4 +310,50 @@ func checkedValue(ns []*html.Node, value string) string {
 		}
 	}
 	return ""
+}
+
+// TestJudgmentFromForm: how the form's values become a judgment.
+func TestJudgmentFromForm(t *testing.T) {
+	t.Parallel()
+	tmpl, err := docket.ParseTask([]byte(workTask))
+	require.NoError(t, err)
+	ct, err := task.Compile(tmpl)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		form     string
+		want     string
+		problems []string
+	}{
+		{"", `{}`, nil},
+		{"f.same=&f.tags=&f.note=&f.count=&f.stars=&f.boxes=%5B%5D", `{}`, nil},
+		{"f.same=yes&f.tags=dark&f.tags=blurry&f.note=a%0D%0Ab&f.count=+2.5+&f.stars=3&csrf=x&f.other=1",
+			`{"same":"yes","tags":["dark","blurry"],"note":"a\nb","count":2.5,"stars":3}`, nil},
+		{`f.boxes=[{"label":"logo","x":0,"y":0,"w":1,"h":1}]`, `{"boxes":[{"label":"logo","x":0,"y":0,"w":1,"h":1}]}`, nil},
+		{"f.same=yes&f.same=no&f.count=1e400&f.stars=x&f.boxes=%7B%7D&f.note=n", `{"note":"n"}`, []string{"same", "count", "stars", "boxes"}},
+		{"f.count=NaN&f.boxes=%5B&f.note=1&f.note=2", `{}`, []string{"count", "boxes", "note"}},
+	} {
+		form, err := url.ParseQuery(tc.form)
+		require.NoError(t, err)
+		data, problems := judgmentFromForm(ct.Fields, form)
+		require.JSONEq(t, tc.want, string(data), tc.form)
+		var names []string
+		for name := range problems {
+			names = append(names, name)
+		}
+		require.ElementsMatch(t, tc.problems, names, tc.form)
+	}
+	// A required multi_choice or bbox with nothing is [], which its
+	// minimum then judges.
+	tmpl, err = docket.ParseTask([]byte(`{"title": "t", "fields": [{"name": "tags", "kind": "multi_choice", "required": true, "min": 1, "options": [{"value": "a"}]},
+		{"name": "boxes", "kind": "bbox", "required": true, "image": "unit.p", "labels": ["x"]}]}`))
+	require.NoError(t, err)
+	ct, err = task.Compile(tmpl)
+	require.NoError(t, err)
+	data, problems := judgmentFromForm(ct.Fields, url.Values{})
+	require.Empty(t, problems)
+	require.JSONEq(t, `{"tags":[],"boxes":[]}`, string(data))
+	err = ct.ValidateJudgment(data)
+	var ve *docket.TaskValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "tags", ve.Errors[0].Field)
 }
