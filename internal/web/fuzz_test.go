@@ -158,3 +158,83 @@ func FuzzJudgmentFromForm(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDeadRetryForm: a bulk retry form either names its problems, each by
+// field, or is a selection of at most a page of distinct non-nil ids, or a
+// filter that is not empty — never everything.
+func FuzzDeadRetryForm(f *testing.F) {
+	for _, seed := range []string{"", "scope=selected&id=" + uuid.NewString(), "scope=selected&id=x", "scope=filter", "scope=filter&queue=a&confirm=retry",
+		"scope=filter&type=t&confirm=+RETRY+", "scope=selected&id=00000000-0000-0000-0000-000000000000", "scope=filter&queue=+&confirm=retry"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		dr, errs := parseDeadRetry(form)
+		if errs != nil {
+			if dr != nil {
+				t.Fatal("a retry with errors")
+			}
+			for _, e := range errs {
+				field, _, ok := strings.Cut(e, ": ")
+				if !ok || (field != "id" && field != "filter" && field != "confirm" && field != "scope") {
+					t.Fatalf("error %q names no field", e)
+				}
+			}
+			return
+		}
+		if dr.Filtered {
+			if dr.Queue == "" && dr.Type == "" {
+				t.Fatal("an empty filter passed")
+			}
+			return
+		}
+		if len(dr.IDs) == 0 || len(dr.IDs) > pageSize {
+			t.Fatalf("%d ids", len(dr.IDs))
+		}
+		seen := map[uuid.UUID]bool{}
+		for _, id := range dr.IDs {
+			if id == uuid.Nil || seen[id] {
+				t.Fatalf("id %s nil or twice", id)
+			}
+			seen[id] = true
+		}
+	})
+}
+
+// FuzzEventRefs: the ticked event dead letters decode to non-empty
+// consumer and event ids that encode back to what was sent, or to one
+// problem naming the field.
+func FuzzEventRefs(f *testing.F) {
+	for _, seed := range []string{"", "event=a/b", "event=a%252Fb/c", "event=/b", "event=a/", "event=%zz/b", "event=a/b&event=c/d"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		refs, errs := parseEventRefs(form)
+		if errs != nil {
+			if refs != nil || len(errs) != 1 || !strings.HasPrefix(errs[0], "event: ") {
+				t.Fatalf("refs %v errs %v", refs, errs)
+			}
+			return
+		}
+		if len(refs) != len(form["event"]) || len(refs) > deadEvents {
+			t.Fatalf("%d refs of %d values", len(refs), len(form["event"]))
+		}
+		for _, r := range refs {
+			if r[0] == "" || r[1] == "" {
+				t.Fatalf("empty ref %q", r)
+			}
+			back := eventRef(&docket.DeadLetter{Consumer: r[0], EventID: r[1]})
+			again, errs := parseEventRefs(url.Values{"event": {back}})
+			if errs != nil || again[0] != r {
+				t.Fatalf("%q does not round-trip: %q %v", r, again, errs)
+			}
+		}
+	})
+}

@@ -18,7 +18,7 @@ import (
 // pageNames are the pages, one template file each, rendered inside
 // layout.html. Partials are templates a page file defines besides
 // "content" (the overview's "panel").
-var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work", "assignment"}
+var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work", "assignment", "dead", "queues"}
 
 // page is one parsed page with the layout.
 type page struct{ t *template.Template }
@@ -51,6 +51,7 @@ var funcs = template.FuncMap{
 	// lc lowers a state of any kind, for a CSS class.
 	"lc":    func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
 	"isNil": func(id uuid.UUID) bool { return id == uuid.Nil },
+	"eventRef": eventRef,
 	// left is the time from now to t as m:ss (0:00 when past), what the
 	// work page's countdown shows before its script runs.
 	"left": func(now, t time.Time) string {

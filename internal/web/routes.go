@@ -72,6 +72,12 @@ func (h *Handler) routes() {
 	} {
 		h.mux.Handle("POST /pools/{id}/"+verb, h.authed([]access{accessOperate, accessAdmin}, h.poolAction(verb, do)))
 	}
+	h.mux.Handle("GET /dead", h.authed([]access{accessOperate}, h.deadList))
+	h.mux.Handle("POST /dead/retry", h.authed([]access{accessOperate, accessActJobs}, h.deadRetryPost))
+	h.mux.Handle("POST /dead/events/retry", h.authed([]access{accessOperate, accessAdmin}, h.deadEventsRetry))
+	h.mux.Handle("GET /queues", h.authed([]access{accessOperate}, h.queuesList))
+	h.mux.Handle("POST /queues/pause", h.authed([]access{accessOperate, accessAdmin}, h.queuePause(true)))
+	h.mux.Handle("POST /queues/resume", h.authed([]access{accessOperate, accessAdmin}, h.queuePause(false)))
 	h.workRoutes()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "No page at "+r.URL.Path+".")

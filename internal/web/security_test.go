@@ -15,7 +15,7 @@ import (
 )
 
 // operatorPages are every GET page of operators.
-var operatorPages = []string{"/", "/overview/panel", "/jobs", "/jobs?state=DEAD", "/runs", "/runs?state=FAILED", "/workflows", "/pools"}
+var operatorPages = []string{"/", "/overview/panel", "/jobs", "/jobs?state=DEAD", "/runs", "/runs?state=FAILED", "/workflows", "/pools", "/dead", "/queues"}
 
 func TestNoPageWithoutSession(t *testing.T) {
 	t.Parallel()
@@ -40,6 +40,7 @@ func TestNoPageWithoutSession(t *testing.T) {
 		for _, p := range []string{"/jobs/" + row.ID.String() + "/cancel", "/jobs/" + row.ID.String() + "/retry", "/signout",
 			"/runs/" + some + "/cancel", "/runs/" + some + "/pause", "/runs/" + some + "/resume", "/runs/" + some + "/retry",
 			"/pools/" + some + "/pause", "/pools/" + some + "/resume", "/pools/" + some + "/close",
+			"/dead/retry", "/dead/events/retry", "/queues/pause", "/queues/resume",
 			"/work/pools/" + some + "/take", "/work/a/" + some + "/submit", "/work/a/" + some + "/skip", "/work/a/" + some + "/heartbeat"} {
 			require.Equal(t, http.StatusUnauthorized, br.post(t, p, url.Values{"csrf": {"x"}}).Status, p)
 		}
