@@ -281,7 +281,7 @@ func TestTemplatesRender(t *testing.T) {
 			[]string{"<progress", `id="pause"`, `id="resume"`, `id="close"`, "pause done", "2/3", "/runs/" + id.String(), "urgent"}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(&docket.Pool{ID: id, Status: docket.PoolClosed})}}, []string{"No units yet", `max="1"`}},
 		{"dead", "layout", &view{Title: "Dead letters", User: admin, Data: &deadData{Queue: "images", Filtered: true, Jobs: []*docket.JobRow{row}, Next: "/dead?cursor=x",
-			Events: []*docket.DeadLetter{{Consumer: "mailer/v2", EventID: "ev 1", EventType: "job.dead", Deliveries: 5, LastError: "smtp <down>", UpdatedAt: now, RetryRequestedAt: now}},
+			Events:      []*docket.DeadLetter{{Consumer: "mailer/v2", EventID: "ev 1", EventType: "job.dead", Deliveries: 5, LastError: "smtp <down>", UpdatedAt: now, RetryRequestedAt: now}},
 			EventsShown: true, Message: "Retried 2 DEAD jobs", Errors: []string{"confirm: type retry"}}},
 			[]string{`name="id" value="` + id.String() + `"`, `id="retry-all"`, "of queue <strong>images</strong>", `value="mailer%2Fv2/ev%201"`, "smtp &lt;down&gt;",
 				"retry requested", "Retried 2", "confirm: type retry", "Next page"}},
