@@ -1,0 +1,197 @@
+package quality
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TrustPrior is the trust of a contributor with no evidence: (K + 0) /
+// (2K + 0) = 0.5 whatever the smoothing K.
+const TrustPrior = 0.5
+
+// MaxTrustHistory is the most entries Trust.History keeps; the oldest go
+// first.
+const MaxTrustHistory = 100
+
+// Trust is what a pool knows of one contributor's reliability: the counts
+// behind the value, the value, and how it got there.
+type Trust struct {
+	// TestsCorrect of TestsAnswered test questions were answered right.
+	TestsCorrect  int `json:"testsCorrect"`
+	TestsAnswered int `json:"testsAnswered"`
+	// Agreed of Judged finalized regular units agreed with the result
+	// (counted only when Settings.AgreementWeight > 0 is blended in).
+	Agreed int `json:"agreed"`
+	Judged int `json:"judged"`
+	// Value is the trust after the last change (TrustPrior at first).
+	Value float64 `json:"value"`
+	// History lists the changes, oldest first, at most MaxTrustHistory.
+	History []TrustEntry `json:"history,omitempty"`
+}
+
+// TrustEntry is one change of a Trust.
+type TrustEntry struct {
+	At            time.Time `json:"at"`
+	TestsCorrect  int       `json:"testsCorrect"`
+	TestsAnswered int       `json:"testsAnswered"`
+	Value         float64   `json:"value"`
+	Reason        string    `json:"reason"`
+}
+
+// NewTrust is the trust of a contributor the pool has not met.
+func NewTrust() Trust { return Trust{Value: TrustPrior} }
+
+// TrustValue is the smoothed accuracy of t's counts:
+//
+//	(K + correct + w·agreed) / (2K + answered + w·judged)
+//
+// with K = TrustSmoothing and w = AgreementWeight. With w = 0 (the
+// default) it is Toloka's (K + correct) / (2K + answered): 0.5 before any
+// test question, 0.75 after one right answer and 0.25 after one wrong one
+// with K = 0.5. Agreement with a finalized result is weaker evidence than
+// a known answer (the consensus may be wrong, and a crowd of bots agrees
+// with itself), so it counts as w of a test question, and only when a pool
+// sets it.
+func (s Settings) TrustValue(t Trust) float64 {
+	k, w := s.TrustSmoothing, s.AgreementWeight
+	return (k + float64(t.TestsCorrect) + w*float64(t.Agreed)) /
+		(2*k + float64(t.TestsAnswered) + w*float64(t.Judged))
+}
+
+// Snapshot is the trust a judgment records when it comes in: the value
+// then, or nil when the contributor has answered no test question yet
+// (aggregation should then weigh them as TrustPrior). A snapshot is never
+// updated: it says what was known at submission.
+func (t Trust) Snapshot() *float64 {
+	if t.TestsAnswered == 0 {
+		return nil
+	}
+	v := t.Value
+	return &v
+}
+
+func (s Settings) change(t Trust, at time.Time, reason string) Trust {
+	t.Value = s.TrustValue(t)
+	h := make([]TrustEntry, 0, min(len(t.History)+1, MaxTrustHistory))
+	if drop := len(t.History) + 1 - MaxTrustHistory; drop > 0 {
+		h = append(h, t.History[drop:]...)
+	} else {
+		h = append(h, t.History...)
+	}
+	t.History = append(h, TrustEntry{At: at, TestsCorrect: t.TestsCorrect, TestsAnswered: t.TestsAnswered, Value: t.Value, Reason: reason})
+	return t
+}
+
+// ScoreTest returns t after one more test question, answered right or
+// not; reason goes to the history (e.g. "test question <unit>: wrong").
+// t is not changed.
+func (s Settings) ScoreTest(t Trust, correct bool, at time.Time, reason string) Trust {
+	t.TestsAnswered++
+	if correct {
+		t.TestsCorrect++
+	}
+	return s.change(t, at, reason)
+}
+
+// ScoreAgreement returns t after one more finalized regular unit the
+// contributor judged, agreeing with its result or not. It moves the value
+// only when AgreementWeight > 0.
+func (s Settings) ScoreAgreement(t Trust, agreed bool, at time.Time, reason string) Trust {
+	t.Judged++
+	if agreed {
+		t.Agreed++
+	}
+	return s.change(t, at, reason)
+}
+
+// Recount returns t with its test counts replaced (a golden answer was
+// corrected and the contributor's test judgments re-scored).
+func (s Settings) Recount(t Trust, correct, answered int, at time.Time, reason string) Trust {
+	t.TestsCorrect, t.TestsAnswered = correct, answered
+	return s.change(t, at, reason)
+}
+
+// FlagCheck names what flagged (or un-flagged) a contributor.
+type FlagCheck string
+
+// The checks.
+const (
+	CheckTrust       FlagCheck = "trust"        // trust below MinTrust after MinTests
+	CheckTooFast     FlagCheck = "too_fast"     // TooFastLimit judgments under MinSeconds
+	CheckSameAnswer  FlagCheck = "same_answer"  // one answer in more than PatternMaxShare
+	CheckFirstOption FlagCheck = "first_option" // always the first option
+	CheckForgiven    FlagCheck = "forgiven"     // an admin lifted the flag
+)
+
+// Standing is a contributor's flag in a pool, as stored.
+type Standing struct {
+	Flagged bool
+	// Check is what flagged them (when Flagged).
+	Check FlagCheck
+}
+
+// Decision is the outcome of a check of a contributor: nothing, a flag
+// (no more assignments in the pool, every judgment of theirs there
+// tainted: the slots of units not final reopen and finalized units are
+// repaired, see PlanRepair) or an un-flag (the reverse).
+type Decision struct {
+	Flag   bool
+	Unflag bool
+	Check  FlagCheck
+	// Reason says why (also when nothing is decided), with the numbers.
+	Reason string
+	// Events to write with the change (none when nothing is decided).
+	Events []Event
+}
+
+func flag(poolID, contributorID uuid.UUID, check FlagCheck, reason string) Decision {
+	return Decision{Flag: true, Check: check, Reason: reason, Events: []Event{{Type: EventContributorFlagged,
+		Data: ContributorFlaggedData{ContributorID: contributorID, PoolID: poolID, Check: check, Reason: reason, Taint: true}}}}
+}
+
+func unflag(poolID, contributorID uuid.UUID, check FlagCheck, reason string) Decision {
+	return Decision{Unflag: true, Check: check, Reason: reason, Events: []Event{{Type: EventContributorUnflagged,
+		Data: ContributorFlaggedData{ContributorID: contributorID, PoolID: poolID, Check: check, Reason: reason, Taint: true}}}}
+}
+
+// CheckTrust decides on a contributor's trust, after each change of it:
+// flag when it is below MinTrust (strictly) after at least MinTests test
+// questions; un-flag a contributor flagged on trust whose trust is back at
+// MinTrust or above (a golden answer was corrected and re-scored). A
+// MinTrust of 0 never flags. Flags of other checks are left alone.
+func (s Settings) CheckTrust(poolID, contributorID uuid.UUID, t Trust, st Standing) Decision {
+	v := s.TrustValue(t)
+	switch {
+	case st.Flagged && st.Check == CheckTrust && (v >= s.MinTrust || t.TestsAnswered < s.MinTests):
+		return unflag(poolID, contributorID, CheckTrust, fmt.Sprintf("trust %.3f is no longer below the minimum %.3f after %d test questions (%d right)",
+			v, s.MinTrust, t.TestsAnswered, t.TestsCorrect))
+	case st.Flagged:
+		return Decision{Reason: "already flagged (" + string(st.Check) + ")"}
+	case s.MinTrust > 0 && t.TestsAnswered >= s.MinTests && v < s.MinTrust:
+		return flag(poolID, contributorID, CheckTrust, fmt.Sprintf("trust %.3f is below the minimum %.3f after %d test questions (%d right)",
+			v, s.MinTrust, t.TestsAnswered, t.TestsCorrect))
+	case t.TestsAnswered < s.MinTests:
+		return Decision{Reason: fmt.Sprintf("%d of the %d test questions needed before a flag", t.TestsAnswered, s.MinTests)}
+	}
+	return Decision{Reason: fmt.Sprintf("trust %.3f is not below the minimum %.3f", v, s.MinTrust)}
+}
+
+// Forgive is an admin lifting a contributor's flag in a pool: the flag
+// goes (contributor.unflagged; their judgments are un-tainted and the
+// units they touched repaired again, see PlanRepair) and their counts
+// restart from zero, so that the trust check cannot flag them again at
+// once: it needs MinTests new test questions. The history keeps the old
+// counts. by names who forgave (an API key's name). A contributor who is
+// not flagged is left as they are (no decision).
+func (s Settings) Forgive(poolID, contributorID uuid.UUID, t Trust, st Standing, at time.Time, by string) (Trust, Decision) {
+	if !st.Flagged {
+		return t, Decision{Reason: "not flagged: nothing to forgive"}
+	}
+	reason := fmt.Sprintf("forgiven by %s (flagged on %s): test counts restart from %d of %d right",
+		by, st.Check, t.TestsCorrect, t.TestsAnswered)
+	t.Agreed, t.Judged = 0, 0
+	t = s.Recount(t, 0, 0, at, reason)
+	return t, unflag(poolID, contributorID, CheckForgiven, reason)
+}
