@@ -1,0 +1,138 @@
+package quality
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	pool   = uuid.MustParse("00000000-0000-7000-8000-000000000001")
+	worker = uuid.MustParse("00000000-0000-7000-8000-000000000002")
+	t0     = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func counts(correct, answered int) Trust {
+	return Trust{TestsCorrect: correct, TestsAnswered: answered}
+}
+
+func TestTrustValue(t *testing.T) {
+	t.Parallel()
+	s := Defaults() // K = 0.5
+	for _, c := range []struct {
+		correct, answered int
+		want              float64
+	}{
+		{0, 0, 0.5},         // 0.5 / 1
+		{1, 1, 0.75},        // 1.5 / 2
+		{0, 1, 0.25},        // 0.5 / 2
+		{3, 4, 0.7},         // 3.5 / 5
+		{2, 4, 0.5},         // 2.5 / 5
+		{1, 4, 0.3},         // 1.5 / 5
+		{10, 10, 10.5 / 11}, // 0.9545…
+	} {
+		require.InDelta(t, c.want, s.TrustValue(counts(c.correct, c.answered)), 1e-12, "%d/%d", c.correct, c.answered)
+	}
+	s.TrustSmoothing = 1
+	require.InDelta(t, 1.0/3, s.TrustValue(counts(0, 1)), 1e-12) // 1 / 3
+	require.InDelta(t, 0.5, s.TrustValue(counts(0, 0)), 1e-12)
+	// Blend: w = 0.5, tests 2 of 4, agreed 8 of 10: (0.5 + 2 + 4) / (1 + 4 + 5).
+	s = Defaults()
+	s.AgreementWeight = 0.5
+	require.InDelta(t, 0.65, s.TrustValue(Trust{TestsCorrect: 2, TestsAnswered: 4, Agreed: 8, Judged: 10}), 1e-12)
+	s.AgreementWeight = 0
+	require.InDelta(t, 0.5, s.TrustValue(Trust{TestsCorrect: 2, TestsAnswered: 4, Agreed: 8, Judged: 10}), 1e-12, "no blend by default")
+}
+
+func TestTrustHistoryAndSnapshot(t *testing.T) {
+	t.Parallel()
+	s := Defaults()
+	tr := NewTrust()
+	require.Equal(t, TrustPrior, tr.Value)
+	require.Nil(t, tr.Snapshot(), "no test question yet: no snapshot")
+	tr = s.ScoreTest(tr, true, t0, "test question u1: right")
+	tr = s.ScoreTest(tr, false, t0.Add(time.Minute), "test question u2: wrong")
+	require.Equal(t, 2, tr.TestsAnswered)
+	require.Equal(t, 1, tr.TestsCorrect)
+	require.InDelta(t, 0.5, tr.Value, 1e-12) // 1.5 / 3
+	require.Equal(t, []TrustEntry{
+		{At: t0, TestsCorrect: 1, TestsAnswered: 1, Value: 0.75, Reason: "test question u1: right"},
+		{At: t0.Add(time.Minute), TestsCorrect: 1, TestsAnswered: 2, Value: 0.5, Reason: "test question u2: wrong"},
+	}, tr.History)
+	snap := tr.Snapshot()
+	require.NotNil(t, snap)
+	require.Equal(t, 0.5, *snap)
+	later := s.ScoreTest(tr, true, t0, "")
+	require.Equal(t, 0.5, *snap, "a snapshot does not move")
+	require.Len(t, tr.History, 2, "ScoreTest does not change its input")
+	require.Len(t, later.History, 3)
+
+	// The history keeps the last MaxTrustHistory changes.
+	tr = NewTrust()
+	for i := range 150 {
+		tr = s.ScoreTest(tr, i%2 == 0, t0, "")
+	}
+	require.Len(t, tr.History, MaxTrustHistory)
+	require.Equal(t, 51, tr.History[0].TestsAnswered)
+	require.Equal(t, 150, tr.History[MaxTrustHistory-1].TestsAnswered)
+
+	s.AgreementWeight = 1
+	tr = s.ScoreAgreement(NewTrust(), false, t0, "unit u3: disagreed")
+	require.InDelta(t, 0.5/2, tr.Value, 1e-12)
+	require.Nil(t, tr.Snapshot(), "agreement alone gives no snapshot")
+}
+
+func TestCheckTrust(t *testing.T) {
+	t.Parallel()
+	s := Defaults() // minimum 0.5 after 4 tests
+	none := Standing{}
+
+	d := s.CheckTrust(pool, worker, counts(0, 3), none)
+	require.False(t, d.Flag, "M not reached: 0 of 3 (trust 0.125) is not flagged")
+	require.Contains(t, d.Reason, "3 of the 4 test questions")
+
+	d = s.CheckTrust(pool, worker, counts(2, 4), none)
+	require.False(t, d.Flag, "2 of 4 is exactly the minimum 0.5: not below")
+	require.Empty(t, d.Events)
+
+	d = s.CheckTrust(pool, worker, counts(1, 4), none)
+	require.True(t, d.Flag, "1 of 4 is 0.3")
+	require.Equal(t, CheckTrust, d.Check)
+	require.Equal(t, []Event{{Type: EventContributorFlagged, Data: ContributorFlaggedData{ContributorID: worker, PoolID: pool,
+		Check: CheckTrust, Reason: "trust 0.300 is below the minimum 0.500 after 4 test questions (1 right)", Taint: true}}}, d.Events)
+
+	flagged := Standing{Flagged: true, Check: CheckTrust}
+	require.False(t, s.CheckTrust(pool, worker, counts(1, 4), flagged).Flag, "flagged once")
+	require.False(t, s.CheckTrust(pool, worker, counts(1, 4), flagged).Unflag)
+	d = s.CheckTrust(pool, worker, counts(3, 4), flagged)
+	require.True(t, d.Unflag, "a re-scoring put them back at 0.7")
+	require.Equal(t, EventContributorUnflagged, d.Events[0].Type)
+	require.False(t, s.CheckTrust(pool, worker, counts(3, 4), Standing{Flagged: true, Check: CheckFirstOption}).Unflag,
+		"another check's flag stays")
+
+	s.MinTrust = 0
+	require.False(t, s.CheckTrust(pool, worker, counts(0, 50), none).Flag, "minimum 0 never flags")
+	s.MinTrust, s.MinTests = 0.6, 1
+	require.True(t, s.CheckTrust(pool, worker, counts(0, 1), none).Flag, "0.25 < 0.6 after one")
+	require.False(t, s.CheckTrust(pool, worker, counts(1, 1), none).Flag, "0.75")
+}
+
+func TestForgive(t *testing.T) {
+	t.Parallel()
+	s := Defaults()
+	tr := s.Recount(NewTrust(), 1, 6, t0, "six tests")
+	same, d := s.Forgive(pool, worker, tr, Standing{}, t0, "admin")
+	require.Equal(t, tr, same)
+	require.False(t, d.Unflag)
+
+	tr, d = s.Forgive(pool, worker, tr, Standing{Flagged: true, Check: CheckTrust}, t0.Add(time.Hour), "admin")
+	require.True(t, d.Unflag)
+	require.Equal(t, CheckForgiven, d.Check)
+	require.Equal(t, counts(0, 0).TestsAnswered, tr.TestsAnswered)
+	require.Equal(t, TrustPrior, tr.Value)
+	require.Len(t, tr.History, 2)
+	require.Equal(t, "forgiven by admin (flagged on trust): test counts restart from 1 of 6 right", tr.History[1].Reason)
+	require.False(t, s.CheckTrust(pool, worker, tr, Standing{}).Flag, "not flagged again at once")
+}
