@@ -35,9 +35,9 @@ func (s Settings) CheckSpeed(j JudgmentRef, started, submitted time.Time) Check 
 		return Check{Reason: "the too-fast check is off"}
 	}
 	if took >= s.MinSeconds {
-		return Check{Reason: fmt.Sprintf("submitted %.3gs after the assignment started, the minimum is %gs", took, s.MinSeconds)}
+		return Check{Reason: fmt.Sprintf("submitted %.3fs after the assignment started, the minimum is %gs", took, s.MinSeconds)}
 	}
-	reason := fmt.Sprintf("too fast: submitted %.3gs after the assignment started, under the minimum %gs", took, s.MinSeconds)
+	reason := fmt.Sprintf("too fast: submitted %.3fs after the assignment started, under the minimum %gs", took, s.MinSeconds)
 	return Check{Failed: true, Reason: reason, Events: []Event{{Type: EventJudgmentCheckFailed, Data: JudgmentCheckFailedData{
 		JudgmentID: j.JudgmentID, ContributorID: j.ContributorID, PoolID: j.PoolID, Check: CheckTooFast, Reason: reason}}}}
 }
