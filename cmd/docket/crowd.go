@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,25 +372,55 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 		Short: "Work a pool with simulated contributors over HTTP",
 		Long: "Create N contributors with the pool's skills and channels and a key each (the\n" +
 			"--api-key must be an admin's), then let each loop over HTTP: take an assignment,\n" +
-			"answer it, submit, until the pool has no unit left for them. Each choice field is\n" +
-			"answered with the value of the unit input field named by --truth-field, when the\n" +
-			"input has one, with probability --accuracy, and otherwise with another option;\n" +
-			"without that field, at random. Rating fields get a random rating; other required\n" +
-			"fields a fixed answer.",
-		Example: "  docket crowd simulate --pool 01J… --contributors 20 --accuracy 0.8",
-		Args:    cobra.NoArgs,
+			"answer it, submit, until the pool has no unit left for them (or refuses them\n" +
+			"work: flagged). Each choice field is answered with the value of the unit input\n" +
+			"field named by --truth-field, when the input has one, with probability\n" +
+			"--accuracy, and otherwise with another option; without that field, at random.\n" +
+			"Rating fields get a random rating; other required fields a fixed answer.\n\n" +
+			"--profiles mixes kinds of contributors, as percentages of N summing to 100\n" +
+			"(seats by largest remainder, ties to the profile listed first):\n" +
+			"  good     right with probability --accuracy (the default: every contributor)\n" +
+			"  noisy    right with probability --noisy-accuracy\n" +
+			"  spammer  a random option, whatever the truth\n" +
+			"  first    always the first option (a bot); rating 1\n" +
+			"  fast     a random option, submitted at once (ignores --think)\n" +
+			"The others wait --think between taking and submitting. The contributors' external\n" +
+			"ids end with their profile when --profiles is given.",
+		Example: "  docket crowd simulate --pool 01J… --contributors 20 --accuracy 0.8\n" +
+			"  docket crowd simulate --pool 01J… --contributors 50 --profiles good=70,spammer=20,first=5,fast=5 --think 2s",
+		Args: cobra.NoArgs,
 	}
 	pool := cmd.Flags().String("pool", "", "the pool's id (required)")
 	n := cmd.Flags().Int("contributors", 10, "how many simulated contributors")
-	accuracy := cmd.Flags().Float64("accuracy", 0.8, "the probability of a correct answer, in [0,1]")
+	accuracy := cmd.Flags().Float64("accuracy", 0.8, "the probability of a correct answer (good profile), in [0,1]")
+	noisyAccuracy := cmd.Flags().Float64("noisy-accuracy", 0.6, "the probability of a correct answer of the noisy profile, in [0,1]")
+	profiles := cmd.Flags().String("profiles", "", "profile=percent,… of the contributors (good, noisy, spammer, first, fast); default: all good")
+	think := cmd.Flags().Duration("think", 0, "how long a contributor (but the fast ones) works on an assignment before submitting")
 	truth := cmd.Flags().String("truth-field", "truth", "the unit input field that holds the correct answer")
 	prefix := cmd.Flags().String("prefix", "", "external id prefix of the contributors (default sim-<time>)")
 	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, _ []string) error {
+		var problems []string
 		if *pool == "" {
-			return errors.New("--pool is required")
+			problems = append(problems, "--pool is required")
 		}
-		if *n < 1 || *accuracy < 0 || *accuracy > 1 {
-			return errors.New("--contributors must be at least 1 and --accuracy in [0,1]")
+		if *n < 1 {
+			problems = append(problems, "--contributors must be at least 1")
+		}
+		if !(*accuracy >= 0 && *accuracy <= 1) {
+			problems = append(problems, "--accuracy must be in [0,1]")
+		}
+		if !(*noisyAccuracy >= 0 && *noisyAccuracy <= 1) {
+			problems = append(problems, "--noisy-accuracy must be in [0,1]")
+		}
+		if *think < 0 {
+			problems = append(problems, "--think must not be negative")
+		}
+		shares, err := parseProfiles(*profiles)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		if len(problems) > 0 {
+			return errors.New(strings.Join(problems, "; "))
 		}
 		var p struct {
 			Skills   []string `json:"skills"`
@@ -401,6 +433,7 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 		if pre == "" {
 			pre = fmt.Sprintf("sim-%d", time.Now().UnixNano())
 		}
+		seats := seatProfiles(shares, *n)
 		keys := make([]string, *n)
 		for i := range keys {
 			var made struct {
@@ -410,7 +443,11 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 			if len(p.Channels) > 0 {
 				channels = p.Channels[:1]
 			}
-			if err := c.Do(ctx, "POST", "/v1/contributors", map[string]any{"externalId": fmt.Sprintf("%s-%d", pre, i), "name": "simulated", "skills": p.Skills, "channels": channels}, &made); err != nil {
+			external := fmt.Sprintf("%s-%d", pre, i)
+			if *profiles != "" {
+				external += "-" + seats[i]
+			}
+			if err := c.Do(ctx, "POST", "/v1/contributors", map[string]any{"externalId": external, "name": "simulated", "skills": p.Skills, "channels": channels}, &made); err != nil {
 				return err
 			}
 			var key struct {
@@ -422,6 +459,10 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 			keys[i] = key.Secret
 		}
 		start := time.Now()
+		tally := map[string]*simTally{}
+		for _, s := range shares {
+			tally[s.name] = &simTally{}
+		}
 		var judgments, correct atomic.Int64
 		var wg sync.WaitGroup
 		errs := make(chan error, len(keys))
@@ -431,28 +472,53 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 				return err
 			}
 			rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))
+			prof := simProfile{name: seats[i], accuracy: *accuracy}
+			if prof.name == "noisy" {
+				prof.accuracy = *noisyAccuracy
+			}
+			wait := *think
+			if prof.name == "fast" {
+				wait = 0
+			}
+			t := tally[prof.name]
+			t.contributors.Add(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					var t simTask
-					err := wc.Do(ctx, "POST", "/v1/assignments", map[string]any{"poolId": *pool}, &t)
+					var task simTask
+					err := wc.Do(ctx, "POST", "/v1/assignments", map[string]any{"poolId": *pool}, &task)
 					var re *remote.Error
 					if errors.As(err, &re) && re.Status == http.StatusNotFound {
 						return // nothing left for this contributor
+					}
+					if errors.As(err, &re) && re.Status == http.StatusForbidden {
+						t.refused.Add(1) // flagged in the pool: no more work
+						return
 					}
 					if err != nil {
 						errs <- err
 						return
 					}
-					data, right := simAnswer(&t, *truth, *accuracy, rng)
-					if err := wc.Do(ctx, "POST", "/v1/judgments", map[string]any{"assignmentId": t.AssignmentID, "data": data}, nil); err != nil {
+					data, right := simAnswer(&task, *truth, prof, rng)
+					if wait > 0 {
+						timer := time.NewTimer(wait)
+						select {
+						case <-ctx.Done():
+							timer.Stop()
+							return
+						case <-timer.C:
+						}
+					}
+					if err := wc.Do(ctx, "POST", "/v1/judgments", map[string]any{"assignmentId": task.AssignmentID, "data": data}, nil); err != nil {
 						errs <- err
 						return
 					}
 					judgments.Add(1)
+					t.judgments.Add(1)
 					if right {
 						correct.Add(1)
+						t.correct.Add(1)
 					}
 				}
 			}()
@@ -462,6 +528,13 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 		elapsed := time.Since(start)
 		fmt.Fprintf(out, "%d contributors submitted %d judgments in %s (%.0f judgments/s), %d matching the truth field\n",
 			len(keys), judgments.Load(), elapsed.Round(time.Millisecond), float64(judgments.Load())/elapsed.Seconds(), correct.Load())
+		if *profiles != "" {
+			for _, s := range shares {
+				t := tally[s.name]
+				fmt.Fprintf(out, "  %s: %d contributors, %d judgments, %d matching the truth field, %d refused work\n",
+					s.name, t.contributors.Load(), t.judgments.Load(), t.correct.Load(), t.refused.Load())
+			}
+		}
 		var all []string
 		for err := range errs {
 			all = append(all, err.Error())
@@ -474,9 +547,101 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 	return cmd
 }
 
-// simAnswer answers every field of the task; right says whether a choice
-// answer matched the truth field.
-func simAnswer(t *simTask, truthField string, accuracy float64, rng *rand.Rand) (map[string]any, bool) {
+// simTally counts what the contributors of one profile did.
+type simTally struct {
+	contributors, judgments, correct, refused atomic.Int64
+}
+
+// simProfiles are the kinds of simulated contributors, in the order the
+// summary lists them.
+var simProfiles = []string{"good", "noisy", "spammer", "first", "fast"}
+
+// simShare is one profile's percentage of the contributors.
+type simShare struct {
+	name    string
+	percent int
+}
+
+// parseProfiles reads --profiles: profile=percent pairs, comma-separated,
+// each profile once, whole percentages summing to 100; "" is good=100. An
+// error names every problem.
+func parseProfiles(s string) ([]simShare, error) {
+	if strings.TrimSpace(s) == "" {
+		return []simShare{{"good", 100}}, nil
+	}
+	var out []simShare
+	var problems []string
+	seen := map[string]bool{}
+	sum := 0
+	for _, part := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		pct, err := strconv.Atoi(strings.TrimSpace(value))
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%q is not profile=percent", part))
+			continue
+		case !slices.Contains(simProfiles, name):
+			problems = append(problems, fmt.Sprintf("unknown profile %q (want %s)", name, strings.Join(simProfiles, ", ")))
+		case seen[name]:
+			problems = append(problems, fmt.Sprintf("profile %s given twice", name))
+		}
+		seen[name] = true
+		if err != nil || pct < 0 || pct > 100 {
+			problems = append(problems, fmt.Sprintf("%s: the percentage %q is not a whole number from 0 to 100", name, value))
+			continue
+		}
+		sum += pct
+		out = append(out, simShare{name, pct})
+	}
+	if len(problems) == 0 && sum != 100 {
+		problems = append(problems, fmt.Sprintf("the percentages sum to %d, not 100", sum))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("--profiles: %s", strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+// seatProfiles gives each of n contributors a profile: each share gets the
+// whole part of percent·n/100, the seats left go to the largest
+// remainders (ties to the share listed first). Contributor i gets the
+// i-th seat, shares in the order given.
+func seatProfiles(shares []simShare, n int) []string {
+	seats := make([]int, len(shares))
+	given := 0
+	for i, s := range shares {
+		seats[i] = s.percent * n / 100
+		given += seats[i]
+	}
+	order := make([]int, len(shares))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(shares[b].percent*n%100, shares[a].percent*n%100)
+	})
+	for k := 0; given < n; k++ {
+		seats[order[k%len(order)]]++
+		given++
+	}
+	out := make([]string, 0, n)
+	for i, s := range shares {
+		for range seats[i] {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// simProfile is how one simulated contributor answers.
+type simProfile struct {
+	name     string
+	accuracy float64 // good and noisy
+}
+
+// simAnswer answers every field of the task as the profile does; right
+// says whether a choice answer matched the truth field.
+func simAnswer(t *simTask, truthField string, prof simProfile, rng *rand.Rand) (map[string]any, bool) {
 	data := map[string]any{}
 	right := false
 	truth, hasTruth := t.Unit.Input[truthField].(string)
@@ -487,18 +652,29 @@ func simAnswer(t *simTask, truthField string, accuracy float64, rng *rand.Rand) 
 				continue
 			}
 			pick := f.Options[rng.IntN(len(f.Options))].Value
-			if hasTruth {
-				if rng.Float64() < accuracy {
-					pick, right = truth, true
-				} else if len(f.Options) > 1 {
-					for pick == truth {
-						pick = f.Options[rng.IntN(len(f.Options))].Value
+			switch prof.name {
+			case "first":
+				pick = f.Options[0].Value
+			case "spammer", "fast":
+			default:
+				if hasTruth {
+					if rng.Float64() < prof.accuracy {
+						pick = truth
+					} else if len(f.Options) > 1 {
+						for pick == truth {
+							pick = f.Options[rng.IntN(len(f.Options))].Value
+						}
 					}
 				}
 			}
+			right = right || (hasTruth && pick == truth)
 			data[f.Name] = pick
 		case "rating":
-			data[f.Name] = 1 + rng.IntN(max(f.Scale, 1))
+			if prof.name == "first" {
+				data[f.Name] = 1
+			} else {
+				data[f.Name] = 1 + rng.IntN(max(f.Scale, 1))
+			}
 		case "number":
 			if f.Required {
 				data[f.Name] = 0
