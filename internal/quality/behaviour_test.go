@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -99,4 +100,38 @@ func TestCheckPatternFirstOption(t *testing.T) {
 	require.True(t, s.CheckPattern(pool, worker, two, window, Standing{}).Flag, "an absent field does not count")
 	window[2] = Answer{}
 	require.False(t, s.CheckPattern(pool, worker, two, window, Standing{}).Flag, "a judgment with no choice answer")
+}
+
+// Property: the same-answer check depends on the counts of the window,
+// not on their order, and flags exactly when the top count is more than
+// the share.
+func TestCheckPatternProperty(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 10))
+	options := []string{"a", "b", "c"}
+	field := []ChoiceField{{Name: "x", Options: options}}
+	for range 1000 {
+		s := Defaults()
+		s.PatternWindow = 2 + rng.IntN(30)
+		s.PatternMaxShare = float64(rng.IntN(100)) / 100
+		if s.PatternMaxShare == 0 {
+			s.PatternMaxShare = 0.5
+		}
+		skew := rng.Float64()
+		window := make([]Answer, s.PatternWindow)
+		top := map[string]int{}
+		for i := range window {
+			v := options[rng.IntN(3)]
+			if rng.Float64() < skew {
+				v = "a"
+			}
+			window[i] = Answer{"x": v}
+			top[v]++
+		}
+		most := max(top["a"], top["b"], top["c"])
+		d := s.CheckPattern(pool, worker, field, window, Standing{})
+		require.Equal(t, float64(most)/float64(s.PatternWindow) > s.PatternMaxShare, d.Flag, "%d of %d, share %v", most, s.PatternWindow, s.PatternMaxShare)
+		rng.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+		require.Equal(t, d.Flag, s.CheckPattern(pool, worker, field, window, Standing{}).Flag)
+	}
 }

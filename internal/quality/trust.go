@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/task"
 )
 
 // TrustPrior is the trust of a contributor with no evidence: (K + 0) /
@@ -104,6 +106,21 @@ func (s Settings) ScoreAgreement(t Trust, agreed bool, at time.Time, reason stri
 		t.Agreed++
 	}
 	return s.change(t, at, reason)
+}
+
+// EvaluateTest scores a judgment of a golden unit against the unit's
+// known answer (both parsed by ct: ParseAnswer, ParseJudgment), field by
+// field with task.Compiled.Score, and returns the score, the trust after
+// it (ScoreTest) and the test_judgment.evaluated event to write.
+func (s Settings) EvaluateTest(j JudgmentRef, ct *task.Compiled, answer, judgment task.Judgment, t Trust, at time.Time) (task.Score, Trust, Event) {
+	score := ct.Score(answer, judgment)
+	verdict := "wrong"
+	if score.Correct {
+		verdict = "right"
+	}
+	t = s.ScoreTest(t, score.Correct, at, fmt.Sprintf("test judgment %s: %s", j.JudgmentID, verdict))
+	return score, t, Event{Type: EventTestJudgmentEvaluated, Data: TestJudgmentEvaluatedData{
+		JudgmentID: j.JudgmentID, ContributorID: j.ContributorID, PoolID: j.PoolID, Correct: score.Correct, Trust: t.Value}}
 }
 
 // Recount returns t with its test counts replaced (a golden answer was

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -135,4 +136,52 @@ func TestForgive(t *testing.T) {
 	require.Len(t, tr.History, 2)
 	require.Equal(t, "forgiven by admin (flagged on trust): test counts restart from 1 of 6 right", tr.History[1].Reason)
 	require.False(t, s.CheckTrust(pool, worker, tr, Standing{}).Flag, "not flagged again at once")
+}
+
+func TestEvaluateTest(t *testing.T) {
+	t.Parallel()
+	ct := compile(t, `{"title": "t", "fields": [
+		{"name": "same", "kind": "choice", "options": [{"value": "yes"}, {"value": "no"}]},
+		{"name": "price", "kind": "number", "tolerance": 0.5}]}`)
+	answer, err := ct.ParseAnswer([]byte(`{"same": "no", "price": 10}`))
+	require.NoError(t, err)
+	s := Defaults()
+	j := JudgmentRef{JudgmentID: uuid.MustParse("00000000-0000-7000-8000-00000000000a"), ContributorID: worker, PoolID: pool}
+
+	right, err := ct.ParseJudgment([]byte(`{"same": "no", "price": 10.5}`))
+	require.NoError(t, err)
+	score, tr, ev := s.EvaluateTest(j, ct, answer, right, NewTrust(), t0)
+	require.True(t, score.Correct)
+	require.Equal(t, 0.75, tr.Value)
+	require.Equal(t, "test judgment "+j.JudgmentID.String()+": right", tr.History[0].Reason)
+	require.Equal(t, Event{Type: EventTestJudgmentEvaluated, Data: TestJudgmentEvaluatedData{
+		JudgmentID: j.JudgmentID, ContributorID: worker, PoolID: pool, Correct: true, Trust: 0.75}}, ev)
+
+	wrong, err := ct.ParseJudgment([]byte(`{"same": "no", "price": 10.6}`))
+	require.NoError(t, err)
+	score, tr, ev = s.EvaluateTest(j, ct, answer, wrong, tr, t0)
+	require.False(t, score.Correct, "price outside the tolerance")
+	require.Equal(t, 0.5, tr.Value) // 1.5 / 3
+	require.False(t, ev.Data.(TestJudgmentEvaluatedData).Correct)
+}
+
+// Property: trust stays in (0, 1), rises with a right answer and falls
+// with a wrong one.
+func TestTrustProperty(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		s := Defaults()
+		s.TrustSmoothing = 0.01 + rng.Float64()*10
+		s.AgreementWeight = rng.Float64()
+		a := rng.IntN(100)
+		tr := Trust{TestsAnswered: a, TestsCorrect: rng.IntN(a + 1)}
+		tr.Judged = rng.IntN(100)
+		tr.Agreed = rng.IntN(tr.Judged + 1)
+		v := s.TrustValue(tr)
+		require.Greater(t, v, 0.0)
+		require.Less(t, v, 1.0)
+		require.Greater(t, s.ScoreTest(tr, true, t0, "").Value, v)
+		require.Less(t, s.ScoreTest(tr, false, t0, "").Value, v)
+	}
 }

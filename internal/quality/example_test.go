@@ -1,0 +1,51 @@
+package quality_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/quality"
+	"github.com/docket-run/docket/internal/task"
+)
+
+// A contributor who answers their quiz badly is flagged after the fourth
+// test question, and a finalized unit they judged is reopened for one
+// more clean judgment.
+func Example() {
+	s, err := quality.Decode([]byte(`{"minTrust": 0.5, "minTests": 4}`))
+	if err != nil {
+		panic(err)
+	}
+	pool, who := uuid.MustParse("0190d5a0-0000-7000-8000-000000000001"), uuid.MustParse("0190d5a0-0000-7000-8000-000000000002")
+	at := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+	trust, standing := quality.NewTrust(), quality.Standing{}
+	counts := quality.Counts{}
+	for _, right := range []bool{false, true, false, false} {
+		fmt.Println(s.NextAssignment(counts).Reason)
+		counts.Taken++
+		counts.TestsTaken++
+		trust = s.ScoreTest(trust, right, at, "")
+		d := s.CheckTrust(pool, who, trust, standing)
+		if d.Flag {
+			standing = quality.Standing{Flagged: true, Check: d.Check}
+			fmt.Println("flagged:", d.Reason)
+		}
+	}
+
+	jpu := task.JudgmentsPerUnit{Min: 3, Max: 3}
+	repair := quality.PlanRepair(crowd.UnitFinalized, false, 3, jpu, []quality.Mark{
+		{Tainted: true}, {}, {},
+	})
+	fmt.Println(repair.Action, repair.Target, repair.Reason)
+	// Output:
+	// assignment 1: 1 test questions due (quiz: the first 4 assignments), 0 taken
+	// assignment 2: 2 test questions due (quiz: the first 4 assignments), 1 taken
+	// assignment 3: 3 test questions due (quiz: the first 4 assignments), 2 taken
+	// assignment 4: 4 test questions due (quiz: the first 4 assignments), 3 taken
+	// flagged: trust 0.300 is below the minimum 0.500 after 4 test questions (1 right)
+	// reopen 4 1 judgments changed taint, 2 clean and 1 tainted now: under the minimum 3 clean, reopened for 1 more
+}
