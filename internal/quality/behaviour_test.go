@@ -135,3 +135,16 @@ func TestCheckPatternProperty(t *testing.T) {
 		require.Equal(t, d.Flag, s.CheckPattern(pool, worker, field, window, Standing{}).Flag)
 	}
 }
+
+func TestChoiceAnswers(t *testing.T) {
+	t.Parallel()
+	ct := compile(t, `{"title": "t", "fields": [
+		{"name": "same", "kind": "choice", "options": [{"value": "yes"}, {"value": "no"}]},
+		{"name": "stars", "kind": "rating"},
+		{"name": "colour", "kind": "choice", "options": [{"value": "red"}, {"value": "blue"}]}]}`)
+	fields := ChoiceFields(ct)
+	require.Equal(t, []ChoiceField{{Name: "same", Options: []string{"yes", "no"}}, {Name: "colour", Options: []string{"red", "blue"}}}, fields)
+	j, err := ct.ParseJudgment([]byte(`{"same": "no", "stars": 4}`))
+	require.NoError(t, err)
+	require.Equal(t, Answer{"same": "no"}, AnswerOf(fields, j))
+}
