@@ -249,6 +249,18 @@ func Decode(data []byte) (Settings, error) {
 	return s, nil
 }
 
+// UnmarshalJSON decodes s with Decode, so Settings can sit inside a
+// larger JSON document (a task template, a pool's settings) and keep the
+// strict rules and the defaults.
+func (s *Settings) UnmarshalJSON(data []byte) error {
+	v, err := Decode(data)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
 func isIntKey(key string) bool {
 	switch key {
 	case "quizSize", "testEvery", "minTests", "tooFastLimit", "patternWindow":

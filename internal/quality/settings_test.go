@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -109,4 +110,19 @@ func TestSettingsValidateBounds(t *testing.T) {
 		require.Len(t, ve.Errors, 1, c.name)
 		require.Equal(t, c.field, ve.Errors[0].Field, c.name)
 	}
+}
+
+func TestSettingsInsideADocument(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Quality Settings `json:"quality"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"quality": {"minTrust": 0.8}}`), &doc))
+	want := Defaults()
+	want.MinTrust = 0.8
+	require.Equal(t, want, doc.Quality)
+	err := json.Unmarshal([]byte(`{"quality": {"minTrust": 8, "x": 1}}`), &doc)
+	var ve *task.ValidationError
+	require.True(t, errors.As(err, &ve), "%v", err)
+	require.Len(t, ve.Errors, 2)
 }
