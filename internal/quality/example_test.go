@@ -15,7 +15,7 @@ import (
 // test question, and a finalized unit they judged is reopened for one
 // more clean judgment.
 func Example() {
-	s, err := quality.Decode([]byte(`{"minTrust": 0.5, "minTests": 4}`))
+	s, err := quality.Decode([]byte(`{"quizSize": 4, "minTrust": 0.5, "minTests": 4}`))
 	if err != nil {
 		panic(err)
 	}

@@ -29,7 +29,8 @@ func always(int) bool { return true }
 
 func TestScheduleQuizThenOneInK(t *testing.T) {
 	t.Parallel()
-	s := Defaults() // N = 4, K = 10
+	s := Defaults()
+	s.QuizSize, s.TestEvery = 4, 10
 	require.Equal(t, []int{1, 2, 3, 4, 14, 24, 34}, schedule(s, 40, always))
 	s.QuizSize, s.TestEvery = 0, 3
 	require.Equal(t, []int{3, 6, 9}, schedule(s, 10, always))
@@ -47,6 +48,7 @@ func TestScheduleQuizThenOneInK(t *testing.T) {
 func TestScheduleOwesMissedTests(t *testing.T) {
 	t.Parallel()
 	s := Defaults()
+	s.QuizSize, s.TestEvery = 4, 10
 	// No golden unit for the first 10 assignments: the four quiz questions
 	// and the one due at the 14th are owed, given as soon as golden units
 	// exist (due(15) = 4 + ⌊11/10⌋ = 5).

@@ -13,10 +13,10 @@ import (
 
 // Defaults of Settings (see there for what each does).
 const (
-	QuizSizeDefault           = 4
-	TestEveryDefault          = 10
-	MinTrustDefault           = 0.5
-	MinTestsDefault           = 4
+	QuizSizeDefault           = 5
+	TestEveryDefault          = 8
+	MinTrustDefault           = 0.6
+	MinTestsDefault           = 8
 	TrustSmoothingDefault     = 0.5
 	AgreementWeightDefault    = 0.0
 	MinSecondsDefault         = 0.0

@@ -87,7 +87,8 @@ func TestTrustHistoryAndSnapshot(t *testing.T) {
 
 func TestCheckTrust(t *testing.T) {
 	t.Parallel()
-	s := Defaults() // minimum 0.5 after 4 tests
+	s := Defaults()
+	s.MinTrust, s.MinTests = 0.5, 4
 	none := Standing{}
 
 	d := s.CheckTrust(pool, worker, counts(0, 3), none)
