@@ -12,6 +12,26 @@
 // and every output a plain decision that says why, with the events to
 // write. The store and the judgment transaction call it; docs/quality.md
 // describes the rules and the settings.
+//
+// How the callers use it:
+//
+//   - A pool's settings: Decode its settings JSON (or a "quality" object
+//     of the task template; Settings decodes itself strictly there too).
+//   - Taking an assignment: NextAssignment on the contributor's counts in
+//     the pool; when it says Test, take a golden unit the contributor has
+//     no assignment for in any state (TestExcludedStates), and a regular
+//     unit when there is none.
+//   - A judgment of a golden unit: EvaluateTest (score, trust, event),
+//     then CheckTrust; a judgment of any unit: CheckSpeed (count the
+//     failures, then CheckTooFast) and CheckPattern on the contributor's
+//     last answers (AnswerOf). The judgment stores Trust.Snapshot.
+//   - A flag or un-flag (Decision, Forgive): taint or un-taint the
+//     contributor's judgments in the pool, then PlanRepair each unit they
+//     judged; for a recomputed or reopened FINALIZED unit, NewAudit gives
+//     the audit row and unit.result_changed when something changed.
+//   - A unit with new clean judgments: aggregate them, then DecideOverlap;
+//     on finalize, Agreements gives unit.finalized's per-judgment
+//     agreement (and ScoreAgreement when AgreementWeight > 0).
 package quality
 
 import (
