@@ -2,9 +2,11 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -84,10 +86,25 @@ func (h *Handler) routes() {
 	})
 }
 
+// Limits of a posted form.
+const (
+	// formMaxBytes is the most a form may post.
+	formMaxBytes = 64 << 10
+	// workFormMaxBytes is the most a work page's judgment may post: a
+	// judgment the API takes (1 MiB of JSON) must fit, and a text field's
+	// 10,000 characters form-encoded may take 9 bytes each.
+	workFormMaxBytes = 1 << 20
+)
+
 // authed wraps a page: no session → the sign-in page (GET) or 401; a
-// role without every access in need → 403; a POST without the session's
-// CSRF token → 403.
+// role without every access in need → 403; a POST larger than
+// formMaxBytes → 413; a POST without the session's CSRF token → 403.
 func (h *Handler) authed(need []access, next http.HandlerFunc) http.Handler {
+	return h.authedLimit(need, formMaxBytes, next)
+}
+
+// authedLimit is authed with a POST of at most limit bytes.
+func (h *Handler) authedLimit(need []access, limit int64, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ss *session
 		if c, err := r.Cookie(sessionCookie); err == nil {
@@ -111,7 +128,17 @@ func (h *Handler) authed(need []access, next http.HandlerFunc) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if err := r.ParseForm(); err != nil {
+				var tooLarge *http.MaxBytesError
+				if errors.As(err, &tooLarge) {
+					h.renderErrorAs(w, r, ss, http.StatusRequestEntityTooLarge,
+						"The form is too large: at most "+strconv.FormatInt(limit>>10, 10)+" kB may be sent. Nothing was saved.")
+					return
+				}
+				h.renderErrorAs(w, r, ss, http.StatusBadRequest, "The form could not be read: "+err.Error())
+				return
+			}
 			if !csrfOK(r, ss.csrf) {
 				h.renderErrorAs(w, r, ss, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
 				return

@@ -31,7 +31,7 @@ func (h *Handler) workRoutes() {
 	h.mux.Handle("GET /work", h.authed([]access{accessWork}, h.work))
 	h.mux.Handle("POST /work/pools/{id}/take", h.authed([]access{accessWork}, h.workTake))
 	h.mux.Handle("GET /work/a/{id}", h.authed([]access{accessWork}, h.workPage))
-	h.mux.Handle("POST /work/a/{id}/submit", h.authed([]access{accessWork}, h.workSubmit))
+	h.mux.Handle("POST /work/a/{id}/submit", h.authedLimit([]access{accessWork}, workFormMaxBytes, h.workSubmit))
 	h.mux.Handle("POST /work/a/{id}/skip", h.authed([]access{accessWork}, h.workSkip))
 	h.mux.Handle("POST /work/a/{id}/heartbeat", h.authed([]access{accessWork}, h.workHeartbeat))
 }

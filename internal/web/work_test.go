@@ -357,3 +357,50 @@ func TestJudgmentFromForm(t *testing.T) {
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "tags", ve.Errors[0].Field)
 }
+
+// TestWorkSubmitLongAnswer: a judgment the API takes is taken from the
+// work page's form too. A text field may hold TextMaxLengthDefault
+// characters; form-encoded, 10,000 characters outside ASCII are some
+// 90 kB, more than the 64 kB other forms may post. A form too large for
+// any page is refused as too large (413), not as a bad CSRF token.
+func TestWorkSubmitLongAnswer(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend)
+		tmpl, err := docket.ParseTask([]byte(`{"title": "Translate", "fields": [{"name": "text", "kind": "text", "required": true}],
+		  "judgmentsPerUnit": {"min": 1}}`))
+		require.NoError(t, err)
+		_, _, err = b.client.TaskPut(ctx, "translate", tmpl)
+		require.NoError(t, err)
+		putWorkflow(t, b.client, `{"name": "tr", "steps": [{"name": "do", "human": {"task": "translate"}}]}`)
+		pool, _, err := b.client.PoolEnsure(ctx, "tr", 1, "do", "translate")
+		require.NoError(t, err)
+		_, err = b.client.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		ada := b.signIn(t, RoleContributor)
+		r := ada.post(t, "/work/pools/"+pool.ID.String()+"/take", nil)
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		id := assignmentOf(t, r.Header.Get("Location"))
+
+		long := strings.Repeat("日", task.TextMaxLengthDefault)
+		r = ada.post(t, "/work/a/"+id.String()+"/submit", url.Values{"f.text": {long}})
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		a, err := b.client.AssignmentGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, docket.AssignmentSubmitted, a.State)
+		js, err := b.client.JudgmentList(ctx, a.UnitID)
+		require.NoError(t, err)
+		require.Len(t, js, 1)
+		require.JSONEq(t, `{"text":"`+long+`"}`, string(js[0].Data))
+
+		// Too large for any form: said so.
+		r = ada.post(t, "/work/a/"+id.String()+"/submit", url.Values{"f.text": {strings.Repeat("x", 2<<20)}})
+		require.Equal(t, http.StatusRequestEntityTooLarge, r.Status)
+		require.Contains(t, r.Body, "too large")
+		admin := b.signIn(t, docket.RoleAdmin)
+		r = admin.post(t, "/queues/pause", url.Values{"queue": {strings.Repeat("x", 100<<10)}})
+		require.Equal(t, http.StatusRequestEntityTooLarge, r.Status)
+		require.Contains(t, r.Body, "too large")
+	})
+}
