@@ -903,31 +903,6 @@ func pooledFixedPlan(x *index, counts, prior []float64) func(w, r, c int) float6
 	return func(w, r, c int) float64 { return alpha[r*k+c] }
 }
 
-func TestExploreSplits(t *testing.T) {
-	if os.Getenv("AGGX") == "" {
-		t.Skip()
-	}
-	d := loadDataset(t, "d_possent")
-	opts := Options{}.WithDefaults()
-	x, _ := newIndex(d.judgments, opts)
-	a := dawidSkene(MethodDS, x, opts)
-	hist := map[int]int{}
-	for i, it := range a.Items {
-		if it.Label == d.truth[it.Item] {
-			continue
-		}
-		tr := d.truth[it.Item]
-		n := 0
-		for j := x.start[i]; j < x.start[i+1]; j++ {
-			if x.classes[x.label[j]] == tr {
-				n++
-			}
-		}
-		hist[n]++
-	}
-	t.Logf("wrong items by votes for the truth (of 20): %v", hist)
-}
-
 func lgamma(v float64) float64 {
 	r, _ := math.Lgamma(v)
 	return r
