@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzSettingsDecode: arbitrary bytes never panic Decode; every refusal is
-// a *task.ValidationError with at least one problem; accepted settings are
+// a *task.ValidationError with at least one problem, one per key; accepted settings are
 // valid and go through their JSON form unchanged.
 func FuzzSettingsDecode(f *testing.F) {
 	f.Add([]byte(`{"quizSize": 3, "testEvery": 5, "minTrust": 0.7, "minTests": 3, "trustSmoothing": 0.5}`))
@@ -23,6 +23,13 @@ func FuzzSettingsDecode(f *testing.F) {
 			var ve *task.ValidationError
 			if !errors.As(err, &ve) || len(ve.Errors) == 0 {
 				t.Fatalf("error %T %v", err, err)
+			}
+			named := map[string]bool{}
+			for _, fe := range ve.Errors {
+				if named[fe.Field] {
+					t.Fatalf("%q named twice: %v", fe.Field, ve.Errors)
+				}
+				named[fe.Field] = true
 			}
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/docket-run/docket/internal/task"
 )
@@ -166,7 +167,19 @@ func Decode(data []byte) (Settings, error) {
 		return s, settingsError("", "the settings must be a JSON object")
 	}
 	var p []task.FieldError
-	bad := func(field, msg string) { p = append(p, task.FieldError{Field: field, Message: msg}) }
+	// bad names a problem of a key: one entry per key, however many
+	// problems it has (a key given three times is "given twice" once).
+	bad := func(field, msg string) {
+		for i := range p {
+			if p[i].Field == field {
+				if !strings.Contains(p[i].Message, msg) {
+					p[i].Message += "; " + msg
+				}
+				return
+			}
+		}
+		p = append(p, task.FieldError{Field: field, Message: msg})
+	}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()

@@ -45,13 +45,18 @@ func TestSettingsDecodeNamesEveryField(t *testing.T) {
 		"minTests": "four", "patternFirstOption": 1, "trustSmoothing": 0, "minTests": 3,
 		"patternMaxShare": 1, "minSeconds": -1, "tooFastLimit": 0, "patternWindow": 1, "agreementWeight": 1.01}`)
 	want := []string{"quizSize", "testEvery", "minTrust", "colour", "minTests", "patternFirstOption",
-		"trustSmoothing", "minTests", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight"}
+		"trustSmoothing", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight"}
 	slices.Sort(got)
 	slices.Sort(want)
 	require.Equal(t, want, got)
 	// A key refused for its type is not named again by the validation.
 	require.Equal(t, []string{"minTests"}, problemFields(t, `{"minTests": "x"}`))
 	require.Equal(t, []string{"minTests"}, problemFields(t, `{"minTests": 3, "minTests": 3}`))
+	// One entry per key (docs/quality.md), saying everything wrong with it.
+	_, err := Decode([]byte(`{"minTests": "x", "minTests": 3, "minTests": 4}`))
+	var ve *task.ValidationError
+	require.True(t, errors.As(err, &ve), "%v", err)
+	require.Equal(t, []task.FieldError{{Field: "minTests", Message: "must be a whole number; given twice"}}, ve.Errors)
 }
 
 func TestSettingsDecodeDocument(t *testing.T) {
