@@ -17,7 +17,7 @@ import (
 // /v1/me/pools, Client.EligiblePools), and the work page of one
 // assignment. Every action calls the same docket.Client methods as the
 // API's contributor endpoints, for the contributor the session's key is
-// bound to; an assignment of someone else is refused (403).
+// bound to; an assignment of someone else answers 404, like an unknown one.
 
 // WorkContentSecurityPolicy is ContentSecurityPolicy with images from any
 // http(s) address: a unit's photo lives wherever the requester keeps it.
@@ -181,14 +181,13 @@ func (h *Handler) mine(w http.ResponseWriter, r *http.Request) (*docket.Assignme
 	}
 	a, err := h.client.AssignmentGet(r.Context(), id)
 	switch {
-	case errors.Is(err, docket.ErrNotFound):
+	case errors.Is(err, docket.ErrNotFound) || err == nil && a.ContributorID != me(r):
+		// Another contributor's assignment answers like an unknown one, as
+		// the API does: the page does not confirm that the id exists.
 		h.renderError(w, r, http.StatusNotFound, "No assignment "+id.String()+".")
 		return nil, false
 	case err != nil:
 		h.renderError(w, r, http.StatusInternalServerError, "Reading the assignment failed: "+err.Error())
-		return nil, false
-	case a.ContributorID != me(r):
-		h.renderError(w, r, http.StatusForbidden, "This assignment is another contributor's.")
 		return nil, false
 	}
 	return a, true

@@ -213,10 +213,10 @@ func TestWorkPages(t *testing.T) {
 		require.NoError(t, err)
 		b.keys["bob"] = bobKey
 		other := b.signIn(t, "bob")
-		require.Equal(t, http.StatusForbidden, other.get(t, "/work/a/"+first.String()).Status)
+		require.Equal(t, http.StatusNotFound, other.get(t, "/work/a/"+first.String()).Status, "another's assignment looks unknown")
 		for _, verb := range []string{"submit", "skip", "heartbeat"} {
 			r = other.post(t, "/work/a/"+first.String()+"/"+verb, url.Values{"f.same": {"no"}})
-			require.Equal(t, http.StatusForbidden, r.Status, verb)
+			require.Equal(t, http.StatusNotFound, r.Status, verb)
 		}
 		a, err = b.client.AssignmentGet(ctx, first)
 		require.NoError(t, err)
