@@ -52,69 +52,41 @@ type EligiblePool struct {
 	Available int
 }
 
+// EligiblePoolsLimitDefault is how many pools EligiblePools lists when
+// the caller gives no limit; EligiblePoolsLimitMax is the most it lists.
+const (
+	EligiblePoolsLimitDefault = 100
+	EligiblePoolsLimitMax     = store.PoolListEligibleLimitMax
+)
+
 // EligiblePools lists the OPEN pools the contributor may work on: every
 // skill a pool requires is among theirs, they share a channel with it (or
 // it requires none), they are active and not flagged in it, and it holds
 // a unit a take would hand them now (JUDGABLE, a free slot, never
 // assigned to them). Sorted by priority (0 first), then age (oldest
-// first).
-//
-// The open pools are read a page at a time and filtered here by skills,
-// channels and flags; the store then keeps those with work for this
-// contributor (PoolListWithWork), one query per page.
-func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID) ([]*EligiblePool, error) {
-	who, err := c.store.ContributorGet(ctx, contributorID)
+// first), at most limit (0: EligiblePoolsLimitDefault; at most
+// EligiblePoolsLimitMax). One query: on PostgreSQL the GIN indexes of
+// the open pools' skills and channels find them. ErrNotFound when there
+// is no such contributor; an inactive one gets none.
+func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID, limit int) ([]*EligiblePool, error) {
+	if limit == 0 {
+		limit = EligiblePoolsLimitDefault
+	}
+	pools, err := c.store.PoolListEligible(ctx, &store.PoolListEligibleParams{ContributorID: contributorID, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
-	out := []*EligiblePool{}
-	if who.State != crowd.ContributorActive {
-		return out, nil
+	out := make([]*EligiblePool, len(pools))
+	for i, p := range pools {
+		out[i] = &EligiblePool{Pool: p, Available: p.Counts.Judgable}
 	}
-	const page = 1000
-	var before uuid.UUID
-	for {
-		pools, err := c.store.PoolList(ctx, &store.PoolListParams{Statuses: []crowd.PoolStatus{crowd.PoolOpen}, BeforeID: before, Limit: page})
-		if err != nil {
+	if len(out) == 0 {
+		// Tell "no such contributor" from "no work" only when there is no
+		// work: the common answer stays one query.
+		if _, err := c.store.ContributorGet(ctx, contributorID); err != nil {
 			return nil, err
 		}
-		byID := map[uuid.UUID]*Pool{}
-		var ids []uuid.UUID
-		for _, p := range pools {
-			if p.Counts.Judgable == 0 || !eligible(who, p) {
-				continue
-			}
-			pc, err := c.store.PoolContributorGet(ctx, p.ID, who.ID)
-			if err != nil {
-				return nil, err
-			}
-			if pc.Flagged {
-				continue
-			}
-			byID[p.ID] = p
-			ids = append(ids, p.ID)
-		}
-		if len(ids) > 0 {
-			withWork, err := c.store.PoolListWithWork(ctx, &store.PoolListWithWorkParams{ContributorID: who.ID, PoolIDs: ids})
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range withWork {
-				p := byID[id]
-				out = append(out, &EligiblePool{Pool: p, Available: p.Counts.Judgable})
-			}
-		}
-		if len(pools) < page {
-			break
-		}
-		before = pools[len(pools)-1].ID
 	}
-	slices.SortStableFunc(out, func(a, b *EligiblePool) int {
-		if a.Pool.Priority != b.Pool.Priority {
-			return a.Pool.Priority - b.Pool.Priority
-		}
-		return a.Pool.CreatedAt.Compare(b.Pool.CreatedAt)
-	})
 	return out, nil
 }
 

@@ -40,14 +40,19 @@ type myPoolsResponse struct {
 }
 
 func (s *Server) myPools(ctx context.Context, r *http.Request, _ *Empty) (int, *myPoolsResponse, error) {
-	if err := noQuery(r, nil); err != nil {
+	if err := noQuery(r, []string{"limit"}); err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
 		return 0, nil, err
 	}
 	me, err := s.me(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	pools, err := s.client.EligiblePools(ctx, me.ID)
+	pools, err := s.client.EligiblePools(ctx, me.ID, limit)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -444,6 +444,11 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 		require.Equal(t, 1, mine.Items[0].Available)
 		cb.as(t, noSkill.secret, "GET", "/v1/me/pools", nil).JSON(t, &mine)
 		require.Empty(t, mine.Items)
+		cb.as(t, a.secret, "GET", "/v1/me/pools?limit=1", nil).JSON(t, &mine)
+		require.Len(t, mine.Items, 1)
+		for _, q := range []string{"limit=0", "limit=501", "limit=x", "cursor=x"} {
+			cb.as(t, a.secret, "GET", "/v1/me/pools?"+q, nil).Problem(t, http.StatusBadRequest)
+		}
 		cb.as(t, noSkill.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid}).Problem(t, http.StatusForbidden)
 
 		cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": "x"}).Problem(t, http.StatusBadRequest)

@@ -102,11 +102,16 @@ type CrowdStore interface {
 	// their random keys, wrapping around: the one query that refills a
 	// node's candidate cache (StrategyCandidates).
 	UnitListAvailable(ctx context.Context, p *UnitListAvailableParams) ([]uuid.UUID, error)
-	// PoolListWithWork keeps, of p.PoolIDs, the pools holding a regular
-	// unit a take could hand p.ContributorID now (JUDGABLE, a free slot,
-	// never assigned to them), in the order given: what "finding work"
-	// asks of each pool a contributor is eligible for.
-	PoolListWithWork(ctx context.Context, p *PoolListWithWorkParams) ([]uuid.UUID, error)
+	// PoolListEligible is "finding work": the OPEN pools p.ContributorID
+	// may work on — every skill a pool requires among theirs, a channel in
+	// common (or none required), the contributor active and not flagged
+	// in the pool — that hold a regular unit a take could hand them now
+	// (JUDGABLE, a free slot, never assigned to them), sorted by priority
+	// (0 first), then age (oldest first), at most p.Limit, with their
+	// counters. One query; on PostgreSQL the GIN indexes of the open pools'
+	// skills and channels serve it. An unknown or inactive contributor
+	// gets none.
+	PoolListEligible(ctx context.Context, p *PoolListEligibleParams) ([]*crowd.Pool, error)
 
 	// ContributorCreate records a contributor, active; an external id
 	// that exists already is ErrDuplicate.
@@ -390,17 +395,20 @@ func (p *UnitListAvailableParams) Validate() error {
 	return pr.Err()
 }
 
-// PoolListWithWorkParams asks which pools have work for a contributor.
-type PoolListWithWorkParams struct {
+// PoolListEligibleLimitMax is the most pools PoolListEligible lists.
+const PoolListEligibleLimitMax = 1000
+
+// PoolListEligibleParams asks for the pools a contributor may work on.
+type PoolListEligibleParams struct {
 	ContributorID uuid.UUID
-	PoolIDs       []uuid.UUID // at most 1000
+	Limit         int // 1 to PoolListEligibleLimitMax
 }
 
 // Validate names every invalid field.
-func (p *PoolListWithWorkParams) Validate() error {
-	pr := problemsOf("list pools with work")
+func (p *PoolListEligibleParams) Validate() error {
+	pr := problemsOf("list eligible pools")
 	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
-	pr.Check(len(p.PoolIDs) > 1000, "poolIds", "lists at most 1000 pools")
+	pr.Check(p.Limit < 1 || p.Limit > PoolListEligibleLimitMax, "limit", "must be 1 to %d", PoolListEligibleLimitMax)
 	return pr.Err()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/storetest"
 )
 
 // TestTakePlan: on a pool of 20,000 units (plus another pool's 20,000),
@@ -112,4 +113,48 @@ func explainIn(t *testing.T, tx pgx.Tx, query string, args pgx.NamedArgs) string
 		s += l + "\n"
 	}
 	return s
+}
+
+// TestFindWorkPlan: among 10,000 open pools (storetest.SeedFindWork) and
+// 2,000 completed ones, with 10,000 assignments, finding work
+// (PoolListEligible) finds the pools through the partial GIN index of the
+// open pools' skills (the channels are checked on the few rows it finds),
+// in custom and generic plans, and reads no table of pools, units or
+// assignments sequentially. The plan is in docs/store-plans.md.
+func TestFindWorkPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 10k pools")
+	}
+	t.Parallel()
+	b := setup(t)
+	ids, err := storetest.SeedFindWork(b.ctx, b.s, storetest.FindWorkShape{Pools: 10_000, UnitsPerPool: 1, Contributors: 200})
+	require.NoError(t, err)
+	_, err = b.s.Pool().Exec(b.ctx, `
+		UPDATE docket_pools SET status = 'COMPLETED' WHERE id IN (SELECT id FROM docket_pools ORDER BY id LIMIT 2000);
+		INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
+			SELECT gen_random_uuid(), u.id, u.pool_id, c.id, 'SUBMITTED', now(), now(), now()
+			FROM (SELECT id, pool_id, row_number() OVER () % 200 AS cn FROM docket_units) u
+			JOIN (SELECT id, row_number() OVER () - 1 AS cn FROM docket_contributors) c ON c.cn = u.cn;
+		ANALYZE docket_pools; ANALYZE docket_units; ANALYZE docket_assignments; ANALYZE docket_contributors`)
+	require.NoError(t, err)
+	args := pgx.NamedArgs{"contributor": ids[0], "limit": 50}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		tx, err := b.s.Pool().Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		plan := explainIn(t, tx, poolEligibleSQL, args)
+		require.NoError(t, tx.Rollback(b.ctx))
+		t.Logf("find work (%s):\n%s", mode, plan)
+		for _, index := range []string{"docket_pools_open_skills", "docket_units_open"} {
+			require.Contains(t, plan, index, mode)
+		}
+		for _, table := range []string{"docket_pools", "docket_units", "docket_assignments", "docket_pool_contributors"} {
+			require.NotContains(t, plan, "Seq Scan on "+table+" ", mode)
+		}
+	}
+	// The plan's answer is the store's.
+	ps, err := b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{ContributorID: ids[0], Limit: 50})
+	require.NoError(t, err)
+	require.NotEmpty(t, ps)
 }

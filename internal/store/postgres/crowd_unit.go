@@ -318,33 +318,46 @@ func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailabl
 	return out, nil
 }
 
-// PoolListWithWork implements store.Store: one statement, an EXISTS per
-// pool that stops at its first open unit the contributor was never
-// assigned (docket_units_open, then the assignments' unique index).
-func (s *Store) PoolListWithWork(ctx context.Context, p *store.PoolListWithWorkParams) ([]uuid.UUID, error) {
+// poolEligibleSQL is finding work, one statement. The contributor's
+// skills and channels are read once (InitPlans), so the pools are found
+// through the partial GIN indexes of the open pools: skills <@ theirs
+// (docket_pools_open_skills, which also finds the pools requiring none)
+// and channels && theirs or none required (docket_pools_open_channels,
+// both arms). Each pool found is then checked for a flag and for a unit a
+// take could hand them (docket_units_open, then the assignments' unique
+// index), sorted and cut; the counters are summed for the pools kept only.
+var poolEligibleSQL = `
+WITH picked AS (
+	SELECT p.id, p.priority, p.created_at FROM docket_pools p
+	WHERE p.status = 'OPEN'
+		AND p.skills <@ (SELECT skills FROM docket_contributors WHERE id = @contributor AND state = 'active')
+		AND (p.channels && (SELECT channels FROM docket_contributors WHERE id = @contributor)
+			OR p.channels = '{}'::text[])
+		AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
+			WHERE pc.pool_id = p.id AND pc.contributor_id = @contributor AND pc.flagged)
+		AND EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = p.id AND ` + openUnit + `
+			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor))
+	ORDER BY p.priority, p.created_at, p.id
+	LIMIT @limit
+)
+` + poolSelect + ` JOIN picked ON picked.id = p.id
+ORDER BY picked.priority, picked.created_at, picked.id`
+
+// PoolListEligible implements store.Store.
+func (s *Store) PoolListEligible(ctx context.Context, p *store.PoolListEligibleParams) ([]*crowd.Pool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if len(p.PoolIDs) == 0 {
-		return []uuid.UUID{}, nil
-	}
-	rs, err := s.pool.Query(ctx, `
-		SELECT pid FROM unnest($1::uuid[]) WITH ORDINALITY AS cand(pid, n)
-		WHERE EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = cand.pid AND `+openUnit+`
-			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = $2))
-		ORDER BY n`, p.PoolIDs, p.ContributorID)
+	rs, err := s.pool.Query(ctx, poolEligibleSQL, pgx.NamedArgs{"contributor": p.ContributorID, "limit": p.Limit})
 	if err != nil {
-		return nil, fmt.Errorf("list pools with work: %w", err)
+		return nil, fmt.Errorf("list eligible pools of contributor %s: %w", p.ContributorID, err)
 	}
-	out, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
-		var id uuid.UUID
-		return id, r.Scan(&id)
-	})
+	out, err := collect(rs, scanPool)
 	if err != nil {
-		return nil, fmt.Errorf("list pools with work: %w", err)
+		return nil, fmt.Errorf("list eligible pools of contributor %s: %w", p.ContributorID, err)
 	}
 	if out == nil {
-		out = []uuid.UUID{}
+		out = []*crowd.Pool{}
 	}
 	return out, nil
 }

@@ -187,23 +187,37 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 // word the predicate of the docket_units_open indexes.
 const openUnit = `state = 'JUDGABLE' AND golden = 0 AND slots_taken < judgments_per_unit`
 
-// PoolListWithWork implements store.Store: one EXISTS per pool, each
-// stopping at the first open unit the contributor was never assigned.
-func (s *Store) PoolListWithWork(ctx context.Context, p *store.PoolListWithWorkParams) ([]uuid.UUID, error) {
+// poolEligibleSQL is finding work, one query: the OPEN pools in the
+// order of the answer (docket_pools_open_order), each kept when its skills
+// (a JSON array) are all the contributor's, it shares a channel with them
+// or requires none, they are not flagged in it and it holds a unit a take
+// could hand them (docket_units_open, then the assignments' unique
+// index); it stops at the limit.
+var poolEligibleSQL = `
+WITH me AS (SELECT id, skills, channels FROM docket_contributors WHERE id = ? AND state = 'active')
+` + poolSelect + ` JOIN me ON 1
+WHERE p.status = 'OPEN'
+	AND NOT EXISTS (SELECT 1 FROM json_each(p.skills) s WHERE s.value NOT IN (SELECT value FROM json_each(me.skills)))
+	AND (p.channels = '[]' OR EXISTS (SELECT 1 FROM json_each(p.channels) ch
+		WHERE ch.value IN (SELECT value FROM json_each(me.channels))))
+	AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
+		WHERE pc.pool_id = p.id AND pc.contributor_id = me.id AND pc.flagged)
+	AND EXISTS (SELECT 1 FROM docket_units WHERE docket_units.pool_id = p.id AND ` + openUnit + `
+		AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = docket_units.id AND x.contributor_id = me.id))
+ORDER BY p.priority, p.created_at, p.id
+LIMIT ?`
+
+// PoolListEligible implements store.Store.
+func (s *Store) PoolListEligible(ctx context.Context, p *store.PoolListEligibleParams) ([]*crowd.Pool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	out := []uuid.UUID{}
-	for _, id := range p.PoolIDs {
-		var has bool
-		err := s.reader.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM docket_units WHERE pool_id = ? AND `+openUnit+`
-			AND `+notJudgedBy+`)`, id.String(), p.ContributorID.String()).Scan(&has)
-		if err != nil {
-			return nil, fmt.Errorf("list pools with work: pool %s: %w", id, err)
-		}
-		if has {
-			out = append(out, id)
-		}
+	out, err := queryAll(ctx, s.reader, scanPool, poolEligibleSQL, p.ContributorID.String(), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list eligible pools of contributor %s: %w", p.ContributorID, err)
+	}
+	if out == nil {
+		out = []*crowd.Pool{}
 	}
 	return out, nil
 }

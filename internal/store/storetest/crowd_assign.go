@@ -84,38 +84,93 @@ func testAssignments(t *testing.T, open opener) {
 		require.Zero(t, c.ActiveAssignments)
 	})
 
-	t.Run("PoolListWithWork", func(t *testing.T) {
+	t.Run("PoolListEligible", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
-		full, left, empty, golden := b.pool(t, 1), b.pool(t, 2), b.pool(t, 1), b.pool(t, 1)
-		b.units(t, full.ID, 1, crowd.UnitJudgable)
-		b.units(t, left.ID, 2, crowd.UnitJudgable)
-		_, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: golden.ID, State: crowd.UnitJudgable,
+		// pool makes an OPEN pool of one judgment per unit requiring
+		// skills and channels, with n regular units.
+		pool := func(skills, channels []string, priority int, age time.Duration, n int) *crowd.Pool {
+			t.Helper()
+			pp := b.poolParams(t, 1)
+			pp.Skills, pp.Channels, pp.Priority, pp.Now = skills, channels, priority, base.Add(-age)
+			p, _, err := b.s.PoolCreate(b.ctx, pp)
+			require.NoError(t, err)
+			if n > 0 {
+				b.units(t, p.ID, n, crowd.UnitJudgable)
+			}
+			return p
+		}
+		who := func(skills, channels []string) *crowd.Contributor {
+			t.Helper()
+			c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: "ext-" + uuid.NewString(),
+				Skills: skills, Channels: channels, Now: base})
+			require.NoError(t, err)
+			return c
+		}
+		list := func(c uuid.UUID, limit int) []uuid.UUID {
+			t.Helper()
+			ps, err := b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{ContributorID: c, Limit: limit})
+			require.NoError(t, err)
+			ids := make([]uuid.UUID, len(ps))
+			for i, p := range ps {
+				ids[i] = p.ID
+				require.Equal(t, crowd.PoolOpen, p.Status)
+				require.Positive(t, p.Counts.Judgable, "counters come with the pools")
+			}
+			return ids
+		}
+		// Sorted by priority, then age (oldest first).
+		any0 := pool(nil, nil, 5, 0, 2)                          // no skill, no channel: anyone's
+		en := pool([]string{"en"}, nil, 5, time.Hour, 1)         // older, same priority
+		enFr := pool([]string{"en", "fr"}, nil, 5, 0, 1)         // both skills needed
+		web := pool(nil, []string{"web", "app"}, 1, 0, 1)        // a channel in common needed
+		urgent := pool([]string{"en"}, []string{"app"}, 0, 0, 1) // both
+		flagged := pool(nil, nil, 5, 2*time.Hour, 1)             // flagged there
+		paused := pool(nil, nil, 5, 0, 1)                        // not OPEN
+		goldenOnly := pool(nil, nil, 5, 0, 0)                    // golden units are no work
+		empty := pool(nil, nil, 5, 0, 0)                         // no unit
+		_, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: goldenOnly.ID, State: crowd.UnitJudgable,
 			Units: []*store.UnitInsertParams{newGolden(0)}, Now: base})
 		require.NoError(t, err)
-		c1, c2 := b.contributor(t), b.contributor(t)
-		ids := []uuid.UUID{golden.ID, left.ID, empty.ID, full.ID, uuid.Must(uuid.NewV7())}
-		with := func(c uuid.UUID) []uuid.UUID {
-			t.Helper()
-			out, err := b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{ContributorID: c, PoolIDs: ids})
-			require.NoError(t, err)
-			return out
-		}
-		require.Equal(t, []uuid.UUID{left.ID, full.ID}, with(c1.ID), "in the order given; golden units and unknown pools are no work")
-		// c2 takes full's only slot: full has no work for c1 either.
-		b.take(t, takeParams(full.ID, c2.ID))
-		require.Equal(t, []uuid.UUID{left.ID}, with(c1.ID))
-		// c1 takes both units of left (one each): left still has a slot of
-		// each, but for c2 only.
-		b.take(t, takeParams(left.ID, c1.ID))
-		b.take(t, takeParams(left.ID, c1.ID))
-		require.Empty(t, with(c1.ID), "c1 was assigned every unit left")
-		require.Equal(t, []uuid.UUID{left.ID}, with(c2.ID))
-		_, err = b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{})
-		requireFields(t, err, "contributorId")
-		none, err := b.s.PoolListWithWork(b.ctx, &store.PoolListWithWorkParams{ContributorID: c1.ID})
+		_, err = b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: paused.ID, From: crowd.PoolOpen, To: crowd.PoolPaused, Now: base})
 		require.NoError(t, err)
-		require.Empty(t, none)
+		_ = empty
+
+		ada := who([]string{"en", "de"}, []string{"app"})
+		bob := who([]string{"fr", "en"}, []string{"mail"})
+		cy := who(nil, nil)
+		_, err = b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: flagged.ID, ContributorID: ada.ID,
+			Flagged: true, FlagReason: "too fast", Now: base})
+		require.NoError(t, err)
+
+		require.Equal(t, []uuid.UUID{urgent.ID, web.ID, en.ID, any0.ID}, list(ada.ID, 100),
+			"ada: no fr (enFr), flagged in one, a paused, an empty and a golden-only pool")
+		require.Equal(t, []uuid.UUID{flagged.ID, en.ID, any0.ID, enFr.ID}, list(bob.ID, 100),
+			"bob: no channel app or web; flagged nowhere; ties of priority and age by id")
+		require.Equal(t, []uuid.UUID{flagged.ID, any0.ID}, list(cy.ID, 100), "no skill: only pools requiring none")
+		require.Equal(t, []uuid.UUID{urgent.ID, web.ID}, list(ada.ID, 2), "cut at the limit, after sorting")
+
+		// Units assigned to ada are no longer work for her; units with no
+		// free slot are no work for anyone.
+		b.take(t, takeParams(urgent.ID, ada.ID))
+		b.take(t, takeParams(any0.ID, ada.ID))
+		require.Equal(t, []uuid.UUID{web.ID, en.ID, any0.ID}, list(ada.ID, 100), "any0 has one unit she never had")
+		b.take(t, takeParams(any0.ID, ada.ID))
+		require.Equal(t, []uuid.UUID{web.ID, en.ID}, list(ada.ID, 100))
+		require.Equal(t, []uuid.UUID{flagged.ID, en.ID, enFr.ID}, list(bob.ID, 100), "any0's two slots are taken")
+
+		// A banned or flagged contributor gets none; an unknown one none.
+		for _, st := range []crowd.ContributorState{crowd.ContributorBanned, crowd.ContributorFlagged} {
+			_, err = b.s.ContributorUpdate(b.ctx, &store.ContributorUpdateParams{ID: bob.ID, State: &st, Now: base})
+			require.NoError(t, err)
+			require.Empty(t, list(bob.ID, 100), "%s", st)
+		}
+		require.Empty(t, list(newID(), 100))
+
+		_, err = b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{Limit: 0})
+		requireFields(t, err, "contributorId", "limit")
+		_, err = b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{ContributorID: ada.ID, Limit: store.PoolListEligibleLimitMax + 1})
+		requireFields(t, err, "limit")
 	})
 	t.Run("OneContributorTakesAtOnce", func(t *testing.T) {
 		// A double click, a retry: takes of one contributor racing each

@@ -1,0 +1,1 @@
+DROP INDEX docket_pools_open_order;
