@@ -121,7 +121,9 @@ type TakenAssignment struct {
 // contributor for the pool's assignment duration. ErrNoUnit when none is
 // left for them; *PoolNotOpenError when the pool is paused or closed;
 // *NotEligibleError when they may not work on it (banned, flagged, a
-// skill or channel missing); ErrNotFound when the pool does not exist.
+// skill or channel missing); *TakeRateError past the pool's safe rate on
+// this node (its task's takesPerSecond, takesPerSecondPerContributor);
+// ErrNotFound when the pool does not exist.
 func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.UUID) (*TakenAssignment, error) {
 	pool, err := c.poolSettings(ctx, poolID)
 	if err != nil {
@@ -136,6 +138,9 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 	}
 	ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.takeRateAllow(pool, ct, contributorID); err != nil {
 		return nil, err
 	}
 	id, err := uuid.NewV7()

@@ -3,7 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+
+	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
 )
@@ -26,11 +29,22 @@ func crowdProblem(err error) *Problem {
 		assignment *docket.AssignmentError
 		judgment   *docket.JudgmentConflictError
 		transition *docket.CrowdTransitionError
+		takeRate   *docket.TakeRateError
 	)
 	switch {
 	case errors.Is(err, docket.ErrNoUnit):
 		return problem(http.StatusNotFound, "no-unit", "No unit available",
 			"the pool has no unit you may take now: every unit is taken, final, or judged by you already; try again later or another pool")
+	case errors.As(err, &takeRate):
+		secs := max(1, int(math.Ceil(takeRate.RetryAfter.Seconds())))
+		whom := ""
+		if takeRate.ContributorID != uuid.Nil {
+			whom = " to one contributor"
+		}
+		p := tooMany(secs)
+		p.Detail = fmt.Sprintf("pool %s hands out at most %g assignments per second%s on this server (its safe rate); retry after %d s",
+			takeRate.PoolID, takeRate.PerSecond, whom, secs)
+		return p
 	case errors.As(err, &notOpen):
 		return conflict("pool-not-open", fmt.Sprintf("pool %s is %s: it hands out no assignment", notOpen.PoolID, notOpen.Status))
 	case errors.As(err, &notElig):

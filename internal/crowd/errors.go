@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -149,4 +150,23 @@ type NotEligibleError struct {
 
 func (e *NotEligibleError) Error() string {
 	return fmt.Sprintf("contributor %s may not work on pool %s: %s", e.ContributorID, e.PoolID, e.Reason)
+}
+
+// TakeRateError: a take came past the pool's safe rate (the task's
+// takesPerSecond, or takesPerSecondPerContributor when ContributorID is
+// set), counted by the node that served it. Nothing was taken; a take
+// after RetryAfter may succeed.
+type TakeRateError struct {
+	PoolID        uuid.UUID
+	ContributorID uuid.UUID // uuid.Nil when the pool's rate refused it
+	PerSecond     float64
+	RetryAfter    time.Duration
+}
+
+func (e *TakeRateError) Error() string {
+	who := "the pool's"
+	if e.ContributorID != uuid.Nil {
+		who = "a contributor's"
+	}
+	return fmt.Sprintf("pool %s: past %s safe rate of %g takes per second; retry after %s", e.PoolID, who, e.PerSecond, e.RetryAfter)
 }

@@ -113,6 +113,10 @@ func decodeInto(data []byte, p *problems) *Template {
 			if d.int(path, v, &n) {
 				t.Priority = &n
 			}
+		case "takesPerSecond":
+			d.float(path, v, &t.TakesPerSecond)
+		case "takesPerSecondPerContributor":
+			d.float(path, v, &t.TakesPerSecondPerContributor)
 		default:
 			return false
 		}

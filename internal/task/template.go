@@ -50,6 +50,9 @@ const (
 	MaxScale = 10
 	// MaxJudgmentsPerUnit is the largest judgmentsPerUnit.max.
 	MaxJudgmentsPerUnit = 100
+	// MaxTakesPerSecond bounds takesPerSecond and
+	// takesPerSecondPerContributor.
+	MaxTakesPerSecond = 1_000_000
 	// MinAssignmentSeconds and MaxAssignmentSeconds bound assignmentSeconds.
 	MinAssignmentSeconds = 30
 	MaxAssignmentSeconds = 24 * 3600
@@ -103,6 +106,14 @@ type Template struct {
 	// Priority orders the work offered to contributors: 0 first … 9 last;
 	// default PriorityDefault.
 	Priority *int `json:"priority,omitempty"`
+	// TakesPerSecond is the pool's safe rate: the most assignments one
+	// server node hands out of the pool per second (a token bucket per
+	// pool per node, holding one second's worth); a take past it is
+	// refused (HTTP 429 with Retry-After). 0, the default: no limit.
+	TakesPerSecond float64 `json:"takesPerSecond,omitempty"`
+	// TakesPerSecondPerContributor is the same for each contributor in the
+	// pool. 0, the default: no limit.
+	TakesPerSecondPerContributor float64 `json:"takesPerSecondPerContributor,omitempty"`
 }
 
 // JudgmentsPerUnit is the overlap of a unit: it gets Min judgments, and one

@@ -234,7 +234,8 @@ func TestValidateTemplate(t *testing.T) {
 		{"display and settings", `{"title":"t","fields":[` + ok + `],
 			"display":[{"kind":"video","from":"unit.v"},{"from":"left"},{"kind":"link","from":"unit..x"}],
 			"judgmentsPerUnit":{"min":0,"max":101,"targetConfidence":1.5},
-			"assignmentSeconds":10,"skills":["en","en","a b"],"channels":[""],"priority":-1}`, []string{
+			"assignmentSeconds":10,"skills":["en","en","a b"],"channels":[""],"priority":-1,
+			"takesPerSecond":-1,"takesPerSecondPerContributor":1e7}`, []string{
 			`display[0].kind: must be text, image or link, not "video"`,
 			"display[1].kind: is required (text, image or link)",
 			`display[1].from: must be "unit." and a path into the unit's input, e.g. "unit.photo" or "unit.product.title"`,
@@ -246,6 +247,8 @@ func TestValidateTemplate(t *testing.T) {
 			"skills[2]: has invalid character ' ' (allowed: letters, digits, . _ - :)",
 			"channels[0]: is required",
 			"priority: must be between 0 and 9",
+			"takesPerSecond: must be between 0 (no limit) and 1000000 takes per second",
+			"takesPerSecondPerContributor: must be between 0 (no limit) and 1000000 takes per second",
 		}},
 		{"max below min", `{"title":"t","fields":[` + ok + `],"judgmentsPerUnit":{"min":5,"max":3}}`, []string{
 			"judgmentsPerUnit.max: must be at least min (5)",
@@ -280,6 +283,7 @@ func TestValidateTemplateValid(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{
 		`{"title":"t","fields":[{"name":"a","kind":"text"}]}`,
+		`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":0.5,"takesPerSecondPerContributor":1000000}`,
 		`{"title":"t","fields":[{"name":"a","kind":"number","min":-1.5,"max":-1.5}],"priority":0,"judgmentsPerUnit":{"min":1,"max":100,"targetConfidence":1}}`,
 		`{"title":"t","fields":[{"name":"a","kind":"multi_choice","options":[{"value":"x","key":"a"}],"min":1,"max":1,"aggregation":"majority"}]}`,
 		`{"title":"t","fields":[{"name":"a","kind":"bbox","image":"unit.p.q-r_s","labels":["x"],"min":1,"max":1,"iou":1}]}`,

@@ -99,6 +99,16 @@ func validateInto(p *problems, raw *Template) {
 	if *t.Priority < 0 || *t.Priority > 9 {
 		p.add("priority", "must be between 0 and 9")
 	}
+	checkRate(p, "takesPerSecond", t.TakesPerSecond)
+	checkRate(p, "takesPerSecondPerContributor", t.TakesPerSecondPerContributor)
+}
+
+// checkRate records a rate of takes that is negative, too large or not a
+// number.
+func checkRate(p *problems, field string, r float64) {
+	if !(r >= 0 && r <= MaxTakesPerSecond) {
+		p.add(field, "must be between 0 (no limit) and %d takes per second", MaxTakesPerSecond)
+	}
 }
 
 // applies lists, per kind, the kind-specific settings a field may give.
