@@ -319,25 +319,32 @@ func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailabl
 }
 
 // poolEligibleSQL is finding work, one statement. The contributor's
-// skills and channels are read once (InitPlans), so the pools are found
-// through the partial GIN indexes of the open pools: skills <@ theirs
-// (docket_pools_open_skills, which also finds the pools requiring none)
-// and channels && theirs or none required (docket_pools_open_channels,
-// both arms). Each pool found is then checked for a flag and for a unit a
-// take could hand them (docket_units_open, then the assignments' unique
-// index), sorted and cut; the counters are summed for the pools kept only.
+// skills and channels are read once (InitPlans), so the candidate pools
+// are found through the partial GIN index of the open pools' skills
+// (docket_pools_open_skills: skills <@ theirs, which finds the pools
+// requiring none too), their channels checked on the rows found. The
+// candidates are sorted first (OFFSET 0 keeps the planner from pulling the
+// checks below into the scan), then each, in order, is checked for a flag
+// and for a unit a take could hand the contributor (docket_units_open,
+// then the assignments' unique index) until the limit is reached: a
+// contributor open to thousands of pools pays those checks for the few
+// listed only. The counters are summed for the pools kept.
 var poolEligibleSQL = `
 WITH picked AS (
-	SELECT p.id, p.priority, p.created_at FROM docket_pools p
-	WHERE p.status = 'OPEN'
-		AND p.skills <@ (SELECT skills FROM docket_contributors WHERE id = @contributor AND state = 'active')
-		AND (p.channels && (SELECT channels FROM docket_contributors WHERE id = @contributor)
-			OR p.channels = '{}'::text[])
-		AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
-			WHERE pc.pool_id = p.id AND pc.contributor_id = @contributor AND pc.flagged)
-		AND EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = p.id AND ` + openUnit + `
+	SELECT cand.id, cand.priority, cand.created_at FROM (
+		SELECT p.id, p.priority, p.created_at FROM docket_pools p
+		WHERE p.status = 'OPEN'
+			AND p.skills <@ (SELECT skills FROM docket_contributors WHERE id = @contributor AND state = 'active')
+			AND (p.channels && (SELECT channels FROM docket_contributors WHERE id = @contributor)
+				OR p.channels = '{}'::text[])
+		ORDER BY p.priority, p.created_at, p.id
+		OFFSET 0
+	) cand
+	WHERE NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
+			WHERE pc.pool_id = cand.id AND pc.contributor_id = @contributor AND pc.flagged)
+		AND EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = cand.id AND ` + openUnit + `
 			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor))
-	ORDER BY p.priority, p.created_at, p.id
+	ORDER BY cand.priority, cand.created_at, cand.id
 	LIMIT @limit
 )
 ` + poolSelect + ` JOIN picked ON picked.id = p.id

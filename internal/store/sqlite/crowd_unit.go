@@ -188,14 +188,15 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 const openUnit = `state = 'JUDGABLE' AND golden = 0 AND slots_taken < judgments_per_unit`
 
 // poolEligibleSQL is finding work, one query: the OPEN pools in the
-// order of the answer (docket_pools_open_order), each kept when its skills
+// order of the answer (docket_pools_open_order, named: left to itself the
+// planner reads every open pool by status and sorts them), each kept when its skills
 // (a JSON array) are all the contributor's, it shares a channel with them
 // or requires none, they are not flagged in it and it holds a unit a take
 // could hand them (docket_units_open, then the assignments' unique
 // index); it stops at the limit.
 var poolEligibleSQL = `
 WITH me AS (SELECT id, skills, channels FROM docket_contributors WHERE id = ? AND state = 'active')
-` + poolSelect + ` JOIN me ON 1
+` + strings.Replace(poolSelect, "FROM docket_pools p", "FROM docket_pools p INDEXED BY docket_pools_open_order", 1) + ` JOIN me ON 1
 WHERE p.status = 'OPEN'
 	AND NOT EXISTS (SELECT 1 FROM json_each(p.skills) s WHERE s.value NOT IN (SELECT value FROM json_each(me.skills)))
 	AND (p.channels = '[]' OR EXISTS (SELECT 1 FROM json_each(p.channels) ch

@@ -49,6 +49,10 @@ func TestQueryPlans(t *testing.T) {
 			[]any{"DEAD", "x"}, []string{"USING COVERING INDEX docket_jobs_state_id (state=? AND id<?)"}},
 		{"Attempts", `SELECT attempt FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, []any{"x"},
 			[]string{"USING INDEX docket_job_attempts_job (job_id=?)"}},
+		// Finding work walks the open pools in the answer's order and
+		// stops at the limit: no sort of every open pool.
+		{"PoolListEligible", poolEligibleSQL, []any{"c", 50},
+			[]string{"SCAN p USING INDEX docket_pools_open_order", "SEARCH x USING COVERING INDEX"}},
 	} {
 		rows, err := s.writer.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		require.NoError(t, err, tc.name)
@@ -66,6 +70,7 @@ func TestQueryPlans(t *testing.T) {
 			require.Contains(t, text, w, "%s plan:\n%s", tc.name, text)
 		}
 		require.NotContains(t, text, "SCAN docket_jobs", "%s plan:\n%s", tc.name, text)
+		require.NotContains(t, text, "USE TEMP B-TREE FOR ORDER BY", "%s plan:\n%s", tc.name, text)
 	}
 }
 
