@@ -356,8 +356,18 @@ func (c *Client) PoolResume(ctx context.Context, id uuid.UUID) (*Pool, error) {
 }
 
 // PoolClose closes an OPEN or PAUSED pool: no unit is added any more.
+// A pool with no open unit left is COMPLETED at once; any other is
+// COMPLETED when its last unit is final (PoolsComplete).
 func (c *Client) PoolClose(ctx context.Context, id uuid.UUID) (*Pool, error) {
-	return c.poolMove(ctx, id, PoolClosed, PoolOpen, PoolPaused)
+	p, err := c.poolMove(ctx, id, PoolClosed, PoolOpen, PoolPaused)
+	if err != nil || p.Status != PoolClosed || p.Counts.Open() > 0 {
+		return p, err
+	}
+	done, err := c.store.PoolCompleteMany(ctx, &store.PoolCompleteManyParams{PoolID: id, Max: 1, Now: c.cfg.Now()})
+	if err != nil || len(done) == 0 {
+		return p, err
+	}
+	return c.store.PoolGet(ctx, id)
 }
 
 func (c *Client) poolMove(ctx context.Context, id uuid.UUID, to PoolStatus, from ...PoolStatus) (*Pool, error) {

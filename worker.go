@@ -70,7 +70,9 @@ type WorkerConfig struct {
 	// AssignmentReapInterval: how often the maintenance leader expires the
 	// assignments of human work whose lease ran out (freeing their slots,
 	// in batches); an abandoned slot is free again within the pool's
-	// assignment duration + this. Default AssignmentReapIntervalDefault.
+	// assignment duration + this. The pool-completer runs as often: a
+	// closed pool is COMPLETED within this of its last unit becoming
+	// final. Default AssignmentReapIntervalDefault.
 	AssignmentReapInterval time.Duration
 }
 
@@ -89,7 +91,8 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		cfg.RetryBackoff = client.retryPolicy()
 	}
 	c.workflowRuntime(client, &cfg)
-	cfg.Maintenance = append(cfg.Maintenance, client.assignmentReaper(c.AssignmentReapInterval))
+	cfg.Maintenance = append(cfg.Maintenance, client.assignmentReaper(c.AssignmentReapInterval),
+		client.poolCompleter(c.AssignmentReapInterval))
 	return cfg
 }
 

@@ -94,6 +94,12 @@ type CrowdStore interface {
 
 	// PoolList lists pools newest first (id descending), filtered.
 	PoolList(ctx context.Context, p *PoolListParams) ([]*crowd.Pool, error)
+	// PoolCompleteMany moves up to p.Max CLOSED pools whose regular units
+	// are all final (FINALIZED or CANCELED) to COMPLETED, with a
+	// pool.updated outbox row each, in one short transaction (pools
+	// locked by another caller are skipped), and returns their ids, oldest
+	// first. p.PoolID, when set, looks at that pool only.
+	PoolCompleteMany(ctx context.Context, p *PoolCompleteManyParams) ([]uuid.UUID, error)
 	// UnitList lists the units of a pool newest first (id descending),
 	// filtered.
 	UnitList(ctx context.Context, p *UnitListParams) ([]*crowd.Unit, error)
@@ -280,6 +286,22 @@ func (p *PoolListParams) Validate() error {
 	for i, s := range p.Statuses {
 		pr.Check(!s.Valid(), fmt.Sprintf("status[%d]", i), "%q is not a pool status", s)
 	}
+	return pr.Err()
+}
+
+// PoolCompleteManyParams asks for the CLOSED pools with no open unit to
+// be COMPLETED.
+type PoolCompleteManyParams struct {
+	PoolID uuid.UUID // uuid.Nil: any pool
+	Max    int       // at least 1
+	Now    time.Time
+}
+
+// Validate names every invalid field.
+func (p *PoolCompleteManyParams) Validate() error {
+	pr := problemsOf("complete pools")
+	pr.Check(p.Max < 1, "max", "must be at least 1")
+	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
 }
 

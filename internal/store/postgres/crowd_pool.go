@@ -413,3 +413,57 @@ func poolTransition(ctx context.Context, c conn, p *store.PoolTransitionParams) 
 	}
 	return poolGet(ctx, c, p.ID)
 }
+
+// poolCompleteManySQL completes CLOSED pools with no open regular unit,
+// their counters summed in the statement's snapshot: a unit finalized by
+// a transaction not committed yet still counts as open, and the next call
+// completes its pool. A unit moves between two counters of one shard row
+// in one statement, so the sum never shows an open unit as final. Pools
+// locked by another caller are skipped.
+const poolCompleteManySQL = `
+WITH cand AS (
+	SELECT p.id FROM docket_pools p
+	WHERE p.status = 'CLOSED' AND (@pool::uuid IS NULL OR p.id = @pool::uuid)
+	ORDER BY p.id
+	LIMIT @max
+	FOR UPDATE SKIP LOCKED
+),
+t AS (
+	UPDATE docket_pools p SET status = 'COMPLETED', updated_at = @now
+	FROM cand
+	WHERE p.id = cand.id
+		AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
+			FROM docket_pool_counters WHERE pool_id = cand.id) = 0
+	RETURNING p.id
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'pool.updated', json_build_object('poolId', id, 'from', 'CLOSED', 'to', 'COMPLETED'), @now FROM t
+)
+SELECT id FROM t ORDER BY id`
+
+// PoolCompleteMany implements store.Store.
+func (s *Store) PoolCompleteMany(ctx context.Context, p *store.PoolCompleteManyParams) ([]uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var pool *uuid.UUID
+	if p.PoolID != uuid.Nil {
+		pool = &p.PoolID
+	}
+	rs, err := s.pool.Query(ctx, poolCompleteManySQL, pgx.NamedArgs{"pool": pool, "max": p.Max, "now": dbTime(p.Now)})
+	if err != nil {
+		return nil, fmt.Errorf("complete pools: %w", err)
+	}
+	out, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
+		var id uuid.UUID
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete pools: %w", err)
+	}
+	if out == nil {
+		out = []uuid.UUID{}
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -368,4 +369,48 @@ func poolTransition(ctx context.Context, tx *sql.Tx, p *store.PoolTransitionPara
 		return nil, err
 	}
 	return poolGet(ctx, tx, p.ID)
+}
+
+// PoolCompleteMany implements store.Store: in one write transaction (the
+// one writer: nothing moves meanwhile), the CLOSED pools whose counters
+// show no open regular unit become COMPLETED, with their outbox rows.
+func (s *Store) PoolCompleteMany(ctx context.Context, p *store.PoolCompleteManyParams) ([]uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var pool any
+	if p.PoolID != uuid.Nil {
+		pool = p.PoolID.String()
+	}
+	out := []uuid.UUID{}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		ids, err := queryAll(ctx, tx, func(r scanner) (uuid.UUID, error) {
+			var id string
+			if err := r.Scan(&id); err != nil {
+				return uuid.Nil, err
+			}
+			return parseUUID("pool", id)
+		}, `UPDATE docket_pools SET status = 'COMPLETED', updated_at = ?
+			WHERE id IN (SELECT p.id FROM docket_pools p LEFT JOIN docket_pool_counters c ON c.pool_id = p.id AND c.shard = 0
+				WHERE p.status = 'CLOSED' AND (? IS NULL OR p.id = ?)
+					AND coalesce(c.units_new + c.units_judgable + c.units_paused, 0) = 0
+				ORDER BY p.id LIMIT ?)
+			RETURNING id`, micros(p.Now), pool, pool, p.Max)
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+		for _, id := range ids {
+			if err := insertOutbox(ctx, tx, crowd.EventPoolUpdated, crowd.PoolUpdatedData{PoolID: id, From: crowd.PoolClosed, To: crowd.PoolCompleted}, p.Now); err != nil {
+				return err
+			}
+		}
+		out = append(out, ids...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete pools: %w", err)
+	}
+	return out, nil
 }

@@ -350,6 +350,75 @@ func testPools(t *testing.T, open opener) {
 }
 
 // finalize finalizes a JUDGABLE unit with a plain result.
+// testPoolCompleteMany: CLOSED pools whose regular units are all final
+// become COMPLETED, with a pool.updated row each; open units, golden
+// units, other statuses, the pool filter and the limit are respected.
+func testPoolCompleteMany(t *testing.T, open opener) {
+	b := setup(t, open)
+	closeIt := func(p *crowd.Pool) {
+		t.Helper()
+		_, err := b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+		require.NoError(t, err)
+	}
+	complete := func(pool uuid.UUID, max int) []uuid.UUID {
+		t.Helper()
+		ids, err := b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: pool, Max: max, Now: later})
+		require.NoError(t, err)
+		return ids
+	}
+	status := func(p *crowd.Pool) crowd.PoolStatus {
+		t.Helper()
+		got, err := b.s.PoolGet(b.ctx, p.ID)
+		require.NoError(t, err)
+		return got.Status
+	}
+	// worked: CLOSED, one unit finalized, one canceled, one still open;
+	// empty: CLOSED with a golden unit only; open: OPEN with no unit.
+	worked, empty, openPool := b.pool(t, 1), b.pool(t, 1), b.pool(t, 1)
+	us := b.units(t, worked.ID, 3, crowd.UnitJudgable)
+	_, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: empty.ID, State: crowd.UnitJudgable,
+		Units: []*store.UnitInsertParams{newGolden(0)}, Now: base})
+	require.NoError(t, err)
+	closeIt(worked)
+	closeIt(empty)
+	b.finalize(t, us[0].ID)
+	_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: us[1].ID, From: crowd.UnitJudgable, To: crowd.UnitCanceled, Now: base})
+	require.NoError(t, err)
+
+	mark := b.outboxMark(t)
+	require.Empty(t, complete(worked.ID, 10), "one unit of worked is open")
+	require.Equal(t, []uuid.UUID{empty.ID}, complete(uuid.Nil, 10), "golden units do not hold a pool open")
+	require.Equal(t, crowd.PoolCompleted, status(empty))
+	require.Equal(t, crowd.PoolClosed, status(worked))
+	require.Equal(t, crowd.PoolOpen, status(openPool))
+	ds := decodeEvents[crowd.PoolUpdatedData](t, b.outboxSince(t, mark), crowd.EventPoolUpdated)
+	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: empty.ID, From: crowd.PoolClosed, To: crowd.PoolCompleted}}, ds)
+
+	// The last unit is paused, then canceled: worked completes; the
+	// filter and the limit hold.
+	_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: us[2].ID, From: crowd.UnitJudgable, To: crowd.UnitPaused, Now: base})
+	require.NoError(t, err)
+	require.Empty(t, complete(uuid.Nil, 10), "a PAUSED unit is open")
+	_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: us[2].ID, From: crowd.UnitPaused, To: crowd.UnitCanceled, Now: base})
+	require.NoError(t, err)
+	other := b.pool(t, 1)
+	closeIt(other)
+	require.Equal(t, []uuid.UUID{other.ID}, complete(other.ID, 10), "only the pool asked for")
+	require.Equal(t, crowd.PoolClosed, status(worked))
+	third, fourth := b.pool(t, 1), b.pool(t, 1)
+	closeIt(third)
+	closeIt(fourth)
+	first := complete(uuid.Nil, 2)
+	require.Len(t, first, 2, "at most max")
+	rest := complete(uuid.Nil, 2)
+	require.ElementsMatch(t, []uuid.UUID{worked.ID, third.ID, fourth.ID}, append(first, rest...))
+	require.Equal(t, crowd.PoolCompleted, status(worked))
+	require.Empty(t, complete(uuid.Nil, 10), "COMPLETED stays")
+
+	_, err = b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{})
+	requireFields(t, err, "max", "now")
+}
+
 func (b *bundle) finalize(t *testing.T, id uuid.UUID) *crowd.Unit {
 	t.Helper()
 	conf := 0.9

@@ -99,6 +99,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Crowd", []group{
 			{"Tasks", testTasks},
 			{"Pools", testPools},
+			{"PoolCompleteMany", testPoolCompleteMany},
 			{"Units", testUnits},
 			{"Contributors", testContributors},
 			{"Assignments", testAssignments},
