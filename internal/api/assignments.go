@@ -110,7 +110,7 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
-	me, err := s.me(ctx)
+	me, err := s.worker(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -150,8 +150,9 @@ func assignmentViewOf(a *docket.Assignment) *assignmentView {
 		StartedAt: a.StartedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(), FinishedAt: timeOrNull(a.FinishedAt)}
 }
 
-// onAssignment runs a fenced change of the contributor's assignment.
-func (s *Server) onAssignment(ctx context.Context, r *http.Request, change func(id, me uuid.UUID) (*docket.Assignment, error)) (int, *assignmentView, error) {
+// onAssignment runs a fenced change of the contributor's assignment;
+// work (heartbeat, extend) is refused to a banned contributor.
+func (s *Server) onAssignment(ctx context.Context, r *http.Request, work bool, change func(id, me uuid.UUID) (*docket.Assignment, error)) (int, *assignmentView, error) {
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
@@ -159,7 +160,11 @@ func (s *Server) onAssignment(ctx context.Context, r *http.Request, change func(
 	if err != nil {
 		return 0, nil, err
 	}
-	me, err := s.me(ctx)
+	who := s.me
+	if work {
+		who = s.worker
+	}
+	me, err := who(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -174,13 +179,13 @@ func (s *Server) onAssignment(ctx context.Context, r *http.Request, change func(
 }
 
 func (s *Server) heartbeatAssignment(ctx context.Context, r *http.Request, _ *Empty) (int, *assignmentView, error) {
-	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+	return s.onAssignment(ctx, r, true, func(id, me uuid.UUID) (*docket.Assignment, error) {
 		return s.client.AssignmentHeartbeat(ctx, id, me)
 	})
 }
 
 func (s *Server) releaseAssignment(ctx context.Context, r *http.Request, _ *Empty) (int, *assignmentView, error) {
-	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+	return s.onAssignment(ctx, r, false, func(id, me uuid.UUID) (*docket.Assignment, error) {
 		return s.client.AssignmentRelease(ctx, id, me)
 	})
 }
@@ -201,7 +206,7 @@ func (req *extendRequest) Validate() error {
 }
 
 func (s *Server) extendAssignment(ctx context.Context, r *http.Request, req *extendRequest) (int, *assignmentView, error) {
-	return s.onAssignment(ctx, r, func(id, me uuid.UUID) (*docket.Assignment, error) {
+	return s.onAssignment(ctx, r, true, func(id, me uuid.UUID) (*docket.Assignment, error) {
 		return s.client.AssignmentExtend(ctx, id, me, time.Duration(req.Seconds)*time.Second)
 	})
 }
@@ -245,7 +250,7 @@ func (s *Server) submitJudgment(ctx context.Context, r *http.Request, req *judgm
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
-	me, err := s.me(ctx)
+	me, err := s.worker(ctx)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -318,6 +318,18 @@ func (s *Server) me(ctx context.Context) (*docket.Contributor, error) {
 	return c, err
 }
 
+// worker is me for the endpoints that do work — take, heartbeat, extend,
+// submit: a banned contributor is refused (403) at once, whatever
+// assignment they still hold (its lease lapses and the reaper frees the
+// slot). Releasing stays open to them: it gives the slot back sooner.
+func (s *Server) worker(ctx context.Context) (*docket.Contributor, error) {
+	c, err := s.me(ctx)
+	if err == nil && c.State == docket.ContributorBanned {
+		return nil, forbidden("you are banned: you may take, heartbeat, extend or submit no assignment")
+	}
+	return c, err
+}
+
 func (s *Server) getMe(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorView, error) {
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
