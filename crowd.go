@@ -363,10 +363,11 @@ func (c *Client) PoolClose(ctx context.Context, id uuid.UUID) (*Pool, error) {
 	if err != nil || p.Status != PoolClosed || p.Counts.Open() > 0 {
 		return p, err
 	}
-	done, err := c.store.PoolCompleteMany(ctx, &store.PoolCompleteManyParams{PoolID: id, Max: 1, Now: c.cfg.Now()})
-	if err != nil || len(done) == 0 {
-		return p, err
+	if _, err := c.store.PoolCompleteMany(ctx, &store.PoolCompleteManyParams{PoolID: id, Max: 1, Now: c.cfg.Now()}); err != nil {
+		return nil, err
 	}
+	// Read it again: completed here, or by the leader's pool-completer
+	// meanwhile.
 	return c.store.PoolGet(ctx, id)
 }
 

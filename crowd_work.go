@@ -301,14 +301,16 @@ const AssignmentExpireBatch = 500
 // AssignmentsExpire expires the ACTIVE assignments whose lease ran out,
 // in batches of AssignmentExpireBatch (one short transaction each, one
 // assignment.expired event each), freeing their slots; it returns how
-// many. The maintenance leader runs it (Worker); tools and tests may call
-// it too.
+// many. A batch never waits for a lock (on PostgreSQL it leaves an
+// assignment whose unit or pool counters another transaction holds), so
+// batches go on until one expires nothing. The maintenance leader runs it
+// (Worker); tools and tests may call it too.
 func (c *Client) AssignmentsExpire(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := c.store.AssignmentExpire(ctx, &store.AssignmentExpireParams{Now: c.cfg.Now(), Max: AssignmentExpireBatch})
 		total += n
-		if err != nil || n < AssignmentExpireBatch {
+		if err != nil || n == 0 {
 			return total, err
 		}
 	}

@@ -164,9 +164,11 @@ type CrowdStore interface {
 	AssignmentRelease(ctx context.Context, p *AssignmentReleaseParams) (*crowd.Assignment, error)
 	// AssignmentExpire moves up to p.Max ACTIVE assignments whose lease
 	// ran out before p.Now to EXPIRED, freeing their slots, in one short
-	// transaction (rows locked by another reaper are skipped), and writes
-	// one assignment.expired outbox row. It returns how many; the reaper
-	// calls it again while a batch comes back full.
+	// transaction, and writes one assignment.expired outbox row. It waits
+	// for no lock: an assignment, its unit or every counter row of its
+	// pool held by another transaction leaves it for the next call (so
+	// the reaper is in no deadlock). It returns how many; the reaper calls
+	// it again until a batch expires none.
 	AssignmentExpire(ctx context.Context, p *AssignmentExpireParams) (int, error)
 }
 

@@ -272,16 +272,49 @@ func (s *Store) AssignmentRelease(ctx context.Context, p *store.AssignmentReleas
 	return a, nil
 }
 
-// assignmentExpireSQL expires one batch: the lapsed ACTIVE assignments
-// (skipping rows another transaction holds), their slots, the pools'
-// counters and one assignment.expired outbox row, in one statement.
+// The expiry reaper never waits for a lock, so it can be in no deadlock.
+// Every other writer of human work locks in the order run → assignment →
+// unit → pool counter row, but not all of them in that order alone: an
+// advancement may hold a counter row (it added a unit to a pool) and then
+// lock another unit of the pool (it cancels or pauses it), and a
+// statement with several data-modifying parts has no order PostgreSQL
+// promises. A reaper that waited — holding units while it waited for a
+// counter row, as one statement did — could close a cycle (it did:
+// TestReaperNeverWaits). So each batch takes its rows with SKIP LOCKED,
+// in order: the lapsed ACTIVE assignments, their units, and for each
+// pool one free counter shard; what it could not take (a unit or every
+// shard of a pool held by another transaction) waits for the next batch
+// or tick. Then one statement changes only rows it holds.
+
+// expireLockAssignmentsSQL takes up to @max lapsed ACTIVE assignments.
+const expireLockAssignmentsSQL = `
+SELECT id, unit_id, pool_id FROM docket_assignments
+WHERE state = 'ACTIVE' AND expires_at < @now
+ORDER BY expires_at LIMIT @max
+FOR UPDATE SKIP LOCKED`
+
+// expireLockUnitsSQL takes the units of those assignments no other
+// transaction holds.
+const expireLockUnitsSQL = `
+SELECT id FROM docket_units WHERE id = ANY(@units::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED`
+
+// expireLockShardsSQL takes, for each pool, one counter shard no other
+// transaction holds (none when all are held).
+const expireLockShardsSQL = `
+SELECT p.pool_id, s.shard FROM unnest(@pools::uuid[]) AS p(pool_id)
+CROSS JOIN LATERAL (
+	SELECT shard FROM docket_pool_counters c WHERE c.pool_id = p.pool_id
+	ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED
+) s`
+
+// assignmentExpireSQL expires the assignments @ids, all of whose rows —
+// the assignments, their units, the counter shards @pools/@shards — the
+// transaction holds already: their slots, the pools' counters and one
+// assignment.expired outbox row.
 const assignmentExpireSQL = `
 WITH e AS (
 	UPDATE docket_assignments a SET state = 'EXPIRED', finished_at = @now
-	WHERE a.id IN (
-		SELECT id FROM docket_assignments WHERE state = 'ACTIVE' AND expires_at < @now
-		ORDER BY expires_at LIMIT @max FOR UPDATE SKIP LOCKED
-	) AND a.state = 'ACTIVE'
+	WHERE a.id = ANY(@ids::uuid[]) AND a.state = 'ACTIVE'
 	RETURNING a.id, a.unit_id, a.pool_id, a.contributor_id
 ),
 u AS (
@@ -292,7 +325,8 @@ u AS (
 c AS (
 	UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments - x.n
 	FROM (SELECT pool_id, count(*) AS n FROM e GROUP BY pool_id) x
-	WHERE pc.pool_id = x.pool_id AND pc.shard = @shard
+	JOIN unnest(@pools::uuid[], @shards::int[]) AS sh(pool_id, shard) ON sh.pool_id = x.pool_id
+	WHERE pc.pool_id = x.pool_id AND pc.shard = sh.shard
 ),
 o AS (
 	INSERT INTO docket_outbox (event_type, data, created_at)
@@ -302,15 +336,91 @@ o AS (
 )
 SELECT count(*) FROM e`
 
-// AssignmentExpire implements store.Store.
+// AssignmentExpire implements store.Store: one transaction of four
+// statements, none of which waits for a lock (see above).
 func (s *Store) AssignmentExpire(ctx context.Context, p *store.AssignmentExpireParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
+	now := dbTime(p.Now)
 	var n int
-	err := s.pool.QueryRow(ctx, assignmentExpireSQL, pgx.NamedArgs{
-		"now": dbTime(p.Now), "max": p.Max, "shard": shard(ctx),
-	}).Scan(&n)
+	err := s.withTx(ctx, func(c pgx.Tx) error {
+		type lapsed struct{ id, unit, pool uuid.UUID }
+		rs, err := c.Query(ctx, expireLockAssignmentsSQL, pgx.NamedArgs{"now": now, "max": p.Max})
+		if err != nil {
+			return err
+		}
+		as, err := collect(rs, func(r rowScanner) (lapsed, error) {
+			var l lapsed
+			return l, r.Scan(&l.id, &l.unit, &l.pool)
+		})
+		if err != nil || len(as) == 0 {
+			return err
+		}
+		units := make([]uuid.UUID, 0, len(as))
+		for _, a := range as {
+			units = append(units, a.unit)
+		}
+		rs, err = c.Query(ctx, expireLockUnitsSQL, pgx.NamedArgs{"units": units})
+		if err != nil {
+			return err
+		}
+		held, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
+			var id uuid.UUID
+			return id, r.Scan(&id)
+		})
+		if err != nil {
+			return err
+		}
+		heldUnit := make(map[uuid.UUID]bool, len(held))
+		for _, id := range held {
+			heldUnit[id] = true
+		}
+		var pools []uuid.UUID
+		seen := map[uuid.UUID]bool{}
+		for _, a := range as {
+			if heldUnit[a.unit] && !seen[a.pool] {
+				seen[a.pool] = true
+				pools = append(pools, a.pool)
+			}
+		}
+		if len(pools) == 0 {
+			return nil
+		}
+		rs, err = c.Query(ctx, expireLockShardsSQL, pgx.NamedArgs{"pools": pools})
+		if err != nil {
+			return err
+		}
+		type poolShard struct {
+			pool  uuid.UUID
+			shard int32
+		}
+		shards, err := collect(rs, func(r rowScanner) (poolShard, error) {
+			var ps poolShard
+			return ps, r.Scan(&ps.pool, &ps.shard)
+		})
+		if err != nil {
+			return err
+		}
+		shardPools, shardNums := make([]uuid.UUID, len(shards)), make([]int32, len(shards))
+		heldPool := map[uuid.UUID]bool{}
+		for i, ps := range shards {
+			shardPools[i], shardNums[i] = ps.pool, ps.shard
+			heldPool[ps.pool] = true
+		}
+		var ids []uuid.UUID
+		for _, a := range as {
+			if heldUnit[a.unit] && heldPool[a.pool] {
+				ids = append(ids, a.id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		return c.QueryRow(ctx, assignmentExpireSQL, pgx.NamedArgs{
+			"ids": ids, "pools": shardPools, "shards": shardNums, "now": now,
+		}).Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("expire assignments: %w", err)
 	}

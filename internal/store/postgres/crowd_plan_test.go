@@ -92,7 +92,7 @@ func TestTakePlan(t *testing.T) {
 			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
 		}
 	}
-	plan := b.explain(t, assignmentExpireSQL, pgx.NamedArgs{"now": testBase, "max": 100, "shard": 0})
+	plan := b.explain(t, expireLockAssignmentsSQL, pgx.NamedArgs{"now": testBase, "max": 100})
 	t.Logf("expire:\n%s", plan)
 	require.Contains(t, plan, "docket_assignments_active_expiry")
 	require.NotContains(t, plan, "Seq Scan on docket_assignments")
