@@ -385,7 +385,8 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 			"  first    always the first option (a bot); rating 1\n" +
 			"  fast     a random option, submitted at once (ignores --think)\n" +
 			"The others wait --think between taking and submitting. The contributors' external\n" +
-			"ids end with their profile when --profiles is given.",
+			"ids end with their profile when --profiles is given. A take answered 429 (past\n" +
+			"the pool's safe rate) is tried again after its Retry-After.",
 		Example: "  docket crowd simulate --pool 01J… --contributors 20 --accuracy 0.8\n" +
 			"  docket crowd simulate --pool 01J… --contributors 50 --profiles good=70,spammer=20,first=5,fast=5 --think 2s",
 		Args: cobra.NoArgs,
@@ -396,7 +397,7 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 	noisyAccuracy := cmd.Flags().Float64("noisy-accuracy", 0.6, "the probability of a correct answer of the noisy profile, in [0,1]")
 	profiles := cmd.Flags().String("profiles", "", "profile=percent,… of the contributors (good, noisy, spammer, first, fast); default: all good")
 	think := cmd.Flags().Duration("think", 0, "how long a contributor (but the fast ones) works on an assignment before submitting")
-	truth := cmd.Flags().String("truth-field", "truth", "the unit input field that holds the correct answer")
+	truth := cmd.Flags().String("truth-field", "truth", "the unit input field that holds the correct answer (or, for a unit made by a run, its run input's)")
 	prefix := cmd.Flags().String("prefix", "", "external id prefix of the contributors (default sim-<time>)")
 	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, _ []string) error {
 		var problems []string
@@ -495,6 +496,15 @@ func crowdSimulateCommand(run runFunc, _ *string, flags *apiFlags) *cobra.Comman
 					if errors.As(err, &re) && re.Status == http.StatusForbidden {
 						t.refused.Add(1) // flagged in the pool: no more work
 						return
+					}
+					if errors.As(err, &re) && re.Status == http.StatusTooManyRequests {
+						// Past the pool's safe rate: wait as told, then
+						// take again.
+						select {
+						case <-ctx.Done():
+						case <-time.After(max(re.RetryAfter, time.Second)):
+						}
+						continue
 					}
 					if err != nil {
 						errs <- err
@@ -645,6 +655,10 @@ func simAnswer(t *simTask, truthField string, prof simProfile, rng *rand.Rand) (
 	data := map[string]any{}
 	right := false
 	truth, hasTruth := t.Unit.Input[truthField].(string)
+	if run, ok := t.Unit.Input["input"].(map[string]any); ok && !hasTruth {
+		// A unit made by a run: {"input": <run input>, "steps": …}.
+		truth, hasTruth = run[truthField].(string)
+	}
 	for _, f := range t.Task.Fields {
 		switch f.Kind {
 		case "choice":

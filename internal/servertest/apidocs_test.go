@@ -179,7 +179,9 @@ func runDocExamples(t *testing.T, name, path string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "DOCKET="+srv.URL, "KEY="+key, "DOC_STATUS="+statusFile)
+	// The docket command of the examples is the binary under test.
+	cmd.Env = append(cmd.Env, "DOCKET="+srv.URL, "KEY="+key, "DOC_STATUS="+statusFile,
+		"PATH="+filepath.Dir(servertest.Binary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for k, v := range seeded {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

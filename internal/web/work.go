@@ -74,7 +74,7 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 		h.renderPage(w, r, "work", "Work", d)
 		return
 	}
-	pools, err := h.client.EligiblePools(r.Context(), id)
+	pools, err := h.client.EligiblePools(r.Context(), id, 0)
 	if err != nil {
 		h.renderError(w, r, http.StatusInternalServerError, "Listing your pools failed: "+err.Error())
 		return
