@@ -246,9 +246,28 @@ type problem struct{ Field, Message string }
 // Client.JudgmentSubmit; a judgment the task refuses shows the form again
 // with every problem at its field (422); a stored one takes the next unit
 // of the pool at once.
+// banned reports whether the signed-in contributor is banned: as over the
+// API, a banned contributor submits and heartbeats nothing (they may still
+// skip, which gives the unit back).
+func (h *Handler) banned(r *http.Request) (bool, error) {
+	c, err := h.client.ContributorGet(r.Context(), me(r))
+	if err != nil {
+		return false, err
+	}
+	return c.State == docket.ContributorBanned, nil
+}
+
 func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.mine(w, r)
 	if !ok {
+		return
+	}
+	switch banned, err := h.banned(r); {
+	case err != nil:
+		h.renderError(w, r, http.StatusInternalServerError, "Reading your account failed: "+err.Error())
+		return
+	case banned:
+		h.renderError(w, r, http.StatusForbidden, "You are banned: you can no longer submit judgments.")
 		return
 	}
 	ctx := r.Context()
@@ -372,9 +391,15 @@ func (h *Handler) workHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	v := heartbeatView{State: string(a.State), ExpiresAt: a.ExpiresAt.UTC(), Now: h.cfg.Now().UTC()}
-	b, err := h.client.AssignmentHeartbeat(r.Context(), a.ID, me(r))
+	banned, err := h.banned(r)
+	var b *docket.Assignment
+	if err == nil && !banned {
+		b, err = h.client.AssignmentHeartbeat(r.Context(), a.ID, me(r))
+	}
 	var ae *docket.AssignmentError
 	switch {
+	case banned:
+		status, v.Error = http.StatusForbidden, "you are banned"
 	case errors.As(err, &ae):
 		status, v.State, v.Error = http.StatusConflict, string(ae.State), refusal(ae)
 	case err != nil:
