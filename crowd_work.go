@@ -280,6 +280,12 @@ func (c *Client) AssignmentGet(ctx context.Context, id uuid.UUID) (*Assignment, 
 
 // AssignmentHeartbeat records that the contributor still works on the
 // assignment. *AssignmentError when they no longer hold it.
+//
+// Heartbeat, extend, release and JudgmentSubmit do not read the
+// contributor's state (it would cost the judgment's hot path a query):
+// the HTTP API and the work pages, which read the contributor anyway,
+// refuse a banned one before they call them. AssignmentTake refuses a
+// banned or flagged contributor itself.
 func (c *Client) AssignmentHeartbeat(ctx context.Context, id, contributorID uuid.UUID) (*Assignment, error) {
 	return c.store.AssignmentHeartbeat(ctx, &store.AssignmentHeartbeatParams{ID: id, ContributorID: contributorID, Now: c.cfg.Now()})
 }
