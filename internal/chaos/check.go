@@ -65,6 +65,10 @@ type Expectations struct {
 	// it must end in. Runs without a key, or with a key not listed, are
 	// checked for everything but their terminal state.
 	Runs map[string]flow.RunState
+	// ReapWindow is how long past its expiry an assignment may stay
+	// ACTIVE before the reaper frees it (reaper interval plus slack).
+	// Zero: one minute.
+	ReapWindow time.Duration
 }
 
 // Delivery is what one consumer of events (an SSE client, a webhook
@@ -100,11 +104,15 @@ type Violation struct {
 	Kind   string
 	JobID  uuid.UUID
 	RunID  uuid.UUID // set instead of JobID for a workflow invariant
+	UnitID uuid.UUID // set for a human work invariant (with RunID when the unit has a run)
 	Key    string
 	Detail string
 }
 
 func (v Violation) String() string {
+	if v.UnitID != uuid.Nil {
+		return fmt.Sprintf("%s: unit %s: %s", v.Kind, v.UnitID, v.Detail)
+	}
 	if v.RunID != uuid.Nil {
 		return fmt.Sprintf("%s: run %s (key %q): %s", v.Kind, v.RunID, v.Key, v.Detail)
 	}
@@ -119,6 +127,9 @@ type Snapshot struct {
 	Transitions []Change
 	// Flows are the workflow runs, their steps and their transitions.
 	Flows *FlowSnapshot
+	// Crowd is the human work tables (LoadCrowd); nil skips their
+	// invariants.
+	Crowd *CrowdSnapshot
 }
 
 // Change is one job transition of the outbox with its event id.
@@ -272,6 +283,9 @@ func (s *Snapshot) Check(exp Expectations) []Violation {
 	}
 	if s.Flows != nil {
 		out = append(out, s.checkFlows(s.Flows, exp)...)
+	}
+	if s.Crowd != nil {
+		out = append(out, s.checkCrowd(s.Crowd, exp, now)...)
 	}
 	return out
 }

@@ -3,8 +3,11 @@ package chaos_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/chaos"
+	"github.com/docket-run/docket/internal/crowdcheck"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -532,6 +536,289 @@ func TestCheckWorkflows(t *testing.T) {
 				c.breakIt(s, &exp)
 				got := kinds(s.Check(exp))
 				require.Contains(t, got, c.kind, "%s: the checker must catch a %s violation", c.name, c.kind)
+			}
+		})
+	}
+}
+
+// crowdStep is the job of the job steps around the human step of the
+// crowd checker's workflow.
+type crowdStep struct {
+	Run struct {
+		Step string `json:"step"`
+	} `json:"run"`
+}
+
+func (crowdStep) JobType() string { return "crowdcheck.step" }
+
+const crowdCheckTask = `{"title": "Which?",
+ "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}]}],
+ "judgmentsPerUnit": {"min": 2}, "assignmentSeconds": 30}`
+
+// crowdCheckRuns is how many runs of fetch → label (human) → ship the
+// crowd fixture drives to SUCCEEDED: one unit for each case of
+// TestCheckCrowd to break.
+const crowdCheckRuns = 12
+
+type crowdBundle struct {
+	ctx     context.Context
+	backend string
+	rd      chaos.Reader
+	db      *sql.DB
+	exp     chaos.Expectations
+	// expired and released are the assignments a contributor let lapse
+	// and one gave back, each on a unit of its own (expiredUnit,
+	// releasedUnit); others are the other finalized units.
+	expired, released         uuid.UUID
+	expiredUnit, releasedUnit uuid.UUID
+	others                    []uuid.UUID
+	// lurker is a contributor who judged none of the units.
+	lurker uuid.UUID
+}
+
+// setupCrowd runs, on a fresh database with a real worker for the job
+// steps and contributors through the client, crowdCheckRuns runs of
+// fetch → label (a human step, 2 judgments per unit) → ship. Before the
+// two judging contributors work every unit, one contributor takes a unit
+// and vanishes (the reaper, here AssignmentsExpire on a clock past the
+// lease, expires it) and another takes one and releases it. Every run
+// SUCCEEDED, every unit is FINALIZED with 2 judgments.
+func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
+	t.Helper()
+	ctx := context.Background()
+	url := backend.URL(t)
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, client.Close()) })
+	tmpl, err := docket.ParseTask([]byte(crowdCheckTask))
+	require.NoError(t, err)
+	_, _, err = client.TaskPut(ctx, "which", tmpl)
+	require.NoError(t, err)
+	def, err := docket.NewWorkflow("crowdcheck").
+		Job("fetch", "crowdcheck.step").
+		Human("label", "which", docket.After("fetch")).
+		Job("ship", "crowdcheck.step", docket.After("label")).
+		Definition()
+	require.NoError(t, err)
+	_, _, err = client.WorkflowPut(ctx, def)
+	require.NoError(t, err)
+
+	w := docket.NewWorker(client, docket.WorkerConfig{
+		Queues: map[string]int{"crowdcheck.step": 4}, PollInterval: 20 * time.Millisecond, LeaderTTL: 300 * time.Millisecond,
+		WorkflowSweepInterval: 100 * time.Millisecond,
+	})
+	docket.AddHandler(w, func(ctx context.Context, j *docket.Job[crowdStep]) error {
+		return docket.SetResult(ctx, map[string]any{"step": j.Args.Run.Step})
+	})
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(sctx)
+	})
+	for i := range crowdCheckRuns {
+		_, err := client.RunStart(ctx, "crowdcheck", map[string]int{"n": i}, &docket.RunStartOpts{IdempotencyKey: fmt.Sprintf("c-%d", i)})
+		require.NoError(t, err)
+	}
+	var pool *docket.Pool
+	waitFor(t, "every run's unit", func() bool {
+		pools, err := client.PoolList(ctx, docket.PoolListParams{Workflow: "crowdcheck"})
+		require.NoError(t, err)
+		if len(pools) == 0 {
+			return false
+		}
+		pool = pools[0]
+		return pool.Counts.Judgable == crowdCheckRuns
+	})
+	contributor := func() uuid.UUID {
+		who, err := client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: uuid.NewString()})
+		require.NoError(t, err)
+		return who.ID
+	}
+	b := &crowdBundle{ctx: ctx, backend: backend.Name, rd: teststore.Open(t, url), exp: chaos.Expectations{Runs: map[string]flow.RunState{}}}
+	for i := range crowdCheckRuns {
+		b.exp.Runs[fmt.Sprintf("c-%d", i)] = flow.RunSucceeded
+	}
+	vanisher, releaser := contributor(), contributor()
+	b.lurker = contributor()
+	taken, err := client.AssignmentTake(ctx, pool.ID, vanisher)
+	require.NoError(t, err)
+	b.expired, b.expiredUnit = taken.Assignment.ID, taken.Unit.ID
+	taken, err = client.AssignmentTake(ctx, pool.ID, releaser)
+	require.NoError(t, err)
+	b.released, b.releasedUnit = taken.Assignment.ID, taken.Unit.ID
+	_, err = client.AssignmentRelease(ctx, b.released, releaser)
+	require.NoError(t, err)
+	later, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	require.NoError(t, err)
+	n, err := later.AssignmentsExpire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, later.Close())
+	require.Equal(t, 1, n, "the vanished contributor's assignment expired")
+
+	for k, who := range []uuid.UUID{contributor(), contributor()} {
+		for {
+			taken, err := client.AssignmentTake(ctx, pool.ID, who)
+			if docket.IsNoUnit(err) {
+				break
+			}
+			require.NoError(t, err)
+			_, err = client.JudgmentSubmit(ctx, taken.Assignment.ID, who, json.RawMessage(fmt.Sprintf(`{"pick": %q}`, []string{"a", "b"}[k])))
+			require.NoError(t, err)
+		}
+	}
+	waitFor(t, "every run to succeed", func() bool {
+		open, err := client.RunList(ctx, docket.RunListParams{States: []docket.RunState{docket.RunRunning, docket.RunPaused}, Limit: 1})
+		require.NoError(t, err)
+		return len(open) == 0
+	})
+	units, err := client.UnitList(ctx, pool.ID, docket.UnitListParams{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, units, crowdCheckRuns)
+	for _, u := range units {
+		require.Equal(t, docket.UnitFinalized, u.State)
+		require.Equal(t, 2, u.JudgmentCount)
+		if u.ID != b.expiredUnit && u.ID != b.releasedUnit {
+			b.others = append(b.others, u.ID)
+		}
+	}
+	b.db, err = crowdcheck.Open(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.db.Close() })
+	return b
+}
+
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() {
+		require.False(t, time.Now().After(deadline), "%s: not within 30 s", what)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *crowdBundle) check(t *testing.T) []chaos.Violation {
+	t.Helper()
+	s, err := chaos.Load(b.ctx, b.rd)
+	require.NoError(t, err)
+	s.Crowd, err = chaos.LoadCrowd(b.ctx, b.db)
+	require.NoError(t, err)
+	return s.Check(b.exp)
+}
+
+func (b *crowdBundle) exec(t *testing.T, query string) {
+	t.Helper()
+	_, err := b.db.ExecContext(b.ctx, query)
+	require.NoError(t, err, "%s", query)
+}
+
+// hourSQL is an hour in a time column's arithmetic.
+func (b *crowdBundle) hourSQL() string {
+	if b.backend == "postgres" {
+		return "interval '1 hour'"
+	}
+	return "3600000000" // unix microseconds
+}
+
+func (b *crowdBundle) scalar(t *testing.T, query string) string {
+	t.Helper()
+	var v string
+	require.NoError(t, b.db.QueryRowContext(b.ctx, query).Scan(&v), "%s", query)
+	return v
+}
+
+// TestCheckCrowd: a real history of runs through a human step, with a
+// vanished and a released assignment, holds every human work invariant;
+// then the database is broken by hand, one unit at a time, once for each
+// invariant, and the checker must report that invariant on that unit.
+func TestCheckCrowd(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			b := setupCrowd(t, backend)
+			require.Empty(t, b.check(t), "a correct history has no violation")
+
+			assignmentOf := func(unit uuid.UUID) string {
+				return b.scalar(t, fmt.Sprintf(`SELECT id FROM docket_assignments WHERE unit_id = '%s' AND state = 'SUBMITTED' ORDER BY id LIMIT 1`, unit))
+			}
+			runOf := func(unit uuid.UUID) string {
+				return b.scalar(t, fmt.Sprintf(`SELECT run_id FROM docket_units WHERE id = '%s'`, unit))
+			}
+			u := b.others
+			cases := []struct {
+				name    string
+				kind    string
+				unit    uuid.UUID
+				breakIt func(unit uuid.UUID)
+			}{
+				{"slot lost", chaos.KindSlotOverAssigned, u[0], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET slots_taken = slots_taken + 1 WHERE id = '%s'`, unit))
+				}},
+				{"slot handed out over the target", chaos.KindSlotOverAssigned, b.expiredUnit, func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_assignments SET state = 'ACTIVE', expires_at = started_at + %s WHERE id = '%s'`, b.hourSQL(), b.expired))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET slots_taken = slots_taken + 1 WHERE id = '%s'`, unit))
+				}},
+				{"expired assignment left ACTIVE", chaos.KindExpiredAssignment, b.releasedUnit, func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_assignments SET state = 'ACTIVE', expires_at = started_at - %s WHERE id = '%s'`, b.hourSQL(), b.released))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET slots_taken = slots_taken + 1 WHERE id = '%s'`, unit))
+				}},
+				{"a third judgment", chaos.KindJudgmentsOverTarget, u[1], func(unit uuid.UUID) {
+					a := assignmentOf(unit)
+					na, nj := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+					b.exec(t, fmt.Sprintf(`INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, finished_at)
+						SELECT '%s', unit_id, pool_id, '%s', state, started_at, expires_at, heartbeat_at, finished_at FROM docket_assignments WHERE id = '%s'`, na, b.lurker, a))
+					b.exec(t, fmt.Sprintf(`INSERT INTO docket_judgments (id, assignment_id, unit_id, pool_id, contributor_id, data, trust, golden, tainted, started_at, submitted_at)
+						SELECT '%s', '%s', unit_id, pool_id, '%s', data, trust, golden, tainted, started_at, submitted_at FROM docket_judgments WHERE assignment_id = '%s'`, nj, na, b.lurker, a))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET slots_taken = 3, judgment_count = 3 WHERE id = '%s'`, unit))
+				}},
+				{"judgment count off", chaos.KindJudgmentCount, u[2], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET judgment_count = 1 WHERE id = '%s'`, unit))
+				}},
+				{"judgment of an assignment not SUBMITTED", chaos.KindJudgmentUntied, u[3], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_assignments SET state = 'EXPIRED' WHERE id = '%s'`, assignmentOf(unit)))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET slots_taken = 1 WHERE id = '%s'`, unit))
+				}},
+				{"judgment stored after expiry", chaos.KindLateJudgment, u[4], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_judgments SET submitted_at = submitted_at + %s WHERE assignment_id = '%s'`, b.hourSQL(), assignmentOf(unit)))
+				}},
+				{"one contributor judged twice", chaos.KindContributorTwice, u[5], func(unit uuid.UUID) {
+					a := assignmentOf(unit)
+					other := b.scalar(t, fmt.Sprintf(`SELECT contributor_id FROM docket_judgments WHERE unit_id = '%s' AND assignment_id <> '%s'`, unit, a))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_judgments SET contributor_id = '%s' WHERE assignment_id = '%s'`, other, a))
+				}},
+				{"step completed twice", chaos.KindHumanStepCompletion, u[6], func(unit uuid.UUID) {
+					s, err := chaos.LoadFlows(b.ctx, b.rd)
+					require.NoError(t, err)
+					run := uuid.MustParse(runOf(unit))
+					var row string
+					for _, tr := range s.StepTransitions {
+						if tr.RunID == run && tr.Step == "label" && tr.To == flow.StepSucceeded {
+							row, _, _ = strings.Cut(tr.EventID, "-")
+						}
+					}
+					require.NotEmpty(t, row)
+					b.exec(t, `INSERT INTO docket_outbox (event_type, data, created_at) SELECT event_type, data, created_at FROM docket_outbox WHERE id = `+row)
+				}},
+				{"step SUCCEEDED, unit not FINALIZED", chaos.KindHumanStepCompletion, u[7], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET state = 'JUDGABLE', result = NULL WHERE id = '%s'`, unit))
+				}},
+				{"run not advanced past the step", chaos.KindHumanStepCompletion, u[8], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`DELETE FROM docket_steps WHERE run_id = '%s' AND step = 'ship'`, runOf(unit)))
+				}},
+				{"result other than the step's output", chaos.KindHumanStepOutput, u[9], func(unit uuid.UUID) {
+					b.exec(t, fmt.Sprintf(`UPDATE docket_units SET result = '{"pick": "neither"}' WHERE id = '%s'`, unit))
+				}},
+			}
+			for _, c := range cases {
+				c.breakIt(c.unit)
+				var got []string
+				for _, v := range b.check(t) {
+					if v.UnitID == c.unit {
+						got = append(got, v.Kind)
+					}
+				}
+				require.Contains(t, got, c.kind, "%s: the checker must catch a %s violation on unit %s", c.name, c.kind, c.unit)
 			}
 		})
 	}

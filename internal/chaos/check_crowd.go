@@ -1,0 +1,406 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/flow"
+)
+
+// Kinds of violation of the human work invariants (DESIGN §6).
+const (
+	// KindSlotOverAssigned: a unit's slots_taken is not the count of its
+	// ACTIVE and SUBMITTED assignments, or they exceed its
+	// judgments_per_unit (a slot handed out twice, or one lost).
+	KindSlotOverAssigned = "slot_over_assigned"
+	// KindJudgmentsOverTarget: a unit holds more untainted judgments than
+	// its target. Documented exception: a tainted judgment (its
+	// contributor was found unreliable by quality control) gives its slot
+	// back, so it does not count; golden units have no target.
+	KindJudgmentsOverTarget = "judgments_over_target"
+	// KindJudgmentCount: a unit's judgment_count (which decides when it
+	// is finalized) differs from the judgments stored for it.
+	KindJudgmentCount = "judgment_count"
+	// KindJudgmentUntied: a judgment not tied to exactly one SUBMITTED
+	// assignment of its own unit and contributor, or a SUBMITTED
+	// assignment without its judgment.
+	KindJudgmentUntied = "judgment_untied"
+	// KindLateJudgment: a judgment stored after its assignment had
+	// expired (a late submission must be refused, 409).
+	KindLateJudgment = "late_judgment"
+	// KindContributorTwice: one contributor holds two assignments, or two
+	// judgments, of one unit.
+	KindContributorTwice = "contributor_twice"
+	// KindExpiredAssignment: an assignment still ACTIVE although its
+	// lease ran out longer ago than the reap window (the reaper must have
+	// freed its slot).
+	KindExpiredAssignment = "expired_assignment"
+	// KindHumanStepCompletion: a FINALIZED unit's step instance did not
+	// complete exactly once (not SUCCEEDED, or the outbox holds other than
+	// one RUNNING→SUCCEEDED for its generation), the run did not advance
+	// past it (a child whose parents are all done was never released), or
+	// a human step SUCCEEDED while its unit is not FINALIZED.
+	KindHumanStepCompletion = "human_step_completion"
+	// KindHumanStepOutput: a finalized unit's result is not its step's
+	// output, or not what a child step's job was given as that output.
+	KindHumanStepOutput = "human_step_output"
+)
+
+// CrowdSnapshot is what the checker reads of the human work tables.
+type CrowdSnapshot struct {
+	Units       []*CrowdUnit
+	Assignments []*crowd.Assignment
+	Judgments   []*crowd.Judgment
+	// PoolSteps names the workflow step of each pool.
+	PoolSteps map[uuid.UUID]string
+}
+
+// CrowdUnit is a unit as the checker reads it.
+type CrowdUnit struct {
+	ID, PoolID, RunID uuid.UUID
+	StepIndex         int
+	State             crowd.UnitState
+	Golden            bool
+	SlotsTaken        int
+	JudgmentsPerUnit  int
+	JudgmentCount     int
+	Result            json.RawMessage
+}
+
+// LoadCrowd reads every unit, assignment and judgment of a docket
+// database, PostgreSQL or SQLite (crowdcheck.Open opens either), straight
+// from the tables: the store has no listing of every assignment, and the
+// checker must see exactly what is stored.
+func LoadCrowd(ctx context.Context, db *sql.DB) (*CrowdSnapshot, error) {
+	s := &CrowdSnapshot{PoolSteps: map[uuid.UUID]string{}}
+	err := queryRows(ctx, db, `SELECT id, step FROM docket_pools`, func(sc scanner) error {
+		var id, step string
+		if err := sc.Scan(&id, &step); err != nil {
+			return err
+		}
+		pid, err := uuid.Parse(id)
+		s.PoolSteps[pid] = step
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pools: %w", err)
+	}
+	err = queryRows(ctx, db, `SELECT id, pool_id, run_id, coalesce(step_index, 0), state,
+			CASE WHEN golden THEN 1 ELSE 0 END, slots_taken, judgments_per_unit, judgment_count, result
+		FROM docket_units ORDER BY id`, func(sc scanner) error {
+		u := &CrowdUnit{}
+		var id, pool string
+		var run, result sql.NullString
+		var golden int
+		if err := sc.Scan(&id, &pool, &run, &u.StepIndex, &u.State, &golden, &u.SlotsTaken, &u.JudgmentsPerUnit, &u.JudgmentCount, &result); err != nil {
+			return err
+		}
+		u.Golden = golden != 0
+		if result.Valid {
+			u.Result = json.RawMessage(result.String)
+		}
+		var err error
+		if u.ID, err = uuid.Parse(id); err != nil {
+			return err
+		}
+		if u.PoolID, err = uuid.Parse(pool); err != nil {
+			return err
+		}
+		if run.Valid {
+			if u.RunID, err = uuid.Parse(run.String); err != nil {
+				return err
+			}
+		}
+		s.Units = append(s.Units, u)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read units: %w", err)
+	}
+	err = queryRows(ctx, db, `SELECT id, unit_id, pool_id, contributor_id, state, started_at, expires_at
+		FROM docket_assignments ORDER BY id`, func(sc scanner) error {
+		a := &crowd.Assignment{}
+		var id, unit, pool, who string
+		var started, expires any
+		if err := sc.Scan(&id, &unit, &pool, &who, &a.State, &started, &expires); err != nil {
+			return err
+		}
+		return parseAll(
+			func() (err error) { a.ID, err = uuid.Parse(id); return },
+			func() (err error) { a.UnitID, err = uuid.Parse(unit); return },
+			func() (err error) { a.PoolID, err = uuid.Parse(pool); return },
+			func() (err error) { a.ContributorID, err = uuid.Parse(who); return },
+			func() (err error) { a.StartedAt, err = dbTime(started); return },
+			func() (err error) { a.ExpiresAt, err = dbTime(expires); return },
+			func() error { s.Assignments = append(s.Assignments, a); return nil },
+		)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read assignments: %w", err)
+	}
+	err = queryRows(ctx, db, `SELECT id, assignment_id, unit_id, pool_id, contributor_id,
+			CASE WHEN golden THEN 1 ELSE 0 END, CASE WHEN tainted THEN 1 ELSE 0 END, submitted_at
+		FROM docket_judgments ORDER BY id`, func(sc scanner) error {
+		j := &crowd.Judgment{}
+		var id, asg, unit, pool, who string
+		var golden, tainted int
+		var submitted any
+		if err := sc.Scan(&id, &asg, &unit, &pool, &who, &golden, &tainted, &submitted); err != nil {
+			return err
+		}
+		j.Golden, j.Tainted = golden != 0, tainted != 0
+		return parseAll(
+			func() (err error) { j.ID, err = uuid.Parse(id); return },
+			func() (err error) { j.AssignmentID, err = uuid.Parse(asg); return },
+			func() (err error) { j.UnitID, err = uuid.Parse(unit); return },
+			func() (err error) { j.PoolID, err = uuid.Parse(pool); return },
+			func() (err error) { j.ContributorID, err = uuid.Parse(who); return },
+			func() (err error) { j.SubmittedAt, err = dbTime(submitted); return },
+			func() error { s.Judgments = append(s.Judgments, j); return nil },
+		)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read judgments: %w", err)
+	}
+	return s, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func queryRows(ctx context.Context, db *sql.DB, q string, each func(scanner) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func parseAll(steps ...func() error) error {
+	for _, f := range steps {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dbTime reads a time column: a time on PostgreSQL, unix microseconds on
+// SQLite.
+func dbTime(v any) (time.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, nil
+	case int64:
+		return time.UnixMicro(t), nil
+	}
+	return time.Time{}, fmt.Errorf("a time column holds %T", v)
+}
+
+// checkCrowd returns every human work invariant the snapshot breaks; the
+// flow snapshot gives the human steps' instances and transitions, the
+// jobs the payloads their children were given.
+func (s *Snapshot) checkCrowd(c *CrowdSnapshot, exp Expectations, now time.Time) []Violation {
+	var out []Violation
+	add := func(kind string, unit uuid.UUID, run uuid.UUID, format string, args ...any) {
+		out = append(out, Violation{Kind: kind, UnitID: unit, RunID: run, Detail: fmt.Sprintf(format, args...)})
+	}
+	window := exp.ReapWindow
+	if window == 0 {
+		window = time.Minute
+	}
+
+	assignments := map[uuid.UUID]*crowd.Assignment{}
+	held := map[uuid.UUID]int{} // ACTIVE and SUBMITTED assignments by unit
+	type pair struct{ unit, who uuid.UUID }
+	assignedTo := map[pair]int{}
+	for _, a := range c.Assignments {
+		assignments[a.ID] = a
+		if a.State == crowd.AssignmentActive || a.State == crowd.AssignmentSubmitted {
+			held[a.UnitID]++
+		}
+		assignedTo[pair{a.UnitID, a.ContributorID}]++
+		if a.State == crowd.AssignmentActive && a.ExpiresAt.Before(now.Add(-window)) {
+			add(KindExpiredAssignment, a.UnitID, uuid.Nil, "assignment %s of contributor %s is ACTIVE; its lease expired at %s, more than %v before %s",
+				a.ID, a.ContributorID, ts(a.ExpiresAt), window, ts(now))
+		}
+	}
+	judgedBy := map[pair]int{}
+	judgments := map[uuid.UUID]int{}  // by unit
+	untainted := map[uuid.UUID]int{}  // by unit
+	judgmentOf := map[uuid.UUID]int{} // by assignment
+	for _, j := range c.Judgments {
+		judgedBy[pair{j.UnitID, j.ContributorID}]++
+		judgments[j.UnitID]++
+		if !j.Tainted {
+			untainted[j.UnitID]++
+		}
+		judgmentOf[j.AssignmentID]++
+		a := assignments[j.AssignmentID]
+		switch {
+		case a == nil:
+			add(KindJudgmentUntied, j.UnitID, uuid.Nil, "judgment %s names assignment %s, which does not exist", j.ID, j.AssignmentID)
+			continue
+		case a.State != crowd.AssignmentSubmitted:
+			add(KindJudgmentUntied, j.UnitID, uuid.Nil, "judgment %s: its assignment %s is %s, not SUBMITTED", j.ID, a.ID, a.State)
+		case a.UnitID != j.UnitID || a.ContributorID != j.ContributorID:
+			add(KindJudgmentUntied, j.UnitID, uuid.Nil, "judgment %s (unit %s, contributor %s): its assignment %s is of unit %s, contributor %s",
+				j.ID, j.UnitID, j.ContributorID, a.ID, a.UnitID, a.ContributorID)
+		}
+		if j.SubmittedAt.After(a.ExpiresAt) {
+			add(KindLateJudgment, j.UnitID, uuid.Nil, "judgment %s was stored at %s, after its assignment %s expired at %s",
+				j.ID, ts(j.SubmittedAt), a.ID, ts(a.ExpiresAt))
+		}
+	}
+	for _, a := range c.Assignments {
+		if n := judgmentOf[a.ID]; a.State == crowd.AssignmentSubmitted && n != 1 {
+			add(KindJudgmentUntied, a.UnitID, uuid.Nil, "assignment %s is SUBMITTED with %d judgments", a.ID, n)
+		}
+	}
+	for _, m := range []struct {
+		what string
+		n    map[pair]int
+	}{{"assignments", assignedTo}, {"judgments", judgedBy}} {
+		pairs := make([]pair, 0)
+		for p, n := range m.n {
+			if n > 1 {
+				pairs = append(pairs, p)
+			}
+		}
+		slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.unit.String()+a.who.String(), b.unit.String()+b.who.String()) })
+		for _, p := range pairs {
+			add(KindContributorTwice, p.unit, uuid.Nil, "contributor %s has %d %s of the unit", p.who, m.n[p], m.what)
+		}
+	}
+
+	for _, u := range c.Units {
+		if u.Golden {
+			continue
+		}
+		if h := held[u.ID]; h != u.SlotsTaken || h > u.JudgmentsPerUnit {
+			add(KindSlotOverAssigned, u.ID, u.RunID, "slots_taken %d, %d ACTIVE and SUBMITTED assignments, %d judgments per unit", u.SlotsTaken, h, u.JudgmentsPerUnit)
+		}
+		if n := untainted[u.ID]; n > u.JudgmentsPerUnit {
+			add(KindJudgmentsOverTarget, u.ID, u.RunID, "%d untainted judgments, the target is %d", n, u.JudgmentsPerUnit)
+		}
+		if n := judgments[u.ID]; n != u.JudgmentCount {
+			add(KindJudgmentCount, u.ID, u.RunID, "judgment_count %d, %d judgments stored", u.JudgmentCount, n)
+		}
+		if u.RunID != uuid.Nil && s.Flows != nil {
+			s.checkHumanStep(c, u, add)
+		}
+	}
+	return out
+}
+
+// checkHumanStep: a FINALIZED unit's step instance SUCCEEDED once, with
+// the unit's result as its output, and the run went on past it; a step
+// that SUCCEEDED has its unit FINALIZED.
+func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, add func(string, uuid.UUID, uuid.UUID, string, ...any)) {
+	f := s.Flows
+	step := c.PoolSteps[u.PoolID]
+	var run *flow.Run
+	for _, r := range f.Runs {
+		if r.ID == u.RunID {
+			run = r
+			break
+		}
+	}
+	if run == nil {
+		return // pruned, or a unit inserted by hand: no step to hold it to
+	}
+	byStep := map[string][]*flow.StepInstance{}
+	var in *flow.StepInstance
+	for _, si := range f.Steps[run.ID] {
+		byStep[si.Step] = append(byStep[si.Step], si)
+		if si.Step == step && si.Index == u.StepIndex {
+			in = si
+		}
+	}
+	id := fmt.Sprintf("%s[%d]", step, u.StepIndex)
+	if in == nil {
+		if u.State == crowd.UnitFinalized {
+			add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED but its run has no instance %s", id)
+		}
+		return
+	}
+	if in.UnitID != uuid.Nil && in.UnitID != u.ID {
+		return // a unit of an earlier generation: a retry gave the instance another
+	}
+	if u.State != crowd.UnitFinalized {
+		if in.State == flow.StepSucceeded {
+			add(KindHumanStepCompletion, u.ID, run.ID, "step %s SUCCEEDED while its unit is %s", id, u.State)
+		}
+		return
+	}
+	completions := 0
+	for _, tr := range f.StepTransitions {
+		if tr.RunID == run.ID && tr.Step == in.Step && tr.Index == in.Index && tr.Generation == in.Generation && tr.To == flow.StepSucceeded {
+			completions++
+		}
+	}
+	if in.State != flow.StepSucceeded || completions != 1 {
+		add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED; its step %s is %s and the outbox completed it %d times in generation %d",
+			id, in.State, completions, in.Generation)
+	}
+	if in.State == flow.StepSucceeded && !sameJSON(in.Output, u.Result) {
+		add(KindHumanStepOutput, u.ID, run.ID, "step %s's output is %s, its unit's result %s", id, in.Output, u.Result)
+	}
+	g := f.Graphs[graphKey(run.Workflow, run.Version)]
+	if g == nil {
+		return // run_graph says so
+	}
+	fanOut := g.Step(step) != nil && g.Step(step).ForEach != ""
+	jobs := map[uuid.UUID][]byte{}
+	for _, j := range s.Jobs {
+		jobs[j.ID] = j.Payload
+	}
+	for _, child := range g.Children(step) {
+		ready := true
+		for _, p := range g.Parents(child) {
+			ins := byStep[p]
+			ready = ready && len(ins) > 0
+			for _, pin := range ins {
+				ready = ready && pin.State.Done()
+			}
+		}
+		cins := byStep[child]
+		if ready && len(cins) == 0 && run.State != flow.RunCanceled {
+			add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED and every parent of step %s is done, but %s was never released", child, child)
+		}
+		if fanOut {
+			continue // the child sees a list of the instances' outputs: fan_in checks it
+		}
+		for _, cin := range cins {
+			payload, ok := jobs[cin.JobID]
+			if cin.JobID == uuid.Nil || !ok {
+				continue
+			}
+			var p struct {
+				Steps map[string]struct {
+					Output json.RawMessage `json:"output"`
+				} `json:"steps"`
+			}
+			if err := json.Unmarshal(payload, &p); err != nil {
+				add(KindHumanStepOutput, u.ID, run.ID, "the job %s of step %s[%d] has a payload that is not a step input: %v", cin.JobID, child, cin.Index, err)
+				continue
+			}
+			if got := p.Steps[step].Output; !sameJSON(got, u.Result) {
+				add(KindHumanStepOutput, u.ID, run.ID, "the job %s of step %s[%d] was given %s as steps.%s.output, the unit's result is %s", cin.JobID, child, cin.Index, got, step, u.Result)
+			}
+		}
+	}
+}
