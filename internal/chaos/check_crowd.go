@@ -280,7 +280,9 @@ func (s *Snapshot) checkCrowd(c *CrowdSnapshot, exp Expectations, now time.Time)
 				pairs = append(pairs, p)
 			}
 		}
-		slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.unit.String()+a.who.String(), b.unit.String()+b.who.String()) })
+		slices.SortFunc(pairs, func(a, b pair) int {
+			return strings.Compare(a.unit.String()+a.who.String(), b.unit.String()+b.who.String())
+		})
 		for _, p := range pairs {
 			add(KindContributorTwice, p.unit, uuid.Nil, "contributor %s has %d %s of the unit", p.who, m.n[p], m.what)
 		}
