@@ -7,7 +7,9 @@
 //
 // Besides plain jobs it starts workflow runs (chains, diamonds, fan-outs
 // of 50 with their fan-in, conditional skips, failing steps) whose step
-// jobs the same workers run.
+// jobs the same workers run, and runs whose human step simulated
+// contributors work over HTTP (taking, judging, releasing, abandoning
+// and judging too late) while the servers they talk to are killed.
 //
 // It exits 1 when the checker found violations. It is also the worker
 // binary of the run: `chaos worker` is an in-process Go worker and
@@ -39,6 +41,7 @@ func run() int {
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "length of the submit-and-fault phase")
 	flag.IntVar(&cfg.Jobs, "jobs", 1000, "jobs submitted over the phase")
 	flag.IntVar(&cfg.Runs, "runs", 200, "workflow runs started over the phase (chains, diamonds, fan-outs of 50, skips, failing steps)")
+	flag.IntVar(&cfg.HumanRuns, "human-runs", 100, "runs of a workflow with a human step (job → human → job) started over the first part of the phase, worked by 16 simulated contributors over HTTP")
 	flag.IntVar(&cfg.Servers, "servers", 3, "docket serve processes")
 	flag.IntVar(&cfg.GoWorkers, "go-workers", 2, "in-process Go worker processes")
 	flag.IntVar(&cfg.ExecWorkers, "exec-workers", 1, "docket worker --exec processes")

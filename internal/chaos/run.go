@@ -41,6 +41,11 @@ type Config struct {
 	// Runs are workflow runs started, spread over Duration, each of a
 	// seeded random one of Shapes.
 	Runs int
+	// HumanRuns are runs of HumanShape (job → human step → job) started
+	// over the first part of Duration (humanSpan), whose human step
+	// Contributors simulated contributors work over HTTP; 0 starts no
+	// contributor either.
+	HumanRuns int
 	// Servers (docket serve), GoWorkers (in-process Go workers) and
 	// ExecWorkers (docket worker --exec) processes; defaults 3, 2, 1.
 	Servers, GoWorkers, ExecWorkers int
@@ -96,7 +101,13 @@ type Report struct {
 	// StepJobsByExec: step jobs that succeeded on an exec worker, whose
 	// completion reached the run through a server's lease API.
 	StepJobsByExec int
-	Violations     []Violation
+	// HumanRuns is how many runs of HumanShape were started; Crowd what
+	// the contributors did; CrowdTables the units, assignments and
+	// judgments the database holds at the end.
+	HumanRuns   int
+	Crowd       CrowdReport
+	CrowdTables string
+	Violations  []Violation
 	Dir            string
 }
 
@@ -122,6 +133,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  workflow runs: %d (%d answered as duplicates of a lost answer), %d step jobs (%d succeeded on the exec worker)\n", r.Runs, r.RunResubmits, r.StepJobs, r.StepJobsByExec)
 	fmt.Fprintf(&b, "  run shapes: %s\n", countsOf(r.RunShapes))
 	fmt.Fprintf(&b, "  run end states: %s\n", countsOf(r.RunStates))
+	if r.HumanRuns > 0 {
+		fmt.Fprintf(&b, "  human work: %d runs of %s; contributors: %s\n", r.HumanRuns, HumanShape.Name, &r.Crowd)
+		fmt.Fprintf(&b, "  human work tables: %s\n", r.CrowdTables)
+	}
 	fmt.Fprintf(&b, "  events: %d in the outbox, %d received by the SSE client, %d webhook deliveries\n", r.Events, r.SSE, r.Webhook)
 	total := 0
 	for _, n := range r.Faults {
@@ -171,6 +186,7 @@ type run struct {
 	hook     *webhookReceiver
 
 	client *docket.Client // the run's own client of the database: workflows and runs
+	crowd  *crowdSim      // the simulated contributors; nil without human runs
 
 	mu           sync.Mutex
 	faults       map[string]int
@@ -254,7 +270,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var submitErr error
-	var runsErr error
+	var runsErr, humanErr error
+	if r.crowd != nil {
+		r.crowd.startWork(ctx)
+		defer r.crowd.stopWork()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			humanErr = r.submitHumanRuns(phase)
+		}()
+	}
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
@@ -269,7 +294,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.injectFaults(phase)
 	}()
 	wg.Wait()
-	if err := errors.Join(submitErr, runsErr); err != nil {
+	if err := errors.Join(submitErr, runsErr, humanErr); err != nil {
 		keep = true
 		return nil, err
 	}
@@ -390,6 +415,11 @@ func (r *run) startAll(ctx context.Context) error {
 	}
 	if err := r.putWorkflows(ctx); err != nil {
 		return err
+	}
+	if r.cfg.HumanRuns > 0 {
+		if err := r.putHuman(ctx); err != nil {
+			return err
+		}
 	}
 	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
 	return nil
@@ -651,6 +681,15 @@ func (r *run) inject(ctx context.Context, kind string) error {
 	switch kind {
 	case FaultKillServe:
 		i := r.rnd.IntN(len(r.servers))
+		if r.crowd != nil {
+			// A server a contributor is talking to now: the kill cuts a
+			// take, a judgment (maybe the one that finalizes a unit) or a
+			// release.
+			if busy := r.crowd.busyServer(r.rnd); busy >= 0 {
+				i = busy
+				r.crowd.count(func(c *CrowdReport) { c.KillsDuringWork++ })
+			}
+		}
 		r.logf("SIGKILL %s", r.servers[i].name)
 		r.servers[i].end(syscall.SIGKILL, 5*time.Second)
 		time.Sleep(time.Duration(r.rnd.IntN(1000)) * time.Millisecond)
@@ -757,6 +796,11 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		r.logf("not quiet: %s", strings.Join(parts, ", "))
 		// Check anyway: the violations say what is stuck.
 	}
+	if r.crowd != nil {
+		// Every human run is done (or the wait gave up): no unit needs
+		// a contributor any more.
+		r.crowd.stopWork()
+	}
 	// Quiet: wait for the consumers to get every event.
 	var snap *Snapshot
 	var sse, hook map[string]int
@@ -809,6 +853,13 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		{Name: "the webhook receiver", Seen: hook},
 	}})
 	rep.Rescued = snap.Rescued()
+	if r.crowd != nil {
+		vs, err := r.checkCrowd(ctx, snap, expectRuns, rep)
+		if err != nil {
+			return nil, err
+		}
+		rep.Violations = append(rep.Violations, vs...)
+	}
 	for _, b := range badSig {
 		rep.Violations = append(rep.Violations, Violation{Kind: KindBadSignature, Detail: b})
 	}

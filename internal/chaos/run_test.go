@@ -17,9 +17,13 @@ import (
 // chaosSeed is the fixed seed of the suite's chaos run.
 const chaosSeed = 7
 
+// chaosHumanRuns is how many runs with a human step it starts.
+const chaosHumanRuns = 20
+
 // TestChaosShort is a short chaos run: 3 servers, 2 Go workers and one
 // exec worker on a PostgreSQL and a NATS of its own, running 200 jobs and
-// 40 workflow runs of every shape under a seeded schedule of kills,
+// 40 workflow runs of every shape and 20 runs with a human step worked
+// by simulated contributors under a seeded schedule of kills,
 // pauses and restarts; every invariant must hold.
 // The binaries are built without -race: the run is about processes
 // dying, and race-built ones would make it too slow for 2 cores.
@@ -57,6 +61,7 @@ func TestChaosShort(t *testing.T) {
 		Duration:       45 * time.Second,
 		Jobs:           200,
 		Runs:           40,
+		HumanRuns:      chaosHumanRuns,
 		FaultGap:       2 * time.Second,
 		QuiesceTimeout: 90 * time.Second,
 		DocketBin:      filepath.Join(bin, "docket"),
@@ -68,11 +73,18 @@ func TestChaosShort(t *testing.T) {
 	t.Log(rep)
 	require.Empty(t, rep.Violations, "logs kept in %s", rep.Dir)
 	require.Equal(t, 200, rep.Jobs)
-	require.Equal(t, 40, rep.Runs)
+	require.Equal(t, 40+chaosHumanRuns, rep.Runs)
+	require.Equal(t, chaosHumanRuns, rep.HumanRuns)
+	require.Equal(t, chaosHumanRuns, rep.RunShapes[chaos.HumanShape.Name])
 	for _, sh := range chaos.Shapes {
 		require.NotZero(t, rep.RunShapes[sh.Name], "no run of workflow %s", sh.Name)
 	}
-	require.Equal(t, 40, rep.RunStates[flow.RunSucceeded]+rep.RunStates[flow.RunFailed], "every run ended, as its shape wants (the checker holds each to it)")
+	require.Equal(t, 40+chaosHumanRuns, rep.RunStates[flow.RunSucceeded]+rep.RunStates[flow.RunFailed], "every run ended, as its shape wants (the checker holds each to it)")
+	require.GreaterOrEqual(t, rep.Crowd.Judgments, chaosHumanRuns*chaos.HumanJudgments, "every unit got its judgments")
+	require.NotZero(t, rep.Crowd.Abandoned, "no assignment was abandoned: the reaper went untested")
+	require.NotZero(t, rep.Crowd.LateRefuse, "no late judgment was refused")
+	require.NotZero(t, rep.Crowd.Repeats, "no judgment was sent twice")
+	require.NotZero(t, rep.Crowd.Releases, "no assignment was released")
 	require.NotZero(t, rep.StepJobsByExec, "no step job ran on the exec worker: the lease API's advancement went untested")
 	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
 		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker} {

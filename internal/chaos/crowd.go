@@ -1,0 +1,504 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/crowdcheck"
+	"github.com/docket-run/docket/internal/flow"
+)
+
+// Human work in the chaos run: runs of HumanShape, whose "label" step is
+// done by simulated contributors — goroutines of the run, each with a
+// contributor API key of its own, working over HTTP against the serve
+// processes that the faults kill. Each assignment they take they mostly
+// judge, and sometimes judge twice (the same judgment must come back),
+// send invalid data first (422, then the valid answer), give back
+// (release), abandon (the reaper must free the slot) or hold past its
+// expiry before judging (409: too late). Requests cut by a kill are sent
+// again to the next server; a take whose answer was lost leaves an
+// assignment nobody knows of, which the reaper frees like an abandoned
+// one.
+
+// Human work constants.
+const (
+	// HumanTask is the chaos run's task template.
+	HumanTask = "chaos-label"
+	// HumanJudgments is its judgments per unit.
+	HumanJudgments = 3
+	// humanAssignment is its assignment duration: the shortest a task
+	// may have.
+	humanAssignment = 30 * time.Second
+	// Contributors is how many simulated contributors work.
+	Contributors = 16
+	// reapWindow: how long past its expiry an assignment may stay
+	// ACTIVE. The reaper runs every AssignmentReapIntervalDefault on the
+	// maintenance leader (a serve or a Go worker, whose leadership lasts
+	// a second in the run); a pause or a kill of the leader delays it by
+	// a term.
+	reapWindow = docket.AssignmentReapIntervalDefault + 5*time.Second
+)
+
+const humanTemplate = `{"title": "Which is it?",
+ "instructions": "Pick a or b.",
+ "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}]}],
+ "judgmentsPerUnit": {"min": 3}, "assignmentSeconds": 30}`
+
+// HumanShape is the workflow of the human runs: fetch (a job) → label
+// (a human step, 3 judgments per unit) → ship (a job, given the label's
+// aggregated answer).
+var HumanShape = Shape{Name: "chaos_human", Want: flow.RunSucceeded, def: func() (*docket.WorkflowDefinition, error) {
+	return docket.NewWorkflow("chaos_human").
+		Job("fetch", StepType, docket.StepQueue(Queue)).
+		Human("label", HumanTask, docket.After("fetch")).
+		Job("ship", StepType, docket.StepQueue(Queue), docket.After("label")).
+		Definition()
+}}
+
+// CrowdReport is what the simulated contributors did, as they saw it.
+type CrowdReport struct {
+	Takes      int // assignments taken (201)
+	Judgments  int // judgments accepted (202, or 200 for a resend after a lost answer)
+	Repeats    int // judgments sent twice on purpose, answered 200 with the same judgment
+	Invalid    int // invalid judgments refused 422 (then sent valid)
+	Releases   int // assignments given back
+	Abandoned  int // assignments left to expire
+	LateRefuse int // judgments sent after the assignment expired, refused 409
+	Cut        int // requests cut by a kill, refused by a server that was down or answered 5xx while the database restarted: sent again
+	// KillsDuringWork counts kill_serve faults that hit a server while a
+	// contributor's request was in flight on it.
+	KillsDuringWork int
+}
+
+func (c *CrowdReport) String() string {
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again; %d kill_serve faults aimed at a server with a contributor's request in flight",
+		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.KillsDuringWork)
+}
+
+// crowdSim is the simulated contributors.
+type crowdSim struct {
+	r        *run
+	secrets  []string
+	inflight []atomic.Int32 // requests in flight by server
+	// until is when abandons and late judgments stop: their slots must
+	// come back (one assignment duration and a reap later) while the
+	// phase lasts.
+	until time.Time
+
+	mu        sync.Mutex
+	rep       CrowdReport
+	surprises []Violation
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// KindCrowdAnswer is an answer a contributor got that the API promises
+// never to give: a late judgment accepted, a repeated judgment answered
+// with another one, a 5xx that did not go away.
+const KindCrowdAnswer = "crowd_answer"
+
+// putHuman stores the task and the workflow of the human runs and makes
+// the contributors and their keys (before any fault).
+func (r *run) putHuman(ctx context.Context) error {
+	tmpl, err := docket.ParseTask([]byte(humanTemplate))
+	if err != nil {
+		return err
+	}
+	if _, _, err := r.client.TaskPut(ctx, HumanTask, tmpl); err != nil {
+		return fmt.Errorf("put task %s: %w", HumanTask, err)
+	}
+	def, err := HumanShape.def()
+	if err != nil {
+		return err
+	}
+	if _, _, err := r.client.WorkflowPut(ctx, def); err != nil {
+		return fmt.Errorf("put workflow %s: %w", HumanShape.Name, err)
+	}
+	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers))}
+	for i := range Contributors {
+		var who struct {
+			ContributorID string `json:"contributorId"`
+		}
+		body, _ := json.Marshal(map[string]any{"externalId": fmt.Sprintf("chaos-%d-%d", r.cfg.Seed, i), "name": fmt.Sprintf("contributor %d", i)})
+		if err := r.call("POST", "/v1/contributors", body, i, &who, http.StatusCreated); err != nil {
+			return fmt.Errorf("create contributor %d: %w", i, err)
+		}
+		var key struct {
+			Secret string `json:"secret"`
+		}
+		if err := r.call("POST", "/v1/contributors/"+who.ContributorID+"/keys", []byte(`{"name": "chaos"}`), i, &key, http.StatusCreated); err != nil {
+			return fmt.Errorf("key of contributor %d: %w", i, err)
+		}
+		r.crowd.secrets = append(r.crowd.secrets, key.Secret)
+	}
+	return nil
+}
+
+// humanSpan is the part of the phase in which human runs start and
+// contributors abandon assignments or judge late: what they hold comes
+// back an assignment duration and a reap later, and the runs must finish
+// soon after the phase.
+func (r *run) humanSpan() time.Duration {
+	return max(r.cfg.Duration-humanAssignment-reapWindow, r.cfg.Duration/3)
+}
+
+// submitHumanRuns starts cfg.HumanRuns runs of HumanShape spread over the
+// human span.
+func (r *run) submitHumanRuns(ctx context.Context) error {
+	if r.cfg.HumanRuns == 0 {
+		return nil
+	}
+	rnd := mrand.New(mrand.NewPCG(r.cfg.Seed, 4))
+	gap := r.humanSpan() / time.Duration(r.cfg.HumanRuns+1)
+	var wg sync.WaitGroup
+	errs := make(chan error, r.cfg.HumanRuns)
+	start := time.Now()
+	for i := range r.cfg.HumanRuns {
+		if d := time.Until(start.Add(time.Duration(i) * gap)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		in := runInput{MS: 5 + rnd.IntN(60)}
+		key := fmt.Sprintf("chaos-human-%d-%d", r.cfg.Seed, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.startRun(HumanShape, in, key); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// startWork starts the contributors; stopWork stops them.
+func (c *crowdSim) startWork(ctx context.Context) {
+	ctx, c.stop = context.WithCancel(ctx)
+	c.until = time.Now().Add(c.r.humanSpan())
+	for i, secret := range c.secrets {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.work(ctx, i, secret)
+		}()
+	}
+}
+
+func (c *crowdSim) stopWork() {
+	if c.stop != nil {
+		c.stop()
+	}
+	c.wg.Wait()
+}
+
+// busyServer is a server with a contributor's request in flight now, -1
+// when none has one.
+func (c *crowdSim) busyServer(rnd *mrand.Rand) int {
+	var busy []int
+	for i := range c.inflight {
+		if c.inflight[i].Load() > 0 {
+			busy = append(busy, i)
+		}
+	}
+	if len(busy) == 0 {
+		return -1
+	}
+	return busy[rnd.IntN(len(busy))]
+}
+
+func (c *crowdSim) surprise(format string, args ...any) {
+	c.mu.Lock()
+	c.surprises = append(c.surprises, Violation{Kind: KindCrowdAnswer, Detail: fmt.Sprintf(format, args...)})
+	c.mu.Unlock()
+}
+
+func (c *crowdSim) count(f func(*CrowdReport)) {
+	c.mu.Lock()
+	f(&c.rep)
+	c.mu.Unlock()
+}
+
+// answer is one HTTP answer to a contributor.
+type answer struct {
+	status int
+	body   []byte
+}
+
+// send sends a contributor's request to the servers in turn from *server
+// until one answers other than 5xx, for up to submitTimeout; *server
+// moves on with each cut request, so the contributor stays on the
+// server that answered.
+func (c *crowdSim) send(ctx context.Context, secret, method, path string, body []byte, server *int) (answer, error) {
+	deadline := time.Now().Add(submitTimeout)
+	var last string
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		i := *server % len(c.r.urls)
+		req, err := http.NewRequestWithContext(ctx, method, c.r.urls[i]+path, bytes.NewReader(body))
+		if err != nil {
+			return answer{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		c.inflight[i].Add(1)
+		res, err := c.r.http.Do(req)
+		var data []byte
+		if err == nil {
+			data, err = io.ReadAll(res.Body)
+			_ = res.Body.Close()
+		}
+		c.inflight[i].Add(-1)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case res.StatusCode >= 500:
+			last = fmt.Sprintf("%d %s", res.StatusCode, data)
+		default:
+			return answer{status: res.StatusCode, body: data}, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		c.count(func(r *CrowdReport) { r.Cut++ })
+		*server = i + 1
+		time.Sleep(50 * time.Millisecond) // back off from a server that is down
+	}
+	if ctx.Err() != nil {
+		return answer{}, ctx.Err()
+	}
+	c.surprise("%s %s: no answer but 5xx or a cut within %v: %s", method, path, submitTimeout, last)
+	return answer{}, errors.New(last)
+}
+
+// work is one contributor's loop until ctx ends.
+func (c *crowdSim) work(ctx context.Context, n int, secret string) {
+	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 100+uint64(n)))
+	server := n
+	var pool string
+	idle := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(300+rnd.IntN(700)) * time.Millisecond):
+		}
+	}
+	for ctx.Err() == nil {
+		if pool == "" {
+			a, err := c.send(ctx, secret, "GET", "/v1/me/pools", nil, &server)
+			if err != nil {
+				continue
+			}
+			var mine struct {
+				Items []struct {
+					PoolID   string `json:"poolId"`
+					Workflow string `json:"workflow"`
+				} `json:"items"`
+			}
+			if a.status == http.StatusOK && json.Unmarshal(a.body, &mine) == nil {
+				for _, p := range mine.Items {
+					if p.Workflow == HumanShape.Name {
+						pool = p.PoolID
+					}
+				}
+			}
+			if pool == "" {
+				idle()
+			}
+			continue
+		}
+		body, _ := json.Marshal(map[string]string{"poolId": pool})
+		a, err := c.send(ctx, secret, "POST", "/v1/assignments", body, &server)
+		if err != nil {
+			continue
+		}
+		if a.status != http.StatusCreated {
+			if a.status != http.StatusNotFound {
+				c.surprise("POST /v1/assignments: %d %s", a.status, a.body)
+			}
+			idle()
+			continue
+		}
+		var taken struct {
+			AssignmentID string    `json:"assignmentId"`
+			ExpiresAt    time.Time `json:"expiresAt"`
+		}
+		if err := json.Unmarshal(a.body, &taken); err != nil {
+			c.surprise("POST /v1/assignments: %v in %s", err, a.body)
+			continue
+		}
+		c.count(func(r *CrowdReport) { r.Takes++ })
+		c.act(ctx, rnd, secret, &server, taken.AssignmentID, taken.ExpiresAt)
+	}
+}
+
+// act does one of the scripted things with an assignment just taken.
+func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, server *int, id string, expires time.Time) {
+	early := time.Now().Before(c.until)
+	x := rnd.IntN(100)
+	data := fmt.Sprintf(`{"pick": %q}`, []string{"a", "b"}[rnd.IntN(2)])
+	// Think: a person reads the unit.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Duration(10+rnd.IntN(150)) * time.Millisecond):
+	}
+	switch {
+	case x < 5 && early:
+		c.count(func(r *CrowdReport) { r.Abandoned++ })
+		return
+	case x < 9 && early:
+		// Hold it past its expiry, then judge: refused 409.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(expires) + time.Duration(200+rnd.IntN(3000))*time.Millisecond):
+		}
+		a, err := c.judge(ctx, secret, server, id, data)
+		switch {
+		case err != nil:
+		case a.status == http.StatusConflict && bytes.Contains(bytes.ToLower(a.body), []byte("expired")):
+			c.count(func(r *CrowdReport) { r.LateRefuse++ })
+		default:
+			c.surprise("a judgment of assignment %s after its expiry at %s was answered %d %s", id, ts(expires), a.status, a.body)
+		}
+		return
+	case x < 17:
+		a, err := c.send(ctx, secret, "POST", "/v1/assignments/"+id+"/release", nil, server)
+		switch {
+		case err != nil:
+		case a.status == http.StatusOK:
+			c.count(func(r *CrowdReport) { r.Releases++ })
+		case a.status == http.StatusConflict:
+			// A resend after a cut: the first one released it.
+			c.count(func(r *CrowdReport) { r.Releases++ })
+		default:
+			c.surprise("release of assignment %s: %d %s", id, a.status, a.body)
+		}
+		return
+	case x < 22:
+		a, err := c.judge(ctx, secret, server, id, `{"pick": "neither"}`)
+		if err != nil {
+			return
+		}
+		if a.status != http.StatusUnprocessableEntity || !bytes.Contains(a.body, []byte("pick")) {
+			c.surprise("an invalid judgment of assignment %s was answered %d %s", id, a.status, a.body)
+			return
+		}
+		c.count(func(r *CrowdReport) { r.Invalid++ })
+	}
+	a, err := c.judge(ctx, secret, server, id, data)
+	if err != nil {
+		return
+	}
+	var first struct {
+		JudgmentID string `json:"judgmentId"`
+	}
+	if (a.status != http.StatusAccepted && a.status != http.StatusOK) || json.Unmarshal(a.body, &first) != nil {
+		c.surprise("judgment of assignment %s: %d %s", id, a.status, a.body)
+		return
+	}
+	c.count(func(r *CrowdReport) { r.Judgments++ })
+	if x >= 35 {
+		return
+	}
+	// Sent twice: the same judgment, 200.
+	a, err = c.judge(ctx, secret, server, id, data)
+	if err != nil {
+		return
+	}
+	var again struct {
+		JudgmentID string `json:"judgmentId"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &again) != nil || again.JudgmentID != first.JudgmentID {
+		c.surprise("the same judgment of assignment %s again was answered %d %s (the first: judgment %s)", id, a.status, a.body, first.JudgmentID)
+		return
+	}
+	c.count(func(r *CrowdReport) { r.Repeats++ })
+}
+
+func (c *crowdSim) judge(ctx context.Context, secret string, server *int, id, data string) (answer, error) {
+	body := `{"assignmentId": "` + id + `", "data": ` + data + `}`
+	return c.send(ctx, secret, "POST", "/v1/judgments", []byte(body), server)
+}
+
+// report is what the contributors did and the surprises they met.
+func (c *crowdSim) report() (CrowdReport, []Violation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rep, append([]Violation(nil), c.surprises...)
+}
+
+// humanSummary is the line of the report about the human runs' units.
+func humanSummary(s *CrowdSnapshot) string {
+	if s == nil {
+		return ""
+	}
+	states := map[string]int{}
+	for _, u := range s.Units {
+		states["unit "+string(u.State)]++
+	}
+	for _, a := range s.Assignments {
+		states["assignment "+string(a.State)]++
+	}
+	states["judgments"] = len(s.Judgments)
+	return strings.TrimSpace(countsOf(states))
+}
+
+// checkCrowd checks the human work invariants on the database (the
+// snapshot's job and run invariants were checked already): the checker's
+// own (checkCrowd, with the reap window of the run) and crowdcheck's
+// queries on the human runs' pool, whose every unit must be FINALIZED
+// with exactly HumanJudgments judgments, no assignment left ACTIVE and
+// the pool's counters equal to the tables. It fills the report's human
+// work lines.
+func (r *run) checkCrowd(ctx context.Context, snap *Snapshot, expectRuns map[string]flow.RunState, rep *Report) ([]Violation, error) {
+	db, err := crowdcheck.Open(r.pg.url())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	cs, err := LoadCrowd(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("read the human work tables: %w", err)
+	}
+	only := &Snapshot{Jobs: snap.Jobs, Flows: snap.Flows, Crowd: cs}
+	out := only.checkCrowd(cs, Expectations{ReapWindow: reapWindow}, time.Now())
+	for pool, step := range cs.PoolSteps {
+		if step != "label" {
+			continue
+		}
+		results, err := crowdcheck.Run(ctx, db, pool, HumanJudgments)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range crowdcheck.Failed(results) {
+			out = append(out, Violation{Kind: KindCrowdCheck, Detail: fmt.Sprintf("pool %s: %s: %d", pool, res.Name, res.Violations)})
+		}
+	}
+	crowdRep, surprises := r.crowd.report()
+	out = append(out, surprises...)
+	for k := range expectRuns {
+		if strings.HasPrefix(k, "chaos-human-") {
+			rep.HumanRuns++
+		}
+	}
+	rep.Crowd = crowdRep
+	rep.CrowdTables = humanSummary(cs)
+	return out, nil
+}
+
+// KindCrowdCheck is a failed query of crowdcheck on the human runs' pool.
+const KindCrowdCheck = "crowdcheck"
