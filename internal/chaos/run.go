@@ -108,7 +108,7 @@ type Report struct {
 	Crowd       CrowdReport
 	CrowdTables string
 	Violations  []Violation
-	Dir            string
+	Dir         string
 }
 
 // Fault kinds.
