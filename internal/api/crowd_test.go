@@ -710,3 +710,101 @@ func TestJudgmentOnCanceledUnit(t *testing.T) {
 		require.Empty(t, judgments, "not stored")
 	})
 }
+
+// TestAssignmentExpiry is the expiry check of human work: contributors
+// take every slot of a pool and vanish; with a worker leading the
+// maintenance, the reaper frees nothing before the assignments expire,
+// and frees every slot within one reaper interval once they have (so
+// within the assignment duration plus one interval of the take); every
+// late judgment is refused 409, whether it comes before the reaper's pass
+// (the lease ran out) or after (the assignment is EXPIRED), and stores
+// nothing; the freed slots are taken again by others.
+func TestAssignmentExpiry(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		cb := setupCrowd(t, backend)
+		const units, perUnit = 4, 3
+		pool := cb.newPool(t, "label", units, sameProduct) // 60 s assignments
+		pid := pool.ID.String()
+		const interval = time.Second
+		w := docket.NewWorker(cb.client, docket.WorkerConfig{AssignmentReapInterval: interval, LeaderTTL: 300 * time.Millisecond})
+		require.NoError(t, w.Start(ctx))
+		t.Cleanup(func() { w.Stop(ctx) })
+
+		var taken []*takeResponse
+		var who []worker
+		for i := range perUnit + 1 {
+			wk := cb.newWorker(t, fmt.Sprintf("vanish-%d", i), "en")
+			for {
+				ta, r := cb.take(t, wk, pid)
+				if ta == nil {
+					r.Problem(t, http.StatusNotFound)
+					break
+				}
+				taken, who = append(taken, ta), append(who, wk)
+			}
+		}
+		require.Len(t, taken, units*perUnit, "every slot taken")
+		active := func() int {
+			p, err := cb.client.PoolGet(ctx, pool.ID)
+			require.NoError(t, err)
+			return p.Counts.ActiveAssignments
+		}
+
+		// Just before expiry: three reaper passes free nothing.
+		cb.advance(60*time.Second - time.Millisecond)
+		time.Sleep(3 * interval) // passes of the reaper that must not happen to free anything
+		require.Equal(t, units*perUnit, active(), "the reaper freed an assignment that had not expired")
+
+		cb.advance(2 * time.Millisecond) // every lease ran out
+		expired := time.Now()
+		late := func(i int) {
+			t.Helper()
+			p := cb.as(t, who[i].secret, "POST", "/v1/judgments", map[string]any{"assignmentId": taken[i].AssignmentID.String(), "data": map[string]any{"same": "yes"}}).Problem(t, http.StatusConflict)
+			require.Contains(t, strings.ToLower(p.Detail), "expired", "a late judgment is refused as too late")
+		}
+		// Before the reaper's pass, most likely: the lease ran out.
+		for i := range taken[:units] {
+			late(i)
+		}
+		for active() != 0 {
+			// One pass is all it takes; the slack is the pass's own time
+			// on a loaded machine.
+			require.Less(t, time.Since(expired), interval+2*time.Second, "the reaper did not free every slot within one interval (%v)", interval)
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("every slot free %v after the assignments expired (reaper interval %v)", time.Since(expired).Round(time.Millisecond), interval)
+		// After it: the assignments are EXPIRED.
+		for i := range taken[units:] {
+			late(units + i)
+		}
+		for _, ta := range taken {
+			a, err := cb.client.AssignmentGet(ctx, ta.AssignmentID)
+			require.NoError(t, err)
+			require.Equal(t, docket.AssignmentExpired, a.State)
+			js, err := cb.client.JudgmentList(ctx, ta.Unit.ID)
+			require.NoError(t, err)
+			require.Empty(t, js, "a late judgment stored nothing")
+		}
+		list, err := cb.client.UnitList(ctx, pool.ID, docket.UnitListParams{Limit: 10})
+		require.NoError(t, err)
+		for _, u := range list {
+			require.Zero(t, u.SlotsTaken, "unit %s", u.ID)
+		}
+		// The slots are free for others (not for those who let them lapse).
+		require.Nil(t, func() *takeResponse { ta, _ := cb.take(t, who[0], pid); return ta }(), "one unit, one person, once")
+		again := 0
+		for i := range perUnit {
+			wk := cb.newWorker(t, fmt.Sprintf("next-%d", i), "en")
+			for {
+				ta, _ := cb.take(t, wk, pid)
+				if ta == nil {
+					break
+				}
+				again++
+			}
+		}
+		require.Equal(t, units*perUnit, again)
+	})
+}
