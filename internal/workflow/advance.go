@@ -56,13 +56,17 @@ func NewAdvancer(now func() time.Time) (*Advancer, error) {
 // of a stored definition fails its step or run, never Advance; an error
 // returned is one of the store, and tx must then be rolled back.
 func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*flow.Run, error) {
-	return a.advanceIn(ctx, tx, runID, nil, a.now())
+	return a.advanceIn(ctx, tx, runID, nil)
 }
 
-// advanceIn is Advance at now; with batch set, the steps it releases
-// RUNNING as new instances are added to batch, which the caller flushes
-// before the transaction commits.
-func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, batch *startBatch, now time.Time) (*flow.Run, error) {
+// advanceIn is Advance; with batch set, the steps it releases RUNNING as
+// new instances are added to batch, which the caller flushes before the
+// transaction commits.
+//
+// The time of the advancement is read once the run is locked: read
+// before, while another transaction held the lock and recorded a
+// parent's end, the steps released here would start before that end.
+func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, batch *startBatch) (*flow.Run, error) {
 	run, err := tx.RunLock(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -70,11 +74,11 @@ func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, 
 	if err != nil {
 		return nil, err
 	}
-	adv, err := a.load(ctx, tx, run)
+	adv, err := a.load(ctx, tx, run) // its now is read here, locked
 	if err != nil {
 		return nil, err
 	}
-	adv.batch, adv.now = batch, now
+	adv.batch = batch
 	if err := adv.advance(ctx); err != nil {
 		return nil, err
 	}

@@ -743,3 +743,93 @@ func TestRetryShrinksFanOut(t *testing.T) {
 		}
 	})
 }
+
+// TestAdvanceReadsTheClockOnceLocked: an advancement waiting for the
+// run's lock (another transaction holds it, say one recording a parent's
+// end) reads the time once it has the lock, not before: otherwise the
+// steps it releases start, by their started_at, before the parents whose
+// ends the lock holder recorded meanwhile (found by the chaos run, seed
+// 11: a fan-in started 20 ms before its last fan-out instances ended).
+// Both the single advancement and the batched one (the queue's, the
+// sweeper's). On SQLite the one writer serialises the transactions before
+// they begin, so the clock was never read early there.
+func TestAdvanceReadsTheClockOnceLocked(t *testing.T) {
+	t.Parallel()
+	for _, together := range []bool{false, true} {
+		t.Run(fmt.Sprintf("together=%v", together), func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, b *bundle) {
+				var watching atomic.Bool
+				read := make(chan struct{}, 1)
+				adv, err := workflow.NewAdvancer(func() time.Time {
+					if watching.Load() {
+						select {
+						case read <- struct{}{}:
+						default:
+						}
+					}
+					return b.now()
+				})
+				require.NoError(t, err)
+				b.adv = adv
+				name := b.put(t, `{"name":"pair","steps":[
+					{"name":"a","job":{"type":"q"}},
+					{"name":"b","after":["a"],"job":{"type":"q"}}]}`)
+				run := b.start(t, name, `{}`)
+				rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "q", Max: 1, Owner: "test", LeaseDuration: time.Minute, Now: b.now()})
+				require.NoError(t, err)
+				require.Len(t, rows, 1)
+				_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
+					ID: rows[0].ID, Attempt: rows[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: json.RawMessage(`{}`)}}})
+				require.NoError(t, err)
+
+				locked, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+				go func() {
+					held <- b.st.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+						if _, err := tx.RunLock(ctx, run.ID); err != nil {
+							return err
+						}
+						close(locked)
+						<-release
+						return nil
+					})
+				}()
+				select {
+				case <-locked:
+				case err := <-held:
+					t.Fatalf("lock the run: %v", err)
+				}
+				watching.Store(true)
+				advanced := make(chan error, 1)
+				go func() {
+					if together {
+						advanced <- adv.AdvanceTogether(b.ctx, b.st, []uuid.UUID{run.ID})
+						return
+					}
+					advanced <- b.st.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+						_, err := adv.Advance(ctx, tx, run.ID)
+						return err
+					})
+				}()
+				// The advancement reads the clock early (the defect), or
+				// waits at the lock without reading it.
+				select {
+				case <-read:
+				case <-time.After(300 * time.Millisecond):
+				}
+				b.advanceClock(time.Hour) // time passes while the lock is held
+				locked2 := b.now()
+				watching.Store(false)
+				close(release)
+				require.NoError(t, <-held)
+				require.NoError(t, <-advanced)
+
+				_, steps := b.get(t, run.ID)
+				require.Equal(t, flow.StepSucceeded, steps["a"][0].State)
+				require.Equal(t, flow.StepRunning, steps["b"][0].State)
+				require.False(t, steps["b"][0].StartedAt.Before(locked2), "b started at %s, before the lock was free at %s", steps["b"][0].StartedAt, locked2)
+				require.False(t, steps["a"][0].FinishedAt.Before(locked2), "a's end recorded at %s, before the lock was free at %s", steps["a"][0].FinishedAt, locked2)
+			})
+		})
+	}
+}

@@ -115,11 +115,14 @@ func (a *Advancer) AdvanceRuns(ctx context.Context, st Store, runIDs []uuid.UUID
 // advanceTogether advances runs ids, sorted, in one transaction.
 func (a *Advancer) advanceTogether(ctx context.Context, st Store, ids []uuid.UUID) error {
 	return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		now, batch := a.now(), &startBatch{}
+		batch := &startBatch{}
 		loads, err := tx.RunLoadMany(ctx, ids)
 		if err != nil {
 			return err
 		}
+		// The runs are locked now: an earlier time could precede the
+		// ends recorded by the transactions this one waited for.
+		now := a.now()
 		for _, l := range loads {
 			adv, err := a.loaded(ctx, tx, l.Run, l.Steps)
 			if err != nil {
