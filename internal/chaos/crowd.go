@@ -76,13 +76,14 @@ type CrowdReport struct {
 	Abandoned  int // assignments left to expire
 	LateRefuse int // judgments sent after the assignment expired, refused 409
 	Cut        int // requests cut by a kill, refused by a server that was down or answered 5xx while the database restarted: sent again
-	// KillsDuringWork counts kill_serve faults that hit a server while a
-	// contributor's request was in flight on it.
+	// KillsDuringWork counts kill_serve faults aimed at a server while a
+	// contributor's request was in flight on it, or while a contributor
+	// was between a take it answered and the judgment or release.
 	KillsDuringWork int
 }
 
 func (c *CrowdReport) String() string {
-	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again; %d kill_serve faults aimed at a server with a contributor's request in flight",
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again; %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment",
 		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.KillsDuringWork)
 }
 
@@ -91,6 +92,10 @@ type crowdSim struct {
 	r        *run
 	secrets  []string
 	inflight []atomic.Int32 // requests in flight by server
+	// working counts, by server, the contributors between a take it
+	// answered and their judgment or release (sent to it unless it is
+	// cut): a kill there cuts the assignment's work in the middle.
+	working []atomic.Int32
 	// until is when abandons and late judgments stop: their slots must
 	// come back (one assignment duration and a reap later) while the
 	// phase lasts.
@@ -125,7 +130,7 @@ func (r *run) putHuman(ctx context.Context) error {
 	if _, _, err := r.client.WorkflowPut(ctx, def); err != nil {
 		return fmt.Errorf("put workflow %s: %w", HumanShape.Name, err)
 	}
-	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers))}
+	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers))}
 	for i := range Contributors {
 		var who struct {
 			ContributorID string `json:"contributorId"`
@@ -206,19 +211,22 @@ func (c *crowdSim) stopWork() {
 	c.wg.Wait()
 }
 
-// busyServer is a server with a contributor's request in flight now, -1
-// when none has one.
+// busyServer is a server with a contributor's request in flight now, or
+// else one in the middle of a contributor's take → judgment; -1 when
+// there is none.
 func (c *crowdSim) busyServer(rnd *mrand.Rand) int {
-	var busy []int
-	for i := range c.inflight {
-		if c.inflight[i].Load() > 0 {
-			busy = append(busy, i)
+	for _, counts := range [][]atomic.Int32{c.inflight, c.working} {
+		var busy []int
+		for i := range counts {
+			if counts[i].Load() > 0 {
+				busy = append(busy, i)
+			}
+		}
+		if len(busy) > 0 {
+			return busy[rnd.IntN(len(busy))]
 		}
 	}
-	if len(busy) == 0 {
-		return -1
-	}
-	return busy[rnd.IntN(len(busy))]
+	return -1
 }
 
 func (c *crowdSim) surprise(format string, args ...any) {
@@ -340,12 +348,18 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 			continue
 		}
 		c.count(func(r *CrowdReport) { r.Takes++ })
-		c.act(ctx, rnd, secret, &server, taken.AssignmentID, taken.ExpiresAt)
+		at := server % len(c.r.urls)
+		c.working[at].Add(1)
+		c.act(ctx, rnd, secret, &server, taken.AssignmentID, taken.ExpiresAt, func() { c.working[at].Add(-1) })
 	}
 }
 
 // act does one of the scripted things with an assignment just taken.
-func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, server *int, id string, expires time.Time) {
+// done is called once when the contributor stops working on it (before
+// a long wait).
+func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, server *int, id string, expires time.Time, done func()) {
+	var once sync.Once
+	defer once.Do(done)
 	early := time.Now().Before(c.until)
 	x := rnd.IntN(100)
 	data := fmt.Sprintf(`{"pick": %q}`, []string{"a", "b"}[rnd.IntN(2)])
@@ -361,6 +375,7 @@ func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, serv
 		return
 	case x < 9 && early:
 		// Hold it past its expiry, then judge: refused 409.
+		once.Do(done)
 		select {
 		case <-ctx.Done():
 			return
