@@ -288,6 +288,7 @@ func (s *Snapshot) checkCrowd(c *CrowdSnapshot, exp Expectations, now time.Time)
 		}
 	}
 
+	ix := s.humanIndex()
 	for _, u := range c.Units {
 		if u.Golden {
 			continue
@@ -302,25 +303,47 @@ func (s *Snapshot) checkCrowd(c *CrowdSnapshot, exp Expectations, now time.Time)
 			add(KindJudgmentCount, u.ID, u.RunID, "judgment_count %d, %d judgments stored", u.JudgmentCount, n)
 		}
 		if u.RunID != uuid.Nil && s.Flows != nil {
-			s.checkHumanStep(c, u, add)
+			s.checkHumanStep(c, u, ix, add)
 		}
 	}
 	return out
 }
 
+// humanIndex is what checkHumanStep looks up, read once.
+type humanIndex struct {
+	runs     map[uuid.UUID]*flow.Run
+	payloads map[uuid.UUID][]byte // of the jobs, by id
+	// completions counts the outbox's RUNNING→SUCCEEDED (any → SUCCEEDED)
+	// transitions of each instance and generation.
+	completions map[instanceKey]int
+}
+
+func (s *Snapshot) humanIndex() *humanIndex {
+	ix := &humanIndex{runs: map[uuid.UUID]*flow.Run{}, payloads: map[uuid.UUID][]byte{}, completions: map[instanceKey]int{}}
+	if s.Flows == nil {
+		return ix
+	}
+	for _, r := range s.Flows.Runs {
+		ix.runs[r.ID] = r
+	}
+	for _, j := range s.Jobs {
+		ix.payloads[j.ID] = j.Payload
+	}
+	for _, tr := range s.Flows.StepTransitions {
+		if tr.To == flow.StepSucceeded {
+			ix.completions[instanceKey{tr.RunID, tr.Step, tr.Index, tr.Generation}]++
+		}
+	}
+	return ix
+}
+
 // checkHumanStep: a FINALIZED unit's step instance SUCCEEDED once, with
 // the unit's result as its output, and the run went on past it; a step
 // that SUCCEEDED has its unit FINALIZED.
-func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, add func(string, uuid.UUID, uuid.UUID, string, ...any)) {
+func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex, add func(string, uuid.UUID, uuid.UUID, string, ...any)) {
 	f := s.Flows
 	step := c.PoolSteps[u.PoolID]
-	var run *flow.Run
-	for _, r := range f.Runs {
-		if r.ID == u.RunID {
-			run = r
-			break
-		}
-	}
+	run := ix.runs[u.RunID]
 	if run == nil {
 		return // pruned, or a unit inserted by hand: no step to hold it to
 	}
@@ -348,12 +371,7 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, add func(strin
 		}
 		return
 	}
-	completions := 0
-	for _, tr := range f.StepTransitions {
-		if tr.RunID == run.ID && tr.Step == in.Step && tr.Index == in.Index && tr.Generation == in.Generation && tr.To == flow.StepSucceeded {
-			completions++
-		}
-	}
+	completions := ix.completions[instanceKey{run.ID, in.Step, in.Index, in.Generation}]
 	if in.State != flow.StepSucceeded || completions != 1 {
 		add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED; its step %s is %s and the outbox completed it %d times in generation %d",
 			id, in.State, completions, in.Generation)
@@ -366,10 +384,6 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, add func(strin
 		return // run_graph says so
 	}
 	fanOut := g.Step(step) != nil && g.Step(step).ForEach != ""
-	jobs := map[uuid.UUID][]byte{}
-	for _, j := range s.Jobs {
-		jobs[j.ID] = j.Payload
-	}
 	for _, child := range g.Children(step) {
 		ready := true
 		for _, p := range g.Parents(child) {
@@ -387,7 +401,7 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, add func(strin
 			continue // the child sees a list of the instances' outputs: fan_in checks it
 		}
 		for _, cin := range cins {
-			payload, ok := jobs[cin.JobID]
+			payload, ok := ix.payloads[cin.JobID]
 			if cin.JobID == uuid.Nil || !ok {
 				continue
 			}
