@@ -76,6 +76,10 @@ type CrowdReport struct {
 	Abandoned  int // assignments left to expire
 	LateRefuse int // judgments sent after the assignment expired, refused 409
 	Cut        int // requests cut by a kill, refused by a server that was down or answered 5xx while the database restarted: sent again
+	// CutCommitted and CutLost are the judgments whose first send was
+	// cut: committed before the cut (the resend was answered 200 with
+	// the stored judgment) or not (202).
+	CutCommitted, CutLost int
 	// KillsDuringWork counts kill_serve faults aimed at a server while a
 	// contributor's request was in flight on it, or while a contributor
 	// was between a take it answered and the judgment or release.
@@ -83,8 +87,8 @@ type CrowdReport struct {
 }
 
 func (c *CrowdReport) String() string {
-	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again; %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment",
-		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.KillsDuringWork)
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment",
+		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork)
 }
 
 // crowdSim is the simulated contributors.
@@ -245,6 +249,7 @@ func (c *crowdSim) count(f func(*CrowdReport)) {
 type answer struct {
 	status int
 	body   []byte
+	cuts   int // sends of the request cut before this answer
 }
 
 // send sends a contributor's request to the servers in turn from *server
@@ -254,6 +259,7 @@ type answer struct {
 func (c *crowdSim) send(ctx context.Context, secret, method, path string, body []byte, server *int) (answer, error) {
 	deadline := time.Now().Add(submitTimeout)
 	var last string
+	cuts := 0
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		i := *server % len(c.r.urls)
 		req, err := http.NewRequestWithContext(ctx, method, c.r.urls[i]+path, bytes.NewReader(body))
@@ -276,11 +282,12 @@ func (c *crowdSim) send(ctx context.Context, secret, method, path string, body [
 		case res.StatusCode >= 500:
 			last = fmt.Sprintf("%d %s", res.StatusCode, data)
 		default:
-			return answer{status: res.StatusCode, body: data}, nil
+			return answer{status: res.StatusCode, body: data, cuts: cuts}, nil
 		}
 		if ctx.Err() != nil {
 			break
 		}
+		cuts++
 		c.count(func(r *CrowdReport) { r.Cut++ })
 		*server = i + 1
 		time.Sleep(50 * time.Millisecond) // back off from a server that is down
@@ -425,7 +432,15 @@ func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, serv
 		c.surprise("judgment of assignment %s: %d %s", id, a.status, a.body)
 		return
 	}
-	c.count(func(r *CrowdReport) { r.Judgments++ })
+	c.count(func(r *CrowdReport) {
+		r.Judgments++
+		switch {
+		case a.cuts > 0 && a.status == http.StatusOK:
+			r.CutCommitted++
+		case a.cuts > 0:
+			r.CutLost++
+		}
+	})
 	if x >= 35 {
 		return
 	}
