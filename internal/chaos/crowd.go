@@ -84,11 +84,14 @@ type CrowdReport struct {
 	// contributor's request was in flight on it, or while a contributor
 	// was between a take it answered and the judgment or release.
 	KillsDuringWork int
+	// KillsMidJudgment counts kill_serve_judging faults that caught a
+	// judgment as it was sent.
+	KillsMidJudgment int
 }
 
 func (c *CrowdReport) String() string {
-	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment",
-		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork)
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment, %d kill_serve_judging faults that caught a judgment as it was sent",
+		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork, c.KillsMidJudgment)
 }
 
 // crowdSim is the simulated contributors.
@@ -100,6 +103,9 @@ type crowdSim struct {
 	// answered and their judgment or release (sent to it unless it is
 	// cut): a kill there cuts the assignment's work in the middle.
 	working []atomic.Int32
+	// judging hands the server of a judgment being sent to the
+	// kill_serve_judging fault waiting for one (never blocks a sender).
+	judging chan int
 	// until is when abandons and late judgments stop: their slots must
 	// come back (one assignment duration and a reap later) while the
 	// phase lasts.
@@ -134,7 +140,7 @@ func (r *run) putHuman(ctx context.Context) error {
 	if _, _, err := r.client.WorkflowPut(ctx, def); err != nil {
 		return fmt.Errorf("put workflow %s: %w", HumanShape.Name, err)
 	}
-	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers))}
+	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers)), judging: make(chan int)}
 	for i := range Contributors {
 		var who struct {
 			ContributorID string `json:"contributorId"`
@@ -268,6 +274,12 @@ func (c *crowdSim) send(ctx context.Context, secret, method, path string, body [
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+secret)
+		if path == "/v1/judgments" {
+			select {
+			case c.judging <- i:
+			default:
+			}
+		}
 		c.inflight[i].Add(1)
 		res, err := c.r.http.Do(req)
 		var data []byte

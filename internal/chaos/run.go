@@ -120,6 +120,9 @@ const (
 	FaultPGImmediate = "postgres_restart_immediate"
 	FaultNATSStop    = "nats_stop"
 	FaultPauseWorker = "pause_go_worker"
+	// FaultKillServeJudging (runs with human work only) SIGKILLs the
+	// server a contributor is sending a judgment to, as it sends it.
+	FaultKillServeJudging = "kill_serve_judging"
 )
 
 var faultKinds = []string{FaultKillServe, FaultKillWorker, FaultKillExec, FaultPGFast, FaultPGImmediate, FaultNATSStop, FaultPauseWorker}
@@ -653,7 +656,11 @@ func (r *run) call(method, path string, body []byte, server int, out any, ok ...
 // the phase ends or MaxFaults were injected. The first faults are every
 // kind once, in a seeded order, so even a short run injects each kind.
 func (r *run) injectFaults(ctx context.Context) {
-	first := slices.Clone(faultKinds)
+	kinds := faultKinds
+	if r.crowd != nil {
+		kinds = append(slices.Clone(kinds), FaultKillServeJudging)
+	}
+	first := slices.Clone(kinds)
 	r.rnd.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	for n := 0; r.cfg.MaxFaults == 0 || n < r.cfg.MaxFaults; n++ {
 		gap := r.cfg.FaultGap/2 + time.Duration(r.rnd.Int64N(int64(r.cfg.FaultGap)))
@@ -662,7 +669,7 @@ func (r *run) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(gap):
 		}
-		kind := faultKinds[r.rnd.IntN(len(faultKinds))]
+		kind := kinds[r.rnd.IntN(len(kinds))]
 		if n < len(first) {
 			kind = first[n]
 		}
@@ -693,6 +700,22 @@ func (r *run) inject(ctx context.Context, kind string) error {
 		r.logf("SIGKILL %s", r.servers[i].name)
 		r.servers[i].end(syscall.SIGKILL, 5*time.Second)
 		time.Sleep(time.Duration(r.rnd.IntN(1000)) * time.Millisecond)
+		return r.startServer(context.WithoutCancel(ctx), i)
+	case FaultKillServeJudging:
+		i := r.rnd.IntN(len(r.servers))
+		pause := time.Duration(r.rnd.IntN(1000)) * time.Millisecond
+		// The next judgment sent within 2 s picks the server: the kill
+		// races its transaction (committed or not, the contributor's
+		// resend must get the one judgment).
+		select {
+		case j := <-r.crowd.judging:
+			i = j
+			r.crowd.count(func(c *CrowdReport) { c.KillsMidJudgment++ })
+		case <-time.After(2 * time.Second):
+		}
+		r.logf("SIGKILL %s (judging)", r.servers[i].name)
+		r.servers[i].end(syscall.SIGKILL, 5*time.Second)
+		time.Sleep(pause)
 		return r.startServer(context.WithoutCancel(ctx), i)
 	case FaultKillWorker, FaultKillExec:
 		ps := r.goW

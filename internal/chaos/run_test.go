@@ -87,7 +87,7 @@ func TestChaosShort(t *testing.T) {
 	require.NotZero(t, rep.Crowd.Releases, "no assignment was released")
 	require.NotZero(t, rep.StepJobsByExec, "no step job ran on the exec worker: the lease API's advancement went untested")
 	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
-		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker} {
+		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker, chaos.FaultKillServeJudging} {
 		require.NotZero(t, rep.Faults[kind], "fault %s was never injected", kind)
 	}
 }
