@@ -662,6 +662,12 @@ func (r *run) injectFaults(ctx context.Context) {
 	}
 	first := slices.Clone(kinds)
 	r.rnd.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	if r.crowd != nil {
+		// First, while the first human runs' units are being judged: a
+		// short run's later faults may come when no one judges any more.
+		k := slices.Index(first, FaultKillServeJudging)
+		first = append([]string{FaultKillServeJudging}, slices.Delete(first, k, k+1)...)
+	}
 	for n := 0; r.cfg.MaxFaults == 0 || n < r.cfg.MaxFaults; n++ {
 		gap := r.cfg.FaultGap/2 + time.Duration(r.rnd.Int64N(int64(r.cfg.FaultGap)))
 		select {
@@ -704,14 +710,14 @@ func (r *run) inject(ctx context.Context, kind string) error {
 	case FaultKillServeJudging:
 		i := r.rnd.IntN(len(r.servers))
 		pause := time.Duration(r.rnd.IntN(1000)) * time.Millisecond
-		// The next judgment sent within 2 s picks the server: the kill
+		// The next judgment sent within 3 s picks the server: the kill
 		// races its transaction (committed or not, the contributor's
 		// resend must get the one judgment).
 		select {
 		case j := <-r.crowd.judging:
 			i = j
 			r.crowd.count(func(c *CrowdReport) { c.KillsMidJudgment++ })
-		case <-time.After(2 * time.Second):
+		case <-time.After(3 * time.Second):
 		}
 		r.logf("SIGKILL %s (judging)", r.servers[i].name)
 		r.servers[i].end(syscall.SIGKILL, 5*time.Second)
