@@ -302,7 +302,7 @@ func (c *crowdSim) send(ctx context.Context, secret, method, path string, body [
 		cuts++
 		c.count(func(r *CrowdReport) { r.Cut++ })
 		*server = i + 1
-		time.Sleep(50 * time.Millisecond) // back off from a server that is down
+		time.Sleep(200 * time.Millisecond) // back off from a server that is down, or a database restarting
 	}
 	if ctx.Err() != nil {
 		return answer{}, ctx.Err()
