@@ -259,7 +259,7 @@ type answer struct {
 }
 
 // send sends a contributor's request to the servers in turn from *server
-// until one answers other than 5xx, for up to submitTimeout; *server
+// until one answers other than 5xx or 429, for up to submitTimeout; *server
 // moves on with each cut request, so the contributor stays on the
 // server that answered.
 func (c *crowdSim) send(ctx context.Context, secret, method, path string, body []byte, server *int) (answer, error) {
@@ -291,7 +291,7 @@ func (c *crowdSim) send(ctx context.Context, secret, method, path string, body [
 		switch {
 		case err != nil:
 			last = err.Error()
-		case res.StatusCode >= 500:
+		case res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
 			last = fmt.Sprintf("%d %s", res.StatusCode, data)
 		default:
 			return answer{status: res.StatusCode, body: data, cuts: cuts}, nil
