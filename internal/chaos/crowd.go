@@ -316,6 +316,7 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 100+uint64(n)))
 	server := n
 	var pool string
+	takes := 0
 	idle := func() {
 		select {
 		case <-ctx.Done():
@@ -369,18 +370,25 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 		c.count(func(r *CrowdReport) { r.Takes++ })
 		at := server % len(c.r.urls)
 		c.working[at].Add(1)
-		c.act(ctx, rnd, secret, &server, taken.AssignmentID, taken.ExpiresAt, func() { c.working[at].Add(-1) })
+		x := rnd.IntN(100)
+		if takes++; takes == 1 && n < 2 {
+			// Every run abandons one assignment and judges one too
+			// late, whatever the draws: contributor 0 abandons its
+			// first, contributor 1 holds its first past its expiry.
+			x = 4 * n
+		}
+		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, func() { c.working[at].Add(-1) })
 	}
 }
 
-// act does one of the scripted things with an assignment just taken.
+// act does one of the scripted things with an assignment just taken, by
+// the draw x in [0, 100).
 // done is called once when the contributor stops working on it (before
 // a long wait).
-func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, secret string, server *int, id string, expires time.Time, done func()) {
+func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, x int, secret string, server *int, id string, expires time.Time, done func()) {
 	var once sync.Once
 	defer once.Do(done)
 	early := time.Now().Before(c.until)
-	x := rnd.IntN(100)
 	data := fmt.Sprintf(`{"pick": %q}`, []string{"a", "b"}[rnd.IntN(2)])
 	// Think: a person reads the unit.
 	select {

@@ -371,7 +371,10 @@ func (r *run) startAll(ctx context.Context) error {
 				"DOCKET_RESCUE_INTERVAL=200ms", "DOCKET_SCHEDULER_INTERVAL=50ms", "DOCKET_POLL_INTERVAL=200ms",
 				"DOCKET_LEADER_TTL=1s", "DOCKET_RETRY_BACKOFF_BASE=10ms", "DOCKET_RETRY_BACKOFF_MAX=200ms",
 				"DOCKET_SHUTDOWN_TIMEOUT=10s", "DOCKET_RATE_LIMIT=0", "DOCKET_WEBHOOK_POLL_INTERVAL=100ms",
-				"DOCKET_WEBHOOK_BACKOFF_BASE=50ms", "DOCKET_WEBHOOK_BACKOFF_MAX=1s"),
+				"DOCKET_WEBHOOK_BACKOFF_BASE=50ms", "DOCKET_WEBHOOK_BACKOFF_MAX=1s",
+				// A delivery claimed by a killed server is retried after
+				// its claim lapses: (per-webhook batch + 1) × this timeout.
+				"DOCKET_WEBHOOK_TIMEOUT=2s"),
 			onCrash: r.onCrash,
 		}
 		r.servers = append(r.servers, p)
@@ -799,8 +802,13 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		rep.Scripts[s]++
 	}
 	var lastCounts []*store.JobCount
+	said := time.Now()
 	err := poll(ctx, r.cfg.QuiesceTimeout, "every job and every run to finish", func() bool {
-		if r.openRuns(ctx) != 0 {
+		if n := r.openRuns(ctx); n != 0 {
+			if time.Since(said) > 10*time.Second {
+				said = time.Now()
+				r.logf("waiting for %d runs to finish", n)
+			}
 			return false
 		}
 		cs, err := st.JobCount(ctx)
@@ -842,13 +850,22 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		snap = s
 		sse = r.sse.snapshot()
 		hook, badSig = r.hook.snapshot()
+		missSSE, missHook := 0, 0
 		for _, tr := range s.Transitions {
-			if sse[tr.EventID] == 0 || hook[tr.EventID] == 0 {
-				return false
+			if sse[tr.EventID] == 0 {
+				missSSE++
+			}
+			if hook[tr.EventID] == 0 {
+				missHook++
 			}
 		}
-		return true
+		if missSSE+missHook > 0 && time.Since(said) > 10*time.Second {
+			said = time.Now()
+			r.logf("waiting for %d events to reach the SSE client, %d the webhook receiver", missSSE, missHook)
+		}
+		return missSSE+missHook == 0
 	}
+	r.logf("every job and run finished; waiting for the consumers to get every event")
 	if err := poll(ctx, r.cfg.QuiesceTimeout, "every event to reach the SSE client and the webhook receiver", delivered); err != nil {
 		r.logf("%v", err)
 		// Check anyway: the violations say what was not delivered.
