@@ -22,9 +22,10 @@ const (
 	// judgments_per_unit (a slot handed out twice, or one lost).
 	KindSlotOverAssigned = "slot_over_assigned"
 	// KindJudgmentsOverTarget: a unit holds more untainted judgments than
-	// its target. Documented exception: a tainted judgment (its
-	// contributor was found unreliable by quality control) gives its slot
-	// back, so it does not count; golden units have no target.
+	// its target. Tainted judgments (their contributor flagged by quality
+	// control, docs/quality.md) do not count: the unit's target grows by
+	// them so that it still gets the clean judgments it wanted. Golden
+	// units have no target.
 	KindJudgmentsOverTarget = "judgments_over_target"
 	// KindJudgmentCount: a unit's judgment_count (which decides when it
 	// is finalized) differs from the judgments stored for it.
@@ -51,6 +52,11 @@ const (
 	KindHumanStepCompletion = "human_step_completion"
 	// KindHumanStepOutput: a finalized unit's result is not its step's
 	// output, or not what a child step's job was given as that output.
+	// Documented exception, once quality control is wired: a result the
+	// repair of a flagged contributor's units recomputed after the step
+	// completed (an audit record and unit.result_changed) no longer
+	// equals the output the run went on with; the check will then have
+	// to compare with the unit's first result.
 	KindHumanStepOutput = "human_step_output"
 )
 
