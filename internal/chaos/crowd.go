@@ -371,11 +371,12 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 		at := server % len(c.r.urls)
 		c.working[at].Add(1)
 		x := rnd.IntN(100)
-		if takes++; takes == 1 && n < 2 {
-			// Every run abandons one assignment and judges one too
-			// late, whatever the draws: contributor 0 abandons its
-			// first, contributor 1 holds its first past its expiry.
-			x = 4 * n
+		if takes++; takes == 1 && n < 4 {
+			// Every run does each of the rare things at least once,
+			// whatever the draws: contributor 0 abandons its first
+			// assignment, 1 holds it past its expiry, 2 releases it, 3
+			// judges it twice.
+			x = []int{0, 5, 9, 22}[n]
 		}
 		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, func() { c.working[at].Add(-1) })
 	}
