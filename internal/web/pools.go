@@ -64,6 +64,8 @@ type poolData struct {
 	Pool                          poolRow
 	Units                         []*docket.Unit
 	Message                       string
+	Stats                         *poolStats // nil when StatsError says why
+	StatsError                    string
 	CanPause, CanResume, CanClose bool
 }
 
@@ -95,6 +97,9 @@ func (h *Handler) showPool(w http.ResponseWriter, r *http.Request, status int, m
 		return
 	}
 	d := &poolData{Pool: poolRowOf(p), Units: units, Message: message}
+	if d.Stats, err = h.loadStats(r.Context(), p, h.cfg.Now()); err != nil {
+		d.StatsError = err.Error()
+	}
 	if can(sessionOf(r.Context()).key.Role, accessAdmin) {
 		d.CanPause = p.Status == docket.PoolOpen
 		d.CanResume = p.Status == docket.PoolPaused

@@ -183,7 +183,7 @@ func TestRoles(t *testing.T) {
 		}
 		require.Equal(t, http.StatusForbidden, contributor.post(t, job+"/cancel", nil).Status)
 		some := uuid.NewString()
-		for _, p := range []string{"/runs/" + some, "/workflows/x", "/pools/" + some} {
+		for _, p := range []string{"/runs/" + some, "/workflows/x", "/pools/" + some, "/pools/" + some + "/results", "/units/" + some} {
 			require.Equal(t, http.StatusForbidden, contributor.get(t, p).Status, p)
 		}
 		require.Equal(t, http.StatusForbidden, contributor.post(t, "/runs/"+some+"/cancel", nil).Status)
