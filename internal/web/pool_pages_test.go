@@ -170,3 +170,73 @@ func sampleUnit(t *testing.T, pool *docket.Pool, now time.Time) *unitData {
 		{Judgment: j, Seconds: "1 s", Disagree: []string{"same"}},
 	}}
 }
+
+// TestComputeStats: the rate, ETA, chart, histogram, agreement and
+// medians of a small sample, worked out by hand.
+func TestComputeStats(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 30, 0, 0, time.UTC)
+	ada, bob := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	one, half, zero := 1.0, 0.5, 0.0
+	u := &docket.Unit{ID: uuid.Must(uuid.NewV7()), State: docket.UnitFinalized, Result: json.RawMessage(`{"same":"yes"}`), Confidence: &one}
+	j := func(who uuid.UUID, ago time.Duration, took time.Duration, unit uuid.UUID, data string) *docket.Judgment {
+		return &docket.Judgment{ID: uuid.Must(uuid.NewV7()), ContributorID: who, UnitID: unit, Data: json.RawMessage(data),
+			StartedAt: now.Add(-ago - took), SubmittedAt: now.Add(-ago)}
+	}
+	other := uuid.Must(uuid.NewV7())
+	js := []*docket.Judgment{ // newest first
+		j(ada, 10*time.Minute, 4*time.Second, u.ID, `{"same":"yes"}`),
+		j(bob, 20*time.Minute, 10*time.Second, u.ID, `{"same":"no"}`),
+		j(ada, 70*time.Minute, 6*time.Second, other, `{"same":"no"}`),
+		j(ada, 5*time.Hour, 8*time.Second, other, `{"same":"no"}`), // outside the 3 h rate window
+	}
+	tainted := j(bob, 30*time.Minute, time.Second, u.ID, `{"same":"no"}`)
+	tainted.Tainted = true
+	js = append(js[:2], append([]*docket.Judgment{tainted}, js[2:]...)...)
+	pool := &docket.Pool{JudgmentsPerUnit: 3, Counts: docket.PoolCounts{Judgable: 4, New: 1, Finalized: 9}}
+	tmpl, err := docket.ParseTask([]byte(labelTask))
+	require.NoError(t, err)
+	ct, err := task.Compile(tmpl)
+	require.NoError(t, err)
+	s := computeStats(pool, js, []*docket.Unit{u, {ID: other, Confidence: &half}, {ID: uuid.Must(uuid.NewV7()), Confidence: &zero}, {ID: uuid.Must(uuid.NewV7())}}, ct.Fields, now)
+
+	require.False(t, s.Full)
+	require.InDelta(t, 4.0/3, s.Rate, 1e-9, "4 judgments in the last 3 hours")
+	require.Equal(t, 15, s.Remaining, "5 open units × 3")
+	require.Equal(t, "11h15m0s", s.ETA)
+	require.Len(t, s.PerHour.Bars, statsHours)
+	last := s.PerHour.Bars[statsHours-1]
+	require.Equal(t, 3, last.Count, "12:00–13:00 holds the judgments of 10, 20 and 30 minutes ago")
+	require.Equal(t, 1, s.PerHour.Bars[statsHours-2].Count)
+	require.Equal(t, 1, s.PerHour.Bars[statsHours-6].Count, "5 h ago: 07:30, in the 07:00 bar")
+	require.False(t, s.PerHour.Partial)
+	require.Equal(t, histH, last.H, "the tallest bar fills the chart")
+
+	require.Equal(t, 1, s.NoConf)
+	require.Equal(t, 1, s.Confidence.Bars[0].Count)
+	require.Equal(t, 1, s.Confidence.Bars[5].Count)
+	require.Equal(t, 1, s.Confidence.Bars[9].Count, "a confidence of 1 is in the last bin")
+
+	require.Equal(t, []fieldAgreement{{Field: "same", Kind: "choice", agreement: agreement{Agreed: 1, Compared: 2, Percent: "50%"}}}, s.Agreement,
+		"two untainted judgments of the finalized unit, one agreeing; the other unit is not finalized")
+	require.Equal(t, agreement{Agreed: 1, Compared: 2, Percent: "50%"}, s.AgreeAll)
+
+	require.Len(t, s.Workers, 2)
+	require.Equal(t, contributorRow{ID: ada, Judgments: 3, Median: "6 s"}, s.Workers[0])
+	require.Equal(t, contributorRow{ID: bob, Judgments: 2, Median: "5.5 s"}, s.Workers[1])
+
+	// A full sample of the last ten minutes: the rate is over its span,
+	// the hours before it are not counted.
+	full := make([]*docket.Judgment, statsJudgments)
+	for i := range full {
+		full[i] = j(ada, time.Duration(i)*300*time.Millisecond, time.Second, other, `{"same":"no"}`)
+	}
+	s = computeStats(pool, full, nil, ct.Fields, now)
+	require.True(t, s.Full)
+	require.True(t, s.PerHour.Partial)
+	require.True(t, s.PerHour.Bars[0].Unknown)
+	require.False(t, s.PerHour.Bars[statsHours-1].Unknown)
+	require.InDelta(t, float64(statsJudgments)/(float64(statsJudgments-1)*0.3/3600), s.Rate, 1)
+	require.Empty(t, s.AgreeAll.Compared)
+	require.Equal(t, "—", s.AgreeAll.Percent)
+}
