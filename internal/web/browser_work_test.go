@@ -202,6 +202,17 @@ func TestBrowserWork(t *testing.T) {
 	units, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("units")))
 	require.NoError(t, err)
 	require.Equal(t, 3, strings.Count(units, "FINALIZED"), units)
+	// Its progress panels are drawn, and a unit opens with its judgments.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.ID("hours-chart")),
+		chromedp.WaitVisible(chromedp.ID("confidence-chart")),
+		chromedp.Click(chromedp.CSS("#units tbody a[href^='/units/']")),
+		chromedp.WaitVisible(chromedp.ID("judgments")),
+		screenshot(shots, "unit"),
+	))
+	state, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("unit-state")))
+	require.NoError(t, err)
+	require.Equal(t, "FINALIZED", state)
 
 	for _, m := range messages() {
 		if strings.Contains(m, "status of 422") {

@@ -89,6 +89,12 @@ func testList(t *testing.T, open opener) {
 			{"BeforeID", store.JobListParams{BeforeID: f.ids[2]}, []int{1, 0}},
 			{"BeforeIDAndType", store.JobListParams{BeforeID: f.ids[3], Types: []string{"b"}}, []int{1}},
 			{"UnknownType", store.JobListParams{Types: []string{"zzz"}}, []int{}},
+			// Finished states only: listed through the finished jobs' index.
+			{"Finished", store.JobListParams{States: []job.State{job.StateCanceled}}, []int{3}},
+			{"FinishedQueueType", store.JobListParams{States: []job.State{job.StateCanceled}, Queues: []string{f.q2}, Types: []string{"b"}}, []int{3}},
+			{"FinishedOtherQueue", store.JobListParams{States: []job.State{job.StateCanceled}, Queues: []string{f.q1}}, []int{}},
+			{"FinishedStatesBefore", store.JobListParams{States: []job.State{job.StateCanceled, job.StateDead}, BeforeID: f.ids[4], Limit: 1}, []int{3}},
+			{"FinishedBeforeAll", store.JobListParams{States: []job.State{job.StateCanceled}, BeforeID: f.ids[3]}, []int{}},
 		} {
 			p := tc.p
 			if p.Limit == 0 {
@@ -104,6 +110,12 @@ func testList(t *testing.T, open opener) {
 		require.Len(t, rows, 1)
 		require.Equal(t, owner, rows[0].LeaseOwner, "listed rows are whole rows")
 		require.Equal(t, "c", rows[0].Type)
+		rows, err = b.s.JobList(b.ctx, &store.JobListParams{States: []job.State{job.StateCanceled}, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, job.StateCanceled, rows[0].State, "listed finished rows are whole rows")
+		require.Equal(t, "b", rows[0].Type)
+		require.Equal(t, f.q2, rows[0].Queue)
 	})
 
 	t.Run("Paging", func(t *testing.T) {
