@@ -36,6 +36,16 @@ func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
 // JobList implements store.Store. Only the filters given appear in the SQL,
 // so each combination is planned on its own indexes.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	sql, args := jobListSQL(p)
+	rows, err := s.queryJobs(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// jobListSQL is JobList's statement and its arguments.
+func jobListSQL(p *store.JobListParams) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -86,22 +96,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 		sql.WriteString("WITH ids AS MATERIALIZED (SELECT id FROM docket_jobs WHERE " + strings.Join(where, " AND ") +
 			" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)) + ") SELECT " + jobColumns +
 			" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC")
-		rows, err := s.queryJobs(ctx, sql.String(), args...)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		return rows, nil
+		return sql.String(), args
 	}
 	sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
 	if len(where) > 0 {
 		sql.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
 	sql.WriteString(" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)))
-	rows, err := s.queryJobs(ctx, sql.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return rows, nil
+	return sql.String(), args
 }
 
 // finishedPredicate is the predicate of the partial indexes

@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// TestFinishedListPlan: behind a backlog of waiting jobs (the newest
+// ids), a page of finished jobs by state — alone, or with a queue and a
+// type — reads its ids by an index-only scan of docket_jobs_state_id
+// backwards, never by walking the primary key past the backlog, in custom
+// and generic plans (docs/benchmarks.md, "Web pages at 1,000,000 jobs").
+func TestFinishedListPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 40k jobs")
+	}
+	t.Parallel()
+	b := setup(t)
+	queues := []string{"default", "mail", "images", "reports"}
+	for i := range 8 {
+		ps := newJobs(queues[i%len(queues)], 5_000)
+		for j, p := range ps {
+			p.Type = []string{"email", "resize", "render"}[j%3]
+		}
+		_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+		require.NoError(t, err)
+	}
+	// Oldest 70 % SUCCESS, then 10 % DEAD, the newest 20 % QUEUED.
+	_, err := b.s.Pool().Exec(b.ctx, `WITH r AS (SELECT id, ntile(10) OVER (ORDER BY id) AS p FROM docket_jobs)
+		UPDATE docket_jobs j SET state = CASE WHEN r.p <= 7 THEN 'SUCCESS' ELSE 'DEAD' END, finished_at = j.created_at
+		FROM r WHERE j.id = r.id AND r.p <= 8`)
+	require.NoError(t, err)
+	_, err = b.s.Pool().Exec(b.ctx, `VACUUM ANALYZE docket_jobs`)
+	require.NoError(t, err)
+
+	for _, p := range []*store.JobListParams{
+		{States: []job.State{job.StateDead}, Limit: 51},
+		{States: []job.State{job.StateSuccess}, Queues: []string{"images"}, Types: []string{"render"}, Limit: 51},
+		{States: []job.State{job.StateDead}, Queues: []string{"mail"}, Limit: 51},
+	} {
+		query, args := jobListSQL(p)
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			tx, err := b.s.Pool().Begin(b.ctx)
+			require.NoError(t, err)
+			lines := func() []string {
+				defer func() {
+					_, _ = tx.Exec(b.ctx, "DEALLOCATE list_plan")
+					_ = tx.Rollback(b.ctx)
+				}()
+				_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+				require.NoError(t, err)
+				_, err = tx.Exec(b.ctx, "PREPARE list_plan AS "+query)
+				require.NoError(t, err)
+				rs, err := tx.Query(b.ctx, "EXPLAIN EXECUTE list_plan("+literals(t, args)+")")
+				require.NoError(t, err)
+				defer rs.Close()
+				var lines []string
+				for rs.Next() {
+					var line string
+					require.NoError(t, rs.Scan(&line))
+					lines = append(lines, line)
+				}
+				require.NoError(t, rs.Err())
+				return lines
+			}()
+			plan := strings.Join(lines, "\n")
+			t.Logf("%+v (%s):\n%s", *p, mode, plan)
+			require.Contains(t, plan, "Index Only Scan Backward using docket_jobs_state_id")
+			require.NotContains(t, plan, "Scan Backward using docket_jobs_pkey")
+			require.NotContains(t, plan, "Seq Scan on docket_jobs")
+		}
+
+		rows, err := b.s.JobList(b.ctx, p)
+		require.NoError(t, err)
+		require.Len(t, rows, 51)
+		for i, r := range rows {
+			require.Equal(t, p.States[0], r.State)
+			if i > 0 {
+				require.Negative(t, bytes.Compare(r.ID[:], rows[i-1].ID[:]), "newest first")
+			}
+		}
+	}
+}
+
+// literals spells JobList's arguments as SQL literals, for EXECUTE.
+func literals(t *testing.T, args []any) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case []string:
+			out[i] = "'{" + strings.Join(v, ",") + "}'"
+		case *int:
+			out[i] = "NULL"
+			if v != nil {
+				out[i] = strconv.Itoa(*v)
+			}
+		default:
+			t.Fatalf("literal of %T", a)
+		}
+	}
+	return strings.Join(out, ", ")
+}
