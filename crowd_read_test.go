@@ -1,0 +1,75 @@
+package docket_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// TestJudgmentPage: a pool's judgments newest first, paged by cursor; a
+// unit's only; neither or both of unit and pool is refused, naming them.
+func TestJudgmentPage(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		humanFlow(t, b.client)
+		pool, _, err := b.client.PoolEnsure(ctx, "review", 1, "label", "same")
+		require.NoError(t, err)
+		_, err = b.client.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{"n":1}`), json.RawMessage(`{"n":2}`)})
+		require.NoError(t, err)
+		var submitted []*docket.Judgment
+		for _, name := range []string{"ada", "bob", "cyd"} {
+			who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: name})
+			require.NoError(t, err)
+			taken, err := b.client.AssignmentTake(ctx, pool.ID, who.ID)
+			require.NoError(t, err)
+			s, err := b.client.JudgmentSubmit(ctx, taken.Assignment.ID, who.ID, json.RawMessage(`{"same":"yes"}`))
+			require.NoError(t, err)
+			submitted = append(submitted, s.Judgment)
+		}
+
+		first, err := b.client.JudgmentPage(ctx, docket.JudgmentPageParams{PoolID: pool.ID, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, first, 2)
+		rest, err := b.client.JudgmentPage(ctx, docket.JudgmentPageParams{PoolID: pool.ID, Before: first[1].ID})
+		require.NoError(t, err)
+		require.Len(t, rest, 1)
+		all := append(first, rest...)
+		for i, j := range all {
+			require.Equal(t, submitted[len(submitted)-1-i].ID, j.ID, "newest first")
+			if i > 0 {
+				require.Negative(t, bytes.Compare(j.ID[:], all[i-1].ID[:]))
+			}
+		}
+
+		unit := submitted[0].UnitID
+		of, err := b.client.JudgmentPage(ctx, docket.JudgmentPageParams{UnitID: unit})
+		require.NoError(t, err)
+		require.NotEmpty(t, of)
+		n := 0
+		for _, j := range submitted {
+			if j.UnitID == unit {
+				n++
+			}
+		}
+		require.Len(t, of, n)
+		for _, j := range of {
+			require.Equal(t, unit, j.UnitID)
+		}
+
+		var ve *docket.CrowdValidationError
+		_, err = b.client.JudgmentPage(ctx, docket.JudgmentPageParams{})
+		require.ErrorAs(t, err, &ve)
+		require.ErrorContains(t, err, "unitId")
+		require.ErrorContains(t, err, "poolId")
+		_, err = b.client.JudgmentPage(ctx, docket.JudgmentPageParams{UnitID: unit, PoolID: pool.ID})
+		require.ErrorAs(t, err, &ve)
+	})
+}
