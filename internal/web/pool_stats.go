@@ -177,7 +177,7 @@ func computeStats(p *docket.Pool, js []*docket.Judgment, units []*docket.Unit, f
 	}
 	if span := now.Sub(from); n > 0 && span > 0 {
 		s.Rate = float64(n) / span.Hours()
-		s.RateWindow = span.Round(time.Minute).String()
+		s.RateWindow = hoursMinutes(span)
 	}
 	s.Remaining = p.Counts.Open() * max(p.JudgmentsPerUnit, 1)
 	if s.Rate > 0 && s.Remaining > 0 {
@@ -388,4 +388,17 @@ func contributors(js []*docket.Judgment) ([]contributorRow, int) {
 // formatSeconds is a duration in seconds to a tenth ("12.5 s", "3 s").
 func formatSeconds(s float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", s), ".0") + " s"
+}
+
+// hoursMinutes is a span as "3 h", "1 h 20 min" or "12 min".
+func hoursMinutes(d time.Duration) string {
+	m := int(d.Round(time.Minute) / time.Minute)
+	switch {
+	case m < 60:
+		return fmt.Sprintf("%d min", max(m, 1))
+	case m%60 == 0:
+		return fmt.Sprintf("%d h", m/60)
+	default:
+		return fmt.Sprintf("%d h %d min", m/60, m%60)
+	}
 }
