@@ -419,6 +419,26 @@ func testPoolCompleteMany(t *testing.T, open opener) {
 	requireFields(t, err, "max", "now")
 }
 
+// testPoolCompleteManyPastOpen: CLOSED pools that keep open units (a
+// closed pool hands out no assignment, so they may stay so for good) do
+// not hold back the completion of another: a batch of Max looks past
+// them, whatever their number and ids.
+func testPoolCompleteManyPastOpen(t *testing.T, open opener) {
+	b := setup(t, open)
+	for range 3 {
+		stuck := b.pool(t, 1)
+		b.units(t, stuck.ID, 1, crowd.UnitJudgable)
+		_, err := b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: stuck.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+		require.NoError(t, err)
+	}
+	done := b.pool(t, 1)
+	_, err := b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: done.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+	require.NoError(t, err)
+	ids, err := b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{Max: 2, Now: later})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{done.ID}, ids, "three older CLOSED pools with an open unit each held back a batch of 2")
+}
+
 func (b *bundle) finalize(t *testing.T, id uuid.UUID) *crowd.Unit {
 	t.Helper()
 	conf := 0.9

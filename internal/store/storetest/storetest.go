@@ -100,6 +100,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Tasks", testTasks},
 			{"Pools", testPools},
 			{"PoolCompleteMany", testPoolCompleteMany},
+			{"PoolCompleteManyPastOpen", testPoolCompleteManyPastOpen},
 			{"Units", testUnits},
 			{"Contributors", testContributors},
 			{"Assignments", testAssignments},
