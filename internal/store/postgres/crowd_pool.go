@@ -419,21 +419,23 @@ func poolTransition(ctx context.Context, c conn, p *store.PoolTransitionParams) 
 // a transaction not committed yet still counts as open, and the next call
 // completes its pool. A unit moves between two counters of one shard row
 // in one statement, so the sum never shows an open unit as final. Pools
-// locked by another caller are skipped.
+// locked by another caller are skipped. The counters are checked before
+// the LIMIT: closed pools that keep an open unit (they hand out no
+// assignment, so they may keep it for good) must not fill every batch.
 const poolCompleteManySQL = `
 WITH cand AS (
 	SELECT p.id FROM docket_pools p
 	WHERE p.status = 'CLOSED' AND (@pool::uuid IS NULL OR p.id = @pool::uuid)
+		AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
+			FROM docket_pool_counters WHERE pool_id = p.id) = 0
 	ORDER BY p.id
 	LIMIT @max
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF p SKIP LOCKED
 ),
 t AS (
 	UPDATE docket_pools p SET status = 'COMPLETED', updated_at = @now
 	FROM cand
 	WHERE p.id = cand.id
-		AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
-			FROM docket_pool_counters WHERE pool_id = cand.id) = 0
 	RETURNING p.id
 ),
 o AS (
