@@ -37,8 +37,14 @@ const workTask = `{"title": "Label the photo", "instructions": "Look at the phot
 // "unit <i>" and its photo photo.
 func makeWorkPool(t *testing.T, c *docket.Client, n int, photo string) (*docket.Pool, []*docket.Unit) {
 	t.Helper()
+	return makeWorkPoolOf(t, c, workTask, n, photo)
+}
+
+// makeWorkPoolOf is makeWorkPool with the task template src.
+func makeWorkPoolOf(t *testing.T, c *docket.Client, src string, n int, photo string) (*docket.Pool, []*docket.Unit) {
+	t.Helper()
 	ctx := context.Background()
-	tmpl, err := docket.ParseTask([]byte(workTask))
+	tmpl, err := docket.ParseTask([]byte(src))
 	require.NoError(t, err)
 	_, _, err = c.TaskPut(ctx, "photo", tmpl)
 	require.NoError(t, err)
