@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +67,10 @@ var workMessages = map[string]string{
 	"closed":  "That pool hands out no work now (paused or closed).",
 	"refused": "You may not work on that pool.",
 	"gone":    "That assignment is over.",
+	// A take past the pool's safe rate after a judgment or a skip (an
+	// explicit take is answered 429).
+	"saved-busy":   "Saved. That pool hands out work at a limited rate: take its next unit in a moment.",
+	"skipped-busy": "Skipped. That pool hands out work at a limited rate: take its next unit in a moment.",
 }
 
 func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
@@ -117,6 +124,7 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 	t, err := h.client.AssignmentTake(r.Context(), poolID, me(r))
 	var notOpen *docket.PoolNotOpenError
 	var notEligible *docket.NotEligibleError
+	var takeRate *docket.TakeRateError
 	switch {
 	case err == nil:
 		q := ""
@@ -130,6 +138,14 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 		http.Redirect(w, r, "/work?m=closed", http.StatusSeeOther)
 	case errors.As(err, &notEligible):
 		http.Redirect(w, r, "/work?m=refused", http.StatusSeeOther)
+	case errors.As(err, &takeRate) && noneCode != "none":
+		// The judgment or the skip went through: say so, not 429.
+		http.Redirect(w, r, "/work?m="+noneCode+"-busy", http.StatusSeeOther)
+	case errors.As(err, &takeRate):
+		secs := max(1, int(math.Ceil(takeRate.RetryAfter.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.renderError(w, r, http.StatusTooManyRequests,
+			fmt.Sprintf("That pool hands out work at a limited rate: try again in %d s.", secs))
 	case errors.Is(err, docket.ErrNotFound):
 		h.renderError(w, r, http.StatusNotFound, "No pool "+poolID.String()+".")
 	default:
