@@ -424,8 +424,10 @@ func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, x int, secret strin
 		case err != nil:
 		case a.status == http.StatusOK:
 			c.count(func(r *CrowdReport) { r.Releases++ })
-		case a.status == http.StatusConflict:
-			// A resend after a cut: the first one released it.
+		case a.status == http.StatusConflict && a.cuts > 0:
+			// A resend after a cut: the first one released it. On a
+			// first send the assignment, taken a moment ago, must be
+			// ACTIVE still.
 			c.count(func(r *CrowdReport) { r.Releases++ })
 		default:
 			c.surprise("release of assignment %s: %d %s", id, a.status, a.body)
@@ -449,7 +451,9 @@ func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, x int, secret strin
 	var first struct {
 		JudgmentID string `json:"judgmentId"`
 	}
-	if (a.status != http.StatusAccepted && a.status != http.StatusOK) || json.Unmarshal(a.body, &first) != nil {
+	// 200 (stored already) only answers a resend after a cut: on a first
+	// send it is a judgment stored before this one was.
+	if (a.status != http.StatusAccepted && (a.status != http.StatusOK || a.cuts == 0)) || json.Unmarshal(a.body, &first) != nil {
 		c.surprise("judgment of assignment %s: %d %s", id, a.status, a.body)
 		return
 	}
