@@ -156,6 +156,13 @@ func TestTaskPutGetList(t *testing.T) {
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=3", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/nope", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=x", nil).Problem(t, http.StatusBadRequest)
+		// Every bad query parameter is named, not one of them at random.
+		q := b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?zeta=1&alpha=2&version=1&version=2", nil).Problem(t, http.StatusBadRequest)
+		var named []string
+		for _, e := range q.Errors {
+			named = append(named, e.Field)
+		}
+		require.Equal(t, []string{"alpha", "version", "zeta"}, named, "%+v", q.Errors)
 
 		// Only admin manages tasks.
 		b.do(t, docket.RoleProducer, "PUT", "/v1/tasks/other", sameProduct).Problem(t, http.StatusForbidden)

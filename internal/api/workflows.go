@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -346,18 +347,20 @@ func (s *Server) putWorkflow(ctx context.Context, r *http.Request, req *putWorkf
 
 // noQuery refuses query parameters other than known (each given once).
 func noQuery(r *http.Request, known []string) error {
-	for name, vs := range r.URL.Query() {
-		if !slices.Contains(known, name) {
-			if len(known) == 0 {
-				return invalidField(name, "is not a known query parameter (this endpoint takes none)")
-			}
-			return invalidField(name, "is not a known query parameter (known: "+strings.Join(known, ", ")+")")
-		}
-		if len(vs) > 1 {
-			return invalidField(name, "takes one value")
+	q := r.URL.Query()
+	names := slices.Sorted(maps.Keys(q))
+	var errs []error
+	for _, name := range names {
+		switch {
+		case !slices.Contains(known, name) && len(known) == 0:
+			errs = append(errs, invalidField(name, "is not a known query parameter (this endpoint takes none)"))
+		case !slices.Contains(known, name):
+			errs = append(errs, invalidField(name, "is not a known query parameter (known: "+strings.Join(known, ", ")+")"))
+		case len(q[name]) > 1:
+			errs = append(errs, invalidField(name, "takes one value"))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Server) getWorkflow(ctx context.Context, r *http.Request, _ *Empty) (int, *workflowView, error) {
