@@ -164,9 +164,10 @@ func TestOverview(t *testing.T) {
 		body := r.Body
 		require.Regexp(t, `<rect class="st-dead" x="160" y="\d+" width="\d+" height="18"><title>DEAD: 3</title>`, body)
 		require.Regexp(t, `<rect class="st-queued" x="160" y="\d+" width="\d+" height="18"><title>QUEUED: 2</title>`, body)
-		panel := find(r.Doc, "section", "overview-panel")
-		require.Equal(t, "/overview/panel", attr(panel, "hx-get"))
-		require.Equal(t, "every 5s", attr(panel, "hx-trigger"))
+		live := find(r.Doc, "div", "overview-live")
+		require.Equal(t, "/overview/panel", attr(live, "data-live-fragment"))
+		require.Equal(t, "/overview/events", attr(live, "data-live-stream"))
+		require.NotNil(t, find(live, "section", "overview-panel"))
 		// The panel alone, as htmx fetches it.
 		r = br.get(t, "/overview/panel")
 		require.Equal(t, http.StatusOK, r.Status)
@@ -271,7 +272,8 @@ func TestTemplatesRender(t *testing.T) {
 		{"runs", "layout", &view{Title: "Runs", User: viewer, Data: &runsData{States: runStates, Errors: []string{"state: bad"}}}, []string{"state: bad", "No runs match"}},
 		{"run", "layout", &view{Title: "Run", User: admin, Data: &runData{Run: run, Steps: run.Steps, Hidden: 7, DAG: layoutDAG(runSteps(def, run)), CanRetry: true, CanCancel: true, CanPause: true, CanResume: true, Message: "Cannot pause: conflict"}},
 			[]string{"<svg", "ss-failed", "×3", "job " + id.String(), "unit " + id.String(), "disk &lt;full&gt;", `id="retry"`, `id="pause"`, `id="resume"`, `id="cancel"`, "Cannot pause", `&#34;n&#34;: 1`, "7 more step instances"}},
-		{"run", "layout", &view{Title: "Run", User: viewer, Data: &runData{Run: &docket.Run{ID: id, State: docket.RunRunning}}}, []string{"could not be read", "No steps"}},
+		{"run", "layout", &view{Title: "Run", User: viewer, Data: &runData{Run: &docket.Run{ID: id, State: docket.RunRunning}}}, []string{"could not be read", "No steps", `data-live-stream="/runs/` + id.String() + `/events"`}},
+		{"run", "live", &view{User: admin, Data: &runData{Run: run, Steps: run.Steps, DAG: layoutDAG(runSteps(def, run)), CanRetry: true}}, []string{"<svg", "ss-failed", `id="retry"`, `name="csrf" value="tok"`}},
 		{"workflows", "layout", &view{Title: "Workflows", User: viewer, Data: &workflowsData{Workflows: []*docket.WorkflowVersion{wv}, Next: "/workflows?after=x"}}, []string{"/workflows/fan", "Next page"}},
 		{"workflows", "layout", &view{Title: "Workflows", User: viewer, Data: &workflowsData{}}, []string{"No workflow is stored"}},
 		{"workflow", "layout", &view{Title: "Workflow", User: viewer, Data: &workflowData{Version: wv, Latest: 3, Versions: []int{3, 2, 1}, Definition: "{\"name\": \"fan\"}", DAG: layoutDAG(definitionSteps(def))}}, []string{"<svg", "ss-def", "?version=3", "<strong>2</strong>", "&#34;name&#34;"}},

@@ -83,6 +83,7 @@ func (h *Handler) routes() {
 	h.mux.Handle("POST /queues/pause", h.authed([]access{accessOperate, accessAdmin}, h.queuePause(true)))
 	h.mux.Handle("POST /queues/resume", h.authed([]access{accessOperate, accessAdmin}, h.queuePause(false)))
 	h.workRoutes()
+	h.opsRoutes()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "No page at "+r.URL.Path+".")
 	})

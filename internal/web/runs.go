@@ -113,21 +113,30 @@ func (h *Handler) runDetail(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, message string) {
+	d, st, msg := h.runPageData(r)
+	if d == nil {
+		h.renderError(w, r, st, msg)
+		return
+	}
+	d.Message = message
+	h.renderPageStatus(w, r, status, "run", "Run "+d.Run.ID.String(), d)
+}
+
+// runPageData reads the run of the path for its page; nil with a status
+// and a message when it cannot.
+func (h *Handler) runPageData(r *http.Request) (*runData, int, string) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		h.renderError(w, r, http.StatusNotFound, "Not a run id: "+r.PathValue("id"))
-		return
+		return nil, http.StatusNotFound, "Not a run id: " + r.PathValue("id")
 	}
 	run, err := h.client.RunGet(r.Context(), id)
 	if errors.Is(err, docket.ErrNotFound) {
-		h.renderError(w, r, http.StatusNotFound, "No run "+id.String()+".")
-		return
+		return nil, http.StatusNotFound, "No run " + id.String() + "."
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the run failed: "+err.Error())
-		return
+		return nil, http.StatusInternalServerError, "Reading the run failed: " + err.Error()
 	}
-	d := &runData{Run: run, Message: message, Steps: run.Steps}
+	d := &runData{Run: run, Steps: run.Steps}
 	if len(d.Steps) > runStepsShown {
 		d.Steps, d.Hidden = d.Steps[:runStepsShown], len(d.Steps)-runStepsShown
 	}
@@ -146,7 +155,7 @@ func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, me
 			d.CanRetry = true
 		}
 	}
-	h.renderPageStatus(w, r, status, "run", "Run "+id.String(), d)
+	return d, http.StatusOK, ""
 }
 
 // runAction is a POST /runs/{id}/{verb} handler: the operation through

@@ -54,6 +54,15 @@ type Config struct {
 	// overview, refreshed every 5 s by every open tab, never runs a count
 	// query of its own; default Client.Queues (uncached).
 	Counts func(ctx context.Context) ([]*docket.QueueInfo, error)
+	// Webhooks lists and redelivers webhook deliveries for the dead
+	// letters page; nil: the page shows none (docket serve passes its
+	// webhook service).
+	Webhooks *docket.Webhooks
+	// BusHealth reports whether the event bus is up (nil: it is), as for
+	// the API's /healthz. Live pages refresh on published events while it
+	// is; without BusHealth, or while it reports an error, their streams
+	// refresh every 5 s instead (events are not being published).
+	BusHealth func() error
 	// Secret signs session cookies; default 32 random bytes, so sessions
 	// end when the process restarts (they are held in memory anyway).
 	Secret []byte

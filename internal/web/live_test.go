@@ -1,0 +1,248 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+	"github.com/docket-run/docket/natsembed"
+)
+
+// liveSetup is a dashboard whose outbox is relayed to a real (embedded)
+// NATS JetStream bus, as in docket serve, with BusHealth reporting it.
+func liveSetup(t *testing.T, backend testdb.Backend) *bundle {
+	t.Helper()
+	b := setup(t, backend)
+	srv, err := natsembed.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	bus, err := docket.OpenEventBus(t.Context(), docket.EventBusConfig{Embedded: srv})
+	require.NoError(t, err)
+	t.Cleanup(bus.Close)
+	relay := b.client.NewEventRelay(bus, docket.EventRelayConfig{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, relay.Start(context.WithoutCancel(t.Context())))
+	t.Cleanup(relay.Stop)
+	b.handler, err = New(Config{Client: b.client, Auth: contributorAuth{b.client, b.keys[RoleContributor]}, Now: b.clock.Now,
+		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) }})
+	require.NoError(t, err)
+	b.server = httptest.NewServer(b.handler)
+	t.Cleanup(b.server.Close)
+	return b
+}
+
+// sseLines opens path as an event stream in br's session and sends each
+// "event:" line's name, with the time it arrived, until the test ends.
+type sseEvent struct {
+	name string
+	at   time.Time
+}
+
+func (br *browser) stream(t *testing.T, path string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", br.b.server.URL+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := br.http.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	require.Equal(t, ContentSecurityPolicy, res.Header.Get("Content-Security-Policy"))
+	out := make(chan sseEvent, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				select {
+				case out <- sseEvent{name, time.Now()}:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); res.Body.Close(); <-done })
+	return out
+}
+
+func nextEvent(t *testing.T, ch <-chan sseEvent, within time.Duration) sseEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "the stream ended")
+		return ev
+	case <-time.After(within):
+		t.Fatalf("no event within %s", within)
+	}
+	return sseEvent{}
+}
+
+// TestLiveStreams: a run's stream says "refresh" when one of its steps
+// finishes (an event published by the relay), not for other runs' events;
+// the overview's stream refreshes at most once a second however many
+// events arrive; without an event bus, streams refresh every 5 s; no
+// stream without a session.
+func TestLiveStreams(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := liveSetup(t, backend)
+		putWorkflow(t, b.client, fanFlow)
+		putWorkflow(t, b.client, `{"name": "other", "steps": [{"name": "only", "job": {"type": "t", "queue": "other"}}]}`)
+		started, err := b.client.RunStart(ctx, "fan", map[string]any{"items": []int{1, 2}}, nil)
+		require.NoError(t, err)
+		id := started.Run.ID
+
+		anon := b.browser(t)
+		r := anon.get(t, "/runs/"+id.String()+"/events")
+		require.Equal(t, http.StatusSeeOther, r.Status, "no stream without a session")
+		require.Equal(t, http.StatusSeeOther, anon.get(t, "/overview/events").Status)
+		contributor := b.signIn(t, RoleContributor)
+		require.Equal(t, http.StatusForbidden, contributor.get(t, "/runs/"+id.String()+"/events").Status)
+
+		viewer := b.signIn(t, docket.RoleViewer)
+		require.Equal(t, http.StatusNotFound, viewer.get(t, "/runs/0190c6a4-0000-7000-8000-000000000000/events").Status)
+		events := viewer.stream(t, "/runs/"+id.String()+"/events")
+		// Another run's events say nothing to this stream.
+		_, err = b.client.RunStart(ctx, "other", nil, nil)
+		require.NoError(t, err)
+		select {
+		case ev := <-events:
+			t.Fatalf("a refresh (%v) for another run's event", ev)
+		case <-time.After(2 * time.Second):
+		}
+		split := leaseWF(t, b.client, 1)[0]
+		require.NoError(t, b.client.LeaseComplete(ctx, split.ID, json.RawMessage(`{}`)))
+		require.Equal(t, "refresh", nextEvent(t, events, 10*time.Second).name)
+
+		// The live part of the run page, as live.js fetches it.
+		r = viewer.get(t, "/runs/"+id.String()+"/live")
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Contains(t, attr(dagNodeOf(t, r.Doc, "split"), "class"), "ss-succeeded")
+		require.NotContains(t, r.Body, "<html", "a fragment, not a page")
+		require.Equal(t, http.StatusNotFound, viewer.get(t, "/runs/nope/live").Status)
+
+		// The overview: a burst of events over 3 s gives at most one
+		// refresh a second.
+		overview := viewer.stream(t, "/overview/events")
+		start := time.Now()
+		for time.Since(start) < 3*time.Second {
+			insert(t, b.client, "email", "mail", `{}`)
+			time.Sleep(20 * time.Millisecond) // a steady flow of events, not a wait for state
+		}
+		var got []sseEvent
+		for {
+			select {
+			case ev := <-overview:
+				got = append(got, ev)
+				continue
+			case <-time.After(1500 * time.Millisecond):
+			}
+			break
+		}
+		require.NotEmpty(t, got, "the overview heard of the new jobs")
+		for i := 1; i < len(got); i++ {
+			require.GreaterOrEqual(t, got[i].at.Sub(got[i-1].at), liveMinGap-100*time.Millisecond, "refreshes %d and %d", i-1, i)
+		}
+	})
+}
+
+// TestLiveFallback: with no event bus known to the dashboard, a stream
+// refreshes every liveFallback even though nothing is published.
+func TestLiveFallback(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	viewer := b.signIn(t, docket.RoleViewer)
+	events := viewer.stream(t, "/overview/events")
+	first := nextEvent(t, events, 3*liveFallback)
+	second := nextEvent(t, events, 3*liveFallback)
+	require.GreaterOrEqual(t, second.at.Sub(first.at), liveFallback-500*time.Millisecond)
+}
+
+// TestBrowserRunLive drives chromium on a run page while its steps
+// finish: the DAG's nodes change colour without a reload, through the
+// event stream (data-live-mode stays "sse": no polling fallback).
+func TestBrowserRunLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := liveSetup(t, testdb.Backends()[0])
+	bctx, messages := headless(t)
+	shots := screenshotDir(t)
+	putWorkflow(t, b.client, fanFlow)
+	started, err := b.client.RunStart(ctx, "fan", map[string]any{"items": []int{1, 2}}, nil)
+	require.NoError(t, err)
+	runURL := b.server.URL + "/runs/" + started.Run.ID.String()
+	fill := func(step string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`getComputedStyle(document.querySelector('svg#dag g[data-step="%s"] rect')).fill`, step)))
+		require.NoError(t, err)
+		return v
+	}
+	waitFill := func(step, rgb string) {
+		t.Helper()
+		_, err := chromedp.Run(bctx, chromedp.Poll[bool](fmt.Sprintf(
+			`getComputedStyle(document.querySelector('svg#dag g[data-step="%s"] rect')).fill === %q`, step, rgb),
+			chromedp.WithPollingTimeout(20*time.Second)))
+		require.NoError(t, err, "step %s did not turn %s (it is %s)", step, rgb, fill(step))
+	}
+	const (
+		running   = "rgb(246, 201, 131)"
+		succeeded = "rgb(159, 213, 178)"
+		pending   = "rgb(227, 230, 236)"
+		failed    = "rgb(239, 154, 154)"
+	)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(runURL),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleViewer]),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS(`svg#dag g[data-step="split"] rect`)),
+	))
+	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("run-live").dataset.liveMode === "sse"`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the stream connected")
+	require.NoError(t, chromedp.Do(bctx, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`)))
+	require.Equal(t, running, fill("split"))
+	require.Equal(t, pending, fill("each"))
+
+	split := leaseWF(t, b.client, 1)[0]
+	require.NoError(t, b.client.LeaseComplete(ctx, split.ID, json.RawMessage(`{}`)))
+	waitFill("split", succeeded)
+	waitFill("each", running)
+	require.NoError(t, chromedp.Do(bctx, screenshot(shots, "run-live")))
+
+	ls := leaseWF(t, b.client, 2)
+	require.NoError(t, b.client.LeaseComplete(ctx, ls[0].ID, json.RawMessage(`{}`)))
+	_, err = b.client.LeaseFail(ctx, ls[1].ID, "disk full", false)
+	require.NoError(t, err)
+	waitFill("each", failed)
+	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("run-state").textContent === "FAILED"`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the run's state updated live")
+	require.NoError(t, chromedp.Do(bctx, screenshot(shots, "run-failed-live")))
+
+	same, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
+	require.NoError(t, err)
+	require.True(t, same, "the page was not reloaded")
+	mode, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("run-live").dataset.liveMode`))
+	require.NoError(t, err)
+	require.Equal(t, "sse", mode, "updated by the stream, never by polling")
+	for _, m := range messages() {
+		require.NotContains(t, m, "Content Security Policy", "the pages must run under the CSP")
+		require.False(t, strings.HasPrefix(m, "exception") || strings.HasPrefix(m, "error"), m)
+	}
+}
