@@ -24,6 +24,10 @@ type ListParams struct {
 	Before uuid.UUID
 	// Limit; default 100, at most 1000.
 	Limit int
+	// Args, when set, keeps the jobs whose payload holds a value (see
+	// ArgsMatch: it scans only the newest jobs); a bad one is a
+	// *ValidationError.
+	Args *ArgsMatch
 }
 
 // List lists jobs newest first.
@@ -32,10 +36,17 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*JobRow, error) {
 		p.Limit = 100
 	}
 	p.Limit = min(p.Limit, 1000)
-	return c.store.JobList(ctx, &store.JobListParams{
+	sp := &store.JobListParams{
 		States: p.States, Types: p.Types, Queues: p.Queues, Priority: p.Priority,
 		BeforeID: p.Before, Limit: p.Limit,
-	})
+	}
+	if p.Args != nil {
+		if err := p.Args.Validate(); err != nil {
+			return nil, err
+		}
+		sp.Payload = p.Args.storeMatch()
+	}
+	return c.store.JobList(ctx, sp)
 }
 
 // Attempts lists a job's attempts, oldest first, with the running one.

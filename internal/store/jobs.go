@@ -133,6 +133,22 @@ type JobListParams struct {
 	Priority *int
 	BeforeID uuid.UUID // cursor: only ids strictly less than this (uuid.Nil = from the newest)
 	Limit    int
+	// Payload, when set, keeps the jobs whose payload matches it among the
+	// newest Payload.Within jobs the other filters select (BeforeID and
+	// Limit apply to what matched), so the scan is bounded.
+	Payload *PayloadMatch
+}
+
+// PayloadMatch selects jobs by one value in their payload: the value at
+// Path (object keys, outermost first; never array indexes) is the JSON
+// string Text, or the number Number (compared as numbers), or the literal
+// Literal (true, false or null).
+type PayloadMatch struct {
+	Path    []string
+	Text    string
+	Number  string // "" or a JSON number
+	Literal string // "", "true", "false" or "null"
+	Within  int    // the newest rows scanned; > 0
 }
 
 // JobCount is the number of jobs of one queue in one state.

@@ -80,25 +80,34 @@ func jobListSQL(p *store.JobListParams) (string, []any) {
 	if p.Priority != nil {
 		where = append(where, "priority = "+arg(*p.Priority))
 	}
-	if p.BeforeID != uuid.Nil {
-		where = append(where, "id < "+arg(p.BeforeID))
-	}
 	var sql strings.Builder
-	if finished {
-		// Finished jobs: the ids first, from docket_jobs_state_id alone (it
-		// includes queue and job_type, so the filters need no heap), then
-		// the rows. Read in one statement, the planner walks the primary
-		// key backwards and filters the heap, on the estimate that the
-		// states are spread evenly over the ids; they are not (the newest
-		// jobs are the waiting ones), and a DEAD page behind a backlog of
-		// 100,000 waiting jobs took 0.2–0.8 s (docs/benchmarks.md, "Web
-		// pages at 1,000,000 jobs").
-		sql.WriteString("WITH ids AS MATERIALIZED (SELECT id FROM docket_jobs WHERE " + strings.Join(where, " AND ") +
-			" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)) + ") SELECT " + jobColumns +
-			" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC")
-		return sql.String(), args
+	if p.Payload != nil {
+		// The window of the newest rows first, then the match in it; the
+		// cursor and the limit apply to what matched.
+		where = payloadWindow(&sql, where, p.Payload, finished, arg)
+		if p.BeforeID != uuid.Nil {
+			where = append(where, "id < "+arg(p.BeforeID))
+		}
+	} else {
+		if p.BeforeID != uuid.Nil {
+			where = append(where, "id < "+arg(p.BeforeID))
+		}
+		if finished {
+			// Finished jobs: the ids first, from docket_jobs_state_id alone (it
+			// includes queue and job_type, so the filters need no heap), then
+			// the rows. Read in one statement, the planner walks the primary
+			// key backwards and filters the heap, on the estimate that the
+			// states are spread evenly over the ids; they are not (the newest
+			// jobs are the waiting ones), and a DEAD page behind a backlog of
+			// 100,000 waiting jobs took 0.2–0.8 s (docs/benchmarks.md, "Web
+			// pages at 1,000,000 jobs").
+			sql.WriteString("WITH ids AS MATERIALIZED (SELECT id FROM docket_jobs WHERE " + strings.Join(where, " AND ") +
+				" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)) + ") SELECT " + jobColumns +
+				" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC")
+			return sql.String(), args
+		}
+		sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
 	}
-	sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
 	if len(where) > 0 {
 		sql.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}

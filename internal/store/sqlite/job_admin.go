@@ -71,11 +71,15 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 		where = append(where, "priority = ?")
 		args = append(args, *p.Priority)
 	}
+	q := `SELECT ` + jobColumns + ` FROM docket_jobs`
+	if p.Payload != nil {
+		// The window of the newest rows first, then the match in it.
+		q, where, args = payloadWindow(where, args, p.Payload)
+	}
 	if p.BeforeID != uuid.Nil {
 		where = append(where, "id < ?")
 		args = append(args, p.BeforeID.String())
 	}
-	q := `SELECT ` + jobColumns + ` FROM docket_jobs`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"HeartbeatProgress", testHeartbeatProgress},
 			{"Maintenance", testMaintenance},
 			{"List", testList},
+			{"ListPayload", testListPayload},
 			{"Queue", testQueue},
 			{"Concurrency", testConcurrency},
 		}},

@@ -1,0 +1,83 @@
+package docket_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// TestListArgs: List with an ArgsMatch finds jobs by a payload value, the
+// string and the number alike, on both backends; a bad match names its
+// field and lists nothing.
+func TestListArgs(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			var ids []string
+			for _, p := range []string{`{"user": {"id": 42}}`, `{"user": {"id": "42"}}`, `{"user": {"id": 7}}`, `{"user": {"id": true}}`} {
+				res, err := c.Insert(ctx, docket.RawArgs{Type: "t", Payload: json.RawMessage(p)}, nil)
+				require.NoError(t, err)
+				ids = append(ids, res.Job.ID.String())
+			}
+			list := func(m *docket.ArgsMatch) []string {
+				rows, err := c.List(ctx, docket.ListParams{Args: m})
+				require.NoError(t, err)
+				var out []string
+				for _, r := range rows {
+					out = append(out, r.ID.String())
+				}
+				return out
+			}
+			require.Equal(t, []string{ids[1], ids[0]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "42"}))
+			require.Equal(t, []string{ids[3]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "true"}))
+			require.Equal(t, []string{ids[3]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "true", Within: 1}))
+			require.Empty(t, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "42", Within: 2}), "the two newest do not hold 42")
+
+			_, err = c.List(ctx, docket.ListParams{Args: &docket.ArgsMatch{Path: []string{`a"b`}, Value: "x", Within: -1}})
+			var verr *docket.ValidationError
+			require.ErrorAs(t, err, &verr)
+			require.Contains(t, err.Error(), "args.path")
+			require.Contains(t, err.Error(), "args.within")
+		})
+	}
+}
+
+func TestArgsMatchValidate(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 65)
+	for _, tc := range []struct {
+		m     docket.ArgsMatch
+		field string // "" = valid
+	}{
+		{docket.ArgsMatch{Path: []string{"a"}}, ""},
+		{docket.ArgsMatch{Path: []string{"a_b-C9", "x"}, Within: docket.ArgsWithinMax}, ""},
+		{docket.ArgsMatch{}, "args.path"},
+		{docket.ArgsMatch{Path: make([]string, docket.ArgsPathMax+1)}, "args.path"},
+		{docket.ArgsMatch{Path: []string{""}}, "args.path"},
+		{docket.ArgsMatch{Path: []string{long}}, "args.path"},
+		{docket.ArgsMatch{Path: []string{"a.b"}}, "args.path"},
+		{docket.ArgsMatch{Path: []string{"é"}}, "args.path"},
+		{docket.ArgsMatch{Path: []string{"a"}, Within: docket.ArgsWithinMax + 1}, "args.within"},
+	} {
+		err := tc.m.Validate()
+		if tc.field == "" {
+			require.NoError(t, err, "%+v", tc.m)
+			continue
+		}
+		var verr *docket.ValidationError
+		require.True(t, errors.As(err, &verr), "%+v: %v", tc.m, err)
+		require.Equal(t, tc.field, verr.Field)
+	}
+}

@@ -1,0 +1,39 @@
+package sqlite
+
+import (
+	"strings"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// payloadWindow is the query of a payload search: the newest m.Within
+// rows the filters in where select, as j, and the match on them as the
+// new where (to which the caller adds its cursor). Keys are quoted labels
+// of a JSON path ($."a"."b"), so a key never indexes an array (as in
+// PostgreSQL); the value's JSON type is checked, so the string "1" is not
+// the number 1, and numbers compare as numbers.
+func payloadWindow(where []string, args []any, m *store.PayloadMatch) (string, []string, []any) {
+	q := `SELECT ` + jobColumns + ` FROM (SELECT * FROM docket_jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY id DESC LIMIT ?) j`
+	args = append(args, m.Within)
+	var path strings.Builder
+	path.WriteString("$")
+	for _, k := range m.Path {
+		path.WriteString(`."` + k + `"`)
+	}
+	p := path.String()
+	or := []string{"(json_type(payload, ?) = 'text' AND json_extract(payload, ?) = ?)"}
+	args = append(args, p, p, m.Text)
+	if m.Number != "" {
+		or = append(or, "(json_type(payload, ?) IN ('integer', 'real') AND json_extract(payload, ?) = CAST(? AS REAL))")
+		args = append(args, p, p, m.Number)
+	}
+	if m.Literal != "" {
+		or = append(or, "json_type(payload, ?) = ?")
+		args = append(args, p, m.Literal)
+	}
+	return q, []string{"(" + strings.Join(or, " OR ") + ")"}, args
+}
