@@ -34,9 +34,11 @@ const (
 // of a search is bounded however many jobs there are, and an older job is
 // not found. The cursor (Before) and Limit apply to what matched.
 type ArgsMatch struct {
-	Path   []string
-	Value  string
-	Within int
+	Path  []string
+	Value string
+	// StringOnly: only the JSON string Value matches ("42" not 42).
+	StringOnly bool
+	Within     int
 }
 
 // Validate names the wrong field of m in a *ValidationError (joined when
@@ -77,6 +79,7 @@ func (m *ArgsMatch) storeMatch() *store.PayloadMatch {
 		p.Within = ArgsWithinDefault
 	}
 	switch v := strings.TrimSpace(m.Value); {
+	case m.StringOnly:
 	case v == "true" || v == "false" || v == "null":
 		p.Literal = v
 	case v != "" && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid([]byte(v)):

@@ -41,6 +41,7 @@ func TestListArgs(t *testing.T) {
 				return out
 			}
 			require.Equal(t, []string{ids[1], ids[0]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "42"}))
+			require.Equal(t, []string{ids[1]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "42", StringOnly: true}))
 			require.Equal(t, []string{ids[3]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "true"}))
 			require.Equal(t, []string{ids[3]}, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "true", Within: 1}))
 			require.Empty(t, list(&docket.ArgsMatch{Path: []string{"user", "id"}, Value: "42", Within: 2}), "the two newest do not hold 42")

@@ -19,7 +19,7 @@ import (
 // never an invalid state passed on to the store.
 func FuzzJobsQuery(f *testing.F) {
 	for _, seed := range []string{"", "state=DEAD", "state=dead&queue=mail&type=email", "id=" + uuid.NewString(),
-		"id=nope&state=DONE&cursor=abc", "cursor=AZITy0_GcyOnSZTXLmeqYA", "cursor=AAAAAAAAAAAAAAAAAAAAAA", "state=%00", "id=00000000-0000-0000-0000-000000000000"} {
+		"id=nope&state=DONE&cursor=abc", "args=args.user.id:42", "args=args.a..b:", "args=user:1", "cursor=AZITy0_GcyOnSZTXLmeqYA", "cursor=AAAAAAAAAAAAAAAAAAAAAA", "state=%00", "id=00000000-0000-0000-0000-000000000000"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -36,7 +36,7 @@ func FuzzJobsQuery(f *testing.F) {
 		}
 		for _, e := range d.Errors {
 			field, _, ok := strings.Cut(e, ": ")
-			if !ok || (field != "id" && field != "state" && field != "cursor") {
+			if !ok || (field != "id" && field != "state" && field != "cursor" && field != "args") {
 				t.Fatalf("error %q names no field", e)
 			}
 		}
@@ -48,6 +48,9 @@ func FuzzJobsQuery(f *testing.F) {
 			}
 			if p.Limit != pageSize+1 {
 				t.Fatalf("limit %d", p.Limit)
+			}
+			if (p.Args != nil) != (strings.TrimSpace(q.Get("args")) != "") {
+				t.Fatalf("args %q gave %+v", q.Get("args"), p.Args)
 			}
 		}
 	})
@@ -235,6 +238,40 @@ func FuzzEventRefs(f *testing.F) {
 			if errs != nil || again[0] != r {
 				t.Fatalf("%q does not round-trip: %q %v", r, again, errs)
 			}
+		}
+	})
+}
+
+// FuzzArgsSearch: any search of the jobs list by payload value gives a
+// valid ArgsMatch or an error naming the args field — never a panic, and
+// what parses says the same thing written back.
+func FuzzArgsSearch(f *testing.F) {
+	for _, seed := range []string{"args.user.id:42", `args.user.id:"42"`, "args.a:", "args.a:b:c d", "args.:x", "args.a..b:1",
+		"user.id:1", "args.a", `args.a:"x`, `args.a:"\u00e9"`, "args.a-b_C.9:true", "args." + strings.Repeat("k.", 9) + "k:1"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := parseArgsSearch(s)
+		if err != nil {
+			if m != nil || !strings.HasPrefix(err.Error(), "args: ") {
+				t.Fatalf("%q: %v, %+v", s, err, m)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%q parsed to an invalid match %+v: %v", s, m, err)
+		}
+		if m.Within != argsSearchWithin {
+			t.Fatalf("within %d", m.Within)
+		}
+		value := m.Value
+		if m.StringOnly {
+			b, _ := json.Marshal(m.Value)
+			value = string(b)
+		}
+		again, err := parseArgsSearch(argsPrefix + strings.Join(m.Path, ".") + ":" + value)
+		if err != nil || again.Value != m.Value || again.StringOnly != m.StringOnly || strings.Join(again.Path, ".") != strings.Join(m.Path, ".") {
+			t.Fatalf("%q: %+v written back parses to %+v, %v", s, m, again, err)
 		}
 	})
 }

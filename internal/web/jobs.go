@@ -19,7 +19,9 @@ type jobsData struct {
 	State  string            // the filter's values as typed
 	Type   string
 	Queue  string
+	Args   string // args.path:value (search.go)
 	ID     string
+	Within int      // how many newest jobs an args search scans
 	Errors []string // about the filter, each naming its field
 	Jobs   []*docket.JobRow
 	Next   string // URL of the next page; "" on the last
@@ -30,7 +32,8 @@ type jobsData struct {
 // value is an entry of d.Errors naming its field.
 func parseJobsQuery(q url.Values) (d *jobsData, p docket.ListParams, open uuid.UUID) {
 	d = &jobsData{States: docket.JobStates(), State: q.Get("state"), Type: strings.TrimSpace(q.Get("type")),
-		Queue: strings.TrimSpace(q.Get("queue")), ID: strings.TrimSpace(q.Get("id"))}
+		Queue: strings.TrimSpace(q.Get("queue")), ID: strings.TrimSpace(q.Get("id")), Args: strings.TrimSpace(q.Get("args")),
+		Within: argsSearchWithin}
 	if d.ID != "" {
 		id, err := uuid.Parse(d.ID)
 		if err == nil && id != uuid.Nil {
@@ -51,6 +54,13 @@ func parseJobsQuery(q url.Values) (d *jobsData, p docket.ListParams, open uuid.U
 	}
 	if d.Queue != "" {
 		p.Queues = []string{d.Queue}
+	}
+	if d.Args != "" {
+		m, err := parseArgsSearch(d.Args)
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+		}
+		p.Args = m
 	}
 	if c := q.Get("cursor"); c != "" {
 		b, err := base64.RawURLEncoding.Strict().DecodeString(c)
@@ -84,7 +94,7 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 	if len(rows) > pageSize {
 		rows = rows[:pageSize]
 		next := url.Values{}
-		for k, v := range map[string]string{"state": d.State, "type": d.Type, "queue": d.Queue} {
+		for k, v := range d.filter() {
 			if v != "" {
 				next.Set(k, v)
 			}
@@ -94,6 +104,11 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Jobs = rows
 	h.renderPage(w, r, "jobs", "Jobs", d)
+}
+
+// filter is the list's filter as query values ("" when not set).
+func (d *jobsData) filter() map[string]string {
+	return map[string]string{"state": d.State, "type": d.Type, "queue": d.Queue, "args": d.Args}
 }
 
 // jobData is the job page's.

@@ -34,7 +34,7 @@ func liveSetup(t *testing.T, backend testdb.Backend) *bundle {
 	relay := b.client.NewEventRelay(bus, docket.EventRelayConfig{PollInterval: 10 * time.Millisecond})
 	require.NoError(t, relay.Start(context.WithoutCancel(t.Context())))
 	t.Cleanup(relay.Stop)
-	b.handler, err = New(Config{Client: b.client, Auth: contributorAuth{b.client, b.keys[RoleContributor]}, Now: b.clock.Now,
+	b.handler, err = New(Config{Client: b.client, Now: b.clock.Now,
 		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) }})
 	require.NoError(t, err)
 	b.server = httptest.NewServer(b.handler)
