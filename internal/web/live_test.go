@@ -79,6 +79,21 @@ func (br *browser) stream(t *testing.T, path string) <-chan sseEvent {
 	return out
 }
 
+// waitPublished waits until the relay has published every outbox row.
+func waitPublished(t *testing.T, c *docket.Client) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := c.UnpublishedEventRows(context.Background())
+		require.NoError(t, err)
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d outbox rows unpublished after 30 s", n)
+		time.Sleep(10 * time.Millisecond) // polling the outbox with a deadline
+	}
+}
+
 func nextEvent(t *testing.T, ch <-chan sseEvent, within time.Duration) sseEvent {
 	t.Helper()
 	select {
@@ -116,6 +131,7 @@ func TestLiveStreams(t *testing.T) {
 
 		viewer := b.signIn(t, docket.RoleViewer)
 		require.Equal(t, http.StatusNotFound, viewer.get(t, "/runs/0190c6a4-0000-7000-8000-000000000000/events").Status)
+		waitPublished(t, b.client) // the run's start is history before the stream opens
 		events := viewer.stream(t, "/runs/"+id.String()+"/events")
 		// Another run's events say nothing to this stream.
 		_, err = b.client.RunStart(ctx, "other", nil, nil)

@@ -1,7 +1,7 @@
 package web
 
 // opsRoutes are the operator pages beyond the first ones: live streams,
-// job search and bulk actions, dead letters, queues.
+// job search and bulk actions.
 func (h *Handler) opsRoutes() {
 	h.mux.Handle("GET /overview/events", h.authed([]access{accessOperate}, h.overviewEvents))
 	h.mux.Handle("GET /runs/{id}/events", h.authed([]access{accessOperate}, h.runEvents))
