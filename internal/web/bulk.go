@@ -100,7 +100,9 @@ func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		p.Limit = bulkMax
-		rows, err := h.client.List(r.Context(), p)
+		lctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
+		rows, err := h.client.List(lctx, p)
+		cancel()
 		if err != nil {
 			h.renderError(w, r, http.StatusInternalServerError, "Listing the jobs failed: "+err.Error())
 			return

@@ -86,7 +86,9 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 		h.renderPageStatus(w, r, http.StatusBadRequest, "jobs", "Jobs", d)
 		return
 	}
-	rows, err := h.client.List(r.Context(), p)
+	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
+	defer cancel()
+	rows, err := h.client.List(ctx, p)
 	if err != nil {
 		h.renderError(w, r, http.StatusInternalServerError, "Listing jobs failed: "+err.Error())
 		return

@@ -140,7 +140,9 @@ func (h *Handler) liveStream(w http.ResponseWriter, r *http.Request, hist *docke
 		case <-wake:
 		case <-tick.C:
 		}
-		changed, err := check(ctx)
+		cctx, cancel := context.WithTimeout(ctx, dashboardTimeout)
+		changed, err := check(cctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				h.cfg.Logger.Warn("web: live stream check failed; ending the stream", "path", r.URL.Path, "error", err)
@@ -165,7 +167,9 @@ func (h *Handler) eventsFlow() bool {
 
 // runLive is the live part of a run page, as live.js fetches it.
 func (h *Handler) runLive(w http.ResponseWriter, r *http.Request) {
-	d, status, msg := h.runPageData(r)
+	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
+	defer cancel()
+	d, status, msg := h.runPageData(r.WithContext(ctx))
 	if d == nil {
 		h.renderError(w, r, status, msg)
 		return

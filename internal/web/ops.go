@@ -1,5 +1,7 @@
 package web
 
+import "time"
+
 // opsRoutes are the operator pages beyond the first ones: live streams,
 // job search and bulk actions.
 func (h *Handler) opsRoutes() {
@@ -8,3 +10,8 @@ func (h *Handler) opsRoutes() {
 	h.mux.Handle("GET /runs/{id}/live", h.authed([]access{accessOperate}, h.runLive))
 	h.mux.Handle("POST /jobs/bulk", h.authed([]access{accessOperate, accessActJobs}, h.jobsBulk))
 }
+
+// dashboardTimeout bounds the queries of one dashboard request (a context
+// deadline: pgx cancels the running statement on PostgreSQL), as the
+// overview and the metrics' count do.
+const dashboardTimeout = 5 * time.Second
