@@ -90,7 +90,9 @@ func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, d *deadData, 
 		h.renderPageStatus(w, r, http.StatusBadRequest, "dead", "Dead letters", d)
 		return
 	}
-	rows, err := h.client.List(r.Context(), p)
+	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
+	defer cancel()
+	rows, err := h.client.List(ctx, p)
 	if err != nil {
 		h.renderError(w, r, http.StatusInternalServerError, "Listing DEAD jobs failed: "+err.Error())
 		return
@@ -101,7 +103,7 @@ func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, d *deadData, 
 	}
 	d.Jobs = rows
 	if sessionOf(r.Context()).key.Role == docket.RoleAdmin {
-		if d.Events, err = h.client.DeadLetterList(r.Context(), docket.DeadLetterListParams{Limit: deadEvents}); err != nil {
+		if d.Events, err = h.client.DeadLetterList(ctx, docket.DeadLetterListParams{Limit: deadEvents}); err != nil {
 			h.renderError(w, r, http.StatusInternalServerError, "Listing dead letters failed: "+err.Error())
 			return
 		}
