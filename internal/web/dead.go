@@ -42,7 +42,13 @@ type deadData struct {
 	// says they were read.
 	Events      []*docket.DeadLetter
 	EventsShown bool
-	Message     string
+	// Deliveries are the webhooks' DEAD deliveries (admin, with
+	// Config.Webhooks; deadhooks.go); DeliveriesMore: some webhook has
+	// more than listed.
+	Deliveries      []deadDelivery
+	DeliveriesShown bool
+	DeliveriesMore  bool
+	Message         string
 	// Filtered: a queue or a type filters the list, so every match may be
 	// retried at once.
 	Filtered bool
@@ -82,6 +88,9 @@ func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
 	if n, err := strconv.Atoi(q.Get("requested")); err == nil && n >= 0 {
 		d.Message = "Retry requested for " + strconv.Itoa(n) + " events: their consumers take them up."
 	}
+	if n, err := strconv.Atoi(q.Get("redelivered")); err == nil && n >= 0 {
+		d.Message = strconv.Itoa(n) + " webhook deliveries are due again now."
+	}
 	h.showDead(w, r, d, p)
 }
 
@@ -90,6 +99,11 @@ func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, d *deadData, 
 		h.renderPageStatus(w, r, http.StatusBadRequest, "dead", "Dead letters", d)
 		return
 	}
+	h.showDeadStatus(w, r, http.StatusOK, d, p)
+}
+
+// showDeadStatus renders the page with status, d.Errors shown.
+func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status int, d *deadData, p docket.ListParams) {
 	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
 	defer cancel()
 	rows, err := h.client.List(ctx, p)
@@ -108,8 +122,15 @@ func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, d *deadData, 
 			return
 		}
 		d.EventsShown = true
+		if h.cfg.Webhooks != nil {
+			if d.Deliveries, d.DeliveriesMore, err = h.deadDeliveries(ctx); err != nil {
+				h.renderError(w, r, http.StatusInternalServerError, "Listing webhook deliveries failed: "+err.Error())
+				return
+			}
+			d.DeliveriesShown = true
+		}
 	}
-	h.renderPage(w, r, "dead", "Dead letters", d)
+	h.renderPageStatus(w, r, status, "dead", "Dead letters", d)
 }
 
 // deadRetry is a bulk retry as posted: the selected job ids, or (Filtered)

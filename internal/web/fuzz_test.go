@@ -275,3 +275,35 @@ func FuzzArgsSearch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDeliveryRefs: the ticked deliveries of a form are named problems or
+// pairs of ids that write back to the values posted.
+func FuzzDeliveryRefs(f *testing.F) {
+	a, b := uuid.NewString(), uuid.NewString()
+	for _, seed := range []string{"", "delivery=" + a + "/" + b, "delivery=x/y", "delivery=" + a, "delivery=" + a + "/" + b + "/c",
+		"delivery=" + strings.ToUpper(a) + "/" + b, "delivery={" + a + "}/" + b} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		refs, errs := parseDeliveryRefs(form)
+		if errs != nil {
+			if refs != nil || len(errs) != 1 || !strings.HasPrefix(errs[0], "delivery: ") {
+				t.Fatalf("refs %v errs %v", refs, errs)
+			}
+			return
+		}
+		if len(refs) != len(form["delivery"]) || len(refs) == 0 || len(refs) > bulkMax {
+			t.Fatalf("%d refs of %d values", len(refs), len(form["delivery"]))
+		}
+		for i, r := range refs {
+			back := deliveryRef(deadDelivery{Webhook: &docket.Webhook{ID: r[0]}, WebhookDelivery: &docket.WebhookDelivery{ID: r[1]}})
+			if !strings.EqualFold(back, form["delivery"][i]) {
+				t.Fatalf("%q read as %v, written back %q", form["delivery"][i], r, back)
+			}
+		}
+	})
+}

@@ -49,9 +49,10 @@ var funcs = template.FuncMap{
 	},
 	"lower": func(s docket.JobState) string { return string(bytes.ToLower([]byte(s))) },
 	// lc lowers a state of any kind, for a CSS class.
-	"lc":       func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
-	"isNil":    func(id uuid.UUID) bool { return id == uuid.Nil },
-	"eventRef": eventRef,
+	"lc":          func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
+	"isNil":       func(id uuid.UUID) bool { return id == uuid.Nil },
+	"eventRef":    eventRef,
+	"deliveryRef": deliveryRef,
 	// left is the time from now to t as m:ss (0:00 when past), what the
 	// work page's countdown shows before its script runs.
 	"left": func(now, t time.Time) string {
