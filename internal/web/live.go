@@ -165,6 +165,18 @@ func (h *Handler) eventsFlow() bool {
 	return h.cfg.BusHealth != nil && h.cfg.BusHealth() == nil
 }
 
+// busHealth is the overview's line on the event bus: "" when none is
+// known, "up", or the error.
+func (h *Handler) busHealth() string {
+	if h.cfg.BusHealth == nil {
+		return ""
+	}
+	if err := h.cfg.BusHealth(); err != nil {
+		return err.Error()
+	}
+	return "up"
+}
+
 // runLive is the live part of a run page, as live.js fetches it.
 func (h *Handler) runLive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)

@@ -145,6 +145,7 @@ func TestLiveStreams(t *testing.T) {
 		require.NoError(t, b.client.LeaseComplete(ctx, split.ID, json.RawMessage(`{}`)))
 		require.Equal(t, "refresh", nextEvent(t, events, 10*time.Second).name)
 
+		require.Equal(t, "up", text(find(viewer.get(t, "/").Doc, "span", "bus-health")), "the overview shows the bus is up")
 		// The live part of the run page, as live.js fetches it.
 		r = viewer.get(t, "/runs/"+id.String()+"/live")
 		require.Equal(t, http.StatusOK, r.Status)

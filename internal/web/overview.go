@@ -21,6 +21,9 @@ type overviewData struct {
 	At      time.Time
 	Error   string // the counts could not be read
 	Refresh int    // seconds between polls
+	// Bus is the event bus's health (Config.BusHealth): "" when the
+	// dashboard knows no bus, "up", or what is wrong.
+	Bus string
 }
 
 type queueRow struct {
@@ -44,7 +47,7 @@ func (h *Handler) overviewPanel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) overviewData(ctx context.Context) *overviewData {
-	d := &overviewData{States: docket.JobStates(), Totals: map[docket.JobState]int{}, At: h.cfg.Now(), Refresh: overviewRefresh}
+	d := &overviewData{States: docket.JobStates(), Totals: map[docket.JobState]int{}, At: h.cfg.Now(), Refresh: overviewRefresh, Bus: h.busHealth()}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	queues, err := h.cfg.Counts(ctx)

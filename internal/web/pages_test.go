@@ -263,6 +263,8 @@ func TestTemplatesRender(t *testing.T) {
 		{"overview", "layout", &view{Title: "Overview", User: admin, Data: ov}, []string{"paused", "q&lt;&amp;&gt;", "<svg"}},
 		{"overview", "layout", &view{Title: "Overview", User: viewer, Data: &overviewData{States: docket.JobStates(), Error: "busy", Chart: drawBars(nil), Refresh: 5}}, []string{"busy", "No jobs yet"}},
 		{"overview", "panel", &view{User: admin, Data: ov}, []string{"overview-panel"}},
+		{"overview", "panel", &view{User: admin, Data: &overviewData{States: docket.JobStates(), Chart: drawBars(nil), Refresh: 5, Bus: "bus down: <nats>"}}, []string{`id="bus-health" class="error">bus down: &lt;nats&gt;<`, "refresh every 5 s"}},
+		{"overview", "panel", &view{User: admin, Data: &overviewData{States: docket.JobStates(), Chart: drawBars(nil), Refresh: 5, Bus: "up"}}, []string{`id="bus-health" class="ok">up<`}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), State: "RUNNING", Jobs: []*docket.JobRow{row}, Next: "/jobs?cursor=x&state=RUNNING"}}, []string{id.String(), "Next page", "selected"}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), Errors: []string{"id: bad"}}}, []string{"id: bad", "No jobs match"}},
 		{"jobs", "layout", &view{Title: "Jobs", User: admin, Data: &jobsData{States: docket.JobStates(), State: "DEAD", Args: "args.a:<b>", Within: 10000, Jobs: []*docket.JobRow{row}}},
