@@ -1,6 +1,8 @@
 package servertest_test
 
 import (
+	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -8,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,4 +64,24 @@ func TestServeMountsDashboard(t *testing.T) {
 	res, body = get("/jobs?queue=mail")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, 1, strings.Count(body, `<a class="mono" href="/jobs/`))
+
+	// Live: serve gives the dashboard its bus's health and the overview's
+	// stream says "refresh" when a job's events are published.
+	require.Regexp(t, `id="bus-health" class="ok">up<`, string(page))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/overview/events", nil)
+	require.NoError(t, err)
+	res, err = client.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	submit(t, srv, srv.AdminKey, map[string]any{"jobType": "email", "queue": "mail", "payload": map[string]any{}})
+	sc := bufio.NewScanner(res.Body)
+	refreshed := false
+	for !refreshed && sc.Scan() {
+		refreshed = sc.Text() == "event: refresh"
+	}
+	require.True(t, refreshed, "no refresh within 30 s: %v", sc.Err())
 }
