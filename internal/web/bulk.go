@@ -53,35 +53,37 @@ type bulkResult struct {
 	Notes     []string
 }
 
-func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
-	f := r.PostForm
-	d := &bulkData{Action: f.Get("action"), Scope: f.Get("scope"),
+// parseBulkForm reads a bulk action's form: d as typed, with every
+// problem an entry of d.Errors naming its field; the selected ids (scope
+// selected: 1 to bulkMax distinct job ids), or the list parameters of the
+// filter (scope filter: a filter that filters something, p.Limit
+// bulkMax). An empty filter is a problem: a bulk action never acts on
+// every job.
+func parseBulkForm(f url.Values) (d *bulkData, ids []uuid.UUID, p *docket.ListParams) {
+	d = &bulkData{Action: f.Get("action"), Scope: f.Get("scope"),
 		State: f.Get("state"), Type: strings.TrimSpace(f.Get("type")), Queue: strings.TrimSpace(f.Get("queue")),
 		Args: strings.TrimSpace(f.Get("args"))}
 	d.Back = "/jobs"
 	if q := bulkFilterQuery(d); len(q) > 0 {
 		d.Back += "?" + q.Encode()
 	}
-	var do func(context.Context, uuid.UUID) (*docket.JobRow, error)
-	switch d.Action {
-	case "retry":
-		do = h.client.Retry
-	case "cancel":
-		do = h.client.Cancel
-	default:
+	if d.Action != "retry" && d.Action != "cancel" {
 		d.Errors = append(d.Errors, "action: must be retry or cancel")
 	}
-	var ids []uuid.UUID
 	switch d.Scope {
 	case "selected":
 		d.IDs = f["id"]
+		seen := map[uuid.UUID]bool{}
 		for _, s := range d.IDs {
 			id, err := uuid.Parse(s)
-			if err != nil {
+			if err != nil || id == uuid.Nil {
 				d.Errors = append(d.Errors, "id: "+strconv.Quote(s)+" is not a job id")
 				continue
 			}
-			ids = append(ids, id)
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
 		}
 		if len(d.IDs) == 0 {
 			d.Errors = append(d.Errors, "id: select at least one job")
@@ -94,14 +96,29 @@ func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 			d.Errors = append(d.Errors, "filter: refusing to act on every job; filter by state, type, queue or args first")
 			break
 		}
-		jd, p, _ := parseJobsQuery(bulkFilterQuery(d))
+		jd, lp, _ := parseJobsQuery(bulkFilterQuery(d))
 		d.Errors = append(d.Errors, jd.Errors...)
-		if len(d.Errors) > 0 {
-			break
-		}
-		p.Limit = bulkMax
+		lp.Limit = bulkMax
+		p = &lp
+	default:
+		d.Errors = append(d.Errors, "scope: must be selected or filter")
+	}
+	if len(d.Errors) > 0 {
+		return d, nil, nil
+	}
+	return d, ids, p
+}
+
+func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
+	f := r.PostForm
+	d, ids, p := parseBulkForm(f)
+	do := h.client.Retry
+	if d.Action == "cancel" {
+		do = h.client.Cancel
+	}
+	if p != nil {
 		lctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
-		rows, err := h.client.List(lctx, p)
+		rows, err := h.client.List(lctx, *p)
 		cancel()
 		if err != nil {
 			h.renderError(w, r, http.StatusInternalServerError, "Listing the jobs failed: "+err.Error())
@@ -112,8 +129,6 @@ func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, row.ID)
 		}
 		d.Sample = rows[:min(len(rows), bulkSample)]
-	default:
-		d.Errors = append(d.Errors, "scope: must be selected or filter")
 	}
 	if len(d.Errors) > 0 {
 		h.renderPageStatus(w, r, http.StatusBadRequest, "bulk", "Bulk action", d)

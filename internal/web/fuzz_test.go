@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,6 +304,58 @@ func FuzzDeliveryRefs(f *testing.F) {
 			back := deliveryRef(deadDelivery{Webhook: &docket.Webhook{ID: r[0]}, WebhookDelivery: &docket.WebhookDelivery{ID: r[1]}})
 			if !strings.EqualFold(back, form["delivery"][i]) {
 				t.Fatalf("%q read as %v, written back %q", form["delivery"][i], r, back)
+			}
+		}
+	})
+}
+
+// FuzzBulkForm: a bulk action's form is refused with problems each
+// naming a field, or is a retry or cancel of 1 to bulkMax distinct job
+// ids, or of a filter that filters something — never of every job.
+func FuzzBulkForm(f *testing.F) {
+	a := uuid.NewString()
+	for _, seed := range []string{"", "action=retry&scope=filter", "action=retry&scope=filter&state=DEAD", "action=cancel&scope=filter&queue=+",
+		"action=retry&scope=filter&args=args.a:1", "action=retry&scope=filter&args=nope&state=x", "action=retry&scope=selected&id=" + a + "&id=" + a,
+		"action=delete&scope=all", "action=retry&scope=selected&id=00000000-0000-0000-0000-000000000000", "action=retry&scope=selected"} {
+		f.Add(seed)
+	}
+	fields := []string{"action", "scope", "id", "filter", "state", "args"}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		d, ids, p := parseBulkForm(form)
+		if len(d.Errors) > 0 {
+			if ids != nil || p != nil {
+				t.Fatalf("errors %v with ids %v, params %+v", d.Errors, ids, p)
+			}
+			for _, e := range d.Errors {
+				field, _, _ := strings.Cut(e, ": ")
+				if !slices.Contains(fields, field) {
+					t.Fatalf("error %q names no field", e)
+				}
+			}
+			return
+		}
+		if d.Action != "retry" && d.Action != "cancel" {
+			t.Fatalf("action %q accepted", d.Action)
+		}
+		switch {
+		case p != nil:
+			if len(ids) != 0 || p.Limit != bulkMax || len(p.States)+len(p.Types)+len(p.Queues) == 0 && p.Args == nil {
+				t.Fatalf("filter %+v, ids %v", p, ids)
+			}
+		default:
+			seen := map[uuid.UUID]bool{}
+			for _, id := range ids {
+				if id == uuid.Nil || seen[id] {
+					t.Fatalf("ids %v", ids)
+				}
+				seen[id] = true
+			}
+			if len(ids) == 0 || len(ids) > bulkMax {
+				t.Fatalf("%d ids", len(ids))
 			}
 		}
 	})
