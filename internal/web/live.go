@@ -104,6 +104,7 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request) {
 // reconnects).
 func (h *Handler) liveStream(w http.ResponseWriter, r *http.Request, hist *docket.EventHistory, check liveCheck) {
 	ctx := r.Context()
+	ss := sessionOf(ctx)
 	wake, unsubscribe := hist.Wake()
 	defer unsubscribe()
 	rc := http.NewResponseController(w)
@@ -140,6 +141,11 @@ func (h *Handler) liveStream(w http.ResponseWriter, r *http.Request, hist *docke
 		case <-wake:
 		case <-tick.C:
 		}
+		// The stream ends with its session (signed out, expired, the key
+		// revoked), as any request of it would be refused.
+		if !h.sessionLive(ctx, ss) {
+			return
+		}
 		cctx, cancel := context.WithTimeout(ctx, dashboardTimeout)
 		changed, err := check(cctx)
 		cancel()
@@ -157,6 +163,16 @@ func (h *Handler) liveStream(w http.ResponseWriter, r *http.Request, hist *docke
 			lastSent, pending = time.Now(), false
 		}
 	}
+}
+
+// sessionLive reports whether ss is still a live session: not deleted
+// (signed out), not expired, its key still valid (re-checked as every
+// request re-checks it).
+func (h *Handler) sessionLive(ctx context.Context, ss *session) bool {
+	h.sessions.mu.Lock()
+	live := h.sessions.byID[ss.id] == ss && h.cfg.Now().Before(ss.expires)
+	h.sessions.mu.Unlock()
+	return live && h.stillValid(ctx, ss)
 }
 
 // eventsFlow reports whether events are being published: an event bus is

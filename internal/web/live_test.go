@@ -263,3 +263,24 @@ func TestBrowserRunLive(t *testing.T) {
 		require.False(t, strings.HasPrefix(m, "exception") || strings.HasPrefix(m, "error"), m)
 	}
 }
+
+// TestLiveStreamEndsWithSession: signing out ends the session's open
+// streams (within a check, a second), as it would refuse their requests.
+func TestLiveStreamEndsWithSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	viewer := b.signIn(t, docket.RoleViewer)
+	events := viewer.stream(t, "/overview/events")
+	require.Equal(t, http.StatusSeeOther, viewer.post(t, "/signout", nil).Status)
+	deadline := time.After(3 * liveFallback)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return // ended
+			}
+		case <-deadline:
+			t.Fatal("the stream outlived its session")
+		}
+	}
+}
