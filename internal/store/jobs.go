@@ -142,7 +142,8 @@ type JobListParams struct {
 // PayloadMatch selects jobs by one value in their payload: the value at
 // Path (object keys, outermost first; never array indexes) is the JSON
 // string Text, or the number Number (compared as numbers), or the literal
-// Literal (true, false or null).
+// Literal (true, false or null). Keys are letters, digits, '_' and '-'
+// (package docket checks; SQLite writes them quoted in a JSON path).
 type PayloadMatch struct {
 	Path    []string
 	Text    string
