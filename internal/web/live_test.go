@@ -156,6 +156,7 @@ func TestLiveStreams(t *testing.T) {
 		// The overview: a burst of events over 3 s gives at most one
 		// refresh a second.
 		overview := viewer.stream(t, "/overview/events")
+		opened := time.Now()
 		start := time.Now()
 		for time.Since(start) < 3*time.Second {
 			insert(t, b.client, "email", "mail", `{}`)
@@ -172,9 +173,11 @@ func TestLiveStreams(t *testing.T) {
 			break
 		}
 		require.NotEmpty(t, got, "the overview heard of the new jobs")
-		for i := 1; i < len(got); i++ {
-			require.GreaterOrEqual(t, got[i].at.Sub(got[i-1].at), liveMinGap-100*time.Millisecond, "refreshes %d and %d", i-1, i)
-		}
+		// ~150 jobs published over 3 s: without the limit, about one
+		// refresh each; with it, at most one a second (counted, not timed
+		// one by one: a busy test machine may deliver two close together).
+		elapsed := time.Since(opened)
+		require.LessOrEqual(t, len(got), int(elapsed/liveMinGap)+2, "%d refreshes in %s", len(got), elapsed)
 	})
 }
 
