@@ -83,6 +83,7 @@ type CrowdTx interface {
 // contributors, assignments (leases of unit slots) and judgments.
 type CrowdStore interface {
 	CrowdTx
+	QualityStore
 
 	// TaskPut stores a task template: when p.Hash equals the hash of the
 	// latest version nothing is written and that version is returned with

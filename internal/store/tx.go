@@ -50,4 +50,5 @@ type Tx interface {
 	WebhookTx
 	FlowTx
 	CrowdTx
+	QualityTx
 }

@@ -1,0 +1,12 @@
+DROP TABLE docket_unit_audits;
+DROP TRIGGER docket_assignments_golden;
+DROP INDEX docket_assignments_golden;
+ALTER TABLE docket_assignments DROP COLUMN golden;
+DROP TABLE docket_trust_history;
+ALTER TABLE docket_pool_contributors DROP COLUMN judged;
+ALTER TABLE docket_pool_contributors DROP COLUMN agreed;
+ALTER TABLE docket_pool_contributors DROP COLUMN too_fast;
+ALTER TABLE docket_pool_contributors DROP COLUMN tests_taken;
+ALTER TABLE docket_pool_contributors DROP COLUMN taken;
+ALTER TABLE docket_pool_contributors DROP COLUMN forgiven_at;
+ALTER TABLE docket_pool_contributors DROP COLUMN flag_check;
