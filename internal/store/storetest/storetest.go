@@ -106,6 +106,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Contributors", testContributors},
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
+			{"Quality", testQuality},
 		}},
 	}
 	for _, d := range domains {
