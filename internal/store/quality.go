@@ -72,11 +72,13 @@ type QualityTx interface {
 	AssignmentCountGolden(ctx context.Context, poolID, contributorID uuid.UUID) (int, error)
 	// UnitPickGolden returns a golden unit of the pool, JUDGABLE, that
 	// the contributor never had an assignment for, in any state
-	// (quality.TestExcludedStates), the oldest first; crowd.ErrNoUnit
-	// when none is left. One indexed statement; it locks nothing (the
-	// take does, and the UNIQUE (unit, contributor) of the assignments
-	// refuses a second one).
-	UnitPickGolden(ctx context.Context, poolID, contributorID uuid.UUID) (uuid.UUID, error)
+	// (quality.TestExcludedStates): the oldest (StrategyOrdered) or the
+	// first at or after a random key, wrapping around (StrategyRandom, so
+	// that contributors do not all get the same test questions first);
+	// crowd.ErrNoUnit when none is left. One indexed statement; it locks
+	// nothing (the take does, and the UNIQUE (unit, contributor) of the
+	// assignments refuses a second one).
+	UnitPickGolden(ctx context.Context, p *UnitPickGoldenParams) (uuid.UUID, error)
 }
 
 // QualityStore is the part of QualityTx that reads on its own, outside a
@@ -226,6 +228,28 @@ type JudgmentTaintResult struct {
 	Open []TaintedUnit
 	// Other are golden and CANCELED units: nothing to repair.
 	Other []TaintedUnit
+}
+
+// UnitPickGoldenParams asks for a test question for a contributor.
+type UnitPickGoldenParams struct {
+	PoolID        uuid.UUID
+	ContributorID uuid.UUID
+	// Strategy is crowd.StrategyOrdered or crowd.StrategyRandom.
+	Strategy crowd.Strategy
+	// RandomKey is where StrategyRandom starts (0 lets the store draw
+	// one); tests pass it to be reproducible.
+	RandomKey int64
+}
+
+// Validate names every invalid field.
+func (p *UnitPickGoldenParams) Validate() error {
+	pr := problemsOf("pick test question")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.ContributorID == uuid.Nil, "contributorId", "is required")
+	pr.Check(p.Strategy != crowd.StrategyOrdered && p.Strategy != crowd.StrategyRandom, "strategy",
+		"must be ordered or random, not %q", p.Strategy)
+	pr.Check(p.Strategy != crowd.StrategyRandom && p.RandomKey != 0, "randomKey", "only the random strategy takes a key")
+	return pr.Err()
 }
 
 // UnitAuditInsertParams writes one audit record.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -298,22 +299,47 @@ func assignmentCountGolden(ctx context.Context, c conn, poolID, contributorID uu
 	return n, nil
 }
 
-// unitPickGolden walks the pool's JUDGABLE golden units by id
-// (docket_units_golden) and skips each the contributor had an assignment
-// for, in any state (the UNIQUE (unit_id, contributor_id) index).
-func unitPickGolden(ctx context.Context, c conn, poolID, contributorID uuid.UUID) (uuid.UUID, error) {
-	var id uuid.UUID
-	err := c.QueryRow(ctx, `SELECT u.id FROM docket_units u
-		WHERE u.pool_id = $1 AND u.golden AND u.state = 'JUDGABLE'
-		AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = $2)
-		ORDER BY u.id LIMIT 1`, poolID, contributorID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+// goldenPickable is a golden unit (alias u) the contributor ($2) may get
+// as a test question: JUDGABLE, and never assigned to them in any state
+// (the UNIQUE (unit_id, contributor_id) index answers the NOT EXISTS).
+const goldenPickable = `u.pool_id = $1 AND u.golden AND u.state = 'JUDGABLE'
+	AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = $2)`
+
+// The picks: ordered walks docket_units_golden by id; random walks
+// docket_units_golden_pick from $3, then (coalesce runs the second scan
+// only when the first found nothing) from the smallest key; NULL when
+// both found nothing.
+const (
+	pickGoldenOrderedSQL = `SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` ORDER BY u.id LIMIT 1`
+	pickGoldenRandomSQL  = `SELECT coalesce(
+		(SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` AND u.pick_key >= $3 ORDER BY u.pick_key LIMIT 1),
+		(SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` AND u.pick_key < $3 ORDER BY u.pick_key LIMIT 1))`
+)
+
+func unitPickGolden(ctx context.Context, c conn, p *store.UnitPickGoldenParams) (uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return uuid.Nil, err
+	}
+	var (
+		id  *uuid.UUID
+		err error
+	)
+	if p.Strategy == crowd.StrategyRandom {
+		key := p.RandomKey
+		if key == 0 {
+			key = rand.Int64()
+		}
+		err = c.QueryRow(ctx, pickGoldenRandomSQL, p.PoolID, p.ContributorID, key).Scan(&id)
+	} else {
+		err = c.QueryRow(ctx, pickGoldenOrderedSQL, p.PoolID, p.ContributorID).Scan(&id)
+	}
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && id == nil {
 		return uuid.Nil, crowd.ErrNoUnit
 	}
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("pick a test question for contributor %s in pool %s: %w", contributorID, poolID, err)
+		return uuid.Nil, fmt.Errorf("pick a test question for contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
 	}
-	return id, nil
+	return *id, nil
 }
 
 // ---- store.Tx ----
@@ -383,9 +409,9 @@ func (t *storeTx) AssignmentCountGolden(ctx context.Context, poolID, contributor
 }
 
 // UnitPickGolden implements store.Tx.
-func (t *storeTx) UnitPickGolden(ctx context.Context, poolID, contributorID uuid.UUID) (uuid.UUID, error) {
+func (t *storeTx) UnitPickGolden(ctx context.Context, p *store.UnitPickGoldenParams) (uuid.UUID, error) {
 	if t.tx == nil {
 		return uuid.Nil, errTxDone
 	}
-	return unitPickGolden(ctx, t.tx, poolID, contributorID)
+	return unitPickGolden(ctx, t.tx, p)
 }

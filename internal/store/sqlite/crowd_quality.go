@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -343,19 +344,44 @@ func assignmentCountGolden(ctx context.Context, c conn, poolID, contributorID uu
 	return n, nil
 }
 
-func unitPickGolden(ctx context.Context, c conn, poolID, contributorID uuid.UUID) (uuid.UUID, error) {
-	var id string
-	err := c.QueryRowContext(ctx, `SELECT u.id FROM docket_units u
-		WHERE u.pool_id = ?1 AND u.golden = 1 AND u.state = 'JUDGABLE'
-		AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = ?2)
-		ORDER BY u.id LIMIT 1`, poolID.String(), contributorID.String()).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+// goldenPickable is a golden unit (alias u) the contributor (?2) may get
+// as a test question: JUDGABLE, and never assigned to them in any state.
+const goldenPickable = `u.pool_id = ?1 AND u.golden = 1 AND u.state = 'JUDGABLE'
+	AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = ?2)`
+
+// The picks: ordered by id (docket_units_golden); random from ?3 by
+// random key, wrapping around (docket_units_golden_pick).
+const (
+	pickGoldenOrderedSQL = `SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` ORDER BY u.id LIMIT 1`
+	pickGoldenRandomSQL  = `SELECT coalesce(
+		(SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` AND u.pick_key >= ?3 ORDER BY u.pick_key LIMIT 1),
+		(SELECT u.id FROM docket_units u WHERE ` + goldenPickable + ` AND u.pick_key < ?3 ORDER BY u.pick_key LIMIT 1))`
+)
+
+func unitPickGolden(ctx context.Context, c conn, p *store.UnitPickGoldenParams) (uuid.UUID, error) {
+	if err := p.Validate(); err != nil {
+		return uuid.Nil, err
+	}
+	var (
+		id  sql.NullString
+		err error
+	)
+	if p.Strategy == crowd.StrategyRandom {
+		key := p.RandomKey
+		if key == 0 {
+			key = rand.Int64()
+		}
+		err = c.QueryRowContext(ctx, pickGoldenRandomSQL, p.PoolID.String(), p.ContributorID.String(), key).Scan(&id)
+	} else {
+		err = c.QueryRowContext(ctx, pickGoldenOrderedSQL, p.PoolID.String(), p.ContributorID.String()).Scan(&id)
+	}
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !id.Valid {
 		return uuid.Nil, crowd.ErrNoUnit
 	}
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("pick a test question for contributor %s in pool %s: %w", contributorID, poolID, err)
+		return uuid.Nil, fmt.Errorf("pick a test question for contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
 	}
-	return parseUUID("unit", id)
+	return parseUUID("unit", id.String)
 }
 
 // ---- store.Tx ----
@@ -434,9 +460,9 @@ func (t *storeTx) AssignmentCountGolden(ctx context.Context, poolID, contributor
 }
 
 // UnitPickGolden implements store.Tx.
-func (t *storeTx) UnitPickGolden(ctx context.Context, poolID, contributorID uuid.UUID) (uuid.UUID, error) {
+func (t *storeTx) UnitPickGolden(ctx context.Context, p *store.UnitPickGoldenParams) (uuid.UUID, error) {
 	if t.tx == nil {
 		return uuid.Nil, errTxDone
 	}
-	return unitPickGolden(ctx, t.tx, poolID, contributorID)
+	return unitPickGolden(ctx, t.tx, p)
 }

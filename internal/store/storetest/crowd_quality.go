@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -366,15 +367,19 @@ func testQuality(t *testing.T, open opener) {
 		require.NoError(t, err)
 		regular := b.units(t, p.ID, 2, crowd.UnitJudgable)
 		c, other := b.contributor(t), b.contributor(t)
-		pick := func(c uuid.UUID) (uuid.UUID, error) {
+		pickWith := func(pp *store.UnitPickGoldenParams) (uuid.UUID, error) {
 			t.Helper()
 			var id uuid.UUID
 			err := b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
 				var err error
-				id, err = tx.UnitPickGolden(ctx, p.ID, c)
+				id, err = tx.UnitPickGolden(ctx, pp)
 				return err
 			})
 			return id, err
+		}
+		pick := func(c uuid.UUID) (uuid.UUID, error) {
+			t.Helper()
+			return pickWith(&store.UnitPickGoldenParams{PoolID: p.ID, ContributorID: c, Strategy: crowd.StrategyOrdered})
 		}
 		count := func(c uuid.UUID) int {
 			t.Helper()
@@ -422,6 +427,48 @@ func testQuality(t *testing.T, open opener) {
 		require.NoError(t, err)
 		require.Equal(t, gs[0].ID, id, "another contributor may have every one")
 		require.Zero(t, count(other.ID))
+		_, err = pickWith(&store.UnitPickGoldenParams{PoolID: p.ID, ContributorID: c.ID, Strategy: crowd.StrategyRandom})
+		require.ErrorIs(t, err, crowd.ErrNoUnit, "none left for them, whatever the strategy")
+
+		// Random: keys spread over the range the stores draw pick keys
+		// from ([0, MaxInt64)) start at different units, wrapping around
+		// past the largest key.
+		golden := map[uuid.UUID]bool{}
+		for _, g := range gs {
+			golden[g.ID] = true
+		}
+		seen := map[uuid.UUID]bool{}
+		const keys = 64
+		for i := range keys {
+			key := int64(i)*(math.MaxInt64/keys) + 1
+			id, err := pickWith(&store.UnitPickGoldenParams{PoolID: p.ID, ContributorID: other.ID, Strategy: crowd.StrategyRandom, RandomKey: key})
+			require.NoError(t, err)
+			require.True(t, golden[id], "key %d: %s is a golden unit of the pool", key, id)
+			seen[id] = true
+		}
+		id, err = pickWith(&store.UnitPickGoldenParams{PoolID: p.ID, ContributorID: other.ID, Strategy: crowd.StrategyRandom, RandomKey: math.MaxInt64})
+		require.NoError(t, err, "past the largest key it wraps around")
+		require.True(t, golden[id])
+		require.Greater(t, len(seen), 1, "random starts do not all give the same test question")
+
+		// Random picks, taken one by one, never repeat a unit either.
+		third := b.contributor(t)
+		had = map[uuid.UUID]bool{}
+		for {
+			id, err := pickWith(&store.UnitPickGoldenParams{PoolID: p.ID, ContributorID: third.ID, Strategy: crowd.StrategyRandom})
+			if errors.Is(err, crowd.ErrNoUnit) {
+				break
+			}
+			require.NoError(t, err)
+			require.False(t, had[id], "random pick returned %s, a unit the contributor had", id)
+			b.takeUnit(t, p.ID, id, third.ID, true)
+			had[id] = true
+		}
+		require.Len(t, had, n)
+		require.Equal(t, n, count(third.ID))
+
+		_, err = pickWith(&store.UnitPickGoldenParams{Strategy: crowd.StrategyCandidates, RandomKey: 1})
+		requireFields(t, err, "poolId", "contributorId", "strategy", "randomKey")
 
 		// A golden unit that is not JUDGABLE is not picked.
 		p2 := b.pool(t, 3)
@@ -431,7 +478,7 @@ func testQuality(t *testing.T, open opener) {
 		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: g2[0].ID, From: crowd.UnitJudgable, To: crowd.UnitPaused, Now: base})
 		require.NoError(t, err)
 		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.UnitPickGolden(ctx, p2.ID, other.ID)
+			_, err := tx.UnitPickGolden(ctx, &store.UnitPickGoldenParams{PoolID: p2.ID, ContributorID: other.ID, Strategy: crowd.StrategyOrdered})
 			return err
 		})
 		require.ErrorIs(t, err, crowd.ErrNoUnit)

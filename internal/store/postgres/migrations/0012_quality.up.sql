@@ -78,3 +78,8 @@ CREATE TABLE docket_unit_audits (
     at                   timestamptz      NOT NULL
 );
 CREATE INDEX docket_unit_audits_unit ON docket_unit_audits (unit_id, id);
+
+-- The random pick of a test question (UnitPickGolden, and the golden take
+-- with the random strategy) walks a pool's JUDGABLE golden units by random
+-- key from a random point.
+CREATE INDEX docket_units_golden_pick ON docket_units (pool_id, pick_key) WHERE golden AND state = 'JUDGABLE';

@@ -1,3 +1,4 @@
+DROP INDEX docket_units_golden_pick;
 DROP TABLE docket_unit_audits;
 DROP TRIGGER docket_assignments_golden;
 DROP INDEX docket_assignments_golden;

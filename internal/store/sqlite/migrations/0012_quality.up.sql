@@ -62,3 +62,7 @@ CREATE TABLE docket_unit_audits (
     at                   INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX docket_unit_audits_unit ON docket_unit_audits (unit_id, id);
+
+-- The random pick of a test question walks a pool's JUDGABLE golden units
+-- by random key from a random point.
+CREATE INDEX docket_units_golden_pick ON docket_units (pool_id, pick_key) WHERE golden = 1 AND state = 'JUDGABLE';
