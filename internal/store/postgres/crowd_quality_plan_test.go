@@ -73,7 +73,7 @@ func TestQualityPlan(t *testing.T) {
 	for _, mode := range []string{"auto", "force_generic_plan"} {
 		for _, tc := range []struct {
 			name, sql, index string
-			args         []any
+			args             []any
 		}{
 			{"pick ordered", pickGoldenOrderedSQL, "docket_units_golden ", []any{pools[0], c}},
 			{"pick random", pickGoldenRandomSQL, "docket_units_golden_pick", []any{pools[0], c, int64(1) << 61}},
