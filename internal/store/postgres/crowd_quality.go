@@ -92,13 +92,22 @@ func qualityStateLock(ctx context.Context, c conn, p *store.QualityStateLockPara
 		WHERE pool_id = $1 AND contributor_id = $2 FOR UPDATE`
 	st, err := scanQualityState(c.QueryRow(ctx, lock, p.PoolID, p.ContributorID))
 	if errors.Is(err, pgx.ErrNoRows) {
+		// The pool and the contributor are checked first, so that an
+		// unknown one is ErrNotFound with the transaction still usable
+		// (a foreign key violation would abort it).
 		_, err = c.Exec(ctx, `INSERT INTO docket_pool_contributors (pool_id, contributor_id, updated_at)
-			VALUES ($1, $2, $3) ON CONFLICT (pool_id, contributor_id) DO NOTHING`, p.PoolID, p.ContributorID, dbTime(p.Now))
+			SELECT $1, $2, $3
+			WHERE EXISTS (SELECT 1 FROM docket_pools WHERE id = $1)
+				AND EXISTS (SELECT 1 FROM docket_contributors WHERE id = $2)
+			ON CONFLICT (pool_id, contributor_id) DO NOTHING`, p.PoolID, p.ContributorID, dbTime(p.Now))
 		if isFKViolation(err) {
-			return nil, fmt.Errorf("lock quality state of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, store.ErrNotFound)
+			err = pgx.ErrNoRows
 		}
 		if err == nil {
 			st, err = scanQualityState(c.QueryRow(ctx, lock, p.PoolID, p.ContributorID))
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("lock quality state of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, store.ErrNotFound)
 		}
 	}
 	if err != nil {

@@ -113,11 +113,18 @@ func testQuality(t *testing.T, open opener) {
 		_, err = b.lockState(t, p.ID, newID(), base)
 		require.ErrorIs(t, err, store.ErrNotFound, "unknown contributor")
 
-		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{})
-			return err
+		// Refused, the transaction goes on.
+		other := b.contributor(t)
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: newID(), ContributorID: other.ID, Now: base})
+			require.ErrorIs(t, err, store.ErrNotFound)
+			_, err = tx.QualityStateLock(ctx, &store.QualityStateLockParams{})
+			requireFields(t, err, "poolId", "contributorId", "now")
+			st, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: p.ID, ContributorID: other.ID, Now: base})
+			require.NoError(t, err)
+			require.Equal(t, other.ID, st.ContributorID)
+			return nil
 		})
-		requireFields(t, err, "poolId", "contributorId", "now")
 	})
 
 	t.Run("StatePut", func(t *testing.T) {
