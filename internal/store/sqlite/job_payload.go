@@ -11,7 +11,9 @@ import (
 // new where (to which the caller adds its cursor). Keys are quoted labels
 // of a JSON path ($."a"."b"), so a key never indexes an array (as in
 // PostgreSQL); the value's JSON type is checked, so the string "1" is not
-// the number 1, and numbers compare as numbers.
+// the number 1, and numbers compare as numbers: the number searched is
+// cast to NUMERIC (an INTEGER when it is one, 4.2e1 too), so a 64-bit id
+// compares exactly, not as its nearest double.
 func payloadWindow(where []string, args []any, m *store.PayloadMatch) (string, []string, []any) {
 	q := `SELECT ` + jobColumns + ` FROM (SELECT * FROM docket_jobs`
 	if len(where) > 0 {
@@ -28,7 +30,7 @@ func payloadWindow(where []string, args []any, m *store.PayloadMatch) (string, [
 	or := []string{"(json_type(payload, ?) = 'text' AND json_extract(payload, ?) = ?)"}
 	args = append(args, p, p, m.Text)
 	if m.Number != "" {
-		or = append(or, "(json_type(payload, ?) IN ('integer', 'real') AND json_extract(payload, ?) = CAST(? AS REAL))")
+		or = append(or, "(json_type(payload, ?) IN ('integer', 'real') AND json_extract(payload, ?) = CAST(? AS NUMERIC))")
 		args = append(args, p, p, m.Number)
 	}
 	if m.Literal != "" {
