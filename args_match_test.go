@@ -82,3 +82,38 @@ func TestArgsMatchValidate(t *testing.T) {
 		require.Equal(t, tc.field, verr.Field)
 	}
 }
+
+// TestListArgsOutOfRange: a search by a value the database cannot take
+// as given is never an error of the database: a number beyond what a
+// PostgreSQL numeric holds (so no payload holds it) finds nothing, and a
+// value that is not UTF-8 text or holds NUL (no payload can) is a
+// *ValidationError naming args.value, on both backends alike.
+func TestListArgsOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			_, err = c.Insert(ctx, docket.RawArgs{Type: "t", Payload: json.RawMessage(`{"n": 1e300, "s": "x"}`)}, nil)
+			require.NoError(t, err)
+			for _, v := range []string{"1e200000", "-1e200000", "1e-20000", "0." + strings.Repeat("1", 20000), strings.Repeat("9", 140000)} {
+				rows, err := c.List(ctx, docket.ListParams{Args: &docket.ArgsMatch{Path: []string{"n"}, Value: v}})
+				short := v[:min(len(v), 12)]
+				require.NoError(t, err, short)
+				require.Empty(t, rows, short)
+			}
+			rows, err := c.List(ctx, docket.ListParams{Args: &docket.ArgsMatch{Path: []string{"n"}, Value: "1e300"}})
+			require.NoError(t, err)
+			require.Len(t, rows, 1, "a number in range still matches")
+			for _, v := range []string{"a\x00b", "\xff", "x\xc3"} {
+				_, err := c.List(ctx, docket.ListParams{Args: &docket.ArgsMatch{Path: []string{"s"}, Value: v}})
+				var verr *docket.ValidationError
+				require.ErrorAs(t, err, &verr, "%q", v)
+				require.Equal(t, "args.value", verr.Field, "%q", v)
+			}
+		})
+	}
+}
