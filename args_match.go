@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/docket-run/docket/internal/store"
 )
@@ -53,6 +54,10 @@ func (m *ArgsMatch) Validate() error {
 			errs = append(errs, &ValidationError{Field: "args.path", Message: fmt.Sprintf("key %q: keys are 1 to %d letters, digits, '_' or '-'", k, argsKeyMax)})
 			break
 		}
+	}
+	if !utf8.ValidString(m.Value) || strings.ContainsRune(m.Value, 0) {
+		// No payload holds such a string (PostgreSQL's text cannot).
+		errs = append(errs, &ValidationError{Field: "args.value", Message: "must be UTF-8 text without NUL"})
 	}
 	if m.Within < 0 || m.Within > ArgsWithinMax {
 		errs = append(errs, &ValidationError{Field: "args.within", Message: fmt.Sprintf("must be from 0 (the default, %d) to %d", ArgsWithinDefault, ArgsWithinMax)})

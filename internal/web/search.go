@@ -42,7 +42,7 @@ func parseArgsSearch(s string) (*docket.ArgsMatch, error) {
 	if err := m.Validate(); err != nil {
 		var verr *docket.ValidationError
 		if errors.As(err, &verr) {
-			return nil, errors.New("args: path " + verr.Message)
+			return nil, errors.New("args: " + strings.TrimPrefix(verr.Field, "args.") + " " + verr.Message)
 		}
 		return nil, errors.New("args: " + err.Error())
 	}
