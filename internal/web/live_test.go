@@ -300,3 +300,42 @@ func TestLiveStreamEndsWithSession(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveStreamEndsWithExpiryOrRevokedKey: a live stream ends when its
+// session expires and when its API key is revoked (at the next re-check
+// of the key), as any request of the session would be refused.
+func TestLiveStreamEndsWithExpiryOrRevokedKey(t *testing.T) {
+	t.Parallel()
+	ended := func(t *testing.T, events <-chan sseEvent, what string) {
+		t.Helper()
+		deadline := time.After(3 * liveFallback)
+		for {
+			select {
+			case _, ok := <-events:
+				if !ok {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the stream outlived its session (%s)", what)
+			}
+		}
+	}
+	t.Run("Expiry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testdb.Backends()[0])
+		events := b.signIn(t, docket.RoleViewer).stream(t, "/overview/events")
+		b.clock.Add(SessionTTLDefault + time.Second)
+		ended(t, events, "expired")
+	})
+	t.Run("RevokedKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testdb.Backends()[0])
+		secret, key, err := b.client.CreateAPIKey(context.Background(), "revoked", docket.RoleViewer)
+		require.NoError(t, err)
+		b.keys[docket.RoleViewer] = secret
+		events := b.signIn(t, docket.RoleViewer).stream(t, "/overview/events")
+		require.NoError(t, b.client.RevokeAPIKey(context.Background(), key.ID))
+		b.clock.Add(recheckKeyEvery)
+		ended(t, events, "key revoked")
+	})
+}
