@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,12 +37,17 @@ type bulkData struct {
 	IDs    []string
 	// The filter as typed (scope filter).
 	State, Type, Queue, Args string
-	Count                    int  // how many jobs the action is on
-	More                     bool // the filter matches more than bulkMax
-	Sample                   []*docket.JobRow
-	Errors                   []string // each naming its field
-	Result                   *bulkResult
-	Back                     string // the jobs list this came from
+	Count                    int // how many jobs the action is on
+	// Set fingerprints the ids a filter matched when the confirmation was
+	// shown: a confirmation acts only on that same set (at the bulkMax
+	// cap the count alone cannot tell that newer jobs took older ones'
+	// places).
+	Set    string
+	More   bool // the filter matches more than bulkMax
+	Sample []*docket.JobRow
+	Errors []string // each naming its field
+	Result *bulkResult
+	Back   string // the jobs list this came from
 }
 
 // bulkResult is what a bulk action did.
@@ -135,9 +142,16 @@ func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Count = len(ids)
+	if p != nil {
+		d.Set = idSetFingerprint(ids)
+	}
 	switch confirm := strings.TrimSpace(f.Get("confirm")); {
 	case d.Count == 0 || confirm == "":
 		h.renderPage(w, r, "bulk", "Confirm", d)
+		return
+	case confirm == strconv.Itoa(d.Count) && p != nil && f.Get("set") != d.Set:
+		d.Errors = append(d.Errors, fmt.Sprintf("confirm: the filter now matches other jobs than the %d confirmed: check and confirm again", d.Count))
+		h.renderPageStatus(w, r, http.StatusConflict, "bulk", "Confirm", d)
 		return
 	case confirm == strconv.Itoa(d.Count):
 	case confirm == f.Get("expect"):
@@ -207,4 +221,14 @@ func bulkFilterQuery(d *bulkData) url.Values {
 // everything it shows is offered only then).
 func (d *jobsData) Filtered() bool {
 	return d.State != "" || d.Type != "" || d.Queue != "" || d.Args != ""
+}
+
+// idSetFingerprint is a short hash of ids in their order (the newest
+// first, as the list gives them).
+func idSetFingerprint(ids []uuid.UUID) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write(id[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -157,20 +157,29 @@ func TestJobsBulk(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Equal(t, "3", text(find(r.Doc, "strong", "bulk-count")))
 		require.Equal(t, "3", formValue(r.Doc, "expect"))
+		set := formValue(r.Doc, "set")
+		require.Len(t, set, 32, "the confirmation carries the fingerprint of the jobs it listed")
 		unchanged()
-		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "2", "expect", "3"))
+		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "2", "expect", "3", "set", set))
 		require.Equal(t, http.StatusBadRequest, r.Status)
 		require.Contains(t, text(find(r.Doc, "ul", "bulk-errors")), "type 3 to confirm")
 		unchanged()
 		// The matches changed since: confirm again.
 		extra := dead(t, b.client, "images")
-		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "3", "expect", "3"))
+		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "3", "expect", "3", "set", set))
 		require.Equal(t, http.StatusConflict, r.Status)
 		require.Contains(t, text(find(r.Doc, "ul", "bulk-errors")), "now matches 4 jobs")
 		require.Equal(t, "4", text(find(r.Doc, "strong", "bulk-count")))
 		unchanged()
+		// The same count over other jobs (what happens at the bulkMax cap,
+		// where the count is always bulkMax) is refused too: the typed
+		// count matches, the set does not.
+		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "4", "expect", "4", "set", set))
+		require.Equal(t, http.StatusConflict, r.Status)
+		require.Contains(t, text(find(r.Doc, "ul", "bulk-errors")), "other jobs than the 4 confirmed")
+		unchanged()
 		images = append(images, extra)
-		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "4", "expect", "4"))
+		r = producer.post(t, "/jobs/bulk", with(filter, "confirm", "4", "expect", "4", "set", formValue(r.Doc, "set")))
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Contains(t, text(find(r.Doc, "p", "bulk-result")), "retry: 4 changed, 0 unchanged")
 		for _, j := range images {
