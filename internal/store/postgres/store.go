@@ -87,6 +87,10 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerUUID(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
