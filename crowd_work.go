@@ -129,13 +129,9 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 	if err != nil {
 		return nil, err
 	}
-	who, err := c.store.ContributorGet(ctx, contributorID)
-	if err != nil {
-		return nil, err
-	}
-	if !eligible(who, pool) {
-		return nil, &NotEligibleError{ContributorID: who.ID, PoolID: pool.ID, Reason: "a skill or a channel the pool requires is missing"}
-	}
+	// The contributor is not read here: the take itself checks that they
+	// exist, are active, have the pool's skills and a channel of it and
+	// are not flagged in it, in the same statement.
 	ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
 	if err != nil {
 		return nil, err
@@ -161,7 +157,65 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 	if err != nil {
 		return nil, err
 	}
+	c.refs.put(taken.Assignment.ID, assignmentRef{PoolID: poolID, ContributorID: contributorID, UnitID: taken.Unit.ID, RunID: taken.Unit.RunID})
 	return &TakenAssignment{Assignment: taken.Assignment, Unit: taken.Unit, Task: ct, TaskName: pool.Task, TaskVer: pool.TaskVersion}, nil
+}
+
+// assignmentRef is what never changes of an assignment: whose it is, of
+// which pool, unit and run.
+type assignmentRef struct {
+	PoolID, ContributorID, UnitID, RunID uuid.UUID
+}
+
+// assignmentRefsMax bounds the assignment references a client keeps; past
+// it they are all dropped (an assignment taken but never submitted here —
+// released, expired, submitted through another node — stays until then).
+const assignmentRefsMax = 100_000
+
+// assignmentRefs remembers the assignments taken through this client, so
+// that their judgment (usually on the same node) needs no read before its
+// transaction: the pool to validate against, the owner, the run to lock.
+// An entry can only be missing, never wrong (the fields never change);
+// missing, the assignment is read (JudgmentSubmit).
+type assignmentRefs struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]assignmentRef
+}
+
+func (r *assignmentRefs) put(id uuid.UUID, ref assignmentRef) {
+	r.mu.Lock()
+	if r.m == nil || len(r.m) >= assignmentRefsMax {
+		r.m = map[uuid.UUID]assignmentRef{}
+	}
+	r.m[id] = ref
+	r.mu.Unlock()
+}
+
+func (r *assignmentRefs) get(id uuid.UUID) (assignmentRef, bool) {
+	r.mu.Lock()
+	ref, ok := r.m[id]
+	r.mu.Unlock()
+	return ref, ok
+}
+
+func (r *assignmentRefs) drop(id uuid.UUID) {
+	r.mu.Lock()
+	delete(r.m, id)
+	r.mu.Unlock()
+}
+
+// assignmentRef reads what never changes of an assignment, from the
+// cache or else from the store (RunID is then unknown: uuid.Nil with
+// known false).
+func (c *Client) assignmentRef(ctx context.Context, id uuid.UUID) (ref assignmentRef, runKnown bool, err error) {
+	if ref, ok := c.refs.get(id); ok {
+		return ref, true, nil
+	}
+	a, err := c.store.AssignmentGet(ctx, id)
+	if err != nil {
+		return assignmentRef{}, false, err
+	}
+	return assignmentRef{PoolID: a.PoolID, ContributorID: a.ContributorID, UnitID: a.UnitID}, false, nil
 }
 
 // poolSettings reads what never changes of a pool — its step, task
@@ -380,14 +434,22 @@ type SubmittedJudgment struct {
 // whose unit was CANCELED (Reason RefusedUnitCanceled: the work is no
 // longer wanted; the judgment is not stored).
 func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID uuid.UUID, data json.RawMessage) (*SubmittedJudgment, error) {
-	a, err := c.store.AssignmentGet(ctx, assignmentID)
+	// What the judgment needs before its transaction — the owner, the
+	// pool's task, the run — never changes, and an assignment taken here
+	// is remembered (assignmentRefs): then only the transaction reads and
+	// writes, in as few statements as it can.
+	ref, runKnown, err := c.assignmentRef(ctx, assignmentID)
 	if err != nil {
 		return nil, err
 	}
-	if a.ContributorID != contributorID {
+	if ref.ContributorID != contributorID {
+		a, err := c.store.AssignmentGet(ctx, assignmentID)
+		if err != nil {
+			return nil, err
+		}
 		return nil, &AssignmentError{AssignmentID: a.ID, Reason: crowd.RefusedNotOwner, State: a.State}
 	}
-	pool, err := c.poolSettings(ctx, a.PoolID)
+	pool, err := c.poolSettings(ctx, ref.PoolID)
 	if err != nil {
 		return nil, err
 	}
@@ -398,10 +460,6 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	if _, err := ct.ParseJudgment(data); err != nil {
 		return nil, err
 	}
-	trust, err := c.store.PoolContributorGet(ctx, a.PoolID, contributorID)
-	if err != nil {
-		return nil, err
-	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
@@ -409,31 +467,36 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	out := &SubmittedJudgment{}
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		if pool.Workflow != "" {
-			if err := lockRunOfUnit(ctx, tx, a.UnitID); err != nil {
+			var err error
+			if runKnown {
+				err = lockRun(ctx, tx, ref.RunID)
+			} else {
+				err = lockRunOfUnit(ctx, tx, ref.UnitID)
+			}
+			if err != nil {
 				return err
 			}
 		}
 		now := c.cfg.Now()
-		j, created, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
-			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Trust: trust.Trust, Now: now,
+		// Trust nil: the insert reads the contributor's trust in the pool.
+		ins, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
+			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Now: now,
 		})
 		if err != nil {
 			return err
 		}
-		out.Judgment, out.Created = j, created
-		if !created {
+		j := ins.Judgment
+		out.Judgment, out.Created = j, ins.Created
+		if !ins.Created {
 			return nil
 		}
-		unit, err := tx.UnitGet(ctx, j.UnitID)
-		if err != nil {
-			return err
-		}
+		unit := ins.Unit
 		if unit.State == crowd.UnitCanceled {
 			// Rolled back: the judgment is not stored, the assignment
 			// stays as it was (its lease lapses as any other).
-			return &AssignmentError{AssignmentID: a.ID, Reason: crowd.RefusedUnitCanceled, State: a.State}
+			return &AssignmentError{AssignmentID: assignmentID, Reason: crowd.RefusedUnitCanceled, State: crowd.AssignmentActive}
 		}
-		if j.Golden {
+		if unit.Golden {
 			return nil
 		}
 		if unit.State != crowd.UnitJudgable || unit.JudgmentCount < unit.JudgmentsPerUnit {
@@ -460,6 +523,7 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	if err != nil {
 		return nil, err
 	}
+	c.refs.drop(assignmentID)
 	return out, nil
 }
 
@@ -482,10 +546,16 @@ func lockRunOfUnit(ctx context.Context, tx store.Tx, unitID uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	if unit.RunID == uuid.Nil {
+	return lockRun(ctx, tx, unit.RunID)
+}
+
+// lockRun takes the lock of run runID (none for uuid.Nil: a unit of no
+// run) as lockRunOfUnit does, when the unit's run is known already.
+func lockRun(ctx context.Context, tx store.Tx, runID uuid.UUID) error {
+	if runID == uuid.Nil {
 		return nil
 	}
-	_, err = tx.RunLock(ctx, unit.RunID)
+	_, err := tx.RunLock(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // pruned: nothing to advance
 	}

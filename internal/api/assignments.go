@@ -110,12 +110,15 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
-	me, err := s.worker(ctx)
+	me, err := s.workerID(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	t, err := s.client.AssignmentTake(ctx, req.poolID, me.ID)
+	t, err := s.client.AssignmentTake(ctx, req.poolID, me)
 	if errors.Is(err, docket.ErrNotFound) {
+		if _, err := s.me(ctx); err != nil {
+			return 0, nil, err // the key's contributor, not the pool
+		}
 		return 0, nil, notFound("no pool " + req.poolID.String())
 	}
 	if err != nil {
@@ -132,6 +135,19 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 			Instructions: t.Task.Template.Instructions, Display: display, Fields: t.Task.Fields, Schema: t.Task.Schema},
 		ExpiresAt: t.Assignment.ExpiresAt.UTC(),
 	}, nil
+}
+
+// myID is the contributor of the request's key, not read: the hot
+// path's stores check the contributor in the statements that act for
+// them (a take refuses one that does not exist, is not active or may not
+// work on the pool; a judgment needs their assignment), and a refusal
+// asks s.me for the precise answer.
+func (s *Server) myID(ctx context.Context) (uuid.UUID, error) {
+	k := principal(ctx)
+	if k == nil || k.ContributorID == uuid.Nil {
+		return uuid.Nil, forbidden("this endpoint is for contributor keys")
+	}
+	return k.ContributorID, nil
 }
 
 type assignmentView struct {

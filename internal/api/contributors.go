@@ -203,6 +203,7 @@ func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *pat
 		p.State = &st
 	}
 	c, err := s.client.ContributorUpdate(ctx, id, p)
+	s.forgetWorker(id)
 	if errors.Is(err, docket.ErrNotFound) {
 		return 0, nil, notFound("no contributor " + id.String())
 	}

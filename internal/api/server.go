@@ -75,6 +75,7 @@ type Server struct {
 
 	authMu    sync.Mutex
 	authCache map[string]authEntry
+	workers   workerCache // contributors' states for workerID (workers.go)
 }
 
 type authEntry struct {

@@ -72,8 +72,10 @@ type CrowdTx interface {
 	// judgment.received outbox row is written. It is idempotent per
 	// assignment: the same data again returns the stored judgment with
 	// created = false and writes nothing; other data is a
-	// *crowd.JudgmentConflictError.
-	JudgmentInsert(ctx context.Context, p *JudgmentInsertParams) (j *crowd.Judgment, created bool, err error)
+	// *crowd.JudgmentConflictError. With a new judgment comes the unit as
+	// the insert left it (its state, counts and run), so the caller
+	// decides about finalization without reading it again.
+	JudgmentInsert(ctx context.Context, p *JudgmentInsertParams) (*JudgmentInserted, error)
 	// JudgmentList lists the judgments of a unit or of a pool, newest
 	// first (id descending).
 	JudgmentList(ctx context.Context, p *JudgmentListParams) ([]*crowd.Judgment, error)
@@ -149,8 +151,9 @@ type CrowdStore interface {
 	// p.Golden takes golden units instead of regular ones.
 	// crowd.ErrNoUnit when there is none; *crowd.PoolNotOpenError when the
 	// pool is not OPEN; *crowd.NotEligibleError when the contributor is
-	// not active or is flagged in the pool; ErrNotFound when the pool or
-	// the contributor does not exist.
+	// not active, lacks a skill the pool requires or shares none of its
+	// channels (crowd.SkillsMatch), or is flagged in the pool; ErrNotFound
+	// when the pool or the contributor does not exist.
 	AssignmentTake(ctx context.Context, p *AssignmentTakeParams) (*crowd.Taken, error)
 	// AssignmentHeartbeat records that the contributor still works on the
 	// assignment. Fenced: *crowd.AssignmentError when it is not ACTIVE,
@@ -674,8 +677,34 @@ type JudgmentInsertParams struct {
 	AssignmentID  uuid.UUID
 	ContributorID uuid.UUID // fencing: must hold the assignment
 	Data          json.RawMessage
-	Trust         *float64 // the contributor's trust in the pool now; nil for none
-	Now           time.Time
+	// Trust is the contributor's trust in the pool to record with the
+	// judgment; nil: the store reads it from what the pool knows of the
+	// contributor (PoolContributorGet), in the same statement (none when
+	// the pool has no trust for them).
+	Trust *float64
+	Now   time.Time
+}
+
+// JudgmentInserted is what JudgmentInsert did.
+type JudgmentInserted struct {
+	Judgment *crowd.Judgment
+	// Created is false when the same data was stored before through the
+	// assignment: Judgment is that one and nothing was written.
+	Created bool
+	// Unit is the judged unit right after the insert (nil when not
+	// Created).
+	Unit *JudgedUnit
+}
+
+// JudgedUnit is what a judgment's insert tells of its unit: enough to
+// decide whether the judgment finalizes it.
+type JudgedUnit struct {
+	ID               uuid.UUID
+	RunID            uuid.UUID // uuid.Nil for a unit of no run
+	State            crowd.UnitState
+	Golden           bool
+	JudgmentCount    int // with this judgment
+	JudgmentsPerUnit int
 }
 
 // Validate names every invalid field.

@@ -50,14 +50,16 @@ func assignmentGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Assignment
 // takeSQL takes one slot of one unit in one statement: pick (one of the
 // strategies' pick CTEs: an available unit, locked, skipping rows another
 // taker holds), slots_taken + 1, the assignment, the pool's counter. The
-// pool must be OPEN and the contributor active and not flagged in the
-// pool; %s is the pick.
+// pool must be OPEN and the contributor active, holding every skill the
+// pool requires and a channel of it (if it names any), and not flagged in
+// the pool; %s is the pick.
 const takeSQL = `
 WITH pool AS (
-	SELECT 1 FROM docket_pools WHERE id = @pool AND status = 'OPEN'
+	SELECT skills, channels FROM docket_pools WHERE id = @pool AND status = 'OPEN'
 ),
 who AS (
-	SELECT 1 FROM docket_contributors k WHERE k.id = @contributor AND k.state = 'active'
+	SELECT 1 FROM docket_contributors k, pool p WHERE k.id = @contributor AND k.state = 'active'
+		AND k.skills @> p.skills AND (cardinality(p.channels) = 0 OR k.channels && p.channels)
 		AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
 			WHERE pc.pool_id = @pool AND pc.contributor_id = @contributor AND pc.flagged)
 ),
@@ -177,27 +179,32 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 // takeRefused explains a take that found nothing.
 func takeRefused(ctx context.Context, c conn, p *store.AssignmentTakeParams) error {
 	var (
-		status, state *string
-		flagged       *bool
+		status, state  *string
+		flagged, match *bool
 	)
 	err := c.QueryRow(ctx, `SELECT (SELECT status FROM docket_pools WHERE id = $1),
 		(SELECT state FROM docket_contributors WHERE id = $2),
-		(SELECT flagged FROM docket_pool_contributors WHERE pool_id = $1 AND contributor_id = $2)`,
-		p.PoolID, p.ContributorID).Scan(&status, &state, &flagged)
+		(SELECT flagged FROM docket_pool_contributors WHERE pool_id = $1 AND contributor_id = $2),
+		(SELECT k.skills @> p.skills AND (cardinality(p.channels) = 0 OR k.channels && p.channels)
+			FROM docket_pools p, docket_contributors k WHERE p.id = $1 AND k.id = $2)`,
+		p.PoolID, p.ContributorID).Scan(&status, &state, &flagged, &match)
 	if err != nil {
 		return fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
 	}
-	return refusal(p, status, state, flagged)
+	return refusal(p, status, state, flagged, match != nil && *match)
 }
 
 // refusal is the error of a take that found nothing, from what the pool
-// and the contributor are (nil: no such row).
-func refusal(p *store.AssignmentTakeParams, status, state *string, flagged *bool) error {
+// and the contributor are (nil: no such row; match: the contributor has
+// the pool's skills and a channel of it).
+func refusal(p *store.AssignmentTakeParams, status, state *string, flagged *bool, match bool) error {
 	switch {
 	case status == nil:
 		return fmt.Errorf("take assignment: pool %s: %w", p.PoolID, store.ErrNotFound)
 	case state == nil:
 		return fmt.Errorf("take assignment: contributor %s: %w", p.ContributorID, store.ErrNotFound)
+	case !match:
+		return &crowd.NotEligibleError{ContributorID: p.ContributorID, PoolID: p.PoolID, Reason: crowd.ReasonMissingSkill}
 	case crowd.PoolStatus(*status) != crowd.PoolOpen:
 		return &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: crowd.PoolStatus(*status)}
 	case crowd.ContributorState(*state) != crowd.ContributorActive:

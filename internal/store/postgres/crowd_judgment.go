@@ -33,8 +33,12 @@ func scanJudgment(r rowScanner) (*crowd.Judgment, error) {
 
 // judgmentInsertSQL is the intake of one judgment in one statement: the
 // assignment (ACTIVE, the contributor's, not expired) becomes SUBMITTED,
-// the unit counts the judgment, the judgment is stored, the pool's
-// counters move and judgment.received is written.
+// the unit counts the judgment, the judgment is stored (with @trust, or
+// the pool's trust in the contributor when it is NULL), the pool's
+// counters move and judgment.received is written. It returns the
+// judgment and the unit as its update left it: the unit row is locked by
+// that update, so its state is the latest committed (a cancel that
+// committed first shows as CANCELED).
 const judgmentInsertSQL = `
 WITH a AS (
 	UPDATE docket_assignments SET state = 'SUBMITTED', finished_at = @now
@@ -44,12 +48,15 @@ WITH a AS (
 u AS (
 	UPDATE docket_units u SET judgment_count = u.judgment_count + 1, updated_at = @now
 	FROM a WHERE u.id = a.unit_id
-	RETURNING u.id, u.golden, u.judgment_count, u.judgments_per_unit
+	RETURNING u.id, u.run_id, u.state, u.golden, u.judgment_count, u.judgments_per_unit
 ),
 j AS (
 	INSERT INTO docket_judgments (id, assignment_id, unit_id, pool_id, contributor_id, data, trust, golden,
 		started_at, submitted_at)
-	SELECT @id, a.id, a.unit_id, a.pool_id, a.contributor_id, @data::jsonb, @trust, u.golden, a.started_at, @now
+	SELECT @id, a.id, a.unit_id, a.pool_id, a.contributor_id, @data::jsonb,
+		coalesce(@trust::double precision, (SELECT pc.trust FROM docket_pool_contributors pc
+			WHERE pc.pool_id = a.pool_id AND pc.contributor_id = a.contributor_id)),
+		u.golden, a.started_at, @now
 	FROM a JOIN u ON u.id = a.unit_id
 	RETURNING *
 ),
@@ -64,48 +71,64 @@ o AS (
 		'judgmentCount', u.judgment_count, 'judgmentsPerUnit', u.judgments_per_unit), @now
 	FROM j JOIN u ON u.id = j.unit_id
 )
-SELECT ` + judgmentColumns + ` FROM j`
+SELECT j.id, j.assignment_id, j.unit_id, j.pool_id, j.contributor_id, j.data, j.trust, j.golden, j.tainted,
+	j.started_at, j.submitted_at, u.run_id, u.state, u.judgment_count, u.judgments_per_unit
+FROM j JOIN u ON u.id = j.unit_id`
 
 // JudgmentInsert implements store.Store.
-func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	return judgmentInsert(ctx, s.pool, p)
 }
 
-func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	if err := p.Validate(); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	now := dbTime(p.Now)
-	j, err := scanJudgment(c.QueryRow(ctx, judgmentInsertSQL, pgx.NamedArgs{
+	var (
+		j     crowd.Judgment
+		data  []byte
+		runID *uuid.UUID
+		state string
+		unit  store.JudgedUnit
+	)
+	err := c.QueryRow(ctx, judgmentInsertSQL, pgx.NamedArgs{
 		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
 		"trust": p.Trust, "now": now, "shard": shard(ctx),
-	}))
+	}).Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
+		&j.Tainted, &j.StartedAt, &j.SubmittedAt, &runID, &state, &unit.JudgmentCount, &unit.JudgmentsPerUnit)
 	if err == nil {
-		return j, true, nil
+		j.Data = json.RawMessage(data)
+		j.StartedAt, j.SubmittedAt = j.StartedAt.UTC(), j.SubmittedAt.UTC()
+		unit.ID, unit.State, unit.Golden = j.UnitID, crowd.UnitState(state), j.Golden
+		if runID != nil {
+			unit.RunID = *runID
+		}
+		return &store.JudgmentInserted{Judgment: &j, Created: true, Unit: &unit}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
 	}
 	// Nothing changed: say why, or find the judgment stored before.
 	a, err := assignmentGet(ctx, c, p.AssignmentID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if a.ContributorID == p.ContributorID && a.State == crowd.AssignmentSubmitted {
 		prev, err := scanJudgment(c.QueryRow(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
 			WHERE assignment_id = $1`, p.AssignmentID))
 		if err != nil {
-			return nil, false, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
+			return nil, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
 		}
 		if !store.SameJSON(prev.Data, p.Data) {
-			return nil, false, &crowd.JudgmentConflictError{AssignmentID: p.AssignmentID, JudgmentID: prev.ID}
+			return nil, &crowd.JudgmentConflictError{AssignmentID: p.AssignmentID, JudgmentID: prev.ID}
 		}
-		return prev, false, nil
+		return &store.JudgmentInserted{Judgment: prev}, nil
 	}
 	if err := store.RefuseAssignment(a, p.ContributorID, now, true); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return nil, false, fmt.Errorf("insert judgment for assignment %s: it changed meanwhile; try again", p.AssignmentID)
+	return nil, fmt.Errorf("insert judgment for assignment %s: it changed meanwhile; try again", p.AssignmentID)
 }
 
 // JudgmentList implements store.Store.

@@ -90,9 +90,9 @@ func (t *storeTx) AssignmentGet(ctx context.Context, id uuid.UUID) (*crowd.Assig
 }
 
 // JudgmentInsert implements store.Tx.
-func (t *storeTx) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func (t *storeTx) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	if t.tx == nil {
-		return nil, false, errTxDone
+		return nil, errTxDone
 	}
 	return judgmentInsert(ctx, t.tx, p)
 }

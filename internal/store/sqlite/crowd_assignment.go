@@ -79,19 +79,33 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 
 func assignmentTake(ctx context.Context, tx *sql.Tx, p *store.AssignmentTakeParams) (*crowd.Taken, error) {
 	var (
-		status, state sql.NullString
-		flagged       sql.NullInt64
+		status, state                           sql.NullString
+		poolSkills, poolChans, skills, channels sql.NullString
+		flagged                                 sql.NullInt64
 	)
 	pool, who := p.PoolID.String(), p.ContributorID.String()
 	if err := tx.QueryRowContext(ctx, `SELECT (SELECT status FROM docket_pools WHERE id = ?1),
 		(SELECT state FROM docket_contributors WHERE id = ?2),
-		(SELECT flagged FROM docket_pool_contributors WHERE pool_id = ?1 AND contributor_id = ?2)`, pool, who).
-		Scan(&status, &state, &flagged); err != nil {
+		(SELECT flagged FROM docket_pool_contributors WHERE pool_id = ?1 AND contributor_id = ?2),
+		(SELECT skills FROM docket_pools WHERE id = ?1), (SELECT channels FROM docket_pools WHERE id = ?1),
+		(SELECT skills FROM docket_contributors WHERE id = ?2), (SELECT channels FROM docket_contributors WHERE id = ?2)`, pool, who).
+		Scan(&status, &state, &flagged, &poolSkills, &poolChans, &skills, &channels); err != nil {
 		return nil, fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
 	}
-	if !status.Valid || !state.Valid || status.String != string(crowd.PoolOpen) ||
+	match := false
+	if status.Valid && state.Valid {
+		names := make([][]string, 4)
+		for i, s := range []string{poolSkills.String, poolChans.String, skills.String, channels.String} {
+			var err error
+			if names[i], err = decodeNames(s); err != nil {
+				return nil, fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
+			}
+		}
+		match = crowd.SkillsMatch(names[0], names[1], names[2], names[3])
+	}
+	if !status.Valid || !state.Valid || !match || status.String != string(crowd.PoolOpen) ||
 		state.String != string(crowd.ContributorActive) || flagged.Int64 != 0 {
-		return nil, refusal(p, status, state, flagged)
+		return nil, refusal(p, status, state, flagged, match)
 	}
 	cond := openUnit
 	if p.Golden {
@@ -156,12 +170,14 @@ func assignmentTake(ctx context.Context, tx *sql.Tx, p *store.AssignmentTakePara
 }
 
 // refusal is the error of a take the pool or the contributor refuses.
-func refusal(p *store.AssignmentTakeParams, status, state sql.NullString, flagged sql.NullInt64) error {
+func refusal(p *store.AssignmentTakeParams, status, state sql.NullString, flagged sql.NullInt64, match bool) error {
 	switch {
 	case !status.Valid:
 		return fmt.Errorf("take assignment: pool %s: %w", p.PoolID, store.ErrNotFound)
 	case !state.Valid:
 		return fmt.Errorf("take assignment: contributor %s: %w", p.ContributorID, store.ErrNotFound)
+	case !match:
+		return &crowd.NotEligibleError{ContributorID: p.ContributorID, PoolID: p.PoolID, Reason: crowd.ReasonMissingSkill}
 	case status.String != string(crowd.PoolOpen):
 		return &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: crowd.PoolStatus(status.String)}
 	case state.String != string(crowd.ContributorActive):
@@ -328,27 +344,24 @@ func scanJudgment(r scanner) (*crowd.Judgment, error) {
 }
 
 // JudgmentInsert implements store.Store.
-func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	if err := p.Validate(); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	var (
-		j       *crowd.Judgment
-		created bool
-	)
+	var out *store.JudgmentInserted
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		j, created, err = judgmentInsert(ctx, tx, p)
+		out, err = judgmentInsert(ctx, tx, p)
 		return err
 	})
-	return j, created, err
+	return out, err
 }
 
 // judgmentInsert is the intake of one judgment in the write transaction
 // tx: the fenced change of the assignment first, then the rest.
-func judgmentInsert(ctx context.Context, tx *sql.Tx, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func judgmentInsert(ctx context.Context, tx *sql.Tx, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	if err := p.Validate(); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	now := micros(p.Now)
 	a, err := scanAssignment(tx.QueryRowContext(ctx, `UPDATE docket_assignments SET state = 'SUBMITTED', finished_at = ?3
@@ -358,61 +371,72 @@ func judgmentInsert(ctx context.Context, tx *sql.Tx, p *store.JudgmentInsertPara
 		return judgmentRefused(ctx, tx, p)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
 	}
 	var (
 		golden     int64
 		count, jpu int
+		runID      sql.NullString
+		state      string
+		trust      sql.NullFloat64
 	)
 	if err := tx.QueryRowContext(ctx, `UPDATE docket_units SET judgment_count = judgment_count + 1, updated_at = ?
-		WHERE id = ? RETURNING golden, judgment_count, judgments_per_unit`, now, a.UnitID.String()).Scan(&golden, &count, &jpu); err != nil {
-		return nil, false, fmt.Errorf("insert judgment for assignment %s: count on the unit: %w", p.AssignmentID, err)
+		WHERE id = ? RETURNING golden, judgment_count, judgments_per_unit, run_id, state,
+			(SELECT trust FROM docket_pool_contributors WHERE pool_id = ? AND contributor_id = ?)`,
+		now, a.UnitID.String(), a.PoolID.String(), a.ContributorID.String()).Scan(&golden, &count, &jpu, &runID, &state, &trust); err != nil {
+		return nil, fmt.Errorf("insert judgment for assignment %s: count on the unit: %w", p.AssignmentID, err)
 	}
-	var trust any
 	if p.Trust != nil {
-		trust = *p.Trust
+		trust = sql.NullFloat64{Float64: *p.Trust, Valid: true}
+	}
+	unit := &store.JudgedUnit{ID: a.UnitID, State: crowd.UnitState(state), Golden: golden != 0, JudgmentCount: count, JudgmentsPerUnit: jpu}
+	if runID.Valid {
+		var err error
+		if unit.RunID, err = parseUUID("run", runID.String); err != nil {
+			return nil, err
+		}
 	}
 	j, err := scanJudgment(tx.QueryRowContext(ctx, `INSERT INTO docket_judgments (id, assignment_id, unit_id, pool_id,
 		contributor_id, data, trust, golden, started_at, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+judgmentColumns, p.ID.String(), a.ID.String(), a.UnitID.String(), a.PoolID.String(),
 		a.ContributorID.String(), string(p.Data), trust, golden, micros(a.StartedAt), now))
 	if err != nil {
-		return nil, false, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE docket_pool_counters SET judgments = judgments + 1,
 		active_assignments = active_assignments - 1 WHERE pool_id = ? AND shard = ?`, a.PoolID.String(), poolShard); err != nil {
-		return nil, false, fmt.Errorf("insert judgment for assignment %s: count: %w", p.AssignmentID, err)
+		return nil, fmt.Errorf("insert judgment for assignment %s: count: %w", p.AssignmentID, err)
 	}
 	data := crowd.JudgmentReceivedData{JudgmentID: j.ID, AssignmentID: a.ID, UnitID: a.UnitID, PoolID: a.PoolID,
 		ContributorID: a.ContributorID, Golden: j.Golden, JudgmentCount: count, JudgmentsPerUnit: jpu}
 	if err := insertOutbox(ctx, tx, crowd.EventJudgmentReceived, data, p.Now); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return j, true, nil
+	return &store.JudgmentInserted{Judgment: j, Created: true, Unit: unit}, nil
 }
 
 // judgmentRefused explains an intake whose assignment was not ACTIVE and
 // the contributor's, or finds the judgment stored before.
-func judgmentRefused(ctx context.Context, tx *sql.Tx, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
+func judgmentRefused(ctx context.Context, tx *sql.Tx, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	a, err := assignmentGet(ctx, tx, p.AssignmentID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if a.ContributorID == p.ContributorID && a.State == crowd.AssignmentSubmitted {
 		prev, err := scanJudgment(tx.QueryRowContext(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
 			WHERE assignment_id = ?`, p.AssignmentID.String()))
 		if err != nil {
-			return nil, false, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
+			return nil, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
 		}
 		if !store.SameJSON(prev.Data, p.Data) {
-			return nil, false, &crowd.JudgmentConflictError{AssignmentID: p.AssignmentID, JudgmentID: prev.ID}
+			return nil, &crowd.JudgmentConflictError{AssignmentID: p.AssignmentID, JudgmentID: prev.ID}
 		}
-		return prev, false, nil
+		return &store.JudgmentInserted{Judgment: prev}, nil
 	}
 	if err := store.RefuseAssignment(a, p.ContributorID, p.Now, true); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return nil, false, fmt.Errorf("insert judgment for assignment %s: it changed meanwhile; try again", p.AssignmentID)
+	return nil, fmt.Errorf("insert judgment for assignment %s: it changed meanwhile; try again", p.AssignmentID)
 }
 
 // JudgmentList implements store.Store.

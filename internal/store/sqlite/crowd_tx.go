@@ -109,17 +109,14 @@ func (t *storeTx) AssignmentGet(ctx context.Context, id uuid.UUID) (*crowd.Assig
 }
 
 // JudgmentInsert implements store.Tx.
-func (t *storeTx) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*crowd.Judgment, bool, error) {
-	var (
-		j       *crowd.Judgment
-		created bool
-	)
+func (t *storeTx) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
+	var out *store.JudgmentInserted
 	err := t.savepoint(ctx, func(tx *sql.Tx) error {
 		var err error
-		j, created, err = judgmentInsert(ctx, tx, p)
+		out, err = judgmentInsert(ctx, tx, p)
 		return err
 	})
-	return j, created, err
+	return out, err
 }
 
 // JudgmentList implements store.Tx.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func testAssignments(t *testing.T, open opener) {
 			go func() {
 				defer wg.Done()
 				errs <- b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
-					if _, _, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
+					if _, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
 						ContributorID: tk.Assignment.ContributorID, Data: json.RawMessage(`{"same":"yes"}`), Now: base}); err != nil {
 						return err
 					}
@@ -341,6 +342,43 @@ func testAssignments(t *testing.T, open opener) {
 		require.ErrorIs(t, err, crowd.ErrNoUnit, "never the same test question twice")
 	})
 
+	t.Run("TakeSkillsAndChannels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		pp := b.poolParams(t, 3)
+		pp.Skills, pp.Channels = []string{"en", "de"}, []string{"web", "app"}
+		p, _, err := b.s.PoolCreate(b.ctx, pp)
+		require.NoError(t, err)
+		b.units(t, p.ID, 2, crowd.UnitJudgable)
+		who := func(skills, channels []string) uuid.UUID {
+			c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: "ext-" + uuid.NewString(),
+				Skills: skills, Channels: channels, Now: base})
+			require.NoError(t, err)
+			return c.ID
+		}
+		for name, c := range map[string]uuid.UUID{
+			"a skill missing": who([]string{"en"}, []string{"web"}),
+			"no channel":      who([]string{"en", "de"}, []string{}),
+			"another channel": who([]string{"de", "en", "fr"}, []string{"mail"}),
+			"no skill at all": who([]string{}, []string{"app"}),
+		} {
+			var ne *crowd.NotEligibleError
+			_, err := b.s.AssignmentTake(b.ctx, takeParams(p.ID, c))
+			require.ErrorAs(t, err, &ne, name)
+			require.Equal(t, crowd.ReasonMissingSkill, ne.Reason, name)
+		}
+		require.Zero(t, b.counts(t, p.ID).ActiveAssignments, "no refused take holds a slot")
+		b.take(t, takeParams(p.ID, who([]string{"fr", "de", "en"}, []string{"mail", "app"})))
+
+		// A pool that names no channel takes anyone with its skills.
+		pp = b.poolParams(t, 3)
+		pp.Skills = []string{}
+		free, _, err := b.s.PoolCreate(b.ctx, pp)
+		require.NoError(t, err)
+		b.units(t, free.ID, 1, crowd.UnitJudgable)
+		b.take(t, takeParams(free.ID, who([]string{}, []string{})))
+	})
+
 	t.Run("TakeRefused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
@@ -538,11 +576,40 @@ func testAssignments(t *testing.T, open opener) {
 func (b *bundle) judge(t *testing.T, a *crowd.Assignment, data string, now time.Time) (*crowd.Judgment, bool, error) {
 	t.Helper()
 	trust := 0.8
-	return b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: a.ContributorID,
+	ins, err := b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: a.ContributorID,
 		Data: json.RawMessage(data), Trust: &trust, Now: now})
+	if err != nil {
+		return nil, false, err
+	}
+	require.Equal(t, ins.Created, ins.Unit != nil, "the unit comes with a new judgment only")
+	return ins.Judgment, ins.Created, nil
 }
 
 func testJudgments(t *testing.T, open opener) {
+	t.Run("InsertReadsTrust", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		b.units(t, p.ID, 1, crowd.UnitJudgable)
+		known, unknown := b.contributor(t), b.contributor(t)
+		trust := 0.6
+		_, err := b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: known.ID,
+			Trust: &trust, TestsAnswered: 5, TestsCorrect: 3, Now: base})
+		require.NoError(t, err)
+		for _, c := range []*crowd.Contributor{known, unknown} {
+			a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+			ins, err := b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID,
+				ContributorID: c.ID, Data: json.RawMessage(`{"same":"no"}`), Now: sinceBase(time.Minute)})
+			require.NoError(t, err)
+			if c == known {
+				require.NotNil(t, ins.Judgment.Trust, "no trust given: the pool's")
+				require.InDelta(t, trust, *ins.Judgment.Trust, 1e-9)
+			} else {
+				require.Nil(t, ins.Judgment.Trust, "the pool knows no trust of them")
+			}
+		}
+	})
+
 	t.Run("InsertIdempotentConflict", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
@@ -596,10 +663,10 @@ func testJudgments(t *testing.T, open opener) {
 
 		// Another contributor cannot submit through it.
 		other := b.contributor(t)
-		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: other.ID,
+		_, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID, ContributorID: other.ID,
 			Data: json.RawMessage(`{"same":"yes","note":"x"}`), Now: now})
 		requireRefused(t, err, crowd.RefusedNotOwner)
-		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: c.ID,
+		_, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: c.ID,
 			Data: json.RawMessage(`{}`), Now: now})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
@@ -702,9 +769,9 @@ func testJudgments(t *testing.T, open opener) {
 		_, err = b.s.JudgmentList(b.ctx, &store.JudgmentListParams{UnitID: newID(), PoolID: newID()})
 		requireFields(t, err, "poolId")
 		trust := 2.0
-		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{Data: json.RawMessage(`{`), Trust: &trust})
+		_, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{Data: json.RawMessage(`{`), Trust: &trust})
 		requireFields(t, err, "judgmentId", "assignmentId", "contributorId", "data", "trust", "now")
-		_, _, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: newID(),
+		_, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: newID(),
 			Data: json.RawMessage(`{"note":"\u0000"}`), Now: base})
 		requireFields(t, err, "data")
 	})
@@ -719,17 +786,23 @@ func testJudgments(t *testing.T, open opener) {
 		boom := errors.New("boom")
 		intake := func(ret error) error {
 			return b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
-				j, created, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID,
+				ins, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: a.ID,
 					ContributorID: c.ID, Data: json.RawMessage(`{"same":"yes"}`), Now: sinceBase(time.Minute)})
 				if err != nil {
 					return err
 				}
-				if !created {
+				if !ins.Created {
 					return errors.New("not created")
 				}
+				j := ins.Judgment
 				u, err := tx.UnitGet(ctx, j.UnitID)
 				if err != nil {
 					return err
+				}
+				want := store.JudgedUnit{ID: u.ID, RunID: u.RunID, State: u.State, Golden: u.Golden,
+					JudgmentCount: u.JudgmentCount, JudgmentsPerUnit: u.JudgmentsPerUnit}
+				if *ins.Unit != want {
+					return fmt.Errorf("the insert's unit %+v, read %+v", *ins.Unit, want)
 				}
 				if u.JudgmentCount < u.JudgmentsPerUnit {
 					return errors.New("not complete")

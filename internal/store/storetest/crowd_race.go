@@ -81,7 +81,8 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 		strategies = crowd.Strategies
 	}
 	for i := range cfg.Contributors {
-		c, err := s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: fmt.Sprintf("race-%d-%s", i, uuid.NewString()), Now: base})
+		c, err := s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: fmt.Sprintf("race-%d-%s", i, uuid.NewString()),
+			Skills: p.Skills, Channels: p.Channels, Now: base})
 		require.NoError(t, err)
 		wg.Add(1)
 		go func(strategy crowd.Strategy) {
@@ -188,12 +189,12 @@ func raceContributor(ctx context.Context, s store.Store, poolID, contributorID u
 			abandoned.Add(1)
 			continue
 		}
-		_, created, err := s.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
+		ins, err := s.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
 			ContributorID: contributorID, Data: []byte(`{"same":"yes"}`), Now: base.Add(time.Second)})
 		if err != nil {
 			return fmt.Errorf("judgment: %w", err)
 		}
-		if !created {
+		if !ins.Created {
 			return fmt.Errorf("judgment through a fresh assignment %s was a repeat", tk.Assignment.ID)
 		}
 		judged.Add(1)
