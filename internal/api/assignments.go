@@ -266,11 +266,11 @@ func (s *Server) submitJudgment(ctx context.Context, r *http.Request, req *judgm
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
-	me, err := s.worker(ctx)
+	me, err := s.workerID(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	sub, err := s.client.JudgmentSubmit(ctx, req.assignmentID, me.ID, req.Data)
+	sub, err := s.client.JudgmentSubmit(ctx, req.assignmentID, me, req.Data)
 	var ve *docket.TaskValidationError
 	switch {
 	case errors.As(err, &ve):

@@ -47,6 +47,16 @@ func assignmentGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Assignment
 	return a, nil
 }
 
+// assignmentActive is "state = 'ACTIVE'" for a statement that changes
+// one assignment by id, in words the planner cannot match to the partial
+// index docket_assignments_active_expiry (the reaper's, WHERE state =
+// 'ACTIVE'): with it, PostgreSQL may read the assignment through that
+// index — every ACTIVE assignment not yet expired, plus the dead entries
+// of those submitted since the last vacuum, each checked against the id —
+// because a freshly vacuumed partial index looks empty and cheaper than
+// the primary key. The CHECK on state makes the two the same.
+const assignmentActive = `state NOT IN ('SUBMITTED', 'EXPIRED', 'RELEASED')`
+
 // takeSQL takes one slot of one unit in one statement: pick (one of the
 // strategies' pick CTEs: an available unit, locked, skipping rows another
 // taker holds), slots_taken + 1, the assignment, the pool's counter. The
@@ -237,7 +247,7 @@ func (s *Store) AssignmentExtend(ctx context.Context, p *store.AssignmentExtendP
 	now := dbTime(p.Now)
 	a, err := scanAssignment(s.pool.QueryRow(ctx, `UPDATE docket_assignments
 		SET expires_at = least(greatest(expires_at, $4), started_at + $5 * interval '1 microsecond'), heartbeat_at = $3
-		WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE' AND expires_at >= $3
+		WHERE id = $1 AND contributor_id = $2 AND `+assignmentActive+` AND expires_at >= $3
 		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now, dbTime(p.Now.Add(p.Duration)), crowd.AssignmentMaxHold.Microseconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, true)
@@ -258,7 +268,7 @@ func (s *Store) AssignmentRelease(ctx context.Context, p *store.AssignmentReleas
 	a, err := scanAssignment(s.pool.QueryRow(ctx, `
 		WITH r AS (
 			UPDATE docket_assignments SET state = 'RELEASED', finished_at = $3
-			WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE'
+			WHERE id = $1 AND contributor_id = $2 AND `+assignmentActive+`
 			RETURNING *
 		),
 		u AS (
@@ -441,7 +451,7 @@ func (s *Store) AssignmentHeartbeat(ctx context.Context, p *store.AssignmentHear
 	}
 	now := dbTime(p.Now)
 	a, err := scanAssignment(s.pool.QueryRow(ctx, `UPDATE docket_assignments SET heartbeat_at = $3
-		WHERE id = $1 AND contributor_id = $2 AND state = 'ACTIVE' AND expires_at >= $3
+		WHERE id = $1 AND contributor_id = $2 AND `+assignmentActive+` AND expires_at >= $3
 		RETURNING `+assignmentColumns, p.ID, p.ContributorID, now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, assignmentRefused(ctx, s.pool, p.ID, p.ContributorID, now, true)

@@ -42,7 +42,7 @@ func scanJudgment(r rowScanner) (*crowd.Judgment, error) {
 const judgmentInsertSQL = `
 WITH a AS (
 	UPDATE docket_assignments SET state = 'SUBMITTED', finished_at = @now
-	WHERE id = @assignment AND contributor_id = @contributor AND state = 'ACTIVE' AND expires_at >= @now
+	WHERE id = @assignment AND contributor_id = @contributor AND ` + assignmentActive + ` AND expires_at >= @now
 	RETURNING id, unit_id, pool_id, contributor_id, started_at
 ),
 u AS (

@@ -92,6 +92,26 @@ func TestTakePlan(t *testing.T) {
 			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
 		}
 	}
+	// A judgment finds its assignment by primary key, never through the
+	// reaper's partial index (every ACTIVE assignment not yet expired),
+	// even when that index looks empty, as it does after a vacuum.
+	_, err = b.s.Pool().Exec(b.ctx, `UPDATE docket_assignments SET state = 'SUBMITTED' WHERE state = 'ACTIVE'`)
+	require.NoError(t, err)
+	_, err = b.s.Pool().Exec(b.ctx, `VACUUM ANALYZE docket_assignments`)
+	require.NoError(t, err)
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		tx, err := b.s.Pool().Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		plan := explainIn(t, tx, judgmentInsertSQL, pgx.NamedArgs{"id": uuid.Must(uuid.NewV7()), "assignment": uuid.Must(uuid.NewV7()),
+			"contributor": c.ID, "data": `{}`, "trust": nil, "now": testBase, "shard": 0})
+		require.NoError(t, tx.Rollback(b.ctx))
+		t.Logf("judgment insert (%s):\n%s", mode, plan)
+		require.Contains(t, plan, "docket_assignments_pkey", mode)
+		require.NotContains(t, plan, "docket_assignments_active_expiry", mode)
+	}
+
 	plan := b.explain(t, expireLockAssignmentsSQL, pgx.NamedArgs{"now": testBase, "max": 100})
 	t.Logf("expire:\n%s", plan)
 	require.Contains(t, plan, "docket_assignments_active_expiry")
