@@ -22,10 +22,20 @@ BASE=$1
 shift
 PGDATA=${PGDATA:-$(psql "$BASE/postgres?sslmode=disable" -Atc 'show data_directory')}
 tick=$(getconf CLK_TCK)
-pgcpu() { # µs of CPU of the cluster: the postmaster and its reaped backends
+pgcpu() { # µs of CPU of the cluster: the postmaster, its live backends and those it reaped
 	local pid
 	pid=$(head -1 "$PGDATA/postmaster.pid")
-	awk -v t="$tick" '{print ($14+$15+$16+$17)*1000000/t}' "/proc/$pid/stat"
+	{
+		awk '{print $14 + $15 + $16 + $17}' "/proc/$pid/stat"
+		awk -v p="$pid" '$4 == p {print $14 + $15}' /proc/[0-9]*/stat 2>/dev/null || true
+	} | awk -v t="$tick" '{s += $1} END {print s * 1000000 / t}'
+}
+counts() { # statements sent, foreign key checks, plan+exec µs, transactions of the database $1
+	psql "$1" -Atc "SELECT sum(calls) FILTER (WHERE query NOT LIKE 'SELECT \$_ FROM ONLY %'),
+		sum(calls) FILTER (WHERE query LIKE 'SELECT \$_ FROM ONLY %'), sum(total_plan_time + total_exec_time) * 1000,
+		(SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database())
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND query NOT LIKE '%pg_stat%'"
 }
 for b in $BINS; do
 	db=crowdab_$(basename "$b" | tr -c 'a-zA-Z0-9_\n' _)
@@ -46,26 +56,32 @@ for i in $(seq 1 "${REPS:-3}"); do
 		spid=$!
 		for _ in $(seq 1 600); do [ -s "$dir/addr" ] && break; sleep 0.1; done
 		psql "$url" -qAtc "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()" >/dev/null
-		x0=$(psql "$url" -Atc "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")
+		"$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "$@" >"$dir/out" 2>"$dir/bench.log" &
+		bpid=$!
+		# the figures count from the end of the set-up (units, contributors, keys)
+		until grep -q 'setup ' "$dir/bench.log" 2>/dev/null; do
+			kill -0 "$bpid" 2>/dev/null || break
+			sleep 0.05
+		done
+		c0=$(counts "$url")
 		s0=$(awk -v t="$tick" '{print ($14+$15)*1000000/t}' "/proc/$spid/stat")
 		p0=$(pgcpu)
-		out=$("$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "$@" 2>"$dir/bench.log") ||
-			{ echo "$name rep$i FAILED"; cat "$dir/bench.log" "$dir/serve.log" >&2; kill "$spid"; exit 1; }
+		wait "$bpid" || { echo "$name rep$i FAILED"; cat "$dir/bench.log" "$dir/serve.log" >&2; kill "$spid"; exit 1; }
+		out=$(cat "$dir/out")
 		s1=$(awk -v t="$tick" '{print ($14+$15)*1000000/t}' "/proc/$spid/stat")
 		kill "$spid"
 		wait "$spid" || true
 		sleep 1
 		p1=$(pgcpu)
-		x1=$(psql "$url" -Atc "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")
-		st=$(psql "$url" -Atc "SELECT sum(calls) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND query NOT LIKE '%pg_stat%' AND query NOT LIKE 'SELECT $1 FROM ONLY %'")
+		c1=$(counts "$url")
 		n=$(echo "$out" | sed -n 's/^docket_crowd_judgments=//p')
 		figs=$(echo "$out" | grep -E 'judgments_per_sec|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
 		bad=$(echo "$out" | grep -c VIOLATED || true)
-		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s="$((${s1%.*} - ${s0%.*}))" -v p="$((${p1%.*} - ${p0%.*}))" \
-			-v st="$st" -v x="$((x1 - x0))" -v bad="$bad" 'BEGIN {
-			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f xacts_per_judgment=%.2f violations=%d\n",
-				name, i, figs, s/n, p/n, st/n, x/n, bad }'
+		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s0="$s0" -v s1="$s1" -v p0="$p0" -v p1="$p1" \
+			-v c0="$c0" -v c1="$c1" -v bad="$bad" 'BEGIN {
+			split(c0, a, "|"); split(c1, b, "|")
+			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f fk_checks_per_judgment=%.2f pg_plan_exec_us_per_judgment=%.0f xacts_per_judgment=%.2f violations=%d\n",
+				name, i, figs, (s1-s0)/n, (p1-p0)/n, (b[1]-a[1])/n, (b[2]-a[2])/n, (b[3]-a[3])/n, (b[4]-a[4])/n, bad }'
 		rm -rf "$dir"
 	done
 done

@@ -114,6 +114,21 @@ var (
 		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
 )
 
+// takeKind is one take statement: a pick template and the golden or
+// open condition.
+type takeKind struct{ tmpl, cond string }
+
+// takeStatements are the take statements, compiled once.
+var takeStatements = func() map[takeKind]positional {
+	m := map[takeKind]positional{}
+	for _, tmpl := range []string{takeOrderedSQL, takeRandomSQL, takeCandidatesSQL} {
+		for _, cond := range []string{openUnit, pickGolden} {
+			m[takeKind{tmpl, cond}] = compileNamed(fmt.Sprintf(tmpl, cond))
+		}
+	}
+	return m
+}()
+
 // takeRetries bounds the re-runs of a take refused by the UNIQUE (unit,
 // contributor) rule (see AssignmentTake).
 const takeRetries = 5
@@ -140,20 +155,22 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 		"id": p.ID, "pool": p.PoolID, "contributor": p.ContributorID, "now": now,
 		"expires": dbTime(p.Now.Add(p.Duration)), "shard": shard(ctx),
 	}
-	var sql string
+	var tmpl string
 	switch p.Strategy {
 	case crowd.StrategyOrdered:
-		sql = fmt.Sprintf(takeOrderedSQL, cond)
+		tmpl = takeOrderedSQL
 	case crowd.StrategyRandom:
-		sql = fmt.Sprintf(takeRandomSQL, cond)
+		tmpl = takeRandomSQL
 		args["key"] = p.RandomKey
 		if p.RandomKey == 0 {
 			args["key"] = rand.Int64()
 		}
 	case crowd.StrategyCandidates:
-		sql = fmt.Sprintf(takeCandidatesSQL, cond)
+		tmpl = takeCandidatesSQL
 		args["candidates"] = p.Candidates
 	}
+	stmt := takeStatements[takeKind{tmpl, cond}]
+	sql, pargs := stmt.sql, stmt.args(args)
 	// Two takes of one contributor at once can both pick one unit: the
 	// second re-checks the unit row the first committed, but its NOT EXISTS
 	// over the assignments still reads the statement's older snapshot, so
@@ -165,7 +182,7 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 		err error
 	)
 	for try := 0; ; try++ {
-		u, err = scanUnit(s.pool.QueryRow(ctx, sql, args))
+		u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))
 		if try < takeRetries && isConstraintViolation(err, assignmentUnitContributorKey) {
 			continue
 		}

@@ -75,6 +75,9 @@ SELECT j.id, j.assignment_id, j.unit_id, j.pool_id, j.contributor_id, j.data, j.
 	j.started_at, j.submitted_at, u.run_id, u.state, u.judgment_count, u.judgments_per_unit
 FROM j JOIN u ON u.id = j.unit_id`
 
+// judgmentInsertStmt is judgmentInsertSQL compiled once.
+var judgmentInsertStmt = compileNamed(judgmentInsertSQL)
+
 // JudgmentInsert implements store.Store.
 func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	return judgmentInsert(ctx, s.pool, p)
@@ -92,10 +95,10 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 		state string
 		unit  store.JudgedUnit
 	)
-	err := c.QueryRow(ctx, judgmentInsertSQL, pgx.NamedArgs{
+	err := c.QueryRow(ctx, judgmentInsertStmt.sql, judgmentInsertStmt.args(pgx.NamedArgs{
 		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
 		"trust": p.Trust, "now": now, "shard": shard(ctx),
-	}).Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
+	})...).Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
 		&j.Tainted, &j.StartedAt, &j.SubmittedAt, &runID, &state, &unit.JudgmentCount, &unit.JudgmentsPerUnit)
 	if err == nil {
 		j.Data = json.RawMessage(data)
