@@ -15,7 +15,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 )
 
@@ -74,7 +75,13 @@ func Checks(poolID uuid.UUID, perUnit int) []Check {
 func Open(databaseURL string) (*sql.DB, error) {
 	switch {
 	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
-		return sql.Open("pgx", databaseURL)
+		// Parsed as the server parses it, so that its pool settings
+		// (pool_max_conns, …) are not sent to the database as parameters.
+		cfg, err := pgxpool.ParseConfig(databaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("crowdcheck: %w", err)
+		}
+		return stdlib.OpenDB(*cfg.ConnConfig), nil
 	case strings.HasPrefix(databaseURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "//")
 		return sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,14 +58,9 @@ func assignmentGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Assignment
 // the primary key. The CHECK on state makes the two the same.
 const assignmentActive = `state NOT IN ('SUBMITTED', 'EXPIRED', 'RELEASED')`
 
-// takeSQL takes one slot of one unit in one statement: pick (one of the
-// strategies' pick CTEs: an available unit, locked, skipping rows another
-// taker holds), slots_taken + 1, the assignment, the pool's counter. The
-// pool must be OPEN and the contributor active, holding every skill the
-// pool requires and a channel of it (if it names any), and not flagged in
-// the pool; %s is the pick.
-const takeSQL = `
-WITH pool AS (
+// takeGuards are the CTEs of what a take requires of the pool and the
+// contributor (pool, who); pickWhere reads them.
+const takeGuards = `pool AS (
 	SELECT skills, channels FROM docket_pools WHERE id = @pool AND status = 'OPEN'
 ),
 who AS (
@@ -72,7 +68,16 @@ who AS (
 		AND k.skills @> p.skills AND (cardinality(p.channels) = 0 OR k.channels && p.channels)
 		AND NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
 			WHERE pc.pool_id = @pool AND pc.contributor_id = @contributor AND pc.flagged)
-),
+)`
+
+// takeSQL takes one slot of one unit in one statement: pick (one of the
+// strategies' pick CTEs: an available unit, locked, skipping rows another
+// taker holds), slots_taken + 1, the assignment, the pool's counter. The
+// pool must be OPEN and the contributor active, holding every skill the
+// pool requires and a channel of it (if it names any), and not flagged in
+// the pool; %s is the pick.
+const takeSQL = `
+WITH ` + takeGuards + `,
 pick AS (%s),
 taken AS (
 	UPDATE docket_units u SET slots_taken = u.slots_taken + 1, updated_at = @now
@@ -112,7 +117,16 @@ var (
 	takeCandidatesSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM unnest(@candidates::uuid[]) WITH ORDINALITY AS cand(id, n)
 		JOIN docket_units u ON u.id = cand.id WHERE `+pickWhere+` AND %[1]s
 		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
+	// takeWaitSQL is the ordered pick waiting for row locks instead of
+	// skipping them: the take's last word when the others found nothing
+	// but a unit is available (see AssignmentTake).
+	takeWaitSQL = strings.Replace(takeOrderedSQL, " SKIP LOCKED", "", 1)
 )
+
+// takeAvailableSQL: is a unit available to the contributor, locked or
+// not (%s is the golden or open condition)?
+const takeAvailableSQL = `WITH ` + takeGuards + `
+SELECT EXISTS (SELECT 1 FROM docket_units u WHERE ` + pickWhere + ` AND %s)`
 
 // takeKind is one take statement: a pick template and the golden or
 // open condition.
@@ -121,7 +135,7 @@ type takeKind struct{ tmpl, cond string }
 // takeStatements are the take statements, compiled once.
 var takeStatements = func() map[takeKind]positional {
 	m := map[takeKind]positional{}
-	for _, tmpl := range []string{takeOrderedSQL, takeRandomSQL, takeCandidatesSQL} {
+	for _, tmpl := range []string{takeOrderedSQL, takeRandomSQL, takeCandidatesSQL, takeWaitSQL, takeAvailableSQL} {
 		for _, cond := range []string{openUnit, pickGolden} {
 			m[takeKind{tmpl, cond}] = compileNamed(fmt.Sprintf(tmpl, cond))
 		}
@@ -181,10 +195,31 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 		u   *crowd.Unit
 		err error
 	)
+	//
+	// SKIP LOCKED passes over the units other transactions hold at that
+	// moment (another take, a judgment counting on its unit): near the end
+	// of a pool that can be every unit still available to the contributor,
+	// and "none left" would be false. So a take that found nothing asks
+	// whether a unit is available at all, and if so takes again, waiting
+	// for the locks this time (the ordered pick without SKIP LOCKED). Not
+	// for StrategyCandidates: its "none" is about the candidates only, and
+	// the client's last try is a random take, which waits.
 	for try := 0; ; try++ {
 		u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))
 		if try < takeRetries && isConstraintViolation(err, assignmentUnitContributorKey) {
 			continue
+		}
+		if try < takeRetries && errors.Is(err, pgx.ErrNoRows) && p.Strategy != crowd.StrategyCandidates {
+			avail := takeStatements[takeKind{takeAvailableSQL, cond}]
+			var found bool
+			if err := s.pool.QueryRow(ctx, avail.sql, avail.args(args)...).Scan(&found); err != nil {
+				return nil, fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
+			}
+			if found {
+				wait :=  takeStatements[takeKind{takeWaitSQL, cond}]
+				sql, pargs = wait.sql, wait.args(args)
+				continue
+			}
 		}
 		break
 	}
