@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // Check is one invariant: Query counts the rows that violate it.

@@ -216,7 +216,7 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 				return nil, fmt.Errorf("take assignment in pool %s: %w", p.PoolID, err)
 			}
 			if found {
-				wait :=  takeStatements[takeKind{takeWaitSQL, cond}]
+				wait := takeStatements[takeKind{takeWaitSQL, cond}]
 				sql, pargs = wait.sql, wait.args(args)
 				continue
 			}
