@@ -14,7 +14,7 @@
 #     bench/crowd-ab.sh postgres://postgres@127.0.0.1:54340 --units 5000 --contributors 200
 #
 # The first argument is the cluster's URL without a database: each binary
-# gets the database crowdab_<binary name> (created if missing), and the
+# gets the database crowdab_<binary name> (made afresh), and the
 # cluster needs shared_preload_libraries = 'pg_stat_statements'. Every run
 # makes a pool of its own, so runs can follow each other on one database.
 set -eu
@@ -39,8 +39,7 @@ counts() { # statements sent, foreign key checks, plan+exec µs, transactions of
 }
 for b in $BINS; do
 	db=crowdab_$(basename "$b" | tr -c 'a-zA-Z0-9_\n' _)
-	psql "$BASE/postgres?sslmode=disable" -Atc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
-		psql "$BASE/postgres?sslmode=disable" -qc "CREATE DATABASE $db"
+	psql "$BASE/postgres?sslmode=disable" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 	psql "$BASE/$db?sslmode=disable" -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements'
 done
 for i in $(seq 1 "${REPS:-3}"); do
@@ -55,6 +54,9 @@ for i in $(seq 1 "${REPS:-3}"); do
 			DOCKET_LOG_LEVEL=warn DOCKET_SHUTDOWN_TIMEOUT=10s "$b" serve >"$dir/serve.log" 2>&1 &
 		spid=$!
 		for _ in $(seq 1 600); do [ -s "$dir/addr" ] && break; sleep 0.1; done
+		# every run starts from vacuumed tables: the earlier runs' dead rows
+		# (a hot pool leaves many in its partial indexes) cost the next one
+		psql "$url" -qc 'VACUUM ANALYZE'
 		psql "$url" -qAtc "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()" >/dev/null
 		"$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "$@" >"$dir/out" 2>"$dir/bench.log" &
 		bpid=$!
