@@ -90,23 +90,6 @@ func (c *Client) EligiblePools(ctx context.Context, contributorID uuid.UUID, lim
 	return out, nil
 }
 
-func eligible(who *Contributor, p *Pool) bool {
-	for _, s := range p.Skills {
-		if !slices.Contains(who.Skills, s) {
-			return false
-		}
-	}
-	if len(p.Channels) == 0 {
-		return true
-	}
-	for _, ch := range p.Channels {
-		if slices.Contains(who.Channels, ch) {
-			return true
-		}
-	}
-	return false
-}
-
 // TakenAssignment is an assignment just taken with what the contributor
 // needs to do it.
 type TakenAssignment struct {

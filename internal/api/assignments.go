@@ -137,19 +137,6 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 	}, nil
 }
 
-// myID is the contributor of the request's key, not read: the hot
-// path's stores check the contributor in the statements that act for
-// them (a take refuses one that does not exist, is not active or may not
-// work on the pool; a judgment needs their assignment), and a refusal
-// asks s.me for the precise answer.
-func (s *Server) myID(ctx context.Context) (uuid.UUID, error) {
-	k := principal(ctx)
-	if k == nil || k.ContributorID == uuid.Nil {
-		return uuid.Nil, forbidden("this endpoint is for contributor keys")
-	}
-	return k.ContributorID, nil
-}
-
 type assignmentView struct {
 	AssignmentID uuid.UUID  `json:"assignmentId"`
 	UnitID       uuid.UUID  `json:"unitId"`
