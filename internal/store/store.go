@@ -85,6 +85,7 @@ type Store interface {
 	WebhookStore
 	FlowStore
 	CrowdStore
+	Overviewer
 }
 
 // Subscriber is the part of Store that delivers wakeups.

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"ListPayload", testListPayload},
 			{"ListPayloadNumber", testListPayloadNumber},
 			{"Queue", testQueue},
+			{"Overview", testOverview},
 			{"Concurrency", testConcurrency},
 		}},
 		{"Cluster", []group{

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+)
+
+// Overviewer reads the dashboard's figures with bounded queries: no count
+// over the whole jobs table, whatever its size (issue 15).
+type Overviewer interface {
+	// JobOverview reads queue depths, the DEAD count, the jobs finished per
+	// minute and the newest jobs' wait before their start, each bounded as
+	// JobOverviewParams says.
+	JobOverview(ctx context.Context, p *JobOverviewParams) (*JobOverview, error)
+}
+
+// JobOverviewParams bounds JobOverview.
+type JobOverviewParams struct {
+	// Cap bounds every count: a queue's QUEUED jobs are counted up to
+	// Cap+1 through the acquire index, the DEAD jobs up to Cap+1 through
+	// the state index, and at most Cap+1 RUNNING and Cap+1 RETRY jobs are
+	// read (over all queues, through their partial indexes). A count above
+	// Cap means "more than Cap".
+	Cap int
+	// Since is the start of the finished-jobs window; at most FinishedCap
+	// jobs finished since then are read, newest first.
+	Since       time.Time
+	FinishedCap int
+	// LatencyOf: the wait of the newest this many finished jobs that ran.
+	LatencyOf int
+}
+
+// JobOverview is JobOverview's answer.
+type JobOverview struct {
+	// Queues: every queue with QUEUED jobs, RUNNING or RETRY jobs among
+	// those read, or a row in the queues table; by name.
+	Queues []*QueueDepth
+	// RunningCut, RetryCut: Cap+1 jobs of that state were read, so a
+	// queue's figure is a lower bound.
+	RunningCut, RetryCut bool
+	Dead                 int // up to Cap+1
+	// Finished: per minute (the start of the minute, UTC), oldest first,
+	// only minutes with jobs. FinishedCut: FinishedCap jobs were read, so
+	// minutes before FinishedFrom are not counted.
+	Finished     []*FinishedMinute
+	FinishedCut  bool
+	FinishedFrom time.Time
+	// Waits: run_at (due) to attempted_at (the last attempt's start) of
+	// the newest LatencyOf finished jobs that ran, newest first.
+	Waits []time.Duration
+}
+
+// QueueDepth is one queue's waiting and running jobs.
+type QueueDepth struct {
+	Name                   string
+	Paused                 bool
+	Queued, Running, Retry int
+}
+
+// FinishedMinute counts the jobs finished in one minute by final state.
+type FinishedMinute struct {
+	At                        time.Time
+	Succeeded, Dead, Canceled int
+}
+
+// FinishedRow is one finished job as JobOverview reads it.
+type FinishedRow struct {
+	FinishedAt  time.Time
+	State       job.State
+	RunAt       time.Time
+	AttemptedAt time.Time // zero: never ran
+}
+
+// SummarizeFinished fills o.Finished, o.FinishedCut, o.FinishedFrom and
+// o.Waits from rows (newest first, as read with p's bounds). Both
+// backends use it.
+func SummarizeFinished(o *JobOverview, p *JobOverviewParams, rows []FinishedRow) {
+	o.FinishedFrom = p.Since.UTC()
+	if len(rows) >= p.FinishedCap && len(rows) > 0 {
+		o.FinishedCut = true
+		o.FinishedFrom = rows[len(rows)-1].FinishedAt.UTC()
+	}
+	byMinute := map[time.Time]*FinishedMinute{}
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		m := r.FinishedAt.UTC().Truncate(time.Minute)
+		fm := byMinute[m]
+		if fm == nil {
+			fm = &FinishedMinute{At: m}
+			byMinute[m] = fm
+			o.Finished = append(o.Finished, fm)
+		}
+		switch r.State {
+		case job.StateSuccess:
+			fm.Succeeded++
+		case job.StateDead:
+			fm.Dead++
+		case job.StateCanceled:
+			fm.Canceled++
+		}
+	}
+	for _, r := range rows {
+		if len(o.Waits) >= p.LatencyOf {
+			break
+		}
+		if r.AttemptedAt.IsZero() {
+			continue
+		}
+		w := r.AttemptedAt.Sub(r.RunAt)
+		if w < 0 {
+			w = 0
+		}
+		o.Waits = append(o.Waits, w)
+	}
+}
+
+// SortQueueDepths orders qs by name.
+func SortQueueDepths(qs []*QueueDepth) {
+	slices.SortFunc(qs, func(a, b *QueueDepth) int { return strings.Compare(a.Name, b.Name) })
+}

@@ -1,0 +1,134 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// The same bounded reads as on PostgreSQL (store/postgres/overview.go):
+// the queues with QUEUED jobs by a loose scan of docket_jobs_acquire, each
+// counted up to the cap through it; at most cap RUNNING and RETRY jobs
+// through their partial indexes; DEAD up to the cap through
+// docket_jobs_state_id; the newest finished jobs through
+// docket_jobs_finished.
+const (
+	overviewQueuedSQL = `
+WITH RECURSIVE q(name) AS (
+	SELECT (SELECT queue FROM docket_jobs WHERE state = 'QUEUED' ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.queue FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue > q.name ORDER BY j.queue LIMIT 1)
+	FROM q WHERE q.name IS NOT NULL
+), names AS (
+	SELECT name FROM q WHERE name IS NOT NULL
+	UNION
+	SELECT name FROM docket_queues
+)
+SELECT n.name, coalesce(dq.paused, 0),
+	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name LIMIT ?1))
+FROM names n LEFT JOIN docket_queues dq ON dq.name = n.name
+ORDER BY 1`
+	overviewActiveSQL = `
+SELECT 'RUNNING', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RUNNING' LIMIT ?1) GROUP BY queue
+UNION ALL
+SELECT 'RETRY', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RETRY' LIMIT ?1) GROUP BY queue`
+	overviewDeadSQL = `
+SELECT count(*) FROM (SELECT 1 FROM docket_jobs
+	WHERE state = 'DEAD' AND state NOT IN ('QUEUED', 'RUNNING') LIMIT ?1)`
+	overviewFinishedSQL = `
+SELECT finished_at, state, run_at, attempted_at FROM docket_jobs
+WHERE finished_at IS NOT NULL AND finished_at >= ?1
+ORDER BY finished_at DESC LIMIT ?2`
+)
+
+// JobOverview implements store.Store.
+func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*store.JobOverview, error) {
+	if p.Cap <= 0 || p.FinishedCap <= 0 || p.LatencyOf < 0 {
+		return nil, fmt.Errorf("job overview: bad bounds %d, %d, %d", p.Cap, p.FinishedCap, p.LatencyOf)
+	}
+	o := &store.JobOverview{}
+	byName := map[string]*store.QueueDepth{}
+	rows, err := s.reader.QueryContext(ctx, overviewQueuedSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("job overview: queued: %w", err)
+	}
+	for rows.Next() {
+		var (
+			q      = &store.QueueDepth{}
+			paused int64
+		)
+		if err := rows.Scan(&q.Name, &paused, &q.Queued); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job overview: queued: %w", err)
+		}
+		q.Paused = paused != 0
+		byName[q.Name] = q
+		o.Queues = append(o.Queues, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job overview: queued: %w", err)
+	}
+	rows, err = s.reader.QueryContext(ctx, overviewActiveSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("job overview: running: %w", err)
+	}
+	var running, retry int
+	for rows.Next() {
+		var (
+			state, name string
+			n           int
+		)
+		if err := rows.Scan(&state, &name, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job overview: running: %w", err)
+		}
+		q := byName[name]
+		if q == nil {
+			q = &store.QueueDepth{Name: name}
+			byName[name] = q
+			o.Queues = append(o.Queues, q)
+		}
+		if state == string(job.StateRunning) {
+			q.Running, running = n, running+n
+		} else {
+			q.Retry, retry = n, retry+n
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job overview: running: %w", err)
+	}
+	o.RunningCut, o.RetryCut = running > p.Cap, retry > p.Cap
+	store.SortQueueDepths(o.Queues)
+	if err := s.reader.QueryRowContext(ctx, overviewDeadSQL, p.Cap+1).Scan(&o.Dead); err != nil {
+		return nil, fmt.Errorf("job overview: dead: %w", err)
+	}
+	rows, err = s.reader.QueryContext(ctx, overviewFinishedSQL, micros(p.Since), p.FinishedCap)
+	if err != nil {
+		return nil, fmt.Errorf("job overview: finished: %w", err)
+	}
+	defer rows.Close()
+	var fin []store.FinishedRow
+	for rows.Next() {
+		var (
+			r               store.FinishedRow
+			state           string
+			finished, runAt int64
+			attempted       sql.NullInt64
+		)
+		if err := rows.Scan(&finished, &state, &runAt, &attempted); err != nil {
+			return nil, fmt.Errorf("job overview: finished: %w", err)
+		}
+		r.FinishedAt, r.State, r.RunAt, r.AttemptedAt = fromMicros(finished), job.State(state), fromMicros(runAt), fromNullMicros(attempted)
+		fin = append(fin, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job overview: finished: %w", err)
+	}
+	store.SummarizeFinished(o, p, fin)
+	return o, nil
+}

@@ -1,0 +1,110 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// testOverview: JobOverview's bounded counts, finished minutes and waits.
+func testOverview(t *testing.T, open opener) {
+	t.Run("Bounded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		o, err := b.s.JobOverview(b.ctx, &store.JobOverviewParams{Cap: 10, Since: base, FinishedCap: 10, LatencyOf: 10})
+		require.NoError(t, err)
+		require.Empty(t, o.Queues)
+		require.Zero(t, o.Dead)
+		require.Empty(t, o.Finished)
+		require.Empty(t, o.Waits)
+		require.False(t, o.FinishedCut)
+		requireTime(t, base, o.FinishedFrom)
+		_, err = b.s.JobOverview(b.ctx, &store.JobOverviewParams{Cap: 0, Since: base, FinishedCap: 10})
+		require.Error(t, err, "a zero cap bounds nothing")
+
+		// qa: 3 QUEUED. qb: 8 jobs, 7 acquired at 1 s: 3 stay RUNNING, one
+		// RETRY, SUCCESS at 1m10s and 2m5s, DEAD at 1m20s; 1 QUEUED. qc:
+		// paused, no jobs. qd: 2 jobs acquired at 3 s, DEAD at 3m (no
+		// waiting or running job: not listed).
+		qa, qb, qc, qd := "qa_"+newQueue(), "qb_"+newQueue(), "qc_"+newQueue(), "qd_"+newQueue()
+		for range 3 {
+			b.insertOne(t, newJob(qa))
+		}
+		for range 8 {
+			b.insertOne(t, newJob(qb))
+		}
+		rs := b.acquire(t, qb, 7, at(time.Second))
+		require.Len(t, rs, 7)
+		require.Equal(t, []bool{true}, b.finish(t, at(time.Minute+10*time.Second), finishParams(rs[1], job.StateSuccess)))
+		require.Equal(t, []bool{true}, b.finish(t, at(time.Minute+20*time.Second), finishParams(rs[2], job.StateDead)))
+		require.Equal(t, []bool{true}, b.finish(t, at(2*time.Minute+5*time.Second), finishParams(rs[3], job.StateSuccess)))
+		require.Equal(t, []bool{true}, b.finish(t, at(2*time.Minute), finishParams(rs[4], job.StateRetry)))
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: qc, Paused: true, Now: base}))
+		b.insertOne(t, newJob(qd))
+		b.insertOne(t, newJob(qd))
+		ds := b.acquire(t, qd, 2, at(3*time.Second))
+		require.Len(t, ds, 2)
+		require.Equal(t, []bool{true, true}, b.finish(t, at(3*time.Minute), finishParams(ds[0], job.StateDead), finishParams(ds[1], job.StateDead)))
+
+		since := at(time.Minute + 15*time.Second) // after the first SUCCESS
+		o, err = b.s.JobOverview(b.ctx, &store.JobOverviewParams{Cap: 10, Since: since, FinishedCap: 10, LatencyOf: 10})
+		require.NoError(t, err)
+		require.Equal(t, []store.QueueDepth{
+			{Name: qa, Queued: 3},
+			{Name: qb, Queued: 1, Running: 3, Retry: 1},
+			{Name: qc, Paused: true},
+		}, depths(o))
+		require.False(t, o.RunningCut)
+		require.False(t, o.RetryCut)
+		require.Equal(t, 3, o.Dead)
+		require.Equal(t, []store.FinishedMinute{
+			{At: at(time.Minute), Dead: 1},
+			{At: at(2 * time.Minute), Succeeded: 1},
+			{At: at(3 * time.Minute), Dead: 2},
+		}, minutes(o))
+		require.False(t, o.FinishedCut)
+		requireTime(t, since, o.FinishedFrom)
+		require.Equal(t, []time.Duration{3 * time.Second, 3 * time.Second, time.Second, time.Second}, o.Waits)
+
+		// Capped: at most Cap+1 counted or read.
+		o, err = b.s.JobOverview(b.ctx, &store.JobOverviewParams{Cap: 2, Since: since, FinishedCap: 2, LatencyOf: 1})
+		require.NoError(t, err)
+		require.Equal(t, []store.QueueDepth{
+			{Name: qa, Queued: 3},
+			{Name: qb, Queued: 1, Running: 3, Retry: 1},
+			{Name: qc, Paused: true},
+		}, depths(o))
+		require.True(t, o.RunningCut, "3 RUNNING read with a cap of 2")
+		require.False(t, o.RetryCut)
+		o2, err := b.s.JobOverview(b.ctx, &store.JobOverviewParams{Cap: 1, Since: since, FinishedCap: 2, LatencyOf: 1})
+		require.NoError(t, err)
+		require.Equal(t, 2, depths(o2)[0].Queued, "3 QUEUED counted up to 2 with a cap of 1")
+		require.Equal(t, 2, depths(o2)[1].Running)
+		require.Equal(t, 2, o2.Dead)
+		require.Equal(t, 3, o.Dead)
+		require.Equal(t, []store.FinishedMinute{{At: at(3 * time.Minute), Dead: 2}}, minutes(o))
+		require.True(t, o.FinishedCut)
+		requireTime(t, at(3*time.Minute), o.FinishedFrom)
+		require.Equal(t, []time.Duration{3 * time.Second}, o.Waits)
+	})
+}
+
+func depths(o *store.JobOverview) []store.QueueDepth {
+	out := []store.QueueDepth{}
+	for _, q := range o.Queues {
+		out = append(out, *q)
+	}
+	return out
+}
+
+func minutes(o *store.JobOverview) []store.FinishedMinute {
+	out := []store.FinishedMinute{}
+	for _, m := range o.Finished {
+		out = append(out, *m)
+	}
+	return out
+}
