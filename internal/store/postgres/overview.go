@@ -25,22 +25,26 @@ WITH RECURSIVE q(name) AS (
 	SELECT name FROM docket_queues
 )
 SELECT n.name, coalesce(dq.paused, false),
-	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name LIMIT $1) c)
+	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name ORDER BY j.sort_at LIMIT $1) c)
 FROM names n LEFT JOIN docket_queues dq ON dq.name = n.name
 ORDER BY 1`
 
 // overviewActiveSQL: at most $1 RUNNING and $1 RETRY jobs (through
 // docket_jobs_lease_expiry and docket_jobs_retry_due), counted by queue.
+// Every capped read here is ordered by its index's key: with a LIMIT, that
+// makes the planner walk the index and stop, where an unordered read may
+// take a bitmap scan, which reads every matching index entry first
+// (TestOverviewPlan).
 const overviewActiveSQL = `
-SELECT 'RUNNING', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RUNNING' LIMIT $1) r GROUP BY queue
+SELECT 'RUNNING', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RUNNING' ORDER BY lease_expires_at LIMIT $1) r GROUP BY queue
 UNION ALL
-SELECT 'RETRY', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RETRY' LIMIT $1) r GROUP BY queue`
+SELECT 'RETRY', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RETRY' ORDER BY run_at LIMIT $1) r GROUP BY queue`
 
 // overviewDeadSQL counts DEAD jobs up to $1: an index-only scan of
 // docket_jobs_state_id (its predicate spelled out).
 const overviewDeadSQL = `
 SELECT count(*) FROM (SELECT 1 FROM docket_jobs
-	WHERE state = 'DEAD' AND state NOT IN ('QUEUED', 'RUNNING') LIMIT $1) d`
+	WHERE state = 'DEAD' AND state NOT IN ('QUEUED', 'RUNNING') ORDER BY id LIMIT $1) d`
 
 // overviewFinishedSQL: the newest $2 jobs finished since $1, backwards
 // through docket_jobs_finished.

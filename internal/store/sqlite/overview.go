@@ -28,16 +28,16 @@ WITH RECURSIVE q(name) AS (
 	SELECT name FROM docket_queues
 )
 SELECT n.name, coalesce(dq.paused, 0),
-	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name LIMIT ?1))
+	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name ORDER BY j.sort_at LIMIT ?1))
 FROM names n LEFT JOIN docket_queues dq ON dq.name = n.name
 ORDER BY 1`
 	overviewActiveSQL = `
-SELECT 'RUNNING', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RUNNING' LIMIT ?1) GROUP BY queue
+SELECT 'RUNNING', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RUNNING' ORDER BY lease_expires_at LIMIT ?1) GROUP BY queue
 UNION ALL
-SELECT 'RETRY', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RETRY' LIMIT ?1) GROUP BY queue`
+SELECT 'RETRY', queue, count(*) FROM (SELECT queue FROM docket_jobs WHERE state = 'RETRY' ORDER BY run_at LIMIT ?1) GROUP BY queue`
 	overviewDeadSQL = `
 SELECT count(*) FROM (SELECT 1 FROM docket_jobs
-	WHERE state = 'DEAD' AND state NOT IN ('QUEUED', 'RUNNING') LIMIT ?1)`
+	WHERE state = 'DEAD' AND state NOT IN ('QUEUED', 'RUNNING') ORDER BY id LIMIT ?1)`
 	overviewFinishedSQL = `
 SELECT finished_at, state, run_at, attempted_at FROM docket_jobs
 WHERE finished_at IS NOT NULL AND finished_at >= ?1
