@@ -100,3 +100,27 @@ func (c *Client) CountByState(ctx context.Context) (map[JobState]int, error) {
 	}
 	return out, nil
 }
+
+// JobOverview is the dashboard's bounded view of the jobs: queue depths,
+// the DEAD count, jobs finished per minute and the newest jobs' wait
+// before their start (see OverviewParams for the bounds).
+type JobOverview = store.JobOverview
+
+// QueueDepth is one queue's QUEUED, RUNNING and RETRY jobs in a
+// JobOverview.
+type QueueDepth = store.QueueDepth
+
+// FinishedMinute is the jobs finished in one minute by final state.
+type FinishedMinute = store.FinishedMinute
+
+// OverviewParams bounds Client.Overview: counts stop at Cap+1 (a queue's
+// QUEUED jobs, the DEAD jobs; at most Cap+1 RUNNING and Cap+1 RETRY jobs
+// are read over all queues), at most FinishedCap jobs finished since
+// Since are read (newest first), and the waits are those of the newest
+// LatencyOf of them. No read grows with the size of the jobs table.
+type OverviewParams = store.JobOverviewParams
+
+// Overview reads the dashboard's figures with bounded queries.
+func (c *Client) Overview(ctx context.Context, p *OverviewParams) (*JobOverview, error) {
+	return c.store.JobOverview(ctx, p)
+}

@@ -50,13 +50,13 @@ const (
 
 func stateClass(st docket.JobState) string { return "st-" + strings.ToLower(string(st)) }
 
-// drawBars lays out one bar per queue, each segment as wide as its share
+// drawBars lays out one bar per queue (states: the segments, in order), each segment as wide as its share
 // of the largest queue's total (a queue with jobs gets at least 1 unit per
 // non-empty state so a small count stays visible).
-func drawBars(queues []queueRow) *barChart {
+func drawBars(queues []queueRow, states []docket.JobState) *barChart {
 	c := &barChart{Width: chartWidth, Height: chartLegend + max(1, len(queues))*(chartBarH+chartGap)}
-	for i, st := range docket.JobStates() {
-		c.Legend = append(c.Legend, legendItem{Class: stateClass(st), State: st, X: i * (chartWidth / len(docket.JobStates()))})
+	for i, st := range states {
+		c.Legend = append(c.Legend, legendItem{Class: stateClass(st), State: st, X: i * (chartWidth / len(states))})
 	}
 	most := 0
 	for _, q := range queues {
@@ -67,7 +67,7 @@ func drawBars(queues []queueRow) *barChart {
 		y := chartLegend + i*(chartBarH+chartGap)
 		b := bar{Label: q.Name, Y: y, LabelY: y + chartBarH - 4, Total: q.Total}
 		x := chartLabelW
-		for _, st := range docket.JobStates() {
+		for _, st := range states {
 			n := q.Counts[st]
 			if n == 0 {
 				continue

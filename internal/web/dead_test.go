@@ -99,6 +99,7 @@ func TestQueuesPage(t *testing.T) {
 		b := setup(t, backend)
 		insert(t, b.client, "email", "mail", `{}`)
 		dead(t, b.client, "images")
+		insert(t, b.client, "resize", "images", `{}`) // a queue is listed with waiting or running jobs
 		paused := func(name string) bool {
 			qs, err := b.client.Queues(ctx)
 			require.NoError(t, err)

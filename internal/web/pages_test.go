@@ -145,12 +145,19 @@ func TestOverview(t *testing.T) {
 		dead(t, b.client, "images")
 		dead(t, b.client, "images")
 		dead(t, b.client, "images")
-		// The overview reads Config.Counts only: count its calls.
-		var calls atomic.Int32
-		h, err := New(Config{Client: b.client, Auth: b.client, Counts: func(ctx context.Context) ([]*docket.QueueInfo, error) {
-			calls.Add(1)
-			return b.client.Queues(ctx)
-		}})
+		// The overview reads Config.Overview only, at most once a second
+		// whatever the views: count its calls on a clock the test moves.
+		var (
+			calls atomic.Int32
+			clock atomic.Int64
+		)
+		clock.Store(time.Now().UnixNano())
+		h, err := New(Config{Client: b.client, Auth: b.client, Now: func() time.Time { return time.Unix(0, clock.Load()) },
+			Overview: func(ctx context.Context, p *docket.OverviewParams) (*docket.JobOverview, error) {
+				calls.Add(1)
+				require.Equal(t, overviewCap, p.Cap)
+				return b.client.Overview(ctx, p)
+			}})
 		require.NoError(t, err)
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
@@ -158,24 +165,32 @@ func TestOverview(t *testing.T) {
 		br := b.signIn(t, docket.RoleViewer)
 		require.Equal(t, int32(1), calls.Load())
 		r := br.get(t, "/")
+		require.Equal(t, int32(1), calls.Load(), "within the second: the same read")
 		require.Equal(t, "3", text(find(r.Doc, "a", "dead-count")))
-		svg := find(r.Doc, "svg", "")
-		require.NotNil(t, svg)
+		require.Equal(t, "0", text(find(r.Doc, "span", "completed")))
+		require.Equal(t, "3", text(find(r.Doc, "dd", "failed")), "the three DEAD jobs failed within the hour")
+		require.Contains(t, text(find(r.Doc, "dd", "wait")), "median")
+		depths := text(find(r.Doc, "table", "depths"))
+		require.Contains(t, depths, "mail")
+		require.NotContains(t, depths, "images", "no waiting or running job in images")
 		body := r.Body
-		require.Regexp(t, `<rect class="st-dead" x="160" y="\d+" width="\d+" height="18"><title>DEAD: 3</title>`, body)
 		require.Regexp(t, `<rect class="st-queued" x="160" y="\d+" width="\d+" height="18"><title>QUEUED: 2</title>`, body)
+		require.Regexp(t, `<rect class="st-dead" x="\d+" y="\d+" width="\d+" height="\d+"><title>\d\d:\d\d: 3 failed</title>`, body)
 		live := find(r.Doc, "div", "overview-live")
 		require.Equal(t, "/overview/panel", attr(live, "data-live-fragment"))
 		require.Equal(t, "/overview/events", attr(live, "data-live-stream"))
 		require.NotNil(t, find(live, "section", "overview-panel"))
-		// The panel alone, as htmx fetches it.
+		// The panel alone, as htmx fetches it, a second later: a new read.
+		clock.Add(int64(overviewCacheFor))
 		r = br.get(t, "/overview/panel")
 		require.Equal(t, http.StatusOK, r.Status)
 		require.True(t, strings.HasPrefix(strings.TrimSpace(r.Body), `<section id="overview-panel"`), r.Body)
-		require.Equal(t, int32(3), calls.Load())
+		require.Equal(t, int32(2), calls.Load())
+		br.get(t, "/queues")
+		require.Equal(t, int32(2), calls.Load(), "the queues page shares the read")
 
 		// A failing count is shown, not a 500.
-		h2, err := New(Config{Client: b.client, Counts: func(context.Context) ([]*docket.QueueInfo, error) {
+		h2, err := New(Config{Client: b.client, Overview: func(context.Context, *docket.OverviewParams) (*docket.JobOverview, error) {
 			return nil, errors.New("database busy")
 		}})
 		require.NoError(t, err)
@@ -192,18 +207,19 @@ func TestOverview(t *testing.T) {
 func TestChartScales(t *testing.T) {
 	t.Parallel()
 	c := drawBars([]queueRow{
-		{Name: "big", Total: 1000, Counts: map[docket.JobState]int{docket.JobStateQueued: 999, docket.JobStateDead: 1}},
-		{Name: "small", Total: 500, Counts: map[docket.JobState]int{docket.JobStateSuccess: 500}},
-	})
+		{Name: "big", Total: 1000, Counts: map[docket.JobState]int{docket.JobStateQueued: 999, docket.JobStateRetry: 1}},
+		{Name: "small", Total: 500, Counts: map[docket.JobState]int{docket.JobStateRunning: 500}},
+	}, depthStates)
 	span := chartWidth - chartLabelW - chartTotalW
 	require.Len(t, c.Bars, 2)
 	big := c.Bars[0].Segments
 	require.Equal(t, docket.JobStateQueued, big[0].State)
-	require.Equal(t, docket.JobStateDead, big[1].State)
+	require.Equal(t, docket.JobStateRetry, big[1].State)
 	require.Equal(t, 1, big[1].W, "a small count keeps one unit")
 	require.LessOrEqual(t, big[0].W+big[1].W, span+1)
 	require.Equal(t, span/2, c.Bars[1].Segments[0].W, "half the largest queue is half as wide")
-	require.Empty(t, drawBars(nil).Bars)
+	require.Empty(t, drawBars(nil, depthStates).Bars)
+	require.Len(t, c.Legend, 3, "the states asked for only")
 }
 
 // TestTemplatesRender renders every page and partial with representative
@@ -211,7 +227,7 @@ func TestChartScales(t *testing.T) {
 // in every state; every error) and checks the HTML is well formed.
 func TestTemplatesRender(t *testing.T) {
 	t.Parallel()
-	h, err := New(Config{Client: nil, Auth: noAuth{}, Counts: func(context.Context) ([]*docket.QueueInfo, error) { return nil, nil }})
+	h, err := New(Config{Client: nil, Auth: noAuth{}, Overview: func(context.Context, *docket.OverviewParams) (*docket.JobOverview, error) { return nil, nil }})
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	id := uuid.Must(uuid.NewV7())
@@ -222,13 +238,19 @@ func TestTemplatesRender(t *testing.T) {
 		{JobID: id, Attempt: 1, Node: "node-a", StartedAt: now, FinishedAt: now.Add(time.Second), Outcome: "error", Error: "boom <script>"},
 		{JobID: id, Attempt: 2, Node: "node-b", StartedAt: now.Add(2 * time.Second), Outcome: "running"},
 	}
-	counts := map[docket.JobState]int{}
-	for i, st := range docket.JobStates() {
-		counts[st] = i * 10
+	// A read with a capped queue, cut RUNNING and RETRY reads, and a cut
+	// finished window, as JobOverview returns them.
+	jo := &docket.JobOverview{
+		Queues: []*docket.QueueDepth{{Name: "images", Paused: true, Queued: overviewCap + 1, Running: 7, Retry: 3}, {Name: "q<&>"}},
+		RunningCut: true, RetryCut: false, Dead: overviewCap + 1,
+		Finished: []*docket.FinishedMinute{{At: now.Add(-20 * time.Minute), Succeeded: 40, Dead: 2}, {At: now.Add(-time.Minute), Succeeded: 3}},
+		FinishedCut: true, FinishedFrom: now.Add(-30 * time.Minute),
+		Waits: []time.Duration{time.Second, 3 * time.Millisecond},
 	}
-	ov := &overviewData{States: docket.JobStates(), Totals: counts, Dead: 60, At: now, Refresh: 5,
-		Queues: []queueRow{{Name: "images", Paused: true, Counts: counts, Total: 210}, {Name: "q<&>", Counts: map[docket.JobState]int{}}}}
-	ov.Chart = drawBars(ov.Queues)
+	ov := &overviewData{Queues: queueRows(jo), Dead: formatCount(jo.Dead, overviewCap, false), At: now, Refresh: 5, Cap: "10,000",
+		Completed: 43, Failed: 2, PerSecond: "0.02", Waits: 2, WaitP50: "3ms", WaitP95: "3ms", WaitMax: "1s"}
+	ov.Chart = drawBars(ov.Queues, depthStates)
+	ov.Minutes = drawMinutes(jo, now)
 	def, err := docket.DecodeWorkflow([]byte(`{"name": "fan", "steps": [{"name": "split", "job": {"type": "t"}},
 		{"name": "each", "job": {"type": "t"}, "after": ["split"], "forEach": "steps.split.output.items"},
 		{"name": "label", "human": {"task": "same"}, "after": ["split"]},
@@ -260,11 +282,12 @@ func TestTemplatesRender(t *testing.T) {
 		{"signin", "layout", &view{Title: "Sign in", Data: signinData{CSRF: "c", Next: "/jobs", Error: "That key is unknown"}}, []string{"That key is unknown", `name="csrf" value="c"`}},
 		{"error", "layout", &view{Title: "Not Found", Data: errorData{Status: 404, Message: "No job"}}, []string{"No job", "Sign in"}},
 		{"error", "layout", &view{Title: "Forbidden", User: viewer, Data: errorData{Status: 403, Message: "role"}}, []string{"Sign out"}},
-		{"overview", "layout", &view{Title: "Overview", User: admin, Data: ov}, []string{"paused", "q&lt;&amp;&gt;", "<svg"}},
-		{"overview", "layout", &view{Title: "Overview", User: viewer, Data: &overviewData{States: docket.JobStates(), Error: "busy", Chart: drawBars(nil), Refresh: 5}}, []string{"busy", "No jobs yet"}},
+		{"overview", "layout", &view{Title: "Overview", User: admin, Data: ov}, []string{"paused", "q&lt;&amp;&gt;", "<svg", ">10,000&#43;</a>", ">7&#43;</a>", ">3</a>", `id="dead-count" href="/dead">10,000&#43;<`, "11:29: before the jobs read",
+			"40 completed", "2 failed", `class="unknown"`, "Hatched minutes", "median 3ms, p95 3ms, max 1s"}},
+		{"overview", "layout", &view{Title: "Overview", User: viewer, Data: &overviewData{Error: "busy", Chart: drawBars(nil, depthStates), Refresh: 5}}, []string{"busy", "No waiting or running jobs"}},
 		{"overview", "panel", &view{User: admin, Data: ov}, []string{"overview-panel"}},
-		{"overview", "panel", &view{User: admin, Data: &overviewData{States: docket.JobStates(), Chart: drawBars(nil), Refresh: 5, Bus: "bus down: <nats>"}}, []string{`id="bus-health" class="error">bus down: &lt;nats&gt;<`, "refresh every 5 s"}},
-		{"overview", "panel", &view{User: admin, Data: &overviewData{States: docket.JobStates(), Chart: drawBars(nil), Refresh: 5, Bus: "up"}}, []string{`id="bus-health" class="ok">up<`}},
+		{"overview", "panel", &view{User: admin, Data: &overviewData{Chart: drawBars(nil, depthStates), Refresh: 5, Bus: "bus down: <nats>"}}, []string{`id="bus-health" class="error">bus down: &lt;nats&gt;<`, "refresh every 5 s"}},
+		{"overview", "panel", &view{User: admin, Data: &overviewData{Chart: drawBars(nil, depthStates), Refresh: 5, Bus: "up"}}, []string{`id="bus-health" class="ok">up<`}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), State: "RUNNING", Jobs: []*docket.JobRow{row}, Next: "/jobs?cursor=x&state=RUNNING"}}, []string{id.String(), "Next page", "selected"}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), Errors: []string{"id: bad"}}}, []string{"id: bad", "No jobs match"}},
 		{"jobs", "layout", &view{Title: "Jobs", User: admin, Data: &jobsData{States: docket.JobStates(), State: "DEAD", Args: "args.a:<b>", Within: 10000, Jobs: []*docket.JobRow{row}}},
@@ -312,10 +335,10 @@ func TestTemplatesRender(t *testing.T) {
 		{"dead", "layout", &view{Title: "Dead letters", User: admin, Data: &deadData{EventsShown: true, DeliveriesShown: true}}, []string{"No DEAD deliveries."}},
 		{"dead", "layout", &view{Title: "Dead letters", User: &user{Name: "p", Role: docket.RoleProducer, CSRF: "t", Operate: true, ActJobs: true}, Data: &deadData{EventsShown: true}},
 			[]string{"No DEAD jobs.", "Filter by a queue or a type", "No dead letters."}},
-		{"queues", "layout", &view{Title: "Queues", User: admin, Data: &queuesData{States: docket.JobStates(), CanPause: true, Message: "Queue mail paused", Errors: []string{"queue: bad"},
-			Queues: []queueRow{{Name: "images", Paused: true, Counts: counts, Total: 210}, {Name: "q<&>", Counts: map[docket.JobState]int{}}}}},
-			[]string{`action="/queues/resume"`, `action="/queues/pause"`, "q&lt;&amp;&gt;", "Queue mail paused", "queue: bad", `id="pause-other"`}},
-		{"queues", "layout", &view{Title: "Queues", User: viewer, Data: &queuesData{States: docket.JobStates()}}, []string{"No queues yet"}},
+		{"queues", "layout", &view{Title: "Queues", User: admin, Data: &queuesData{CanPause: true, Message: "Queue mail paused", Errors: []string{"queue: bad"}, Cap: "10,000",
+			Queues: queueRows(jo)}},
+			[]string{">10,000&#43;</a>", ">7&#43;</a>", `action="/queues/resume"`, `action="/queues/pause"`, "q&lt;&amp;&gt;", "Queue mail paused", "queue: bad", `id="pause-other"`}},
+		{"queues", "layout", &view{Title: "Queues", User: viewer, Data: &queuesData{}}, []string{"No queues yet"}},
 		{"work", "layout", &view{Title: "Work", User: contributor, Data: &workData{Pools: []workPool{{Pool: pool, Title: "Same <product>?", Available: 7}}, Message: workMessages["saved"]}},
 			[]string{"Same &lt;product&gt;?", "/work/pools/" + id.String() + "/take", "Start working", "no unit left"}},
 		{"work", "layout", &view{Title: "Work", User: contributor, Data: &workData{}}, []string{"No work for you"}},
@@ -420,4 +443,24 @@ func TestVendoredAssets(t *testing.T) {
 		seen++
 	}
 	require.Equal(t, 2, seen, "htmx and its SSE extension")
+}
+
+func TestFormatCount(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n, limit int
+		cut      bool
+		want     string
+	}{
+		{0, 10_000, false, "0"},
+		{999, 10_000, false, "999"},
+		{1_234, 10_000, false, "1,234"},
+		{10_000, 10_000, false, "10,000"},
+		{10_001, 10_000, false, "10,000+"},
+		{10_001, 10_000, true, "10,000+"},
+		{12, 10_000, true, "12+"},
+		{1_234_567, 2_000_000, false, "1,234,567"},
+	} {
+		require.Equal(t, tc.want, formatCount(tc.n, tc.limit, tc.cut), "%+v", tc)
+	}
 }

@@ -4,21 +4,20 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 
 	"github.com/docket-run/docket"
 )
 
-// The queues page: every queue with its job counts (the overview's cached
-// counts, no count query of its own) and its pause flag, with Pause and
+// The queues page: every queue with its depth — QUEUED, RUNNING and RETRY
+// jobs, capped as on the overview (its cached read, no query of its own) —
+// and its pause flag, with Pause and
 // Resume for admin keys (Client.PauseQueue, ResumeQueue: workers stop or
 // start acquiring the queue's jobs; running jobs finish).
 
 // queuesData is the queues page's.
 type queuesData struct {
-	States  []docket.JobState
 	Queues  []queueRow
+	Cap     string
 	Message string
 	Errors  []string
 	// CanPause: the session may pause and resume (admin).
@@ -30,24 +29,15 @@ func (h *Handler) queuesList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) showQueues(w http.ResponseWriter, r *http.Request, status int, message string, errs []string) {
-	qs, err := h.cfg.Counts(r.Context())
+	o, _, err := h.jobOverview(r.Context())
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Counting jobs failed: "+err.Error())
+		h.renderError(w, r, http.StatusInternalServerError, "Reading the queues failed: "+err.Error())
 		return
 	}
-	d := &queuesData{States: docket.JobStates(), Message: message, Errors: errs, CanPause: can(sessionOf(r.Context()).key.Role, accessAdmin)}
-	for _, q := range qs {
-		row := queueRow{Name: q.Name, Paused: q.Paused, Counts: map[docket.JobState]int{}}
-		for st, n := range q.Counts {
-			row.Counts[st] = n
-			row.Total += n
-		}
-		d.Queues = append(d.Queues, row)
-	}
-	slices.SortFunc(d.Queues, func(a, b queueRow) int { return strings.Compare(a.Name, b.Name) })
+	d := &queuesData{Queues: queueRows(o), Cap: thousands(overviewCap), Message: message, Errors: errs, CanPause: can(sessionOf(r.Context()).key.Role, accessAdmin)}
 	q := r.URL.Query()
 	if m := q.Get("done"); message == "" && (m == "paused" || m == "resumed") && docket.CheckName("queue", q.Get("queue")) == nil {
-		d.Message = "Queue " + q.Get("queue") + " " + m + "; the table catches up within 5 s."
+		d.Message = "Queue " + q.Get("queue") + " " + m + "."
 	}
 	h.renderPageStatus(w, r, status, "queues", "Queues", d)
 }
@@ -74,6 +64,7 @@ func (h *Handler) queuePause(paused bool) http.HandlerFunc {
 			h.renderError(w, r, http.StatusInternalServerError, "Pausing or resuming failed: "+err.Error())
 			return
 		}
+		h.ov.forget() // the page it redirects to shows the new flag
 		http.Redirect(w, r, "/queues?"+url.Values{"done": {done}, "queue": {name}}.Encode(), http.StatusSeeOther)
 	}
 }

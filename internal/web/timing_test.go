@@ -55,7 +55,7 @@ func TestPageTiming(t *testing.T) {
 	metrics := api.NewMetrics()
 	_ = api.New(api.Config{Client: c, Metrics: metrics})
 	var err error
-	b.handler, err = New(Config{Client: c, Counts: metrics.Queues, Now: b.clock.Now})
+	b.handler, err = New(Config{Client: c, Now: b.clock.Now})
 	require.NoError(t, err)
 	b.server = httptest.NewServer(b.handler)
 	t.Cleanup(b.server.Close)

@@ -49,11 +49,10 @@ type Config struct {
 	Client *docket.Client
 	// Auth checks the API keys people sign in with; default Client.
 	Auth Authenticator
-	// Counts returns job counts per queue and state. docket serve passes
-	// the cached counts of the metrics (api.Metrics.Queues) so that the
-	// overview, refreshed every 5 s by every open tab, never runs a count
-	// query of its own; default Client.Queues (uncached).
-	Counts func(ctx context.Context) ([]*docket.QueueInfo, error)
+	// Overview reads the overview's and the queues page's figures with
+	// bounded queries; default Client.Overview. One read serves every view
+	// for a second (the handler caches it).
+	Overview func(ctx context.Context, p *docket.OverviewParams) (*docket.JobOverview, error)
 	// Webhooks lists and redelivers webhook deliveries for the dead
 	// letters page; nil: the page shows none (docket serve passes its
 	// webhook service).
@@ -84,6 +83,7 @@ type Handler struct {
 	pages    map[string]*page
 	sessions *sessions
 	static   fs.FS
+	ov       overviewCache // the overview's and the queues page's read
 }
 
 // New builds the dashboard handler.
@@ -91,8 +91,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		cfg.Auth = cfg.Client
 	}
-	if cfg.Counts == nil {
-		cfg.Counts = cfg.Client.Queues
+	if cfg.Overview == nil {
+		cfg.Overview = cfg.Client.Overview
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = SessionTTLDefault
