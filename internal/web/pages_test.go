@@ -241,9 +241,9 @@ func TestTemplatesRender(t *testing.T) {
 	// A read with a capped queue, cut RUNNING and RETRY reads, and a cut
 	// finished window, as JobOverview returns them.
 	jo := &docket.JobOverview{
-		Queues: []*docket.QueueDepth{{Name: "images", Paused: true, Queued: overviewCap + 1, Running: 7, Retry: 3}, {Name: "q<&>"}},
+		Queues:     []*docket.QueueDepth{{Name: "images", Paused: true, Queued: overviewCap + 1, Running: 7, Retry: 3}, {Name: "q<&>"}},
 		RunningCut: true, RetryCut: false, Dead: overviewCap + 1,
-		Finished: []*docket.FinishedMinute{{At: now.Add(-20 * time.Minute), Succeeded: 40, Dead: 2}, {At: now.Add(-time.Minute), Succeeded: 3}},
+		Finished:    []*docket.FinishedMinute{{At: now.Add(-20 * time.Minute), Succeeded: 40, Dead: 2}, {At: now.Add(-time.Minute), Succeeded: 3}},
 		FinishedCut: true, FinishedFrom: now.Add(-30 * time.Minute),
 		Waits: []time.Duration{time.Second, 3 * time.Millisecond},
 	}
