@@ -219,9 +219,10 @@ type promLogger struct{ log *slog.Logger }
 func (l promLogger) Println(v ...any) { l.log.Warn("metrics scrape failed", "error", v) }
 
 // Queues returns the job counts per queue and state of the jobs gauge:
-// the same cached count (at most countCacheFor old), so a dashboard
-// refreshing it often adds no count query. Without a source (no Client)
-// it returns none.
+// the same cached count (at most countCacheFor old), so a caller
+// refreshing it often adds no count query (the dashboard no longer does:
+// it reads Client.Overview's bounded figures). Without a source (no
+// Client) it returns none.
 func (m *Metrics) Queues(ctx context.Context) ([]*docket.QueueInfo, error) {
 	src := m.jobs.source.Load()
 	if src == nil {
