@@ -35,17 +35,18 @@ const (
 // overviewCache holds the newest overview read, shared by every view and
 // the queues page.
 type overviewCache struct {
-	mu  sync.Mutex
-	at  time.Time // zero: never read
-	o   *docket.JobOverview
-	err error
+	mu   sync.Mutex
+	read time.Time // when it was read, by the wall clock; zero: never
+	at   time.Time // when it was read, by Config.Now (shown)
+	o    *docket.JobOverview
+	err  error
 }
 
 // forget drops the cached read: the next view reads again.
 func (c *overviewCache) forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at = time.Time{}
+	c.read = time.Time{}
 }
 
 // jobOverview returns the overview read at most overviewCacheFor ago.
@@ -53,16 +54,18 @@ func (h *Handler) jobOverview(ctx context.Context) (*docket.JobOverview, time.Ti
 	c := &h.ov
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := h.cfg.Now()
-	if age := now.Sub(c.at); !c.at.IsZero() && age >= 0 && age < overviewCacheFor {
+	// The cache's age is real time (a rate limit on the database), whatever
+	// Config.Now says; the window and the time shown follow Config.Now.
+	if !c.read.IsZero() && time.Since(c.read) < overviewCacheFor {
 		return c.o, c.at, c.err
 	}
+	now := h.cfg.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c.o, c.err = h.cfg.Overview(ctx, &docket.OverviewParams{
 		Cap: overviewCap, Since: now.Add(-overviewWindow), FinishedCap: overviewFinishedCap, LatencyOf: overviewLatencyOf,
 	})
-	c.at = now
+	c.read, c.at = time.Now(), now
 	return c.o, c.at, c.err
 }
 
