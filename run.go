@@ -437,6 +437,29 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 			queue.enqueue(runs)
 		}
 	}
+	// Under a light load the completer writes a batch at once, and the
+	// runs of its step jobs are advanced in the same transaction: the
+	// next step's job is committed with its parent's end, a transaction
+	// earlier than through the queue.
+	cfg.JobsEndedTx = &engine.JobsEndedHook{
+		Match: func(r *job.Row) bool {
+			_, ok := workflow.IsStepPayload(r.Payload)
+			return ok
+		},
+		Handle: func(ctx context.Context, tx store.Tx, rows []*job.Row) error {
+			adv, err := client.flows()
+			if err != nil {
+				return err
+			}
+			runs := make([]uuid.UUID, 0, len(rows))
+			for _, r := range rows {
+				if id, ok := workflow.IsStepPayload(r.Payload); ok {
+					runs = append(runs, id)
+				}
+			}
+			return adv.AdvanceRunsTx(ctx, tx, runs)
+		},
+	}
 	cfg.Services = append(cfg.Services, queue)
 	interval := c.WorkflowSweepInterval
 	if interval <= 0 {

@@ -13,9 +13,12 @@ import (
 // completer writes the ends of attempts in batches: a flush happens when
 // CompleteBatch are pending or CompleteInterval after the first of them,
 // whichever comes first; completions arriving during a flush make the next
-// batch. A job leaves the running set (and stops being heartbeated) only
-// after its completion is committed, so a crash before the flush means the
-// lease expires and the job runs again: at least once, never lost.
+// batch. Under a light load a workflow step's completion does not wait
+// (see eagerBelow): it is written at once, with its run's advancement in
+// the same transaction (Config.JobsEndedTx). A job leaves the running set
+// (and stops being heartbeated) only after its completion is committed,
+// so a crash before the flush means the lease expires and the job runs
+// again: at least once, never lost.
 type completer struct {
 	e  *Engine
 	in chan pendingFinish
@@ -66,11 +69,30 @@ func (c *completer) Start(ctx context.Context) error {
 // handed in its completion.
 func (c *completer) Stop() { c.life.Stop() }
 
+// eagerBelow: while the batches stay smaller than this (a light load),
+// a batch that holds a job Config.JobsEndedTx matches (a workflow step's
+// job, whose run waits for its end) is flushed as soon as that job's
+// completion arrives, with the completions queued behind it, instead of
+// CompleteInterval after the batch's first. A batch of this many or more
+// means completions arrive faster than a commit takes: the completer
+// collects for CompleteInterval again, which keeps batches large (few
+// commits) at full speed. Eagerly, a batch holds what arrived during the
+// previous commit, so it reaches eagerBelow at about eagerBelow
+// completions per commit time (some thousands a second); collecting, it
+// falls below under eagerBelow per CompleteInterval plus a commit (about
+// a thousand a second): the two modes do not flap. Without the hook, or
+// for batches of plain jobs only, nothing changes: they wait out
+// CompleteInterval as always.
+const eagerBelow = 8
+
 func (c *completer) run(ctx context.Context) {
 	max := c.e.cfg.CompleteBatch
 	batch := make([]pendingFinish, 0, max)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	hook := c.e.cfg.JobsEndedTx
+	urgent := func(p pendingFinish) bool { return hook != nil && hook.Match(p.ex.row) }
+	eager := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -79,19 +101,43 @@ func (c *completer) run(ctx context.Context) {
 		case p := <-c.in:
 			batch = append(batch[:0], p)
 		}
-		timer.Reset(c.e.cfg.CompleteInterval)
-	collect:
-		for len(batch) < max {
-			select {
-			case p := <-c.in:
-				batch = append(batch, p)
-			case <-timer.C:
-				break collect
-			case <-ctx.Done():
-				break collect
+		now := eager && urgent(batch[0])
+		if !now {
+			timer.Reset(c.e.cfg.CompleteInterval)
+		collect:
+			for len(batch) < max {
+				select {
+				case p := <-c.in:
+					batch = append(batch, p)
+					if eager && urgent(p) {
+						now = true
+						break collect
+					}
+				case <-timer.C:
+					break collect
+				case <-ctx.Done():
+					break collect
+				}
+			}
+			timer.Stop()
+		}
+		if now {
+		queued:
+			for len(batch) < max {
+				select {
+				case p := <-c.in:
+					batch = append(batch, p)
+				default:
+					break queued
+				}
 			}
 		}
-		timer.Stop()
+		inline := now
+		eager = len(batch) < eagerBelow
+		if inline && c.flushInline(ctx, batch) {
+			batch = batch[:0]
+			continue
+		}
 		c.flush(ctx, batch)
 		batch = batch[:0]
 	}
@@ -137,16 +183,8 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		applied, err := c.e.store.JobFinishMany(wctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
 		cancel()
 		if err == nil {
-			c.jobsEnded(batch, applied)
-			for i, p := range batch {
-				if applied[i] != "" {
-					c.e.observe(p.ex.row, p.fin)
-				} else {
-					c.e.log.Warn("completion fenced: the lease was lost before it was written",
-						attrService, "completer", attrJobID, p.fin.ID.String(), attrAttempt, p.fin.Attempt)
-				}
-				c.e.finished(p.ex)
-			}
+			c.jobsEnded(batch, applied, nil)
+			c.settle(batch, applied)
 			return
 		}
 		c.e.log.Error("write completions failed", attrService, "completer", attrCount, len(batch), attrError, err)
@@ -176,19 +214,90 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 	}
 }
 
+// flushInline writes a batch flushed at once (light load) in one
+// transaction with Config.JobsEndedTx's handling of the jobs it matches,
+// and reports whether it did. It does not when nothing matches (the
+// batch takes the usual statement) or when that transaction fails: then
+// flush writes the batch, and OnJobsEnded gets every job. It tries once:
+// the fallback is the path that retries.
+func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool {
+	hook := c.e.cfg.JobsEndedTx
+	if hook == nil || ctx.Err() != nil {
+		return false
+	}
+	matched := make([]bool, len(batch))
+	some := false
+	for i, p := range batch {
+		matched[i] = hook.Match(p.ex.row)
+		some = some || matched[i]
+	}
+	if !some {
+		return false
+	}
+	params := make([]*store.JobFinishParams, len(batch))
+	for i, p := range batch {
+		params[i] = p.fin
+	}
+	var applied []job.State
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := c.e.store.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		applied, err = tx.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
+		if err != nil {
+			return err
+		}
+		var rows []*job.Row
+		for i, p := range batch {
+			if matched[i] && applied[i] != "" && applied[i].Terminal() {
+				rows = append(rows, p.ex.row)
+			}
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		return hook.Handle(ctx, tx, rows)
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.e.log.Warn("write completions with their workflow advancement failed; writing them alone",
+				attrService, "completer", attrCount, len(batch), attrError, err)
+		}
+		return false
+	}
+	c.jobsEnded(batch, applied, matched)
+	c.settle(batch, applied)
+	return true
+}
+
+// settle observes a committed batch and lets its executions go.
+func (c *completer) settle(batch []pendingFinish, applied []job.State) {
+	for i, p := range batch {
+		if applied[i] != "" {
+			c.e.observe(p.ex.row, p.fin)
+		} else {
+			c.e.log.Warn("completion fenced: the lease was lost before it was written",
+				attrService, "completer", attrJobID, p.fin.ID.String(), attrAttempt, p.fin.Attempt)
+		}
+		c.e.finished(p.ex)
+	}
+}
+
 // jobsEnded hands the jobs of a committed batch that ended to
 // Config.OnJobsEnded. The cost for plain jobs is a loop over the batch
 // with no query and no allocation after the first batch (the slice is
 // reused): the callback tells step jobs by their payload's first bytes and
 // queues only their runs, so a batch without step jobs costs a few byte
 // comparisons per job.
-func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State) {
+// handled, when set, marks the jobs handled in the batch's transaction
+// already (Config.JobsEndedTx): they are left out.
+func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State, handled []bool) {
 	if c.e.cfg.OnJobsEnded == nil {
 		return
 	}
 	c.ended = c.ended[:0]
 	for i, p := range batch {
-		if applied[i] != "" && applied[i].Terminal() {
+		if applied[i] != "" && applied[i].Terminal() && (handled == nil || !handled[i]) {
 			c.ended = append(c.ended, p.ex.row)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,6 +104,15 @@ type Config struct {
 	// slice: the workflow runtime queues the runs to advance and returns.
 	// Default none.
 	OnJobsEnded func(rows []*job.Row)
+	// JobsEndedTx, when set, handles the ends of the jobs it matches in
+	// the transaction that records them, when the completer writes a
+	// batch at once (a light load, see completer): the next steps of a
+	// workflow run are released in the commit that ends its step's job,
+	// instead of by a transaction of their own after it. Those jobs are
+	// not given to OnJobsEnded. Under load, and when that transaction
+	// fails (it is rolled back and the batch written again without it),
+	// every job goes to OnJobsEnded as usual. Default none.
+	JobsEndedTx *JobsEndedHook
 	// Services run beside the engine on every node: started with it
 	// (before its producers) and stopped after its completer, so that
 	// what the last completions hand them is taken. Default none.
@@ -195,4 +205,19 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("invalid RetryBackoff: base %v must be >= 0 and <= max %v", c.RetryBackoff.Base, c.RetryBackoff.Max))
 	}
 	return errors.Join(errs...)
+}
+
+// JobsEndedHook handles job ends inside the completer's transaction
+// (Config.JobsEndedTx).
+type JobsEndedHook struct {
+	// Match tells the jobs Handle takes (a workflow step's job, by its
+	// payload). It is called for each job of a batch before the batch is
+	// written: it must be quick. A batch where nothing matches is written
+	// by the one statement of JobFinishMany, as without the hook.
+	Match func(row *job.Row) bool
+	// Handle is called in the transaction, after the batch's ends are
+	// written, with the matching jobs that ended (SUCCESS, DEAD,
+	// CANCELED), rows as acquired. Its writes commit with the ends; an
+	// error rolls both back. It must write through tx only.
+	Handle func(ctx context.Context, tx store.Tx, rows []*job.Row) error
 }

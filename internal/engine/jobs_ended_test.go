@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +111,108 @@ func TestOnJobsEndedAfterRescueOfCanceledJob(t *testing.T) {
 		row, err := b.store.JobGet(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, job.StateCanceled, row.State)
+	})
+}
+
+// JobsEndedTx handles the jobs it matches in the transaction that ends
+// them, at once under a light load (not CompleteInterval later), and they
+// are not handed to OnJobsEnded; other jobs are. When Handle fails, its
+// writes roll back with the ends, the ends are written alone, and every
+// job goes to OnJobsEnded.
+func TestJobsEndedTx(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		for _, fail := range []bool{false, true} {
+			b := setup(t, backend)
+			ctx := context.Background()
+			step := b.insert(t, "step", 1)[0]
+			plain := b.insert(t, "plain", 1)[0]
+			var (
+				mu      sync.Mutex
+				handled []uuid.UUID
+				ended   = map[uuid.UUID]bool{}
+				marker  = uuid.Must(uuid.NewV7()) // a job Handle inserts
+			)
+			cfg := b.config(map[string]int{"step": 1, "plain": 1})
+			// A batch waits this long unless it is written at once.
+			const interval = 5 * time.Second
+			cfg.CompleteInterval = interval
+			cfg.OnJobsEnded = func(rows []*job.Row) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range rows {
+					ended[r.ID] = true
+				}
+			}
+			cfg.JobsEndedTx = &JobsEndedHook{
+				Match: func(r *job.Row) bool { return r.Type == "step" },
+				Handle: func(ctx context.Context, tx store.Tx, rows []*job.Row) error {
+					for _, r := range rows {
+						got, err := tx.JobGet(ctx, r.ID)
+						if err != nil {
+							return err
+						}
+						if got.State != job.StateSuccess {
+							return errors.New("the end is not written before Handle")
+						}
+					}
+					if _, err := tx.JobInsertMany(ctx, &store.JobInsertManyParams{Now: b.clock.Now(), Jobs: []*store.JobInsertParams{{
+						ID: marker, Type: "next", Queue: "next", Payload: json.RawMessage(`{}`), State: job.StateQueued, MaxAttempts: 1,
+					}}}); err != nil {
+						return err
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					for _, r := range rows {
+						handled = append(handled, r.ID)
+					}
+					if fail {
+						return errors.New("boom")
+					}
+					return nil
+				},
+			}
+			// The plain job's completion waits in the completer for the
+			// interval, unless the step job's comes and takes it along.
+			plainDone := make(chan struct{})
+			var stepReturned atomic.Int64
+			e, err := New(b.store, cfg, map[string]*Handler{
+				"step": {Work: func(context.Context, *job.Row) (json.RawMessage, error) {
+					<-plainDone
+					stepReturned.Store(time.Now().UnixNano())
+					return nil, nil
+				}},
+				"plain": {Work: func(context.Context, *job.Row) (json.RawMessage, error) {
+					defer close(plainDone)
+					return nil, nil
+				}},
+			})
+			require.NoError(t, err)
+			require.NoError(t, e.Start(ctx))
+			waitFor(t, "the step job to end", func() bool {
+				row, err := b.store.JobGet(ctx, step)
+				require.NoError(t, err)
+				return row.State == job.StateSuccess
+			})
+			require.Less(t, time.Since(time.Unix(0, stepReturned.Load())), interval*4/5, "the step job's end was written at once")
+			// The ends are handed over right after the commit.
+			waitFor(t, "the plain job to go to OnJobsEnded", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return ended[plain] && (!fail || ended[step])
+			})
+			marked, err := b.store.JobGet(ctx, marker)
+			mu.Lock()
+			if fail {
+				require.ErrorIs(t, err, store.ErrNotFound, "Handle's write rolled back")
+			} else {
+				require.NoError(t, err, "Handle's write committed with the end")
+				require.Equal(t, job.StateQueued, marked.State)
+				require.Equal(t, []uuid.UUID{step}, handled)
+				require.False(t, ended[step], "a handled job is not handed to OnJobsEnded")
+			}
+			mu.Unlock()
+			e.Stop(ctx)
+		}
 	})
 }

@@ -78,6 +78,12 @@ func signal(ch chan struct{}) {
 	}
 }
 
+// eagerFetchBelow: a wakeup after a fetch that acquired fewer jobs than
+// this fetches at once, without waiting out FetchCooldown. A burst of
+// single inserts soon makes fetches larger than this (each takes what
+// arrived during the one before), and the cooldown applies again.
+const eagerFetchBelow = 4
+
 func (p *producer) run(ctx context.Context) {
 	poll := time.NewTimer(0) // fetch once at start
 	defer poll.Stop()
@@ -87,6 +93,7 @@ func (p *producer) run(ctx context.Context) {
 	refill := max(1, batch/2)
 	backlog := false
 	var last time.Time // start of the last fetch
+	got := 0           // jobs the last fetch acquired
 	for {
 		free := p.free()
 		fetch := false
@@ -115,7 +122,11 @@ func (p *producer) run(ctx context.Context) {
 			}
 			// Debounce: within the cooldown of the last fetch, wait for
 			// the rest of it; wakeups meanwhile are folded into this fetch.
-			if wait := p.e.cfg.FetchCooldown - time.Since(last); wait > 0 {
+			// Not when the last fetch found only a few jobs: the queue is
+			// quiet, and the job that woke it should start now (what
+			// arrives during this fetch makes the next one larger, which
+			// brings the cooldown back under a burst).
+			if wait := p.e.cfg.FetchCooldown - time.Since(last); wait > 0 && got >= eagerFetchBelow {
 				t := time.NewTimer(wait)
 				select {
 				case <-ctx.Done():
@@ -129,6 +140,7 @@ func (p *producer) run(ctx context.Context) {
 		want := min(p.free(), batch)
 		n := p.fetch(ctx, want)
 		backlog = n > 0 && n == want
+		got = n
 		poll.Reset(p.e.cfg.PollInterval)
 	}
 }

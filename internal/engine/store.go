@@ -8,10 +8,11 @@ import (
 )
 
 // Store is what the engine needs of the store: the jobs domain, wakeups,
-// the node registry, the leaderships its electors hold, and a ping to tell
+// transactions (Config.JobsEndedTx), the node registry, the leaderships its electors hold, and a ping to tell
 // a database that is down from one that refuses.
 type Store interface {
 	store.JobStore
+	store.Transactor // Config.JobsEndedTx
 	store.Subscriber
 	leader.Store
 	NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error

@@ -28,6 +28,10 @@ type JobTx interface {
 	// writes the attempt's history row; last_error follows
 	// job.SetsLastError.
 	JobTransition(ctx context.Context, p *JobTransitionParams) (*job.Row, error)
+	// JobFinishMany is JobStore.JobFinishMany (the ends of attempts, fenced
+	// by attempt): the engine's completer writes a batch holding workflow
+	// step jobs with it, and advances their runs in the same transaction.
+	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]job.State, error)
 }
 
 // JobStore is the jobs domain: jobs, their attempts and their queues.
@@ -55,8 +59,8 @@ type JobStore interface {
 	// another acquirer are skipped, never waited for. Returns nothing while
 	// the queue is paused.
 	JobAcquire(ctx context.Context, p *JobAcquireParams) ([]*job.Row, error)
-	// JobFinishMany moves RUNNING jobs to SUCCESS, RETRY, DEAD or CANCELED in
-	// one transaction, each guarded by state = RUNNING and attempt = the
+	// JobFinishMany (declared in JobTx) moves RUNNING jobs to SUCCESS,
+	// RETRY, DEAD or CANCELED in one transaction, each guarded by state = RUNNING and attempt = the
 	// given attempt (fencing). It writes each finished attempt's history row,
 	// but for a success, which JobAttemptList reads from the job row (the
 	// job keeps its last lease owner for that; rows show it only while
@@ -66,7 +70,6 @@ type JobStore interface {
 	// The result is aligned with p.Jobs: the state each job ended in, as
 	// the statement wrote it (CANCELED for a RETRY whose cancel was
 	// requested), and "" where the finish was fenced off (not applied).
-	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]job.State, error)
 	// JobHeartbeat extends the leases of RUNNING jobs still held under the
 	// given attempts to Now+LeaseDuration, never shortening one (a lease
 	// already reaching further keeps its expiry), and reports cancel

@@ -36,6 +36,9 @@ var ErrNoWorkflow = errors.New("no such workflow")
 
 // inTx runs fn on the locked, loaded run in one transaction, then asks the
 // running jobs fn returned to stop. A missing run is store.ErrNotFound.
+// When asking a job to stop fails (other than because it ended), the
+// change made by fn stands (it is committed) and the run is returned with
+// an error saying so; repeating the operation asks again.
 func (a *Advancer) inTx(ctx context.Context, st Store, runID uuid.UUID, fn func(ctx context.Context, adv *advance) ([]uuid.UUID, error)) (*flow.Run, error) {
 	var (
 		run    *flow.Run
@@ -57,16 +60,40 @@ func (a *Advancer) inTx(ctx context.Context, st Store, runID uuid.UUID, fn func(
 	if err != nil {
 		return nil, err
 	}
-	a.cancelJobs(ctx, st, cancel)
+	if err := a.cancelJobs(ctx, st, cancel); err != nil {
+		return run, fmt.Errorf("run %s: %w", runID, err)
+	}
 	return run, nil
 }
 
-// cancelJobs asks running jobs to stop. A job that ended meanwhile is
-// left as it is; its end is recorded by the next advancement.
-func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) {
+// cancelJobs asks running jobs to stop. A job that ended meanwhile
+// (SUCCESS or DEAD: *job.InvalidTransitionError) or was pruned since
+// (store.ErrNotFound) is left as it is: its end is recorded by the next
+// advancement. Any other failure is returned, after asking the others.
+func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) error {
+	var errs []error
 	for _, id := range ids {
-		_, _ = st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: a.now()})
+		_, err := st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: a.now()})
+		var ite *job.InvalidTransitionError
+		if err == nil || errors.As(err, &ite) || errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("ask running job %s to stop: %w", id, err))
 	}
+	return errors.Join(errs...)
+}
+
+// runningJobs lists the jobs of the run's RUNNING job step instances.
+func (adv *advance) runningJobs() []uuid.UUID {
+	var ids []uuid.UUID
+	for _, name := range adv.c.g.Order() {
+		for _, st := range adv.steps[name] {
+			if st.State == flow.StepRunning && st.JobID != uuid.Nil {
+				ids = append(ids, st.JobID)
+			}
+		}
+	}
+	return ids
 }
 
 // AdvanceRun runs Advance in a transaction of its own. An unknown run is
@@ -115,26 +142,40 @@ func (a *Advancer) AdvanceRuns(ctx context.Context, st Store, runIDs []uuid.UUID
 // advanceTogether advances runs ids, sorted, in one transaction.
 func (a *Advancer) advanceTogether(ctx context.Context, st Store, ids []uuid.UUID) error {
 	return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		batch := &startBatch{}
-		loads, err := tx.RunLoadMany(ctx, ids)
-		if err != nil {
-			return err
-		}
-		// The runs are locked now: an earlier time could precede the
-		// ends recorded by the transactions this one waited for.
-		now := a.now()
-		for _, l := range loads {
-			adv, err := a.loaded(ctx, tx, l.Run, l.Steps)
-			if err != nil {
-				return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
-			}
-			adv.batch, adv.now, adv.ends, adv.endsRead = batch, now, l.JobEnds, true
-			if err := adv.advance(ctx); err != nil {
-				return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
-			}
-		}
-		return batch.flush(ctx, tx, now)
+		return a.AdvanceRunsTx(ctx, tx, ids)
 	})
+}
+
+// AdvanceRunsTx advances runs inside tx, as AdvanceRuns does in a
+// transaction of its own: each as by Advance, locked in id order (runIDs
+// need not be sorted nor distinct), and what they release written by two
+// statements for them all. Unknown runs are skipped. The engine's
+// completer calls it in the transaction that records the end of their
+// step jobs (engine.Config.JobsEndedTx); an error means tx must be
+// rolled back.
+func (a *Advancer) AdvanceRunsTx(ctx context.Context, tx store.Tx, runIDs []uuid.UUID) error {
+	ids := slices.Clone(runIDs)
+	slices.SortFunc(ids, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	ids = slices.Compact(ids)
+	batch := &startBatch{}
+	loads, err := tx.RunLoadMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	// The runs are locked now: an earlier time could precede the ends
+	// recorded by the transactions this one waited for.
+	now := a.now()
+	for _, l := range loads {
+		adv, err := a.loaded(ctx, tx, l.Run, l.Steps)
+		if err != nil {
+			return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
+		}
+		adv.batch, adv.now, adv.ends, adv.endsRead = batch, now, l.JobEnds, true
+		if err := adv.advance(ctx); err != nil {
+			return fmt.Errorf("advance run %s: %w", l.Run.ID, err)
+		}
+	}
+	return batch.flush(ctx, tx, now)
 }
 
 // StartParams is one run to start.
@@ -233,13 +274,18 @@ func (a *Advancer) Start(ctx context.Context, st Store, runs []*StartParams) ([]
 // asked to stop, and the run is CANCELED once no step job runs (at once
 // when none does; otherwise it keeps its state with CancelRequested, no
 // step is released, and the advancement that records the last running
-// job's end cancels it). A run being canceled or CANCELED is returned as
-// it is; SUCCEEDED and FAILED runs are ErrConflict.
+// job's end cancels it). A CANCELED run is returned as it is; a run being
+// canceled too, after its running jobs are asked to stop again. SUCCEEDED
+// and FAILED runs are ErrConflict.
 func (a *Advancer) Cancel(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
 		switch {
-		case adv.run.State == flow.RunCanceled, adv.run.CancelRequested:
+		case adv.run.State == flow.RunCanceled:
 			return nil, nil
+		case adv.run.CancelRequested:
+			// Asked again: ask the jobs still running again too (an
+			// earlier ask may have failed; asking twice is harmless).
+			return adv.runningJobs(), nil
 		case adv.run.State.Terminal():
 			return nil, conflict("run %s is %s: only a RUNNING or PAUSED run can be canceled", adv.run.ID, adv.run.State)
 		}

@@ -89,8 +89,25 @@ var (
 	finishExpiredSQL = fmt.Sprintf(finishSQL, "\n\t\tAND j.lease_expires_at < $9::timestamptz")
 )
 
-// JobFinishMany implements store.Store.
+// JobFinishMany implements store.Store: one statement, its own
+// transaction, run again when it was a deadlock's victim.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
+	return jobFinishMany(ctx, p, func(fn func() error) error { return retryDeadlock(fn) }, s.pool)
+}
+
+// JobFinishMany implements store.Tx: the statement on the transaction. A
+// deadlock aborts the transaction, so it is not run again here; the
+// caller's transaction fails.
+func (t *storeTx) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return jobFinishMany(ctx, p, func(fn func() error) error { return fn() }, t.tx)
+}
+
+// jobFinishMany runs the finish statement on q through run (which may run
+// it again).
+func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(func() error) error, q conn) ([]job.State, error) {
 	n := len(p.Jobs)
 	applied := make([]job.State, n)
 	if n == 0 {
@@ -141,9 +158,9 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	if p.ExpiredOnly {
 		query = finishExpiredSQL
 	}
-	err := retryDeadlock(func() error {
+	err := run(func() error {
 		clear(applied)
-		rs, err := s.pool.Query(ctx, query, ids, attempts, states, outcomes, results, errs, runAts, finishedAts, now)
+		rs, err := q.Query(ctx, query, ids, attempts, states, outcomes, results, errs, runAts, finishedAts, now)
 		if err != nil {
 			return err
 		}

@@ -95,8 +95,27 @@ type attemptKey struct {
 	attempt int
 }
 
-// JobFinishMany implements store.Store.
+// JobFinishMany implements store.Store: one write transaction.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
+	for _, q := range []string{finishUpdateSQL, finishAttemptsSQL} {
+		if _, err := s.prepare(ctx, q); err != nil { // cached for stmtIn
+			return nil, fmt.Errorf("prepare finish: %w", err)
+		}
+	}
+	return s.jobFinishMany(ctx, p, func(fn func(tx *sql.Tx) error) error { return s.write(ctx, fn) })
+}
+
+// JobFinishMany implements store.Tx: in a savepoint of the transaction.
+func (t *storeTx) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return t.s.jobFinishMany(ctx, p, func(fn func(tx *sql.Tx) error) error { return t.savepoint(ctx, fn) })
+}
+
+// jobFinishMany writes the finishes by the statements of one transaction,
+// which in gives it.
+func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, in func(func(tx *sql.Tx) error) error) ([]job.State, error) {
 	for _, f := range p.Jobs {
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
@@ -105,14 +124,6 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	applied := make([]job.State, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return applied, nil
-	}
-	var stmts [2]*sql.Stmt
-	for i, q := range []string{finishUpdateSQL, finishAttemptsSQL} {
-		st, err := s.prepare(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("prepare finish: %w", err)
-		}
-		stmts[i] = st
 	}
 	now := micros(p.Now)
 	ids := make([]string, len(p.Jobs))
@@ -160,8 +171,12 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 	if p.ExpiredOnly {
 		expiredOnly = 1
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		update := tx.StmtContext(ctx, stmts[0])
+	err = in(func(tx *sql.Tx) error {
+		clear(applied)
+		update, err := s.stmtIn(ctx, tx, finishUpdateSQL)
+		if err != nil {
+			return fmt.Errorf("prepare finish: %w", err)
+		}
 		moved, err := finishUpdate(ctx, update, string(updatesJSON), now, expiredOnly)
 		if err != nil {
 			return err
@@ -214,7 +229,11 @@ func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams)
 			if err != nil {
 				return fmt.Errorf("finish jobs: %w", err)
 			}
-			if _, err := tx.StmtContext(ctx, stmts[1]).ExecContext(ctx, string(attemptsJSON)); err != nil {
+			record, err := s.stmtIn(ctx, tx, finishAttemptsSQL)
+			if err != nil {
+				return fmt.Errorf("prepare finish: %w", err)
+			}
+			if _, err := record.ExecContext(ctx, string(attemptsJSON)); err != nil {
 				return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
 			}
 		}

@@ -178,6 +178,19 @@ func (s *Store) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// stmtIn returns query's statement on tx: the cached one, or, when it is
+// not cached yet, one prepared on tx (it ends with tx). It never prepares
+// on the writer, which tx holds: inside InTx that would wait forever.
+func (s *Store) stmtIn(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	st, ok := s.stmts[query]
+	s.mu.Unlock()
+	if ok {
+		return tx.StmtContext(ctx, st), nil
+	}
+	return tx.PrepareContext(ctx, query)
+}
+
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -265,6 +267,40 @@ func testFinish(t *testing.T, open opener) {
 		requireAttempt(t, &job.Attempt{JobID: p.ID, Attempt: 1, Node: "node-1", StartedAt: t1, FinishedAt: f1, Outcome: job.OutcomeError, Error: "boom"}, attempts[0])
 		requireAttempt(t, &job.Attempt{JobID: p.ID, Attempt: 2, Node: "node-2", StartedAt: t2, FinishedAt: f2, Outcome: job.OutcomeSuccess}, attempts[1])
 		require.Equal(t, 9*time.Second, attempts[1].Duration().Round(time.Millisecond))
+	})
+
+	// JobFinishMany on a Tx: what it wrote is read back in the same
+	// transaction, fenced finishes are reported as on the Store, and
+	// nothing of it survives a rollback.
+	t.Run("InTx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		fenced := finishParams(row, job.StateSuccess)
+		fenced.Attempt = row.Attempt + 1
+		boom := errors.New("boom")
+		err := b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			ended, err := tx.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fenced, finishParams(row, job.StateDead)}, Now: later})
+			require.NoError(t, err)
+			require.Equal(t, []job.State{"", job.StateDead}, ended)
+			got, err := tx.JobGet(ctx, row.ID)
+			require.NoError(t, err)
+			require.Equal(t, job.StateDead, got.State, "read back in the transaction")
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, job.StateRunning, b.get(t, row.ID).State, "rolled back")
+
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			ended, err := tx.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{finishParams(row, job.StateSuccess)}, Now: later})
+			require.NoError(t, err)
+			require.Equal(t, []job.State{job.StateSuccess}, ended)
+			return nil
+		}))
+		got := b.get(t, row.ID)
+		require.Equal(t, job.StateSuccess, got.State)
+		requireTime(t, later, got.FinishedAt)
+		requireNoLease(t, got)
 	})
 
 	t.Run("AttemptListUnknown", func(t *testing.T) {
