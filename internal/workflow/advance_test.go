@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -832,4 +833,59 @@ func TestAdvanceReadsTheClockOnceLocked(t *testing.T) {
 			})
 		})
 	}
+}
+
+// cancelFailing is the store with JobCancel failing as a database that
+// went away does.
+type cancelFailing struct {
+	store.Store
+}
+
+var errCancelDown = errors.New("connection refused")
+
+func (cancelFailing) JobCancel(context.Context, *store.JobCancelParams) (*job.Row, error) {
+	return nil, errCancelDown
+}
+
+// A cancel whose ask to a running job fails reports it (the cancel itself
+// is committed), and asking again asks the job again; a job that ended
+// meanwhile (it cannot be canceled any more) is no error.
+func TestCancelReportsFailedJobCancel(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"cancel_fail","steps":[
+			{"name":"a","job":{"type":"held"}},
+			{"name":"b","job":{"type":"held2"}}]}`)
+		run := b.start(t, name, `{}`)
+		var held []*job.Row
+		for _, q := range []string{"held", "held2"} {
+			rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: q, Max: 1, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			held = append(held, rows...)
+		}
+
+		got, err := b.adv.Cancel(b.ctx, cancelFailing{b.st}, run.ID)
+		require.ErrorIs(t, err, errCancelDown)
+		require.NotNil(t, got)
+		require.True(t, got.CancelRequested, "the cancel is committed")
+		for _, r := range held {
+			row, err := b.st.JobGet(b.ctx, r.ID)
+			require.NoError(t, err)
+			require.False(t, row.CancelRequested)
+		}
+
+		// One job ends before the cancel is asked again: asking it is
+		// refused (it is finished), which is no error; the other is asked.
+		ended, err := b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
+			ID: held[0].ID, Attempt: held[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess}}})
+		require.NoError(t, err)
+		require.Equal(t, []job.State{job.StateSuccess}, ended)
+		got, err = b.adv.Cancel(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		require.True(t, got.CancelRequested)
+		row, err := b.st.JobGet(b.ctx, held[1].ID)
+		require.NoError(t, err)
+		require.True(t, row.CancelRequested, "asked again, the running job is asked to stop")
+	})
 }
