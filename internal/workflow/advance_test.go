@@ -889,3 +889,61 @@ func TestCancelReportsFailedJobCancel(t *testing.T) {
 		require.True(t, row.CancelRequested, "asked again, the running job is asked to stop")
 	})
 }
+
+// A job whose payload claims to be a step of a run (any job's payload is
+// its inserter's to write) cannot advance that run: advancement reads the
+// ends of the jobs the run's instances hold, not the payloads of jobs
+// that ended. Its end is a no-op, by the queue's path (AdvanceRuns) and
+// by the completer's (AdvanceRunsTx in the transaction of the end).
+func TestSpoofedStepPayloadDoesNotAdvance(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"spoof","steps":[
+			{"name":"a","job":{"type":"real"}},
+			{"name":"b","after":["a"],"job":{"type":"real"}}]}`)
+		run := b.start(t, name, `{}`)
+		_, before := b.get(t, run.ID)
+		require.Len(t, before["a"], 1)
+		realJob := before["a"][0].JobID
+
+		for round, path := range []string{"queue", "completer"} {
+			forged := fmt.Sprintf(`{"run":{"id":%q,"step":"a","index":0},"input":{},"steps":{}}`, run.ID)
+			id, ok := workflow.IsStepPayload([]byte(forged))
+			require.True(t, ok, "the forged payload reads as a step job's")
+			require.Equal(t, run.ID, id)
+			jobID := uuid.Must(uuid.NewV7())
+			_, err := b.st.JobInsertMany(b.ctx, &store.JobInsertManyParams{Now: b.now(), Jobs: []*store.JobInsertParams{{
+				ID: jobID, Type: "forger", Queue: "forger", Payload: json.RawMessage(forged), State: job.StateQueued, MaxAttempts: 1,
+			}}})
+			require.NoError(t, err)
+			rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "forger", Max: 1, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			fin := &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{{
+				ID: jobID, Attempt: rows[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: json.RawMessage(`{"forged":true}`)}}}
+			switch path {
+			case "queue":
+				_, err = b.st.JobFinishMany(b.ctx, fin)
+				require.NoError(t, err)
+				require.NoError(t, b.adv.AdvanceRuns(b.ctx, b.st, []uuid.UUID{id, id}))
+			case "completer":
+				require.NoError(t, b.st.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+					if _, err := tx.JobFinishMany(ctx, fin); err != nil {
+						return err
+					}
+					return b.adv.AdvanceRunsTx(ctx, tx, []uuid.UUID{id})
+				}))
+			}
+			got, steps := b.get(t, run.ID)
+			require.Equal(t, flow.RunRunning, got.State, "round %d (%s)", round, path)
+			require.Equal(t, map[string]flow.StepState{"a": R}, states(steps), "nothing ended, nothing released (%s)", path)
+			require.Equal(t, realJob, steps["a"][0].JobID)
+			require.Nil(t, steps["a"][0].Output)
+		}
+
+		// The real job's end still advances the run.
+		require.Equal(t, 2, b.work(t, map[string]handler{"real": func(*payload) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }}))
+		got, _ := b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, got.State)
+	})
+}
