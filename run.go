@@ -75,7 +75,8 @@ type Run struct {
 }
 
 // RunStep is one instance of a step of a run: index 0, or one per item of
-// a fan-out step. A step that was not released yet is listed once, PENDING.
+// a fan-out step. A step that was not released yet is listed once, PENDING
+// (CANCELED, with an Error saying so, once the run ended without it).
 type RunStep struct {
 	Name  string
 	Index int
@@ -237,7 +238,7 @@ func (c *Client) RunGet(ctx context.Context, id uuid.UUID) (*Run, error) {
 			}
 			for _, name := range order {
 				if !released[name] {
-					run.Steps = append(run.Steps, &RunStep{Name: name, Kind: string(g.Step(name).Kind()), State: StepPending, Generation: 1})
+					run.Steps = append(run.Steps, unreleasedStep(r, name, string(g.Step(name).Kind())))
 				}
 			}
 		}
@@ -266,6 +267,23 @@ func (c *Client) RunGet(ctx context.Context, id uuid.UUID) (*Run, error) {
 		return a.Index - b.Index
 	})
 	return run, nil
+}
+
+// notReleasedMessage is the error of a step a finished run never
+// released.
+const notReleasedMessage = "not released: the run ended before this step's trigger was met"
+
+// unreleasedStep is how RunGet lists a step of run r that has no
+// instance: PENDING while the run may still release it (RUNNING, PAUSED),
+// CANCELED once the run is over (FAILED or CANCELED: it will not run,
+// unless the run is retried, which makes it PENDING again). A SUCCEEDED
+// run has an instance of every step (a skipped one is SKIPPED).
+func unreleasedStep(r *flow.Run, name, kind string) *RunStep {
+	st := &RunStep{Name: name, Kind: kind, State: StepPending, Generation: 1}
+	if r.State.Terminal() {
+		st.State, st.Error, st.FinishedAt = StepCanceled, notReleasedMessage, r.FinishedAt
+	}
+	return st
 }
 
 // RunListParams filter RunList; the zero value lists the newest runs.
@@ -514,37 +532,5 @@ func (l *lazyQueue) enqueue(runs []uuid.UUID) {
 	l.mu.Unlock()
 	if q != nil {
 		q.Enqueue(runs...)
-	}
-}
-
-// advanceAfterLease advances the run of a step job that a remote worker
-// ended (LeaseComplete, LeaseFail, LeaseRelease) in state. payload is the
-// job's, nil when the caller did not read the job: then one indexed
-// lookup finds its step, if any. A failure is logged, not returned: the
-// job's end is committed, and the sweeper advances the run.
-func (c *Client) advanceAfterLease(ctx context.Context, jobID uuid.UUID, state job.State, payload []byte) {
-	if !state.Terminal() {
-		return
-	}
-	var runID uuid.UUID
-	if payload != nil {
-		id, ok := workflow.IsStepPayload(payload)
-		if !ok {
-			return
-		}
-		runID = id
-	} else {
-		st, err := c.store.StepGetByJob(ctx, jobID)
-		if err != nil {
-			return // a plain job (ErrNotFound), or the sweeper's to find
-		}
-		runID = st.RunID
-	}
-	adv, err := c.flows()
-	if err == nil {
-		_, err = adv.AdvanceRun(ctx, c.store, runID)
-	}
-	if err != nil {
-		c.cfg.Logger.Warn("advance run after a remote job ended failed; the sweeper will", "service", "workflow", "run_id", runID.String(), "error", err)
 	}
 }

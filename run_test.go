@@ -334,3 +334,69 @@ func TestRunSweeperAfterJobCanceled(t *testing.T) {
 		require.Contains(t, run.Steps[0].Error, "was canceled")
 	})
 }
+
+// TestRunGetStepStates: RunGet reports every step state right, driven by
+// a remote worker: RUNNING (released, its job queued or leased),
+// SUCCEEDED, SKIPPED (`if` false), FAILED (its job DEAD), CANCELED (a
+// signal wait of a run that failed), PENDING (not released in a running
+// run) — and a step a finished run never released as CANCELED, not
+// PENDING; a retry makes it PENDING again.
+func TestRunGetStepStates(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig()) // no worker started
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("states").
+			Job("a", "states.step").
+			Signal("wait").
+			Job("skipped", "states.step", docket.After("a"), docket.If("false")).
+			Job("c", "states.step", docket.After("a")).
+			Job("d", "states.step", docket.After("c")).
+			Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
+		require.NoError(t, err)
+		res, err := b.client.RunStart(ctx, "states", nil, nil)
+		require.NoError(t, err)
+		states := func() map[string]docket.StepState {
+			t.Helper()
+			run, err := b.client.RunGet(ctx, res.Run.ID)
+			require.NoError(t, err)
+			out := map[string]docket.StepState{}
+			for _, s := range run.Steps {
+				out[s.Name] = s.State
+				if s.State == docket.StepPending || s.State == docket.StepCanceled && s.Name == "d" {
+					require.Equal(t, uuid.Nil, s.JobID, "%s was never released", s.Name)
+					require.True(t, s.StartedAt.IsZero(), s.Name)
+				}
+			}
+			return out
+		}
+		lease := func() *docket.Lease {
+			ls, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"states.step"}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+			require.NoError(t, err)
+			require.Len(t, ls, 1)
+			return ls[0]
+		}
+		R, S, P, F, C, K := docket.StepRunning, docket.StepSucceeded, docket.StepPending, docket.StepFailed, docket.StepCanceled, docket.StepSkipped
+		require.Equal(t, map[string]docket.StepState{"a": R, "wait": R, "skipped": P, "c": P, "d": P}, states(), "a's job queued")
+		require.NoError(t, b.client.LeaseComplete(ctx, lease().ID, json.RawMessage(`{}`)))
+		require.Equal(t, map[string]docket.StepState{"a": S, "wait": R, "skipped": K, "c": R, "d": P}, states())
+		l := lease()
+		require.Equal(t, map[string]docket.StepState{"a": S, "wait": R, "skipped": K, "c": R, "d": P}, states(), "c's job leased")
+		_, err = b.client.LeaseFail(ctx, l.ID, "broken", false)
+		require.NoError(t, err)
+		run, err := b.client.RunGet(ctx, res.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunFailed, run.State)
+		require.Equal(t, map[string]docket.StepState{"a": S, "wait": C, "skipped": K, "c": F, "d": C}, states(), "d will not run")
+		for _, s := range run.Steps {
+			if s.Name == "d" {
+				require.Contains(t, s.Error, "not released")
+			}
+		}
+		_, err = b.client.RunRetry(ctx, res.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[string]docket.StepState{"a": S, "wait": R, "skipped": K, "c": R, "d": P}, states(), "retried: d may run again")
+	})
+}
