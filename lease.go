@@ -15,6 +15,7 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/workflow"
 	"github.com/docket-run/docket/remote"
 )
 
@@ -237,14 +238,20 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	if jsonHasNUL(result) {
 		return &ValidationError{Field: "result", Message: nulMessage}
 	}
+	// The job is read first (one read by primary key, on SQLite from the
+	// readers): its payload tells a step job, whose run is advanced in
+	// the transaction that records its end.
+	row, err := c.heldJob(ctx, ref)
+	if err != nil {
+		return err
+	}
 	fin := &store.JobFinishParams{
 		ID: ref.ID, Attempt: ref.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: result,
 	}
-	if _, err := c.finishLease(ctx, fin); err != nil {
+	if _, err := c.finishLease(ctx, fin, row.Payload); err != nil {
 		return err
 	}
-	c.observeLease(ctx, nil, fin)
-	c.advanceAfterLease(ctx, ref.ID, fin.State, nil)
+	c.observeLease(ctx, row, fin)
 	return nil
 }
 
@@ -271,13 +278,12 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 		fin.State = job.StateRetry
 		fin.RunAt = now.Add(c.retryPolicy().Delay(row.Attempt))
 	}
-	ended, err := c.finishLease(ctx, fin)
+	ended, err := c.finishLease(ctx, fin, row.Payload)
 	if err != nil {
 		return "", err
 	}
 	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
-	c.advanceAfterLease(ctx, ref.ID, ended, row.Payload)
 	return ended, nil
 }
 
@@ -334,13 +340,12 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 			fin.RunAt = now.Add(c.retryPolicy().Delay(row.Attempt))
 		}
 	}
-	ended, err := c.finishLease(ctx, fin)
+	ended, err := c.finishLease(ctx, fin, row.Payload)
 	if err != nil {
 		return "", err
 	}
 	fin.State = ended // observed as it was recorded
 	c.observeLease(ctx, row, fin)
-	c.advanceAfterLease(ctx, ref.ID, ended, row.Payload)
 	return ended, nil
 }
 
@@ -380,12 +385,44 @@ func (c *Client) heldJob(ctx context.Context, ref job.Ref) (*job.Row, error) {
 // finishLease ends the lease's attempt as fin says and returns the state
 // the job ended in, which the statement decides: a RETRY of a job whose
 // cancel was requested by then ends CANCELED. ErrLeaseLost when the
-// attempt no longer held the job.
-func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams) (JobState, error) {
+// attempt no longer held the job. payload is the job's: a workflow step's
+// job that ended has its run advanced in the same transaction (as the
+// engine's completer does), so its next steps are released by the commit
+// that ends it. Should that transaction fail for another reason than the
+// lease, the end is written alone and the workflow sweeper advances the
+// run.
+func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams, payload []byte) (JobState, error) {
 	if fin.FinishedAt.IsZero() {
 		fin.FinishedAt = c.cfg.Now()
 	}
-	ended, err := c.store.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()})
+	params := &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()}
+	if runID, ok := workflow.IsStepPayload(payload); ok {
+		if adv, err := c.flows(); err == nil {
+			var ended []job.State
+			err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+				var err error
+				if ended, err = tx.JobFinishMany(ctx, params); err != nil {
+					return err
+				}
+				if ended[0] == "" || !ended[0].Terminal() {
+					return nil
+				}
+				return adv.AdvanceRunsTx(ctx, tx, []uuid.UUID{runID})
+			})
+			if err == nil {
+				if ended[0] == "" {
+					return "", ErrLeaseLost
+				}
+				return ended[0], nil
+			}
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
+			}
+			c.cfg.Logger.Warn("finish a step job's lease with its run's advancement failed; finishing it alone, the sweeper advances the run",
+				"service", "workflow", "run_id", runID.String(), "error", err)
+		}
+	}
+	ended, err := c.store.JobFinishMany(ctx, params)
 	if err != nil {
 		return "", fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
 	}
