@@ -286,7 +286,7 @@ func TestRunsEndToEnd(t *testing.T) {
 		skip := e.start("cond", map[string]any{"input": map[string]any{"go": false}})
 		take := e.start("cond", map[string]any{"input": map[string]any{"go": true}})
 		// A failing step: fail (the run fails; the side branch's queued job
-		// is canceled; tail, never released, stays PENDING), continue (the
+		// is canceled; tail, never released, is listed CANCELED), continue (the
 		// run goes on).
 		failfast := e.start("failfast", nil)
 		failcont := e.start("failcont", nil)
@@ -331,7 +331,7 @@ func TestRunsEndToEnd(t *testing.T) {
 
 		run = e.wait(failfast, "FAILED")
 		require.Contains(t, run.Error, "boom")
-		require.Equal(t, map[string]string{"a": "SUCCEEDED", "bad": "FAILED", "tail": "PENDING", "side": "CANCELED"}, run.stepStates())
+		require.Equal(t, map[string]string{"a": "SUCCEEDED", "bad": "FAILED", "tail": "CANCELED", "side": "CANCELED"}, run.stepStates())
 		run = e.wait(failcont, "SUCCEEDED")
 		require.Equal(t, map[string]string{"a": "SUCCEEDED", "bad": "FAILED", "tail": "SUCCEEDED"}, run.stepStates())
 
@@ -348,7 +348,7 @@ func TestRunsEndToEnd(t *testing.T) {
 		_, err = manual.Fail(ctx, l.LeaseID, "stopped on request", false)
 		require.NoError(t, err)
 		run = e.wait(cancelRun, "CANCELED")
-		require.Equal(t, map[string]string{"first": "CANCELED", "second": "PENDING"}, run.stepStates())
+		require.Equal(t, map[string]string{"first": "CANCELED", "second": "CANCELED"}, run.stepStates())
 		e.op(cancelRun, "cancel", http.StatusOK) // again: a no-op
 		e.op(cancelRun, "retry", http.StatusConflict)
 
@@ -376,7 +376,7 @@ func TestRunsEndToEnd(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			failed = e.get(retryRun)
 		}
-		require.Equal(t, map[string]string{"a": "SUCCEEDED", "b": "FAILED", "c": "PENDING", "d": "SUCCEEDED"}, failed.stepStates())
+		require.Equal(t, map[string]string{"a": "SUCCEEDED", "b": "FAILED", "c": "CANCELED", "d": "SUCCEEDED"}, failed.stepStates())
 		require.Equal(t, "RUNNING", e.op(retryRun, "retry", http.StatusOK).Status)
 		run = e.wait(retryRun, "SUCCEEDED")
 		before := map[string]string{}
@@ -410,7 +410,7 @@ func TestRunsEndToEnd(t *testing.T) {
 		run = e.wait(approved, "SUCCEEDED")
 		require.JSONEq(t, `{"after": {"step": "after", "n": 42, "go": false}}`, string(run.Output))
 		run = e.wait(timedOut, "FAILED")
-		require.Equal(t, map[string]string{"approve": "FAILED", "after": "PENDING"}, run.stepStates())
+		require.Equal(t, map[string]string{"approve": "FAILED", "after": "CANCELED"}, run.stepStates())
 		r = srv.Do(t, e.key, "POST", "/v1/runs/"+timedOut+"/signals/approve", nil)
 		require.Equal(t, http.StatusConflict, r.Status, "too late: %s", r.Body)
 
