@@ -139,8 +139,10 @@ type FlowStore interface {
 	// sweeper advances them.
 	StepRunsToAdvance(ctx context.Context, p *StepRunsToAdvanceParams) ([]uuid.UUID, error)
 	// StepSignalsWaiting lists up to p.Limit RUNNING signal step instances
-	// started before p.StartedBefore, oldest first, with their run's
-	// workflow version: the sweeper times them out by their definition.
+	// whose TimeoutAt (set at release) is at or before p.TimedOutBy,
+	// earliest first, with their run's workflow version: the sweeper times
+	// them out by their definition. An indexed range query: waits without
+	// a timeout, or with a later one, are not read.
 	StepSignalsWaiting(ctx context.Context, p *StepSignalsWaitingParams) ([]*SignalWait, error)
 }
 
@@ -175,11 +177,11 @@ type StepRunsToAdvanceParams struct {
 	Limit int
 }
 
-// StepSignalsWaitingParams: at most Limit instances started before
-// StartedBefore (non-positive Limit: no limit).
+// StepSignalsWaitingParams: at most Limit instances whose timeout is at
+// or before TimedOutBy (non-positive Limit: no limit).
 type StepSignalsWaitingParams struct {
-	StartedBefore time.Time
-	Limit         int
+	TimedOutBy time.Time
+	Limit      int
 }
 
 // SignalWait is a RUNNING signal step instance.
@@ -191,6 +193,7 @@ type SignalWait struct {
 	Index      int
 	Generation int
 	StartedAt  time.Time
+	TimeoutAt  time.Time
 }
 
 // WorkflowPutParams stores a definition.
@@ -283,6 +286,9 @@ type StepInsertParams struct {
 	State  flow.StepState
 	JobID  uuid.UUID
 	UnitID uuid.UUID
+	// TimeoutAt, for a signal step released RUNNING with a timeout, is
+	// when its wait times out (StepSignalsWaiting); zero for none.
+	TimeoutAt time.Time
 }
 
 // StepInsertManyParams: create these instances at Now.
@@ -315,6 +321,7 @@ type StepTransitionParams struct {
 	From, To   flow.StepState
 	JobID      uuid.UUID // to RUNNING, job steps
 	UnitID     uuid.UUID // to RUNNING, human steps
+	TimeoutAt  time.Time // to RUNNING, signal steps with a timeout (see StepInsertParams)
 	Output     json.RawMessage
 	Error      string
 	Confidence *float64

@@ -117,6 +117,9 @@ type startBatch struct {
 	// ends are the ends of step jobs recorded by the advancements of the
 	// batch (RUNNING → SUCCEEDED, FAILED, CANCELED), made by one statement.
 	ends []*store.StepTransitionParams
+	// runs are the runs of the batch that SUCCEEDED, written after the
+	// ends (their events after their steps').
+	runs []*store.RunTransitionParams
 }
 
 func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) error {
@@ -155,6 +158,12 @@ func (b *startBatch) flush(ctx context.Context, tx store.Tx, now time.Time) erro
 		}
 	}
 	b.jobs, b.steps = nil, nil
+	for _, p := range b.runs {
+		if _, err := tx.RunTransition(ctx, p); err != nil {
+			return err
+		}
+	}
+	b.runs = nil
 	return nil
 }
 
@@ -426,9 +435,25 @@ func (adv *advance) failure(states map[string]flow.StepState) string {
 // instances that have not started are canceled (their jobs CANCELED,
 // signal waits ended); running jobs finish.
 func (adv *advance) finish(ctx context.Context, to flow.RunState, output json.RawMessage, msg string) error {
-	run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
-		ID: adv.run.ID, From: adv.run.State, To: to, Output: output, Error: msg, Now: adv.now,
-	})
+	p := &store.RunTransitionParams{ID: adv.run.ID, From: adv.run.State, To: to, Output: output, Error: msg, Now: adv.now}
+	if adv.batch != nil {
+		if to == flow.RunSucceeded {
+			// Written by the batch's flush after the step ends it
+			// holds, so that the run's event follows its steps' in the
+			// outbox; the run is known as that change leaves it.
+			adv.batch.runs = append(adv.batch.runs, p)
+			ended := *adv.run
+			ended.State, ended.Output, ended.Error = to, output, msg
+			ended.FinishedAt, ended.UpdatedAt = adv.now, adv.now
+			adv.run = &ended
+			return nil
+		}
+		// The step ends recorded so far come first (see above).
+		if err := adv.batch.flush(ctx, adv.tx, adv.now); err != nil {
+			return err
+		}
+	}
+	run, err := adv.tx.RunTransition(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -773,7 +798,8 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 	kind := s.Kind()
 	if adv.batch != nil && adv.batchable(name, plans) {
 		for _, p := range plans {
-			ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, UnitID: p.unitID}
+			ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, UnitID: p.unitID,
+				TimeoutAt: adv.timeoutAt(s)}
 			if p.job != nil {
 				ins.JobID = p.job.ID
 				adv.batch.jobs = append(adv.batch.jobs, p.job)
@@ -818,7 +844,8 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 			}
 			continue
 		}
-		ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, JobID: jobID, UnitID: p.unitID}
+		ins := &store.StepInsertParams{RunID: adv.run.ID, Step: name, Index: p.index, Kind: kind, State: flow.StepRunning, JobID: jobID, UnitID: p.unitID,
+			TimeoutAt: adv.timeoutAt(s)}
 		if p.state == flow.StepSkipped || p.state == flow.StepFailed || p.state == flow.StepCanceled {
 			ins.State = flow.StepPending
 			later = append(later, p)
@@ -857,6 +884,21 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 	return nil
 }
 
+// timeoutAt is when a wait of signal step s released now times out: the
+// sweeper finds it by this time (store.StepSignalsWaiting). Zero for a
+// step of another kind or without a timeout. timeOutSignals decides by
+// the definition, with the same result.
+func (adv *advance) timeoutAt(s *flow.Step) time.Time {
+	if s == nil || s.Signal == nil || s.Signal.Timeout == "" {
+		return time.Time{}
+	}
+	d, err := s.Signal.Timeout.Parse()
+	if err != nil || d <= 0 {
+		return time.Time{}
+	}
+	return adv.now.Add(d)
+}
+
 // batchable: every plan is a new instance released RUNNING, which the
 // start batch can write later (nothing else in this advancement writes
 // that row again).
@@ -882,9 +924,10 @@ func (adv *advance) move(ctx context.Context, st *flow.StepInstance, p *planned,
 		}
 		st = adv.instance(st.Step, st.Index)
 	}
-	params := store.StepTransitionParams{JobID: jobID, UnitID: p.unitID, Output: p.output, Error: p.err}
+	params := store.StepTransitionParams{JobID: jobID, UnitID: p.unitID, Output: p.output, Error: p.err,
+		TimeoutAt: adv.timeoutAt(adv.c.g.Step(st.Step))}
 	if p.state != flow.StepRunning {
-		params.JobID, params.UnitID = uuid.Nil, uuid.Nil
+		params.JobID, params.UnitID, params.TimeoutAt = uuid.Nil, uuid.Nil, time.Time{}
 	}
 	ok, err := adv.transition(ctx, st, p.state, params)
 	if err != nil {

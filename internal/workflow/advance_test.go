@@ -947,3 +947,81 @@ func TestSpoofedStepPayloadDoesNotAdvance(t *testing.T) {
 		require.Equal(t, flow.RunSucceeded, got.State)
 	})
 }
+
+// The sweeper finds a signal wait that timed out however many older waits
+// have no timeout: it reads waits by their timeout (an indexed range), not
+// the oldest ones (it read the 1,000 oldest, and missed this one).
+func TestSweeperTimesOutBehindManyWaits(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		forever := b.put(t, `{"name":"forever","steps":[{"name":"wait","signal":{}}]}`)
+		timed := b.put(t, `{"name":"timed","steps":[{"name":"wait","signal":{"timeout":"1m"}}]}`)
+		const older = 1100 // more than a sweep reads at once
+		params := make([]*workflow.StartParams, older)
+		for i := range params {
+			params[i] = &workflow.StartParams{Workflow: forever, Input: json.RawMessage(`{}`)}
+		}
+		_, err := b.adv.Start(b.ctx, b.st, params)
+		require.NoError(t, err)
+		b.advanceClock(time.Second)
+		run := b.start(t, timed, `{}`)
+		b.advanceClock(2 * time.Minute)
+		sw := &workflow.Sweeper{Advancer: b.advancer, Store: b.st, Log: discard(), Now: b.now}
+		sw.Sweep(b.ctx)
+		got, steps := b.get(t, run.ID)
+		require.Equal(t, F, steps["wait"][0].State)
+		require.Contains(t, steps["wait"][0].Error, "no signal within its timeout of 1m")
+		require.Equal(t, flow.RunFailed, got.State)
+	})
+}
+
+// Advanced together (the queue's batches, the completer's transaction), a
+// run's SUCCEEDED event follows its last step's end in the outbox, as when
+// advanced alone: the run's end is written after the batch's step ends.
+func TestBatchedRunEndFollowsStepEnds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"one","steps":[{"name":"only","job":{"type":"echo"}}]}`)
+		runs := []*flow.Run{b.start(t, name, `{}`), b.start(t, name, `{}`)}
+		rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "echo", Max: 10, Owner: "w", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, rows, 2)
+		var fins []*store.JobFinishParams
+		for _, r := range rows {
+			fins = append(fins, &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess})
+		}
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: fins})
+		require.NoError(t, err)
+		require.NoError(t, b.adv.AdvanceTogether(b.ctx, b.st, []uuid.UUID{runs[0].ID, runs[1].ID}))
+
+		evs, err := b.st.OutboxList(b.ctx, &store.OutboxListParams{Limit: 100000})
+		require.NoError(t, err)
+		stepEnded, runEnded := map[uuid.UUID]int{}, map[uuid.UUID]int{}
+		for i, ev := range evs {
+			switch ev.Type {
+			case flow.EventRunStateChanged:
+				var d flow.RunStateChangedData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				for _, tr := range d.Transitions {
+					if tr.To == flow.RunSucceeded {
+						runEnded[tr.RunID] = i + 1
+					}
+				}
+			case flow.EventStepStateChanged:
+				var d flow.StepStateChangedData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				for _, tr := range d.Transitions {
+					if tr.To == flow.StepSucceeded {
+						stepEnded[tr.RunID] = i + 1
+					}
+				}
+			}
+		}
+		for _, r := range runs {
+			got, _ := b.get(t, r.ID)
+			require.Equal(t, flow.RunSucceeded, got.State)
+			require.NotZero(t, stepEnded[r.ID])
+			require.Greater(t, runEnded[r.ID], stepEnded[r.ID], "run %s ended after its step", r.ID)
+		}
+	})
+}

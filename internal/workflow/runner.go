@@ -181,7 +181,9 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		after = runs[len(runs)-1]
 	}
 	now := s.Now()
-	waits, err := s.Store.StepSignalsWaiting(ctx, &store.StepSignalsWaitingParams{StartedBefore: now, Limit: sweepBatch})
+	// The waits whose timeout has passed, by an indexed range query: waits
+	// without a timeout or with a later one are not read, however many.
+	waits, err := s.Store.StepSignalsWaiting(ctx, &store.StepSignalsWaitingParams{TimedOutBy: now, Limit: sweepBatch})
 	if err != nil {
 		s.warn(ctx, "list waiting signals", err)
 		return

@@ -502,11 +502,12 @@ func querySteps(ctx context.Context, c conn, sql string, args ...any) ([]*flow.S
 // whose (run, step, index) exists: they are read afterwards.
 const stepInsertSQL = `
 INSERT INTO docket_steps (run_id, step, step_index, kind, state, job_id, unit_id,
-	created_at, updated_at, started_at)
+	created_at, updated_at, started_at, timeout_at)
 SELECT run_id, step, step_index, kind, state, job_id, unit_id, $8, $8,
-	CASE WHEN state = 'RUNNING' THEN $8::timestamptz END
-FROM unnest($1::uuid[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::uuid[], $7::uuid[])
-	AS u(run_id, step, step_index, kind, state, job_id, unit_id)
+	CASE WHEN state = 'RUNNING' THEN $8::timestamptz END,
+	CASE WHEN state = 'RUNNING' THEN timeout_at END
+FROM unnest($1::uuid[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::uuid[], $7::uuid[], $9::timestamptz[])
+	AS u(run_id, step, step_index, kind, state, job_id, unit_id, timeout_at)
 ON CONFLICT (run_id, step, step_index) DO NOTHING
 RETURNING run_id, step, step_index`
 
@@ -536,6 +537,7 @@ func stepInsertMany(ctx context.Context, c conn, p *store.StepInsertManyParams) 
 		steps, kinds, state []string
 		indexes             []int32
 		jobs, units         []*uuid.UUID
+		timeouts            []*time.Time
 	)
 	ptr := func(id uuid.UUID) *uuid.UUID {
 		if id == uuid.Nil {
@@ -563,8 +565,14 @@ func stepInsertMany(ctx context.Context, c conn, p *store.StepInsertManyParams) 
 		state = append(state, string(sp.State))
 		jobs = append(jobs, ptr(sp.JobID))
 		units = append(units, ptr(sp.UnitID))
+		var timeout *time.Time
+		if !sp.TimeoutAt.IsZero() {
+			t := dbTime(sp.TimeoutAt)
+			timeout = &t
+		}
+		timeouts = append(timeouts, timeout)
 	}
-	rs, err := c.Query(ctx, stepInsertSQL, runs, steps, indexes, kinds, state, jobs, units, now)
+	rs, err := c.Query(ctx, stepInsertSQL, runs, steps, indexes, kinds, state, jobs, units, now, timeouts)
 	if err != nil {
 		return nil, fmt.Errorf("insert steps: %w", err)
 	}
@@ -683,6 +691,7 @@ WITH t AS (
 		unit_id = CASE WHEN @to = 'RUNNING' THEN @unit::uuid WHEN @to = 'PENDING' THEN NULL ELSE unit_id END,
 		output = @output::jsonb, error = @error, confidence = @confidence,
 		started_at = CASE WHEN @to = 'RUNNING' THEN @now WHEN @to = 'PENDING' THEN NULL ELSE started_at END,
+		timeout_at = CASE WHEN @to = 'RUNNING' THEN @timeout::timestamptz ELSE timeout_at END,
 		finished_at = @finished, updated_at = @now
 	WHERE run_id = @run AND step = @step AND step_index = @index
 		AND state = @from AND generation = @generation
@@ -781,7 +790,10 @@ func stepTransition(ctx context.Context, c conn, p *store.StepTransitionParams) 
 		"run": p.RunID, "step": p.Step, "index": p.Index, "generation": p.Generation,
 		"from": string(p.From), "to": string(p.To), "now": now, "bump": 0,
 		"job": nullUUID(p.JobID), "unit": nullUUID(p.UnitID),
-		"output": nil, "error": "", "confidence": nil, "finished": nil,
+		"output": nil, "error": "", "confidence": nil, "finished": nil, "timeout": nil,
+	}
+	if !p.TimeoutAt.IsZero() {
+		args["timeout"] = dbTime(p.TimeoutAt)
 	}
 	if p.To == flow.StepPending {
 		args["bump"] = 1

@@ -224,11 +224,11 @@ func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanc
 // StepSignalsWaiting implements store.Store.
 func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWaitingParams) ([]*store.SignalWait, error) {
 	rs, err := s.pool.Query(ctx, `
-		SELECT s.run_id, r.workflow, r.version, s.step, s.step_index, s.generation, s.started_at
+		SELECT s.run_id, r.workflow, r.version, s.step, s.step_index, s.generation, s.started_at, s.timeout_at
 		FROM docket_steps s JOIN docket_runs r ON r.id = s.run_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'signal' AND s.started_at < $1
-		ORDER BY s.started_at
-		LIMIT $2`, dbTime(p.StartedBefore), limitOrNull(p.Limit))
+		WHERE s.state = 'RUNNING' AND s.timeout_at IS NOT NULL AND s.timeout_at <= $1
+		ORDER BY s.timeout_at
+		LIMIT $2`, dbTime(p.TimedOutBy), limitOrNull(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list waiting signals: %w", err)
 	}
@@ -236,11 +236,11 @@ func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWait
 	var out []*store.SignalWait
 	for rs.Next() {
 		var w store.SignalWait
-		var started time.Time
-		if err := rs.Scan(&w.RunID, &w.Workflow, &w.Version, &w.Step, &w.Index, &w.Generation, &started); err != nil {
+		var started, timeout time.Time
+		if err := rs.Scan(&w.RunID, &w.Workflow, &w.Version, &w.Step, &w.Index, &w.Generation, &started, &timeout); err != nil {
 			return nil, fmt.Errorf("list waiting signals: %w", err)
 		}
-		w.StartedAt = started.UTC()
+		w.StartedAt, w.TimeoutAt = started.UTC(), timeout.UTC()
 		out = append(out, &w)
 	}
 	if err := rs.Err(); err != nil {

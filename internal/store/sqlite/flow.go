@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"strings"
 
 	"github.com/google/uuid"
@@ -433,8 +434,8 @@ func stepInsertMany(ctx context.Context, tx *sql.Tx, p *store.StepInsertManyPara
 	}
 	now := micros(p.Now)
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO docket_steps (run_id, step, step_index, kind, state, job_id, unit_id,
-			created_at, updated_at, started_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, step_index) DO NOTHING`)
+			created_at, updated_at, started_at, timeout_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, step_index) DO NOTHING`)
 	if err != nil {
 		return nil, fmt.Errorf("insert steps: %w", err)
 	}
@@ -443,12 +444,15 @@ func stepInsertMany(ctx context.Context, tx *sql.Tx, p *store.StepInsertManyPara
 	var trs []flow.StepTransition
 	for i, sp := range p.Steps {
 		id := store.InstanceID(sp.RunID, sp.Step, sp.Index)
-		var started any
+		var started, timeout any
 		if sp.State == flow.StepRunning {
 			started = now
+			if !sp.TimeoutAt.IsZero() {
+				timeout = micros(sp.TimeoutAt)
+			}
 		}
 		res, err := stmt.ExecContext(ctx, sp.RunID.String(), sp.Step, sp.Index, string(sp.Kind), string(sp.State),
-			nullUUID(sp.JobID), nullUUID(sp.UnitID), now, now, started)
+			nullUUID(sp.JobID), nullUUID(sp.UnitID), now, now, started, timeout)
 		if err != nil {
 			return nil, fmt.Errorf("insert step %s: %w", id, err)
 		}
@@ -634,9 +638,18 @@ func stepUpdate(ctx context.Context, tx *sql.Tx, p *store.StepTransitionParams) 
 			unit_id = CASE WHEN ?1 = 'RUNNING' THEN ?4 WHEN ?1 = 'PENDING' THEN NULL ELSE unit_id END,
 			output = ?5, error = ?6, confidence = ?7,
 			started_at = CASE WHEN ?1 = 'RUNNING' THEN ?8 WHEN ?1 = 'PENDING' THEN NULL ELSE started_at END,
+			timeout_at = CASE WHEN ?1 = 'RUNNING' THEN ?15 ELSE timeout_at END,
 			finished_at = ?9, updated_at = ?8
 		WHERE run_id = ?10 AND step = ?11 AND step_index = ?12 AND state = ?13 AND generation = ?14
 		RETURNING `+stepColumns,
 		to, bump, nullUUID(p.JobID), nullUUID(p.UnitID), output, errText, confidence, now, finished,
-		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation))
+		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation, timeoutArg(p.TimeoutAt)))
+}
+
+// timeoutArg is a step's timeout_at: NULL for none.
+func timeoutArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
 }

@@ -255,11 +255,11 @@ func (s *Store) StepRunsToAdvance(ctx context.Context, p *store.StepRunsToAdvanc
 // StepSignalsWaiting implements store.Store.
 func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWaitingParams) ([]*store.SignalWait, error) {
 	rs, err := s.reader.QueryContext(ctx, `
-		SELECT s.run_id, r.workflow, r.version, s.step, s.step_index, s.generation, s.started_at
+		SELECT s.run_id, r.workflow, r.version, s.step, s.step_index, s.generation, s.started_at, s.timeout_at
 		FROM docket_steps s JOIN docket_runs r ON r.id = s.run_id
-		WHERE s.state = 'RUNNING' AND s.kind = 'signal' AND s.started_at < ?
-		ORDER BY s.started_at
-		LIMIT ?`, micros(p.StartedBefore), limitArg(p.Limit))
+		WHERE s.state = 'RUNNING' AND s.timeout_at IS NOT NULL AND s.timeout_at <= ?
+		ORDER BY s.timeout_at
+		LIMIT ?`, micros(p.TimedOutBy), limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list waiting signals: %w", err)
 	}
@@ -268,16 +268,16 @@ func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWait
 	for rs.Next() {
 		var (
 			w       store.SignalWait
-			runID   string
-			started int64
+			runID            string
+			started, timeout int64
 		)
-		if err := rs.Scan(&runID, &w.Workflow, &w.Version, &w.Step, &w.Index, &w.Generation, &started); err != nil {
+		if err := rs.Scan(&runID, &w.Workflow, &w.Version, &w.Step, &w.Index, &w.Generation, &started, &timeout); err != nil {
 			return nil, fmt.Errorf("list waiting signals: %w", err)
 		}
 		if w.RunID, err = uuid.Parse(runID); err != nil {
 			return nil, fmt.Errorf("list waiting signals: run id %q: %w", runID, err)
 		}
-		w.StartedAt = fromMicros(started)
+		w.StartedAt, w.TimeoutAt = fromMicros(started), fromMicros(timeout)
 		out = append(out, &w)
 	}
 	if err := rs.Err(); err != nil {

@@ -333,34 +333,61 @@ func testStepSweep(t *testing.T, open opener) {
 		}))
 	})
 
+	// StepSignalsWaiting reads the waits by their timeout_at, set at
+	// release by insert or by transition: due ones earliest first; ones
+	// with a later timeout (however old), without one, or ended are not
+	// read.
 	t.Run("SignalsWaiting", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
 		r1, r2 := b.run(t), b.run(t)
-		sig := func(run uuid.UUID, step string) *store.StepInsertParams {
-			return &store.StepInsertParams{RunID: run, Step: step, Kind: flow.KindSignal, State: flow.StepRunning}
+		sig := func(run uuid.UUID, step string, timeout time.Duration, now time.Time) *store.StepInsertParams {
+			p := &store.StepInsertParams{RunID: run, Step: step, Kind: flow.KindSignal, State: flow.StepRunning}
+			if timeout > 0 {
+				p.TimeoutAt = now.Add(timeout)
+			}
+			return p
 		}
-		_, err := b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{sig(r2.ID, "late")}, Now: at(time.Minute)})
+		// Older than every other, but due only in 10 hours.
+		_, err := b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+			sig(r2.ID, "patient", 11*time.Hour, at(-time.Hour))}, Now: at(-time.Hour)})
 		require.NoError(t, err)
 		_, err = b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
-			sig(r1.ID, "early"), sig(r1.ID, "done"), stepParams(r1.ID, 0, true),
+			sig(r2.ID, "late", 2*time.Hour, at(time.Minute))}, Now: at(time.Minute)})
+		require.NoError(t, err)
+		_, err = b.s.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+			sig(r1.ID, "early", time.Hour, base), sig(r1.ID, "done", 30*time.Minute, base), sig(r1.ID, "forever", 0, base),
+			stepParams(r1.ID, 0, true),
+			{RunID: r1.ID, Step: "retried", Kind: flow.KindSignal, State: flow.StepPending},
 		}, Now: base})
 		require.NoError(t, err)
 		_, err = b.s.StepTransition(b.ctx, &store.StepTransitionParams{RunID: r1.ID, Step: "done", Generation: 1,
 			From: flow.StepRunning, To: flow.StepSucceeded, Now: base})
 		require.NoError(t, err)
+		// Released by a transition (a retried run): its timeout is set too.
+		_, err = b.s.StepTransition(b.ctx, &store.StepTransitionParams{RunID: r1.ID, Step: "retried", Generation: 1,
+			From: flow.StepPending, To: flow.StepRunning, TimeoutAt: at(150 * time.Minute), Now: at(30 * time.Minute)})
+		require.NoError(t, err)
 
-		got, err := b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Hour)})
+		got, err := b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{TimedOutBy: at(3 * time.Hour)})
 		require.NoError(t, err)
-		require.Len(t, got, 2)
+		var names []string
+		for _, w := range got {
+			names = append(names, w.Step)
+		}
+		require.Equal(t, []string{"early", "late", "retried"}, names, "due ones, earliest timeout first")
 		requireTime(t, base, got[0].StartedAt)
-		got[0].StartedAt = time.Time{}
+		requireTime(t, at(time.Hour), got[0].TimeoutAt)
+		got[0].StartedAt, got[0].TimeoutAt = time.Time{}, time.Time{}
 		require.Equal(t, store.SignalWait{RunID: r1.ID, Workflow: r1.Workflow, Version: 1, Step: "early", Generation: 1}, *got[0])
-		require.Equal(t, "late", got[1].Step)
-		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Second)})
+		requireTime(t, at(150*time.Minute), got[2].TimeoutAt)
+		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{TimedOutBy: at(time.Hour)})
 		require.NoError(t, err)
-		require.Len(t, got, 1, "only those started before")
-		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{StartedBefore: at(time.Hour), Limit: 1})
+		require.Len(t, got, 1, "a timeout at the instant counts")
+		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{TimedOutBy: at(59 * time.Minute)})
+		require.NoError(t, err)
+		require.Empty(t, got, "nothing due yet")
+		got, err = b.s.StepSignalsWaiting(b.ctx, &store.StepSignalsWaitingParams{TimedOutBy: at(3 * time.Hour), Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		require.Equal(t, "early", got[0].Step)

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS docket_steps_timeout;
+ALTER TABLE docket_steps DROP COLUMN IF EXISTS timeout_at;
