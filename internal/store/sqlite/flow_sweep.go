@@ -267,7 +267,7 @@ func (s *Store) StepSignalsWaiting(ctx context.Context, p *store.StepSignalsWait
 	var out []*store.SignalWait
 	for rs.Next() {
 		var (
-			w       store.SignalWait
+			w                store.SignalWait
 			runID            string
 			started, timeout int64
 		)
