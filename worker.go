@@ -49,6 +49,8 @@ type WorkerConfig struct {
 	FetchBatch int
 	// CompleteBatch and CompleteInterval: results are written when this many
 	// are pending or this long after the first; defaults 2000 and 5 ms.
+	// Under a light load a workflow step's result does not wait: it is
+	// written at once, and its run advanced, in one transaction.
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoffBase and RetryBackoffMax: the delay after attempt n is

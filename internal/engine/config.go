@@ -68,7 +68,8 @@ type Config struct {
 	// NodeHeartbeat: how often the node refreshes its row. Default 10 s.
 	NodeHeartbeat time.Duration
 	// FetchCooldown: least time between two acquisitions prompted by
-	// wakeups. An idle queue acquires at once on the first wakeup; a burst
+	// wakeups, once a fetch acquired a few jobs (a quiet queue, whose last
+	// fetch found fewer, fetches at once). An idle queue acquires at once on the first wakeup; a burst
 	// of single inserts then waits out the rest of the cooldown and is
 	// acquired by one query instead of one durable commit per job, which
 	// would take the fsyncs the inserts need. Default 5 ms.
@@ -76,7 +77,9 @@ type Config struct {
 	// FetchBatch: most jobs acquired per query. Default 200.
 	FetchBatch int
 	// CompleteBatch and CompleteInterval: completions are written when
-	// CompleteBatch are pending or CompleteInterval after the first of them.
+	// CompleteBatch are pending or CompleteInterval after the first of them
+	// (but see JobsEndedTx: under a light load the jobs it matches are
+	// written at once).
 	// Defaults 2000 and 5 ms (a commit per completion at a few hundred
 	// jobs/s would compete with the inserts for fsyncs; at full speed on
 	// SQLite's single writer, 2000 per commit beat 1000 by ~5 %).
