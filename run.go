@@ -477,6 +477,11 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 			}
 			return adv.AdvanceRunsTx(ctx, tx, runs)
 		},
+		Concurrency: 1, // SQLite: one writer
+	}
+	if client.Backend() == "postgres" {
+		// As many as the workflow queue has goroutines.
+		cfg.JobsEndedTx.Concurrency = workflow.QueueWorkersDefault
 	}
 	cfg.Services = append(cfg.Services, queue)
 	interval := c.WorkflowSweepInterval

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +30,13 @@ type completer struct {
 	// started) leaves nothing closed behind for the next.
 	stopped atomic.Pointer[chan struct{}]
 	life    service.Lifecycle
+	endedMu sync.Mutex // flushes of inline batches run beside the loop's
 	ended   []*job.Row // flush's buffer for OnJobsEnded
+	// slots bounds the inline batches written at once
+	// (JobsEndedHook.Concurrency), each by a goroutine of its own,
+	// counted by inflight.
+	slots    chan struct{}
+	inflight sync.WaitGroup
 }
 
 type pendingFinish struct {
@@ -37,7 +45,11 @@ type pendingFinish struct {
 }
 
 func newCompleter(e *Engine) *completer {
-	c := &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch)}
+	inline := 1
+	if h := e.cfg.JobsEndedTx; h != nil && h.Concurrency > 1 {
+		inline = h.Concurrency
+	}
+	c := &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch), slots: make(chan struct{}, inline)}
 	open := make(chan struct{}) // until the first Start: nothing completes before it
 	c.stopped.Store(&open)
 	return c
@@ -132,9 +144,26 @@ func (c *completer) run(ctx context.Context) {
 				}
 			}
 		}
-		inline := now
 		eager = len(batch) < eagerBelow
-		if inline && c.flushInline(ctx, batch) {
+		if now {
+			// Written by a goroutine of its own (at most
+			// JobsEndedHook.Concurrency at once), with the runs'
+			// advancement; the loop goes on collecting.
+			select {
+			case c.slots <- struct{}{}:
+			case <-ctx.Done():
+				c.drain(ctx, batch)
+				return
+			}
+			b := slices.Clone(batch)
+			c.inflight.Add(1)
+			go func() {
+				defer c.inflight.Done()
+				defer func() { <-c.slots }()
+				if !c.flushInline(ctx, b) {
+					c.flush(ctx, b)
+				}
+			}()
 			batch = batch[:0]
 			continue
 		}
@@ -159,6 +188,7 @@ func (c *completer) drain(ctx context.Context, batch []pendingFinish) {
 	if len(batch) > 0 {
 		c.flush(ctx, batch)
 	}
+	c.inflight.Wait() // the inline batches still being written
 }
 
 // flush writes one batch, retrying while the database is unreachable. When
@@ -295,6 +325,8 @@ func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State, handle
 	if c.e.cfg.OnJobsEnded == nil {
 		return
 	}
+	c.endedMu.Lock()
+	defer c.endedMu.Unlock()
 	c.ended = c.ended[:0]
 	for i, p := range batch {
 		if applied[i] != "" && applied[i].Terminal() && (handled == nil || !handled[i]) {

@@ -223,4 +223,10 @@ type JobsEndedHook struct {
 	// CANCELED), rows as acquired. Its writes commit with the ends; an
 	// error rolls both back. It must write through tx only.
 	Handle func(ctx context.Context, tx store.Tx, rows []*job.Row) error
+	// Concurrency is how many such transactions may be in flight at once,
+	// each writing a batch that came while the others were: a step's
+	// completion need not wait behind another's transaction. More than
+	// one helps a database server (PostgreSQL), not a single writer
+	// (SQLite, where processes would contend for its lock). Default 1.
+	Concurrency int
 }

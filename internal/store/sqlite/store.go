@@ -166,13 +166,22 @@ func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
 // exist yet at Open.
 func (s *Store) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.stmts[query]; ok {
+	st, ok := s.stmts[query]
+	s.mu.Unlock()
+	if ok {
 		return st, nil
 	}
+	// Prepared without holding s.mu: preparing waits for the writer, and
+	// a transaction holding the writer may look up the cache (stmtIn).
 	st, err := s.writer.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if first, ok := s.stmts[query]; ok {
+		_ = st.Close() // prepared meanwhile by another caller
+		return first, nil
 	}
 	s.stmts[query] = st
 	return st, nil
