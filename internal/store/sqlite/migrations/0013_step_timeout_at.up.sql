@@ -1,4 +1,4 @@
--- A signal step's deadline (see PostgreSQL's 0011_step_timeout_at), in
+-- A signal step's deadline (see PostgreSQL's 0014_step_timeout_at), in
 -- microseconds like every time here.
 ALTER TABLE docket_steps ADD COLUMN timeout_at INTEGER;
 UPDATE docket_steps SET timeout_at = started_at WHERE state = 'RUNNING' AND kind = 'signal';
