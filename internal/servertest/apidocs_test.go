@@ -170,7 +170,10 @@ func runDocExamples(t *testing.T, name, path string) {
 		// Markers split the output and the statuses by example.
 		fmt.Fprintf(&script, "printf '\\n::doc-example %d\\n'\necho '::%d' >> \"$DOC_STATUS\"\n%s\n", i, i, ex.Script)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Generous: human-work.md's walkthrough has 8 simulated contributors
+	// judge 1,000 units three times, which under -race on SQLite, beside
+	// the rest of the suite on two cores, took 1.5–2.5 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = t.TempDir()
