@@ -477,11 +477,13 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 			}
 			return adv.AdvanceRunsTx(ctx, tx, runs)
 		},
-		Concurrency: 1, // SQLite: one writer
-	}
-	if client.Backend() == "postgres" {
-		// As many as the workflow queue has goroutines.
-		cfg.JobsEndedTx.Concurrency = workflow.QueueWorkersDefault
+		// One at a time on both backends. On PostgreSQL, four at once
+		// (as many as the workflow queue has goroutines) was bimodal on a
+		// quiet machine: step-to-step p50 3.4–10.5 ms but p99 26–29 ms in
+		// most runs, past the 25 ms target; one at a time gave p50 9–12
+		// and p99 21–22 ms (docs/benchmarks.md, "Re-measured on a quiet
+		// machine").
+		Concurrency: 1,
 	}
 	cfg.Services = append(cfg.Services, queue)
 	interval := c.WorkflowSweepInterval
