@@ -118,7 +118,44 @@ func SummarizeFinished(o *JobOverview, p *JobOverviewParams, rows []FinishedRow)
 	}
 }
 
-// SortQueueDepths orders qs by name.
-func SortQueueDepths(qs []*QueueDepth) {
-	slices.SortFunc(qs, func(a, b *QueueDepth) int { return strings.Compare(a.Name, b.Name) })
+// QueueDepths assembles a JobOverview's queues from the two capped reads
+// every backend makes: the QUEUED depth of each queue (Queued), then the
+// RUNNING and RETRY counts by queue (Active); Done sets the cuts and
+// orders the queues by name.
+type QueueDepths struct {
+	o              *JobOverview
+	byName         map[string]*QueueDepth
+	running, retry int
+}
+
+// NewQueueDepths collects into o.Queues.
+func NewQueueDepths(o *JobOverview) *QueueDepths {
+	return &QueueDepths{o: o, byName: map[string]*QueueDepth{}}
+}
+
+// Queued adds a queue with its QUEUED depth.
+func (d *QueueDepths) Queued(q *QueueDepth) {
+	d.byName[q.Name] = q
+	d.o.Queues = append(d.o.Queues, q)
+}
+
+// Active records n jobs of state (RUNNING or RETRY) in queue.
+func (d *QueueDepths) Active(state, queue string, n int) {
+	q := d.byName[queue]
+	if q == nil {
+		q = &QueueDepth{Name: queue}
+		d.Queued(q)
+	}
+	if state == string(job.StateRunning) {
+		q.Running, d.running = n, d.running+n
+	} else {
+		q.Retry, d.retry = n, d.retry+n
+	}
+}
+
+// Done marks the RUNNING and RETRY reads cut when they read more than
+// limit jobs, and orders the queues by name.
+func (d *QueueDepths) Done(limit int) {
+	d.o.RunningCut, d.o.RetryCut = d.running > limit, d.retry > limit
+	slices.SortFunc(d.o.Queues, func(a, b *QueueDepth) int { return strings.Compare(a.Name, b.Name) })
 }

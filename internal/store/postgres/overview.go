@@ -59,7 +59,7 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 		return nil, fmt.Errorf("job overview: bad bounds %d, %d, %d", p.Cap, p.FinishedCap, p.LatencyOf)
 	}
 	o := &store.JobOverview{}
-	byName := map[string]*store.QueueDepth{}
+	depths := store.NewQueueDepths(o)
 	rs, err := s.pool.Query(ctx, overviewQueuedSQL, p.Cap+1)
 	if err != nil {
 		return nil, fmt.Errorf("job overview: queued: %w", err)
@@ -70,8 +70,7 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 			rs.Close()
 			return nil, fmt.Errorf("job overview: queued: %w", err)
 		}
-		byName[q.Name] = q
-		o.Queues = append(o.Queues, q)
+		depths.Queued(q)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
@@ -81,7 +80,6 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("job overview: running: %w", err)
 	}
-	var running, retry int
 	for rs.Next() {
 		var (
 			state, name string
@@ -91,24 +89,13 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 			rs.Close()
 			return nil, fmt.Errorf("job overview: running: %w", err)
 		}
-		q := byName[name]
-		if q == nil {
-			q = &store.QueueDepth{Name: name}
-			byName[name] = q
-			o.Queues = append(o.Queues, q)
-		}
-		if state == string(job.StateRunning) {
-			q.Running, running = n, running+n
-		} else {
-			q.Retry, retry = n, retry+n
-		}
+		depths.Active(state, name, n)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("job overview: running: %w", err)
 	}
-	o.RunningCut, o.RetryCut = running > p.Cap, retry > p.Cap
-	store.SortQueueDepths(o.Queues)
+	depths.Done(p.Cap)
 	if err := s.pool.QueryRow(ctx, overviewDeadSQL, p.Cap+1).Scan(&o.Dead); err != nil {
 		return nil, fmt.Errorf("job overview: dead: %w", err)
 	}

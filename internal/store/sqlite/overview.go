@@ -50,7 +50,7 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 		return nil, fmt.Errorf("job overview: bad bounds %d, %d, %d", p.Cap, p.FinishedCap, p.LatencyOf)
 	}
 	o := &store.JobOverview{}
-	byName := map[string]*store.QueueDepth{}
+	depths := store.NewQueueDepths(o)
 	rows, err := s.reader.QueryContext(ctx, overviewQueuedSQL, p.Cap+1)
 	if err != nil {
 		return nil, fmt.Errorf("job overview: queued: %w", err)
@@ -65,8 +65,7 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 			return nil, fmt.Errorf("job overview: queued: %w", err)
 		}
 		q.Paused = paused != 0
-		byName[q.Name] = q
-		o.Queues = append(o.Queues, q)
+		depths.Queued(q)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -76,7 +75,6 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("job overview: running: %w", err)
 	}
-	var running, retry int
 	for rows.Next() {
 		var (
 			state, name string
@@ -86,24 +84,13 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 			rows.Close()
 			return nil, fmt.Errorf("job overview: running: %w", err)
 		}
-		q := byName[name]
-		if q == nil {
-			q = &store.QueueDepth{Name: name}
-			byName[name] = q
-			o.Queues = append(o.Queues, q)
-		}
-		if state == string(job.StateRunning) {
-			q.Running, running = n, running+n
-		} else {
-			q.Retry, retry = n, retry+n
-		}
+		depths.Active(state, name, n)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("job overview: running: %w", err)
 	}
-	o.RunningCut, o.RetryCut = running > p.Cap, retry > p.Cap
-	store.SortQueueDepths(o.Queues)
+	depths.Done(p.Cap)
 	if err := s.reader.QueryRowContext(ctx, overviewDeadSQL, p.Cap+1).Scan(&o.Dead); err != nil {
 		return nil, fmt.Errorf("job overview: dead: %w", err)
 	}
