@@ -146,9 +146,12 @@ func TestBrowserSignInAndCancel(t *testing.T) {
 	// The overview refreshes itself: a job dying shows within a poll,
 	// without a reload.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.server.URL+"/"), chromedp.WaitVisible(chromedp.ID("dead-count"))))
-	dead0, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("dead-count")))
-	require.NoError(t, err)
-	require.Equal(t, "0", dead0)
+	// The live panel may be swapped by htmx right after the page loads (the
+	// stream's first event refreshes it): a node read by id can be the one
+	// just detached, whose text is "". Ask the document instead.
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("dead-count").textContent === "0"`,
+		chromedp.WithPollingTimeout(3*overviewRefresh*time.Second)))
+	require.NoError(t, err, "the overview shows no DEAD job before one dies")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`)))
 	dead(t, b.client, "images")
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("dead-count").textContent === "1"`,
