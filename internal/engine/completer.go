@@ -134,6 +134,19 @@ func (c *completer) run(ctx context.Context) {
 			timer.Stop()
 		}
 		if now {
+			// Written by a goroutine of its own (at most
+			// JobsEndedHook.Concurrency at once), with the runs'
+			// advancement; the loop goes on collecting. The slot comes
+			// first and the completions queued behind this one are
+			// taken after it: what arrived while the previous
+			// transaction was being written goes in this one (group
+			// commit), rather than waiting for one more transaction.
+			select {
+			case c.slots <- struct{}{}:
+			case <-ctx.Done():
+				c.drain(ctx, batch)
+				return
+			}
 		queued:
 			for len(batch) < max {
 				select {
@@ -146,15 +159,6 @@ func (c *completer) run(ctx context.Context) {
 		}
 		eager = len(batch) < eagerBelow
 		if now {
-			// Written by a goroutine of its own (at most
-			// JobsEndedHook.Concurrency at once), with the runs'
-			// advancement; the loop goes on collecting.
-			select {
-			case c.slots <- struct{}{}:
-			case <-ctx.Done():
-				c.drain(ctx, batch)
-				return
-			}
 			b := slices.Clone(batch)
 			c.inflight.Add(1)
 			go func() {
