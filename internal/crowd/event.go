@@ -38,6 +38,21 @@ type UnitFinalizedData struct {
 	Result        json.RawMessage `json:"result"`
 	Confidence    *float64        `json:"confidence"`
 	JudgmentCount int             `json:"judgmentCount"`
+	// LowConfidence: the unit reached its maximum of judgments with its
+	// confidence still under the target (dynamic overlap).
+	LowConfidence bool `json:"lowConfidence"`
+	// Judgments says, for each clean judgment the result was computed
+	// from, whether it agreed with the result; empty when the task has no
+	// field the result decides (only text and boxes).
+	Judgments []JudgmentAgreement `json:"judgments"`
+}
+
+// JudgmentAgreement is one judgment of a finalized unit and whether it
+// agreed with the unit's result (every field the result decides).
+type JudgmentAgreement struct {
+	JudgmentID    uuid.UUID `json:"judgmentId"`
+	ContributorID uuid.UUID `json:"contributorId"`
+	Agreed        bool      `json:"agreed"`
 }
 
 // ExpiredAssignment is one assignment inside an assignment.expired row.

@@ -59,6 +59,13 @@ type CrowdTx interface {
 	// result and confidence, moves the pool's counters and writes a
 	// unit.finalized outbox row.
 	UnitFinalize(ctx context.Context, p *UnitFinalizeParams) (*crowd.Unit, error)
+	// UnitRetarget sets the judgments per unit (the target the take
+	// respects: slots_taken < judgments_per_unit) of a regular NEW,
+	// JUDGABLE or PAUSED unit: dynamic overlap raises it by one to ask
+	// for one more judgment. A golden or final unit is refused
+	// (*crowd.InvalidTransitionError with a Reason); ErrNotFound when
+	// there is no such unit. It writes no event.
+	UnitRetarget(ctx context.Context, p *UnitRetargetParams) (*crowd.Unit, error)
 
 	// ContributorGet reads one contributor; ErrNotFound when there is none.
 	ContributorGet(ctx context.Context, id uuid.UUID) (*crowd.Contributor, error)
@@ -86,6 +93,7 @@ type CrowdTx interface {
 type CrowdStore interface {
 	CrowdTx
 	QualityStore
+	PoolModelStore
 
 	// TaskPut stores a task template: when p.Hash equals the hash of the
 	// latest version nothing is written and that version is returned with
@@ -471,7 +479,12 @@ type UnitFinalizeParams struct {
 	ID         uuid.UUID
 	Result     json.RawMessage // valid JSON
 	Confidence *float64        // in [0, 1]; nil when the method gives none
-	Now        time.Time
+	// LowConfidence and Judgments go into unit.finalized only (see
+	// crowd.UnitFinalizedData): the unit reached its maximum of judgments
+	// under the target confidence; whether each judgment agreed.
+	LowConfidence bool
+	Judgments     []crowd.JudgmentAgreement
+	Now           time.Time
 }
 
 // Validate names every invalid field.
@@ -480,6 +493,47 @@ func (p *UnitFinalizeParams) Validate() error {
 	pr.Check(p.ID == uuid.Nil, "unitId", "is required")
 	checkJSON(pr, "result", p.Result)
 	pr.Check(p.Confidence != nil && !(*p.Confidence >= 0 && *p.Confidence <= 1), "confidence", "must be between 0 and 1")
+	for i, j := range p.Judgments {
+		pr.Check(j.JudgmentID == uuid.Nil, fmt.Sprintf("judgments[%d].judgmentId", i), "is required")
+		pr.Check(j.ContributorID == uuid.Nil, fmt.Sprintf("judgments[%d].contributorId", i), "is required")
+	}
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// FinalizedJudgments is p.Judgments as unit.finalized carries them: a
+// list, empty rather than null.
+func (p *UnitFinalizeParams) FinalizedJudgments() []crowd.JudgmentAgreement {
+	if p.Judgments == nil {
+		return []crowd.JudgmentAgreement{}
+	}
+	return p.Judgments
+}
+
+// RetargetRefused is the error of a retarget of a unit in state that
+// is not open or is golden; both backends explain their refusals with it.
+func RetargetRefused(id uuid.UUID, state crowd.UnitState, golden bool) error {
+	ite := &crowd.InvalidTransitionError{Of: "unit", ID: id.String(), From: string(state), To: string(state),
+		Reason: "only a NEW, JUDGABLE or PAUSED unit gets a new target"}
+	if golden {
+		ite.Reason = "a golden unit has no target"
+	}
+	return ite
+}
+
+// UnitRetargetParams sets how many judgments an open unit gets.
+type UnitRetargetParams struct {
+	ID uuid.UUID
+	// JudgmentsPerUnit is the unit's new target, at least 1.
+	JudgmentsPerUnit int
+	Now              time.Time
+}
+
+// Validate names every invalid field.
+func (p *UnitRetargetParams) Validate() error {
+	pr := problemsOf("retarget unit")
+	pr.Check(p.ID == uuid.Nil, "unitId", "is required")
+	pr.Check(p.JudgmentsPerUnit < 1, "judgmentsPerUnit", "must be at least 1")
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
 }

@@ -73,6 +73,14 @@ func (t *storeTx) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams)
 	return unitFinalize(ctx, t.tx, p)
 }
 
+// UnitRetarget implements store.Tx.
+func (t *storeTx) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return unitRetarget(ctx, t.tx, p)
+}
+
 // ContributorGet implements store.Tx.
 func (t *storeTx) ContributorGet(ctx context.Context, id uuid.UUID) (*crowd.Contributor, error) {
 	if t.tx == nil {

@@ -444,7 +444,7 @@ o AS (
 	INSERT INTO docket_outbox (event_type, data, created_at)
 	SELECT 'unit.finalized', json_build_object('unitId', id, 'poolId', pool_id, 'runId', run_id,
 		'stepIndex', coalesce(step_index, 0), 'result', result, 'confidence', confidence,
-		'judgmentCount', judgment_count), @now
+		'judgmentCount', judgment_count, 'lowConfidence', @low::boolean, 'judgments', @judgments::json), @now
 	FROM t
 )
 SELECT ` + unitColumns + ` FROM t`
@@ -453,8 +453,13 @@ func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*cr
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	judgments, err := json.Marshal(p.FinalizedJudgments())
+	if err != nil {
+		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
+	}
 	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, pgx.NamedArgs{
 		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(ctx),
+		"low": p.LowConfidence, "judgments": string(judgments),
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)
@@ -463,4 +468,40 @@ func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*cr
 		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
 	}
 	return u, nil
+}
+
+// UnitRetarget implements store.Store.
+func (s *Store) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	return unitRetarget(ctx, s.pool, p)
+}
+
+// unitRetarget sets an open regular unit's target; its row moves into or
+// out of the take's partial indexes (slots_taken < judgments_per_unit)
+// with it.
+func unitRetarget(ctx context.Context, c conn, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := scanUnit(c.QueryRow(ctx, `UPDATE docket_units SET judgments_per_unit = $2, updated_at = $3
+		WHERE id = $1 AND state IN ('NEW', 'JUDGABLE', 'PAUSED') AND NOT golden
+		RETURNING `+unitColumns, p.ID, p.JudgmentsPerUnit, dbTime(p.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, retargetRefused(ctx, c, p.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retarget unit %s: %w", p.ID, err)
+	}
+	return u, nil
+}
+
+// retargetRefused explains a retarget that matched no row.
+func retargetRefused(ctx context.Context, c conn, id uuid.UUID) error {
+	var (
+		state  string
+		golden bool
+	)
+	if err := c.QueryRow(ctx, `SELECT state, golden FROM docket_units WHERE id = $1`, id).Scan(&state, &golden); err != nil {
+		return fmt.Errorf("retarget unit %s: %w", id, notFound(err))
+	}
+	return store.RetargetRefused(id, crowd.UnitState(state), golden)
 }

@@ -92,6 +92,17 @@ func (t *storeTx) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams)
 	return out, err
 }
 
+// UnitRetarget implements store.Tx.
+func (t *storeTx) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	var out *crowd.Unit
+	err := t.savepoint(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = unitRetarget(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
 // ContributorGet implements store.Tx.
 func (t *storeTx) ContributorGet(ctx context.Context, id uuid.UUID) (*crowd.Contributor, error) {
 	if t.tx == nil {

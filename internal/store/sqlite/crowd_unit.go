@@ -345,12 +345,49 @@ func unitFinalize(ctx context.Context, tx *sql.Tx, p *store.UnitFinalizeParams) 
 		return nil, fmt.Errorf("finalize unit %s: count: %w", p.ID, err)
 	}
 	data := crowd.UnitFinalizedData{UnitID: u.ID, PoolID: u.PoolID, StepIndex: u.StepIndex, Result: u.Result,
-		Confidence: u.Confidence, JudgmentCount: u.JudgmentCount}
+		Confidence: u.Confidence, JudgmentCount: u.JudgmentCount, LowConfidence: p.LowConfidence, Judgments: p.FinalizedJudgments()}
 	if u.RunID != uuid.Nil {
 		data.RunID = &u.RunID
 	}
 	if err := insertOutbox(ctx, tx, crowd.EventUnitFinalized, data, p.Now); err != nil {
 		return nil, err
+	}
+	return u, nil
+}
+
+// UnitRetarget implements store.Store.
+func (s *Store) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out *crowd.Unit
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = unitRetarget(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
+func unitRetarget(ctx context.Context, tx *sql.Tx, p *store.UnitRetargetParams) (*crowd.Unit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := scanUnit(tx.QueryRowContext(ctx, `UPDATE docket_units SET judgments_per_unit = ?, updated_at = ?
+		WHERE id = ? AND state IN ('NEW', 'JUDGABLE', 'PAUSED') AND golden = 0
+		RETURNING `+unitColumns, p.JudgmentsPerUnit, micros(p.Now), p.ID.String()))
+	if errors.Is(err, sql.ErrNoRows) {
+		var (
+			state  string
+			golden int64
+		)
+		if err := tx.QueryRowContext(ctx, `SELECT state, golden FROM docket_units WHERE id = ?`, p.ID.String()).Scan(&state, &golden); err != nil {
+			return nil, fmt.Errorf("retarget unit %s: %w", p.ID, notFound(err))
+		}
+		return nil, store.RetargetRefused(p.ID, crowd.UnitState(state), golden != 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retarget unit %s: %w", p.ID, err)
 	}
 	return u, nil
 }

@@ -109,6 +109,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
 			{"Quality", testQuality},
+			{"Overlap", testOverlap},
 		}},
 	}
 	for _, d := range domains {
