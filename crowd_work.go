@@ -4,19 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/docket-run/docket/internal/aggregate"
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/task"
 )
 
 // TakeStrategyDefault is how AssignmentTake picks a unit: at a random point
@@ -447,6 +442,10 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	if err != nil {
 		return nil, err
 	}
+	models, err := c.poolModels(ctx, pool, ct)
+	if err != nil {
+		return nil, err
+	}
 	out := &SubmittedJudgment{}
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		if pool.Workflow != "" {
@@ -485,23 +484,8 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		if unit.State != crowd.UnitJudgable || unit.JudgmentCount < unit.JudgmentsPerUnit {
 			return nil
 		}
-		judgments, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unit.ID})
-		if err != nil {
-			return err
-		}
-		result, confidence, err := aggregateUnit(ct, judgments)
-		if err != nil {
-			return fmt.Errorf("aggregate unit %s: %w", unit.ID, err)
-		}
-		fin, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence, Now: now})
-		if err != nil {
-			return err
-		}
-		out.Finalized = fin
-		if c.completeHumanStep != nil && fin.RunID != uuid.Nil {
-			return c.completeHumanStep(ctx, tx, fin, HumanStepOutput{Output: result, Confidence: confidence})
-		}
-		return nil
+		out.Finalized, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -543,125 +527,6 @@ func lockRun(ctx context.Context, tx store.Tx, runID uuid.UUID) error {
 		return nil // pruned: nothing to advance
 	}
 	return err
-}
-
-// aggregateUnit turns the untainted judgments of one unit into its result
-// (an object keyed by field name) and confidence (the lowest of its
-// categorical fields', nil when it has none). Per unit, a model-based
-// method has nothing to learn from, so choice, rating and multi_choice
-// fields use their method when it is a vote (majority, weighted, wawa) and
-// majority otherwise; number fields their numeric method; text and bbox
-// fields keep every answer (a list).
-func aggregateUnit(ct *task.Compiled, judgments []*Judgment) (json.RawMessage, *float64, error) {
-	type answer struct {
-		worker string
-		value  any
-	}
-	perField := map[string][]answer{}
-	trust := map[string]float64{}
-	// Oldest first, so ties and kept lists follow submission order.
-	for i := len(judgments) - 1; i >= 0; i-- {
-		j := judgments[i]
-		if j.Tainted {
-			continue
-		}
-		parsed, err := ct.ParseJudgment(j.Data)
-		if err != nil {
-			return nil, nil, fmt.Errorf("judgment %s: %w", j.ID, err)
-		}
-		w := j.ContributorID.String()
-		if j.Trust != nil {
-			trust[w] = *j.Trust
-		}
-		for name, v := range parsed {
-			perField[name] = append(perField[name], answer{worker: w, value: v})
-		}
-	}
-	result := map[string]any{}
-	var confidence *float64
-	lower := func(c float64) {
-		if confidence == nil || c < *confidence {
-			confidence = &c
-		}
-	}
-	for _, f := range ct.Fields {
-		answers := perField[f.Name]
-		if len(answers) == 0 {
-			continue
-		}
-		switch f.Kind {
-		case task.KindChoice, task.KindRating:
-			in := make([]aggregate.Judgment, len(answers))
-			for i, a := range answers {
-				in[i] = aggregate.Judgment{Item: "u", Worker: a.worker, Label: fmt.Sprint(a.value)}
-			}
-			var classes []string
-			for _, o := range f.Options {
-				classes = append(classes, o.Value)
-			}
-			res, err := aggregate.Categorical(voteMethod(f.Aggregation), in, aggregate.Options{Classes: classes, Trust: trust})
-			if err != nil {
-				return nil, nil, err
-			}
-			item := res.Items[0]
-			if f.Kind == task.KindRating {
-				n, _ := strconv.Atoi(item.Label)
-				result[f.Name] = n
-			} else {
-				result[f.Name] = item.Label
-			}
-			lower(item.Confidence)
-		case task.KindMultiChoice:
-			in := make([]aggregate.MultiJudgment, len(answers))
-			for i, a := range answers {
-				sel, _ := a.value.([]string)
-				in[i] = aggregate.MultiJudgment{Item: "u", Worker: a.worker, Selected: sel}
-			}
-			res, err := aggregate.MultiChoice(voteMethod(f.Aggregation), in, aggregate.Options{Trust: trust})
-			if err != nil {
-				return nil, nil, err
-			}
-			sel := res.Items[0].Selected
-			if sel == nil {
-				sel = []string{}
-			}
-			result[f.Name] = sel
-		case task.KindNumber:
-			in := make([]aggregate.NumericJudgment, len(answers))
-			for i, a := range answers {
-				v, _ := a.value.(float64)
-				in[i] = aggregate.NumericJudgment{Item: "u", Worker: a.worker, Value: v}
-			}
-			method := aggregate.NumericMethod(f.Aggregation)
-			if !slices.Contains(aggregate.NumericMethods(), method) {
-				method = aggregate.NumericMedian
-			}
-			res, err := aggregate.Numeric(method, in, aggregate.Options{})
-			if err != nil {
-				return nil, nil, err
-			}
-			result[f.Name] = res.Items[0].Value
-		default:
-			all := make([]any, len(answers))
-			for i, a := range answers {
-				all[i] = a.value
-			}
-			result[f.Name] = all
-		}
-	}
-	b, err := json.Marshal(result)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, confidence, nil
-}
-
-func voteMethod(m string) aggregate.Method {
-	switch aggregate.Method(m) {
-	case aggregate.MethodMajority, aggregate.MethodWeighted, aggregate.MethodWawa:
-		return aggregate.Method(m)
-	}
-	return aggregate.MethodMajority
 }
 
 // IsNoUnit reports whether err says no unit is left for the contributor.

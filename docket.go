@@ -79,6 +79,8 @@ type Client struct {
 	cands candidateCache // available unit ids per pool (StrategyCandidates)
 	rates takeRates      // token buckets of the pools' safe rates (crowd_rate.go)
 	refs  assignmentRefs // what never changes of the assignments taken here (crowd_work.go)
+	// models are the pools' worker-quality models read here (crowd_estimate.go).
+	models poolModelCache
 	// completeHumanStep, when set, runs in the transaction that finalizes
 	// a unit of a run (crowd_work.go): the workflow runtime sets it to
 	// complete the human step with the unit's output.

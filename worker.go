@@ -76,6 +76,12 @@ type WorkerConfig struct {
 	// closed pool is COMPLETED within this of its last unit becoming
 	// final. Default AssignmentReapIntervalDefault.
 	AssignmentReapInterval time.Duration
+	// PoolEstimateInterval: how often the maintenance leader re-estimates
+	// the worker-quality models of the pools whose fields use a
+	// model-based aggregation method (Dawid-Skene, …) and that counted a
+	// judgment since their last estimate (the pool-estimator service;
+	// docs/quality.md). Default PoolEstimateIntervalDefault.
+	PoolEstimateInterval time.Duration
 }
 
 func (c WorkerConfig) engineConfig(client *Client) engine.Config {
@@ -94,7 +100,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 	}
 	c.workflowRuntime(client, &cfg)
 	cfg.Maintenance = append(cfg.Maintenance, client.assignmentReaper(c.AssignmentReapInterval),
-		client.poolCompleter(c.AssignmentReapInterval))
+		client.poolCompleter(c.AssignmentReapInterval), client.poolEstimator(c.PoolEstimateInterval))
 	return cfg
 }
 
