@@ -36,6 +36,13 @@ import (
 // default.
 const PoolEstimateIntervalDefault = 30 * time.Second
 
+// PoolEstimateMinJudgments is how many judgments a pool must have
+// counted before the pool-estimator estimates it: a model of fewer says
+// more about chance than about the contributors (a contributor seen once
+// would get a confusion matrix from one answer). Until then its units
+// finalize with the weighted vote.
+const PoolEstimateMinJudgments = 30
+
 // poolModelTTL is how long a node uses the models it read of a pool
 // before it reads them again: a new estimate reaches every node within
 // it.
@@ -133,8 +140,8 @@ func (c *Client) PoolsEstimate(ctx context.Context) (int, error) {
 // PoolEstimate re-estimates the worker-quality model of each model-based
 // field of the pool from all its clean judgments (golden units' answers
 // taken as known truth) and stores them; unless force, only when the
-// pool's judgment count moved since the stored estimate. It reports
-// whether it estimated.
+// pool has counted PoolEstimateMinJudgments and its count moved since the
+// stored estimate. It reports whether it estimated.
 //
 // Cost: it reads every judgment of the pool (one query) and the golden
 // units, and runs the field's method over them — for Dawid-Skene about
@@ -160,7 +167,7 @@ func (c *Client) PoolEstimate(ctx context.Context, pool *Pool, force bool) (bool
 				current++
 			}
 		}
-		if current == len(fields) || counted == 0 {
+		if current == len(fields) || counted < PoolEstimateMinJudgments {
 			return false, nil
 		}
 	}
