@@ -414,3 +414,51 @@ func TestDynamicOverlapConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestOverlapTaintedShort: a unit that reaches its target with a tainted
+// judgment among them waits: its target grows by the clean judgments it
+// lacks, and it finalizes on the minimum of clean ones, the tainted one
+// neither counted nor listed in unit.finalized.
+func TestOverlapTaintedShort(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newTaskFixture(t, backend, overlapTemplate("majority", 3, 5, 0.75))
+			us, err := f.c.UnitsAdd(ctx, f.pool.ID, []json.RawMessage{json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			judge := func(answer string) (uuid.UUID, *SubmittedJudgment) {
+				t.Helper()
+				c := f.contributor(t)
+				taken, err := f.c.AssignmentTake(ctx, f.pool.ID, c)
+				require.NoError(t, err)
+				sub, err := f.c.JudgmentSubmit(ctx, taken.Assignment.ID, c, json.RawMessage(fmt.Sprintf(`{"same": %q}`, answer)))
+				require.NoError(t, err)
+				return c, sub
+			}
+			spammer, _ := judge("no")
+			err = f.c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+				if _, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: f.pool.ID, ContributorID: spammer, Now: f.c.cfg.Now()}); err != nil {
+					return err
+				}
+				_, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: f.pool.ID, ContributorID: spammer, Tainted: true})
+				return err
+			})
+			require.NoError(t, err)
+			a, _ := judge("yes")
+			b, sub := judge("yes")
+			require.Nil(t, sub.Finalized, "3 judgments, 2 of them clean: under the minimum")
+			u, err := f.c.UnitGet(ctx, us[0].ID)
+			require.NoError(t, err)
+			require.Equal(t, 4, u.JudgmentsPerUnit, "one more slot for the clean judgment it lacks")
+			c, sub := judge("yes")
+			require.NotNil(t, sub.Finalized)
+			require.InDelta(t, 1, *sub.Finalized.Confidence, 1e-9, "the tainted \"no\" does not count")
+			ev := f.finalizedEvents(t)[us[0].ID]
+			require.Len(t, ev, 1)
+			require.Equal(t, 4, ev[0].JudgmentCount)
+			requireAgreements(t, ev[0], []uuid.UUID{a, b, c}, true, true, true)
+		})
+	}
+}

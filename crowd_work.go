@@ -406,8 +406,10 @@ type SubmittedJudgment struct {
 // data again returns it with Created false; other data is a
 // *JudgmentConflictError), marks the assignment SUBMITTED, counts it, and,
 // when the unit reaches its judgments per unit, aggregates the unit's
-// judgments and FINALIZES it (unit.finalized) and completes its run's
-// human step — exactly once, since it all commits together. An assignment
+// clean judgments and either gives it one more slot (dynamic overlap:
+// under the task's target confidence and its maximum) or FINALIZES it
+// (unit.finalized) and completes its run's human step — exactly once,
+// since it all commits together (crowd_finalize.go). An assignment
 // the contributor no longer holds is an *AssignmentError, and so is one
 // whose unit was CANCELED (Reason RefusedUnitCanceled: the work is no
 // longer wanted; the judgment is not stored).
