@@ -157,6 +157,9 @@ func (c *Client) PoolEstimate(ctx context.Context, pool *Pool, force bool) (bool
 	}
 	counted := pool.Counts.Judgments
 	if !force {
+		if counted < PoolEstimateMinJudgments {
+			return false, nil
+		}
 		stored, err := c.store.PoolModelList(ctx, pool.ID)
 		if err != nil {
 			return false, err
@@ -167,7 +170,7 @@ func (c *Client) PoolEstimate(ctx context.Context, pool *Pool, force bool) (bool
 				current++
 			}
 		}
-		if current == len(fields) || counted < PoolEstimateMinJudgments {
+		if current == len(fields) {
 			return false, nil
 		}
 	}
