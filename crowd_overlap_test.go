@@ -267,7 +267,18 @@ func TestFinalizeWithPoolModel(t *testing.T) {
 				require.NotNil(t, last.Finalized)
 				return last.Finalized
 			}
+			estimate := func() bool {
+				t.Helper()
+				p, err := f.c.PoolGet(ctx, f.pool.ID)
+				require.NoError(t, err)
+				done, err := f.c.PoolEstimate(ctx, p, false)
+				require.NoError(t, err)
+				return done
+			}
 			for i := range 12 {
+				if i == 9 {
+					require.False(t, estimate(), "27 judgments: under PoolEstimateMinJudgments")
+				}
 				u := judgeAll([]string{"yes", "no"}[i%2])
 				require.InDelta(t, 2.0/3, *u.Confidence, 1e-9, "no model yet: the weighted vote, every trust the prior")
 			}
@@ -302,9 +313,15 @@ func TestFinalizeWithPoolModel(t *testing.T) {
 			require.Equal(t, "yes", want.Label)
 			require.Greater(t, want.Confidence, 0.9, "the model learned the contrary contributor")
 
+			require.False(t, estimate(), "no judgment since the last estimate")
+
 			u := judgeAll("yes")
 			require.JSONEq(t, `{"same": "yes"}`, string(u.Result))
 			require.InDelta(t, want.Confidence, *u.Confidence, 1e-9, "the posterior under the stored model")
+			require.True(t, estimate(), "three judgments since")
+			stored, err = f.c.store.PoolModelList(ctx, f.pool.ID)
+			require.NoError(t, err)
+			require.Equal(t, 39, stored[0].Judgments)
 		})
 	}
 }
