@@ -105,11 +105,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"PoolCompleteMany", testPoolCompleteMany},
 			{"PoolCompleteManyPastOpen", testPoolCompleteManyPastOpen},
 			{"Units", testUnits},
+			{"Overlap", testOverlap},
 			{"Contributors", testContributors},
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
 			{"Quality", testQuality},
-			{"Overlap", testOverlap},
 		}},
 	}
 	for _, d := range domains {
