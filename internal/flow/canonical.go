@@ -61,7 +61,7 @@ func Normalize(def *Definition) *Definition {
 			n.Signal = &SignalStep{Timeout: normalDuration(s.Signal.Timeout)}
 		}
 		if s.Human != nil {
-			n.Human = &HumanStep{Task: s.Human.Task, Overrides: normalObject(s.Human.Overrides)}
+			n.Human = &HumanStep{Task: s.Human.Task, Review: s.Human.Review, Overrides: normalObject(s.Human.Overrides)}
 		}
 		out.Steps[i] = n
 	}

@@ -90,6 +90,12 @@ type SignalStep struct {
 // aggregated answer and its confidence.
 type HumanStep struct {
 	Task string `json:"task"`
+	// Review names another human step, an ancestor of this one, whose
+	// answer this step reviews (docs/workflows.md, "Review steps"): the
+	// reviewer's unit carries that step's input and answer, and the
+	// review's verdict approves, corrects or rejects it. Empty for a
+	// plain human step.
+	Review string `json:"review,omitempty"`
 	// Overrides: task settings changed for this step (a JSON object).
 	Overrides json.RawMessage `json:"overrides,omitempty"`
 }

@@ -182,10 +182,12 @@ func ValidateInto(p *Problems, def *Definition) {
 	for i := range def.Steps {
 		validateStep(p, def, i, index)
 	}
-	for _, c := range findCycles(def, index) {
+	cycles := findCycles(def, index)
+	for _, c := range cycles {
 		p.Add(fmt.Sprintf("steps[%d].after[%d]", c.step, c.after), "step %q: after[%d] makes a cycle: %s",
 			def.Steps[c.step].Name, c.after, strings.Join(c.path, " → "))
 	}
+	validateReviews(p, def, index, len(cycles) == 0)
 }
 
 // label names step i in messages.
