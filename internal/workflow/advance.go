@@ -598,7 +598,7 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 	}
 	has, perInstance := wf.HasCondition(name)
 	if has && !perInstance {
-		ok, err := wf.Condition(ctx, name, celInput)
+		ok, err := wf.ConditionOfRun(ctx, adv.run.ID.String(), name, celInput)
 		if err != nil {
 			return adv.endStep(ctx, name, flow.StepFailed, err.Error())
 		}
@@ -645,7 +645,7 @@ func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flo
 			p.state, p.err = flow.StepFailed, err.Error()
 			return p, nil
 		}
-		ok, err := adv.c.wf.Condition(ctx, s.Name, celInput)
+		ok, err := adv.c.wf.ConditionOfRun(ctx, adv.run.ID.String(), s.Name, celInput)
 		switch {
 		case err != nil:
 			p.state, p.err = flow.StepFailed, err.Error()

@@ -12,6 +12,12 @@
 //	item   dyn               the element of a fan-out instance
 //	index  int               its position
 //
+// Functions beyond CEL's standard ones:
+//
+//	sample(rate double) bool  true for a fraction rate of the runs, the
+//	                          same answer for one run and step every time
+//	                          (sample.go)
+//
 // JSON numbers are doubles in CEL (`input.n + 1.0`, or `int(input.n) + 1`);
 // comparisons across int and double work as written.
 package expr
@@ -45,14 +51,15 @@ type Env struct {
 
 // NewEnv builds the environment.
 func NewEnv() (*Env, error) {
-	env, err := cel.NewEnv(
+	opts := []cel.EnvOption{
 		cel.Variable("input", cel.DynType),
 		cel.Variable("steps", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("item", cel.DynType),
 		cel.Variable("index", cel.IntType),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(flow.MaxExprLen),
-	)
+	}
+	env, err := cel.NewEnv(append(opts, sampleOptions()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("build the CEL environment: %w", err)
 	}
@@ -165,8 +172,14 @@ func (e *EvalError) Unwrap() error { return e.Err }
 // Condition evaluates the `if` of step against input, a flow.Input
 // document (flow.StepInput over the step's ancestors, with the item for a
 // per-instance condition). A step without `if` is true. Every failure is
-// an *EvalError.
+// an *EvalError. sample() draws with the run id "" (ConditionOfRun).
 func (w *Workflow) Condition(ctx context.Context, step string, input []byte) (bool, error) {
+	return w.ConditionOfRun(ctx, "", step, input)
+}
+
+// ConditionOfRun is Condition for a step of run runID: sample() draws
+// with the run's id and the step's name.
+func (w *Workflow) ConditionOfRun(ctx context.Context, runID, step string, input []byte) (bool, error) {
 	sp := w.steps[step]
 	if sp == nil {
 		return false, &EvalError{Step: step, Field: "if", Err: errors.New("no such step")}
@@ -174,7 +187,7 @@ func (w *Workflow) Condition(ctx context.Context, step string, input []byte) (bo
 	if sp.cond == nil {
 		return true, nil
 	}
-	v, err := eval(ctx, sp.cond, input)
+	v, err := eval(ctx, sp.cond, input, runID, step)
 	if err != nil {
 		return false, &EvalError{Step: step, Field: "if", Err: err}
 	}
@@ -194,7 +207,7 @@ func (w *Workflow) Items(ctx context.Context, step string, input []byte) ([][]by
 		return nil, &EvalError{Step: step, Field: "forEach", Err: errors.New("the step has no forEach")}
 	}
 	fail := func(err error) ([][]byte, error) { return nil, &EvalError{Step: step, Field: "forEach", Err: err} }
-	v, err := eval(ctx, sp.forEach, input)
+	v, err := eval(ctx, sp.forEach, input, "", step)
 	if err != nil {
 		return fail(err)
 	}
@@ -236,7 +249,8 @@ func toJSON(v ref.Val) ([]byte, error) {
 // eval runs prg on the variables of the input document. A panic inside
 // CEL is turned into an error: a bad expression fails its step, never the
 // process.
-func eval(ctx context.Context, prg cel.Program, input []byte) (v ref.Val, err error) {
+// runID and step make the key of sample().
+func eval(ctx context.Context, prg cel.Program, input []byte, runID, step string) (v ref.Val, err error) {
 	var doc struct {
 		Input any            `json:"input"`
 		Steps map[string]any `json:"steps"`
@@ -253,6 +267,7 @@ func eval(ctx context.Context, prg cel.Program, input []byte) (v ref.Val, err er
 	if doc.Index != nil {
 		vars["item"], vars["index"] = doc.Item, *doc.Index
 	}
+	vars[sampleKeyVar] = SampleKey(runID, step, doc.Index)
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("evaluation failed: %v", r)
