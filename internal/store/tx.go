@@ -51,4 +51,5 @@ type Tx interface {
 	FlowTx
 	CrowdTx
 	QualityTx
+	ReviewTx
 }

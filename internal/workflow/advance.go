@@ -503,6 +503,9 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 				if err := adv.cancelUnit(ctx, st.UnitID); err != nil {
 					return nil, err
 				}
+				if err := adv.cancelRedo(ctx, st); err != nil {
+					return nil, err
+				}
 			}
 			if st.JobID != uuid.Nil {
 				row, err := adv.tx.JobGet(ctx, st.JobID)

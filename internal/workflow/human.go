@@ -48,6 +48,11 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 		return nil, &stepFailure{fmt.Sprintf("human step %q: task %q version %d: %v", s.Name, tv.Name, tv.Version, err)}
 	}
 	t = t.WithDefaults()
+	if s.Human.Review != "" {
+		if msg := checkReviewTask(t); msg != "" {
+			return nil, &stepFailure{fmt.Sprintf("review step %q: task %q version %d: %s", s.Name, tv.Name, tv.Version, msg)}
+		}
+	}
 	o, err := flow.ParseOverrides(s.Human.Overrides)
 	if err != nil {
 		return nil, &stepFailure{fmt.Sprintf("human step %q: %v", s.Name, err)}
@@ -112,6 +117,16 @@ func (adv *advance) planHuman(ctx context.Context, s *flow.Step, recs map[string
 	if err != nil {
 		p.state, p.err = flow.StepFailed, err.Error()
 		return nil
+	}
+	if s.Human.Review != "" {
+		var skip string
+		if in, skip, err = adv.reviewInput(ctx, s, in); err != nil {
+			return err
+		}
+		if skip != "" {
+			p.state, p.err = flow.StepSkipped, skip
+			return nil
+		}
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -199,6 +214,12 @@ func (adv *advance) recordUnitEnds(ctx context.Context) error {
 		)
 		switch e.UnitState {
 		case crowd.UnitFinalized:
+			if adv.c.g.ReviewOf(e.Step) != "" {
+				if err := adv.recordReview(ctx, st, e); err != nil {
+					return err
+				}
+				continue
+			}
 			to, p.Output, p.Confidence = flow.StepSucceeded, e.Result, e.Confidence
 		case crowd.UnitCanceled:
 			to, p.Error = flow.StepFailed, fmt.Sprintf("unit %s was canceled", e.UnitID)
@@ -212,7 +233,7 @@ func (adv *advance) recordUnitEnds(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return adv.recordRedos(ctx)
 }
 
 // cancelUnit withdraws the unit of a human instance that is being

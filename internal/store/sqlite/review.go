@@ -1,0 +1,89 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// The store of review steps (store.ReviewTx).
+
+// UnitRedo implements store.Tx.
+func (t *storeTx) UnitRedo(ctx context.Context, p *store.UnitRedoParams) (*store.UnitRedone, error) {
+	var out *store.UnitRedone
+	err := t.savepoint(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = unitRedo(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
+// StepOutputAmend implements store.Tx.
+func (t *storeTx) StepOutputAmend(ctx context.Context, p *store.StepOutputAmendParams) (*flow.StepInstance, error) {
+	var out *flow.StepInstance
+	err := t.savepoint(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = stepOutputAmend(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
+// unitRedo reopens the FINALIZED unit (unitTransition: guarded, counters,
+// result cleared), taints its clean judgments and raises its target.
+func unitRedo(ctx context.Context, tx *sql.Tx, p *store.UnitRedoParams) (*store.UnitRedone, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := unitTransition(ctx, tx, &store.UnitTransitionParams{
+		ID: p.ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: p.Now,
+	}); err != nil {
+		return nil, err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = 1 WHERE unit_id = ? AND tainted = 0`, p.ID.String())
+	if err != nil {
+		return nil, fmt.Errorf("redo unit %s: taint its judgments: %w", p.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("redo unit %s: taint its judgments: %w", p.ID, err)
+	}
+	u, err := scanUnit(tx.QueryRowContext(ctx, `UPDATE docket_units SET judgments_per_unit = judgment_count + ?2, updated_at = ?3
+		WHERE id = ?1 RETURNING `+unitColumns, p.ID.String(), max(n, 1), micros(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("redo unit %s: raise its target: %w", p.ID, err)
+	}
+	return &store.UnitRedone{Unit: u, Tainted: int(n)}, nil
+}
+
+func stepOutputAmend(ctx context.Context, tx *sql.Tx, p *store.StepOutputAmendParams) (*flow.StepInstance, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	id := store.InstanceID(p.RunID, p.Step, p.Index)
+	var confidence any
+	if p.Confidence != nil {
+		confidence = *p.Confidence
+	}
+	st, err := scanStep(tx.QueryRowContext(ctx, `UPDATE docket_steps SET output = ?5, confidence = ?6, updated_at = ?7
+		WHERE run_id = ?1 AND step = ?2 AND step_index = ?3 AND generation = ?4 AND state = 'SUCCEEDED'
+		RETURNING `+stepColumns, p.RunID.String(), p.Step, p.Index, p.Generation, nullJSON(p.Output), confidence, micros(p.Now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM docket_steps WHERE run_id = ? AND step = ? AND step_index = ?`,
+			p.RunID.String(), p.Step, p.Index).Scan(&state); err != nil {
+			return nil, fmt.Errorf("amend step %s: %w", id, notFound(err))
+		}
+		return nil, &flow.InvalidTransitionError{Of: "step", ID: id, From: state, To: string(flow.StepSucceeded)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("amend step %s: %w", id, err)
+	}
+	return st, nil
+}
