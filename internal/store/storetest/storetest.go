@@ -110,6 +110,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
 			{"Quality", testQuality},
+			{"Review", testReview},
 		}},
 	}
 	for _, d := range domains {
