@@ -129,7 +129,7 @@ type Judgment struct {
 	// Golden: the judgment answers a golden unit (a test question).
 	Golden bool
 	// Tainted judgments are excluded from aggregation (their contributor
-	// was found unreliable).
+	// was found unreliable, or a review rejected their unit's result).
 	Tainted     bool
 	StartedAt   time.Time // the assignment's start
 	SubmittedAt time.Time
