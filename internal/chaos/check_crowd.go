@@ -382,10 +382,16 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 		add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED; its step %s is %s and the outbox completed it %d times in generation %d",
 			id, in.State, completions, in.Generation)
 	}
-	if in.State == flow.StepSucceeded && !sameJSON(in.Output, u.Result) {
+	g := f.Graphs[graphKey(run.Workflow, run.Version)]
+	// A review step's output is its verdict; a reviewed step's is what its
+	// review made of the unit's result (a correction, a redo), and
+	// children released before the review saw the first result
+	// (docs/workflows.md, "Review steps"): their outputs are not the
+	// unit's result to check.
+	reviewed := g != nil && (g.ReviewOf(step) != "" || g.ReviewedBy(step) != "")
+	if !reviewed && in.State == flow.StepSucceeded && !sameJSON(in.Output, u.Result) {
 		add(KindHumanStepOutput, u.ID, run.ID, "step %s's output is %s, its unit's result %s", id, in.Output, u.Result)
 	}
-	g := f.Graphs[graphKey(run.Workflow, run.Version)]
 	if g == nil {
 		return // run_graph says so
 	}
@@ -403,8 +409,8 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 		if ready && len(cins) == 0 && run.State != flow.RunCanceled {
 			add(KindHumanStepCompletion, u.ID, run.ID, "the unit is FINALIZED and every parent of step %s is done, but %s was never released", child, child)
 		}
-		if fanOut {
-			continue // the child sees a list of the instances' outputs: fan_in checks it
+		if fanOut || reviewed {
+			continue // the child sees a list of the instances' outputs (fan_in checks it), or a reviewed output
 		}
 		for _, cin := range cins {
 			payload, ok := ix.payloads[cin.JobID]
