@@ -17,6 +17,7 @@ func FuzzDecodeValidate(f *testing.F) {
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","after":["b"],"job":{"type":"t"}},{"name":"b","after":["a"],"signal":{}}]}`))
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","human":{"task":"x","overrides":{"k":1e400}}}]}`))
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","job":{"type":"t","timeout":"9999999999h"}}]}`))
+	f.Add([]byte(`{"name":"w","steps":[{"name":"l","human":{"task":"x"}},{"name":"r","after":["l"],"human":{"task":"q","review":"l"}},{"name":"s","human":{"task":"q","review":"s"}}]}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"steps":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
