@@ -33,6 +33,21 @@ type ReviewTx interface {
 	// from now on read changes. Another state or generation is a
 	// *flow.InvalidTransitionError; ErrNotFound when there is none.
 	StepOutputAmend(ctx context.Context, p *StepOutputAmendParams) (*flow.StepInstance, error)
+	// UnitJudges lists who judged a unit, one entry per clean (untainted)
+	// judgment, oldest first: the contributor, their trust snapshot and
+	// how many judgments they had given in the unit's pool before this
+	// one (CEL's judges.<step>, for routing a review to new
+	// contributors' answers). No judgment, or no unit: an empty list.
+	UnitJudges(ctx context.Context, unitID uuid.UUID) ([]UnitJudge, error)
+}
+
+// UnitJudge is one clean judgment of a unit, as UnitJudges lists it.
+type UnitJudge struct {
+	ContributorID uuid.UUID
+	Trust         *float64 // the snapshot at submission; nil when none was known
+	// Prior counts the contributor's judgments in the pool (test
+	// questions and tainted ones included) submitted before this one.
+	Prior int
 }
 
 // UnitRedoParams names the unit to redo.

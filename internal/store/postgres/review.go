@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-run/docket/internal/crowd"
@@ -28,6 +29,45 @@ func (t *storeTx) StepOutputAmend(ctx context.Context, p *store.StepOutputAmendP
 		return nil, errTxDone
 	}
 	return stepOutputAmend(ctx, t.tx, p)
+}
+
+// UnitJudges implements store.Tx.
+func (t *storeTx) UnitJudges(ctx context.Context, unitID uuid.UUID) ([]store.UnitJudge, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return unitJudges(ctx, t.tx, unitID)
+}
+
+// unitJudgesSQL: the clean judgments of a unit (docket_judgments_unit),
+// each with the count of its contributor's earlier judgments in the pool
+// (docket_judgments_pool_contributor).
+const unitJudgesSQL = `
+SELECT j.contributor_id, j.trust,
+	(SELECT count(*) FROM docket_judgments p
+	 WHERE p.pool_id = j.pool_id AND p.contributor_id = j.contributor_id AND p.id < j.id)
+FROM docket_judgments j
+WHERE j.unit_id = $1 AND NOT j.tainted
+ORDER BY j.id`
+
+func unitJudges(ctx context.Context, c conn, unitID uuid.UUID) ([]store.UnitJudge, error) {
+	rs, err := c.Query(ctx, unitJudgesSQL, unitID)
+	if err != nil {
+		return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+	}
+	defer rs.Close()
+	out := []store.UnitJudge{}
+	for rs.Next() {
+		var j store.UnitJudge
+		if err := rs.Scan(&j.ContributorID, &j.Trust, &j.Prior); err != nil {
+			return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+		}
+		out = append(out, j)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+	}
+	return out, nil
 }
 
 // unitRedo reopens the FINALIZED unit (unitTransition: guarded, counters,

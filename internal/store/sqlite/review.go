@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/store"
@@ -33,6 +35,55 @@ func (t *storeTx) StepOutputAmend(ctx context.Context, p *store.StepOutputAmendP
 		return err
 	})
 	return out, err
+}
+
+// UnitJudges implements store.Tx.
+func (t *storeTx) UnitJudges(ctx context.Context, unitID uuid.UUID) ([]store.UnitJudge, error) {
+	var out []store.UnitJudge
+	err := t.savepoint(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = unitJudges(ctx, tx, unitID)
+		return err
+	})
+	return out, err
+}
+
+// unitJudges: the clean judgments of a unit (docket_judgments_unit), each
+// with the count of its contributor's earlier judgments in the pool
+// (docket_judgments_pool_contributor).
+func unitJudges(ctx context.Context, tx *sql.Tx, unitID uuid.UUID) ([]store.UnitJudge, error) {
+	rs, err := tx.QueryContext(ctx, `SELECT j.contributor_id, j.trust,
+			(SELECT count(*) FROM docket_judgments p
+			 WHERE p.pool_id = j.pool_id AND p.contributor_id = j.contributor_id AND p.id < j.id)
+		FROM docket_judgments j
+		WHERE j.unit_id = ? AND j.tainted = 0
+		ORDER BY j.id`, unitID.String())
+	if err != nil {
+		return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+	}
+	defer rs.Close()
+	out := []store.UnitJudge{}
+	for rs.Next() {
+		var (
+			j     store.UnitJudge
+			id    string
+			trust sql.NullFloat64
+		)
+		if err := rs.Scan(&id, &trust, &j.Prior); err != nil {
+			return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+		}
+		if j.ContributorID, err = uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+		}
+		if trust.Valid {
+			j.Trust = &trust.Float64
+		}
+		out = append(out, j)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list the judges of unit %s: %w", unitID, err)
+	}
+	return out, nil
 }
 
 // unitRedo reopens the FINALIZED unit (unitTransition: guarded, counters,

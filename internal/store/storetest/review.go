@@ -98,6 +98,35 @@ func testReview(t *testing.T, open opener) {
 		})
 	})
 
+	t.Run("UnitJudges", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		us := b.units(t, p.ID, 2, crowd.UnitJudgable)
+		a, c, d := b.contributor(t), b.contributor(t), b.contributor(t)
+		b.judgeUnit(t, p.ID, us[0].ID, a.ID, false) // a's first judgment in the pool
+		ja := b.judgeUnit(t, p.ID, us[1].ID, a.ID, false)
+		jc := b.judgeUnit(t, p.ID, us[1].ID, c.ID, false)
+		b.judgeUnit(t, p.ID, us[1].ID, d.ID, false)
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: d.ID, Tainted: true})
+			return err
+		})
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			got, err := tx.UnitJudges(ctx, us[1].ID)
+			require.NoError(t, err)
+			require.Equal(t, []store.UnitJudge{
+				{ContributorID: a.ID, Trust: ja.Trust, Prior: 1},
+				{ContributorID: c.ID, Trust: jc.Trust, Prior: 0},
+			}, got, "clean judgments only, oldest first")
+			none, err := tx.UnitJudges(ctx, newID())
+			require.NoError(t, err)
+			require.Empty(t, none)
+			require.NotNil(t, none)
+			return nil
+		})
+	})
+
 	t.Run("StepOutputAmend", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
