@@ -37,6 +37,12 @@ type reviewBundle struct {
 
 func reviewSetup(t *testing.T, backend testdb.Backend, qaTask string) *reviewBundle {
 	t.Helper()
+	return reviewSetupIf(t, backend, qaTask, "steps.label.confidence < 0.8 || sample(input.rate)")
+}
+
+// reviewSetupIf is reviewSetup with cond as the review step's `if`.
+func reviewSetupIf(t *testing.T, backend testdb.Backend, qaTask, cond string) *reviewBundle {
+	t.Helper()
 	b := &reviewBundle{bundle: setup(t, backend, fastConfig()), t: t} // no worker: every advance is the judgment's own
 	ctx := context.Background()
 	for name, doc := range map[string]string{"label2": labelTask, "qa": qaTask} {
@@ -48,7 +54,7 @@ func reviewSetup(t *testing.T, backend testdb.Backend, qaTask string) *reviewBun
 	def, err := docket.NewWorkflow("reviewed").
 		Human("label", "label2").
 		Human("review", "qa", docket.After("label"), docket.Reviews("label"),
-			docket.If("steps.label.confidence < 0.8 || sample(input.rate)")).
+			docket.If(cond)).
 		Job("ship", "h.step", docket.After("label", "review")).
 		Definition()
 	require.NoError(t, err)
@@ -96,8 +102,13 @@ func (b *reviewBundle) judge(unitID, who uuid.UUID, answer string) *docket.Submi
 // label has two new contributors answer the label step; it returns them.
 func (b *reviewBundle) label(runID uuid.UUID, a, c string) []uuid.UUID {
 	b.t.Helper()
+	return b.labelBy(runID, []uuid.UUID{b.contributor(), b.contributor()}, a, c)
+}
+
+// labelBy has who answer the label step, a and c.
+func (b *reviewBundle) labelBy(runID uuid.UUID, who []uuid.UUID, a, c string) []uuid.UUID {
+	b.t.Helper()
 	unit := stepNamed(b.t, b.run(runID), "label").UnitID
-	who := []uuid.UUID{b.contributor(), b.contributor()}
 	b.judge(unit, who[0], `{"same":"`+a+`"}`)
 	require.NotNil(b.t, b.judge(unit, who[1], `{"same":"`+c+`"}`).Finalized)
 	return who
@@ -306,6 +317,28 @@ func TestReviewRouting(t *testing.T) {
 			}
 		}
 		t.Logf("sample(0.5): %d reviewed, %d not", in, out)
+	})
+}
+
+// TestReviewRoutingByJudges: judges.label lists who answered, with
+// their earlier judgments in the pool: only answers given by someone new
+// (no earlier judgment) are reviewed.
+func TestReviewRoutingByJudges(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := reviewSetupIf(t, backend, reviewTask, "judges.label.exists(j, j.prior < 1)")
+		veteran, newcomer := b.contributor(), b.contributor()
+		id := b.start(0)
+		b.labelBy(id, []uuid.UUID{veteran, newcomer}, "yes", "yes")
+		require.Equal(t, docket.StepRunning, stepNamed(t, b.run(id), "review").State, "both are new")
+
+		id = b.start(0)
+		b.labelBy(id, []uuid.UUID{veteran, newcomer}, "yes", "yes")
+		require.Equal(t, docket.StepSkipped, stepNamed(t, b.run(id), "review").State, "both judged once before")
+
+		id = b.start(0)
+		b.labelBy(id, []uuid.UUID{veteran, b.contributor()}, "yes", "yes")
+		require.Equal(t, docket.StepRunning, stepNamed(t, b.run(id), "review").State, "one is new")
 	})
 }
 

@@ -595,9 +595,13 @@ type planned struct {
 func (adv *advance) releaseStep(ctx context.Context, name string, recs map[string]*flow.Record) error {
 	g, wf := adv.c.g, adv.c.wf
 	s := g.Step(name)
-	celInput, err := flow.StepInput(adv.run.Input, recs, g.Ancestors(name), nil)
+	celInput, err := adv.celInput(ctx, name, recs, nil)
+	var sf *stepFailure
+	if errors.As(err, &sf) {
+		return adv.endStep(ctx, name, flow.StepFailed, sf.msg)
+	}
 	if err != nil {
-		return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+		return err
 	}
 	has, perInstance := wf.HasCondition(name)
 	if has && !perInstance {
@@ -643,10 +647,14 @@ func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flo
 	}
 	g := adv.c.g
 	if cond {
-		celInput, err := flow.StepInput(adv.run.Input, recs, g.Ancestors(s.Name), item)
-		if err != nil {
-			p.state, p.err = flow.StepFailed, err.Error()
+		celInput, err := adv.celInput(ctx, s.Name, recs, item)
+		var sf *stepFailure
+		if errors.As(err, &sf) {
+			p.state, p.err = flow.StepFailed, sf.msg
 			return p, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		ok, err := adv.c.wf.ConditionOfRun(ctx, adv.run.ID.String(), s.Name, celInput)
 		switch {

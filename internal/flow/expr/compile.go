@@ -32,9 +32,11 @@ func (c *compiler) add(field, format string, args ...any) {
 
 // refs is what an expression refers to.
 type refs struct {
-	steps []string // steps.<name>, in order of appearance, once each
-	item  bool     // item or index
-	bad   bool     // steps used other than as steps.<name> or steps["<name>"]
+	steps  []string // steps.<name>, in order of appearance, once each
+	judges []string // judges.<name>, likewise
+	item   bool     // item or index
+	bad    bool     // steps used other than as steps.<name> or steps["<name>"]
+	badJ   bool     // judges used other than as judges.<name> or judges["<name>"]
 }
 
 // compile parses and checks src, the `if` or `forEach` (field) of the step,
@@ -65,6 +67,10 @@ func (c *compiler) compile(field, src string) (cel.Program, refs) {
 		c.add(field, `steps may be used only as steps.<name> or steps["<name>"]`)
 		ok = false
 	}
+	if r.badJ {
+		c.add(field, `judges may be used only as judges.<name> or judges["<name>"]`)
+		ok = false
+	}
 	if c.graph != nil {
 		ancestors := c.graph.Ancestors(c.step.Name)
 		for _, name := range r.steps {
@@ -74,6 +80,20 @@ func (c *compiler) compile(field, src string) (cel.Program, refs) {
 				ok = false
 			case !slices.Contains(ancestors, name):
 				c.add(field, "steps.%s is not an ancestor of %q (only ancestors have ended when it runs; add it to after)", name, c.step.Name)
+				ok = false
+			}
+		}
+		for _, name := range r.judges {
+			s := c.graph.Step(name)
+			switch {
+			case s == nil:
+				c.add(field, "judges.%s: %s is not a step of this workflow", name, name)
+				ok = false
+			case s.Human == nil || s.ForEach != "":
+				c.add(field, "judges.%s: only a human step without forEach has judges", name)
+				ok = false
+			case !slices.Contains(ancestors, name):
+				c.add(field, "judges.%s: %s is not an ancestor of %q (add it to after)", name, name, c.step.Name)
 				ok = false
 			}
 		}
@@ -103,6 +123,8 @@ func walk(e ast.Expr, shadowed []string, r *refs) {
 		switch {
 		case isVar(e, "steps"):
 			r.bad = true
+		case isVar(e, judgesVar):
+			r.badJ = true
 		case isVar(e, "item"), isVar(e, "index"):
 			r.item = true
 		}
@@ -110,6 +132,10 @@ func walk(e ast.Expr, shadowed []string, r *refs) {
 		sel := e.AsSelect()
 		if isVar(sel.Operand(), "steps") {
 			r.addStep(sel.FieldName())
+			return
+		}
+		if isVar(sel.Operand(), judgesVar) {
+			r.addJudges(sel.FieldName())
 			return
 		}
 		walk(sel.Operand(), shadowed, r)
@@ -124,6 +150,15 @@ func walk(e ast.Expr, shadowed []string, r *refs) {
 				}
 			}
 			r.bad = true
+		}
+		if call.FunctionName() == operators.Index && len(args) == 2 && isVar(args[0], judgesVar) {
+			if args[1].Kind() == ast.LiteralKind {
+				if name, ok := args[1].AsLiteral().Value().(string); ok {
+					r.addJudges(name)
+					return
+				}
+			}
+			r.badJ = true
 		}
 		if call.IsMemberFunction() {
 			walk(call.Target(), shadowed, r)
@@ -161,5 +196,11 @@ func walk(e ast.Expr, shadowed []string, r *refs) {
 func (r *refs) addStep(name string) {
 	if !slices.Contains(r.steps, name) {
 		r.steps = append(r.steps, name)
+	}
+}
+
+func (r *refs) addJudges(name string) {
+	if !slices.Contains(r.judges, name) {
+		r.judges = append(r.judges, name)
 	}
 }

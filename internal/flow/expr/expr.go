@@ -18,6 +18,8 @@
 //	                          same answer for one run and step every time
 //	                          (sample.go)
 //
+// and judges.<name>, who answered human step <name> (judges.go).
+//
 // JSON numbers are doubles in CEL (`input.n + 1.0`, or `int(input.n) + 1`);
 // comparisons across int and double work as written.
 package expr
@@ -28,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -59,7 +62,8 @@ func NewEnv() (*Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(flow.MaxExprLen),
 	}
-	env, err := cel.NewEnv(append(opts, sampleOptions()...)...)
+	opts = append(opts, sampleOptions()...)
+	env, err := cel.NewEnv(append(opts, judgesOptions()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("build the CEL environment: %w", err)
 	}
@@ -76,6 +80,7 @@ type stepPrograms struct {
 	cond        cel.Program // nil without `if`
 	perInstance bool        // `if` uses item or index
 	forEach     cel.Program // nil without `forEach`
+	judges      []string    // judges.<name> read by either
 }
 
 // Validate checks def structurally (flow.Validate) and compiles its
@@ -119,6 +124,7 @@ func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
 		if s.If != "" {
 			var uses refs
 			sp.cond, uses = c.compile("if", s.If)
+			sp.judges = uses.judges
 			if uses.item && s.ForEach == "" {
 				c.add("if", "item and index exist only in a fan-out step (one with forEach)")
 			}
@@ -127,6 +133,11 @@ func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
 		if s.ForEach != "" {
 			var uses refs
 			sp.forEach, uses = c.compile("forEach", s.ForEach)
+			for _, j := range uses.judges {
+				if !slices.Contains(sp.judges, j) {
+					sp.judges = append(sp.judges, j)
+				}
+			}
 			if uses.item {
 				c.add("forEach", "forEach cannot use item or index: they are the elements it yields")
 			}
@@ -252,10 +263,11 @@ func toJSON(v ref.Val) ([]byte, error) {
 // runID and step make the key of sample().
 func eval(ctx context.Context, prg cel.Program, input []byte, runID, step string) (v ref.Val, err error) {
 	var doc struct {
-		Input any            `json:"input"`
-		Steps map[string]any `json:"steps"`
-		Item  any            `json:"item"`
-		Index *int64         `json:"index"`
+		Input  any            `json:"input"`
+		Steps  map[string]any `json:"steps"`
+		Item   any            `json:"item"`
+		Index  *int64         `json:"index"`
+		Judges map[string]any `json:"judges"`
 	}
 	if err := json.Unmarshal(input, &doc); err != nil {
 		return nil, fmt.Errorf("decode the step input: %w", err)
@@ -268,6 +280,10 @@ func eval(ctx context.Context, prg cel.Program, input []byte, runID, step string
 		vars["item"], vars["index"] = doc.Item, *doc.Index
 	}
 	vars[sampleKeyVar] = SampleKey(runID, step, doc.Index)
+	vars[judgesVar] = doc.Judges
+	if doc.Judges == nil {
+		vars[judgesVar] = map[string]any{}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("evaluation failed: %v", r)

@@ -23,6 +23,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","job":{"type":"t"},"forEach":"input.xs.filter(x, item)"}]}`))
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","job":{"type":"t"},"if":"((((((((((((((((1))))))))))))))))"}]}`))
 	f.Add([]byte(`{"name":"w","steps":[{"name":"a","human":{"task":"t"}},{"name":"b","after":["a"],"if":"steps.a.confidence < 0.8 || sample(input.n / 10.0) || sample(-1.0)","human":{"task":"q","review":"a"}}]}`))
+	f.Add([]byte(`{"name":"w","steps":[{"name":"a","human":{"task":"t"}},{"name":"b","after":["a"],"if":"judges.a.exists(j, j.prior < 5) || judges[\"a\"] == []","human":{"task":"q","review":"a"}}]}`))
 	env, err := NewEnv()
 	if err != nil {
 		f.Fatal(err)
