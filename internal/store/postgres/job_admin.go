@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,10 @@ func jobListSQL(p *store.JobListParams) (string, []any) {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	finished := false
+	finished := len(p.States) > 0 && !listsWaiting(p.States)
+	if finished && p.Payload == nil {
+		return finishedListSQL(p, arg), args
+	}
 	switch {
 	case len(p.States) == 1:
 		// Equality, not ANY: the (state, id) index then yields the ids in
@@ -67,10 +71,31 @@ func jobListSQL(p *store.JobListParams) (string, []any) {
 		}
 		where = append(where, "state = ANY("+arg(states)+"::text[])")
 	}
-	if len(p.States) > 0 && !listsWaiting(p.States) {
+	if finished {
 		where = append(where, finishedPredicate)
-		finished = true
 	}
+	where = append(where, listFilters(p, arg)...)
+	var sql strings.Builder
+	if p.Payload != nil {
+		// The window of the newest rows first, then the match in it; the
+		// cursor and the limit apply to what matched.
+		where = payloadWindow(&sql, where, p.Payload, finished, arg)
+	} else {
+		sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
+	}
+	if p.BeforeID != uuid.Nil {
+		where = append(where, "id < "+arg(p.BeforeID))
+	}
+	if len(where) > 0 {
+		sql.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	sql.WriteString(" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)))
+	return sql.String(), args
+}
+
+// listFilters are JobList's filters other than the states and the cursor.
+func listFilters(p *store.JobListParams, arg func(any) string) []string {
+	var where []string
 	if len(p.Types) > 0 {
 		where = append(where, "job_type = ANY("+arg(p.Types)+"::text[])")
 	}
@@ -80,43 +105,54 @@ func jobListSQL(p *store.JobListParams) (string, []any) {
 	if p.Priority != nil {
 		where = append(where, "priority = "+arg(*p.Priority))
 	}
-	var sql strings.Builder
-	if p.Payload != nil {
-		// The window of the newest rows first, then the match in it; the
-		// cursor and the limit apply to what matched.
-		where = payloadWindow(&sql, where, p.Payload, finished, arg)
-		if p.BeforeID != uuid.Nil {
-			where = append(where, "id < "+arg(p.BeforeID))
+	return where
+}
+
+// finishedListSQL lists jobs whose states are all finished: the ids first,
+// from docket_jobs_state_id alone (it includes queue and job_type, so those
+// filters need no heap), then the rows. Read in one statement, the planner
+// walks the primary key backwards and filters the heap, on the estimate
+// that the states are spread evenly over the ids; they are not (the newest
+// jobs are the waiting ones), and a DEAD page behind a backlog of 100,000
+// waiting jobs took 0.2–0.8 s (docs/benchmarks.md, "Web pages at 1,000,000
+// jobs"). Each state is its own backwards walk of the index, by equality
+// (so in id order, no sort) and limited, and several states merge those
+// walks: with state = ANY(…) the planner reads every entry of the states and
+// sorts, or walks the primary key. A type filter is served the same way:
+// there is no index on job_type (docs/benchmarks.md, "Index entries per
+// job").
+func finishedListSQL(p *store.JobListParams, arg func(any) string) string {
+	var states []string
+	for _, st := range p.States {
+		if !slices.Contains(states, string(st)) {
+			states = append(states, string(st))
 		}
+	}
+	filters := listFilters(p, arg)
+	if p.BeforeID != uuid.Nil {
+		filters = append(filters, "id < "+arg(p.BeforeID))
+	}
+	limit := arg(limitOrNull(p.Limit))
+	walk := func(state string) string {
+		where := append([]string{"state = " + arg(state), finishedPredicate}, filters...)
+		return "SELECT id FROM docket_jobs WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " + limit
+	}
+	var ids string
+	if len(states) == 1 {
+		ids = walk(states[0])
 	} else {
-		if p.BeforeID != uuid.Nil {
-			where = append(where, "id < "+arg(p.BeforeID))
+		arms := make([]string, len(states))
+		for i, st := range states {
+			arms[i] = "(" + walk(st) + ")"
 		}
-		if finished {
-			// Finished jobs: the ids first, from docket_jobs_state_id alone (it
-			// includes queue and job_type, so the filters need no heap), then
-			// the rows. Read in one statement, the planner walks the primary
-			// key backwards and filters the heap, on the estimate that the
-			// states are spread evenly over the ids; they are not (the newest
-			// jobs are the waiting ones), and a DEAD page behind a backlog of
-			// 100,000 waiting jobs took 0.2–0.8 s (docs/benchmarks.md, "Web
-			// pages at 1,000,000 jobs").
-			sql.WriteString("WITH ids AS MATERIALIZED (SELECT id FROM docket_jobs WHERE " + strings.Join(where, " AND ") +
-				" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)) + ") SELECT " + jobColumns +
-				" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC")
-			return sql.String(), args
-		}
-		sql.WriteString("SELECT " + jobColumns + " FROM docket_jobs")
+		ids = "SELECT id FROM (" + strings.Join(arms, " UNION ALL ") + ") w ORDER BY id DESC LIMIT " + limit
 	}
-	if len(where) > 0 {
-		sql.WriteString(" WHERE " + strings.Join(where, " AND "))
-	}
-	sql.WriteString(" ORDER BY id DESC LIMIT " + arg(limitOrNull(p.Limit)))
-	return sql.String(), args
+	return "WITH ids AS MATERIALIZED (" + ids + ") SELECT " + jobColumns +
+		" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC"
 }
 
 // finishedPredicate is the predicate of the partial indexes
-// docket_jobs_state_id and docket_jobs_type_id, spelled out in listings
+// docket_jobs_state_id, spelled out in listings
 // that imply it so that a generic plan can use them as well.
 const finishedPredicate = "state NOT IN ('QUEUED', 'RUNNING')"
 

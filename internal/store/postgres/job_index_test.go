@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// TestJobIndexEntries: the indexes each row version of a job on the hot
+// path enters. A state change is never a HOT update (state is in the
+// partial indexes' predicates), so every version — inserted QUEUED,
+// acquired RUNNING, finished SUCCESS — gets an entry in every index whose
+// predicate it matches: seven entries a job (docs/benchmarks.md, "Index
+// entries per job"). An index added to docket_jobs, or a predicate widened,
+// shows here with its cost.
+func TestJobIndexEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs("default", 1), Now: testBase})
+	require.NoError(t, err)
+	// matched: the indexes of docket_jobs whose predicate the job's row
+	// matches now (an index without one matches every row).
+	matched := func() []string {
+		rs, err := b.s.Pool().Query(b.ctx, `SELECT c.relname, coalesce(pg_get_expr(i.indpred, i.indrelid), 'true')
+			FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = 'docket_jobs'::regclass ORDER BY c.relname`)
+		require.NoError(t, err)
+		type index struct{ name, pred string }
+		var all []index
+		for rs.Next() {
+			var ix index
+			require.NoError(t, rs.Scan(&ix.name, &ix.pred))
+			all = append(all, ix)
+		}
+		require.NoError(t, rs.Err())
+		var out []string
+		for _, ix := range all {
+			if b.count(t, "SELECT count(*) FROM docket_jobs WHERE "+ix.pred) == 1 {
+				out = append(out, ix.name)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []string{"docket_jobs_acquire", "docket_jobs_pkey"}, matched(), "QUEUED")
+
+	rows, err := b.s.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "default", Max: 1, Owner: "n", LeaseDuration: time.Minute, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, []string{"docket_jobs_lease_expiry", "docket_jobs_pkey"}, matched(), "RUNNING")
+
+	ok, err := b.s.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{{
+		ID: rows[0].ID, Attempt: rows[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess,
+	}}, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, ok, 1)
+	require.Equal(t, []string{"docket_jobs_finished", "docket_jobs_pkey", "docket_jobs_state_id"}, matched(), "SUCCESS")
+}
