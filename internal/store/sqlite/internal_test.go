@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -23,12 +25,20 @@ func TestQueryPlans(t *testing.T) {
 	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
 	require.NoError(t, err)
 
+	// Several finished states: one walk of the state index each, merged,
+	// stopping at the limit (no sort of every entry of the states).
+	statesSQL, statesArgs := jobListSQL(&store.JobListParams{
+		States: []job.State{job.StateSuccess, job.StateDead}, Types: []string{"a"}, Queues: []string{"q"},
+		BeforeID: uuid.Must(uuid.NewV7()), Limit: 10,
+	})
 	for _, tc := range []struct {
 		name  string
 		query string
 		args  []any
 		want  []string // each must appear in the plan
 	}{
+		{"ListFinishedStates", statesSQL, statesArgs,
+			[]string{"MERGE (UNION ALL)", "USING INDEX docket_jobs_state_id (state=? AND id<?)"}},
 		{"Acquire", acquireSQL, []any{"o", 1, 1, "q", 10},
 			[]string{"USING COVERING INDEX docket_jobs_acquire (queue=?)", "SEARCH docket_jobs USING INTEGER PRIMARY KEY (rowid=?)"}},
 		{"AnyDue", anyDueSQL, []any{"q", 1},
@@ -44,7 +54,9 @@ func TestQueryPlans(t *testing.T) {
 		// Listings of ended jobs, as JobList spells them: the partial
 		// indexes leave out QUEUED and RUNNING.
 		{"ListByType", `SELECT id FROM docket_jobs WHERE state IN (?) AND state NOT IN ('QUEUED', 'RUNNING') AND job_type IN (?) AND id < ? ORDER BY id DESC LIMIT 10`,
-			[]any{"DEAD", "a", "x"}, []string{"USING INDEX docket_jobs_type_id (job_type=? AND id<?)"}},
+			[]any{"DEAD", "a", "x"}, []string{"USING COVERING INDEX docket_jobs_state_id (state=? AND id<?)"}},
+		{"ListByTypeQueue", `SELECT id FROM docket_jobs WHERE state IN (?) AND state NOT IN ('QUEUED', 'RUNNING') AND job_type IN (?) AND queue IN (?) ORDER BY id DESC LIMIT 10`,
+			[]any{"SUCCESS", "a", "q"}, []string{"USING COVERING INDEX docket_jobs_state_id (state=?)"}},
 		{"ListByState", `SELECT id FROM docket_jobs WHERE state IN (?) AND state NOT IN ('QUEUED', 'RUNNING') AND id < ? ORDER BY id DESC LIMIT 10`,
 			[]any{"DEAD", "x"}, []string{"USING COVERING INDEX docket_jobs_state_id (state=? AND id<?)"}},
 		{"Attempts", `SELECT attempt FROM docket_job_attempts WHERE job_id = ? ORDER BY id`, []any{"x"},

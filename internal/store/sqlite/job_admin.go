@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -41,6 +42,20 @@ func listsWaiting(states []job.State) bool {
 
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	q, args := jobListSQL(p)
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	out, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return out, nil
+}
+
+// jobListSQL is JobList's statement and its arguments.
+func jobListSQL(p *store.JobListParams) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -54,16 +69,21 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 			args = append(args, v)
 		}
 	}
-	states := make([]string, len(p.States))
-	for i, st := range p.States {
-		states[i] = string(st)
+	var states []string
+	for _, st := range p.States {
+		if !slices.Contains(states, string(st)) {
+			states = append(states, string(st))
+		}
+	}
+	finished := len(states) > 0 && !listsWaiting(p.States)
+	if finished && len(states) > 1 && p.Payload == nil {
+		return finishedListSQL(p, states)
 	}
 	in("state", states)
-	if len(states) > 0 && !listsWaiting(p.States) {
-		// The predicate of the partial indexes docket_jobs_state_id and
-		// docket_jobs_type_id: SQLite uses a partial index only when the
-		// query states its predicate.
-		where = append(where, "state NOT IN ('QUEUED', 'RUNNING')")
+	if finished {
+		// The predicate of the partial index docket_jobs_state_id: SQLite
+		// uses a partial index only when the query states its predicate.
+		where = append(where, finishedPredicate)
 	}
 	in("job_type", p.Types)
 	in("queue", p.Queues)
@@ -85,15 +105,50 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 	}
 	q += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limit(p.Limit))
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+	return q, args
+}
+
+// finishedPredicate is the predicate of the partial index
+// docket_jobs_state_id, spelled out in listings that imply it.
+const finishedPredicate = "state NOT IN ('QUEUED', 'RUNNING')"
+
+// finishedListSQL lists jobs in several finished states, all distinct: one
+// walk of docket_jobs_state_id (state, id, queue, job_type) a state, by
+// equality so in id order, merged (a compound SELECT's ORDER BY), and the
+// merge stops at the limit. With state IN (…), SQLite read every entry of
+// the states and sorted them. Type and queue filters are read from the
+// index's entries before the row.
+func finishedListSQL(p *store.JobListParams, states []string) (string, []any) {
+	var (
+		arms []string
+		args []any
+	)
+	for _, st := range states {
+		where := []string{"state = ?", finishedPredicate}
+		args = append(args, st)
+		if len(p.Types) > 0 {
+			where = append(where, "job_type IN ("+placeholders(len(p.Types))+")")
+			for _, v := range p.Types {
+				args = append(args, v)
+			}
+		}
+		if len(p.Queues) > 0 {
+			where = append(where, "queue IN ("+placeholders(len(p.Queues))+")")
+			for _, v := range p.Queues {
+				args = append(args, v)
+			}
+		}
+		if p.Priority != nil {
+			where = append(where, "priority = ?")
+			args = append(args, *p.Priority)
+		}
+		if p.BeforeID != uuid.Nil {
+			where = append(where, "id < ?")
+			args = append(args, p.BeforeID.String())
+		}
+		arms = append(arms, `SELECT `+jobColumns+` FROM docket_jobs WHERE `+strings.Join(where, " AND "))
 	}
-	out, err := scanJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return out, nil
+	return strings.Join(arms, " UNION ALL ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit(p.Limit))
 }
 
 // JobCount implements store.Store.

@@ -118,6 +118,62 @@ func testList(t *testing.T, open opener) {
 		require.Equal(t, f.q2, rows[0].Queue)
 	})
 
+	// Several finished states are listed together newest first, whatever
+	// their mix, with the type, queue and cursor filters, and a waiting
+	// job newer than all of them is left out.
+	t.Run("FinishedStates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q := newQueue()
+		ends := []job.State{job.StateSuccess, job.StateDead, job.StateCanceled}
+		var ps []*store.JobInsertParams
+		for i := range 9 {
+			p := newJob(q)
+			p.Type = []string{"a", "b"}[i%2]
+			ps = append(ps, p)
+		}
+		b.insert(t, ps...)
+		rows := b.acquire(t, q, 9, setupAcquire)
+		require.Len(t, rows, 9)
+		byID := map[uuid.UUID]*job.Row{}
+		for _, r := range rows {
+			byID[r.ID] = r
+		}
+		var fs []*store.JobFinishParams
+		for i, p := range ps {
+			fs = append(fs, finishParams(byID[p.ID], ends[i%3]))
+		}
+		require.Equal(t, []bool{true, true, true, true, true, true, true, true, true}, b.finish(t, setupFinish, fs...))
+		b.insert(t, newJob(q))
+		pick := func(idx ...int) []uuid.UUID {
+			out := []uuid.UUID{}
+			for _, i := range idx {
+				out = append(out, ps[i].ID)
+			}
+			return out
+		}
+		all := []job.State{job.StateSuccess, job.StateDead, job.StateCanceled}
+		for _, tc := range []struct {
+			name string
+			p    store.JobListParams
+			want []uuid.UUID
+		}{
+			{"All", store.JobListParams{States: all, Queues: []string{q}, Limit: 100}, pick(8, 7, 6, 5, 4, 3, 2, 1, 0)},
+			{"Limit", store.JobListParams{States: all, Queues: []string{q}, Limit: 4}, pick(8, 7, 6, 5)},
+			{"TypeRepeatedState", store.JobListParams{States: []job.State{job.StateDead, job.StateSuccess, job.StateDead}, Types: []string{"a"}, Limit: 3}, pick(6, 4, 0)},
+			{"TypeBefore", store.JobListParams{States: []job.State{job.StateDead, job.StateSuccess}, Types: []string{"a"}, BeforeID: ps[6].ID, Limit: 2}, pick(4, 0)},
+			{"TwoStates", store.JobListParams{States: []job.State{job.StateCanceled, job.StateDead}, Queues: []string{q}, Limit: 100}, pick(8, 7, 5, 4, 2, 1)},
+			{"OtherQueue", store.JobListParams{States: all, Queues: []string{newQueue()}, Limit: 100}, pick()},
+		} {
+			rows, err := b.s.JobList(b.ctx, &tc.p)
+			require.NoError(t, err, tc.name)
+			require.Equal(t, tc.want, append([]uuid.UUID{}, ids(rows)...), tc.name)
+			for _, r := range rows {
+				require.Equal(t, q, r.Queue, "%s: whole rows", tc.name)
+			}
+		}
+	})
+
 	t.Run("Paging", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
