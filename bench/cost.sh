@@ -20,6 +20,9 @@
 #
 # Environment: DOCKET_COST_PG (default postgres://postgres@127.0.0.1:54341),
 # SYSTEMS ("docket river floor"), JOBS (200000), REPS (1), WORKERS (5000),
+# DOCKET_PREP (SQL run in docket's database after `docket migrate up`, before
+# the burn and its counters: prices a schema change without a migration,
+# e.g. DOCKET_PREP='DROP INDEX docket_jobs_finished'),
 # FLOOR ("../shared/bench/floor"; its flags: FLOOR_ARGS, default a batch of
 # 2,000, 2 connections, finished rows kept), TOP (statements listed, 6).
 set -euo pipefail
@@ -74,6 +77,10 @@ for rep in $(seq 1 "$reps"); do
     db="cost_$system"
     admin -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" -c CHECKPOINT >/dev/null
     url="$pg/$db?sslmode=disable"
+    if [ "$system" = docket ] && [ -n "${DOCKET_PREP:-}" ]; then
+      "$bin/docket" migrate up --database-url "$url" >/dev/null
+      indb "$db" -c "$DOCKET_PREP" -c CHECKPOINT >/dev/null
+    fi
     indb "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
     read -r r0 f0 b0 <<<"$(wal "$db")"
     c0=$(admin -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'")
