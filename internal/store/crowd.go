@@ -93,6 +93,7 @@ type CrowdTx interface {
 type CrowdStore interface {
 	CrowdTx
 	QualityStore
+	QualityListStore
 	PoolModelStore
 
 	// TaskPut stores a task template: when p.Hash equals the hash of the
@@ -775,15 +776,19 @@ func (p *JudgmentInsertParams) Validate() error {
 
 // JudgmentListParams lists the judgments of one unit or one pool.
 type JudgmentListParams struct {
-	UnitID   uuid.UUID // one of UnitID and PoolID
-	PoolID   uuid.UUID
-	BeforeID uuid.UUID // cursor: only ids strictly less
-	Limit    int       // non-positive: no limit
+	UnitID uuid.UUID // one of UnitID and PoolID
+	PoolID uuid.UUID
+	// ContributorID, with PoolID, lists that contributor's judgments in
+	// the pool only (their recent answers, for the pattern checks).
+	ContributorID uuid.UUID
+	BeforeID      uuid.UUID // cursor: only ids strictly less
+	Limit         int       // non-positive: no limit
 }
 
 // Validate names every invalid field.
 func (p *JudgmentListParams) Validate() error {
 	pr := problemsOf("list judgments")
+	pr.Check(p.ContributorID != uuid.Nil && p.PoolID == uuid.Nil, "contributorId", "filters the judgments of a pool only")
 	switch {
 	case p.UnitID == uuid.Nil && p.PoolID == uuid.Nil:
 		pr.Add("unitId", "give a unit or a pool")

@@ -18,7 +18,7 @@ import (
 // pageNames are the pages, one template file each, rendered inside
 // layout.html. Partials are templates a page file defines besides
 // "content" (the overview's "panel").
-var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work", "assignment", "dead", "queues", "unit", "bulk"}
+var pageNames = []string{"signin", "error", "overview", "jobs", "job", "runs", "run", "workflows", "workflow", "pools", "pool", "work", "assignment", "dead", "queues", "unit", "bulk", "contributor"}
 
 // page is one parsed page with the layout.
 type page struct{ t *template.Template }

@@ -51,6 +51,10 @@ type poolStats struct {
 	AgreeAll   agreement // judgments agreeing with every compared field
 	Workers    []contributorRow
 	MoreWorker int // contributors beyond statsTop
+	// Sampled is every contributor of the sample by id (the quality
+	// panel's judgments and median times of contributors without a
+	// quality record).
+	Sample map[uuid.UUID]contributorRow
 }
 
 type agreement struct {
@@ -194,7 +198,7 @@ func computeStats(p *docket.Pool, js []*docket.Judgment, units []*docket.Unit, f
 	}
 	s.Confidence = drawHistogram(conf)
 	s.Agreement, s.AgreeAll = agreements(js, units, fields)
-	s.Workers, s.MoreWorker = contributors(js)
+	s.Workers, s.MoreWorker, s.Sample = contributors(js)
 	return s
 }
 
@@ -356,8 +360,9 @@ func sortedStrings(vs []any) []string {
 }
 
 // contributors counts the sample's judgments per contributor with the
-// median time from take to submit, most judgments first.
-func contributors(js []*docket.Judgment) ([]contributorRow, int) {
+// median time from take to submit, most judgments first (the first
+// statsTop, how many more, and all of them by id).
+func contributors(js []*docket.Judgment) ([]contributorRow, int, map[uuid.UUID]contributorRow) {
 	secs := map[uuid.UUID][]float64{}
 	for _, j := range js {
 		secs[j.ContributorID] = append(secs[j.ContributorID], j.SubmittedAt.Sub(j.StartedAt).Seconds())
@@ -371,6 +376,10 @@ func contributors(js []*docket.Judgment) ([]contributorRow, int) {
 		}
 		rows = append(rows, contributorRow{ID: id, Judgments: len(s), Median: formatSeconds(m)})
 	}
+	all := make(map[uuid.UUID]contributorRow, len(rows))
+	for _, r := range rows {
+		all[r.ID] = r
+	}
 	slices.SortFunc(rows, func(a, b contributorRow) int {
 		if a.Judgments != b.Judgments {
 			return b.Judgments - a.Judgments
@@ -382,7 +391,7 @@ func contributors(js []*docket.Judgment) ([]contributorRow, int) {
 		more = len(rows) - statsTop
 		rows = rows[:statsTop]
 	}
-	return rows, more
+	return rows, more, all
 }
 
 // formatSeconds is a duration in seconds to a tenth ("12.5 s", "3 s").

@@ -66,6 +66,8 @@ type poolData struct {
 	Message                       string
 	Stats                         *poolStats // nil when StatsError says why
 	StatsError                    string
+	Quality                       *qualityPanel // nil when QualityError says why
+	QualityError                  string
 	CanPause, CanResume, CanClose bool
 }
 
@@ -99,6 +101,9 @@ func (h *Handler) showPool(w http.ResponseWriter, r *http.Request, status int, m
 	d := &poolData{Pool: poolRowOf(p), Units: units, Message: message}
 	if d.Stats, err = h.loadStats(r.Context(), p, h.cfg.Now()); err != nil {
 		d.StatsError = err.Error()
+	}
+	if d.Quality, err = h.loadQuality(r.Context(), p, d.Stats); err != nil {
+		d.QualityError = err.Error()
 	}
 	if can(sessionOf(r.Context()).key.Role, accessAdmin) {
 		d.CanPause = p.Status == docket.PoolOpen

@@ -71,6 +71,7 @@ func (h *Handler) routes() {
 	h.mux.Handle("GET /pools/{id}", h.authed([]access{accessOperate}, h.poolDetail))
 	h.mux.Handle("GET /pools/{id}/results", h.authed([]access{accessOperate}, h.poolResults))
 	h.mux.Handle("GET /units/{id}", h.authed([]access{accessOperate}, h.unitDetail))
+	h.mux.Handle("GET /pools/{id}/contributors/{contributor}", h.authed([]access{accessOperate}, h.contributorDetail))
 	for verb, do := range map[string]func(*docket.Client, context.Context, uuid.UUID) (*docket.Pool, error){
 		"pause": (*docket.Client).PoolPause, "resume": (*docket.Client).PoolResume, "close": (*docket.Client).PoolClose,
 	} {

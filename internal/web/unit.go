@@ -25,6 +25,13 @@ type unitData struct {
 	Pool      *docket.Pool // nil when it could not be read
 	Judgments []unitJudgment
 	More      bool // more judgments than listed
+	// Clean and Tainted count the listed judgments of a regular unit that
+	// count toward its result, and the tainted ones excluded from it.
+	Clean, Tainted int
+	// Audits are the changes of the unit's finalized result by repairs,
+	// newest first (unit_audit.go).
+	Audits      []unitAudit
+	AuditsError string
 }
 
 // unitJudgment is one judgment with its contributor's name and, per
@@ -36,6 +43,11 @@ type unitJudgment struct {
 	Seconds  string
 	Agrees   []string // fields that match the result
 	Disagree []string // fields that do not
+	// Agreed says whether the judgment agreed with the result by the rule
+	// of the finalization (quality.Agreements, what unit.finalized
+	// carries): "agreed", "disagreed", or "" when unknown (no result, a
+	// tainted or test judgment, a task with no field to compare).
+	Agreed string
 }
 
 func (h *Handler) unitDetail(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +115,7 @@ func (h *Handler) unitDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Judgments = append(d.Judgments, uj)
 	}
+	h.unitQuality(ctx, d)
 	h.renderPage(w, r, "unit", "Unit "+id.String(), d)
 }
 

@@ -151,8 +151,13 @@ func judgmentList(ctx context.Context, c conn, p *store.JudgmentListParams) ([]*
 	if p.BeforeID != uuid.Nil {
 		before = p.BeforeID
 	}
+	var contributor any
+	if p.ContributorID != uuid.Nil {
+		contributor = p.ContributorID
+	}
 	rs, err := c.Query(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
-		WHERE `+col+` = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`, id, before, limitOrNull(p.Limit))
+		WHERE `+col+` = $1 AND ($2::uuid IS NULL OR id < $2) AND ($4::uuid IS NULL OR contributor_id = $4)
+		ORDER BY id DESC LIMIT $3`, id, before, limitOrNull(p.Limit), contributor)
 	if err != nil {
 		return nil, fmt.Errorf("list judgments: %w", err)
 	}

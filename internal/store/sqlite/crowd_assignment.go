@@ -457,6 +457,9 @@ func judgmentList(ctx context.Context, c conn, p *store.JudgmentListParams) ([]*
 	if p.BeforeID != uuid.Nil {
 		q, args = q+` AND id < ?`, append(args, p.BeforeID.String())
 	}
+	if p.ContributorID != uuid.Nil {
+		q, args = q+` AND contributor_id = ?`, append(args, p.ContributorID.String())
+	}
 	out, err := queryAll(ctx, c, scanJudgment, q+` ORDER BY id DESC LIMIT ?`, append(args, limit(p.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("list judgments: %w", err)
