@@ -107,6 +107,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Units", testUnits},
 			{"Overlap", testOverlap},
 			{"Contributors", testContributors},
+			{"QualityList", testQualityList},
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
 			{"Quality", testQuality},
