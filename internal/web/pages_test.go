@@ -228,6 +228,14 @@ func TestChartScales(t *testing.T) {
 // TestTemplatesRender renders every page and partial with representative
 // data (a job with payload, result, progress and failed attempts; queues
 // in every state; every error) and checks the HTML is well formed.
+// renderCase is one rendering of TestTemplatesRender: a page's template
+// with its view, and what the output must contain.
+type renderCase struct {
+	page, tmpl string
+	v          *view
+	want       []string
+}
+
 func TestTemplatesRender(t *testing.T) {
 	t.Parallel()
 	h, err := New(Config{Client: nil, Auth: noAuth{}, Overview: func(context.Context, *docket.OverviewParams) (*docket.JobOverview, error) { return nil, nil }})
@@ -277,11 +285,7 @@ func TestTemplatesRender(t *testing.T) {
 	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok", Operate: true, ActJobs: true, Work: true}
 	contributor := &user{Name: "ada", Role: RoleContributor, CSRF: "t", Work: true}
 	viewer := &user{Name: "v", Role: docket.RoleViewer, CSRF: "tok", Operate: true}
-	cases := []struct {
-		page, tmpl string
-		v          *view
-		want       []string
-	}{
+	cases := []renderCase{
 		{"signin", "layout", &view{Title: "Sign in", Data: signinData{CSRF: "c", Next: "/jobs", Error: "That key is unknown"}}, []string{"That key is unknown", `name="csrf" value="c"`}},
 		{"error", "layout", &view{Title: "Not Found", Data: errorData{Status: 404, Message: "No job"}}, []string{"No job", "Sign in"}},
 		{"error", "layout", &view{Title: "Forbidden", User: viewer, Data: errorData{Status: 403, Message: "role"}}, []string{"Sign out"}},
@@ -320,7 +324,7 @@ func TestTemplatesRender(t *testing.T) {
 			[]string{"<progress", `id="pause"`, `id="resume"`, `id="close"`, "pause done", "2/3", "/runs/" + id.String(), "urgent"}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(&docket.Pool{ID: id, Status: docket.PoolClosed})}}, []string{"No units yet", `max="1"`}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), Units: units, Stats: sampleStats(t, pool, now)}},
-			[]string{`id="hours-chart"`, `class="unknown"`, `id="confidence-chart"`, "0.9–1.0", "67% (2 of 3)", "Ada", "quality control", "export-csv", "/units/" + id.String()}},
+			[]string{`id="hours-chart"`, `class="unknown"`, `id="confidence-chart"`, "0.9–1.0", "67% (2 of 3)", "export-csv", "/units/" + id.String()}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), StatsError: "sample judgments: timeout"}}, []string{"could not be read: sample judgments: timeout"}},
 		{"unit", "layout", &view{Title: "Unit", User: viewer, Data: sampleUnit(t, pool, now)},
 			[]string{"&lt;b&gt;.png", "golden", "Known answer", "No result yet", "Only the newest 100", "same ✓", "same ✗", "tainted", "0.50", "Ada", "/runs/" + id.String()}},
@@ -357,6 +361,7 @@ func TestTemplatesRender(t *testing.T) {
 		{"assignment", "layout", &view{Title: "Label", User: contributor, Data: workView(t, true, "javascript:alert(1)")},
 			[]string{"No image: only http", "only http and https URLs are shown"}},
 	}
+	cases = append(cases, qualityRenderCases(t, pool, now)...)
 	rendered := map[string]bool{}
 	for _, tc := range cases {
 		rec := httptest.NewRecorder()
