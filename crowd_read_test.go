@@ -13,7 +13,8 @@ import (
 )
 
 // TestJudgmentPage: a pool's judgments newest first, paged by cursor; a
-// unit's only; neither or both of unit and pool is refused, naming them.
+// unit's only; one contributor's in the pool; neither or both of unit and
+// pool is refused, naming them, as is a contributor without a pool.
 func TestJudgmentPage(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -25,9 +26,13 @@ func TestJudgmentPage(t *testing.T) {
 		_, err = b.client.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{"n":1}`), json.RawMessage(`{"n":2}`)})
 		require.NoError(t, err)
 		var submitted []*docket.Judgment
+		var who0 *docket.Contributor
 		for _, name := range []string{"ada", "bob", "cyd"} {
 			who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: name})
 			require.NoError(t, err)
+			if who0 == nil {
+				who0 = who
+			}
 			taken, err := b.client.AssignmentTake(ctx, pool.ID, who.ID)
 			require.NoError(t, err)
 			s, err := b.client.JudgmentSubmit(ctx, taken.Assignment.ID, who.ID, json.RawMessage(`{"same":"yes"}`))
@@ -64,12 +69,44 @@ func TestJudgmentPage(t *testing.T) {
 			require.Equal(t, unit, j.UnitID)
 		}
 
+		mine, err := b.client.JudgmentPage(ctx, docket.JudgmentPageParams{PoolID: pool.ID, ContributorID: who0.ID})
+		require.NoError(t, err)
+		require.Len(t, mine, 1)
+		require.Equal(t, submitted[0].ID, mine[0].ID, "the contributor's only")
+
 		var ve *docket.CrowdValidationError
+		_, err = b.client.JudgmentPage(ctx, docket.JudgmentPageParams{UnitID: unit, ContributorID: who0.ID})
+		require.ErrorAs(t, err, &ve)
+		require.ErrorContains(t, err, "contributorId")
 		_, err = b.client.JudgmentPage(ctx, docket.JudgmentPageParams{})
 		require.ErrorAs(t, err, &ve)
 		require.ErrorContains(t, err, "unitId")
 		require.ErrorContains(t, err, "poolId")
 		_, err = b.client.JudgmentPage(ctx, docket.JudgmentPageParams{UnitID: unit, PoolID: pool.ID})
 		require.ErrorAs(t, err, &ve)
+	})
+}
+
+// TestPoolContributors: the defaults apply (a pool met by nobody lists
+// nobody, counted), and a bad parameter is refused naming each.
+func TestPoolContributors(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		humanFlow(t, b.client)
+		pool, _, err := b.client.PoolEnsure(ctx, "review", 1, "label", "same")
+		require.NoError(t, err)
+		page, err := b.client.PoolContributors(ctx, pool.ID, docket.PoolContributorsParams{})
+		require.NoError(t, err)
+		require.Empty(t, page.States)
+		require.Equal(t, 0, page.Contributors)
+		require.False(t, page.ContributorsCapped)
+		var ve *docket.CrowdValidationError
+		_, err = b.client.PoolContributors(ctx, pool.ID, docket.PoolContributorsParams{Limit: 1001, JudgmentCap: -1, CountCap: 100_001})
+		require.ErrorAs(t, err, &ve)
+		for _, f := range []string{"limit", "judgmentCap", "countCap"} {
+			require.ErrorContains(t, err, f)
+		}
 	})
 }
