@@ -78,7 +78,7 @@ func TestPoolProgressPages(t *testing.T) {
 		require.Contains(t, workers, "Ada")
 		require.Contains(t, workers, "Bob")
 		require.Contains(t, workers, "Cyd")
-		require.Contains(t, workers, "no quality record yet", "contributors the pool keeps no quality state of yet come from the sample")
+		require.Contains(t, workers, "0.500 (no test yet)", "no test question answered: the prior trust")
 		require.Equal(t, "/pools/"+pool.ID.String()+"/results?format=csv", attr(find(r.Doc, "a", "export-csv"), "href"))
 		require.Contains(t, r.Body, `href="/units/`+unit.String()+`"`)
 
