@@ -163,6 +163,7 @@ func TestPageTiming(t *testing.T) {
 		"/runs", "/runs?state=RUNNING", "/runs/" + started[0].Run.ID.String(),
 		"/workflows", "/workflows/chain",
 		"/pools", "/pools/" + pool.ID.String(), "/units/" + unit.String(),
+		"/pools/" + pool.ID.String() + "/contributors/" + workers[0].String(),
 	}
 	var rows []string
 	for _, p := range pages {
