@@ -37,12 +37,126 @@ func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
 // JobList implements store.Store. Only the filters given appear in the SQL,
 // so each combination is planned on its own indexes.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	if byTypeWaiting(p) {
+		return s.jobListByType(ctx, p)
+	}
 	sql, args := jobListSQL(p)
 	rows, err := s.queryJobs(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return rows, nil
+}
+
+// byTypeWaiting reports whether p is a listing by type that may hold
+// waiting jobs (no state, or QUEUED or RUNNING among its states), without a
+// payload search: jobListByTypeSQL reads it.
+func byTypeWaiting(p *store.JobListParams) bool {
+	return len(p.Types) > 0 && p.Payload == nil && (len(p.States) == 0 || listsWaiting(p.States))
+}
+
+// jobListByType reads a listing by type through jobListByTypeSQL in a
+// read-only transaction that turns sequential scans off: the waiting
+// parts read every QUEUED (or RUNNING) job of the filters, and with a
+// backlog that is a large share of the table the planner estimates a
+// parallel sequential scan of the whole table cheaper than the partial
+// index that holds exactly those rows (0.12 s against 0.04–0.06 s at
+// 1,000,000 jobs with 140,000 queued, and the scan grows with the table,
+// the index with the backlog).
+func (s *Store) jobListByType(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	sql, args := jobListByTypeSQL(p)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	rs, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	rows, err := collectJobs(rs)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// jobListByTypeSQL is a listing by type that may hold waiting jobs, as a
+// merge of bounded reads, one per kind of state, each through the index
+// that holds its rows:
+//   - finished (and RETRY) jobs, one read per type, backwards through
+//     docket_jobs_type_id (whose predicate leaves waiting jobs out), at
+//     most a page: the read a type filter over all states used to skip,
+//     walking the primary key from the newest job until it had a page
+//     (the whole table for a type with no recent job: 0.5–0.8 s at
+//     1,000,000 jobs);
+//   - RUNNING jobs through docket_jobs_lease_expiry: as many as run;
+//   - QUEUED jobs through docket_jobs_acquire: the backlog.
+//
+// The waiting reads are fenced (OFFSET 0) so that their own ORDER BY id
+// cannot turn them back into a walk of the primary key; each keeps a
+// page, and the ids of the three are merged, newest first. The waiting
+// reads cost what the backlog holds, not what the table holds; no index
+// entry is added on the hot path.
+func jobListByTypeSQL(p *store.JobListParams) (string, []any) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	var common []string
+	if len(p.Queues) > 0 {
+		common = append(common, "queue = ANY("+arg(p.Queues)+"::text[])")
+	}
+	if p.Priority != nil {
+		common = append(common, "priority = "+arg(*p.Priority))
+	}
+	if p.BeforeID != uuid.Nil {
+		common = append(common, "id < "+arg(p.BeforeID))
+	}
+	limit := arg(limitOrNull(p.Limit))
+	and := func(where ...string) string { return strings.Join(append(where, common...), " AND ") }
+	var finished []string
+	wantQueued, wantRunning := len(p.States) == 0, len(p.States) == 0
+	for _, st := range p.States {
+		switch st {
+		case job.StateQueued:
+			wantQueued = true
+		case job.StateRunning:
+			wantRunning = true
+		default:
+			finished = append(finished, string(st))
+		}
+	}
+	var parts []string
+	if len(p.States) == 0 || len(finished) > 0 {
+		stateWhere := []string{finishedPredicate}
+		if len(finished) > 0 {
+			stateWhere = append(stateWhere, "state = ANY("+arg(finished)+"::text[])")
+		}
+		for _, t := range p.Types {
+			parts = append(parts, "(SELECT id FROM docket_jobs WHERE "+and(append([]string{"job_type = " + arg(t)}, stateWhere...)...)+
+				" ORDER BY id DESC LIMIT "+limit+")")
+		}
+	}
+	types := arg(p.Types)
+	for _, w := range []struct {
+		want  bool
+		state string
+	}{{wantRunning, "RUNNING"}, {wantQueued, "QUEUED"}} {
+		if w.want {
+			parts = append(parts, "(SELECT id FROM (SELECT id FROM docket_jobs WHERE "+
+				and("state = '"+w.state+"'", "job_type = ANY("+types+"::text[])")+" OFFSET 0) w ORDER BY id DESC LIMIT "+limit+")")
+		}
+	}
+	return "WITH ids AS MATERIALIZED (" + strings.Join(parts, " UNION ALL ") + ") SELECT " + jobColumns +
+		" FROM docket_jobs WHERE id IN (SELECT id FROM ids) ORDER BY id DESC LIMIT " + limit, args
 }
 
 // jobListSQL is JobList's statement and its arguments.

@@ -100,6 +100,96 @@ func TestFinishedListPlan(t *testing.T) {
 	}
 }
 
+// TestTypeListPlan: behind the same backlog, a listing by a type over
+// every state (or over QUEUED) reads its finished jobs backwards through
+// docket_jobs_type_id and its waiting jobs through docket_jobs_acquire and
+// docket_jobs_lease_expiry, never walking the primary key from the newest
+// job or scanning the table (it used to walk the primary key until it
+// had a page: the whole table for a rare type).
+func TestTypeListPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 20k jobs")
+	}
+	t.Parallel()
+	b := setup(t)
+	for i := range 4 {
+		ps := newJobs([]string{"default", "mail"}[i%2], 5_000)
+		for j, p := range ps {
+			p.Type = []string{"email", "resize", "render"}[j%3]
+			if (i*5_000+j)%1_000 == 0 {
+				p.Type = "rare"
+			}
+		}
+		_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+		require.NoError(t, err)
+	}
+	// Oldest 80 % finished, 5 % running, the newest 15 % QUEUED.
+	_, err := b.s.Pool().Exec(b.ctx, `WITH r AS (SELECT id, ntile(20) OVER (ORDER BY id) AS p FROM docket_jobs)
+		UPDATE docket_jobs j SET state = CASE WHEN r.p <= 16 THEN 'SUCCESS' ELSE 'RUNNING' END,
+			finished_at = CASE WHEN r.p <= 16 THEN j.created_at END,
+			lease_expires_at = CASE WHEN r.p > 16 THEN j.created_at END, attempt = 1
+		FROM r WHERE j.id = r.id AND r.p <= 17`)
+	require.NoError(t, err)
+	_, err = b.s.Pool().Exec(b.ctx, `VACUUM ANALYZE docket_jobs`)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		p    *store.JobListParams
+		uses []string
+	}{
+		{&store.JobListParams{Types: []string{"rare"}, Limit: 51}, []string{"docket_jobs_type_id", "docket_jobs_acquire", "docket_jobs_lease_expiry"}},
+		{&store.JobListParams{Types: []string{"resize"}, Queues: []string{"mail"}, Limit: 51}, []string{"docket_jobs_type_id", "docket_jobs_acquire", "docket_jobs_lease_expiry"}},
+		{&store.JobListParams{Types: []string{"rare"}, States: []job.State{job.StateQueued}, Limit: 51}, []string{"docket_jobs_acquire"}},
+	} {
+		plan := typeListPlan(t, b, tc.p)
+		t.Logf("%+v:\n%s", *tc.p, plan)
+		for _, index := range tc.uses {
+			require.Contains(t, plan, index)
+		}
+		require.NotContains(t, plan, "using docket_jobs_pkey on docket_jobs docket_jobs_", "only the page's rows are read by primary key")
+		require.NotContains(t, plan, "Scan Backward using docket_jobs_pkey")
+		require.NotContains(t, plan, "Seq Scan on docket_jobs")
+
+		rows, err := b.s.JobList(b.ctx, tc.p)
+		require.NoError(t, err)
+		require.NotEmpty(t, rows)
+		for i, r := range rows {
+			require.Equal(t, tc.p.Types[0], r.Type)
+			if i > 0 {
+				require.Negative(t, bytes.Compare(r.ID[:], rows[i-1].ID[:]), "newest first")
+			}
+		}
+	}
+}
+
+// typeListPlan is the plan of a listing by type over waiting states as
+// JobList runs it (sequential scans off, jobListByType).
+func typeListPlan(t *testing.T, b *bundle, p *store.JobListParams) string {
+	t.Helper()
+	query, args := jobListByTypeSQL(p)
+	tx, err := b.s.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() {
+		_, _ = tx.Exec(b.ctx, "DEALLOCATE type_plan")
+		_ = tx.Rollback(b.ctx)
+	}()
+	_, err = tx.Exec(b.ctx, "SET LOCAL enable_seqscan = off")
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, "PREPARE type_plan AS "+query)
+	require.NoError(t, err)
+	rs, err := tx.Query(b.ctx, "EXPLAIN EXECUTE type_plan("+literals(t, args)+")")
+	require.NoError(t, err)
+	defer rs.Close()
+	var lines []string
+	for rs.Next() {
+		var line string
+		require.NoError(t, rs.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rs.Err())
+	return strings.Join(lines, "\n")
+}
+
 // literals spells JobList's arguments as SQL literals, for EXECUTE.
 func literals(t *testing.T, args []any) string {
 	out := make([]string, len(args))

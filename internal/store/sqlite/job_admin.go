@@ -42,6 +42,18 @@ func listsWaiting(states []job.State) bool {
 
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	if len(p.Types) > 0 && p.Payload == nil && (len(p.States) == 0 || listsWaiting(p.States)) {
+		q, args := jobListByTypeSQL(p)
+		rows, err := s.reader.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		out, err := scanJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		return out, nil
+	}
 	q, args := jobListSQL(p)
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -149,6 +161,81 @@ func finishedListSQL(p *store.JobListParams, states []string) (string, []any) {
 		arms = append(arms, `SELECT `+jobColumns+` FROM docket_jobs WHERE `+strings.Join(where, " AND "))
 	}
 	return strings.Join(arms, " UNION ALL ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit(p.Limit))
+}
+
+// jobListByTypeSQL is a listing by type that may hold waiting jobs (no
+// state, or QUEUED or RUNNING among its states) as a merge of bounded
+// reads, each through the index that holds its rows, as on PostgreSQL
+// (jobListByTypeSQL there): finished and RETRY jobs backwards through
+// docket_jobs_type_id, a page per type; RUNNING jobs through
+// docket_jobs_lease_expiry; QUEUED jobs through docket_jobs_acquire. One
+// statement, one snapshot. INDEXED BY keeps the planner from walking the
+// primary key from the newest job instead, which reads the whole table
+// for a type with no recent job.
+func jobListByTypeSQL(p *store.JobListParams) (string, []any) {
+	var (
+		common     []string
+		commonArgs []any
+	)
+	if len(p.Queues) > 0 {
+		common = append(common, "queue IN ("+placeholders(len(p.Queues))+")")
+		for _, q := range p.Queues {
+			commonArgs = append(commonArgs, q)
+		}
+	}
+	if p.Priority != nil {
+		common = append(common, "priority = ?")
+		commonArgs = append(commonArgs, *p.Priority)
+	}
+	if p.BeforeID != uuid.Nil {
+		common = append(common, "id < ?")
+		commonArgs = append(commonArgs, p.BeforeID.String())
+	}
+	var finished []any
+	wantQueued, wantRunning := len(p.States) == 0, len(p.States) == 0
+	for _, st := range p.States {
+		switch st {
+		case job.StateQueued:
+			wantQueued = true
+		case job.StateRunning:
+			wantRunning = true
+		default:
+			finished = append(finished, string(st))
+		}
+	}
+	var (
+		parts []string
+		args  []any
+	)
+	part := func(index string, where []string, whereArgs []any) {
+		parts = append(parts, "SELECT id FROM (SELECT id FROM docket_jobs INDEXED BY "+index+" WHERE "+
+			strings.Join(append(where, common...), " AND ")+" ORDER BY id DESC LIMIT ?)")
+		args = append(append(append(args, whereArgs...), commonArgs...), limit(p.Limit))
+	}
+	if len(p.States) == 0 || len(finished) > 0 {
+		for _, t := range p.Types {
+			where := []string{"job_type = ?", "state NOT IN ('QUEUED', 'RUNNING')"}
+			whereArgs := []any{t}
+			if len(finished) > 0 {
+				where = append(where, "state IN ("+placeholders(len(finished))+")")
+				whereArgs = append(whereArgs, finished...)
+			}
+			part("docket_jobs_type_id", where, whereArgs)
+		}
+	}
+	types := make([]any, len(p.Types))
+	for i, t := range p.Types {
+		types[i] = t
+	}
+	inTypes := "job_type IN (" + placeholders(len(types)) + ")"
+	if wantRunning {
+		part("docket_jobs_lease_expiry", []string{"state = 'RUNNING'", inTypes}, types)
+	}
+	if wantQueued {
+		part("docket_jobs_acquire", []string{"state = 'QUEUED'", inTypes}, types)
+	}
+	return `SELECT ` + jobColumns + ` FROM docket_jobs WHERE id IN (` + strings.Join(parts, " UNION ALL ") +
+		`) ORDER BY id DESC LIMIT ?`, append(args, limit(p.Limit))
 }
 
 // JobCount implements store.Store.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -210,6 +211,91 @@ func testList(t *testing.T, open opener) {
 		}
 		require.Equal(t, []int{100, 100, 50}, pages)
 		require.Len(t, seen, n)
+	})
+
+	// A type filter over every state (or over waiting and finished states)
+	// merges a read per kind of state (finished through the type index,
+	// RUNNING and QUEUED through their own): the pages must be exactly
+	// those of filtering the whole list, newest first, at every page size.
+	t.Run("TypeOverStates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q := newQueue()
+		var ps []*store.JobInsertParams
+		for i := range 48 {
+			p := newJob(q)
+			p.Type = []string{"t", "u", "t", "v"}[i%4]
+			if i%7 == 3 {
+				p.State = job.StateCreated
+			}
+			ps = append(ps, p)
+		}
+		b.insert(t, ps...)
+		// The oldest 18 due jobs start; of those, six end (SUCCESS, RETRY,
+		// DEAD in turn); four waiting ones are canceled.
+		running := b.acquire(t, q, 18, at(time.Second))
+		require.Len(t, running, 18)
+		var fs []*store.JobFinishParams
+		for i, r := range running[:6] {
+			f := &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: []job.State{job.StateSuccess, job.StateRetry, job.StateDead}[i%3], Error: "x"}
+			if f.State == job.StateRetry {
+				f.RunAt = at(time.Hour)
+			}
+			fs = append(fs, f)
+		}
+		require.Equal(t, []bool{true, true, true, true, true, true}, b.finish(t, at(2*time.Second), fs...))
+		for _, i := range []int{40, 41, 44, 47} {
+			_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: ps[i].ID, Now: at(3 * time.Second)})
+			require.NoError(t, err)
+		}
+		all, err := b.s.JobList(b.ctx, &store.JobListParams{Queues: []string{q}, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, all, 48)
+		seen := map[job.State]bool{}
+		for _, r := range all {
+			seen[r.State] = true
+		}
+		require.Len(t, seen, 7, "every state is in the fixture: %v", seen)
+
+		for _, tc := range []struct {
+			name   string
+			types  []string
+			states []job.State
+		}{
+			{"Type", []string{"t"}, nil},
+			{"Types", []string{"u", "v"}, nil},
+			{"Queued", []string{"t"}, []job.State{job.StateQueued}},
+			{"Running", []string{"t"}, []job.State{job.StateRunning}},
+			{"Waiting", []string{"t", "v"}, []job.State{job.StateQueued, job.StateRunning}},
+			{"WaitingAndFinished", []string{"t"}, []job.State{job.StateRunning, job.StateCanceled, job.StateSuccess}},
+			{"WaitingAndCreated", []string{"t", "u"}, []job.State{job.StateQueued, job.StateCreated}},
+			{"None", []string{"w"}, nil},
+		} {
+			want := []uuid.UUID{}
+			for _, r := range all {
+				if slices.Contains(tc.types, r.Type) && (len(tc.states) == 0 || slices.Contains(tc.states, r.State)) {
+					want = append(want, r.ID)
+				}
+			}
+			if tc.name != "None" {
+				require.NotEmpty(t, want, tc.name)
+			}
+			for _, limit := range []int{1, 2, 3, 5, 100} {
+				got := []uuid.UUID{}
+				cursor := uuid.Nil
+				for range 100 {
+					rows, err := b.s.JobList(b.ctx, &store.JobListParams{Types: tc.types, States: tc.states, Queues: []string{q}, BeforeID: cursor, Limit: limit})
+					require.NoError(t, err, tc.name)
+					require.LessOrEqual(t, len(rows), limit)
+					got = append(got, ids(rows)...)
+					if len(rows) < limit {
+						break
+					}
+					cursor = rows[len(rows)-1].ID
+				}
+				require.Equal(t, want, got, "%s, pages of %d", tc.name, limit)
+			}
+		}
 	})
 
 	t.Run("Count", func(t *testing.T) {
