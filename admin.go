@@ -88,6 +88,16 @@ func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
 	return c.store.QueueList(ctx)
 }
 
+// QueueCounts lists the queues as Queues does, with counts that cost what
+// cap allows, not what the jobs table holds: a queue's QUEUED jobs are
+// counted up to cap+1, and of every other state at most cap+1 jobs are
+// read over all queues and counted by queue. QueueInfo.AtLeast names the
+// counts that are lower bounds (a read that stopped at cap+1). cap must
+// be positive.
+func (c *Client) QueueCounts(ctx context.Context, cap int) ([]*QueueInfo, error) {
+	return c.store.QueueCount(ctx, &store.QueueCountParams{Cap: cap})
+}
+
 // CountByState counts jobs per state over all queues.
 func (c *Client) CountByState(ctx context.Context) (map[JobState]int, error) {
 	counts, err := c.store.JobCount(ctx)

@@ -29,15 +29,22 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 const countTimeout = 5 * time.Second
 
 // countCacheFor is how long one count of the jobs gauge serves scrapes:
-// /metrics is public and each count is a grouped scan of the jobs table, so
-// frequent scrapes, or scrapes by anyone, must not reach the database each
-// time.
+// /metrics is public, so frequent scrapes, or scrapes by anyone, must not
+// reach the database each time.
 const countCacheFor = 5 * time.Second
+
+// CountCap bounds the counts of the jobs gauge and of GET /v1/queues
+// (Client.QueueCounts): a queue's QUEUED jobs are counted up to
+// CountCap+1, and of every other state at most CountCap+1 jobs are read
+// over all queues, so no count grows with the jobs table; a count that
+// is a lower bound is marked (docket_jobs_capped, countsAtLeast).
+const CountCap = 10_000
 
 // Metrics are the Prometheus metrics of a docket process, in a registry of
 // their own (never the global one):
 //
-//	docket_jobs{queue,state}                      gauge, counted in the database at scrape time (at most every 5 s)
+//	docket_jobs{queue,state}                      gauge, counted in the database at scrape time (at most every 5 s), capped (CountCap)
+//	docket_jobs_capped{queue,state}               1 where docket_jobs is a lower bound (its capped read stopped), else 0
 //	docket_jobs_inserted_total{queue}             jobs inserted through this API
 //	docket_jobs_completed_total{queue,state}      attempt ends: SUCCESS, RETRY, DEAD, CANCELED
 //	docket_jobs_failed_total{queue}               attempt ends that were errors (JobFinishedEvent.Failed)
@@ -65,8 +72,11 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		jobs: &jobsCollector{now: time.Now, desc: prometheus.NewDesc(metricNamespace+"_jobs",
-			"Jobs by queue and state, counted in the database at scrape time (a count serves scrapes for 5 s).",
-			[]string{labelQueue, labelState}, nil)},
+			"Jobs by queue and state, counted in the database at scrape time (a count serves scrapes for 5 s); capped: a queue's QUEUED jobs are counted up to 10,001, of every other state at most 10,001 jobs are read over all queues (docket_jobs_capped marks the lower bounds).",
+			[]string{labelQueue, labelState}, nil),
+			capped: prometheus.NewDesc(metricNamespace+"_jobs_capped",
+				"1 where docket_jobs{queue,state} is a lower bound: its capped read stopped before the end (more jobs than it shows), else 0.",
+				[]string{labelQueue, labelState}, nil)},
 		inserted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricNamespace, Name: "jobs_inserted_total",
 			Help: "Jobs inserted through the HTTP API of this process (idempotent repeats not counted).",
@@ -145,15 +155,16 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // counter is what the jobs gauge needs from the client.
 type counter interface {
-	Queues(ctx context.Context) ([]*docket.QueueInfo, error)
+	QueueCounts(ctx context.Context, cap int) ([]*docket.QueueInfo, error)
 }
 
 // jobsCollector counts jobs by queue and state in the database at scrape
-// time: one grouped count, which serves the scrapes of the next
-// countCacheFor (its error too), so the gauge is at most that stale and
-// costs nothing between scrapes.
+// time with capped reads (Client.QueueCounts, CountCap), which serve the
+// scrapes of the next countCacheFor (their error too), so the gauge is at
+// most that stale and costs nothing between scrapes.
 type jobsCollector struct {
 	desc   *prometheus.Desc
+	capped *prometheus.Desc
 	source atomic.Pointer[counter]
 	now    func() time.Time // time.Now; tests move it
 
@@ -164,7 +175,7 @@ type jobsCollector struct {
 	err       error
 }
 
-func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.capped }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	src := c.source.Load()
@@ -184,6 +195,11 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 			docket.JobStateSuccess, docket.JobStateDead, docket.JobStateCanceled,
 		} {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, string(st))
+			capped := 0.0
+			if q.AtLeast[st] {
+				capped = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.capped, prometheus.GaugeValue, capped, q.Name, string(st))
 		}
 	}
 }
@@ -197,7 +213,7 @@ func (c *jobsCollector) count(src counter) ([]*docket.QueueInfo, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
 	defer cancel()
-	c.queues, c.err = src.Queues(ctx)
+	c.queues, c.err = src.QueueCounts(ctx, CountCap)
 	c.countedAt = c.now()
 	return c.queues, c.err
 }
@@ -219,10 +235,10 @@ type promLogger struct{ log *slog.Logger }
 func (l promLogger) Println(v ...any) { l.log.Warn("metrics scrape failed", "error", v) }
 
 // Queues returns the job counts per queue and state of the jobs gauge:
-// the same cached count (at most countCacheFor old), so a caller
-// refreshing it often adds no count query (the dashboard no longer does:
-// it reads Client.Overview's bounded figures). Without a source (no
-// Client) it returns none.
+// the same cached capped count (at most countCacheFor old), so a caller
+// refreshing it often adds no count query (the dashboard does not: it
+// reads Client.Overview's bounded figures). Without a source (no Client)
+// it returns none.
 func (m *Metrics) Queues(ctx context.Context) ([]*docket.QueueInfo, error) {
 	src := m.jobs.source.Load()
 	if src == nil {

@@ -85,9 +85,9 @@ type countingCounter struct {
 	calls  atomic.Int32
 }
 
-func (c *countingCounter) Queues(ctx context.Context) ([]*docket.QueueInfo, error) {
+func (c *countingCounter) QueueCounts(ctx context.Context, cap int) ([]*docket.QueueInfo, error) {
 	c.calls.Add(1)
-	return c.client.Queues(ctx)
+	return c.client.QueueCounts(ctx, cap)
 }
 
 // TestMetricsCountCached: the public /metrics counts jobs in the database

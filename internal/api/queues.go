@@ -15,30 +15,41 @@ func (s *Server) queueRoutes() []route {
 	}
 }
 
-// queueView is a queue with its pause flag and a count for every state.
+// queueView is a queue with its pause flag and a count for every state;
+// CountsAtLeast names the states whose count is a lower bound (its capped
+// read stopped at CountCap+1 jobs).
 type queueView struct {
-	Name   string      `json:"name"`
-	Paused bool        `json:"paused"`
-	Counts stateCounts `json:"counts"`
+	Name          string            `json:"name"`
+	Paused        bool              `json:"paused"`
+	Counts        stateCounts       `json:"counts"`
+	CountsAtLeast []docket.JobState `json:"countsAtLeast"`
 }
 
 type queuesResponse struct {
-	Items []*queueView `json:"items"`
+	Items    []*queueView `json:"items"`
+	CountCap int          `json:"countCap"`
 }
 
-// listQueues lists every queue that has jobs or was ever paused.
+// listQueues lists every queue that has jobs or was ever paused, with
+// capped counts (Client.QueueCounts): no count grows with the jobs table.
 func (s *Server) listQueues(ctx context.Context, _ *http.Request, _ *Empty) (int, *queuesResponse, error) {
-	queues, err := s.client.Queues(ctx)
+	queues, err := s.client.QueueCounts(ctx, CountCap)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp := &queuesResponse{Items: make([]*queueView, len(queues))}
+	resp := &queuesResponse{Items: make([]*queueView, len(queues)), CountCap: CountCap}
 	for i, q := range queues {
 		counts := newStateCounts()
 		for st, n := range q.Counts {
 			counts[st] += n
 		}
-		resp.Items[i] = &queueView{Name: q.Name, Paused: q.Paused, Counts: counts}
+		v := &queueView{Name: q.Name, Paused: q.Paused, Counts: counts, CountsAtLeast: []docket.JobState{}}
+		for _, st := range docket.JobStates() {
+			if q.AtLeast[st] {
+				v.CountsAtLeast = append(v.CountsAtLeast, st)
+			}
+		}
+		resp.Items[i] = v
 	}
 	return http.StatusOK, resp, nil
 }

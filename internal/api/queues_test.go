@@ -19,7 +19,7 @@ func TestQueues(t *testing.T) {
 		ctx := context.Background()
 		r := b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.JSONEq(t, `{"items":[]}`, string(r.Body))
+		require.JSONEq(t, `{"items":[],"countCap":10000}`, string(r.Body))
 
 		b.jobInState(t, "mail", docket.JobStateDead) // leases from the queue: first
 		b.jobInState(t, "mail", docket.JobStateQueued)
@@ -46,10 +46,10 @@ func TestQueues(t *testing.T) {
 
 		r = b.do(t, docket.RoleProducer, "GET", "/v1/queues", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.JSONEq(t, `{"items":[
-			{"name":"mail","paused":true,"counts":{"CREATED":0,"QUEUED":2,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":1,"CANCELED":0}},
-			{"name":"sms","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0}},
-			{"name":"team/reports","paused":true,"counts":{"CREATED":0,"QUEUED":0,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0}}]}`,
+		require.JSONEq(t, `{"countCap":10000,"items":[
+			{"name":"mail","paused":true,"counts":{"CREATED":0,"QUEUED":2,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":1,"CANCELED":0},"countsAtLeast":[]},
+			{"name":"sms","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]},
+			{"name":"team/reports","paused":true,"counts":{"CREATED":0,"QUEUED":0,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]}]}`,
 			string(r.Body))
 
 		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
@@ -59,5 +59,44 @@ func TestQueues(t *testing.T) {
 		requireProblemField(t, b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("bad name")+"/pause", nil).
 			Problem(t, http.StatusBadRequest), "queue")
 		b.do(t, docket.RoleAdmin, "GET", "/v1/queues/mail/pause", nil).Problem(t, http.StatusMethodNotAllowed)
+	})
+}
+
+// TestQueuesCapped: GET /v1/queues and the jobs gauge count a queue's
+// QUEUED jobs up to CountCap+1 and say so: 10,005 waiting jobs read as
+// 10,001, marked in countsAtLeast and docket_jobs_capped; a queue under
+// the cap is exact and unmarked.
+func TestQueuesCapped(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		m := NewMetrics()
+		b := setup(t, backend, func(c *Config) { c.Metrics = m })
+		ctx := context.Background()
+		jobs := make([]docket.InsertParams, CountCap+5)
+		for i := range jobs {
+			jobs[i] = docket.InsertParams{Args: docket.RawArgs{Type: "bulk"}, Opts: &docket.InsertOpts{Queue: "big"}}
+		}
+		_, err := b.client.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		b.jobInState(t, "small", docket.JobStateQueued)
+
+		r := b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.JSONEq(t, `{"countCap":10000,"items":[
+			{"name":"big","paused":false,"counts":{"CREATED":0,"QUEUED":10001,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":["QUEUED"]},
+			{"name":"small","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]}]}`,
+			string(r.Body))
+
+		r = b.do(t, "", "GET", "/metrics", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		for _, line := range []string{
+			`docket_jobs{queue="big",state="QUEUED"} 10001`,
+			`docket_jobs_capped{queue="big",state="QUEUED"} 1`,
+			`docket_jobs_capped{queue="big",state="DEAD"} 0`,
+			`docket_jobs{queue="small",state="QUEUED"} 1`,
+			`docket_jobs_capped{queue="small",state="QUEUED"} 0`,
+		} {
+			require.Contains(t, string(r.Body), line)
+		}
 	})
 }

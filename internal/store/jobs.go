@@ -308,4 +308,8 @@ type Queue struct {
 	Paused    bool
 	UpdatedAt time.Time // of the pause flag; zero if never set
 	Counts    map[job.State]int
+	// AtLeast: the states whose count is a lower bound (QueueCount's
+	// capped reads stopped before the end); nil from QueueList, which
+	// counts exactly.
+	AtLeast map[job.State]bool
 }

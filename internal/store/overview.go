@@ -16,7 +16,86 @@ type Overviewer interface {
 	// minute and the newest jobs' wait before their start, each bounded as
 	// JobOverviewParams says.
 	JobOverview(ctx context.Context, p *JobOverviewParams) (*JobOverview, error)
+	// QueueCount is QueueList with capped counts: every queue with QUEUED
+	// jobs, with jobs among the others read, or a row in the queues
+	// table, by name. A queue's QUEUED jobs are counted up to Cap+1
+	// through the acquire index; of every other state at most Cap+1 jobs
+	// are read over all queues (through the state's own index) and
+	// counted by queue, so when that read was cut every queue's figure of
+	// the state is a lower bound. Queue.AtLeast names the states whose
+	// figure is one. No read grows with the jobs table.
+	QueueCount(ctx context.Context, p *QueueCountParams) ([]*Queue, error)
 }
+
+// QueueCountParams bounds QueueCount.
+type QueueCountParams struct {
+	Cap int // > 0
+}
+
+// QueueCounts assembles QueueCount's answer from the reads every backend
+// makes: the queues with their pause flag and QUEUED depth (Queued), then
+// the other states' capped reads counted by queue (Other); Done marks the
+// lower bounds and orders the queues by name.
+type QueueCounts struct {
+	cap    int
+	out    []*Queue
+	byName map[string]*Queue
+	total  map[job.State]int
+}
+
+// NewQueueCounts collects a QueueCount read with cap.
+func NewQueueCounts(cap int) *QueueCounts {
+	return &QueueCounts{cap: cap, byName: map[string]*Queue{}, total: map[job.State]int{}}
+}
+
+func (c *QueueCounts) queue(name string) *Queue {
+	q := c.byName[name]
+	if q == nil {
+		q = &Queue{Name: name, Counts: map[job.State]int{}, AtLeast: map[job.State]bool{}}
+		c.byName[name] = q
+		c.out = append(c.out, q)
+	}
+	return q
+}
+
+// Queued adds a queue, its pause flag and its QUEUED jobs (counted up to
+// cap+1).
+func (c *QueueCounts) Queued(name string, paused bool, updatedAt time.Time, n int) {
+	q := c.queue(name)
+	q.Paused, q.UpdatedAt = paused, updatedAt
+	if n > 0 {
+		q.Counts[job.StateQueued] = n
+	}
+	if n > c.cap {
+		q.AtLeast[job.StateQueued] = true
+	}
+}
+
+// Other records n jobs of state (not QUEUED) in queue, read by a read of
+// at most cap+1 jobs of that state.
+func (c *QueueCounts) Other(state job.State, queue string, n int) {
+	c.queue(queue).Counts[state] += n
+	c.total[state] += n
+}
+
+// Done returns the queues by name, each state whose read was cut marked
+// a lower bound in every queue.
+func (c *QueueCounts) Done() []*Queue {
+	for st, n := range c.total {
+		if n > c.cap {
+			for _, q := range c.out {
+				q.AtLeast[st] = true
+			}
+		}
+	}
+	slices.SortFunc(c.out, func(a, b *Queue) int { return strings.Compare(a.Name, b.Name) })
+	return c.out
+}
+
+// QueueCountStates are the states QueueCount reads over all queues, each
+// through an index that holds only that state's jobs (with the id or the
+// key its capped read is ordered by).
+var QueueCountStates = []job.State{job.StateCreated, job.StateRunning, job.StateRetry, job.StateSuccess, job.StateDead, job.StateCanceled}
 
 // JobOverviewParams bounds JobOverview.
 type JobOverviewParams struct {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
@@ -125,4 +126,88 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 	}
 	store.SummarizeFinished(o, p, rows)
 	return o, nil
+}
+
+// queueCountQueuedSQL: the queues of overviewQueuedSQL, with their pause
+// flag's time, each with its QUEUED jobs counted up to $1.
+const queueCountQueuedSQL = `
+WITH RECURSIVE q(name) AS (
+	(SELECT queue FROM docket_jobs WHERE state = 'QUEUED' ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.queue FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue > q.name ORDER BY j.queue LIMIT 1)
+	FROM q WHERE q.name IS NOT NULL
+), names AS (
+	SELECT name FROM q WHERE name IS NOT NULL
+	UNION
+	SELECT name FROM docket_queues
+)
+SELECT n.name, coalesce(dq.paused, false), dq.updated_at,
+	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name ORDER BY j.sort_at LIMIT $1) c)
+FROM names n LEFT JOIN docket_queues dq ON dq.name = n.name`
+
+// queueCountOtherSQL: at most $1 jobs of every other state, counted by
+// queue, each read ordered by the key of the index that holds only that
+// state (RUNNING: docket_jobs_lease_expiry; RETRY: docket_jobs_retry_due;
+// the others: docket_jobs_state_id, index-only, queue being included).
+var queueCountOtherSQL = func() string {
+	var parts []string
+	for _, st := range store.QueueCountStates {
+		read := "SELECT queue FROM docket_jobs WHERE state = '" + string(st) + "' AND " + finishedPredicate + " ORDER BY id LIMIT $1"
+		switch st {
+		case job.StateRunning:
+			read = "SELECT queue FROM docket_jobs WHERE state = 'RUNNING' ORDER BY lease_expires_at LIMIT $1"
+		case job.StateRetry:
+			read = "SELECT queue FROM docket_jobs WHERE state = 'RETRY' ORDER BY run_at LIMIT $1"
+		}
+		parts = append(parts, "SELECT '"+string(st)+"', queue, count(*) FROM ("+read+") r GROUP BY queue")
+	}
+	return strings.Join(parts, "\nUNION ALL\n")
+}()
+
+// QueueCount implements store.Store.
+func (s *Store) QueueCount(ctx context.Context, p *store.QueueCountParams) ([]*store.Queue, error) {
+	if p.Cap <= 0 {
+		return nil, fmt.Errorf("count queues: bad cap %d", p.Cap)
+	}
+	c := store.NewQueueCounts(p.Cap)
+	rs, err := s.pool.Query(ctx, queueCountQueuedSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("count queues: queued: %w", err)
+	}
+	for rs.Next() {
+		var (
+			name      string
+			paused    bool
+			updatedAt *time.Time
+			n         int
+		)
+		if err := rs.Scan(&name, &paused, &updatedAt, &n); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("count queues: queued: %w", err)
+		}
+		c.Queued(name, paused, utcOrZero(updatedAt), n)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("count queues: queued: %w", err)
+	}
+	rs, err = s.pool.Query(ctx, queueCountOtherSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("count queues: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			state, name string
+			n           int
+		)
+		if err := rs.Scan(&state, &name, &n); err != nil {
+			return nil, fmt.Errorf("count queues: %w", err)
+		}
+		c.Other(job.State(state), name, n)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("count queues: %w", err)
+	}
+	return c.Done(), nil
 }

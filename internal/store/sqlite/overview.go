@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -118,4 +119,87 @@ func (s *Store) JobOverview(ctx context.Context, p *store.JobOverviewParams) (*s
 	}
 	store.SummarizeFinished(o, p, fin)
 	return o, nil
+}
+
+// queueCountQueuedSQL: the queues of overviewQueuedSQL, with their pause
+// flag's time, each with its QUEUED jobs counted up to ?1.
+const queueCountQueuedSQL = `
+WITH RECURSIVE q(name) AS (
+	SELECT (SELECT queue FROM docket_jobs WHERE state = 'QUEUED' ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.queue FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue > q.name ORDER BY j.queue LIMIT 1)
+	FROM q WHERE q.name IS NOT NULL
+), names AS (
+	SELECT name FROM q WHERE name IS NOT NULL
+	UNION
+	SELECT name FROM docket_queues
+)
+SELECT n.name, coalesce(dq.paused, 0), dq.updated_at,
+	(SELECT count(*) FROM (SELECT 1 FROM docket_jobs j WHERE j.state = 'QUEUED' AND j.queue = n.name ORDER BY j.sort_at LIMIT ?1))
+FROM names n LEFT JOIN docket_queues dq ON dq.name = n.name`
+
+// queueCountOtherSQL: at most ?1 jobs of every other state, counted by
+// queue, each read through the index that holds only that state.
+var queueCountOtherSQL = func() string {
+	var parts []string
+	for _, st := range store.QueueCountStates {
+		read := "SELECT queue FROM docket_jobs INDEXED BY docket_jobs_state_id WHERE state = '" + string(st) +
+			"' AND state NOT IN ('QUEUED', 'RUNNING') ORDER BY id LIMIT ?1"
+		switch st {
+		case job.StateRunning:
+			read = "SELECT queue FROM docket_jobs INDEXED BY docket_jobs_lease_expiry WHERE state = 'RUNNING' ORDER BY lease_expires_at LIMIT ?1"
+		case job.StateRetry:
+			read = "SELECT queue FROM docket_jobs INDEXED BY docket_jobs_retry_due WHERE state = 'RETRY' ORDER BY run_at LIMIT ?1"
+		}
+		parts = append(parts, "SELECT '"+string(st)+"', queue, count(*) FROM ("+read+") GROUP BY queue")
+	}
+	return strings.Join(parts, "\nUNION ALL\n")
+}()
+
+// QueueCount implements store.Store.
+func (s *Store) QueueCount(ctx context.Context, p *store.QueueCountParams) ([]*store.Queue, error) {
+	if p.Cap <= 0 {
+		return nil, fmt.Errorf("count queues: bad cap %d", p.Cap)
+	}
+	c := store.NewQueueCounts(p.Cap)
+	rows, err := s.reader.QueryContext(ctx, queueCountQueuedSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("count queues: queued: %w", err)
+	}
+	for rows.Next() {
+		var (
+			name      string
+			paused    int64
+			updatedAt sql.NullInt64
+			n         int
+		)
+		if err := rows.Scan(&name, &paused, &updatedAt, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count queues: queued: %w", err)
+		}
+		c.Queued(name, paused != 0, fromNullMicros(updatedAt), n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count queues: queued: %w", err)
+	}
+	rows, err = s.reader.QueryContext(ctx, queueCountOtherSQL, p.Cap+1)
+	if err != nil {
+		return nil, fmt.Errorf("count queues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			state, name string
+			n           int
+		)
+		if err := rows.Scan(&state, &name, &n); err != nil {
+			return nil, fmt.Errorf("count queues: %w", err)
+		}
+		c.Other(job.State(state), name, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count queues: %w", err)
+	}
+	return c.Done(), nil
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -107,4 +108,106 @@ func minutes(o *store.JobOverview) []store.FinishedMinute {
 		out = append(out, *m)
 	}
 	return out
+}
+
+// testQueueCount: QueueCount with a cap above every count is QueueList
+// (exact, no lower bound); with a small cap, a queue's QUEUED count stops
+// at Cap+1 and is marked, and a state whose read over all queues reached
+// Cap+1 jobs is marked in every queue, its figures lower bounds.
+func testQueueCount(t *testing.T, open opener) {
+	b := setup(t, open)
+	_, err := b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 0})
+	require.Error(t, err, "a zero cap bounds nothing")
+	qs, err := b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 10})
+	require.NoError(t, err)
+	require.Empty(t, qs)
+
+	// qa: 6 QUEUED, 1 CREATED. qb: 9 jobs, 8 acquired: 3 RUNNING, 2
+	// SUCCESS, 1 DEAD, 1 RETRY, 1 CANCELED; 1 QUEUED. qc: paused, no jobs.
+	// qd: 2 SUCCESS.
+	qa, qb, qc, qd := "qa_"+newQueue(), "qb_"+newQueue(), "qc_"+newQueue(), "qd_"+newQueue()
+	for range 6 {
+		b.insertOne(t, newJob(qa))
+	}
+	created := newJob(qa)
+	created.State = job.StateCreated
+	b.insertOne(t, created)
+	for range 9 {
+		b.insertOne(t, newJob(qb))
+	}
+	rs := b.acquire(t, qb, 8, at(time.Second))
+	require.Len(t, rs, 8)
+	require.Equal(t, []bool{true, true, true, true, true}, b.finish(t, at(time.Minute),
+		finishParams(rs[3], job.StateSuccess), finishParams(rs[4], job.StateSuccess), finishParams(rs[5], job.StateDead),
+		finishParams(rs[6], job.StateRetry), finishParams(rs[7], job.StateCanceled)))
+	require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: qc, Paused: true, Now: base}))
+	b.insertOne(t, newJob(qd))
+	b.insertOne(t, newJob(qd))
+	ds := b.acquire(t, qd, 2, at(2*time.Second))
+	require.Equal(t, []bool{true, true}, b.finish(t, at(time.Minute), finishParams(ds[0], job.StateSuccess), finishParams(ds[1], job.StateSuccess)))
+
+	exact, err := b.s.QueueList(b.ctx)
+	require.NoError(t, err)
+	type row struct {
+		name    string
+		paused  bool
+		counts  map[job.State]int
+		atLeast []job.State
+	}
+	flat := func(qs []*store.Queue) []row {
+		var out []row
+		for _, q := range qs {
+			r := row{name: q.Name, paused: q.Paused, counts: map[job.State]int{}, atLeast: []job.State{}}
+			for st, n := range q.Counts {
+				if n > 0 {
+					r.counts[st] = n
+				}
+			}
+			for st, on := range q.AtLeast {
+				if on {
+					r.atLeast = append(r.atLeast, st)
+				}
+			}
+			slices.Sort(r.atLeast)
+			out = append(out, r)
+		}
+		return out
+	}
+	want := flat(exact)
+	require.Equal(t, []row{
+		{qa, false, map[job.State]int{job.StateQueued: 6, job.StateCreated: 1}, []job.State{}},
+		{qb, false, map[job.State]int{job.StateQueued: 1, job.StateRunning: 3, job.StateSuccess: 2, job.StateDead: 1, job.StateRetry: 1, job.StateCanceled: 1}, []job.State{}},
+		{qc, true, map[job.State]int{}, []job.State{}},
+		{qd, false, map[job.State]int{job.StateSuccess: 2}, []job.State{}},
+	}, want, "the fixture, counted exactly")
+	qs, err = b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 100})
+	require.NoError(t, err)
+	require.Equal(t, want, flat(qs), "under the cap, the counts are exact")
+
+	// Cap 3: qa's 6 QUEUED read as 4 (more than 3); SUCCESS (4 jobs) is
+	// read as 4 jobs over all queues, so every queue's SUCCESS figure is a
+	// lower bound; RUNNING (3 jobs, read 3 < 4) is exact.
+	qs, err = b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 3})
+	require.NoError(t, err)
+	got := flat(qs)
+	require.Len(t, got, 4)
+	require.Equal(t, row{qa, false, map[job.State]int{job.StateQueued: 4, job.StateCreated: 1}, []job.State{job.StateQueued, job.StateSuccess}}, got[0])
+	require.Equal(t, row{qb, false, map[job.State]int{job.StateQueued: 1, job.StateRunning: 3, job.StateSuccess: 2, job.StateDead: 1, job.StateRetry: 1, job.StateCanceled: 1}, []job.State{job.StateSuccess}}, got[1])
+	require.Equal(t, row{qc, true, map[job.State]int{}, []job.State{job.StateSuccess}}, got[2])
+	require.Equal(t, row{qd, false, map[job.State]int{job.StateSuccess: 2}, []job.State{job.StateSuccess}}, got[3])
+
+	// Cap 1: RUNNING (3) is read as 2, spread over queues as it falls.
+	qs, err = b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 1})
+	require.NoError(t, err)
+	total := map[job.State]int{}
+	for _, q := range qs {
+		for st, n := range q.Counts {
+			total[st] += n
+		}
+		require.True(t, q.AtLeast[job.StateRunning] && q.AtLeast[job.StateSuccess], q.Name)
+		require.False(t, q.AtLeast[job.StateCreated] || q.AtLeast[job.StateDead], q.Name)
+	}
+	require.Equal(t, 2, total[job.StateRunning])
+	require.Equal(t, 2, total[job.StateSuccess])
+	require.Equal(t, 1, total[job.StateDead])
 }

@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"ListPayloadNumber", testListPayloadNumber},
 			{"Queue", testQueue},
 			{"Overview", testOverview},
+			{"QueueCount", testQueueCount},
 			{"Concurrency", testConcurrency},
 		}},
 		{"Cluster", []group{
