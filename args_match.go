@@ -42,6 +42,46 @@ type ArgsMatch struct {
 	Within     int
 }
 
+// ArgsSearchPrefix starts a search by payload value written as text
+// (ParseArgsSearch).
+const ArgsSearchPrefix = "args."
+
+// ParseArgsSearch reads a search by payload value written as text, as the
+// dashboard's jobs list and GET /v1/jobs?search= take it:
+// "args.<key>[.<key>…]:<value>" — the keys up to the first colon, the
+// value after it (spaces and colons included). A value starting with a
+// double quote must be a JSON string and matches strings only
+// (args.id:"42" finds "42" but not 42); otherwise it matches the string
+// and, when it is one, the number or literal (args.id:42 finds both).
+// Within is ArgsWithinDefault. The error says what is wrong, without the
+// name of the field the text came in (the caller's).
+func ParseArgsSearch(s string) (*ArgsMatch, error) {
+	rest, ok := strings.CutPrefix(s, ArgsSearchPrefix)
+	if !ok {
+		return nil, errors.New("start with args. then the path, a colon and the value (args.user.id:42)")
+	}
+	path, value, ok := strings.Cut(rest, ":")
+	if !ok {
+		return nil, errors.New("a colon must separate the path from the value (args.user.id:42)")
+	}
+	m := &ArgsMatch{Path: strings.Split(path, "."), Value: value, Within: ArgsWithinDefault}
+	if strings.HasPrefix(value, `"`) {
+		var str string
+		if err := json.Unmarshal([]byte(value), &str); err != nil {
+			return nil, errors.New(`a value starting with " must be a JSON string ("42")`)
+		}
+		m.Value, m.StringOnly = str, true
+	}
+	if err := m.Validate(); err != nil {
+		var verr *ValidationError
+		if errors.As(err, &verr) {
+			return nil, errors.New(strings.TrimPrefix(verr.Field, "args.") + " " + verr.Message)
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
 // Validate names the wrong field of m in a *ValidationError (joined when
 // several are wrong).
 func (m *ArgsMatch) Validate() error {

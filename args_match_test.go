@@ -117,3 +117,36 @@ func TestListArgsOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseArgsSearch: any text gives a valid ArgsMatch or an error — never
+// a panic — and what parses says the same thing written back.
+func FuzzParseArgsSearch(f *testing.F) {
+	for _, seed := range []string{"args.user.id:42", `args.user.id:"42"`, "args.a:", "args.a:b:c d", "args.:x", "args.a..b:1",
+		"user.id:1", "args.a", `args.a:"x`, `args.a:"\u00e9"`, "args.a-b_C.9:true", "args." + strings.Repeat("k.", 9) + "k:1", "args.a:\x00"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := docket.ParseArgsSearch(s)
+		if err != nil {
+			if m != nil || err.Error() == "" {
+				t.Fatalf("%q: %v, %+v", s, err, m)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%q parsed to an invalid match %+v: %v", s, m, err)
+		}
+		if m.Within != docket.ArgsWithinDefault {
+			t.Fatalf("within %d", m.Within)
+		}
+		value := m.Value
+		if m.StringOnly {
+			b, _ := json.Marshal(m.Value)
+			value = string(b)
+		}
+		again, err := docket.ParseArgsSearch(docket.ArgsSearchPrefix + strings.Join(m.Path, ".") + ":" + value)
+		if err != nil || again.Value != m.Value || again.StringOnly != m.StringOnly || strings.Join(again.Path, ".") != strings.Join(m.Path, ".") {
+			t.Fatalf("%q: %+v written back parses to %+v, %v", s, m, again, err)
+		}
+	})
+}

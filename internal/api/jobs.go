@@ -444,10 +444,10 @@ type listResponse struct {
 }
 
 // listParams are the query parameters GET /v1/jobs knows.
-var listParams = []string{"status", "jobType", "queue", "priority", "limit", "cursor"}
+var listParams = []string{"status", "jobType", "queue", "priority", "limit", "cursor", "search"}
 
 // singleParams are those of listParams that take one value.
-var singleParams = []string{"priority", "limit", "cursor"}
+var singleParams = []string{"priority", "limit", "cursor", "search"}
 
 // listJobs pages through jobs newest first. The cursor is the last id of
 // the previous page: ids are UUIDv7, so a job inserted meanwhile sorts
@@ -476,21 +476,34 @@ func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, 
 	return http.StatusOK, resp, nil
 }
 
+// parseListQuery reads GET /v1/jobs' query; every bad parameter is named
+// in one 400.
 func parseListQuery(q url.Values) (docket.ListParams, error) {
 	p := docket.ListParams{Limit: ListLimitDefault}
-	for name, vs := range q {
+	var errs []FieldError
+	bad := func(field, message string) { errs = append(errs, FieldError{Field: field, Message: message}) }
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		vs := q[name]
 		if !slices.Contains(listParams, name) {
-			return p, invalidField(name, "is not a known query parameter (known: "+strings.Join(listParams, ", ")+")")
+			bad(name, "is not a known query parameter (known: "+strings.Join(listParams, ", ")+")")
+			continue
 		}
-		// status, jobType and queue take lists; the others one value.
-		if slices.Contains(singleParams, name) && (len(vs) > 1 || strings.Contains(vs[0], ",")) {
-			return p, invalidField(name, "takes one value (only status, jobType and queue take lists)")
+		// status, jobType and queue take lists; the others one value (a
+		// search's value may hold commas).
+		if slices.Contains(singleParams, name) && (len(vs) > 1 || name != "search" && strings.Contains(vs[0], ",")) {
+			bad(name, "takes one value (only status, jobType and queue take lists)")
 		}
 	}
 	for _, v := range splitList(q["status"]) {
 		st := docket.JobState(strings.ToUpper(v))
 		if !st.Valid() {
-			return p, invalidField("status", fmt.Sprintf("unknown status %q", v))
+			bad("status", fmt.Sprintf("unknown status %q", v))
+			continue
 		}
 		p.States = append(p.States, st)
 	}
@@ -499,25 +512,50 @@ func parseListQuery(q url.Values) (docket.ListParams, error) {
 	if v := q.Get("priority"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < docket.PriorityMin || n > docket.PriorityMax {
-			return p, invalidField("priority", fmt.Sprintf("must be an integer between %d and %d", docket.PriorityMin, docket.PriorityMax))
+			bad("priority", fmt.Sprintf("must be an integer between %d and %d", docket.PriorityMin, docket.PriorityMax))
+		} else {
+			p.Priority = &n
 		}
-		p.Priority = &n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ListLimitMax {
-			return p, invalidField("limit", fmt.Sprintf("must be an integer between 1 and %d", ListLimitMax))
+			bad("limit", fmt.Sprintf("must be an integer between 1 and %d", ListLimitMax))
+		} else {
+			p.Limit = n
 		}
-		p.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		id, err := decodeCursor(v)
 		if err != nil {
-			return p, err
+			bad("cursor", "is not a cursor this server returned")
+		} else {
+			p.Before = id
 		}
-		p.Before = id
+	}
+	if v := q.Get("search"); v != "" {
+		m, err := docket.ParseArgsSearch(v)
+		if err != nil {
+			bad("search", err.Error())
+		} else {
+			p.Args = m
+		}
+	}
+	if len(errs) > 0 {
+		return p, invalidFields(dedupeFields(errs))
 	}
 	return p, nil
+}
+
+// dedupeFields keeps the first error of each field.
+func dedupeFields(errs []FieldError) []FieldError {
+	var out []FieldError
+	for _, e := range errs {
+		if !slices.ContainsFunc(out, func(o FieldError) bool { return o.Field == e.Field }) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // splitList flattens repeated and comma-separated values.

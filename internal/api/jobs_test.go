@@ -691,6 +691,74 @@ func TestListJobs(t *testing.T) {
 	})
 }
 
+// TestListJobsSearch: ?search=args.path:value finds jobs by one payload
+// value among the newest 10,000 (the dashboard's search), with the other
+// filters and the cursor; a malformed search is a 400 naming "search",
+// and every bad parameter is named in the same problem.
+func TestListJobsSearch(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		var ids []uuid.UUID // oldest first
+		for i, payload := range []string{
+			`{"user":{"id":42},"note":"a, b: c"}`,
+			`{"user":{"id":"42"}}`,
+			`{"user":{"id":7}}`,
+			`{"user":{"id":42.0},"flag":true}`,
+			`{"user":[{"id":42}]}`,
+		} {
+			res, err := b.client.Insert(ctx, docket.RawArgs{Type: []string{"email", "sms"}[i%2], Payload: json.RawMessage(payload)}, nil)
+			require.NoError(t, err)
+			ids = append(ids, res.Job.ID)
+		}
+		list := func(query string) []uuid.UUID {
+			t.Helper()
+			r := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+query, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			var resp listResponse
+			r.JSON(t, &resp)
+			out := []uuid.UUID{}
+			for _, it := range resp.Items {
+				out = append(out, it.JobID)
+			}
+			return out
+		}
+		search := func(s string) string { return "?search=" + url.QueryEscape(s) }
+		require.Equal(t, []uuid.UUID{ids[3], ids[1], ids[0]}, list(search("args.user.id:42")), "the number and the string, never through an array")
+		require.Equal(t, []uuid.UUID{ids[1]}, list(search(`args.user.id:"42"`)), "a quoted value: strings only")
+		require.Equal(t, []uuid.UUID{ids[3], ids[1]}, list(search("args.user.id:42")+"&jobType=sms"))
+		require.Equal(t, []uuid.UUID{ids[0]}, list(search("args.note:a, b: c")), "commas and colons belong to the value")
+		require.Equal(t, []uuid.UUID{ids[3]}, list(search("args.flag:true")))
+		require.Equal(t, []uuid.UUID{}, list(search("args.user.id:8")))
+		require.Len(t, list("?search="), 5, "an empty search is no search")
+		r := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+search("args.user.id:42")+"&limit=2", nil)
+		var page listResponse
+		r.JSON(t, &page)
+		require.NotNil(t, page.NextCursor)
+		require.Equal(t, []uuid.UUID{ids[0]}, list(search("args.user.id:42")+"&limit=2&cursor="+*page.NextCursor))
+
+		for _, tc := range []struct{ query, field, says string }{
+			{search("user.id:42"), "search", "start with args."},
+			{search("args.user.id"), "search", "colon"},
+			{search("args.:1"), "search", "path"},
+			{search("args.a b:1"), "search", "path"},
+			{search(`args.a:"x`), "search", "JSON string"},
+			{search("args.a:1") + "&search=args.b:2", "search", "one value"},
+		} {
+			p := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+tc.query, nil).Problem(t, http.StatusBadRequest)
+			requireProblemField(t, p, tc.field)
+			require.Contains(t, p.Errors[0].Message, tc.says, tc.query)
+		}
+		p := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+search("nope")+"&limit=0&status=DONE", nil).Problem(t, http.StatusBadRequest)
+		var fields []string
+		for _, e := range p.Errors {
+			fields = append(fields, e.Field)
+		}
+		require.ElementsMatch(t, []string{"search", "limit", "status"}, fields, "every bad parameter named: %+v", p)
+	})
+}
+
 // Paging through 1,000 jobs while another goroutine inserts: every job that
 // existed at the first page comes exactly once, newest first.
 func TestListPaginationConcurrentInserts(t *testing.T) {
