@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket"
 )
 
@@ -36,6 +38,14 @@ type session struct {
 	csrf    string
 	expires time.Time
 	checked time.Time // last successful re-authentication
+
+	// takeMu makes the session's takes of units one at a time, and taken
+	// is the last assignment a take of this session got in each pool
+	// (takeNext): a second "Start working" (a double click, a form sent
+	// twice) finds the first one's assignment still ACTIVE and opens it
+	// instead of taking another unit.
+	takeMu sync.Mutex
+	taken  map[uuid.UUID]uuid.UUID // pool → assignment
 }
 
 type sessions struct {

@@ -120,17 +120,41 @@ func (h *Handler) workTake(w http.ResponseWriter, r *http.Request) {
 
 // takeNext takes the next unit of the pool and redirects to its page, or
 // to the pools with the message noneCode when none is left.
+//
+// It takes at most one unit per pool at a time for the session: the
+// session's takes run one after the other, and when the last unit this
+// session took in the pool is still ACTIVE, its page opens again instead.
+// So a "Start working" clicked twice, or a judgment or skip form sent
+// twice (the judgment is idempotent per assignment, the release of a
+// released assignment a no-op), leads to one assignment, not two.
 func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.UUID, noneCode string) {
+	ss := sessionOf(r.Context())
+	ss.takeMu.Lock()
+	defer ss.takeMu.Unlock()
+	q := ""
+	if noneCode != "none" {
+		q = "?m=" + noneCode
+	}
+	if id, ok := ss.taken[poolID]; ok {
+		// A banned contributor is refused as before: the take says so.
+		a, err := h.client.AssignmentGet(r.Context(), id)
+		if err == nil && a.State == docket.AssignmentActive && a.ContributorID == me(r) && h.cfg.Now().Before(a.ExpiresAt) {
+			if banned, err := h.banned(r); err == nil && !banned {
+				http.Redirect(w, r, "/work/a/"+id.String()+q, http.StatusSeeOther)
+				return
+			}
+		}
+	}
 	t, err := h.client.AssignmentTake(r.Context(), poolID, me(r))
 	var notOpen *docket.PoolNotOpenError
 	var notEligible *docket.NotEligibleError
 	var takeRate *docket.TakeRateError
 	switch {
 	case err == nil:
-		q := ""
-		if noneCode != "none" {
-			q = "?m=" + noneCode
+		if ss.taken == nil {
+			ss.taken = map[uuid.UUID]uuid.UUID{}
 		}
+		ss.taken[poolID] = t.Assignment.ID
 		http.Redirect(w, r, "/work/a/"+t.Assignment.ID.String()+q, http.StatusSeeOther)
 	case docket.IsNoUnit(err):
 		http.Redirect(w, r, "/work?m="+noneCode, http.StatusSeeOther)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -408,5 +409,77 @@ func TestWorkSubmitLongAnswer(t *testing.T) {
 		r = admin.post(t, "/queues/pause", url.Values{"queue": {strings.Repeat("x", 100<<10)}})
 		require.Equal(t, http.StatusRequestEntityTooLarge, r.Status)
 		require.Contains(t, r.Body, "too large")
+	})
+}
+
+// TestWorkTakeOnce: "Start working" sent several times at once (a double
+// click, a form posted twice) takes one unit: every answer opens the same
+// assignment and the pool has one active assignment; the same holds for a
+// judgment form sent twice (both open the same next unit). Once the unit
+// is done, Start takes a new one.
+func TestWorkTakeOnce(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend)
+		pool, _ := makeWorkPool(t, b.client, 3, "/static/favicon.svg")
+		ada := b.signIn(t, RoleContributor)
+		active := func() int {
+			t.Helper()
+			p, err := b.client.PoolGet(ctx, pool.ID)
+			require.NoError(t, err)
+			return p.Counts.ActiveAssignments
+		}
+
+		const clicks = 5
+		form := url.Values{"csrf": {ada.csrf}}.Encode()
+		statuses, locations, errs := make([]int, clicks), make([]string, clicks), make([]error, clicks)
+		var wg sync.WaitGroup
+		for i := range clicks {
+			wg.Go(func() {
+				req, err := http.NewRequest("POST", b.server.URL+"/work/pools/"+pool.ID.String()+"/take", strings.NewReader(form))
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				res, err := ada.http.Do(req)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				_ = res.Body.Close()
+				statuses[i], locations[i] = res.StatusCode, res.Header.Get("Location")
+			})
+		}
+		wg.Wait()
+		first := assignmentOf(t, locations[0])
+		for i := range clicks {
+			require.NoError(t, errs[i])
+			require.Equal(t, http.StatusSeeOther, statuses[i])
+			require.Equal(t, first, assignmentOf(t, locations[i]), "every click opens the first take's assignment")
+		}
+		require.Equal(t, 1, active())
+		require.Equal(t, first, assignmentOf(t, ada.post(t, "/work/pools/"+pool.ID.String()+"/take", nil).Header.Get("Location")),
+			"Start again while the unit is open: the same unit")
+
+		// The judgment sent twice: saved once, one next unit.
+		answer := url.Values{"f.same": {"yes"}}
+		r1 := ada.post(t, "/work/a/"+first.String()+"/submit", answer)
+		require.Equal(t, http.StatusSeeOther, r1.Status, r1.Body)
+		r2 := ada.post(t, "/work/a/"+first.String()+"/submit", answer)
+		require.Equal(t, http.StatusSeeOther, r2.Status, r2.Body)
+		second := assignmentOf(t, r1.Header.Get("Location"))
+		require.NotEqual(t, first, second)
+		require.Equal(t, second, assignmentOf(t, r2.Header.Get("Location")))
+		require.Equal(t, 1, active())
+
+		// Skipped: the next Start takes another unit.
+		r := ada.post(t, "/work/a/"+second.String()+"/skip", nil)
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		third := assignmentOf(t, r.Header.Get("Location"))
+		require.NotEqual(t, second, third)
+		require.Equal(t, third, assignmentOf(t, ada.post(t, "/work/pools/"+pool.ID.String()+"/take", nil).Header.Get("Location")))
+		require.Equal(t, 1, active())
 	})
 }
