@@ -223,3 +223,68 @@ func TestBrowserWork(t *testing.T) {
 	}
 	t.Logf("screenshots in %s; console: %q", shots, messages())
 }
+
+// TestBrowserStartOnce: in a real chromium, the "Start working" form sent
+// three times at once from the page (as a double click does when the
+// first request is still on its way) opens one assignment three times,
+// and the pool has one active assignment; clicking Start twice more while
+// that unit is open lands on the same unit, still one active.
+func TestBrowserStartOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ctx, messages := headless(t)
+	pool, _ := makeWorkPool(t, b.client, 3, "/static/favicon.svg")
+	active := func() int {
+		t.Helper()
+		p, err := b.client.PoolGet(context.Background(), pool.ID)
+		require.NoError(t, err)
+		return p.Counts.ActiveAssignments
+	}
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.server.URL+"/work"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("button.start")),
+	))
+	urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const f = document.querySelector("button.start").form;
+		const send = () => fetch(f.action, {method: "POST", body: new URLSearchParams(new FormData(f))}).then(r => r.url);
+		return Promise.all([send(), send(), send()]);
+	})()`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	require.Len(t, urls, 3)
+	first := assignmentOf(t, strings.TrimPrefix(urls[0], b.server.URL))
+	for _, u := range urls {
+		require.Equal(t, first, assignmentOf(t, strings.TrimPrefix(u, b.server.URL)), "%q", urls)
+	}
+	require.Equal(t, 1, active())
+
+	// Two clicks on the button, the second while the first is on its way.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			const b = document.querySelector("button.start");
+			b.click();
+			setTimeout(() => b.click(), 0);
+		})()`),
+	))
+	// The page navigates under the poll: a poll the navigation ends is
+	// polled again on the new page.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete" && document.getElementById("work-form") !== null`,
+			chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			break
+		}
+		require.Contains(t, err.Error(), "(-32000)", "no work page")
+		require.True(t, time.Now().Before(deadline), "no work page")
+	}
+	action, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("work-form").getAttribute("action")`))
+	require.NoError(t, err)
+	require.Equal(t, "/work/a/"+first.String()+"/submit", action)
+	require.Equal(t, 1, active())
+	for _, m := range messages() {
+		require.NotContains(t, m, "Content Security Policy")
+	}
+}
