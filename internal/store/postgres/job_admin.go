@@ -64,6 +64,17 @@ func byTypeWaiting(p *store.JobListParams) bool {
 // 1,000,000 jobs with 140,000 queued, and the scan grows with the table,
 // the index with the backlog).
 func (s *Store) jobListByType(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	if p.Limit > 0 {
+		// A common type fills its page from the newest jobs at once.
+		sql, args := jobListByTypeWindowSQL(p)
+		rows, err := s.queryJobs(ctx, sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		if len(rows) == p.Limit {
+			return rows, nil
+		}
+	}
 	sql, args := jobListByTypeSQL(p)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -85,6 +96,44 @@ func (s *Store) jobListByType(ctx context.Context, p *store.JobListParams) ([]*j
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return rows, nil
+}
+
+// typeListWindow is how many of the newest jobs (below the cursor) a
+// listing by type over waiting states reads first: when they hold a full
+// page of matches, that page is exact (every job between them and the
+// cursor was read) and the merge is not needed. One type of nine fills a
+// page of 51 from 2,000 jobs.
+const typeListWindow = 2_000
+
+// jobListByTypeWindowSQL keeps, of the newest typeListWindow jobs below
+// the cursor (a walk of the primary key), those p selects, newest first,
+// at most p.Limit: JobList's answer when there are p.Limit of them.
+func jobListByTypeWindowSQL(p *store.JobListParams) (string, []any) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	inner := ""
+	if p.BeforeID != uuid.Nil {
+		inner = " WHERE id < " + arg(p.BeforeID)
+	}
+	where := []string{"job_type = ANY(" + arg(p.Types) + "::text[])"}
+	if len(p.States) > 0 {
+		states := make([]string, len(p.States))
+		for i, st := range p.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+arg(states)+"::text[])")
+	}
+	if len(p.Queues) > 0 {
+		where = append(where, "queue = ANY("+arg(p.Queues)+"::text[])")
+	}
+	if p.Priority != nil {
+		where = append(where, "priority = "+arg(*p.Priority))
+	}
+	return "SELECT " + jobColumns + " FROM (SELECT * FROM docket_jobs" + inner + " ORDER BY id DESC LIMIT " + arg(typeListWindow) +
+		") j WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " + arg(p.Limit), args
 }
 
 // jobListByTypeSQL is a listing by type that may hold waiting jobs, as a

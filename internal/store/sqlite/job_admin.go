@@ -43,6 +43,21 @@ func listsWaiting(states []job.State) bool {
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
 	if len(p.Types) > 0 && p.Payload == nil && (len(p.States) == 0 || listsWaiting(p.States)) {
+		if p.Limit > 0 {
+			// A common type fills its page from the newest jobs at once.
+			q, args := jobListByTypeWindowSQL(p)
+			rows, err := s.reader.QueryContext(ctx, q, args...)
+			if err != nil {
+				return nil, fmt.Errorf("list jobs: %w", err)
+			}
+			out, err := scanJobs(rows)
+			if err != nil {
+				return nil, fmt.Errorf("list jobs: %w", err)
+			}
+			if len(out) == p.Limit {
+				return out, nil
+			}
+		}
 		q, args := jobListByTypeSQL(p)
 		rows, err := s.reader.QueryContext(ctx, q, args...)
 		if err != nil {
@@ -161,6 +176,49 @@ func finishedListSQL(p *store.JobListParams, states []string) (string, []any) {
 		arms = append(arms, `SELECT `+jobColumns+` FROM docket_jobs WHERE `+strings.Join(where, " AND "))
 	}
 	return strings.Join(arms, " UNION ALL ") + ` ORDER BY id DESC LIMIT ?`, append(args, limit(p.Limit))
+}
+
+// typeListWindow is how many of the newest jobs (below the cursor) a
+// listing by type over waiting states reads first, as on PostgreSQL: when
+// they hold a full page of matches, that page is exact and the merge is
+// not needed.
+const typeListWindow = 2_000
+
+// jobListByTypeWindowSQL keeps, of the newest typeListWindow jobs below
+// the cursor, those p selects, newest first, at most p.Limit.
+func jobListByTypeWindowSQL(p *store.JobListParams) (string, []any) {
+	var (
+		args  []any
+		inner string
+		where []string
+	)
+	if p.BeforeID != uuid.Nil {
+		inner = " WHERE id < ?"
+		args = append(args, p.BeforeID.String())
+	}
+	args = append(args, typeListWindow)
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		where = append(where, col+" IN ("+placeholders(len(vals))+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("job_type", p.Types)
+	states := make([]string, len(p.States))
+	for i, st := range p.States {
+		states[i] = string(st)
+	}
+	in("state", states)
+	in("queue", p.Queues)
+	if p.Priority != nil {
+		where = append(where, "priority = ?")
+		args = append(args, *p.Priority)
+	}
+	return `SELECT ` + jobColumns + ` FROM (SELECT * FROM docket_jobs` + inner + ` ORDER BY id DESC LIMIT ?) WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(args, p.Limit)
 }
 
 // jobListByTypeSQL is a listing by type that may hold waiting jobs (no

@@ -298,6 +298,48 @@ func testList(t *testing.T, open opener) {
 		}
 	})
 
+	// A listing by type reads the newest 2,000 jobs first and is done when
+	// they hold a page; otherwise the merge reads further. Both give the
+	// filtered list: old jobs behind 2,100 newer ones of another type are
+	// found, and a page larger than the window's matches is complete.
+	t.Run("TypeBehindWindow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q := newQueue()
+		var ps []*store.JobInsertParams
+		for i := range 2_103 {
+			p := newJob(q)
+			p.Type = "new"
+			if i < 3 {
+				p.Type = "old"
+			}
+			ps = append(ps, p)
+		}
+		b.insert(t, ps...)
+		require.Len(t, b.acquire(t, q, 1, at(time.Second)), 1) // the oldest "old" job runs
+		want := func(typ string) []uuid.UUID {
+			out := []uuid.UUID{}
+			for i := len(ps) - 1; i >= 0; i-- {
+				if ps[i].Type == typ {
+					out = append(out, ps[i].ID)
+				}
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			typ   string
+			limit int
+		}{{"old", 51}, {"old", 2}, {"new", 51}, {"new", 2_500}} {
+			rows, err := b.s.JobList(b.ctx, &store.JobListParams{Types: []string{tc.typ}, Limit: tc.limit})
+			require.NoError(t, err)
+			w := want(tc.typ)
+			require.Equal(t, w[:min(len(w), tc.limit)], ids(rows), "%s, limit %d", tc.typ, tc.limit)
+		}
+		rows, err := b.s.JobList(b.ctx, &store.JobListParams{Types: []string{"old"}, States: []job.State{job.StateRunning}, Limit: 5})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{ps[0].ID}, ids(rows))
+	})
+
 	t.Run("Count", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
