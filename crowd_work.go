@@ -126,12 +126,8 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 		Duration: time.Duration(pool.AssignmentSeconds) * time.Second,
 		Strategy: c.cfg.TakeStrategy, Now: c.cfg.Now(),
 	}
-	var taken *crowd.Taken
-	if tp.Strategy == crowd.StrategyCandidates {
-		taken, err = c.takeCandidate(ctx, tp)
-	} else {
-		taken, err = c.store.AssignmentTake(ctx, tp)
-	}
+	// Test questions are mixed in here (crowd_quality.go).
+	taken, err := c.takeScheduled(ctx, pool, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -450,6 +446,11 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	}
 	out := &SubmittedJudgment{}
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		// Quality state first, before the run (docs/quality.md, lock order).
+		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, c.cfg.Now())
+		if err != nil {
+			return err
+		}
 		if pool.Workflow != "" {
 			var err error
 			if runKnown {
@@ -462,9 +463,9 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 			}
 		}
 		now := c.cfg.Now()
-		// Trust nil: the insert reads the contributor's trust in the pool.
+		// The trust snapshot is what the locked quality state says now.
 		ins, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
-			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Now: now,
+			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Trust: q.state.Trust.Snapshot(), Now: now,
 		})
 		if err != nil {
 			return err
@@ -479,6 +480,11 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 			// Rolled back: the judgment is not stored, the assignment
 			// stays as it was (its lease lapses as any other).
 			return &AssignmentError{AssignmentID: assignmentID, Reason: crowd.RefusedUnitCanceled, State: crowd.AssignmentActive}
+		}
+		// Quality control (crowd_quality.go): scoring, checks, a flag and
+		// its repair; unit follows a retarget of this unit.
+		if err := c.judged(ctx, tx, q, ins, unit.RunID, now); err != nil {
+			return err
 		}
 		if unit.Golden {
 			return nil

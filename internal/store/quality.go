@@ -79,6 +79,14 @@ type QualityTx interface {
 	// nothing (the take does, and the UNIQUE (unit, contributor) of the
 	// assignments refuses a second one).
 	UnitPickGolden(ctx context.Context, p *UnitPickGoldenParams) (uuid.UUID, error)
+	// UnitRepair applies one repair plan to one regular unit (see
+	// UnitRepairParams). The caller holds the unit's run lock (when it has
+	// a run) and the flagged contributor's state.
+	UnitRepair(ctx context.Context, p *UnitRepairParams) (*crowd.Unit, error)
+	// QualityEventInsert writes one event of quality control
+	// (test_judgment.evaluated, contributor.flagged, contributor.unflagged,
+	// judgment.check_failed, unit.result_changed) to the outbox.
+	QualityEventInsert(ctx context.Context, p *QualityEventInsertParams) error
 }
 
 // QualityStore is the part of QualityTx that reads on its own, outside a

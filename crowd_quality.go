@@ -1,0 +1,476 @@
+package docket
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/quality"
+	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/task"
+)
+
+// Quality control wired into human work (docs/quality.md): the
+// test-question take, the scoring of a test judgment, trust with its
+// history, the behaviour checks, and the flag (or un-flag) that taints
+// (or un-taints) a contributor's judgments in a pool and repairs every
+// unit they judged — all in the transaction of the judgment (or of the
+// admin's forgiveness) that caused it, so that a crash leaves either all
+// of it or none of it, and every audit row and event is written exactly
+// once.
+
+// QualitySettings are a pool's quality-control settings (docs/quality.md).
+type QualitySettings = quality.Settings
+
+// UnitAudit is the record of a change of a finalized unit's result by a
+// repair: old and new result, the action, the cause and why.
+type UnitAudit = store.UnitAudit
+
+// ContributorQuality is what a pool knows of one contributor for quality
+// control: trust, the flag, the counts of the scheduling and the checks.
+type ContributorQuality = store.QualityState
+
+// poolQuality decodes a pool's quality settings ({} or none: the
+// defaults). The store keeps what PoolCreate was given; a pool whose
+// settings no longer decode (a newer server wrote them) is an error, not
+// silently the defaults.
+func poolQuality(pool *Pool) (quality.Settings, error) {
+	s, err := quality.Decode(pool.Settings)
+	if err != nil {
+		return quality.Settings{}, fmt.Errorf("pool %s: %w", pool.ID, err)
+	}
+	return s, nil
+}
+
+// takeScheduled is the take with test questions mixed in: when the
+// contributor's next assignment in the pool must be a test question
+// (quality.Settings.NextAssignment on their counts), a golden unit they
+// never had an assignment for, in any state, is taken (the store's golden
+// take: one statement, and the UNIQUE (unit, contributor) of the
+// assignments refuses a second one); when none is left, a regular unit
+// (the test question is owed). Then the counts move, in a short
+// transaction of their own (quality state only).
+//
+// The counts are written after the take, not with it: a crash between
+// the two loses one count, which delays or advances one test question;
+// it never shows a test question twice nor hands out work to a flagged
+// contributor (the take itself refuses them).
+func (c *Client) takeScheduled(ctx context.Context, pool *Pool, tp *store.AssignmentTakeParams) (*crowd.Taken, error) {
+	qs, err := poolQuality(pool)
+	if err != nil {
+		return nil, err
+	}
+	scheduling := qs.QuizSize > 0 || qs.TestEvery > 0
+	var taken *crowd.Taken
+	if scheduling {
+		st, err := c.store.QualityStateGet(ctx, tp.PoolID, tp.ContributorID)
+		if err != nil {
+			return nil, err
+		}
+		if st.Standing.Flagged {
+			return nil, &NotEligibleError{ContributorID: tp.ContributorID, PoolID: tp.PoolID, Reason: "the contributor is flagged in the pool"}
+		}
+		if qs.NextAssignment(st.Counts).Test {
+			gp := *tp
+			gp.Golden, gp.Candidates = true, nil
+			if gp.Strategy == crowd.StrategyCandidates {
+				gp.Strategy = crowd.StrategyRandom
+			}
+			taken, err = c.store.AssignmentTake(ctx, &gp)
+			if err != nil && !errors.Is(err, crowd.ErrNoUnit) {
+				return nil, err
+			}
+		}
+	}
+	if taken == nil {
+		var err error
+		if tp.Strategy == crowd.StrategyCandidates {
+			taken, err = c.takeCandidate(ctx, tp)
+		} else {
+			taken, err = c.store.AssignmentTake(ctx, tp)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if scheduling {
+		err := c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			st, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: tp.PoolID, ContributorID: tp.ContributorID, Now: tp.Now})
+			if err != nil {
+				return err
+			}
+			st.Counts.Taken++
+			if taken.Unit.Golden {
+				st.Counts.TestsTaken++
+			}
+			return putQualityState(ctx, tx, st, tp.Now)
+		})
+		if err != nil {
+			// The assignment is theirs already; a lost count only moves
+			// one test question (see above).
+			c.cfg.Logger.Warn("count an assignment for quality control failed", "pool_id", tp.PoolID,
+				"contributor_id", tp.ContributorID, "error", err)
+		}
+	}
+	return taken, nil
+}
+
+// putQualityState writes st whole.
+func putQualityState(ctx context.Context, tx store.Tx, st *store.QualityState, now time.Time) error {
+	_, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{
+		PoolID: st.PoolID, ContributorID: st.ContributorID, Trust: st.Trust, Standing: st.Standing,
+		FlagReason: st.FlagReason, ForgivenAt: st.ForgivenAt, Counts: st.Counts, TooFast: st.TooFast, Now: now,
+	})
+	return err
+}
+
+// judgmentQuality is quality control's part of one judgment's
+// transaction: the contributor's state, locked first of everything
+// (before the run: see the lock order in docs/quality.md), and what the
+// judgment changes of it.
+type judgmentQuality struct {
+	settings quality.Settings
+	pool     *Pool
+	ct       *task.Compiled
+	state    *store.QualityState
+	changed  bool
+}
+
+// qualityLock locks the contributor's quality state in the pool: the
+// first lock of a judgment's transaction.
+func (c *Client) qualityLock(ctx context.Context, tx store.Tx, pool *Pool, ct *task.Compiled, contributorID uuid.UUID, now time.Time) (*judgmentQuality, error) {
+	qs, err := poolQuality(pool)
+	if err != nil {
+		return nil, err
+	}
+	st, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: pool.ID, ContributorID: contributorID, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	return &judgmentQuality{settings: qs, pool: pool, ct: ct, state: st}, nil
+}
+
+// judged runs quality control on a judgment just inserted (ins, Created,
+// its unit not CANCELED), in its transaction: a flagged contributor's
+// judgment is tainted at once (and its unit retargeted); a test judgment
+// is scored and moves trust (test_judgment.evaluated, the history) and
+// may flag; a too-fast judgment counts (judgment.check_failed) and may
+// flag; the pattern checks look at the contributor's recent answers. A
+// flag taints every judgment of theirs in the pool and repairs the units
+// (repair). ins.Unit.JudgmentsPerUnit follows a retarget of the judged
+// unit, and ins.Unit.State a finalization by the repair, so that the
+// finalization after this sees the unit as it now is.
+func (c *Client) judged(ctx context.Context, tx store.Tx, q *judgmentQuality, ins *store.JudgmentInserted, runLocked uuid.UUID, now time.Time) error {
+	j, st, qs := ins.Judgment, q.state, q.settings
+	ref := quality.JudgmentRef{JudgmentID: j.ID, ContributorID: j.ContributorID, PoolID: j.PoolID}
+	if st.Standing.Flagged {
+		// Taken before the flag, submitted after it: tainted like the rest.
+		cause := quality.Cause{ContributorID: j.ContributorID, Check: st.Standing.Check, Reason: st.FlagReason}
+		return c.retaint(ctx, tx, q, true, cause, ins.Unit, runLocked, now)
+	}
+	var decision quality.Decision
+	parsed, err := q.ct.ParseJudgment(j.Data)
+	if err != nil {
+		return fmt.Errorf("judgment %s: %w", j.ID, err)
+	}
+	if ins.Unit.Golden {
+		unit, err := tx.UnitGet(ctx, ins.Unit.ID)
+		if err != nil {
+			return err
+		}
+		answer, err := q.ct.ParseAnswer(unit.Answer)
+		if err != nil {
+			return fmt.Errorf("the answer of golden unit %s: %w", unit.ID, err)
+		}
+		_, trust, ev := qs.EvaluateTest(ref, q.ct, answer, parsed, st.Trust, now)
+		st.Trust, q.changed = trust, true
+		if n := len(trust.History); n > 0 {
+			if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: st.PoolID, ContributorID: st.ContributorID, Entry: trust.History[n-1]}); err != nil {
+				return err
+			}
+			st.Trust.History = nil
+		}
+		if err := writeEvents(ctx, tx, now, ev); err != nil {
+			return err
+		}
+		decision = qs.CheckTrust(st.PoolID, st.ContributorID, st.Trust, st.Standing)
+	}
+	if !decision.Flag {
+		if chk := qs.CheckSpeed(ref, j.StartedAt, j.SubmittedAt); chk.Failed {
+			st.TooFast++
+			q.changed = true
+			if err := writeEvents(ctx, tx, now, chk.Events...); err != nil {
+				return err
+			}
+			decision = qs.CheckTooFast(st.PoolID, st.ContributorID, st.TooFast, st.Standing)
+		}
+	}
+	if !decision.Flag && (qs.PatternMaxShare > 0 || qs.PatternFirstOption) {
+		fields := quality.ChoiceFields(q.ct)
+		recent, err := c.recentAnswers(ctx, tx, q, fields)
+		if err != nil {
+			return err
+		}
+		decision = qs.CheckPattern(st.PoolID, st.ContributorID, fields, recent, st.Standing)
+	}
+	if decision.Flag || decision.Unflag {
+		return c.applyDecision(ctx, tx, q, decision, ins.Unit, runLocked, now)
+	}
+	if q.changed {
+		return putQualityState(ctx, tx, st, now)
+	}
+	return nil
+}
+
+// recentAnswers lists the choice answers of the contributor's last
+// PatternWindow judgments in the pool, oldest first.
+func (c *Client) recentAnswers(ctx context.Context, tx store.Tx, q *judgmentQuality, fields []quality.ChoiceField) ([]quality.Answer, error) {
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	js, err := tx.JudgmentList(ctx, &store.JudgmentListParams{PoolID: q.state.PoolID, ContributorID: q.state.ContributorID, Limit: q.settings.PatternWindow})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]quality.Answer, 0, len(js))
+	for i := len(js) - 1; i >= 0; i-- {
+		parsed, err := q.ct.ParseJudgment(js[i].Data)
+		if err != nil {
+			return nil, fmt.Errorf("judgment %s: %w", js[i].ID, err)
+		}
+		out = append(out, quality.AnswerOf(fields, parsed))
+	}
+	return out, nil
+}
+
+// applyDecision writes a flag or an un-flag: the standing, its events,
+// then the taint (or un-taint) and the repair.
+func (c *Client) applyDecision(ctx context.Context, tx store.Tx, q *judgmentQuality, d quality.Decision, judged *store.JudgedUnit, runLocked uuid.UUID, now time.Time) error {
+	st := q.state
+	if d.Flag {
+		st.Standing, st.FlagReason = quality.Standing{Flagged: true, Check: d.Check}, d.Reason
+	} else {
+		st.Standing, st.FlagReason = quality.Standing{}, ""
+	}
+	if err := putQualityState(ctx, tx, st, now); err != nil {
+		return err
+	}
+	if err := writeEvents(ctx, tx, now, d.Events...); err != nil {
+		return err
+	}
+	cause := quality.Cause{ContributorID: st.ContributorID, Check: d.Check, Untaint: d.Unflag, Reason: d.Reason}
+	return c.retaint(ctx, tx, q, d.Flag, cause, judged, runLocked, now)
+}
+
+// writeEvents writes quality control's events to the outbox.
+func writeEvents(ctx context.Context, tx store.Tx, now time.Time, evs ...quality.Event) error {
+	for _, ev := range evs {
+		if err := tx.QualityEventInsert(ctx, &store.QualityEventInsertParams{Type: ev.Type, Data: ev.Data, Now: now}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retaint taints (taint) or un-taints every judgment of the contributor
+// in the pool and repairs each unit they judged (quality.PlanRepair):
+// units not final are retargeted (their slots for the tainted judgments
+// reopen; one with enough clean judgments after an un-taint is finalized
+// now), FINALIZED ones recomputed with the existing aggregation or, short
+// of clean judgments, reopened; each change of a finalized result writes
+// an audit row and unit.result_changed.
+//
+// The caller holds the contributor's state. The units' runs are locked in
+// run id order before any unit is changed (runLocked, the judgment's own
+// run, is held already); a run that moved on past its human step is not
+// rewound (see docs/quality.md). judged, when one of the units, follows
+// the repair.
+func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, taint bool, cause quality.Cause, judged *store.JudgedUnit, runLocked uuid.UUID, now time.Time) error {
+	res, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: q.state.PoolID, ContributorID: q.state.ContributorID, Tainted: taint})
+	if err != nil {
+		return err
+	}
+	units := append(append([]store.TaintedUnit(nil), res.Finalized...), res.Open...)
+	slices.SortFunc(units, func(a, b store.TaintedUnit) int {
+		if c := cmp.Compare(a.RunID.String(), b.RunID.String()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.UnitID.String(), b.UnitID.String())
+	})
+	if q.pool.Workflow != "" {
+		var last uuid.UUID
+		for _, u := range units {
+			if u.RunID == uuid.Nil || u.RunID == last || u.RunID == runLocked {
+				continue
+			}
+			last = u.RunID
+			if err := lockRun(ctx, tx, u.RunID); err != nil {
+				return err
+			}
+		}
+	}
+	jpu := q.ct.Template.JudgmentsPerUnit
+	jpu.Min = max(q.pool.JudgmentsPerUnit, 1)
+	jpu.Max = max(jpu.Max, jpu.Min)
+	for _, tu := range units {
+		fin, err := c.repairUnit(ctx, tx, q, tu.UnitID, taint, jpu, cause, now)
+		if err != nil {
+			return err
+		}
+		if judged != nil && judged.ID == tu.UnitID && fin != nil {
+			judged.JudgmentsPerUnit, judged.State = fin.JudgmentsPerUnit, fin.State
+		}
+	}
+	return nil
+}
+
+// repairUnit applies the plan of one unit whose judgments of the
+// contributor changed taint, and returns the unit as it left it (nil when
+// nothing was done).
+func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality, unitID uuid.UUID, taint bool, jpu task.JudgmentsPerUnit, cause quality.Cause, now time.Time) (*Unit, error) {
+	unit, err := tx.UnitGet(ctx, unitID)
+	if err != nil {
+		return nil, err
+	}
+	js, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unitID})
+	if err != nil {
+		return nil, err
+	}
+	marks := make([]quality.Mark, len(js))
+	for i, j := range js {
+		marks[i] = quality.Mark{JudgmentID: j.ID, WasTainted: j.Tainted, Tainted: j.Tainted}
+		if j.ContributorID == q.state.ContributorID {
+			marks[i].WasTainted = !taint
+		}
+	}
+	plan := quality.PlanRepair(unit.State, unit.Golden, unit.JudgmentsPerUnit, jpu, marks)
+	rp := &store.UnitRepairParams{ID: unitID, Action: plan.Action, Target: plan.Target, Now: now}
+	switch plan.Action {
+	case quality.RepairNone:
+		return nil, nil
+	case quality.RepairRetarget:
+		fixed, err := tx.UnitRepair(ctx, rp)
+		if err != nil {
+			return nil, err
+		}
+		if plan.Evaluate && fixed.State == crowd.UnitJudgable && fixed.JudgmentCount >= fixed.JudgmentsPerUnit {
+			return c.finalizeRepaired(ctx, tx, q.ct, fixed, js, now)
+		}
+		return fixed, nil
+	case quality.RepairRecompute:
+		rp.Result, rp.Confidence, err = aggregateUnit(q.ct, js)
+		if err != nil {
+			return nil, fmt.Errorf("aggregate unit %s: %w", unitID, err)
+		}
+	}
+	fixed, err := tx.UnitRepair(ctx, rp)
+	if err != nil {
+		return nil, err
+	}
+	before := quality.Result{Value: unit.Result, Confidence: unit.Confidence}
+	after := quality.Result{Value: fixed.Result, Confidence: fixed.Confidence}
+	audit, changed := quality.NewAudit(before, after, plan, cause)
+	if !changed {
+		return fixed, nil
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.UnitAuditInsert(ctx, &store.UnitAuditInsertParams{ID: id, UnitID: unitID, PoolID: unit.PoolID, Audit: audit, Now: now}); err != nil {
+		return nil, err
+	}
+	return fixed, writeEvents(ctx, tx, now, quality.Event{Type: quality.EventUnitResultChanged,
+		Data: quality.UnitResultChangedData{UnitID: unitID, PoolID: unit.PoolID, Audit: audit}})
+}
+
+// finalizeRepaired finalizes a unit that an un-taint left with its target
+// of clean judgments (no judgment to come would), as a judgment finalizes
+// one: aggregateUnit, UnitFinalize (unit.finalized) and its run's human
+// step — which does nothing if the run moved on.
+func (c *Client) finalizeRepaired(ctx context.Context, tx store.Tx, ct *task.Compiled, unit *Unit, js []*Judgment, now time.Time) (*Unit, error) {
+	result, confidence, err := aggregateUnit(ct, js)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate unit %s: %w", unit.ID, err)
+	}
+	fin, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	if c.completeHumanStep != nil && fin.RunID != uuid.Nil {
+		if err := c.completeHumanStep(ctx, tx, fin, HumanStepOutput{Output: result, Confidence: confidence}); err != nil {
+			return nil, err
+		}
+	}
+	return fin, nil
+}
+
+// ContributorForgive is an admin lifting a contributor's flag in a pool
+// (quality.Settings.Forgive): the flag goes (contributor.unflagged), their
+// test counts restart from zero (the trust history keeps the old ones),
+// their too-fast count too, and every judgment of theirs in the pool is
+// un-tainted, with the units they judged repaired again — recomputed,
+// retargeted or finalized, each change of a finalized result audited
+// (unit.result_changed) — all in one transaction. by names who forgave.
+// A contributor who is not flagged is left as they are (the state is
+// returned). ErrNotFound when the pool or the contributor does not exist.
+func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID uuid.UUID, by string) (*ContributorQuality, error) {
+	pool, err := c.poolSettings(ctx, poolID)
+	if err != nil {
+		return nil, err
+	}
+	ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
+	if err != nil {
+		return nil, err
+	}
+	var out *ContributorQuality
+	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		now := c.cfg.Now()
+		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, now)
+		if err != nil {
+			return err
+		}
+		st := q.state
+		out = st
+		if !st.Standing.Flagged {
+			return nil
+		}
+		trust, d := q.settings.Forgive(poolID, contributorID, st.Trust, st.Standing, now, by)
+		if n := len(trust.History); n > 0 {
+			if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: poolID, ContributorID: contributorID, Entry: trust.History[n-1]}); err != nil {
+				return err
+			}
+		}
+		trust.History = nil
+		st.Trust, st.TooFast, st.ForgivenAt = trust, 0, now
+		return c.applyDecision(ctx, tx, q, d, nil, uuid.Nil, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ContributorQualityGet reads what the pool knows of the contributor for
+// quality control (a contributor it has not met reads as new).
+func (c *Client) ContributorQualityGet(ctx context.Context, poolID, contributorID uuid.UUID) (*ContributorQuality, error) {
+	return c.store.QualityStateGet(ctx, poolID, contributorID)
+}
+
+// TrustHistory lists the changes of a contributor's trust in a pool,
+// oldest first (the last quality.MaxTrustHistory).
+func (c *Client) TrustHistory(ctx context.Context, poolID, contributorID uuid.UUID) ([]quality.TrustEntry, error) {
+	return c.store.TrustHistoryList(ctx, poolID, contributorID)
+}
+
+// UnitAudits lists the audit records of a unit's changed results, oldest
+// first.
+func (c *Client) UnitAudits(ctx context.Context, unitID uuid.UUID) ([]*UnitAudit, error) {
+	return c.store.UnitAuditList(ctx, unitID)
+}
