@@ -25,6 +25,10 @@ func unitRepair(ctx context.Context, c conn, p *store.UnitRepairParams) (*crowd.
 	switch p.Action {
 	case quality.RepairReopen:
 		if _, err := unitTransition(ctx, c, &store.UnitTransitionParams{ID: p.ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: p.Now}); err != nil {
+			var ite *crowd.InvalidTransitionError
+			if errors.As(err, &ite) {
+				ite.To = string(p.Action)
+			}
 			return nil, err
 		}
 		sql = `UPDATE docket_units SET judgments_per_unit = @target, updated_at = @now

@@ -26,6 +26,10 @@ func unitRepair(ctx context.Context, tx *sql.Tx, p *store.UnitRepairParams) (*cr
 	switch p.Action {
 	case quality.RepairReopen:
 		if _, err := unitTransition(ctx, tx, &store.UnitTransitionParams{ID: p.ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: p.Now}); err != nil {
+			var ite *crowd.InvalidTransitionError
+			if errors.As(err, &ite) {
+				ite.To = string(p.Action)
+			}
 			return nil, err
 		}
 		q = `UPDATE docket_units SET judgments_per_unit = ?1, updated_at = ?2

@@ -112,6 +112,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Assignments", testAssignments},
 			{"Judgments", testJudgments},
 			{"Quality", testQuality},
+			{"QualityRepair", testQualityRepair},
 			{"Review", testReview},
 		}},
 	}
