@@ -132,7 +132,7 @@ func (c *Client) TaskPut(ctx context.Context, name string, t *TaskTemplate) (v *
 		return nil, false, &TaskValidationError{Subject: "task template", Errors: []task.FieldError{{Field: "name", Message: msg}}}
 	}
 	compiled, err := task.Compile(t)
-	if err != nil {
+	if err := checkTaskQuality(t, err); err != nil {
 		return nil, false, err
 	}
 	canon, err := task.Canonical(t)
@@ -320,7 +320,7 @@ func (c *Client) PoolEnsure(ctx context.Context, workflow string, version int, s
 	return c.store.PoolCreate(ctx, &store.PoolCreateParams{
 		ID: id, Workflow: workflow, WorkflowVersion: version, Step: step, Task: tv.Name, TaskVersion: tv.Version,
 		Priority: prio, Skills: t.Skills, Channels: t.Channels, JudgmentsPerUnit: max(t.JudgmentsPerUnit.Min, 1),
-		AssignmentSeconds: max(t.AssignmentSeconds, 1), Now: c.cfg.Now(),
+		AssignmentSeconds: max(t.AssignmentSeconds, 1), Settings: t.Quality, Now: c.cfg.Now(),
 	})
 }
 

@@ -474,3 +474,36 @@ func (c *Client) TrustHistory(ctx context.Context, poolID, contributorID uuid.UU
 func (c *Client) UnitAudits(ctx context.Context, unitID uuid.UUID) ([]*UnitAudit, error) {
 	return c.store.UnitAuditList(ctx, unitID)
 }
+
+// checkTaskQuality adds the problems of the template's quality settings
+// (its "quality" object, decoded strictly by quality.Decode) to err, the
+// template's own validation error or nil, each under "quality.<key>", so
+// that one answer names every bad field.
+func checkTaskQuality(t *TaskTemplate, err error) error {
+	if t.Quality == nil {
+		return err
+	}
+	_, qerr := quality.Decode(t.Quality)
+	var qve *task.ValidationError
+	if !errors.As(qerr, &qve) {
+		if qerr != nil {
+			return qerr
+		}
+		return err
+	}
+	var ve *task.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return err
+	}
+	if ve == nil {
+		ve = &task.ValidationError{Subject: "task template"}
+	}
+	for _, fe := range qve.Errors {
+		field := "quality"
+		if fe.Field != "" {
+			field += "." + fe.Field
+		}
+		ve.Errors = append(ve.Errors, task.FieldError{Field: field, Message: fe.Message})
+	}
+	return ve
+}

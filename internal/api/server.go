@@ -151,6 +151,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.taskRoutes()...)
 	s.routes = append(s.routes, s.contributorRoutes()...)
 	s.routes = append(s.routes, s.poolRoutes()...)
+	s.routes = append(s.routes, s.qualityRoutes()...)
 	s.routes = append(s.routes, s.assignmentRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {

@@ -117,6 +117,14 @@ func decodeInto(data []byte, p *problems) *Template {
 			d.float(path, v, &t.TakesPerSecond)
 		case "takesPerSecondPerContributor":
 			d.float(path, v, &t.TakesPerSecondPerContributor)
+		case "quality":
+			switch v.kind {
+			case 'z':
+			case 'o':
+				t.Quality = v.canonicalJSON()
+			default:
+				d.wrongType(path, v, "an object")
+			}
 		default:
 			return false
 		}

@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -448,4 +449,53 @@ func (n *node) value() any {
 		return a
 	}
 	return nil
+}
+
+// canonicalJSON encodes n back to JSON, object keys sorted, no white
+// space: a value kept as it came (a template's quality settings) hashes
+// the same whatever the key order and spacing it was sent with.
+func (n *node) canonicalJSON() json.RawMessage {
+	var b []byte
+	var enc func(n *node)
+	enc = func(n *node) {
+		switch n.kind {
+		case 's':
+			s, _ := json.Marshal(n.str)
+			b = append(b, s...)
+		case 'n':
+			b = append(b, n.num...)
+		case 'b':
+			b = strconv.AppendBool(b, n.bool)
+		case 'z':
+			b = append(b, "null"...)
+		case 'a':
+			b = append(b, '[')
+			for i, it := range n.items {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				enc(it)
+			}
+			b = append(b, ']')
+		case 'o':
+			idx := make([]int, len(n.keys))
+			for i := range idx {
+				idx[i] = i
+			}
+			sort.Slice(idx, func(i, j int) bool { return n.keys[idx[i]] < n.keys[idx[j]] })
+			b = append(b, '{')
+			for i, k := range idx {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				key, _ := json.Marshal(n.keys[k])
+				b = append(b, key...)
+				b = append(b, ':')
+				enc(n.vals[k])
+			}
+			b = append(b, '}')
+		}
+	}
+	enc(n)
+	return b
 }

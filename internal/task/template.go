@@ -14,6 +14,8 @@
 // golden unit's known answer, field by field.
 package task
 
+import "encoding/json"
+
 // Limits of a template.
 const (
 	// MaxTemplateBytes is the largest JSON document Decode accepts.
@@ -114,6 +116,12 @@ type Template struct {
 	// TakesPerSecondPerContributor is the same for each contributor in the
 	// pool. 0, the default: no limit.
 	TakesPerSecondPerContributor float64 `json:"takesPerSecondPerContributor,omitempty"`
+	// Quality are the quality-control settings the task's pools get
+	// (docs/quality.md: test questions, trust, behaviour checks), as a
+	// JSON object with its keys sorted; none: the defaults. This package
+	// keeps them as they are; package quality decodes and validates them
+	// (the client refuses a task whose settings do not decode).
+	Quality json.RawMessage `json:"quality,omitempty"`
 }
 
 // JudgmentsPerUnit is the overlap of a unit: it gets Min judgments, and one

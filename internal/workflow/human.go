@@ -60,7 +60,8 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 	p := &store.PoolCreateParams{
 		Workflow: adv.run.Workflow, WorkflowVersion: adv.run.Version, Step: s.Name, Task: tv.Name, TaskVersion: tv.Version,
 		Priority: task.PriorityDefault, Skills: t.Skills, Channels: t.Channels,
-		JudgmentsPerUnit: max(t.JudgmentsPerUnit.Min, 1), AssignmentSeconds: max(t.AssignmentSeconds, 1), Now: adv.now,
+		JudgmentsPerUnit: max(t.JudgmentsPerUnit.Min, 1), AssignmentSeconds: max(t.AssignmentSeconds, 1),
+		Settings: t.Quality, Now: adv.now,
 	}
 	if t.Priority != nil {
 		p.Priority = *t.Priority
