@@ -61,7 +61,7 @@ func poolQuality(pool *Pool) (quality.Settings, error) {
 // the two loses one count, which delays or advances one test question;
 // it never shows a test question twice nor hands out work to a flagged
 // contributor (the take itself refuses them).
-func (c *Client) takeScheduled(ctx context.Context, pool *Pool, tp *store.AssignmentTakeParams) (*crowd.Taken, error) {
+func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compiled, tp *store.AssignmentTakeParams) (*crowd.Taken, error) {
 	qs, err := poolQuality(pool)
 	if err != nil {
 		return nil, err
@@ -72,6 +72,15 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, tp *store.Assign
 		st, err := c.store.QualityStateGet(ctx, tp.PoolID, tp.ContributorID)
 		if err != nil {
 			return nil, err
+		}
+		if !st.Standing.Flagged && (qs.CheckTrust(tp.PoolID, tp.ContributorID, st.Trust, st.Standing).Flag ||
+			qs.CheckTooFast(tp.PoolID, tp.ContributorID, st.TooFast, st.Standing).Flag) {
+			// A flag its judgment's review did not write (the process
+			// died between the two): written now, before any more work.
+			if err := c.review(ctx, pool, ct, tp.ContributorID); err != nil {
+				return nil, err
+			}
+			st.Standing.Flagged = true
 		}
 		if st.Standing.Flagged {
 			return nil, &NotEligibleError{ContributorID: tp.ContributorID, PoolID: tp.PoolID, Reason: "the contributor is flagged in the pool"}
@@ -140,6 +149,9 @@ type judgmentQuality struct {
 	ct       *task.Compiled
 	state    *store.QualityState
 	changed  bool
+	// review: after the judgment commits, the contributor's standing is
+	// to be decided (see review).
+	review bool
 }
 
 // qualityLock locks the contributor's quality state in the pool: the
@@ -158,28 +170,29 @@ func (c *Client) qualityLock(ctx context.Context, tx store.Tx, pool *Pool, ct *t
 
 // judged runs quality control on a judgment just inserted (ins, Created,
 // its unit not CANCELED), in its transaction: a flagged contributor's
-// judgment is tainted at once (and its unit retargeted); a test judgment
-// is scored and moves trust (test_judgment.evaluated, the history) and
-// may flag; a too-fast judgment counts (judgment.check_failed) and may
-// flag; the pattern checks look at the contributor's recent answers. A
-// flag taints every judgment of theirs in the pool and repairs the units
-// (repair). ins.Unit.JudgmentsPerUnit follows a retarget of the judged
-// unit, and ins.Unit.State a finalization by the repair, so that the
-// finalization after this sees the unit as it now is.
+// judgment is tainted at once (and its unit retargeted: ins.Unit follows,
+// so that the finalization after this sees the unit as it now is); a
+// test judgment is scored and moves trust (test_judgment.evaluated, the
+// history); a too-fast judgment counts (judgment.check_failed). Whether
+// that flags the contributor is decided after this transaction commits,
+// in one of its own (review): a flag taints and repairs units of many
+// runs, which must be locked before any unit or counter row, and this
+// transaction holds its unit and a counter row already.
 func (c *Client) judged(ctx context.Context, tx store.Tx, q *judgmentQuality, ins *store.JudgmentInserted, runLocked uuid.UUID, now time.Time) error {
 	j, st, qs := ins.Judgment, q.state, q.settings
 	ref := quality.JudgmentRef{JudgmentID: j.ID, ContributorID: j.ContributorID, PoolID: j.PoolID}
 	if st.Standing.Flagged {
-		// Taken before the flag, submitted after it: tainted like the rest.
+		// Taken before the flag, submitted after it: tainted like the
+		// rest. Only this judgment changes, so only its unit (locked
+		// already, its run too) is repaired.
 		cause := quality.Cause{ContributorID: j.ContributorID, Check: st.Standing.Check, Reason: st.FlagReason}
 		return c.retaint(ctx, tx, q, true, cause, ins.Unit, runLocked, now)
 	}
-	var decision quality.Decision
-	parsed, err := q.ct.ParseJudgment(j.Data)
-	if err != nil {
-		return fmt.Errorf("judgment %s: %w", j.ID, err)
-	}
 	if ins.Unit.Golden {
+		parsed, err := q.ct.ParseJudgment(j.Data)
+		if err != nil {
+			return fmt.Errorf("judgment %s: %w", j.ID, err)
+		}
 		unit, err := tx.UnitGet(ctx, ins.Unit.ID)
 		if err != nil {
 			return err
@@ -189,47 +202,90 @@ func (c *Client) judged(ctx context.Context, tx store.Tx, q *judgmentQuality, in
 			return fmt.Errorf("the answer of golden unit %s: %w", unit.ID, err)
 		}
 		_, trust, ev := qs.EvaluateTest(ref, q.ct, answer, parsed, st.Trust, now)
-		st.Trust, q.changed = trust, true
-		if n := len(trust.History); n > 0 {
-			if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: st.PoolID, ContributorID: st.ContributorID, Entry: trust.History[n-1]}); err != nil {
-				return err
-			}
-			st.Trust.History = nil
+		if err := appendTrust(ctx, tx, st, trust); err != nil {
+			return err
 		}
+		q.changed = true
 		if err := writeEvents(ctx, tx, now, ev); err != nil {
 			return err
 		}
-		decision = qs.CheckTrust(st.PoolID, st.ContributorID, st.Trust, st.Standing)
 	}
-	if !decision.Flag {
-		if chk := qs.CheckSpeed(ref, j.StartedAt, j.SubmittedAt); chk.Failed {
-			st.TooFast++
-			q.changed = true
-			if err := writeEvents(ctx, tx, now, chk.Events...); err != nil {
-				return err
-			}
-			decision = qs.CheckTooFast(st.PoolID, st.ContributorID, st.TooFast, st.Standing)
-		}
-	}
-	if !decision.Flag && (qs.PatternMaxShare > 0 || qs.PatternFirstOption) {
-		fields := quality.ChoiceFields(q.ct)
-		recent, err := c.recentAnswers(ctx, tx, q, fields)
-		if err != nil {
+	if chk := qs.CheckSpeed(ref, j.StartedAt, j.SubmittedAt); chk.Failed {
+		st.TooFast++
+		q.changed = true
+		if err := writeEvents(ctx, tx, now, chk.Events...); err != nil {
 			return err
 		}
-		decision = qs.CheckPattern(st.PoolID, st.ContributorID, fields, recent, st.Standing)
 	}
-	if decision.Flag || decision.Unflag {
-		return c.applyDecision(ctx, tx, q, decision, ins.Unit, runLocked, now)
-	}
+	q.review = q.changed || qs.PatternMaxShare > 0 || qs.PatternFirstOption
 	if q.changed {
 		return putQualityState(ctx, tx, st, now)
 	}
 	return nil
 }
 
+// appendTrust records the last change of trust in the history and sets
+// it on st (without the history, which the store keeps).
+func appendTrust(ctx context.Context, tx store.Tx, st *store.QualityState, trust quality.Trust) error {
+	if n := len(trust.History); n > 0 {
+		if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: st.PoolID, ContributorID: st.ContributorID, Entry: trust.History[n-1]}); err != nil {
+			return err
+		}
+	}
+	trust.History = nil
+	st.Trust = trust
+	return nil
+}
+
+// review decides, in a transaction of its own, whether the contributor
+// is to be flagged (or un-flagged) in the pool, and if so writes it with
+// the taint and the repair of every unit they judged (applyDecision): one
+// transaction, so a crash leaves all of it or none, and the next review
+// (their next judgment or take) decides again. The decision depends only
+// on what is stored — trust, the too-fast count, the recent answers — so
+// it is the same whichever review makes it, and made once: the flag is
+// written under the contributor's state, and a flagged contributor is not
+// flagged again.
+func (c *Client) review(ctx context.Context, pool *Pool, ct *task.Compiled, contributorID uuid.UUID) error {
+	return c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		now := c.cfg.Now()
+		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, now)
+		if err != nil {
+			return err
+		}
+		d, err := c.decide(ctx, tx, q)
+		if err != nil || !(d.Flag || d.Unflag) {
+			return err
+		}
+		return c.applyDecision(ctx, tx, q, d, nil, uuid.Nil, now)
+	})
+}
+
+// decide runs the checks of the contributor's state: trust (CheckTrust),
+// the too-fast count (CheckTooFast), the recent answers (CheckPattern).
+func (c *Client) decide(ctx context.Context, tx store.Tx, q *judgmentQuality) (quality.Decision, error) {
+	st, qs := q.state, q.settings
+	d := qs.CheckTrust(st.PoolID, st.ContributorID, st.Trust, st.Standing)
+	if d.Flag || d.Unflag {
+		return d, nil
+	}
+	if d := qs.CheckTooFast(st.PoolID, st.ContributorID, st.TooFast, st.Standing); d.Flag {
+		return d, nil
+	}
+	if st.Standing.Flagged || !(qs.PatternMaxShare > 0 || qs.PatternFirstOption) {
+		return d, nil
+	}
+	fields := quality.ChoiceFields(q.ct)
+	recent, err := c.recentAnswers(ctx, tx, q, fields)
+	if err != nil {
+		return quality.Decision{}, err
+	}
+	return qs.CheckPattern(st.PoolID, st.ContributorID, fields, recent, st.Standing), nil
+}
+
 // recentAnswers lists the choice answers of the contributor's last
-// PatternWindow judgments in the pool, oldest first.
+// PatternWindow judgments in the pool, oldest first, leaving out those
+// submitted before their last forgiveness.
 func (c *Client) recentAnswers(ctx context.Context, tx store.Tx, q *judgmentQuality, fields []quality.ChoiceField) ([]quality.Answer, error) {
 	if len(fields) == 0 {
 		return nil, nil
@@ -240,6 +296,10 @@ func (c *Client) recentAnswers(ctx context.Context, tx store.Tx, q *judgmentQual
 	}
 	out := make([]quality.Answer, 0, len(js))
 	for i := len(js) - 1; i >= 0; i-- {
+		if !js[i].SubmittedAt.After(q.state.ForgivenAt) {
+			// Judged before an admin forgave them: not held against them.
+			continue
+		}
 		parsed, err := q.ct.ParseJudgment(js[i].Data)
 		if err != nil {
 			return nil, fmt.Errorf("judgment %s: %w", js[i].ID, err)
@@ -315,11 +375,20 @@ func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, t
 			}
 		}
 	}
+	// Every unit is locked before any is changed: changing one moves a
+	// pool counter row, which a judgment holding another of them may be
+	// waiting for.
+	locked := make([]*Unit, len(units))
+	for i, tu := range units {
+		if locked[i], err = tx.UnitLock(ctx, tu.UnitID); err != nil {
+			return err
+		}
+	}
 	jpu := q.ct.Template.JudgmentsPerUnit
 	jpu.Min = max(q.pool.JudgmentsPerUnit, 1)
 	jpu.Max = max(jpu.Max, jpu.Min)
-	for _, tu := range units {
-		fin, err := c.repairUnit(ctx, tx, q, tu.UnitID, taint, jpu, cause, now)
+	for i, tu := range units {
+		fin, err := c.repairUnit(ctx, tx, q, locked[i], taint, jpu, cause, now)
 		if err != nil {
 			return err
 		}
@@ -333,11 +402,12 @@ func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, t
 // repairUnit applies the plan of one unit whose judgments of the
 // contributor changed taint, and returns the unit as it left it (nil when
 // nothing was done).
-func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality, unitID uuid.UUID, taint bool, jpu task.JudgmentsPerUnit, cause quality.Cause, now time.Time) (*Unit, error) {
-	unit, err := tx.UnitGet(ctx, unitID)
-	if err != nil {
-		return nil, err
-	}
+//
+// The unit was locked (UnitLock) before its judgments are read here: a
+// judgment of someone else may have finalized it since the taint listed
+// it (with this contributor's judgment still clean in its snapshot).
+func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality, unit *Unit, taint bool, jpu task.JudgmentsPerUnit, cause quality.Cause, now time.Time) (*Unit, error) {
+	unitID := unit.ID
 	js, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unitID})
 	if err != nil {
 		return nil, err
@@ -442,13 +512,10 @@ func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID u
 			return nil
 		}
 		trust, d := q.settings.Forgive(poolID, contributorID, st.Trust, st.Standing, now, by)
-		if n := len(trust.History); n > 0 {
-			if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: poolID, ContributorID: contributorID, Entry: trust.History[n-1]}); err != nil {
-				return err
-			}
+		if err := appendTrust(ctx, tx, st, trust); err != nil {
+			return err
 		}
-		trust.History = nil
-		st.Trust, st.TooFast, st.ForgivenAt = trust, 0, now
+		st.TooFast, st.ForgivenAt = 0, now
 		return c.applyDecision(ctx, tx, q, d, nil, uuid.Nil, now)
 	})
 	if err != nil {

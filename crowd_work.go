@@ -127,7 +127,7 @@ func (c *Client) AssignmentTake(ctx context.Context, poolID, contributorID uuid.
 		Strategy: c.cfg.TakeStrategy, Now: c.cfg.Now(),
 	}
 	// Test questions are mixed in here (crowd_quality.go).
-	taken, err := c.takeScheduled(ctx, pool, tp)
+	taken, err := c.takeScheduled(ctx, pool, ct, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -393,6 +393,8 @@ type SubmittedJudgment struct {
 	Created bool
 	// Finalized is the unit when this judgment finalized it.
 	Finalized *Unit
+
+	quality *judgmentQuality // what quality control made of it
 }
 
 // JudgmentSubmit stores the contributor's judgment through the assignment.
@@ -451,6 +453,7 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		if err != nil {
 			return err
 		}
+		out.quality = q
 		if pool.Workflow != "" {
 			var err error
 			if runKnown {
@@ -499,6 +502,13 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		return nil, err
 	}
 	c.refs.drop(assignmentID)
+	// Quality control's decision on the contributor (crowd_quality.go):
+	// a flag, with its repair, in a transaction of its own.
+	if q := out.quality; q == nil || q.review || !out.Created {
+		if err := c.review(ctx, pool, ct, contributorID); err != nil {
+			return nil, fmt.Errorf("judgment %s stored; deciding on contributor %s: %w", out.Judgment.ID, contributorID, err)
+		}
+	}
 	return out, nil
 }
 

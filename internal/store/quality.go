@@ -79,6 +79,12 @@ type QualityTx interface {
 	// nothing (the take does, and the UNIQUE (unit, contributor) of the
 	// assignments refuses a second one).
 	UnitPickGolden(ctx context.Context, p *UnitPickGoldenParams) (uuid.UUID, error)
+	// UnitLock reads a unit and locks it until the transaction ends (FOR
+	// UPDATE; SQLite's write transaction holds everything), so that the
+	// repair plans on the unit as it is, judgments included, and no
+	// judgment finalizes it meanwhile. The caller holds the unit's run
+	// lock first (when it has a run). ErrNotFound when there is none.
+	UnitLock(ctx context.Context, id uuid.UUID) (*crowd.Unit, error)
 	// UnitRepair applies one repair plan to one regular unit (see
 	// UnitRepairParams). The caller holds the unit's run lock (when it has
 	// a run) and the flagged contributor's state.

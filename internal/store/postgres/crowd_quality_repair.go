@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-run/docket/internal/crowd"
@@ -66,6 +67,18 @@ func unitRepairRefused(ctx context.Context, c conn, p *store.UnitRepairParams) e
 		ite.Reason = "a golden unit is never repaired"
 	}
 	return ite
+}
+
+// UnitLock implements store.Tx.
+func (t *storeTx) UnitLock(ctx context.Context, id uuid.UUID) (*crowd.Unit, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	u, err := scanUnit(t.tx.QueryRow(ctx, `SELECT `+unitColumns+` FROM docket_units WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return nil, fmt.Errorf("lock unit %s: %w", id, notFound(err))
+	}
+	return u, nil
 }
 
 // UnitRepair implements store.Tx.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/quality"
 	"github.com/docket-run/docket/internal/store"
@@ -72,6 +74,14 @@ func unitRepairRefused(ctx context.Context, c conn, p *store.UnitRepairParams) e
 		ite.Reason = "a golden unit is never repaired"
 	}
 	return ite
+}
+
+// UnitLock implements store.Tx: the write transaction holds every row.
+func (t *storeTx) UnitLock(ctx context.Context, id uuid.UUID) (*crowd.Unit, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return unitGet(ctx, t.tx, id)
 }
 
 // UnitRepair implements store.Tx.

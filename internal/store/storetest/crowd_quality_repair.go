@@ -79,6 +79,16 @@ func testQualityRepair(t *testing.T, open opener) {
 		require.Equal(t, crowd.PoolCounts{Judgable: 2, Finalized: 1, Golden: 1}, b.counts(t, p.ID))
 		require.Equal(t, outboxBefore, b.outboxTypes(t), "a repair writes no event of its own")
 
+		// UnitLock reads the unit as UnitGet does; an unknown one is not found.
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			locked, err := tx.UnitLock(ctx, reopen.ID)
+			require.NoError(t, err)
+			requireSameUnit(t, got, locked)
+			_, err = tx.UnitLock(ctx, newID())
+			require.ErrorIs(t, err, store.ErrNotFound)
+			return nil
+		})
+
 		// Refused: the wrong state, a golden unit, an unknown unit.
 		for _, c := range []struct {
 			p    *store.UnitRepairParams
