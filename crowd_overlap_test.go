@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,7 +191,11 @@ func TestFinalizeWeighsTrust(t *testing.T) {
 		t.Run(backend.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			f := newTaskFixture(t, backend, overlapTemplate("weighted", 2, 3, 0.7))
+			// minTrust 0: the contributor of trust 0.2 is not flagged (and
+			// refused work) by quality control.
+			tmpl := strings.Replace(overlapTemplate("weighted", 2, 3, 0.7), `"assignmentSeconds": 60}`,
+				`"assignmentSeconds": 60, "quality": {"minTrust": 0}}`, 1)
+			f := newTaskFixture(t, backend, tmpl)
 			trusted := func(trust float64) uuid.UUID {
 				c := f.contributor(t)
 				_, err := f.c.store.PoolContributorPut(ctx, &store.PoolContributorPutParams{PoolID: f.pool.ID, ContributorID: c,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/aggregate"
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/quality"
 	"github.com/docket-run/docket/internal/store"
@@ -148,7 +149,10 @@ type judgmentQuality struct {
 	pool     *Pool
 	ct       *task.Compiled
 	state    *store.QualityState
-	changed  bool
+	// models are the pool's worker-quality models, for a repair's
+	// re-aggregation (read before the transaction; nil for none).
+	models  map[string]*aggregate.Model
+	changed bool
 	// review: after the judgment commits, the contributor's standing is
 	// to be decided (see review).
 	review bool
@@ -247,12 +251,17 @@ func appendTrust(ctx context.Context, tx store.Tx, st *store.QualityState, trust
 // written under the contributor's state, and a flagged contributor is not
 // flagged again.
 func (c *Client) review(ctx context.Context, pool *Pool, ct *task.Compiled, contributorID uuid.UUID) error {
+	models, err := c.poolModels(ctx, pool, ct)
+	if err != nil {
+		return err
+	}
 	return c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		now := c.cfg.Now()
 		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, now)
 		if err != nil {
 			return err
 		}
+		q.models = models
 		d, err := c.decide(ctx, tx, q)
 		if err != nil || !(d.Flag || d.Unflag) {
 			return err
@@ -430,11 +439,18 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 			return nil, err
 		}
 		if plan.Evaluate && fixed.State == crowd.UnitJudgable && fixed.JudgmentCount >= fixed.JudgmentsPerUnit {
-			return c.finalizeRepaired(ctx, tx, q.ct, fixed, js, now)
+			// No judgment to come would decide it: decided now, as the
+			// judgment that reaches a unit's target does.
+			fin, err := c.unitTargetReached(ctx, tx, q.pool, q.ct, q.models, &store.JudgedUnit{ID: fixed.ID, RunID: fixed.RunID,
+				State: fixed.State, JudgmentCount: fixed.JudgmentCount, JudgmentsPerUnit: fixed.JudgmentsPerUnit})
+			if err != nil || fin == nil {
+				return fixed, err
+			}
+			return fin, nil
 		}
 		return fixed, nil
 	case quality.RepairRecompute:
-		rp.Result, rp.Confidence, err = aggregateUnit(q.ct, js)
+		rp.Result, rp.Confidence, err = aggregateUnitWith(q.ct, js, q.models)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate unit %s: %w", unitID, err)
 		}
@@ -460,27 +476,6 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 		Data: quality.UnitResultChangedData{UnitID: unitID, PoolID: unit.PoolID, Audit: audit}})
 }
 
-// finalizeRepaired finalizes a unit that an un-taint left with its target
-// of clean judgments (no judgment to come would), as a judgment finalizes
-// one: aggregateUnit, UnitFinalize (unit.finalized) and its run's human
-// step — which does nothing if the run moved on.
-func (c *Client) finalizeRepaired(ctx context.Context, tx store.Tx, ct *task.Compiled, unit *Unit, js []*Judgment, now time.Time) (*Unit, error) {
-	result, confidence, err := aggregateUnit(ct, js)
-	if err != nil {
-		return nil, fmt.Errorf("aggregate unit %s: %w", unit.ID, err)
-	}
-	fin, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence, Now: now})
-	if err != nil {
-		return nil, err
-	}
-	if c.completeHumanStep != nil && fin.RunID != uuid.Nil {
-		if err := c.completeHumanStep(ctx, tx, fin, HumanStepOutput{Output: result, Confidence: confidence}); err != nil {
-			return nil, err
-		}
-	}
-	return fin, nil
-}
-
 // ContributorForgive is an admin lifting a contributor's flag in a pool
 // (quality.Settings.Forgive): the flag goes (contributor.unflagged), their
 // test counts restart from zero (the trust history keeps the old ones),
@@ -499,6 +494,10 @@ func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID u
 	if err != nil {
 		return nil, err
 	}
+	models, err := c.poolModels(ctx, pool, ct)
+	if err != nil {
+		return nil, err
+	}
 	var out *ContributorQuality
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		now := c.cfg.Now()
@@ -506,6 +505,7 @@ func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID u
 		if err != nil {
 			return err
 		}
+		q.models = models
 		st := q.state
 		out = st
 		if !st.Standing.Flagged {
