@@ -69,7 +69,7 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compile
 	}
 	scheduling := qs.QuizSize > 0 || qs.TestEvery > 0
 	var taken *crowd.Taken
-	if scheduling {
+	if scheduling || qs.MinSeconds > 0 {
 		st, err := c.store.QualityStateGet(ctx, tp.PoolID, tp.ContributorID)
 		if err != nil {
 			return nil, err
@@ -86,7 +86,7 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compile
 		if st.Standing.Flagged {
 			return nil, &NotEligibleError{ContributorID: tp.ContributorID, PoolID: tp.PoolID, Reason: "the contributor is flagged in the pool"}
 		}
-		if qs.NextAssignment(st.Counts).Test {
+		if scheduling && qs.NextAssignment(st.Counts).Test {
 			gp := *tp
 			gp.Golden, gp.Candidates = true, nil
 			if gp.Strategy == crowd.StrategyCandidates {

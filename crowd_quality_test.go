@@ -342,3 +342,45 @@ func TestQualityBehaviourChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestQualityTakeWritesMissedFlag: a judgment committed whose review did
+// not (the process died between the two) leaves a trust under the
+// minimum unflagged; the contributor's next take writes the flag, with
+// its taint, before refusing them — once.
+func TestQualityTakeWritesMissedFlag(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newQualityFixture(t, backend, "label")
+			pool, units := f.pool(t, "label", `{"quizSize": 0, "testEvery": 5, "minTests": 3, "minTrust": 0.6}`, 0, 2)
+			who := f.contributor(t)
+			require.Equal(t, units[0], f.work(t, pool.ID, who, `{"same": "no"}`, `{"same": "no"}`).ID)
+			// What the lost review would have acted on: 3 test questions, none right.
+			require.NoError(t, f.c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+				st, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: pool.ID, ContributorID: who, Now: f.c.cfg.Now()})
+				require.NoError(t, err)
+				qs := quality.Defaults()
+				for range 3 {
+					st.Trust = qs.ScoreTest(st.Trust, false, f.c.cfg.Now(), "test")
+				}
+				st.Trust.History = nil
+				return putQualityState(ctx, tx, st, f.c.cfg.Now())
+			}))
+			for range 2 {
+				_, err := f.c.AssignmentTake(ctx, pool.ID, who)
+				var ne *NotEligibleError
+				require.True(t, errors.As(err, &ne), "%v", err)
+			}
+			st, err := f.c.ContributorQualityGet(ctx, pool.ID, who)
+			require.NoError(t, err)
+			require.True(t, st.Standing.Flagged)
+			js, err := f.c.store.JudgmentList(ctx, &store.JudgmentListParams{PoolID: pool.ID, ContributorID: who})
+			require.NoError(t, err)
+			require.Len(t, js, 1)
+			require.True(t, js[0].Tainted)
+			require.Len(t, f.events(t)[quality.EventContributorFlagged], 1)
+		})
+	}
+}
