@@ -52,11 +52,9 @@ const (
 	KindHumanStepCompletion = "human_step_completion"
 	// KindHumanStepOutput: a finalized unit's result is not its step's
 	// output, or not what a child step's job was given as that output.
-	// Documented exception, once quality control is wired: a result the
-	// repair of a flagged contributor's units recomputed after the step
-	// completed (an audit record and unit.result_changed) no longer
-	// equals the output the run went on with; the check will then have
-	// to compare with the unit's first result.
+	// A unit whose result a repair changed after its step completed (an
+	// audit record and unit.result_changed: the run is not rewound) is
+	// compared by its first result, the old result of its first audit.
 	KindHumanStepOutput = "human_step_output"
 )
 
@@ -79,6 +77,21 @@ type CrowdUnit struct {
 	JudgmentsPerUnit  int
 	JudgmentCount     int
 	Result            json.RawMessage
+	// Repaired: quality control changed the unit's result after it was
+	// first finalized (docket_unit_audits); FirstResult is the result it
+	// was first finalized with — what its run went on with, since a run
+	// is not rewound (docs/quality.md).
+	Repaired    bool
+	FirstResult json.RawMessage
+}
+
+// stepResult is the result a unit's step completed with: its first
+// result when a repair changed it since.
+func (u *CrowdUnit) stepResult() json.RawMessage {
+	if u.Repaired {
+		return u.FirstResult
+	}
+	return u.Result
 }
 
 // LoadCrowd reads every unit, assignment and judgment of a docket
@@ -130,6 +143,28 @@ func LoadCrowd(ctx context.Context, db *sql.DB) (*CrowdSnapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read units: %w", err)
+	}
+	byID := make(map[uuid.UUID]*CrowdUnit, len(s.Units))
+	for _, u := range s.Units {
+		byID[u.ID] = u
+	}
+	err = queryRows(ctx, db, `SELECT unit_id, old_result FROM docket_unit_audits ORDER BY unit_id, id`, func(sc scanner) error {
+		var id string
+		var old sql.NullString
+		if err := sc.Scan(&id, &old); err != nil {
+			return err
+		}
+		uid, err := uuid.Parse(id)
+		if u := byID[uid]; err == nil && u != nil && !u.Repaired {
+			u.Repaired = true
+			if old.Valid {
+				u.FirstResult = json.RawMessage(old.String)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read unit audits: %w", err)
 	}
 	err = queryRows(ctx, db, `SELECT id, unit_id, pool_id, contributor_id, state, started_at, expires_at
 		FROM docket_assignments ORDER BY id`, func(sc scanner) error {
@@ -372,7 +407,7 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 		return // a unit of an earlier generation: a retry gave the instance another
 	}
 	if u.State != crowd.UnitFinalized {
-		if in.State == flow.StepSucceeded {
+		if in.State == flow.StepSucceeded && !u.Repaired {
 			add(KindHumanStepCompletion, u.ID, run.ID, "step %s SUCCEEDED while its unit is %s", id, u.State)
 		}
 		return
@@ -389,8 +424,8 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 	// (docs/workflows.md, "Review steps"): their outputs are not the
 	// unit's result to check.
 	reviewed := g != nil && (g.ReviewOf(step) != "" || g.ReviewedBy(step) != "")
-	if !reviewed && in.State == flow.StepSucceeded && !sameJSON(in.Output, u.Result) {
-		add(KindHumanStepOutput, u.ID, run.ID, "step %s's output is %s, its unit's result %s", id, in.Output, u.Result)
+	if !reviewed && in.State == flow.StepSucceeded && !sameJSON(in.Output, u.stepResult()) {
+		add(KindHumanStepOutput, u.ID, run.ID, "step %s's output is %s, its unit's result %s", id, in.Output, u.stepResult())
 	}
 	if g == nil {
 		return // run_graph says so
@@ -426,7 +461,7 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 				add(KindHumanStepOutput, u.ID, run.ID, "the job %s of step %s[%d] has a payload that is not a step input: %v", cin.JobID, child, cin.Index, err)
 				continue
 			}
-			if got := p.Steps[step].Output; !sameJSON(got, u.Result) {
+			if got := p.Steps[step].Output; !sameJSON(got, u.stepResult()) {
 				add(KindHumanStepOutput, u.ID, run.ID, "the job %s of step %s[%d] was given %s as steps.%s.output, the unit's result is %s", cin.JobID, child, cin.Index, got, step, u.Result)
 			}
 		}

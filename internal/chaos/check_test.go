@@ -730,6 +730,14 @@ func (b *crowdBundle) hourSQL() string {
 	return "3600000000" // unix microseconds
 }
 
+// falseSQL is false as the backend stores a boolean.
+func (b *crowdBundle) falseSQL() string {
+	if b.backend == "postgres" {
+		return "false"
+	}
+	return "0"
+}
+
 func (b *crowdBundle) scalar(t *testing.T, query string) string {
 	t.Helper()
 	var v string
@@ -829,6 +837,19 @@ func TestCheckCrowd(t *testing.T) {
 					}
 				}
 				require.Contains(t, got, c.kind, "%s: the checker must catch a %s violation on unit %s", c.name, c.kind, c.unit)
+			}
+
+			// A result changed by quality control's repair after its step
+			// completed (an audit row whose old result is the step's
+			// output) is no violation: the run is not rewound.
+			repaired := u[9]
+			b.exec(t, fmt.Sprintf(`INSERT INTO docket_unit_audits (id, unit_id, pool_id, old_result, new_result, action,
+					cause_contributor_id, cause_check, cause_untaint, cause_reason, why, at)
+				SELECT '%s', u.id, u.pool_id, s.output, u.result, 'recompute', '%s', 'trust', %s, 'r', 'w', u.updated_at
+				FROM docket_units u JOIN docket_steps s ON s.unit_id = u.id WHERE u.id = '%s'`,
+				uuid.Must(uuid.NewV7()), b.lurker, b.falseSQL(), repaired))
+			for _, v := range b.check(t) {
+				require.False(t, v.UnitID == repaired && v.Kind == chaos.KindHumanStepOutput, "a repaired result is compared by its first one: %+v", v)
 			}
 		})
 	}
