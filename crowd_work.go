@@ -412,6 +412,14 @@ type SubmittedJudgment struct {
 // the contributor no longer holds is an *AssignmentError, and so is one
 // whose unit was CANCELED (Reason RefusedUnitCanceled: the work is no
 // longer wanted; the judgment is not stored).
+//
+// Quality control (docs/quality.md) runs in the same transaction — the
+// contributor's quality state locked first, a test question scored with
+// trust and its history — and, after it commits, a second transaction
+// decides on the contributor: a flag taints their judgments in the pool
+// and repairs every unit they judged (crowd_quality.go). An error there is
+// returned with the judgment stored; submitting it again is safe and
+// decides again.
 func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID uuid.UUID, data json.RawMessage) (*SubmittedJudgment, error) {
 	// What the judgment needs before its transaction — the owner, the
 	// pool's task, the run — never changes, and an assignment taken here
@@ -485,8 +493,9 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 			// stays as it was (its lease lapses as any other).
 			return &AssignmentError{AssignmentID: assignmentID, Reason: crowd.RefusedUnitCanceled, State: crowd.AssignmentActive}
 		}
-		// Quality control (crowd_quality.go): scoring, checks, a flag and
-		// its repair; unit follows a retarget of this unit.
+		// Quality control (crowd_quality.go): a test judgment scored, a
+		// too-fast one counted, a flagged contributor's judgment tainted
+		// at once (unit follows the retarget of its unit).
 		if err := c.judged(ctx, tx, q, ins, unit.RunID, now); err != nil {
 			return err
 		}
