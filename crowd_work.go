@@ -97,7 +97,10 @@ type TakenAssignment struct {
 }
 
 // AssignmentTake leases one slot of a unit of the pool to the
-// contributor for the pool's assignment duration. ErrNoUnit when none is
+// contributor for the pool's assignment duration. Test questions (golden
+// units) are mixed in by the pool's quality settings — the first
+// quizSize assignments, then one in testEvery, never the same one twice
+// to one person — and look like any unit (docs/quality.md). ErrNoUnit when none is
 // left for them; *PoolNotOpenError when the pool is paused or closed;
 // *NotEligibleError when they may not work on it (banned, flagged, a
 // skill or channel missing); *TakeRateError past the pool's safe rate on
