@@ -29,14 +29,6 @@ import (
 // QualitySettings are a pool's quality-control settings (docs/quality.md).
 type QualitySettings = quality.Settings
 
-// UnitAudit is the record of a change of a finalized unit's result by a
-// repair: old and new result, the action, the cause and why.
-type UnitAudit = store.UnitAudit
-
-// ContributorQuality is what a pool knows of one contributor for quality
-// control: trust, the flag, the counts of the scheduling and the checks.
-type ContributorQuality = store.QualityState
-
 // poolQuality decodes a pool's quality settings ({} or none: the
 // defaults). The store keeps what PoolCreate was given; a pool whose
 // settings no longer decode (a newer server wrote them) is an error, not
@@ -522,24 +514,6 @@ func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID u
 		return nil, err
 	}
 	return out, nil
-}
-
-// ContributorQualityGet reads what the pool knows of the contributor for
-// quality control (a contributor it has not met reads as new).
-func (c *Client) ContributorQualityGet(ctx context.Context, poolID, contributorID uuid.UUID) (*ContributorQuality, error) {
-	return c.store.QualityStateGet(ctx, poolID, contributorID)
-}
-
-// TrustHistory lists the changes of a contributor's trust in a pool,
-// oldest first (the last quality.MaxTrustHistory).
-func (c *Client) TrustHistory(ctx context.Context, poolID, contributorID uuid.UUID) ([]quality.TrustEntry, error) {
-	return c.store.TrustHistoryList(ctx, poolID, contributorID)
-}
-
-// UnitAudits lists the audit records of a unit's changed results, oldest
-// first.
-func (c *Client) UnitAudits(ctx context.Context, unitID uuid.UUID) ([]*UnitAudit, error) {
-	return c.store.UnitAuditList(ctx, unitID)
 }
 
 // checkTaskQuality adds the problems of the template's quality settings

@@ -12,11 +12,8 @@ import (
 // The reads of quality control (docs/quality.md) that the dashboard shows:
 // what a pool knows of its contributors, their trust history, and the
 // audit of the results a repair changed.
-//
-// UnitAudit, ContributorQuality, ContributorQualityGet, TrustHistory and
-// UnitAudits are declared as the branch wiring quality control into the
-// take and the judgment declares them (crowd_quality.go there): whichever
-// lands second drops its copy.
+// What writes them — the take, the judgment, a flag and its repair, an
+// admin's forgiveness — is in crowd_quality.go.
 
 // UnitAudit is the record of a change of a finalized unit's result by a
 // repair: old and new result, the action, the cause and why.
