@@ -1,6 +1,7 @@
 package docket
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -464,6 +465,12 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 			_, ok := workflow.IsStepPayload(r.Payload)
 			return ok
 		},
+		// The runs first, in id order, as every other transaction that
+		// changes a run and its jobs takes them (a cancel holds the run
+		// and stops its jobs): the ends written next lock the jobs.
+		Lock: func(ctx context.Context, tx store.Tx, rows []*job.Row) error {
+			return lockStepRuns(ctx, tx, rows)
+		},
 		Handle: func(ctx context.Context, tx store.Tx, rows []*job.Row) error {
 			adv, err := client.flows()
 			if err != nil {
@@ -540,4 +547,23 @@ func (l *lazyQueue) enqueue(runs []uuid.UUID) {
 	if q != nil {
 		q.Enqueue(runs...)
 	}
+}
+
+// lockStepRuns locks the runs of the step jobs rows, in id order, each
+// once (one statement for a run, the usual case of a light load). A run
+// pruned since is skipped: there is nothing to advance.
+func lockStepRuns(ctx context.Context, tx store.Tx, rows []*job.Row) error {
+	runs := make([]uuid.UUID, 0, len(rows))
+	for _, r := range rows {
+		if id, ok := workflow.IsStepPayload(r.Payload); ok {
+			runs = append(runs, id)
+		}
+	}
+	slices.SortFunc(runs, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	for _, id := range slices.Compact(runs) {
+		if err := lockRun(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

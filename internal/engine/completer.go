@@ -275,6 +275,17 @@ func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool
 	var applied []job.State
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := c.e.store.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
+		if hook.Lock != nil {
+			var rows []*job.Row
+			for i, p := range batch {
+				if matched[i] {
+					rows = append(rows, p.ex.row)
+				}
+			}
+			if err := hook.Lock(ctx, tx, rows); err != nil {
+				return err
+			}
+		}
 		var err error
 		applied, err = tx.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
 		if err != nil {

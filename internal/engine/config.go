@@ -218,6 +218,14 @@ type JobsEndedHook struct {
 	// written: it must be quick. A batch where nothing matches is written
 	// by the one statement of JobFinishMany, as without the hook.
 	Match func(row *job.Row) bool
+	// Lock, when set, is called in the transaction before the batch's
+	// ends are written, with the matching jobs (whether or not their ends
+	// will apply): it takes the locks Handle needs, so that this
+	// transaction takes them in the order the rest of the system does
+	// (a workflow run before its jobs; a run cancel holds the run and
+	// then stops its jobs, and taking the job rows first would deadlock
+	// with it). An error rolls the transaction back.
+	Lock func(ctx context.Context, tx store.Tx, rows []*job.Row) error
 	// Handle is called in the transaction, after the batch's ends are
 	// written, with the matching jobs that ended (SUCCESS, DEAD,
 	// CANCELED), rows as acquired. Its writes commit with the ends; an
