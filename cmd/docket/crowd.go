@@ -343,8 +343,10 @@ func poolExportCommand(_ runFunc, _ *string, flags *apiFlags) *cobra.Command {
 }
 
 func crowdCommand() *cobra.Command {
-	return apiCommand("crowd", "Simulate crowds of contributors",
-		"Tools that drive human work over the HTTP API.", crowdSimulateCommand)
+	cmd := apiCommand("crowd", "Simulate crowds of contributors",
+		"Tools that drive human work over the HTTP API, and the quality experiment.", crowdSimulateCommand)
+	cmd.AddCommand(crowdExperimentCommand())
+	return cmd
 }
 
 // simTask is what a take answers of the task, enough to answer it.
