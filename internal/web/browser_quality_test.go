@@ -18,8 +18,8 @@ import (
 // trail show. No CSP violation, no script error.
 func TestBrowserQuality(t *testing.T) {
 	t.Parallel()
-	b, st := setupQuality(t, testdb.Backends()[0])
-	s := seedQuality(t, b, st)
+	b := setupQuality(t, testdb.Backends()[0])
+	s := seedQuality(t, b, true)
 	ctx, messages := headless(t)
 	shots := screenshotDir(t)
 	spamLink := chromedp.CSS(`tr[data-contributor="` + s.spm.ID.String() + `"] a`)

@@ -88,7 +88,7 @@ type user struct {
 	Operate bool // may open the operator pages
 	ActJobs bool // may cancel and retry
 	ActRuns bool // may cancel, pause, resume and retry runs
-	Admin   bool // may pause, resume and close pools
+	Admin   bool // may pause, resume and close pools, forgive contributors
 	Work    bool // may open the work pages
 }
 

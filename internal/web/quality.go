@@ -176,6 +176,13 @@ type contributorData struct {
 	Judgments   []contributorJudgment
 	More        bool // more judgments than listed
 	Tainted     int  // of the listed
+	// Message says what a forgiveness did or why it was refused; Errors
+	// are the forgive form's problems, each naming its field.
+	Message string
+	Errors  []string
+	// CanForgive: the session may forgive (admin) and the contributor is
+	// flagged in the pool.
+	CanForgive bool
 }
 
 // contributorJudgment is one of the contributor's judgments in the pool.
@@ -188,6 +195,12 @@ type contributorJudgment struct {
 func (j contributorJudgment) TrustText() string { return fraction(j.Trust, "%.2f") }
 
 func (h *Handler) contributorDetail(w http.ResponseWriter, r *http.Request) {
+	h.showContributor(w, r, http.StatusOK, r.URL.Query().Get("done"), nil)
+}
+
+// showContributor renders the page of a contributor in a pool with status,
+// a message and the forgive form's problems (forgive.go).
+func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status int, message string, problems []string) {
 	poolID, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		h.renderError(w, r, http.StatusNotFound, "Not a pool id: "+r.PathValue("id"))
@@ -235,7 +248,8 @@ func (h *Handler) contributorDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	settings, _ := quality.Decode(p.Settings) // the defaults when they do not decode
 	d := &contributorData{Pool: p, Contributor: c, State: st, Known: !st.UpdatedAt.IsZero(), MinTrust: settings.MinTrust, MinTests: settings.MinTests,
-		HistoryAll: len(history)}
+		HistoryAll: len(history), Message: message, Errors: problems,
+		CanForgive: st.Standing.Flagged && can(sessionOf(r.Context()).key.Role, accessAdmin)}
 	d.Row = qualityRow{ID: cID, Name: c.Name, Known: d.Known, Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0 || st.Trust.Judged > 0,
 		Flagged: st.Standing.Flagged, Check: string(st.Standing.Check), Reason: st.FlagReason, FlaggedAt: st.FlaggedAt,
 		ForgivenAt: st.ForgivenAt, TooFast: st.TooFast}
@@ -257,7 +271,7 @@ func (h *Handler) contributorDetail(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = c.ExternalID
 	}
-	h.renderPage(w, r, "contributor", "Contributor "+name+" in pool "+p.Workflow+"/"+p.Step, d)
+	h.renderPageStatus(w, r, status, "contributor", "Contributor "+name+" in pool "+p.Workflow+"/"+p.Step, d)
 }
 
 // trustChart is a contributor's trust history as an SVG line: one point

@@ -36,8 +36,8 @@ func rows(table *html.Node) []*html.Node {
 func TestQualityPages(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
-		b, st := setupQuality(t, backend)
-		s := seedQuality(t, b, st)
+		b := setupQuality(t, backend)
+		s := seedQuality(t, b, true)
 		viewer := b.signIn(t, docket.RoleViewer)
 		poolPath := "/pools/" + s.pool.ID.String()
 
@@ -52,11 +52,12 @@ func TestQualityPages(t *testing.T) {
 		spam, bob, ada := text(trs[0]), text(trs[1]), text(trs[2])
 		require.Equal(t, "flagged", attr(trs[0], "class"))
 		require.Contains(t, spam, "Spam Bot")
-		require.Contains(t, spam, "FLAGGED trust: trust 0.300 is below the minimum")
-		require.Contains(t, spam, "0.300")
-		require.Contains(t, spam, "1 of 4 right (25%)")
+		require.Contains(t, spam, "FLAGGED trust: trust 0.125 is below the minimum")
+		require.Contains(t, spam, "0.125")
+		require.Contains(t, spam, "0 of 3 right (0%)")
 		require.Contains(t, bob, "forgiven")
-		require.Contains(t, bob, "1 of 2 right (50%)")
+		require.Contains(t, bob, "0.500 (no test yet)")
+		require.Contains(t, bob, "none", "his test counts restarted")
 		require.Contains(t, ada, "active")
 		require.Contains(t, ada, "0.875")
 		require.Contains(t, ada, "3 of 3 right (100%)")
@@ -72,7 +73,7 @@ func TestQualityPages(t *testing.T) {
 		verdicts := map[string]string{}
 		for _, tr := range js {
 			row := text(tr)
-			if attr(tr, "data-judgment") == s.spamJudgment.String() {
+			if attr(tr, "data-judgment") == s.spamJudgment.ID.String() {
 				require.Equal(t, "tainted", attr(tr, "class"))
 				require.Contains(t, row, "tainted — excluded")
 				require.NotContains(t, row, "agreed", "a tainted judgment is not compared")
@@ -91,7 +92,7 @@ func TestQualityPages(t *testing.T) {
 		audits := rows(find(r.Doc, "table", "audits"))
 		require.Len(t, audits, 1)
 		a := text(audits[0])
-		for _, w := range []string{"recompute", `{"same":"yes"} → {"same":"yes"}`, "0.667 → 1.000", "Spam Bot flagged (trust: trust 0.300", "result recomputed"} {
+		for _, w := range []string{"recompute", `{"same":"yes"} → {"same":"yes"}`, "0.667 → 1.000", "Spam Bot flagged (trust: trust 0.125", "result recomputed"} {
 			require.Contains(t, a, w)
 		}
 		require.Equal(t, poolPath+"/contributors/"+s.spm.ID.String(), attr(find(audits[0], "a", ""), "href"))
@@ -99,22 +100,25 @@ func TestQualityPages(t *testing.T) {
 		// The spammer's page: the flag, trust drawn, the tainted judgment.
 		r = viewer.get(t, poolPath+"/contributors/"+s.spm.ID.String())
 		require.Equal(t, http.StatusOK, r.Status, r.Body)
-		require.Contains(t, text(find(r.Doc, "dd", "standing")), "FLAGGED by the trust check: trust 0.300 is below")
-		require.Equal(t, "0.300", text(find(r.Doc, "dd", "trust")))
-		require.Equal(t, "1 of 4 right (25%)", text(find(r.Doc, "dd", "tests")))
-		require.Contains(t, text(find(r.Doc, "dd", "too-fast")), "2 judgments")
+		require.Contains(t, text(find(r.Doc, "dd", "standing")), "FLAGGED by the trust check: trust 0.125 is below")
+		require.Equal(t, "0.125", text(find(r.Doc, "dd", "trust")))
+		require.Equal(t, "0 of 3 right (0%)", text(find(r.Doc, "dd", "tests")))
+		require.Contains(t, text(find(r.Doc, "dd", "too-fast")), "1 judgments", "their first judgment came 1 s after its take")
+		require.Nil(t, find(r.Doc, "form", "forgive-form"), "a viewer may not forgive")
+		require.NotNil(t, find(r.Doc, "p", "forgive-admin"))
 		chart := find(r.Doc, "svg", "trust-chart")
 		require.NotNil(t, chart)
-		require.Len(t, strings.Fields(attr(find(chart, "polyline", ""), "points")), 4, "one point per change")
-		require.Contains(t, text(find(chart, "circle", "")), "0.750 (1 of 1 right (100%)) — test judgment 1: right")
+		require.Len(t, strings.Fields(attr(find(chart, "polyline", ""), "points")), 3, "one point per change")
+		require.Contains(t, text(find(chart, "circle", "")), "0.250 (0 of 1 right (0%))")
 		hist := rows(find(r.Doc, "table", "history"))
-		require.Len(t, hist, 4)
-		require.Contains(t, text(hist[0]), "test judgment 4: wrong", "newest first")
-		require.Contains(t, text(hist[0]), "0.300")
+		require.Len(t, hist, 3)
+		require.Contains(t, text(hist[0]), "0.125", "newest first")
 		mine := rows(find(r.Doc, "table", "judgments"))
-		require.Len(t, mine, 1)
-		require.Equal(t, "tainted", attr(mine[0], "class"))
-		require.Equal(t, "/units/"+s.unit.ID.String(), attr(find(mine[0], "a", ""), "href"))
+		require.Len(t, mine, 6, "three units, three test questions")
+		for _, tr := range mine {
+			require.Equal(t, "tainted", attr(tr, "class"))
+		}
+		require.Equal(t, "/units/"+s.unit.ID.String(), attr(find(mine[len(mine)-1], "a", ""), "href"), "the oldest: the first unit")
 		require.Equal(t, poolPath, attr(find(r.Doc, "a", "pool-link"), "href"))
 
 		r = viewer.get(t, poolPath+"/contributors/"+s.ada.ID.String())

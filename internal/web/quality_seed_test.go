@@ -7,51 +7,63 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/quality"
-	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/testdb"
-	"github.com/docket-run/docket/internal/teststore"
 )
 
-// This file opens the store (the exception docs/dependencies.md lists):
-// quality control's decisions — trust scored on test questions, a flag
-// with its taint, an audit of a changed result — are written by the
-// judgment path itself, which no public call lets a test steer to a
-// chosen state. The seed writes them as quality control does, through
-// the store's quality operations, on a pool whose judgments are real.
+// The quality panels' data, made as a deployment makes it: a task whose
+// quality settings mix test questions in, golden units, and contributors
+// who take units and judge them through the public Client. Quality
+// control scores, flags, taints and repairs by itself; the seed only
+// moves the clock between a take and its judgment (the too-fast check).
 
-// qualityTask: up to three judgments a unit, one more while the
-// confidence is under 0.99 (dynamic overlap).
+// qualityTask: two to three judgments a unit, one more while the
+// confidence is under 0.99 (dynamic overlap); one assignment in two a
+// test question; flagged under trust 0.6 after 3 test questions, or at 2
+// judgments sent less than 2 s after their take.
 const qualityTask = `{"title": "Same product?",
  "fields": [{"name": "same", "kind": "choice", "required": true, "options": [{"value": "yes"}, {"value": "no"}]}],
- "judgmentsPerUnit": {"min": 2, "max": 3, "targetConfidence": 0.99}}`
+ "judgmentsPerUnit": {"min": 2, "max": 3, "targetConfidence": 0.99},
+ "quality": {"quizSize": 0, "testEvery": 2, "minTests": 3, "minTrust": 0.6, "minSeconds": 2, "tooFastLimit": 2}}`
 
-// qualitySeed is a pool with one unit judged by a spammer (flagged on
-// trust, their judgment tainted, the result's audit), Ada (trusted) and
-// Bob (forgiven once).
+// The answers: every test question's is yes.
+const (
+	answerYes = `{"same":"yes"}`
+	answerNo  = `{"same":"no"}`
+)
+
+// qualitySeed is a pool whose first unit three contributors judged:
+//   - Spam Bot says no to everything, once too fast: wrong on all three
+//     test questions, flagged on trust at the third; their judgments are
+//     tainted and the finalized first unit recomputed from the two clean
+//     ones (an audit of the change);
+//   - Bob answered twice too fast and was flagged on the too-fast check,
+//     then forgiven by an admin (his judgment counts again);
+//   - Ada (the bundle's contributor) is right on her three test
+//     questions.
 type qualitySeed struct {
 	b             *bundle
-	st            store.Store
 	pool          *docket.Pool
-	unit          *docket.Unit
+	unit          *docket.Unit // the first unit, finalized, its result audited
 	ada, bob, spm *docket.Contributor
-	spamJudgment  uuid.UUID
+	spamJudgment  *docket.Judgment // the spammer's judgment of unit
 }
 
-// setupQuality is a dashboard and a store on the same database.
-func setupQuality(t *testing.T, backend testdb.Backend) (*bundle, store.Store) {
+// setupQuality is a dashboard whose client takes the oldest unit and
+// runs on the bundle's clock.
+func setupQuality(t *testing.T, backend testdb.Backend) *bundle {
 	t.Helper()
-	u := backend.URL(t)
-	st := teststore.Open(t, u)
-	b := setup(t, testdb.Backend{Name: backend.Name, URL: func(testing.TB) string { return u }})
-	return b, st
+	return setupConfig(t, backend, func(cfg *docket.Config, clk *clock) {
+		cfg.TakeStrategy = docket.TakeOrdered
+		cfg.Now = clk.Now
+	})
 }
 
-func seedQuality(t *testing.T, b *bundle, st store.Store) *qualitySeed {
+// seedQuality makes the pool and has Spam Bot flagged; forgiveBob false
+// leaves Bob flagged on the too-fast check.
+func seedQuality(t *testing.T, b *bundle, forgiveBob bool) *qualitySeed {
 	t.Helper()
 	ctx := context.Background()
 	tmpl, err := docket.ParseTask([]byte(qualityTask))
@@ -61,104 +73,101 @@ func seedQuality(t *testing.T, b *bundle, st store.Store) *qualitySeed {
 	putWorkflow(t, b.client, `{"name": "review", "steps": [{"name": "label", "human": {"task": "same"}}]}`)
 	pool, _, err := b.client.PoolEnsure(ctx, "review", 1, "label", "same")
 	require.NoError(t, err)
-	_, err = b.client.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{"photo":"p.png"}`)})
+	units, err := b.client.UnitsAdd(ctx, pool.ID, []json.RawMessage{json.RawMessage(`{"photo":"p1.png"}`), json.RawMessage(`{"photo":"p2.png"}`), json.RawMessage(`{"photo":"p3.png"}`)})
 	require.NoError(t, err)
-	s := &qualitySeed{b: b, st: st, pool: pool, ada: b.contributor}
+	var golden []docket.GoldenUnit
+	for i := range 3 {
+		golden = append(golden, docket.GoldenUnit{Input: json.RawMessage(fmt.Sprintf(`{"photo":"g%d.png"}`, i)), Answer: json.RawMessage(answerYes)})
+	}
+	_, err = b.client.GoldenAdd(ctx, pool.ID, golden)
+	require.NoError(t, err)
+	s := &qualitySeed{b: b, pool: pool, ada: b.contributor}
 	s.bob, err = b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "bob", Name: "Bob"})
 	require.NoError(t, err)
 	s.spm, err = b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "spam", Name: "Spam Bot"})
 	require.NoError(t, err)
+	fast, slow := time.Second, 10*time.Second
 
-	// Real judgments: the spammer says no, Ada and Bob yes; the unit
-	// finalizes at its third judgment.
-	s.spamJudgment = judge(t, b.client, pool.ID, s.spm.ID, "no").Judgment.ID
-	judge(t, b.client, pool.ID, s.ada.ID, "yes")
-	fin := judge(t, b.client, pool.ID, s.bob.ID, "yes").Finalized
-	require.NotNil(t, fin, "the third judgment finalizes the unit")
-	s.unit = fin
+	// The first unit: the spammer's no (too fast), Bob's yes (too fast).
+	u1 := units[0].ID
+	first := s.work(t, s.spm, answerNo, fast)
+	require.Equal(t, u1, first.Unit.ID)
+	s.spamJudgment = first.Judgment
+	require.Equal(t, u1, s.work(t, s.bob, answerYes, fast).Unit.ID)
+	// Bob's second too-fast judgment (a test question) flags him.
+	require.True(t, s.work(t, s.bob, answerYes, fast).Unit.Golden)
+	st, err := b.client.ContributorQualityGet(ctx, pool.ID, s.bob.ID)
+	require.NoError(t, err)
+	require.True(t, st.Standing.Flagged, "two too-fast judgments flag Bob")
+	require.EqualValues(t, "too_fast", st.Standing.Check)
+	if forgiveBob {
+		_, err = b.client.ContributorForgive(ctx, pool.ID, s.bob.ID, "key test-admin")
+		require.NoError(t, err)
+	}
 
-	// Quality control's record of them, as it writes it.
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	spamHistory := s.scoreTests(t, s.spm.ID, []bool{true, false, false, false}, now.Add(-time.Hour))
-	s.put(t, s.spm.ID, spamHistory, quality.Standing{Flagged: true, Check: quality.CheckTrust},
-		"trust 0.300 is below the minimum 0.600 after 4 test questions (1 right)", time.Time{}, 2, now)
-	adaHistory := s.scoreTests(t, s.ada.ID, []bool{true, true, true}, now.Add(-time.Hour))
-	s.put(t, s.ada.ID, adaHistory, quality.Standing{}, "", time.Time{}, 0, now)
-	bobHistory := s.scoreTests(t, s.bob.ID, []bool{true, false}, now.Add(-time.Hour))
-	s.put(t, s.bob.ID, bobHistory, quality.Standing{}, "", now.Add(-30*time.Minute), 1, now)
+	// Ada's yes finalizes the first unit: no, yes, yes.
+	fin := s.work(t, s.ada, answerYes, slow)
+	require.Equal(t, u1, fin.Unit.ID)
+	require.NotNil(t, fin.Finalized, "the third judgment finalizes the unit")
 
-	// The flag tainted the spammer's judgment and the repair recomputed
-	// the finalized unit from the two clean ones: the audit of the change.
-	cause := quality.Cause{ContributorID: s.spm.ID, Check: quality.CheckTrust, Reason: "trust 0.300 is below the minimum 0.600 after 4 test questions (1 right)"}
-	low, high := 0.667, 1.0
-	audit, changed := quality.NewAudit(quality.Result{Value: fin.Result, Confidence: &low},
-		quality.Result{Value: json.RawMessage(`{"same":"yes"}`), Confidence: &high},
-		quality.Repair{Action: quality.RepairRecompute, Reason: "1 judgments changed taint, 2 clean and 1 tainted now: at least the minimum 2 clean, result recomputed"}, cause)
-	require.True(t, changed)
-	require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: pool.ID, ContributorID: s.spm.ID, Now: now}); err != nil {
-			return err
-		}
-		if _, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: pool.ID, ContributorID: s.spm.ID, Tainted: true}); err != nil {
-			return err
-		}
-		_, err := tx.UnitAuditInsert(ctx, &store.UnitAuditInsertParams{ID: uuid.Must(uuid.NewV7()), UnitID: fin.ID, PoolID: pool.ID, Audit: audit, Now: now})
-		return err
-	}))
+	// The spammer: test, unit 2, test, unit 3, test — all no: flagged at
+	// the third test question, the first unit recomputed without them.
+	for i := range 5 {
+		got := s.work(t, s.spm, answerNo, slow)
+		require.Equal(t, i%2 == 0, got.Unit.Golden, "the spammer's assignment %d", i+2)
+	}
+	st, err = b.client.ContributorQualityGet(ctx, pool.ID, s.spm.ID)
+	require.NoError(t, err)
+	require.True(t, st.Standing.Flagged, "three wrong test questions flag the spammer")
+	require.EqualValues(t, "trust", st.Standing.Check)
+
+	// Ada: test, unit 2, test, unit 3, test — all yes, all right.
+	for i := range 5 {
+		got := s.work(t, s.ada, answerYes, slow)
+		require.Equal(t, i%2 == 0, got.Unit.Golden, "Ada's assignment %d", i+2)
+	}
+	s.unit, err = b.client.UnitGet(ctx, u1)
+	require.NoError(t, err)
+	require.Equal(t, docket.UnitFinalized, s.unit.State)
 	return s
 }
 
-// scoreTests appends the trust history of test questions answered right
-// or wrong, a minute apart from at, and returns the trust after them.
-func (s *qualitySeed) scoreTests(t *testing.T, c uuid.UUID, right []bool, at time.Time) quality.Trust {
-	t.Helper()
-	settings := quality.Defaults()
-	trust := quality.NewTrust()
-	require.NoError(t, s.st.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: s.pool.ID, ContributorID: c, Now: at}); err != nil {
-			return err
-		}
-		for i, ok := range right {
-			verdict := "wrong"
-			if ok {
-				verdict = "right"
-			}
-			trust = settings.ScoreTest(trust, ok, at.Add(time.Duration(i)*time.Minute), fmt.Sprintf("test judgment %d: %s", i+1, verdict))
-			e := trust.History[len(trust.History)-1]
-			if err := tx.TrustHistoryAppend(ctx, &store.TrustHistoryAppendParams{PoolID: s.pool.ID, ContributorID: c, Entry: e}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	trust.History = nil
-	return trust
+// worked is one assignment taken and judged.
+type worked struct {
+	Unit      *docket.Unit
+	Judgment  *docket.Judgment
+	Finalized *docket.Unit
 }
 
-// put writes a contributor's quality state in the pool.
-func (s *qualitySeed) put(t *testing.T, c uuid.UUID, trust quality.Trust, standing quality.Standing, reason string, forgiven time.Time, tooFast int, now time.Time) {
+// work has who take the pool's next unit and, took later on the clock,
+// judge it: answer for a regular unit, and for a test question too (the
+// test's answer is yes).
+func (s *qualitySeed) work(t *testing.T, who *docket.Contributor, answer string, took time.Duration) worked {
 	t.Helper()
-	require.NoError(t, s.st.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: s.pool.ID, ContributorID: c, Now: now}); err != nil {
-			return err
-		}
-		_, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{PoolID: s.pool.ID, ContributorID: c, Trust: trust, Standing: standing,
-			FlagReason: reason, ForgivenAt: forgiven, Counts: quality.Counts{Taken: trust.TestsAnswered + 1, TestsTaken: trust.TestsAnswered},
-			TooFast: tooFast, Now: now})
-		return err
-	}))
+	ctx := context.Background()
+	taken, err := s.b.client.AssignmentTake(ctx, s.pool.ID, who.ID)
+	require.NoError(t, err)
+	s.b.clock.Add(took)
+	sub, err := s.b.client.JudgmentSubmit(ctx, taken.Assignment.ID, who.ID, json.RawMessage(answer))
+	require.NoError(t, err)
+	return worked{Unit: taken.Unit, Judgment: sub.Judgment, Finalized: sub.Finalized}
 }
 
 // more adds n contributors the pool keeps a state of (at the prior
-// trust), as their first judgment would.
+// trust): each takes a unit of n new ones, and the take counts it.
 func (s *qualitySeed) more(t *testing.T, n int) {
 	t.Helper()
+	ctx := context.Background()
+	inputs := make([]json.RawMessage, n)
+	for i := range inputs {
+		inputs[i] = json.RawMessage(fmt.Sprintf(`{"photo":"extra-%d.png"}`, i))
+	}
+	_, err := s.b.client.UnitsAdd(ctx, s.pool.ID, inputs)
+	require.NoError(t, err)
 	for i := range n {
-		c, err := s.b.client.ContributorCreate(context.Background(), docket.ContributorCreateParams{ExternalID: fmt.Sprintf("extra-%d", i), Name: fmt.Sprintf("Extra %02d", i)})
+		c, err := s.b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: fmt.Sprintf("extra-%d", i), Name: fmt.Sprintf("Extra %02d", i)})
 		require.NoError(t, err)
-		require.NoError(t, s.st.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.QualityStateLock(ctx, &store.QualityStateLockParams{PoolID: s.pool.ID, ContributorID: c.ID, Now: time.Now()})
-			return err
-		}))
+		_, err = s.b.client.AssignmentTake(ctx, s.pool.ID, c.ID)
+		require.NoError(t, err)
 	}
 }

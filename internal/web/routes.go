@@ -26,7 +26,7 @@ const (
 	accessActJobs               // cancel and retry jobs: admin, producer
 	accessWork                  // the work pages: contributor, admin
 	accessActRuns               // cancel, pause, resume, retry runs: admin, producer
-	accessAdmin                 // pause, resume, close pools: admin
+	accessAdmin                 // pause, resume, close pools; forgive contributors: admin
 )
 
 var grants = map[docket.Role][]access{
@@ -72,6 +72,7 @@ func (h *Handler) routes() {
 	h.mux.Handle("GET /pools/{id}/results", h.authed([]access{accessOperate}, h.poolResults))
 	h.mux.Handle("GET /units/{id}", h.authed([]access{accessOperate}, h.unitDetail))
 	h.mux.Handle("GET /pools/{id}/contributors/{contributor}", h.authed([]access{accessOperate}, h.contributorDetail))
+	h.mux.Handle("POST /pools/{id}/contributors/{contributor}/forgive", h.authed([]access{accessOperate, accessAdmin}, h.contributorForgive))
 	for verb, do := range map[string]func(*docket.Client, context.Context, uuid.UUID) (*docket.Pool, error){
 		"pause": (*docket.Client).PoolPause, "resume": (*docket.Client).PoolResume, "close": (*docket.Client).PoolClose,
 	} {

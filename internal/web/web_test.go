@@ -52,11 +52,23 @@ func (c *clock) Add(d time.Duration) {
 
 func setup(t testing.TB, backend testdb.Backend) *bundle {
 	t.Helper()
+	return setupConfig(t, backend, nil)
+}
+
+// setupConfig is setup with the client's config changed by configure,
+// which gets the bundle's clock too.
+func setupConfig(t testing.TB, backend testdb.Backend, configure func(*docket.Config, *clock)) *bundle {
+	t.Helper()
 	ctx := context.Background()
-	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+	clk := &clock{at: time.Now()}
+	cfg := docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true}
+	if configure != nil {
+		configure(&cfg, clk)
+	}
+	client, err := docket.NewClient(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	b := &bundle{client: client, keys: map[docket.Role]string{}, clock: &clock{at: time.Now()}}
+	b := &bundle{client: client, keys: map[docket.Role]string{}, clock: clk}
 	for _, role := range docket.Roles {
 		secret, _, err := client.CreateAPIKey(ctx, "test-"+string(role), role)
 		require.NoError(t, err)

@@ -1,0 +1,95 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket"
+)
+
+// An admin's forgiveness of a contributor flagged in a pool, from the
+// contributor's page in the pool (docs/web.md): Client.ContributorForgive,
+// as POST /v1/pools/{poolId}/contributors/{contributorId}/forgive. It
+// lifts the flag, un-taints every judgment of theirs in the pool and
+// repairs the units they judged — finalized results may change — so the
+// form is confirmed by typing a word, as the dead letters' retry of a
+// filter is.
+
+// forgiveConfirm is the word the forgive form is confirmed with.
+const forgiveConfirm = "forgive"
+
+// parseForgive reads the forgive form: confirm must be forgiveConfirm (in
+// any case, spaces around it ignored). Every problem names its field.
+func parseForgive(form url.Values) []string {
+	if strings.ToLower(strings.TrimSpace(form.Get("confirm"))) != forgiveConfirm {
+		return []string{"confirm: type " + forgiveConfirm + " to lift the flag and count their judgments again"}
+	}
+	return nil
+}
+
+// contributorForgive is POST /pools/{id}/contributors/{contributor}/forgive
+// (admin): a bad confirmation is 400, a contributor not flagged in the
+// pool (or forgiven meanwhile by someone else) 409, each shown on the
+// contributor's page; a forgiveness goes back to the page with a message.
+func (h *Handler) contributorForgive(w http.ResponseWriter, r *http.Request) {
+	poolID, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		h.renderError(w, r, http.StatusNotFound, "Not a pool id: "+r.PathValue("id"))
+		return
+	}
+	cID, err := uuid.Parse(r.PathValue("contributor"))
+	if err != nil {
+		h.renderError(w, r, http.StatusNotFound, "Not a contributor id: "+r.PathValue("contributor"))
+		return
+	}
+	if problems := parseForgive(r.PostForm); problems != nil {
+		h.showContributor(w, r, http.StatusBadRequest, "", problems)
+		return
+	}
+	ctx := r.Context()
+	c, err := h.client.ContributorGet(ctx, cID)
+	if errors.Is(err, docket.ErrNotFound) {
+		h.renderError(w, r, http.StatusNotFound, "No contributor "+cID.String()+".")
+		return
+	}
+	if err != nil {
+		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor failed: "+err.Error())
+		return
+	}
+	name := c.Name
+	if name == "" {
+		name = c.ExternalID
+	}
+	before, err := h.client.ContributorQualityGet(ctx, poolID, cID)
+	if err != nil {
+		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor's quality failed: "+err.Error())
+		return
+	}
+	if !before.Standing.Flagged {
+		h.showContributor(w, r, http.StatusConflict, "Cannot forgive: "+name+" is not flagged in this pool, so there is nothing to forgive.", nil)
+		return
+	}
+	st, err := h.client.ContributorForgive(ctx, poolID, cID, "key "+sessionOf(ctx).key.Name)
+	if errors.Is(err, docket.ErrNotFound) {
+		h.renderError(w, r, http.StatusNotFound, "No pool "+poolID.String()+" or no contributor "+cID.String()+".")
+		return
+	}
+	if err != nil {
+		h.renderError(w, r, http.StatusInternalServerError, "Forgiving failed: "+err.Error())
+		return
+	}
+	// ContributorForgive leaves a contributor who is not flagged as they
+	// are: unless it stamped a new forgiveness, someone lifted the flag
+	// between the read above and the call.
+	if st.ForgivenAt.Equal(before.ForgivenAt) {
+		h.showContributor(w, r, http.StatusConflict, "Cannot forgive: "+name+" is no longer flagged in this pool (forgiven meanwhile), so there is nothing to forgive.", nil)
+		return
+	}
+	msg := "Forgiven: " + name + "'s flag (" + string(before.Standing.Check) + " check) is lifted and their test counts restart; " +
+		"every judgment of theirs in this pool counts again and the units they judged were repaired — a finalized result that changed is audited on its unit's page."
+	http.Redirect(w, r, "/pools/"+poolID.String()+"/contributors/"+cID.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+}
