@@ -19,7 +19,7 @@ import (
 func TestBrowserQuality(t *testing.T) {
 	t.Parallel()
 	b := setupQuality(t, testdb.Backends()[0])
-	s := seedQuality(t, b, true)
+	s := seedQuality(t, b)
 	ctx, messages := headless(t)
 	shots := screenshotDir(t)
 	spamLink := chromedp.CSS(`tr[data-contributor="` + s.spm.ID.String() + `"] a`)

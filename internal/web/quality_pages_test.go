@@ -37,7 +37,7 @@ func TestQualityPages(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
 		b := setupQuality(t, backend)
-		s := seedQuality(t, b, true)
+		s := seedQuality(t, b)
 		viewer := b.signIn(t, docket.RoleViewer)
 		poolPath := "/pools/" + s.pool.ID.String()
 

@@ -61,9 +61,8 @@ func setupQuality(t *testing.T, backend testdb.Backend) *bundle {
 	})
 }
 
-// seedQuality makes the pool and has Spam Bot flagged; forgiveBob false
-// leaves Bob flagged on the too-fast check.
-func seedQuality(t *testing.T, b *bundle, forgiveBob bool) *qualitySeed {
+// seedQuality makes the pool and has Spam Bot flagged.
+func seedQuality(t *testing.T, b *bundle) *qualitySeed {
 	t.Helper()
 	ctx := context.Background()
 	tmpl, err := docket.ParseTask([]byte(qualityTask))
@@ -100,10 +99,8 @@ func seedQuality(t *testing.T, b *bundle, forgiveBob bool) *qualitySeed {
 	require.NoError(t, err)
 	require.True(t, st.Standing.Flagged, "two too-fast judgments flag Bob")
 	require.EqualValues(t, "too_fast", st.Standing.Check)
-	if forgiveBob {
-		_, err = b.client.ContributorForgive(ctx, pool.ID, s.bob.ID, "key test-admin")
-		require.NoError(t, err)
-	}
+	_, err = b.client.ContributorForgive(ctx, pool.ID, s.bob.ID, "key test-admin")
+	require.NoError(t, err)
 
 	// Ada's yes finalizes the first unit: no, yes, yes.
 	fin := s.work(t, s.ada, answerYes, slow)
