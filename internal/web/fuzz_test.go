@@ -360,3 +360,33 @@ func FuzzBulkForm(f *testing.F) {
 		}
 	})
 }
+
+// FuzzForgiveForm: the forgive form passes only when confirm is the word
+// (any case, spaces around it), and otherwise names the confirm field.
+func FuzzForgiveForm(f *testing.F) {
+	for _, seed := range []string{"", "confirm=forgive", "confirm=+FORGIVE+", "confirm=forgiv", "confirm=forgive&confirm=no", "confirm=%00forgive", "x=forgive"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		form, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		errs := parseForgive(form)
+		confirmed := strings.EqualFold(strings.TrimSpace(form.Get("confirm")), forgiveConfirm)
+		if errs == nil {
+			if !confirmed {
+				t.Fatalf("%q passed unconfirmed", raw)
+			}
+			return
+		}
+		if confirmed {
+			t.Fatalf("%q refused though confirmed: %v", raw, errs)
+		}
+		for _, e := range errs {
+			if !strings.HasPrefix(e, "confirm: ") {
+				t.Fatalf("error %q names no field", e)
+			}
+		}
+	})
+}

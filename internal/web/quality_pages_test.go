@@ -209,6 +209,11 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 	contributor := &contributorData{Pool: pool, Contributor: &docket.Contributor{ID: id, Name: "Spam", ExternalID: "s"}, State: st, Known: true, Row: flagged,
 		MinTrust: 0.6, MinTests: 8, Chart: drawTrust(history, 0.6), History: []quality.TrustEntry{history[1], history[0]}, HistoryAll: 2,
 		Judgments: []contributorJudgment{{Judgment: j, Seconds: "1 s"}}, More: true, Tainted: 1}
+	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok<1>", Operate: true, Admin: true}
+	forgivable := *contributor
+	forgivable.CanForgive, forgivable.Errors = true, []string{"confirm: type forgive <now>"}
+	forgiven := *contributor
+	forgiven.Row.Flagged, forgiven.Message = false, "Forgiven: Spam's flag <lifted>"
 	stranger := &contributorData{Pool: pool, Contributor: &docket.Contributor{ID: id, ExternalID: "ext-<1>"}, State: &docket.ContributorQuality{Trust: quality.NewTrust()},
 		Row: qualityRow{ID: id, Trust: quality.NewTrust()}, Chart: drawTrust(nil, 0)}
 	conf := 0.5
@@ -235,7 +240,12 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 			[]string{"FLAGGED", "too_fast", "5 &lt;fast&gt;", "Forgiven before", `id="trust" class="low">0.250`, "1 of 3 right (33%)", "5 judgments under",
 				"7 assignments", "2 of 3 finalized units agreed", `id="trust-chart"`, `class="min"`, "minimum 0.60", `<polyline class="trust-line" points="42,48 714,128">`,
 				"test &lt;1&gt;: right", `class="low"`, "the table lists the newest 2", `class="tainted"`, "test question", "&#34;&lt;no&gt;&#34;", "0.75",
-				"older ones not listed", "1 tainted", `id="pool-link"`}},
+				"older ones not listed", "1 tainted", `id="pool-link"`, `id="forgive-admin"`}},
+		{"contributor", "layout", &view{Title: "Contributor", User: admin, Data: &forgivable},
+			[]string{`<form method="post" action="/pools/` + pool.ID.String() + `/contributors/` + id.String() + `/forgive" id="forgive-form"`,
+				`name="csrf" value="tok&lt;1&gt;"`, `id="confirm" name="confirm"`, `id="forgive"`, `id="errors"`, "confirm: type forgive &lt;now&gt;"}},
+		{"contributor", "layout", &view{Title: "Contributor", User: admin, Data: &forgiven},
+			[]string{`id="message">Forgiven: Spam&#39;s flag &lt;lifted&gt;`, `class="state forgiven"`}},
 		{"contributor", "layout", &view{Title: "Contributor", User: viewer, Data: stranger},
 			[]string{"ext-&lt;1&gt;", "no quality record of them yet", `id="trust-empty"`, "No judgments in this pool", "flags nobody on trust"}},
 		{"unit", "layout", &view{Title: "Unit", User: viewer, Data: unit},
