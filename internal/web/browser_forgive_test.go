@@ -24,6 +24,7 @@ func TestBrowserForgive(t *testing.T) {
 	b := setupQuality(t, testdb.Backends()[0])
 	s := seedQuality(t, b)
 	ctx, messages := headless(t)
+	shots := screenshotDir(t)
 	page := b.server.URL + "/pools/" + s.pool.ID.String() + "/contributors/" + s.spm.ID.String()
 
 	require.NoError(t, chromedp.Do(ctx,
@@ -32,6 +33,8 @@ func TestBrowserForgive(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("forgive-form")),
+		chromedp.ScrollIntoView(chromedp.ID("forgive-form")),
+		screenshot(shots, "web-forgive"),
 	))
 	standing, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("standing")))
 	require.NoError(t, err)
