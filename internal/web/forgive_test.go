@@ -141,7 +141,8 @@ func TestForgiveTwiceAtOnce(t *testing.T) {
 
 // TestForgiveRoles: only an admin key forgives; a viewer, a producer and
 // a contributor are refused 403 (and see no form), no session 401, a
-// forged form 403 — the contributor stays flagged.
+// form without the session's CSRF token (none, empty, forged, another
+// session's) 403 — the contributor stays flagged.
 func TestForgiveRoles(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -163,7 +164,16 @@ func TestForgiveRoles(t *testing.T) {
 		anon := b.browser(t)
 		require.Equal(t, http.StatusUnauthorized, anon.do(t, "POST", page+"/forgive", url.Values{"confirm": {"forgive"}}).Status)
 		admin := b.signIn(t, docket.RoleAdmin)
-		require.Equal(t, http.StatusForbidden, admin.do(t, "POST", page+"/forgive", url.Values{"confirm": {"forgive"}, "csrf": {"forged"}}).Status)
+		other := b.signIn(t, docket.RoleAdmin)
+		for name, token := range map[string][]string{"none": nil, "empty": {""}, "forged": {"forged"}, "another session's": {other.csrf}} {
+			form := url.Values{"confirm": {"forgive"}}
+			if token != nil {
+				form["csrf"] = token
+			}
+			r := admin.do(t, "POST", page+"/forgive", form)
+			require.Equal(t, http.StatusForbidden, r.Status, name)
+			require.Contains(t, r.Body, "CSRF", name)
+		}
 		st, err := b.client.ContributorQualityGet(context.Background(), s.pool.ID, s.spm.ID)
 		require.NoError(t, err)
 		require.True(t, st.Standing.Flagged, "no refused post forgave them")
