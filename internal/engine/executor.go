@@ -86,9 +86,10 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	}
 	// The deadline counts from the attempt's start on the engine's clock.
 	remaining := e.timeout(ex) - e.cfg.Now().Sub(ex.row.AttemptedAt)
+	// ctx carries the execution (for SetResult, Progress, RowOf) through
+	// ex.ctx: no value of its own.
 	ctx, cancel := context.WithTimeoutCause(ex.ctx, remaining, errTimeout)
 	defer cancel()
-	ctx = context.WithValue(ctx, executionKey{}, ex)
 
 	result, err, panicked := callHandler(ctx, ex)
 	cause := context.Cause(ctx)
@@ -99,10 +100,11 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 		if result == nil {
 			result = ex.result
 		}
-		return &store.JobFinishParams{
+		ex.success = store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateSuccess,
 			Outcome: job.OutcomeSuccess, Result: result, FinishedAt: e.cfg.Now(),
 		}
+		return &ex.success
 	case errors.Is(cause, ErrCancelRequested):
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateCanceled,

@@ -59,6 +59,11 @@ type execution struct {
 	now      func() time.Time
 	// result set through SetResult; read after the handler returned.
 	result json.RawMessage
+	// success is the end of an attempt whose handler succeeded, written
+	// once by the execution's goroutine when the handler returned: the
+	// completion points at it instead of allocating its own (the common
+	// end; other ends are rare and allocate).
+	success store.JobFinishParams
 	// returned is set once the handler returned and its completion was
 	// decided: from then on the completer owns the attempt's end.
 	returned atomic.Bool
