@@ -71,14 +71,17 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		row    *job.Row
 		sortAt time.Time
 	}
-	var got []acquired
+	// Room for a full batch up front (bounded: Max is the caller's).
+	got := make([]acquired, 0, min(p.Max, 4096))
+	var sortAt time.Time
+	scanner := newJobScanner(&sortAt)
 	for rs.Next() {
-		var a acquired
-		if a.row, err = scanJob(rs, &a.sortAt); err != nil {
+		row, err := scanner.scan(rs)
+		if err != nil {
 			rs.Close()
 			return nil, fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 		}
-		got = append(got, a)
+		got = append(got, acquired{row: row, sortAt: sortAt})
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)

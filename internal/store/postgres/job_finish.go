@@ -165,11 +165,13 @@ func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(f
 			return err
 		}
 		defer rs.Close()
+		// One pair of destinations for every row: a pair per row would
+		// be two allocations per job.
+		var (
+			ord   int
+			state string
+		)
 		for rs.Next() {
-			var (
-				ord   int
-				state string
-			)
 			if err := rs.Scan(&ord, &state); err != nil {
 				return err
 			}

@@ -29,46 +29,67 @@ type rowScanner interface {
 // scanJob converts one row of jobColumns, followed by the columns of extra,
 // into a job.Row. Its destinations work with both pgx and database/sql (the
 // pgx stdlib driver), so rows read through a caller's *sql.Tx convert the
-// same way.
+// same way. A loop over many rows uses one jobScanner instead.
 func scanJob(r rowScanner, extra ...any) (*job.Row, error) {
-	var (
-		row                                 job.Row
-		payload, result                     []byte
-		idempotencyKey, leaseOwner          *string
-		state                               string
-		timeoutMS                           int64
-		leaseExpires, attemptedAt, finished *time.Time
-	)
-	dest := []any{
-		&row.ID, &row.Type, &row.Queue, &row.Priority, &payload, &result, &idempotencyKey,
-		&state, &row.Attempt, &row.MaxAttempts, &row.RunAt, &timeoutMS, &leaseOwner, &leaseExpires,
-		&attemptedAt, &row.Progress, &row.ProgressMsg, &row.CancelRequested, &row.Version,
-		&row.CreatedAt, &row.UpdatedAt, &finished, &row.LastError, &row.AttemptBase,
-	}
-	err := r.Scan(append(dest, extra...)...)
-	if err != nil {
+	return newJobScanner(extra...).scan(r)
+}
+
+// jobScanner holds the scan destinations of one row of jobColumns (and
+// extra ones), reused from row to row: a result of n jobs costs one set of
+// destinations instead of n (a dozen allocations per job on the hot path,
+// where acquisition scans every job it leases).
+type jobScanner struct {
+	row                                 job.Row
+	payload, result                     []byte
+	idempotencyKey, leaseOwner          *string
+	state                               string
+	timeoutMS                           int64
+	leaseExpires, attemptedAt, finished *time.Time
+	dest                                []any
+}
+
+func newJobScanner(extra ...any) *jobScanner {
+	s := &jobScanner{}
+	s.dest = append([]any{
+		&s.row.ID, &s.row.Type, &s.row.Queue, &s.row.Priority, &s.payload, &s.result, &s.idempotencyKey,
+		&s.state, &s.row.Attempt, &s.row.MaxAttempts, &s.row.RunAt, &s.timeoutMS, &s.leaseOwner, &s.leaseExpires,
+		&s.attemptedAt, &s.row.Progress, &s.row.ProgressMsg, &s.row.CancelRequested, &s.row.Version,
+		&s.row.CreatedAt, &s.row.UpdatedAt, &s.finished, &s.row.LastError, &s.row.AttemptBase,
+	}, extra...)
+	return s
+}
+
+// scan reads the next row into a new job.Row (and extra's destinations).
+func (s *jobScanner) scan(r rowScanner) (*job.Row, error) {
+	s.row = job.Row{}
+	s.payload, s.result = nil, nil
+	s.idempotencyKey, s.leaseOwner = nil, nil
+	s.leaseExpires, s.attemptedAt, s.finished = nil, nil, nil
+	if err := r.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	row.Payload = json.RawMessage(payload)
-	if result != nil {
-		row.Result = json.RawMessage(result)
+	row := new(job.Row)
+	*row = s.row
+	row.Payload = json.RawMessage(s.payload)
+	if s.result != nil {
+		row.Result = json.RawMessage(s.result)
 	}
-	row.IdempotencyKey = deref(idempotencyKey)
-	row.State = job.State(state)
-	row.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	row.IdempotencyKey = deref(s.idempotencyKey)
+	row.State = job.State(s.state)
+	row.Timeout = time.Duration(s.timeoutMS) * time.Millisecond
 	if row.State == job.StateRunning {
 		// The column keeps the last holder after the attempt ends (the
 		// finish statement reads it back from there); a lease exists
 		// only while RUNNING.
-		row.LeaseOwner = deref(leaseOwner)
+		row.LeaseOwner = deref(s.leaseOwner)
 	}
 	row.RunAt = row.RunAt.UTC()
-	row.LeaseExpiresAt = utcOrZero(leaseExpires)
-	row.AttemptedAt = utcOrZero(attemptedAt)
+	row.LeaseExpiresAt = utcOrZero(s.leaseExpires)
+	row.AttemptedAt = utcOrZero(s.attemptedAt)
 	row.CreatedAt = row.CreatedAt.UTC()
 	row.UpdatedAt = row.UpdatedAt.UTC()
-	row.FinishedAt = utcOrZero(finished)
-	return &row, nil
+	row.FinishedAt = utcOrZero(s.finished)
+	return row, nil
 }
 
 func deref(s *string) string {
@@ -136,8 +157,9 @@ func (r sqlRows) Close() { _ = r.Rows.Close() }
 func collectJobs(rs rows) ([]*job.Row, error) {
 	defer rs.Close()
 	var out []*job.Row
+	scanner := newJobScanner()
 	for rs.Next() {
-		row, err := scanJob(rs)
+		row, err := scanner.scan(rs)
 		if err != nil {
 			return nil, fmt.Errorf("scan job: %w", err)
 		}
