@@ -67,9 +67,11 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 		}
 		defer rows.Close()
 		lease := leaseOf(p.Owner, micros(p.Now.Add(p.LeaseDuration)), now)
+		scanner := newAcquiredScanner(&lease, s.hints.put)
+		got = make([]acquired, 0, min(p.Max, 4096)) // bounded: Max is the caller's
 		for rows.Next() {
 			var a acquired
-			if a.row, a.sortAt, err = scanAcquired(rows, &lease, s.hints.put); err != nil {
+			if a.row, a.sortAt, err = scanner.scan(rows); err != nil {
 				return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)
 			}
 			got = append(got, a)
@@ -118,23 +120,39 @@ func leaseOf(owner string, expiresAt, now int64) job.Row {
 	}
 }
 
-// scanAcquired reads one row of acquiredColumns into a copy of lease (what
-// scanJob would read of the whole row) and returns it with its sort_at; it
-// gives the job's rowid to hint.
-func scanAcquired(rows *sql.Rows, lease *job.Row, hint func(uuid.UUID, int64)) (*job.Row, int64, error) {
-	var (
-		r             = *lease
-		f             jobFields
-		sortAt, rowid int64
-	)
-	if err := rows.Scan(&f.id, &r.Type, &r.Queue, &r.Priority, &f.payload, &f.result, &f.key,
-		&r.Attempt, &r.MaxAttempts, &f.runAt, &f.timeoutMS, &r.Version, &f.createdAt, &f.finishedAt, &r.LastError,
-		&r.AttemptBase, &sortAt, &rowid); err != nil {
+// acquiredScanner reads rows of acquiredColumns into copies of lease (what
+// scanJob would read of the whole row), with one set of scan destinations
+// for every row of a batch instead of a set per row; it gives each job's
+// rowid to hint.
+type acquiredScanner struct {
+	lease         *job.Row
+	hint          func(uuid.UUID, int64)
+	r             job.Row
+	f             jobFields
+	sortAt, rowid int64
+	dest          []any
+}
+
+func newAcquiredScanner(lease *job.Row, hint func(uuid.UUID, int64)) *acquiredScanner {
+	s := &acquiredScanner{lease: lease, hint: hint}
+	s.dest = []any{&s.f.id, &s.r.Type, &s.r.Queue, &s.r.Priority, &s.f.payload, &s.f.result, &s.f.key,
+		&s.r.Attempt, &s.r.MaxAttempts, &s.f.runAt, &s.f.timeoutMS, &s.r.Version, &s.f.createdAt, &s.f.finishedAt, &s.r.LastError,
+		&s.r.AttemptBase, &s.sortAt, &s.rowid}
+	return s
+}
+
+// scan reads the next row into a new job.Row and returns it with its
+// sort_at.
+func (s *acquiredScanner) scan(rows *sql.Rows) (*job.Row, int64, error) {
+	s.r, s.f = *s.lease, jobFields{}
+	if err := rows.Scan(s.dest...); err != nil {
 		return nil, 0, err
 	}
-	if err := f.into(&r); err != nil {
+	r := new(job.Row)
+	*r = s.r
+	if err := s.f.into(r); err != nil {
 		return nil, 0, err
 	}
-	hint(r.ID, rowid)
-	return &r, sortAt, nil
+	s.hint(r.ID, s.rowid)
+	return r, s.sortAt, nil
 }

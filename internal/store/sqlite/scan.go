@@ -28,7 +28,7 @@ type scanner interface {
 }
 
 // scanJob converts one row of jobColumns (plus extra trailing destinations)
-// into a job.Row. It and scanAcquired are the only places that know the
+// into a job.Row. It and acquiredScanner are the only places that know the
 // column encodings (jobFields the ones they share).
 func scanJob(sc scanner, extra ...any) (*job.Row, error) {
 	var (
