@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -69,9 +70,88 @@ WHERE docket_jobs.rowid = coalesce(f.rowid, (SELECT j.rowid FROM docket_jobs AS 
 RETURNING docket_jobs.id, docket_jobs.attempt, docket_jobs.state, docket_jobs.job_type, docket_jobs.queue,
 	coalesce(docket_jobs.lease_owner, ''), docket_jobs.attempted_at`
 
-// finishRowidField is the index of the rowid hint in an element of
-// finishUpdateSQL's array.
-const finishRowidField = 8
+// finishElem is one element of finishUpdateSQL's array, encoded by
+// appendFinishElems without reflection or a boxed value per field (the
+// batch used to be a [][]any for encoding/json: about five allocations
+// per job).
+type finishElem struct {
+	id                      string
+	attempt                 int
+	state                   job.State
+	result, lastError       string
+	hasResult, hasLastError bool
+	runAt                   int64
+	hasRunAt                bool
+	finishedAt              int64
+	refund                  int
+	rowid                   int64 // the rowid hint; 0: none, search by id
+}
+
+// appendFinishElems appends the JSON array of es to b: per element
+// [id, attempt, state, result, run_at, last_error, finished_at, refund, rowid],
+// null for what an element has not.
+func appendFinishElems(b []byte, es []finishElem) []byte {
+	b = append(b, '[')
+	for i := range es {
+		e := &es[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, e.id)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(e.attempt), 10)
+		b = append(b, ',')
+		b = appendJSONString(b, string(e.state))
+		b = append(b, ',')
+		b = appendJSONStringOrNull(b, e.result, e.hasResult)
+		b = append(b, ',')
+		if e.hasRunAt {
+			b = strconv.AppendInt(b, e.runAt, 10)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, ',')
+		b = appendJSONStringOrNull(b, e.lastError, e.hasLastError)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, e.finishedAt, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(e.refund), 10)
+		b = append(b, ',')
+		if e.rowid != 0 {
+			b = strconv.AppendInt(b, e.rowid, 10)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+func appendJSONStringOrNull(b []byte, s string, ok bool) []byte {
+	if !ok {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, s)
+}
+
+// appendJSONString appends s as a JSON string: as is between quotes when
+// it holds only printable ASCII that needs no escape (ids, states, most
+// messages), else as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, err := json.Marshal(s)
+			if err != nil { // a string always encodes
+				panic(fmt.Sprintf("encode a string as JSON: %v", err))
+			}
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
 
 // finishAttemptsSQL: ?1 is a JSON array of
 // [job_id, attempt, node, started_at, finished_at, outcome, error].
@@ -131,7 +211,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 	// The first finish of an attempt in the batch applies; a second one of
 	// the same attempt is fenced off (the job is no longer RUNNING).
 	first := make(map[attemptKey]int, len(p.Jobs))
-	updates := make([][]any, 0, len(p.Jobs))
+	updates := make([]finishElem, 0, len(p.Jobs))
 	keys := make([]attemptKey, 0, len(p.Jobs)) // of updates
 	for i, f := range p.Jobs {
 		ids[i] = f.ID.String()
@@ -141,61 +221,50 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 			continue
 		}
 		first[k] = i
-		var result, runAt, lastError any
+		u := finishElem{id: ids[i], attempt: f.Attempt, state: f.State, finishedAt: ats[i]}
 		if f.State == job.StateSuccess && f.Result != nil {
-			result = string(f.Result)
+			u.result, u.hasResult = string(f.Result), true
 		}
 		if job.SetsLastError(job.StateRunning, f.State, f.Error) {
-			lastError = f.Error
+			u.lastError, u.hasLastError = f.Error, true
 		}
 		if f.State == job.StateRetry {
-			runAt = micros(orNow(f.RunAt, p.Now))
+			u.runAt, u.hasRunAt = micros(orNow(f.RunAt, p.Now)), true
 		}
-		refund := 0
 		if f.Outcome == job.OutcomeInterrupted {
-			refund = 1
+			u.refund = 1
 		}
-		var rowid any
-		if h := s.hints.take(f.ID); h != 0 {
-			rowid = h
-		}
-		updates = append(updates, []any{ids[i], f.Attempt, f.State, result, runAt,
-			lastError, ats[i], refund, rowid})
+		u.rowid = s.hints.take(f.ID)
+		updates = append(updates, u)
 		keys = append(keys, k)
 	}
-	updatesJSON, err := json.Marshal(updates)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
-	}
+	updatesJSON := appendFinishElems(nil, updates)
 	expiredOnly := 0
 	if p.ExpiredOnly {
 		expiredOnly = 1
 	}
-	err = in(func(tx *sql.Tx) error {
+	err := in(func(tx *sql.Tx) error {
 		clear(applied)
 		update, err := s.stmtIn(ctx, tx, finishUpdateSQL)
 		if err != nil {
 			return fmt.Errorf("prepare finish: %w", err)
 		}
-		moved, err := finishUpdate(ctx, update, string(updatesJSON), now, expiredOnly)
+		moved, err := finishUpdate(ctx, update, string(updatesJSON), len(updates), now, expiredOnly)
 		if err != nil {
 			return err
 		}
 		// A hint that missed is tried again by id: most misses are fenced
 		// finishes, which miss again.
-		var retry [][]any
+		var retry []finishElem
 		for j, u := range updates {
-			if u[finishRowidField] != nil && moved[keys[j]] == nil {
-				u[finishRowidField] = nil
+			if u.rowid != 0 && moved[keys[j]] == nil {
+				u.rowid = 0
 				retry = append(retry, u)
 			}
 		}
 		if len(retry) > 0 {
-			retryJSON, err := json.Marshal(retry)
-			if err != nil {
-				return fmt.Errorf("finish jobs: %w", err)
-			}
-			more, err := finishUpdate(ctx, update, string(retryJSON), now, expiredOnly)
+			retryJSON := appendFinishElems(nil, retry)
+			more, err := finishUpdate(ctx, update, string(retryJSON), len(retry), now, expiredOnly)
 			if err != nil {
 				return err
 			}
@@ -246,24 +315,34 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 }
 
 // finishUpdate runs finishUpdateSQL and returns the jobs it moved.
-func finishUpdate(ctx context.Context, st *sql.Stmt, updatesJSON string, now int64, expiredOnly int) (map[attemptKey]*finished, error) {
+// n is the batch's length.
+func finishUpdate(ctx context.Context, st *sql.Stmt, updatesJSON string, n int, now int64, expiredOnly int) (map[attemptKey]*finished, error) {
 	rows, err := st.QueryContext(ctx, updatesJSON, now, expiredOnly)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	defer rows.Close()
-	moved := map[attemptKey]*finished{}
+	// One set of scan destinations for every row, and the moved jobs in
+	// one slice (at most one per element of the batch): not three
+	// allocations per job.
+	moved := make(map[attemptKey]*finished, n)
+	all := make([]finished, 0, n)
+	var (
+		k     attemptKey
+		state string
+		m     finished
+	)
 	for rows.Next() {
-		var (
-			k     attemptKey
-			state string
-			m     finished
-		)
+		m = finished{}
 		if err := rows.Scan(&k.id, &k.attempt, &state, &m.jobType, &m.queue, &m.owner, &m.attemptedAt); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		m.to = job.State(state)
-		moved[k] = &m
+		if len(all) == cap(all) {
+			all = make([]finished, 0, max(n, 16)) // more rows than asked for: never, but never out of bounds either
+		}
+		all = append(all, m)
+		moved[k] = &all[len(all)-1]
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
