@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -39,12 +40,15 @@ func scanJob(r rowScanner, extra ...any) (*job.Row, error) {
 // destinations instead of n (a dozen allocations per job on the hot path,
 // where acquisition scans every job it leases).
 type jobScanner struct {
-	row                                 job.Row
-	payload, result                     []byte
-	idempotencyKey, leaseOwner          *string
+	row             job.Row
+	payload, result []byte
+	// pgtype's nullable values, not pointers: a pointer destination makes
+	// pgx allocate the value it points to on every non-null row. They scan
+	// from database/sql too (sql.Scanner).
+	idempotencyKey, leaseOwner          pgtype.Text
 	state                               string
 	timeoutMS                           int64
-	leaseExpires, attemptedAt, finished *time.Time
+	leaseExpires, attemptedAt, finished pgtype.Timestamptz
 	dest                                []any
 }
 
@@ -63,8 +67,8 @@ func newJobScanner(extra ...any) *jobScanner {
 func (s *jobScanner) scan(r rowScanner) (*job.Row, error) {
 	s.row = job.Row{}
 	s.payload, s.result = nil, nil
-	s.idempotencyKey, s.leaseOwner = nil, nil
-	s.leaseExpires, s.attemptedAt, s.finished = nil, nil, nil
+	s.idempotencyKey, s.leaseOwner = pgtype.Text{}, pgtype.Text{}
+	s.leaseExpires, s.attemptedAt, s.finished = pgtype.Timestamptz{}, pgtype.Timestamptz{}, pgtype.Timestamptz{}
 	if err := r.Scan(s.dest...); err != nil {
 		return nil, err
 	}
@@ -74,21 +78,21 @@ func (s *jobScanner) scan(r rowScanner) (*job.Row, error) {
 	if s.result != nil {
 		row.Result = json.RawMessage(s.result)
 	}
-	row.IdempotencyKey = deref(s.idempotencyKey)
+	row.IdempotencyKey = s.idempotencyKey.String // "" when NULL
 	row.State = job.State(s.state)
 	row.Timeout = time.Duration(s.timeoutMS) * time.Millisecond
 	if row.State == job.StateRunning {
 		// The column keeps the last holder after the attempt ends (the
 		// finish statement reads it back from there); a lease exists
 		// only while RUNNING.
-		row.LeaseOwner = deref(s.leaseOwner)
+		row.LeaseOwner = s.leaseOwner.String
 	}
 	row.RunAt = row.RunAt.UTC()
-	row.LeaseExpiresAt = utcOrZero(s.leaseExpires)
-	row.AttemptedAt = utcOrZero(s.attemptedAt)
+	row.LeaseExpiresAt = utcOrZeroTS(s.leaseExpires)
+	row.AttemptedAt = utcOrZeroTS(s.attemptedAt)
 	row.CreatedAt = row.CreatedAt.UTC()
 	row.UpdatedAt = row.UpdatedAt.UTC()
-	row.FinishedAt = utcOrZero(s.finished)
+	row.FinishedAt = utcOrZeroTS(s.finished)
 	return row, nil
 }
 
@@ -104,6 +108,13 @@ func utcOrZero(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+func utcOrZeroTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
 }
 
 // dbTime is t as the database keeps it: UTC, microseconds.
