@@ -14,15 +14,19 @@ import (
 // launch starts one goroutine per acquired job. The execution stays in the
 // running set (and keeps its lease renewed) until its completion is flushed.
 func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
+	// Handlers outlive the producer's context: one parent without its
+	// cancellation for the whole batch.
+	base := context.WithoutCancel(ctx)
 	for _, row := range rows {
 		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
 		h := e.handlers[row.Type]
-		exCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		exCtx, cancel := context.WithCancelCause(base)
 		ex := &execution{
 			row: row, ref: ref, handler: h, producer: p,
 			cancel: cancel, store: e.store, now: e.cfg.Now,
 		}
-		ex.ctx = context.WithValue(exCtx, executionKey{}, ex)
+		ex.execCtx = executionContext{Context: exCtx, ex: ex}
+		ex.ctx = &ex.execCtx
 		ex.leaseExpires.Store(row.LeaseExpiresAt.UnixNano())
 		e.mu.Lock()
 		e.running[ref] = ex

@@ -53,7 +53,8 @@ type execution struct {
 	ref      job.Ref
 	handler  *Handler
 	producer *producer
-	ctx      context.Context
+	ctx      context.Context // &execCtx
+	execCtx  executionContext
 	cancel   context.CancelCauseFunc
 	store    Store
 	now      func() time.Time
@@ -74,6 +75,23 @@ type execution struct {
 }
 
 type executionKey struct{}
+
+// executionContext is the attempt's context: its cancelable context,
+// answering executionKey with the execution. It is what context.WithValue
+// would make, without a separate allocation per job: a derived context
+// finds the cancelable one (and its cause) through Value as it would
+// through a valueCtx.
+type executionContext struct {
+	context.Context
+	ex *execution
+}
+
+func (c *executionContext) Value(key any) any {
+	if key == (executionKey{}) {
+		return c.ex
+	}
+	return c.Context.Value(key)
+}
 
 func executionFrom(ctx context.Context) *execution {
 	ex, _ := ctx.Value(executionKey{}).(*execution)
