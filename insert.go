@@ -128,15 +128,15 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 	}
 	now := c.cfg.Now()
 	params := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, len(jobs)), Now: now}
+	all := make([]store.JobInsertParams, len(jobs)) // one allocation for the batch, not one per job
 	for i, j := range jobs {
-		p, err := insertParams(j.Args, j.Opts, now)
-		if err != nil {
+		if err := insertParams(&all[i], j.Args, j.Opts, now); err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("job %d: %w", i, err)
 			}
 			return nil, err
 		}
-		params.Jobs[i] = p
+		params.Jobs[i] = &all[i]
 	}
 	var res []*store.JobInsertResult
 	var err error
@@ -149,8 +149,10 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 		return nil, fmt.Errorf("insert %d jobs: %w", len(jobs), err)
 	}
 	out := make([]*InsertResult, len(res))
+	results := make([]InsertResult, len(res))
 	for i, r := range res {
-		out[i] = &InsertResult{Job: r.Job, Duplicate: r.Duplicate}
+		results[i] = InsertResult{Job: r.Job, Duplicate: r.Duplicate}
+		out[i] = &results[i]
 	}
 	return out, nil
 }
@@ -163,9 +165,10 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
-func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInsertParams, error) {
+// insertParams checks one job and fills dst with what the store inserts.
+func insertParams(dst *store.JobInsertParams, args JobArgs, opts *InsertOpts, now time.Time) error {
 	if args == nil {
-		return nil, &ValidationError{Field: "args", Message: "is required"}
+		return &ValidationError{Field: "args", Message: "is required"}
 	}
 	if opts == nil {
 		opts = &InsertOpts{}
@@ -213,10 +216,10 @@ func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInse
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
 	}
 	if len(errs) == 1 {
-		return nil, errs[0]
+		return errs[0]
 	}
 	if len(errs) > 1 {
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
 	runAt := opts.RunAt
 	if runAt.IsZero() {
@@ -224,13 +227,14 @@ func insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*store.JobInse
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return nil, fmt.Errorf("make job id: %w", err)
+		return fmt.Errorf("make job id: %w", err)
 	}
-	return &store.JobInsertParams{
+	*dst = store.JobInsertParams{
 		ID: id, Type: typ, Queue: queue, Priority: priority, Payload: payload,
 		IdempotencyKey: opts.IdempotencyKey, State: job.StateQueued,
 		MaxAttempts: maxAttempts, RunAt: runAt, Timeout: opts.Timeout,
-	}, nil
+	}
+	return nil
 }
 
 // validName checks a job type or queue name: 1..128 bytes of letters,

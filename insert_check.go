@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/docket-run/docket/internal/store"
 )
 
 // ValidateInsert checks one job exactly as Insert would, without writing
@@ -15,8 +17,8 @@ import (
 // several fields are invalid, an errors.Join of one per field. No clock is
 // read: the time only fills the default RunAt, which is not checked.
 func ValidateInsert(args JobArgs, opts *InsertOpts) error {
-	_, err := insertParams(args, opts, noClock)
-	return err
+	var p store.JobInsertParams
+	return insertParams(&p, args, opts, noClock)
 }
 
 // noClock stands for "now" where the result does not depend on it, so that
@@ -37,8 +39,8 @@ func CheckName(field, name string) error { return validName(field, name) }
 // matter); RunAt is compared only when opts sets it, since its default,
 // "now", differs on every call.
 func InsertConflict(existing *JobRow, args JobArgs, opts *InsertOpts) (string, error) {
-	p, err := insertParams(args, opts, noClock) // RunAt's default is not compared
-	if err != nil {
+	var p store.JobInsertParams
+	if err := insertParams(&p, args, opts, noClock); err != nil { // RunAt's default is not compared
 		return "", err
 	}
 	switch {
