@@ -147,11 +147,19 @@ func validateInsert(p *store.JobInsertManyParams) error {
 // with one go one by one, in order, so a key's first use wins.
 func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, stmt stmtFunc, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
 	out := make([]*store.JobInsertResult, len(p.Jobs))
+	results := make([]store.JobInsertResult, len(p.Jobs))
 	args := make([][]any, len(p.Jobs))
+	flatArgs := make([]any, len(p.Jobs)*insertColumnCount) // every job's, in one allocation
 	var keyless []int
 	for i, j := range p.Jobs {
-		out[i] = &store.JobInsertResult{Job: s.insertedRow(j, p.Now)}
-		args[i] = insertArgs(out[i].Job, s.agingMicros)
+		results[i].Job = s.insertedRow(j, p.Now)
+		out[i] = &results[i]
+		args[i] = flatArgs[i*insertColumnCount : (i+1)*insertColumnCount : (i+1)*insertColumnCount]
+		var prev []any
+		if i > 0 {
+			prev = args[i-1]
+		}
+		insertArgs(args[i], prev, out[i].Job, s.agingMicros)
 		if j.IdempotencyKey == "" {
 			keyless = append(keyless, i)
 		}

@@ -122,14 +122,36 @@ func (s *Store) insertedRow(j *store.JobInsertParams, now time.Time) *job.Row {
 	}
 }
 
-// insertArgs are the values of insertColumns for r.
-func insertArgs(r *job.Row, agingMicros int64) []any {
+// insertArgs writes the values of insertColumns for r into dst
+// (insertColumnCount of them). prev, when not nil, holds the previous job's:
+// a value equal to its counterpart there is that boxed value again, so the
+// fields a batch's jobs share (type, queue, state, times) are boxed once
+// per batch instead of once per job.
+func insertArgs(dst, prev []any, r *job.Row, agingMicros int64) {
 	runAt := micros(r.RunAt)
-	return []any{
-		r.ID.String(), r.Type, r.Queue, r.Priority, string(r.Payload), nullString(r.IdempotencyKey),
-		string(r.State), r.MaxAttempts, runAt, runAt + int64(r.Priority)*agingMicros,
-		r.Timeout.Milliseconds(), micros(r.CreatedAt), micros(r.UpdatedAt),
+	dst[0] = r.ID.String()
+	dst[1] = reuseArg(prev, 1, r.Type)
+	dst[2] = reuseArg(prev, 2, r.Queue)
+	dst[3] = r.Priority
+	dst[4] = string(r.Payload)
+	dst[5] = nullString(r.IdempotencyKey)
+	dst[6] = reuseArg(prev, 6, string(r.State))
+	dst[7] = r.MaxAttempts
+	dst[8] = reuseArg(prev, 8, runAt)
+	dst[9] = reuseArg(prev, 9, runAt+int64(r.Priority)*agingMicros)
+	dst[10] = reuseArg(prev, 10, r.Timeout.Milliseconds())
+	dst[11] = reuseArg(prev, 11, micros(r.CreatedAt))
+	dst[12] = reuseArg(prev, 12, micros(r.UpdatedAt))
+}
+
+// reuseArg is prev[k] when it holds v, else v boxed anew.
+func reuseArg[T comparable](prev []any, k int, v T) any {
+	if prev != nil {
+		if p, ok := prev[k].(T); ok && p == v {
+			return prev[k]
+		}
 	}
+	return v
 }
 
 // scanJobs reads every row of rows with scanJob and closes rows.
