@@ -401,7 +401,11 @@ func (c *Client) UnitsAdd(ctx context.Context, poolID uuid.UUID, inputs []json.R
 		}
 		units[i] = &store.UnitInsertParams{ID: id, Input: in}
 	}
-	return c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
+	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
+	if err == nil && len(out) > 0 {
+		c.setGolden(poolID, true) // test questions from the next take on
+	}
+	return out, err
 }
 
 // GoldenUnit is a unit with a known answer (a test question).

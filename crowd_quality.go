@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,6 +61,14 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compile
 		return nil, err
 	}
 	scheduling := qs.QuizSize > 0 || qs.TestEvery > 0
+	if scheduling {
+		// A pool without test questions schedules none and counts
+		// nothing: a contributor's quiz starts with the first test
+		// question the pool gets.
+		if scheduling, err = c.poolHasGolden(ctx, tp.PoolID); err != nil {
+			return nil, err
+		}
+	}
 	var taken *crowd.Taken
 	if scheduling || qs.MinSeconds > 0 {
 		st, err := c.store.QualityStateGet(ctx, tp.PoolID, tp.ContributorID)
@@ -547,4 +556,57 @@ func checkTaskQuality(t *TaskTemplate, err error) error {
 		ve.Errors = append(ve.Errors, task.FieldError{Field: field, Message: fe.Message})
 	}
 	return ve
+}
+
+// goldenRecheck: how long a node believes a pool it found without golden
+// units still has none. Golden units added through this client count at
+// once; added through another node, within this long.
+const goldenRecheck = 2 * time.Second
+
+// goldenCache remembers, per pool, whether it has golden units: once it
+// has, for good (a test take that finds none left falls back to a regular
+// one); that it has none, for goldenRecheck. A take in a pool without
+// test questions then reads and writes no quality state: the quiz and
+// the one in K have nothing to schedule (a read of the contributor's
+// state and a transaction of its own per take, about a third of a hot
+// pool's throughput).
+type goldenCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]goldenSeen
+}
+
+type goldenSeen struct {
+	has bool
+	at  time.Time // when none was seen (wall clock, not Config.Now)
+}
+
+// poolHasGolden tells whether pool id has golden units, from the cache
+// or by reading one.
+func (c *Client) poolHasGolden(ctx context.Context, id uuid.UUID) (bool, error) {
+	c.golden.mu.Lock()
+	seen, ok := c.golden.m[id]
+	c.golden.mu.Unlock()
+	if ok && (seen.has || time.Since(seen.at) < goldenRecheck) {
+		return seen.has, nil
+	}
+	yes := true
+	units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: id, Golden: &yes, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	c.setGolden(id, len(units) > 0)
+	return len(units) > 0, nil
+}
+
+// setGolden records what was seen of pool id's golden units.
+func (c *Client) setGolden(id uuid.UUID, has bool) {
+	c.golden.mu.Lock()
+	defer c.golden.mu.Unlock()
+	if c.golden.m == nil || len(c.golden.m) > 10000 {
+		c.golden.m = map[uuid.UUID]goldenSeen{}
+	}
+	if c.golden.m[id].has {
+		return
+	}
+	c.golden.m[id] = goldenSeen{has: has, at: time.Now()}
 }

@@ -354,7 +354,9 @@ func TestQualityTakeWritesMissedFlag(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			f := newQualityFixture(t, backend, "label")
-			pool, units := f.pool(t, "label", `{"quizSize": 0, "testEvery": 5, "minTests": 3, "minTrust": 0.6}`, 0, 2)
+			// One golden unit: a pool without any schedules no test
+			// question and reads no quality state on a take.
+			pool, units := f.pool(t, "label", `{"quizSize": 0, "testEvery": 5, "minTests": 3, "minTrust": 0.6}`, 1, 2)
 			who := f.contributor(t)
 			require.Equal(t, units[0], f.work(t, pool.ID, who, `{"same": "no"}`, `{"same": "no"}`).ID)
 			// What the lost review would have acted on: 3 test questions, none right.

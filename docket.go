@@ -74,11 +74,13 @@ type Client struct {
 	store      store.Store
 	leaseTurns leaseTurns
 	flowState
-	tasks compiledTasks  // compiled task versions (crowd.go)
-	pools poolCache      // what never changes of a pool (crowd_work.go)
-	cands candidateCache // available unit ids per pool (StrategyCandidates)
-	rates takeRates      // token buckets of the pools' safe rates (crowd_rate.go)
-	refs  assignmentRefs // what never changes of the assignments taken here (crowd_work.go)
+	tasks compiledTasks // compiled task versions (crowd.go)
+	pools poolCache     // what never changes of a pool (crowd_work.go)
+	// golden tells the pools that have test questions (crowd_quality.go).
+	golden goldenCache
+	cands  candidateCache // available unit ids per pool (StrategyCandidates)
+	rates  takeRates      // token buckets of the pools' safe rates (crowd_rate.go)
+	refs   assignmentRefs // what never changes of the assignments taken here (crowd_work.go)
 	// models are the pools' worker-quality models read here (crowd_estimate.go).
 	models poolModelCache
 	// completeHumanStep, when set, runs in the transaction that finalizes
