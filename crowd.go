@@ -401,11 +401,7 @@ func (c *Client) UnitsAdd(ctx context.Context, poolID uuid.UUID, inputs []json.R
 		}
 		units[i] = &store.UnitInsertParams{ID: id, Input: in}
 	}
-	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
-	if err == nil && len(out) > 0 {
-		c.setGolden(poolID, true) // test questions from the next take on
-	}
-	return out, err
+	return c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
 }
 
 // GoldenUnit is a unit with a known answer (a test question).
@@ -453,7 +449,11 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 	if err := pr.Err(); err != nil {
 		return nil, err
 	}
-	return c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
+	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
+	if err == nil && len(out) > 0 {
+		c.setGolden(poolID, true) // test questions from the next take on
+	}
+	return out, err
 }
 
 // UnitGet reads a unit; ErrNotFound when there is none.

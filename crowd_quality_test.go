@@ -386,3 +386,28 @@ func TestQualityTakeWritesMissedFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestQualityGoldenLate: a pool without golden units counts nothing on a
+// take; its first golden unit, added through this client, is the next
+// take's test question (the quiz starts then), with no wait for the
+// node's cache of pools without test questions.
+func TestQualityGoldenLate(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newQualityFixture(t, backend, "label")
+			pool, _ := f.pool(t, "label", `{"quizSize": 1, "testEvery": 0}`, 0, 3)
+			who := f.contributor(t)
+			require.False(t, f.work(t, pool.ID, who, `{"same": "yes"}`, `{"same": "yes"}`).Golden)
+			st, err := f.c.store.QualityStateGet(ctx, pool.ID, who)
+			require.NoError(t, err)
+			require.Zero(t, st.Counts.Taken, "no golden unit: the take is not counted")
+			_, err = f.c.GoldenAdd(ctx, pool.ID, []GoldenUnit{{Input: json.RawMessage(`{}`), Answer: json.RawMessage(`{"same": "yes"}`)}})
+			require.NoError(t, err)
+			require.True(t, f.work(t, pool.ID, who, `{"same": "yes"}`, `{"same": "yes"}`).Golden, "the quiz starts with the pool's first golden unit")
+			require.False(t, f.work(t, pool.ID, who, `{"same": "yes"}`, `{"same": "yes"}`).Golden, "a quiz of one")
+		})
+	}
+}

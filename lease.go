@@ -400,6 +400,11 @@ func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams, pa
 		if adv, err := c.flows(); err == nil {
 			var ended []job.State
 			err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+				// The run before the job, as a run cancel takes them
+				// (see lockStepRuns).
+				if err := lockRun(ctx, tx, runID); err != nil {
+					return err
+				}
 				var err error
 				if ended, err = tx.JobFinishMany(ctx, params); err != nil {
 					return err
