@@ -27,26 +27,9 @@ func TestTakePlan(t *testing.T) {
 	}
 	t.Parallel()
 	b := setup(t)
-	var pools []uuid.UUID
-	for i := range 2 {
-		name := fmt.Sprintf("wf%d", i)
-		_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-		require.NoError(t, err)
-		if i == 0 {
-			_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-			require.NoError(t, err)
-		}
-		p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: name, WorkflowVersion: 1,
-			Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 3, AssignmentSeconds: 60, Now: testBase})
-		require.NoError(t, err)
-		ps := make([]*store.UnitInsertParams, 20_000)
-		for j := range ps {
-			ps[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
-		}
-		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
-		require.NoError(t, err)
-		pools = append(pools, p.ID)
-	}
+	pools := planPools(t, b, 20_000, func(int, int) *store.UnitInsertParams {
+		return &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
+	})
 	// A third of the units are full: three SUBMITTED assignments each, by
 	// 1,000 contributors.
 	_, err := b.s.Pool().Exec(b.ctx, `
@@ -177,4 +160,32 @@ func TestFindWorkPlan(t *testing.T) {
 	ps, err := b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{ContributorID: ids[0], Limit: 50})
 	require.NoError(t, err)
 	require.NotEmpty(t, ps)
+}
+
+// planPools makes the two pools the plan tests share (workflows wf0 and
+// wf1, task t, 3 judgments per unit), each with n JUDGABLE units made by
+// unit(pool index, unit index), and returns their ids.
+func planPools(t *testing.T, b *bundle, n int, unit func(pool, j int) *store.UnitInsertParams) []uuid.UUID {
+	t.Helper()
+	var pools []uuid.UUID
+	for i := range 2 {
+		name := fmt.Sprintf("wf%d", i)
+		_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+		require.NoError(t, err)
+		if i == 0 {
+			_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+			require.NoError(t, err)
+		}
+		p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: name, WorkflowVersion: 1,
+			Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 3, AssignmentSeconds: 60, Now: testBase})
+		require.NoError(t, err)
+		ps := make([]*store.UnitInsertParams, n)
+		for j := range ps {
+			ps[j] = unit(i, j)
+		}
+		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
+		require.NoError(t, err)
+		pools = append(pools, p.ID)
+	}
+	return pools
 }

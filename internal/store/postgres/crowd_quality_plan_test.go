@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -25,29 +23,12 @@ func TestQualityPlan(t *testing.T) {
 	}
 	t.Parallel()
 	b := setup(t)
-	var pools []uuid.UUID
-	for i := range 2 {
-		name := fmt.Sprintf("wf%d", i)
-		_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-		require.NoError(t, err)
-		if i == 0 {
-			_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-			require.NoError(t, err)
+	pools := planPools(t, b, 10_000, func(i, j int) *store.UnitInsertParams {
+		if i == 0 && j%5 == 0 {
+			return &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`), Golden: true, Answer: json.RawMessage(`{}`)}
 		}
-		p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: name, WorkflowVersion: 1,
-			Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 3, AssignmentSeconds: 60, Now: testBase})
-		require.NoError(t, err)
-		ps := make([]*store.UnitInsertParams, 10_000)
-		for j := range ps {
-			ps[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
-			if i == 0 && j%5 == 0 {
-				ps[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`), Golden: true, Answer: json.RawMessage(`{}`)}
-			}
-		}
-		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
-		require.NoError(t, err)
-		pools = append(pools, p.ID)
-	}
+		return &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
+	})
 	// 500 contributors; each unit gets three assignments and judgments.
 	_, err := b.s.Pool().Exec(b.ctx, `
 		INSERT INTO docket_contributors (id, external_id, state, created_at, updated_at)
