@@ -34,23 +34,7 @@ type crowdFixture struct {
 
 func newCrowdFixture(t *testing.T, backend testdb.Backend) *crowdFixture {
 	t.Helper()
-	ctx := context.Background()
-	now := &atomic.Int64{}
-	now.Store(time.Now().UnixNano())
-	c, err := NewClient(ctx, Config{DatabaseURL: backend.URL(t), AutoMigrate: true, Now: func() time.Time { return time.Unix(0, now.Load()) }})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	tmpl, err := ParseTask([]byte(crowdTemplate))
-	require.NoError(t, err)
-	_, _, err = c.TaskPut(ctx, "same-product", tmpl)
-	require.NoError(t, err)
-	def, err := DecodeWorkflow([]byte(`{"name": "wf", "steps": [{"name": "label", "human": {"task": "same-product"}}]}`))
-	require.NoError(t, err)
-	_, _, err = c.WorkflowPut(ctx, def)
-	require.NoError(t, err)
-	pool, _, err := c.PoolEnsure(ctx, "wf", 1, "label", "same-product")
-	require.NoError(t, err)
-	return &crowdFixture{c: c, now: now, pool: pool}
+	return newTaskFixture(t, backend, crowdTemplate)
 }
 
 func (f *crowdFixture) contributor(t *testing.T) uuid.UUID {

@@ -29,7 +29,9 @@ func overlapTemplate(method string, min, max int, target float64) string {
  "judgmentsPerUnit": {"min": %d, "max": %d, "targetConfidence": %g}, "assignmentSeconds": 60}`, method, min, max, target)
 }
 
-// newTaskFixture is newCrowdFixture with the task template tmpl.
+// newTaskFixture: a client with a movable clock, the task template tmpl
+// as "same-product", a workflow "wf" whose step "label" uses it, and its
+// pool.
 func newTaskFixture(t *testing.T, backend testdb.Backend, tmpl string) *crowdFixture {
 	t.Helper()
 	ctx := context.Background()
