@@ -166,12 +166,6 @@ func fieldClasses(f task.Field) []string {
 	return classes
 }
 
-// aggregateUnit is aggregateUnitWith with no worker-quality model: every
-// model-based field falls back to the trust-weighted vote.
-func aggregateUnit(ct *task.Compiled, judgments []*Judgment) (json.RawMessage, *float64, error) {
-	return aggregateUnitWith(ct, judgments, nil)
-}
-
 // aggregateUnitWith turns the untainted judgments of one unit into its
 // result (an object keyed by field name) and confidence (the lowest of its
 // categorical fields', nil when it has none).

@@ -195,7 +195,7 @@ func TestAggregateUnit(t *testing.T) {
 			`{"same": "no", "stars": 5, "tags": ["b"]}`, 2.0 / 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, conf, err := aggregateUnit(ct, tc.in)
+			got, conf, err := aggregateUnitWith(ct, tc.in, nil)
 			require.NoError(t, err)
 			require.JSONEq(t, tc.want, string(got))
 			require.InDelta(t, tc.confidence, *conf, 1e-9)
@@ -203,10 +203,10 @@ func TestAggregateUnit(t *testing.T) {
 	}
 	tainted := judgments(`{"same": "no"}`, `{"same": "yes"}`, `{"same": "yes"}`)
 	tainted[0].Tainted, tainted[1].Tainted = true, true
-	got, _, err := aggregateUnit(ct, tainted)
+	got, _, err := aggregateUnitWith(ct, tainted, nil)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"same": "no"}`, string(got), "tainted judgments are left out")
-	_, _, err = aggregateUnit(ct, judgments(`{"same": 1}`))
+	_, _, err = aggregateUnitWith(ct, judgments(`{"same": 1}`), nil)
 	require.Error(t, err)
 }
 

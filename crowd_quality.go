@@ -1,7 +1,7 @@
 package docket
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -368,10 +368,10 @@ func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, t
 	}
 	units := append(append([]store.TaintedUnit(nil), res.Finalized...), res.Open...)
 	slices.SortFunc(units, func(a, b store.TaintedUnit) int {
-		if c := cmp.Compare(a.RunID.String(), b.RunID.String()); c != 0 {
+		if c := bytes.Compare(a.RunID[:], b.RunID[:]); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.UnitID.String(), b.UnitID.String())
+		return bytes.Compare(a.UnitID[:], b.UnitID[:])
 	})
 	if q.pool.Workflow != "" {
 		var last uuid.UUID
@@ -394,9 +394,7 @@ func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, t
 			return err
 		}
 	}
-	jpu := q.ct.Template.JudgmentsPerUnit
-	jpu.Min = max(q.pool.JudgmentsPerUnit, 1)
-	jpu.Max = max(jpu.Max, jpu.Min)
+	jpu := overlapOf(q.pool, q.ct)
 	for i, tu := range units {
 		fin, err := c.repairUnit(ctx, tx, q, locked[i], taint, jpu, cause, now)
 		if err != nil {
