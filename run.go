@@ -446,13 +446,7 @@ const WorkflowSweepIntervalDefault = 5 * time.Second
 func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 	queue := &lazyQueue{client: client}
 	cfg.OnJobsEnded = func(rows []*job.Row) {
-		var runs []uuid.UUID
-		for _, r := range rows {
-			if id, ok := workflow.IsStepPayload(r.Payload); ok {
-				runs = append(runs, id)
-			}
-		}
-		if len(runs) > 0 {
+		if runs := stepRuns(rows); len(runs) > 0 {
 			queue.enqueue(runs)
 		}
 	}
@@ -476,13 +470,7 @@ func (c WorkerConfig) workflowRuntime(client *Client, cfg *engine.Config) {
 			if err != nil {
 				return err
 			}
-			runs := make([]uuid.UUID, 0, len(rows))
-			for _, r := range rows {
-				if id, ok := workflow.IsStepPayload(r.Payload); ok {
-					runs = append(runs, id)
-				}
-			}
-			return adv.AdvanceRunsTx(ctx, tx, runs)
+			return adv.AdvanceRunsTx(ctx, tx, stepRuns(rows))
 		},
 		// One at a time on both backends. On PostgreSQL, four at once
 		// (as many as the workflow queue has goroutines) was bimodal on a
@@ -553,12 +541,7 @@ func (l *lazyQueue) enqueue(runs []uuid.UUID) {
 // once (one statement for a run, the usual case of a light load). A run
 // pruned since is skipped: there is nothing to advance.
 func lockStepRuns(ctx context.Context, tx store.Tx, rows []*job.Row) error {
-	runs := make([]uuid.UUID, 0, len(rows))
-	for _, r := range rows {
-		if id, ok := workflow.IsStepPayload(r.Payload); ok {
-			runs = append(runs, id)
-		}
-	}
+	runs := stepRuns(rows)
 	slices.SortFunc(runs, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
 	for _, id := range slices.Compact(runs) {
 		if err := lockRun(ctx, tx, id); err != nil {
@@ -566,4 +549,16 @@ func lockStepRuns(ctx context.Context, tx store.Tx, rows []*job.Row) error {
 		}
 	}
 	return nil
+}
+
+// stepRuns is the runs of the workflow step jobs among rows, in rows'
+// order (a run once per job of it).
+func stepRuns(rows []*job.Row) []uuid.UUID {
+	var runs []uuid.UUID
+	for _, r := range rows {
+		if id, ok := workflow.IsStepPayload(r.Payload); ok {
+			runs = append(runs, id)
+		}
+	}
+	return runs
 }
