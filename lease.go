@@ -397,7 +397,10 @@ func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams, pa
 	}
 	params := &store.JobFinishManyParams{Jobs: []*store.JobFinishParams{fin}, Now: c.cfg.Now()}
 	if runID, ok := workflow.IsStepPayload(payload); ok {
-		if adv, err := c.flows(); err == nil {
+		if adv, err := c.flows(); err != nil {
+			c.cfg.Logger.Warn("finish a step job's lease without its run's advancement: the workflow runtime failed to start; the sweeper advances the run",
+				"service", "workflow", "run_id", runID.String(), "error", err)
+		} else {
 			var ended []job.State
 			err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 				// The run before the job, as a run cancel takes them
