@@ -254,14 +254,6 @@ func scanUnitAudit(r rowScanner) (*store.UnitAudit, error) {
 	return &a, nil
 }
 
-// jsonOrNull is a JSON value to store, NULL for nil.
-func jsonOrNull(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return string(b)
-}
-
 func unitAuditInsert(ctx context.Context, c conn, p *store.UnitAuditInsertParams) (*store.UnitAudit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -270,7 +262,7 @@ func unitAuditInsert(ctx context.Context, c conn, p *store.UnitAuditInsertParams
 	out, err := scanUnitAudit(c.QueryRow(ctx, `INSERT INTO docket_unit_audits (`+unitAuditColumns+`)
 		VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+unitAuditColumns,
-		p.ID, p.UnitID, p.PoolID, jsonOrNull(a.Old.Value), jsonOrNull(a.New.Value), a.Old.Confidence, a.New.Confidence,
+		p.ID, p.UnitID, p.PoolID, jsonText(a.Old.Value), jsonText(a.New.Value), a.Old.Confidence, a.New.Confidence,
 		string(a.Action), a.Cause.ContributorID, string(a.Cause.Check), a.Cause.Untaint, a.Cause.Reason, a.Why, dbTime(p.Now)))
 	if isFKViolation(err) {
 		return nil, fmt.Errorf("insert audit of unit %s: %w", p.UnitID, store.ErrNotFound)

@@ -61,6 +61,8 @@ func trustColumn(t quality.Trust) any {
 	return t.Value
 }
 
+// microsOrNull is t in microseconds, NULL for the zero time (a step's
+// timeout_at, a forgiveness never given).
 func microsOrNull(t time.Time) any {
 	if t.IsZero() {
 		return nil

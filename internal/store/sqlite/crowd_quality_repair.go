@@ -38,13 +38,9 @@ func unitRepair(ctx context.Context, tx *sql.Tx, p *store.UnitRepairParams) (*cr
 			WHERE id = ?3 AND state = 'JUDGABLE' AND golden = 0 RETURNING ` + unitColumns
 		args = []any{p.Target, micros(p.Now), p.ID.String()}
 	case quality.RepairRecompute:
-		var confidence any
-		if p.Confidence != nil {
-			confidence = *p.Confidence
-		}
 		q = `UPDATE docket_units SET judgments_per_unit = ?1, updated_at = ?2, result = ?4, confidence = ?5
 			WHERE id = ?3 AND state = 'FINALIZED' AND golden = 0 RETURNING ` + unitColumns
-		args = []any{p.Target, micros(p.Now), p.ID.String(), string(p.Result), confidence}
+		args = []any{p.Target, micros(p.Now), p.ID.String(), string(p.Result), nullFloat(p.Confidence)}
 	default:
 		q = `UPDATE docket_units SET judgments_per_unit = ?1, updated_at = ?2
 			WHERE id = ?3 AND state IN ('NEW', 'JUDGABLE', 'PAUSED') AND golden = 0 RETURNING ` + unitColumns

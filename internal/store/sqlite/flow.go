@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -643,13 +642,5 @@ func stepUpdate(ctx context.Context, tx *sql.Tx, p *store.StepTransitionParams) 
 		WHERE run_id = ?10 AND step = ?11 AND step_index = ?12 AND state = ?13 AND generation = ?14
 		RETURNING `+stepColumns,
 		to, bump, nullUUID(p.JobID), nullUUID(p.UnitID), output, errText, confidence, now, finished,
-		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation, timeoutArg(p.TimeoutAt)))
-}
-
-// timeoutArg is a step's timeout_at: NULL for none.
-func timeoutArg(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return micros(t)
+		p.RunID.String(), p.Step, p.Index, string(p.From), p.Generation, microsOrNull(p.TimeoutAt)))
 }

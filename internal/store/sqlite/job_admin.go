@@ -46,30 +46,20 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row
 		if p.Limit > 0 {
 			// A common type fills its page from the newest jobs at once.
 			q, args := jobListByTypeWindowSQL(p)
-			rows, err := s.reader.QueryContext(ctx, q, args...)
-			if err != nil {
-				return nil, fmt.Errorf("list jobs: %w", err)
-			}
-			out, err := scanJobs(rows)
-			if err != nil {
-				return nil, fmt.Errorf("list jobs: %w", err)
-			}
-			if len(out) == p.Limit {
-				return out, nil
+			out, err := s.listJobs(ctx, q, args)
+			if err != nil || len(out) == p.Limit {
+				return out, err
 			}
 		}
 		q, args := jobListByTypeSQL(p)
-		rows, err := s.reader.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		out, err := scanJobs(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		return out, nil
+		return s.listJobs(ctx, q, args)
 	}
 	q, args := jobListSQL(p)
+	return s.listJobs(ctx, q, args)
+}
+
+// listJobs runs one of JobList's statements on the reader.
+func (s *Store) listJobs(ctx context.Context, q string, args []any) ([]*job.Row, error) {
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
