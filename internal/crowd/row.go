@@ -71,6 +71,9 @@ type Unit struct {
 	State        UnitState
 	Golden       bool
 	Answer       json.RawMessage // the known answer of a golden unit; nil otherwise
+	// Feedback is the requester's explanation of a golden unit's answer,
+	// shown to a contributor after they answered it; "" for none.
+	Feedback string
 	// SlotsTaken counts the ACTIVE and SUBMITTED assignments: slots free
 	// when an assignment expires or is released.
 	SlotsTaken       int

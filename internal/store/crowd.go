@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -355,6 +356,9 @@ type UnitInsertParams struct {
 	Input        json.RawMessage // valid JSON
 	Golden       bool
 	Answer       json.RawMessage // golden units only, required there
+	// Feedback explains a golden unit's answer (plain text; golden units
+	// only; "" for none).
+	Feedback string
 	// JudgmentsPerUnit is the unit's target; 0 takes the pool's.
 	JudgmentsPerUnit int
 }
@@ -392,6 +396,8 @@ func (p *UnitInsertManyParams) Validate() error {
 		case u.Answer != nil:
 			pr.Add(f+".answer", "only golden units have an answer")
 		}
+		pr.Check(u.Feedback != "" && !u.Golden, f+".feedback", "only golden units have feedback")
+		pr.Check(strings.ContainsRune(u.Feedback, 0), f+".feedback", "must not contain the NUL character")
 		pr.Check(u.JudgmentsPerUnit < 0, f+".judgmentsPerUnit", "must not be negative")
 	}
 	return pr.Err()

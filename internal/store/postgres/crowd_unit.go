@@ -20,7 +20,7 @@ import (
 )
 
 const unitColumns = `id, pool_id, run_id, step_index, parent_unit_id, input, state, golden, answer,
-	slots_taken, judgments_per_unit, judgment_count, result, confidence, finalized_at, created_at, updated_at`
+	slots_taken, judgments_per_unit, judgment_count, result, confidence, finalized_at, created_at, updated_at, feedback`
 
 func scanUnit(r rowScanner) (*crowd.Unit, error) {
 	var (
@@ -30,10 +30,11 @@ func scanUnit(r rowScanner) (*crowd.Unit, error) {
 		input, answer, result []byte
 		state                 string
 		finalized             *time.Time
+		feedback              *string
 	)
 	if err := r.Scan(&u.ID, &u.PoolID, &runID, &stepIndex, &parent, &input, &state, &u.Golden, &answer,
 		&u.SlotsTaken, &u.JudgmentsPerUnit, &u.JudgmentCount, &result, &u.Confidence, &finalized,
-		&u.CreatedAt, &u.UpdatedAt); err != nil {
+		&u.CreatedAt, &u.UpdatedAt, &feedback); err != nil {
 		return nil, err
 	}
 	u.RunID = uuidOrNil(runID)
@@ -47,6 +48,9 @@ func scanUnit(r rowScanner) (*crowd.Unit, error) {
 	}
 	if result != nil {
 		u.Result = json.RawMessage(result)
+	}
+	if feedback != nil {
+		u.Feedback = *feedback
 	}
 	u.State = crowd.UnitState(state)
 	u.FinalizedAt = utcOrZero(finalized)
@@ -62,7 +66,7 @@ const copyMinUnits = 50
 // appendUnitRow encodes them.
 var unitCopyColumns = []string{
 	"id", "pool_id", "run_id", "step_index", "parent_unit_id", "input", "state", "golden", "answer",
-	"pick_key", "judgments_per_unit", "created_at", "updated_at",
+	"pick_key", "judgments_per_unit", "created_at", "updated_at", "feedback",
 }
 
 // UnitInsertMany implements store.Store.
@@ -101,7 +105,7 @@ func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParam
 	for i, up := range p.Units {
 		u := &crowd.Unit{
 			ID: up.ID, PoolID: p.PoolID, RunID: up.RunID, StepIndex: up.StepIndex, ParentUnitID: up.ParentUnitID,
-			Input: up.Input, State: p.State, Golden: up.Golden, Answer: up.Answer,
+			Input: up.Input, State: p.State, Golden: up.Golden, Answer: up.Answer, Feedback: up.Feedback,
 			JudgmentsPerUnit: up.JudgmentsPerUnit, CreatedAt: now, UpdatedAt: now,
 		}
 		if u.JudgmentsPerUnit == 0 {
@@ -132,6 +136,7 @@ func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParam
 			ids, runs, parents []*uuid.UUID
 			stepIdx, jpus      []*int32
 			inputs, answers    []*string
+			feedbacks          []*string
 			goldens            []bool
 		)
 		for i, u := range units {
@@ -154,6 +159,11 @@ func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParam
 				ans = &a
 			}
 			answers = append(answers, ans)
+			var fb *string
+			if u.Feedback != "" {
+				fb = &units[i].Feedback
+			}
+			feedbacks = append(feedbacks, fb)
 			goldens = append(goldens, u.Golden)
 		}
 		states := make([]string, len(units))
@@ -162,13 +172,13 @@ func unitInsertMany(ctx context.Context, tx pgx.Tx, p *store.UnitInsertManyParam
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO docket_units (id, pool_id, run_id, step_index, parent_unit_id, input, state, golden, answer,
-				pick_key, judgments_per_unit, created_at, updated_at)
+				pick_key, judgments_per_unit, created_at, updated_at, feedback)
 			SELECT id, $1, run_id, step_index, parent_unit_id, input::jsonb, state, golden, answer::jsonb,
-				pick_key, jpu, $11, $11
+				pick_key, jpu, $11, $11, feedback
 			FROM unnest($2::uuid[], $3::uuid[], $4::integer[], $5::uuid[], $6::text[], $7::text[], $8::boolean[],
-				$9::text[], $10::bigint[], $12::integer[])
-				AS u(id, run_id, step_index, parent_unit_id, input, state, golden, answer, pick_key, jpu)`,
-			p.PoolID, ids, runs, stepIdx, parents, inputs, states, goldens, answers, keys, now, jpus)
+				$9::text[], $10::bigint[], $12::integer[], $13::text[])
+				AS u(id, run_id, step_index, parent_unit_id, input, state, golden, answer, pick_key, jpu, feedback)`,
+			p.PoolID, ids, runs, stepIdx, parents, inputs, states, goldens, answers, keys, now, jpus, feedbacks)
 		if err != nil {
 			return nil, fmt.Errorf("insert units: %w", unitInsertError(err))
 		}
@@ -228,7 +238,11 @@ func appendUnitRow(b []byte, u *crowd.Unit, pickKey int64) []byte {
 	b = binary.BigEndian.AppendUint64(appendLen(b, 8), uint64(pickKey))
 	b = binary.BigEndian.AppendUint32(appendLen(b, 4), uint32(u.JudgmentsPerUnit))
 	b = appendTimestamp(b, micros(u.CreatedAt))
-	return appendTimestamp(b, micros(u.UpdatedAt))
+	b = appendTimestamp(b, micros(u.UpdatedAt))
+	if u.Feedback == "" {
+		return null(b)
+	}
+	return appendText(b, u.Feedback)
 }
 
 // UnitGet implements store.Store.

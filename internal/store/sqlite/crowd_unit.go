@@ -16,20 +16,21 @@ import (
 )
 
 const unitColumns = `id, pool_id, run_id, step_index, parent_unit_id, input, state, golden, answer,
-	slots_taken, judgments_per_unit, judgment_count, result, confidence, finalized_at, created_at, updated_at`
+	slots_taken, judgments_per_unit, judgment_count, result, confidence, finalized_at, created_at, updated_at, feedback`
 
 func scanUnit(r scanner) (*crowd.Unit, error) {
 	var (
 		u                             crowd.Unit
 		id, poolID, input, state      string
 		runID, parent, answer, result sql.NullString
+		feedback                      sql.NullString
 		stepIndex, finalized          sql.NullInt64
 		golden                        int64
 		confidence                    sql.NullFloat64
 		created, updated              int64
 	)
 	if err := r.Scan(&id, &poolID, &runID, &stepIndex, &parent, &input, &state, &golden, &answer,
-		&u.SlotsTaken, &u.JudgmentsPerUnit, &u.JudgmentCount, &result, &confidence, &finalized, &created, &updated); err != nil {
+		&u.SlotsTaken, &u.JudgmentsPerUnit, &u.JudgmentCount, &result, &confidence, &finalized, &created, &updated, &feedback); err != nil {
 		return nil, err
 	}
 	var err error
@@ -55,6 +56,7 @@ func scanUnit(r scanner) (*crowd.Unit, error) {
 	if result.Valid {
 		u.Result = json.RawMessage(result.String)
 	}
+	u.Feedback = feedback.String
 	if confidence.Valid {
 		c := confidence.Float64
 		u.Confidence = &c
@@ -96,8 +98,8 @@ func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyPara
 		return nil, fmt.Errorf("insert units: %w", &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: st})
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO docket_units (id, pool_id, run_id, step_index, parent_unit_id,
-		input, state, golden, answer, pick_key, judgments_per_unit, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		input, state, golden, answer, pick_key, judgments_per_unit, created_at, updated_at, feedback)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return nil, fmt.Errorf("insert units: %w", err)
 	}
@@ -108,7 +110,7 @@ func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyPara
 	for i, up := range p.Units {
 		u := &crowd.Unit{
 			ID: up.ID, PoolID: p.PoolID, RunID: up.RunID, StepIndex: up.StepIndex, ParentUnitID: up.ParentUnitID,
-			Input: up.Input, State: p.State, Golden: up.Golden, Answer: up.Answer,
+			Input: up.Input, State: p.State, Golden: up.Golden, Answer: up.Answer, Feedback: up.Feedback,
 			JudgmentsPerUnit: up.JudgmentsPerUnit, CreatedAt: now, UpdatedAt: now,
 		}
 		if u.JudgmentsPerUnit == 0 {
@@ -126,7 +128,7 @@ func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyPara
 		}
 		if _, err := stmt.ExecContext(ctx, u.ID.String(), p.PoolID.String(), nullUUID(u.RunID), stepIndex,
 			nullUUID(u.ParentUnitID), string(u.Input), string(u.State), boolInt(u.Golden), nullJSON(u.Answer),
-			rand.Int64(), u.JudgmentsPerUnit, micros(now), micros(now)); err != nil {
+			rand.Int64(), u.JudgmentsPerUnit, micros(now), micros(now), nullString(u.Feedback)); err != nil {
 			if isUnique(err) {
 				return nil, fmt.Errorf("insert unit %s: %w", u.ID, store.ErrDuplicate)
 			}

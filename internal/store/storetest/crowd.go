@@ -454,6 +454,8 @@ func testUnits(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		p := b.pool(t, 3)
+		// A golden answer's explanation is plain text, kept byte for byte.
+		const ps2Feedback = "Both name the \"same\" model <b>X-1</b>;\nthe colour differs. é ✓"
 		// A batch large enough for COPY, and a small one.
 		for _, n := range []int{120, 3} {
 			ps := make([]*store.UnitInsertParams, n)
@@ -464,6 +466,7 @@ func testUnits(t *testing.T, open opener) {
 			ps[0].StepIndex = 2
 			ps[1].JudgmentsPerUnit = 5
 			ps[2] = newGolden(2)
+			ps[2].Feedback = ps2Feedback
 			us, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitNew, Units: ps, Now: base})
 			require.NoError(t, err)
 			require.Len(t, us, n)
@@ -493,6 +496,8 @@ func testUnits(t *testing.T, open opener) {
 			require.True(t, g.Golden)
 			require.Equal(t, crowd.UnitJudgable, g.State, "golden units are judgable at once")
 			require.JSONEq(t, `{"same":"yes"}`, string(g.Answer))
+			require.Equal(t, ps[2].Feedback, g.Feedback, "the golden answer's explanation, byte for byte")
+			require.Empty(t, u0.Feedback)
 			require.Equal(t, uuid.Nil, g.RunID)
 		}
 		require.Equal(t, crowd.PoolCounts{New: 121, Golden: 2}, b.counts(t, p.ID))
@@ -513,6 +518,9 @@ func testUnits(t *testing.T, open opener) {
 		gs, err := b.s.UnitList(b.ctx, &store.UnitListParams{PoolID: p.ID, Golden: &golden})
 		require.NoError(t, err)
 		require.Len(t, gs, 2)
+		for _, g := range gs {
+			require.Equal(t, ps2Feedback, g.Feedback, "as listed")
+		}
 		js, err := b.s.UnitList(b.ctx, &store.UnitListParams{PoolID: p.ID, States: []crowd.UnitState{crowd.UnitJudgable}})
 		require.NoError(t, err)
 		require.Len(t, js, 2)
@@ -614,15 +622,18 @@ func testUnits(t *testing.T, open opener) {
 		requireFields(t, err, "poolId", "state", "units", "now")
 		bad := newUnit(1)
 		bad.ID, bad.StepIndex, bad.Input, bad.Answer, bad.JudgmentsPerUnit = uuid.Nil, -1, json.RawMessage(`{`), json.RawMessage(`1`), -1
+		bad.Feedback = "a regular unit has no explanation"
 		golden := newGolden(1)
 		golden.Answer = nil
 		// PostgreSQL's jsonb cannot hold a NUL: refused on both backends.
 		nul := newGolden(2)
 		nul.Input, nul.Answer = json.RawMessage(`{"a":"x\u0000"}`), json.RawMessage(`"\u0000"`)
+		nul.Feedback = "x\x00"
 		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: newID(), State: crowd.UnitNew,
 			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul}, Now: base})
 		requireFields(t, err, "units[1].unitId", "units[1].stepIndex", "units[1].input", "units[1].answer",
-			"units[1].judgmentsPerUnit", "units[2]", "units[3].answer", "units[4].input", "units[4].answer")
+			"units[1].feedback", "units[1].judgmentsPerUnit", "units[2]", "units[3].answer", "units[4].input", "units[4].answer",
+			"units[4].feedback")
 		_, err = b.s.UnitList(b.ctx, &store.UnitListParams{States: []crowd.UnitState{"x"}})
 		requireFields(t, err, "poolId", "state[0]")
 		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{From: "x", To: "y"})

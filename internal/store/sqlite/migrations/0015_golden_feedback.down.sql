@@ -1,0 +1,1 @@
+ALTER TABLE docket_units DROP COLUMN feedback;
