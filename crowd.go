@@ -408,12 +408,17 @@ func (c *Client) UnitsAdd(ctx context.Context, poolID uuid.UUID, inputs []json.R
 type GoldenUnit struct {
 	Input  json.RawMessage
 	Answer json.RawMessage // shaped like a judgment of the pool's task
+	// Feedback explains the answer to a contributor who answered the test
+	// question (plain text, at most GoldenFeedbackMaxLength characters;
+	// optional), when the pool's testFeedback is "answer".
+	Feedback string
 }
 
 // GoldenAdd adds golden units to a pool. Every answer is validated against
 // the pool's task (TaskValidationError-style problems, named
-// units[i].answer.<field>, in one *CrowdValidationError); nothing is added
-// when one is invalid.
+// units[i].answer.<field>, in one *CrowdValidationError, with every
+// explanation too long or not text, named units[i].feedback); nothing is
+// added when one is invalid.
 func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []GoldenUnit) ([]*Unit, error) {
 	pool, err := c.store.PoolGet(ctx, poolID)
 	if err != nil {
@@ -440,11 +445,14 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 				pr.Add(field, "%s", fe.Message)
 			}
 		}
+		if msg := checkGoldenFeedback(g.Feedback); msg != "" {
+			pr.Add(f+".feedback", "%s", msg)
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return nil, err
 		}
-		units[i] = &store.UnitInsertParams{ID: id, Input: g.Input, Golden: true, Answer: g.Answer}
+		units[i] = &store.UnitInsertParams{ID: id, Input: g.Input, Golden: true, Answer: g.Answer, Feedback: g.Feedback}
 	}
 	if err := pr.Err(); err != nil {
 		return nil, err

@@ -157,6 +157,9 @@ type judgmentQuality struct {
 	// review: after the judgment commits, the contributor's standing is
 	// to be decided (see review).
 	review bool
+	// test is what the contributor learns of a test judgment just scored
+	// (crowd_feedback.go); nil for none.
+	test *TestResult
 }
 
 // qualityLock locks the contributor's quality state in the pool: the
@@ -206,7 +209,8 @@ func (c *Client) judged(ctx context.Context, tx store.Tx, q *judgmentQuality, in
 		if err != nil {
 			return fmt.Errorf("the answer of golden unit %s: %w", unit.ID, err)
 		}
-		_, trust, ev := qs.EvaluateTest(ref, q.ct, answer, parsed, st.Trust, now)
+		score, trust, ev := qs.EvaluateTest(ref, q.ct, answer, parsed, st.Trust, now)
+		q.test = testResultOf(qs.TestFeedback, score, unit, trust)
 		if err := appendTrust(ctx, tx, st, trust); err != nil {
 			return err
 		}

@@ -397,6 +397,11 @@ type SubmittedJudgment struct {
 	Created bool
 	// Finalized is the unit when this judgment finalized it.
 	Finalized *Unit
+	// Test is what the contributor may learn of a judgment of a test
+	// question (a golden unit) — right or wrong, the expected answer,
+	// the requester's explanation, their trust — as far as the pool's
+	// testFeedback allows (crowd_feedback.go); nil for a regular unit.
+	Test *TestResult
 
 	quality *judgmentQuality // what quality control made of it
 }
@@ -515,6 +520,13 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		return nil, err
 	}
 	c.refs.drop(assignmentID)
+	if out.Created && out.quality != nil {
+		out.Test = out.quality.test // scored in the transaction
+	} else if !out.Created {
+		if out.Test, err = c.testResultAgain(ctx, pool, ct, out.Judgment); err != nil {
+			return nil, fmt.Errorf("judgment %s stored; its test result: %w", out.Judgment.ID, err)
+		}
+	}
 	// Quality control's decision on the contributor (crowd_quality.go):
 	// a flag, with its repair, in a transaction of its own.
 	if q := out.quality; q == nil || q.review || !out.Created {

@@ -25,6 +25,25 @@ const (
 	PatternWindowDefault      = 20
 	PatternMaxShareDefault    = 0.0
 	PatternFirstOptionDefault = false
+	TestFeedbackDefault       = FeedbackAnswer
+)
+
+// TestFeedback is what a contributor learns once they answered a test
+// question (Settings.TestFeedback).
+type TestFeedback string
+
+// The levels of TestFeedback.
+const (
+	// FeedbackAnswer: whether they were right, field by field, the
+	// expected answer and the requester's explanation of it.
+	FeedbackAnswer TestFeedback = "answer"
+	// FeedbackVerdict: whether they were right, field by field; neither
+	// the expected answer nor the explanation (the golden answers stay
+	// the requester's, e.g. when contributors might pass them on).
+	FeedbackVerdict TestFeedback = "verdict"
+	// FeedbackNone: nothing; a test question stays invisible after it
+	// was answered too.
+	FeedbackNone TestFeedback = "none"
 )
 
 // Limits of Settings.
@@ -89,6 +108,11 @@ type Settings struct {
 	// all answer every choice field with its first option is flagged.
 	// Default false.
 	PatternFirstOption bool `json:"patternFirstOption"`
+	// TestFeedback: what a contributor is told once they answered a test
+	// question (the judgment's answer in the API, the work page): answer,
+	// verdict or none. Never anything before they answer: a test question
+	// looks like any unit. Default TestFeedbackDefault.
+	TestFeedback TestFeedback `json:"testFeedback"`
 }
 
 // Defaults returns the default settings.
@@ -105,6 +129,7 @@ func Defaults() Settings {
 		PatternWindow:      PatternWindowDefault,
 		PatternMaxShare:    PatternMaxShareDefault,
 		PatternFirstOption: PatternFirstOptionDefault,
+		TestFeedback:       TestFeedbackDefault,
 	}
 }
 
@@ -132,6 +157,8 @@ func (s Settings) Validate() error {
 	add(s.TooFastLimit < 1 || s.TooFastLimit > MaxTooFastLimit, "tooFastLimit", fmt.Sprintf("must be between 1 and %d", MaxTooFastLimit))
 	add(s.PatternWindow < 2 || s.PatternWindow > MaxPatternWindow, "patternWindow", fmt.Sprintf("must be between 2 and %d", MaxPatternWindow))
 	add(!(s.PatternMaxShare >= 0 && s.PatternMaxShare < 1), "patternMaxShare", "must be at least 0 (off) and less than 1")
+	add(s.TestFeedback != FeedbackAnswer && s.TestFeedback != FeedbackVerdict && s.TestFeedback != FeedbackNone,
+		"testFeedback", `must be "answer", "verdict" or "none"`)
 	if len(p) == 0 {
 		return nil
 	}
@@ -221,6 +248,11 @@ func Decode(data []byte) (Settings, error) {
 			ok = decodeInt(raw, &s.PatternWindow)
 		case "patternMaxShare":
 			ok = decodeFloat(raw, &s.PatternMaxShare)
+		case "testFeedback":
+			if json.Unmarshal(raw, &s.TestFeedback) != nil {
+				bad(key, `must be "answer", "verdict" or "none"`)
+			}
+			continue
 		case "patternFirstOption":
 			ok = json.Unmarshal(raw, &s.PatternFirstOption) == nil
 			if !ok {

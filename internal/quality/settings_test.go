@@ -32,10 +32,11 @@ func TestSettingsDefaults(t *testing.T) {
 		require.NoError(t, err, in)
 		require.Equal(t, Defaults(), s, in)
 	}
-	s, err := Decode([]byte(`{"minTrust": 0.7, "quizSize": 0, "patternFirstOption": true, "minSeconds": 2.5}`))
+	require.Equal(t, FeedbackAnswer, Defaults().TestFeedback)
+	s, err := Decode([]byte(`{"minTrust": 0.7, "quizSize": 0, "patternFirstOption": true, "minSeconds": 2.5, "testFeedback": "none"}`))
 	require.NoError(t, err)
 	want := Defaults()
-	want.MinTrust, want.QuizSize, want.PatternFirstOption, want.MinSeconds = 0.7, 0, true, 2.5
+	want.MinTrust, want.QuizSize, want.PatternFirstOption, want.MinSeconds, want.TestFeedback = 0.7, 0, true, 2.5, FeedbackNone
 	require.Equal(t, want, s, "a zero given is zero, not the default")
 }
 
@@ -43,14 +44,17 @@ func TestSettingsDecodeNamesEveryField(t *testing.T) {
 	t.Parallel()
 	got := problemFields(t, `{"quizSize": 1.5, "testEvery": 1, "minTrust": 2, "colour": "red",
 		"minTests": "four", "patternFirstOption": 1, "trustSmoothing": 0, "minTests": 3,
-		"patternMaxShare": 1, "minSeconds": -1, "tooFastLimit": 0, "patternWindow": 1, "agreementWeight": 1.01}`)
+		"patternMaxShare": 1, "minSeconds": -1, "tooFastLimit": 0, "patternWindow": 1, "agreementWeight": 1.01,
+		"testFeedback": "all"}`)
 	want := []string{"quizSize", "testEvery", "minTrust", "colour", "minTests", "patternFirstOption",
-		"trustSmoothing", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight"}
+		"trustSmoothing", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight", "testFeedback"}
 	slices.Sort(got)
 	slices.Sort(want)
 	require.Equal(t, want, got)
 	// A key refused for its type is not named again by the validation.
 	require.Equal(t, []string{"minTests"}, problemFields(t, `{"minTests": "x"}`))
+	require.Equal(t, []string{"testFeedback"}, problemFields(t, `{"testFeedback": true}`))
+	require.Equal(t, []string{"testFeedback"}, problemFields(t, `{"testFeedback": ""}`))
 	require.Equal(t, []string{"minTests"}, problemFields(t, `{"minTests": 3, "minTests": 3}`))
 	// One entry per key (docs/quality.md), saying everything wrong with it.
 	_, err := Decode([]byte(`{"minTests": "x", "minTests": 3, "minTests": 4}`))
@@ -101,6 +105,9 @@ func TestSettingsValidateBounds(t *testing.T) {
 		{"share almost 1", func(s *Settings) { s.PatternMaxShare = 0.999 }, ""},
 		{"share 1", func(s *Settings) { s.PatternMaxShare = 1 }, "patternMaxShare"},
 		{"share negative", func(s *Settings) { s.PatternMaxShare = -0.5 }, "patternMaxShare"},
+		{"feedback verdict", func(s *Settings) { s.TestFeedback = FeedbackVerdict }, ""},
+		{"feedback none", func(s *Settings) { s.TestFeedback = FeedbackNone }, ""},
+		{"feedback unknown", func(s *Settings) { s.TestFeedback = "everything" }, "testFeedback"},
 	}
 	for _, c := range cases {
 		s := Defaults()
