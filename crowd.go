@@ -445,7 +445,7 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 				pr.Add(field, "%s", fe.Message)
 			}
 		}
-		if msg := checkGoldenFeedback(g.Feedback); msg != "" {
+		if msg := GoldenFeedbackProblem(g.Feedback); msg != "" {
 			pr.Add(f+".feedback", "%s", msg)
 		}
 		id, err := uuid.NewV7()

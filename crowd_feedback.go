@@ -58,9 +58,10 @@ type TestResult struct {
 	TestsAnswered int
 }
 
-// checkGoldenFeedback says what is wrong with the explanation of a golden
-// answer, "" when nothing.
-func checkGoldenFeedback(s string) string {
+// GoldenFeedbackProblem says what is wrong with the explanation of a
+// golden answer (GoldenUnit.Feedback), "" when nothing: GoldenAdd refuses
+// it, and the API names it with the request's other problems.
+func GoldenFeedbackProblem(s string) string {
 	switch {
 	case !utf8.ValidString(s):
 		return "must be valid UTF-8 text"

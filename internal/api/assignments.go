@@ -244,6 +244,33 @@ type judgmentResponse struct {
 	UnitID       uuid.UUID `json:"unitId"`
 	// Finalized: this judgment completed the unit, which is FINALIZED.
 	Finalized bool `json:"finalized"`
+	// Test: how a judgment of a test question scored (nil for a regular
+	// unit, or when the pool's testFeedback is "none").
+	Test *testResultView `json:"test,omitempty"`
+}
+
+// testResultView is docket.TestResult in the API (docs/quality.md,
+// "Feedback after a test question").
+type testResultView struct {
+	Correct       bool                    `json:"correct"`
+	Fields        []docket.TestFieldScore `json:"fields"`
+	Expected      json.RawMessage         `json:"expected,omitempty"`
+	Feedback      string                  `json:"feedback,omitempty"`
+	Trust         float64                 `json:"trust"`
+	TestsCorrect  int                     `json:"testsCorrect"`
+	TestsAnswered int                     `json:"testsAnswered"`
+}
+
+func testResultViewOf(r *docket.TestResult) *testResultView {
+	if r == nil {
+		return nil
+	}
+	fields := r.Fields
+	if fields == nil {
+		fields = []docket.TestFieldScore{}
+	}
+	return &testResultView{Correct: r.Correct, Fields: fields, Expected: r.Expected, Feedback: r.Feedback,
+		Trust: r.Trust, TestsCorrect: r.TestsCorrect, TestsAnswered: r.TestsAnswered}
 }
 
 // submitJudgment: 202 for a new judgment, 200 for the same data again,
@@ -274,5 +301,5 @@ func (s *Server) submitJudgment(ctx context.Context, r *http.Request, req *judgm
 		status = http.StatusOK
 	}
 	return status, &judgmentResponse{JudgmentID: sub.Judgment.ID, AssignmentID: sub.Judgment.AssignmentID,
-		UnitID: sub.Judgment.UnitID, Finalized: sub.Finalized != nil}, nil
+		UnitID: sub.Judgment.UnitID, Finalized: sub.Finalized != nil, Test: testResultViewOf(sub.Test)}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -185,9 +186,15 @@ func FuzzPoolGolden(f *testing.F) {
 		`{"units": [{"input": {"left": "a"}, "answer": {"same": "yes"}}]}`,
 		`{"units": [{"input": {"left": "a"}, "answer": {"same": "maybe"}}, {"input": 3, "answer": null}]}`,
 		`{"units": []}`, `{"units": [{"input": {}, "answer": {"note": "\u0000"}}]}`, `{"units": 1}`, `[]`, ``,
+		// The explanation of an answer: a string, at most 2,000 characters, no NUL.
+		`{"units": [{"input": {}, "answer": {"same": "yes"}, "feedback": "both <b>X-1</b>"}]}`,
+		`{"units": [{"input": {}, "answer": {"same": "yes"}, "feedback": "a\u0000b"}]}`,
+		`{"units": [{"input": {}, "answer": {"same": "yes"}, "feedback": 7}, {"input": {}, "answer": {"same": "no"}, "feedback": null}]}`,
+		`{"units": [{"input": {}, "answer": {"same": "yes"}, "feedback": "\ud800"}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
+	f.Add([]byte(`{"units": [{"input": {}, "answer": {"same": "yes"}, "feedback": "` + strings.Repeat("é", docket.GoldenFeedbackMaxLength+1) + `"}]}`))
 	cf := newCrowdFuzz(f)
 	admin := cf.b.keys[docket.RoleAdmin]
 	path := "/v1/pools/" + cf.pool.ID.String() + "/golden"

@@ -41,6 +41,7 @@ func TestOpenAPICrowdSchemas(t *testing.T) {
 		"ExtendRequest":         extendRequest{},
 		"JudgmentRequest":       judgmentRequest{},
 		"JudgmentAccepted":      judgmentResponse{},
+		"TestResult":            testResultView{},
 	} {
 		s := resolveRef(t, raw, "#/components/schemas/"+schema).(map[string]any)
 		props, _ := s["properties"].(map[string]any)

@@ -177,6 +177,12 @@ type goldenRequest struct {
 type goldenItem struct {
 	Input  json.RawMessage `json:"input"`
 	Answer json.RawMessage `json:"answer"`
+	// Feedback explains the answer to contributors who answered it
+	// (optional: a string of docket.GoldenFeedbackMaxLength characters at
+	// most, or null). Decoded by Validate, so that a value of the wrong
+	// type is named with its unit's index.
+	Feedback json.RawMessage `json:"feedback"`
+	feedback string
 }
 
 // Validate implements Validator: the shapes; the answers are checked
@@ -195,6 +201,15 @@ func (req *goldenRequest) Validate() error {
 		}
 		if len(u.Answer) == 0 || string(u.Answer) == "null" {
 			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].answer", i), Message: "is required: the known answer, shaped like a judgment"})
+		}
+		if len(u.Feedback) > 0 && string(u.Feedback) != "null" {
+			msg := "must be a string: why the answer is right"
+			if json.Unmarshal(u.Feedback, &req.Units[i].feedback) == nil {
+				msg = docket.GoldenFeedbackProblem(req.Units[i].feedback)
+			}
+			if msg != "" {
+				errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].feedback", i), Message: msg})
+			}
 		}
 		if len(errs) >= 100 {
 			break
@@ -232,7 +247,7 @@ func (s *Server) addGolden(ctx context.Context, r *http.Request, req *goldenRequ
 	}
 	golden := make([]docket.GoldenUnit, len(req.Units))
 	for i, u := range req.Units {
-		golden[i] = docket.GoldenUnit{Input: u.Input, Answer: u.Answer}
+		golden[i] = docket.GoldenUnit{Input: u.Input, Answer: u.Answer, Feedback: u.feedback}
 	}
 	units, err := s.client.GoldenAdd(ctx, id, golden)
 	if errors.Is(err, docket.ErrNotFound) {
@@ -258,6 +273,7 @@ type unitView struct {
 	State            string          `json:"state"`
 	Golden           bool            `json:"golden"`
 	Answer           json.RawMessage `json:"answer,omitempty"`
+	Feedback         string          `json:"feedback,omitempty"`
 	SlotsTaken       int             `json:"slotsTaken"`
 	JudgmentsPerUnit int             `json:"judgmentsPerUnit"`
 	JudgmentCount    int             `json:"judgmentCount"`
@@ -294,7 +310,7 @@ func unitViewOf(u *docket.Unit) *unitView {
 	return &unitView{
 		UnitID: u.ID, PoolID: u.PoolID, RunID: idOrNull(u.RunID), StepIndex: u.StepIndex,
 		ParentUnitID: idOrNull(u.ParentUnitID), Input: u.Input, State: string(u.State), Golden: u.Golden,
-		Answer: u.Answer, SlotsTaken: u.SlotsTaken, JudgmentsPerUnit: u.JudgmentsPerUnit, JudgmentCount: u.JudgmentCount,
+		Answer: u.Answer, Feedback: u.Feedback, SlotsTaken: u.SlotsTaken, JudgmentsPerUnit: u.JudgmentsPerUnit, JudgmentCount: u.JudgmentCount,
 		Result: jsonOrNull(u.Result), Confidence: u.Confidence, FinalizedAt: timeOrNull(u.FinalizedAt),
 		CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(),
 	}
