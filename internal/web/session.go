@@ -46,6 +46,13 @@ type session struct {
 	// instead of taking another unit.
 	takeMu sync.Mutex
 	taken  map[uuid.UUID]uuid.UUID // pool → assignment
+
+	// tested is what the test questions this session submitted scored,
+	// by assignment, the newest testsKept (testOrder oldest first), for
+	// the page after each (feedback.go).
+	testMu    sync.Mutex
+	tested    map[uuid.UUID]*testView
+	testOrder []uuid.UUID
 }
 
 type sessions struct {

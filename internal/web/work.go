@@ -56,6 +56,8 @@ type workData struct {
 	NoContributor bool
 	Pools         []workPool
 	Message       string
+	// Test: what the test question just submitted scored (feedback.go).
+	Test *testView
 }
 
 // workMessages are the messages a redirect to /work may ask for (by code:
@@ -74,7 +76,7 @@ var workMessages = map[string]string{
 }
 
 func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
-	d := &workData{Message: workMessages[r.URL.Query().Get("m")]}
+	d := &workData{Message: workMessages[r.URL.Query().Get("m")], Test: testShown(r)}
 	id := me(r)
 	if id == uuid.Nil {
 		d.NoContributor = true
@@ -115,11 +117,13 @@ func (h *Handler) workTake(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "Not a pool id: "+r.PathValue("id"))
 		return
 	}
-	h.takeNext(w, r, id, "none")
+	h.takeNext(w, r, id, "none", uuid.Nil)
 }
 
 // takeNext takes the next unit of the pool and redirects to its page, or
-// to the pools with the message noneCode when none is left.
+// to the pools with the message noneCode when none is left; tested, when
+// not uuid.Nil, is the assignment whose test result the page shows
+// (feedback.go).
 //
 // It takes at most one unit per pool at a time for the session: the
 // session's takes run one after the other, and when the last unit this
@@ -127,13 +131,28 @@ func (h *Handler) workTake(w http.ResponseWriter, r *http.Request) {
 // So a "Start working" clicked twice, or a judgment or skip form sent
 // twice (the judgment is idempotent per assignment, the release of a
 // released assignment a no-op), leads to one assignment, not two.
-func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.UUID, noneCode string) {
+func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.UUID, noneCode string, tested uuid.UUID) {
 	ss := sessionOf(r.Context())
 	ss.takeMu.Lock()
 	defer ss.takeMu.Unlock()
-	q := ""
+	// query is a redirect's query: the message m (none for "") and the
+	// test result to show.
+	query := func(m string) string {
+		v := url.Values{}
+		if m != "" {
+			v.Set("m", m)
+		}
+		if tested != uuid.Nil {
+			v.Set("t", tested.String())
+		}
+		if len(v) == 0 {
+			return ""
+		}
+		return "?" + v.Encode()
+	}
+	q := query("")
 	if noneCode != "none" {
-		q = "?m=" + noneCode
+		q = query(noneCode)
 	}
 	if id, ok := ss.taken[poolID]; ok {
 		// A banned contributor is refused as before: the take says so.
@@ -157,14 +176,14 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 		ss.taken[poolID] = t.Assignment.ID
 		http.Redirect(w, r, "/work/a/"+t.Assignment.ID.String()+q, http.StatusSeeOther)
 	case docket.IsNoUnit(err):
-		http.Redirect(w, r, "/work?m="+noneCode, http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query(noneCode), http.StatusSeeOther)
 	case errors.As(err, &notOpen):
-		http.Redirect(w, r, "/work?m=closed", http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query("closed"), http.StatusSeeOther)
 	case errors.As(err, &notEligible):
-		http.Redirect(w, r, "/work?m=refused", http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query("refused"), http.StatusSeeOther)
 	case errors.As(err, &takeRate) && noneCode != "none":
 		// The judgment or the skip went through: say so, not 429.
-		http.Redirect(w, r, "/work?m="+noneCode+"-busy", http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query(noneCode+"-busy"), http.StatusSeeOther)
 	case errors.As(err, &takeRate):
 		secs := max(1, int(math.Ceil(takeRate.RetryAfter.Seconds())))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -196,6 +215,9 @@ type assignmentData struct {
 	// message), shown above the form; each is also shown at its field.
 	Problems []string
 	Message  string
+	// Test: what the test question submitted before this unit scored
+	// (feedback.go); nil for none.
+	Test *testView
 }
 
 // assignmentMessages are the messages a redirect to a work page may ask
@@ -242,7 +264,7 @@ func (h *Handler) workPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // showAssignment renders the work page of a, its form filled with form
-// and problems (nil: fresh).
+// and problems (nil: fresh), with the test result the page's ?t= names.
 func (h *Handler) showAssignment(w http.ResponseWriter, r *http.Request, status int, a *docket.Assignment, form url.Values, problems []problem, message string) {
 	ctx := r.Context()
 	pool, err := h.client.PoolGet(ctx, a.PoolID)
@@ -264,7 +286,7 @@ func (h *Handler) showAssignment(w http.ResponseWriter, r *http.Request, status 
 	byField := map[string][]string{}
 	d := &assignmentData{Assignment: a, Pool: pool, Title: ct.Template.Title, Instructions: ct.Template.Instructions,
 		Display: workDisplays(ct.Display, input), Active: a.State == docket.AssignmentActive && a.ExpiresAt.After(h.cfg.Now()),
-		Now: h.cfg.Now(), HeartbeatEvery: heartbeatEvery(pool.AssignmentSeconds), Message: message}
+		Now: h.cfg.Now(), HeartbeatEvery: heartbeatEvery(pool.AssignmentSeconds), Message: message, Test: testShown(r)}
 	for _, p := range problems {
 		if p.Field == "" {
 			d.Problems = append(d.Problems, p.Message)
@@ -337,7 +359,7 @@ func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 		h.showAssignment(w, r, http.StatusUnprocessableEntity, a, r.PostForm, problems, "")
 		return
 	}
-	_, err = h.client.JudgmentSubmit(ctx, a.ID, me(r), data)
+	sub, err := h.client.JudgmentSubmit(ctx, a.ID, me(r), data)
 	var ve *docket.TaskValidationError
 	var ae *docket.AssignmentError
 	var conflict *docket.JudgmentConflictError
@@ -351,7 +373,7 @@ func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.renderError(w, r, http.StatusInternalServerError, "Saving the judgment failed: "+err.Error())
 	default:
-		h.takeNext(w, r, a.PoolID, "saved")
+		h.takeNext(w, r, a.PoolID, "saved", keepTest(r, a.ID, ct, sub.Test))
 	}
 }
 
@@ -410,7 +432,7 @@ func (h *Handler) workSkip(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusInternalServerError, "Releasing the assignment failed: "+err.Error())
 		return
 	}
-	h.takeNext(w, r, a.PoolID, "skipped")
+	h.takeNext(w, r, a.PoolID, "skipped", uuid.Nil)
 }
 
 // heartbeatView is the heartbeat's answer to the page's script.
