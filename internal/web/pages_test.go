@@ -327,7 +327,7 @@ func TestTemplatesRender(t *testing.T) {
 			[]string{`id="hours-chart"`, `class="unknown"`, `id="confidence-chart"`, "0.9–1.0", "67% (2 of 3)", "export-csv", "/units/" + id.String()}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), StatsError: "sample judgments: timeout"}}, []string{"could not be read: sample judgments: timeout"}},
 		{"unit", "layout", &view{Title: "Unit", User: viewer, Data: sampleUnit(t, pool, now)},
-			[]string{"&lt;b&gt;.png", "golden", "Known answer", "No result yet", "Only the newest 100", "same ✓", "same ✗", "tainted", "0.50", "Ada", "/runs/" + id.String()}},
+			[]string{"&lt;b&gt;.png", "golden", "Known answer", `id="answer-feedback">Why, as contributors read it after answering: Same &lt;maker&gt;<`, "No result yet", "Only the newest 100", "same ✓", "same ✗", "tainted", "0.50", "Ada", "/runs/" + id.String()}},
 		{"unit", "layout", &view{Title: "Unit", User: viewer, Data: &unitData{Unit: &docket.Unit{ID: id, PoolID: id, State: docket.UnitFinalized, Result: json.RawMessage(`{"same":"yes"}`)}}},
 			[]string{"No judgments yet", "the aggregation gives none", id.String()}},
 		{"dead", "layout", &view{Title: "Dead letters", User: admin, Data: &deadData{Queue: "images", Filtered: true, Jobs: []*docket.JobRow{row}, Next: "/dead?cursor=x",

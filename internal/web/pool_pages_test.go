@@ -163,7 +163,7 @@ func sampleUnit(t *testing.T, pool *docket.Pool, now time.Time) *unitData {
 	t.Helper()
 	trust := 0.5
 	u := &docket.Unit{ID: pool.ID, PoolID: pool.ID, RunID: pool.ID, State: docket.UnitJudgable, Golden: true, Input: json.RawMessage(`{"photo":"<b>.png"}`),
-		Answer: json.RawMessage(`{"same":"yes"}`), JudgmentCount: 2, JudgmentsPerUnit: 3, CreatedAt: now}
+		Answer: json.RawMessage(`{"same":"yes"}`), Feedback: "Same <maker>", JudgmentCount: 2, JudgmentsPerUnit: 3, CreatedAt: now}
 	j := &docket.Judgment{ID: pool.ID, UnitID: u.ID, ContributorID: pool.ID, Data: json.RawMessage(`{"same":"yes"}`), Trust: &trust, Tainted: true, StartedAt: now, SubmittedAt: now.Add(time.Second)}
 	return &unitData{Unit: u, Pool: pool, More: true, Judgments: []unitJudgment{
 		{Judgment: j, Name: "Ada", Seconds: "1 s", Agrees: []string{"same"}},
