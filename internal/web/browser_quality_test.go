@@ -31,7 +31,7 @@ func TestBrowserQuality(t *testing.T) {
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("contributors")),
 		chromedp.ScrollIntoView(chromedp.ID("contributors")),
-		screenshot(shots, "web-quality-pool"),
+		screenshot(shots, "web-pool"),
 	))
 	first, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#contributors tbody tr:first-child`)))
 	require.NoError(t, err)

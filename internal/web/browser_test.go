@@ -36,7 +36,13 @@ func chromium(t *testing.T) string {
 }
 
 // screenshotDir is where browser tests save screenshots: $DOCKET_SCREENSHOTS,
-// or the test's temporary directory.
+// or the test's temporary directory. The screenshots docs/ shows are the
+// ones named web-*; with $DOCKET_WEB_SCREENSHOTS set they are written
+// there too (screenshot), so that
+//
+//	DOCKET_WEB_SCREENSHOTS=$PWD/docs go test -run 'TestBrowser' ./internal/web
+//
+// refreshes docs/web-*.png from the current pages.
 func screenshotDir(t *testing.T) string {
 	if d := os.Getenv("DOCKET_SCREENSHOTS"); d != "" {
 		require.NoError(t, os.MkdirAll(d, 0o755))
@@ -85,11 +91,18 @@ func headless(t *testing.T) (context.Context, func() []string) {
 	return ctx, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), messages...) }
 }
 
+// screenshot saves the whole page as dir/name.png, and a docs screenshot
+// (name web-*) in $DOCKET_WEB_SCREENSHOTS too when it is set.
 func screenshot(dir, name string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		buf, err := chromedp.FullScreenshot(100)(ctx, tg)
 		if err != nil {
 			return err
+		}
+		if docs := os.Getenv("DOCKET_WEB_SCREENSHOTS"); docs != "" && strings.HasPrefix(name, "web-") {
+			if err := os.WriteFile(filepath.Join(docs, name+".png"), buf, 0o644); err != nil {
+				return err
+			}
 		}
 		return os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
 	})
@@ -134,7 +147,7 @@ func TestBrowserSignInAndCancel(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.ID("cancel")),
 		chromedp.WaitVisible(chromedp.CSS(".message")),
-		screenshot(shots, "job-canceled"),
+		screenshot(shots, "web-job"),
 	))
 	state, err = chromedp.Run(ctx, chromedp.Text(chromedp.ID("job-state")))
 	require.NoError(t, err)
@@ -160,7 +173,7 @@ func TestBrowserSignInAndCancel(t *testing.T) {
 	same, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
 	require.NoError(t, err)
 	require.True(t, same, "htmx swapped the panel; the page did not reload")
-	require.NoError(t, chromedp.Do(ctx, screenshot(shots, "overview")))
+	require.NoError(t, chromedp.Do(ctx, screenshot(shots, "web-overview")))
 
 	// A run page draws its DAG as SVG, coloured by the stylesheet.
 	putWorkflow(t, b.client, fanFlow)

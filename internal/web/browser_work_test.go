@@ -149,7 +149,7 @@ func TestBrowserWork(t *testing.T) {
 	require.Len(t, drawn, 1, boxesJSON)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
-		screenshot(shots, "work"),
+		screenshot(shots, "web-work"),
 		ctrlEnter,
 	))
 	next(third)

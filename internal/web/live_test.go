@@ -266,7 +266,7 @@ func TestBrowserRunLive(t *testing.T) {
 	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("run-state").textContent === "FAILED"`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "the run's state updated live")
-	require.NoError(t, chromedp.Do(bctx, screenshot(shots, "run-failed-live")))
+	require.NoError(t, chromedp.Do(bctx, screenshot(shots, "web-run")))
 
 	same, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
 	require.NoError(t, err)
