@@ -427,7 +427,10 @@ type SubmittedJudgment struct {
 // decides on the contributor: a flag taints their judgments in the pool
 // and repairs every unit they judged (crowd_quality.go). An error there is
 // returned with the judgment stored; submitting it again is safe and
-// decides again.
+// decides again. A judgment of a test question returns what it scored in
+// Test (as far as the pool's testFeedback allows; crowd_feedback.go):
+// what the transaction computed, or for the same data sent again, the
+// stored judgment scored again.
 func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID uuid.UUID, data json.RawMessage) (*SubmittedJudgment, error) {
 	// What the judgment needs before its transaction — the owner, the
 	// pool's task, the run — never changes, and an assignment taken here
