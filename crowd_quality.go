@@ -360,17 +360,35 @@ func writeEvents(ctx context.Context, tx store.Tx, now time.Time, evs ...quality
 // of clean judgments, reopened; each change of a finalized result writes
 // an audit row and unit.result_changed.
 //
-// The caller holds the contributor's state. The units' runs are locked in
-// run id order before any unit is changed (runLocked, the judgment's own
-// run, is held already); a run that moved on past its human step is not
-// rewound (see docs/quality.md). judged, when one of the units, follows
-// the repair.
+// Lock order (store.QualityTx, docs/quality.md "Lock order"): the caller
+// holds the contributor's state; the units to repair are listed first,
+// locking nothing (JudgmentTaintUnits), then their runs are locked in run
+// id order (runLocked, the judgment's own run, is held already), then
+// every unit (UnitLock), in (run, unit) id order, and only then are the
+// judgments tainted — on the locked units alone — and the units changed.
+// A QA review's reject taints the judgments of a unit under its run and
+// the unit too; tainting before taking the runs deadlocked with it. The
+// list cannot go stale under these locks: the contributor's judgments
+// are inserted under their state (held here), and other judgments'
+// taints change only under their unit's lock (a unit a reject tainted
+// meanwhile is left to it). A run that moved on past
+// its human step is not rewound (see docs/quality.md). judged, when one
+// of the units, follows the repair.
 func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, taint bool, cause quality.Cause, judged *store.JudgedUnit, runLocked uuid.UUID, now time.Time) error {
-	res, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: q.state.PoolID, ContributorID: q.state.ContributorID, Tainted: taint})
+	tp := &store.JudgmentTaintManyParams{PoolID: q.state.PoolID, ContributorID: q.state.ContributorID, Tainted: taint}
+	listed, err := tx.JudgmentTaintUnits(ctx, tp)
 	if err != nil {
 		return err
 	}
-	units := append(append([]store.TaintedUnit(nil), res.Finalized...), res.Open...)
+	tp.Units = make([]uuid.UUID, 0, len(listed))
+	for _, u := range listed {
+		tp.Units = append(tp.Units, u.UnitID)
+	}
+	// Golden and CANCELED units are not repaired: their judgments change
+	// taint without their lock (no judgment of them is tainted by
+	// anything else), the others' after it.
+	listedRes := store.SplitTaintedUnits(listed)
+	units := append(append([]store.TaintedUnit(nil), listedRes.Finalized...), listedRes.Open...)
 	slices.SortFunc(units, func(a, b store.TaintedUnit) int {
 		if c := bytes.Compare(a.RunID[:], b.RunID[:]); c != 0 {
 			return c
@@ -398,8 +416,22 @@ func (c *Client) retaint(ctx context.Context, tx store.Tx, q *judgmentQuality, t
 			return err
 		}
 	}
+	res, err := tx.JudgmentTaintMany(ctx, tp)
+	if err != nil {
+		return err
+	}
+	// What changed, under the locks: a reject may have tainted one of the
+	// listed judgments between the list and the unit's lock (and repaired
+	// that unit itself).
+	changed := make(map[uuid.UUID]bool, len(units))
+	for _, u := range append(res.Finalized, res.Open...) {
+		changed[u.UnitID] = true
+	}
 	jpu := overlapOf(q.pool, q.ct)
 	for i, tu := range units {
+		if !changed[tu.UnitID] {
+			continue
+		}
 		fin, err := c.repairUnit(ctx, tx, q, locked[i], taint, jpu, cause, now)
 		if err != nil {
 			return err

@@ -20,7 +20,7 @@ import (
 // Lock order. A contributor's quality state in a pool comes first, before
 // everything else of human work:
 //
-//	quality state → run → assignment → unit → pool counter row
+//	quality state → runs → assignment → units → judgments → pool counter row
 //
 // and several states in (pool, contributor) order. The state is keyed by
 // what a transaction knows before it reads anything (the contributor and
@@ -30,9 +30,19 @@ import (
 // repair holding it and waiting for that run. A transaction that must
 // change the state of several contributors (the agreement of each judge
 // of a finalized unit) therefore does so in its own transaction, off the
-// outbox, not in the one holding the unit. Trust history rows and
-// judgments' taints are written only under their contributor's state, so
-// they take no place of their own in the order.
+// outbox, not in the one holding the unit.
+//
+// Runs and units come in id order when a transaction takes several
+// (a flag's repair, a sweep), and a unit's judgments change taint only
+// under the unit's lock (after its run's): a flag's repair lists the
+// units first (JudgmentTaintUnits, no lock), locks their runs, then the
+// units (UnitLock), and only then taints (JudgmentTaintMany with Units);
+// a QA review's reject (UnitRedo) taints the judgments of the unit it
+// holds, under its run. Before, the repair tainted first and locked the
+// runs after, and a reject holding a run while it tainted the judgments
+// of its unit deadlocked with it on PostgreSQL
+// (TestQualityReviewLockOrder). Trust history rows are written only
+// under their contributor's state, so they take no place of their own.
 type QualityTx interface {
 	// QualityStateLock reads a contributor's quality state in a pool and
 	// locks it until the transaction ends (FOR UPDATE; SQLite's write
@@ -53,12 +63,18 @@ type QualityTx interface {
 	// TrustHistoryList lists a contributor's trust changes in a pool,
 	// oldest first (at most quality.MaxTrustHistory).
 	TrustHistoryList(ctx context.Context, poolID, contributorID uuid.UUID) ([]quality.TrustEntry, error)
+	// JudgmentTaintUnits lists the units JudgmentTaintMany with the same
+	// params would change, each once, by unit id, with
+	// how many of the contributor's judgments there differ in taint. It
+	// locks nothing: the repair locks their runs and the units from it,
+	// then taints (see the lock order above).
+	JudgmentTaintUnits(ctx context.Context, p *JudgmentTaintManyParams) ([]TaintedUnit, error)
 	// JudgmentTaintMany taints (p.Tainted) or un-taints every judgment
-	// of a contributor in a pool whose taint differs, and returns how
-	// many changed and the units they belong to, each once, by unit id,
-	// split by the unit's state. The units are not locked: the repair
-	// locks each (after its run) before it changes it. The caller holds
-	// the contributor's state.
+	// of a contributor in a pool whose taint differs — only those on
+	// p.Units when it is not nil —, and returns how many changed and the
+	// units they belong to, each once, by unit id, split by the unit's
+	// state. The caller holds the contributor's state and, for the lock
+	// order, the units' runs and the units (UnitLock) already.
 	JudgmentTaintMany(ctx context.Context, p *JudgmentTaintManyParams) (*JudgmentTaintResult, error)
 	// UnitAuditInsert writes the audit record of a change of a finalized
 	// unit's result (quality.NewAudit).
@@ -208,6 +224,10 @@ type JudgmentTaintManyParams struct {
 	PoolID        uuid.UUID
 	ContributorID uuid.UUID
 	Tainted       bool // true: taint (a flag); false: un-taint (an un-flag)
+	// Units, when not nil, limits the change to the judgments on these
+	// units: the ones the caller locked (JudgmentTaintUnits, then
+	// UnitLock). An empty, non-nil list changes nothing.
+	Units []uuid.UUID
 }
 
 // Validate names every invalid field.

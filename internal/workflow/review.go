@@ -178,7 +178,9 @@ func (adv *advance) recordReview(ctx context.Context, st *flow.StepInstance, e *
 		}
 		return succeed(corrected)
 	}
-	// reject: redo the reviewed unit, hold the review's.
+	// reject: redo the reviewed unit, hold the review's. Lock order
+	// (store.QualityTx): the run is held, then the unit, then the taint
+	// of its judgments — as a flag's repair takes them (run, unit, taint).
 	_, err := adv.tx.UnitRedo(ctx, &store.UnitRedoParams{ID: r.UnitID, Now: adv.now})
 	var ite *crowd.InvalidTransitionError
 	switch {

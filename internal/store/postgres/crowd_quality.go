@@ -198,41 +198,83 @@ func trustHistoryList(ctx context.Context, c conn, poolID, contributorID uuid.UU
 	return out, nil
 }
 
+// judgmentTaintUnits lists the units of the contributor's judgments in
+// the pool whose taint differs (docket_judgments_pool_contributor), on
+// p.Units only when it is not nil, locking nothing.
+func judgmentTaintUnits(ctx context.Context, c conn, p *store.JudgmentTaintManyParams) ([]store.TaintedUnit, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Units != nil && len(p.Units) == 0 {
+		return nil, nil
+	}
+	only, args := taintOnly(p, "j.")
+	rs, err := c.Query(ctx, `
+		SELECT u.id, u.run_id, u.state, u.golden, count(*)
+		FROM docket_judgments j JOIN docket_units u ON u.id = j.unit_id
+		WHERE j.pool_id = $1 AND j.contributor_id = $2 AND j.tainted <> $3 `+only+`
+		GROUP BY u.id ORDER BY u.id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list the units to taint of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
+	}
+	units, err := collect(rs, scanTaintedUnit)
+	if err != nil {
+		return nil, fmt.Errorf("list the units to taint of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
+	}
+	return units, nil
+}
+
 // judgmentTaintMany changes the taint of the contributor's judgments in
-// the pool (docket_judgments_pool_contributor) and groups the changed
-// ones by unit.
+// the pool (docket_judgments_pool_contributor), on p.Units only when it
+// is not nil, and groups the changed ones by unit.
 func judgmentTaintMany(ctx context.Context, c conn, p *store.JudgmentTaintManyParams) (*store.JudgmentTaintResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if p.Units != nil && len(p.Units) == 0 {
+		return store.SplitTaintedUnits(nil), nil
+	}
+	only, args := taintOnly(p, "")
 	rs, err := c.Query(ctx, `
 		WITH t AS (
 			UPDATE docket_judgments SET tainted = $3
-			WHERE pool_id = $1 AND contributor_id = $2 AND tainted <> $3
+			WHERE pool_id = $1 AND contributor_id = $2 AND tainted <> $3 `+only+`
 			RETURNING unit_id
 		)
 		SELECT u.id, u.run_id, u.state, u.golden, count(*) FROM t JOIN docket_units u ON u.id = t.unit_id
-		GROUP BY u.id ORDER BY u.id`, p.PoolID, p.ContributorID, p.Tainted)
+		GROUP BY u.id ORDER BY u.id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("taint judgments of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
 	}
-	units, err := collect(rs, func(r rowScanner) (store.TaintedUnit, error) {
-		var (
-			u     store.TaintedUnit
-			run   *uuid.UUID
-			state string
-		)
-		err := r.Scan(&u.UnitID, &run, &state, &u.Golden, &u.Judgments)
-		if run != nil {
-			u.RunID = *run
-		}
-		u.State = crowd.UnitState(state)
-		return u, err
-	})
+	units, err := collect(rs, scanTaintedUnit)
 	if err != nil {
 		return nil, fmt.Errorf("taint judgments of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
 	}
 	return store.SplitTaintedUnits(units), nil
+}
+
+// taintOnly is the condition limiting a taint to p.Units (none when nil)
+// and the query's arguments.
+func taintOnly(p *store.JudgmentTaintManyParams, alias string) (string, []any) {
+	args := []any{p.PoolID, p.ContributorID, p.Tainted}
+	if p.Units == nil {
+		return "", args
+	}
+	return "AND " + alias + "unit_id = ANY($4)", append(args, p.Units)
+}
+
+func scanTaintedUnit(r rowScanner) (store.TaintedUnit, error) {
+	var (
+		u     store.TaintedUnit
+		run   *uuid.UUID
+		state string
+	)
+	err := r.Scan(&u.UnitID, &run, &state, &u.Golden, &u.Judgments)
+	if run != nil {
+		u.RunID = *run
+	}
+	u.State = crowd.UnitState(state)
+	return u, err
 }
 
 const unitAuditColumns = `id, unit_id, pool_id, old_result, new_result, old_confidence, new_confidence, action,
@@ -375,6 +417,14 @@ func (t *storeTx) TrustHistoryList(ctx context.Context, poolID, contributorID uu
 		return nil, errTxDone
 	}
 	return trustHistoryList(ctx, t.tx, poolID, contributorID)
+}
+
+// JudgmentTaintUnits implements store.Tx.
+func (t *storeTx) JudgmentTaintUnits(ctx context.Context, p *store.JudgmentTaintManyParams) ([]store.TaintedUnit, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return judgmentTaintUnits(ctx, t.tx, p)
 }
 
 // JudgmentTaintMany implements store.Tx.

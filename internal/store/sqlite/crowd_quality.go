@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -188,20 +189,30 @@ func trustHistoryList(ctx context.Context, c conn, poolID, contributorID uuid.UU
 	return out, nil
 }
 
-// judgmentTaintMany reads the units of the judgments that will change
-// taint, then changes them, in the write transaction.
-func judgmentTaintMany(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintManyParams) (*store.JudgmentTaintResult, error) {
+// judgmentTaintUnits lists the units of the contributor's judgments in
+// the pool whose taint differs; on p.Units only when it is not nil.
+func judgmentTaintUnits(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintManyParams) ([]store.TaintedUnit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	pool, c, taint := p.PoolID.String(), p.ContributorID.String(), boolInt(p.Tainted)
-	fail := func(err error) (*store.JudgmentTaintResult, error) {
-		return nil, fmt.Errorf("taint judgments of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
+	fail := func(err error) ([]store.TaintedUnit, error) {
+		return nil, fmt.Errorf("list the units to taint of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
+	}
+	if p.Units != nil && len(p.Units) == 0 {
+		return nil, nil
+	}
+	only, args := "", []any{p.PoolID.String(), p.ContributorID.String(), boolInt(p.Tainted)}
+	if p.Units != nil {
+		ids, err := uuidsJSON(p.Units)
+		if err != nil {
+			return fail(err)
+		}
+		only, args = "AND j.unit_id IN (SELECT value FROM json_each(?4))", append(args, ids)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT u.id, u.run_id, u.state, u.golden, count(*)
 		FROM docket_judgments j JOIN docket_units u ON u.id = j.unit_id
-		WHERE j.pool_id = ? AND j.contributor_id = ? AND j.tainted <> ?
-		GROUP BY u.id ORDER BY u.id`, pool, c, taint)
+		WHERE j.pool_id = ?1 AND j.contributor_id = ?2 AND j.tainted <> ?3 `+only+`
+		GROUP BY u.id ORDER BY u.id`, args...)
 	if err != nil {
 		return fail(err)
 	}
@@ -233,11 +244,41 @@ func judgmentTaintMany(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintMa
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = ?3
-		WHERE pool_id = ?1 AND contributor_id = ?2 AND tainted <> ?3`, pool, c, taint); err != nil {
-		return fail(err)
+	return units, nil
+}
+
+// judgmentTaintMany reads the units of the judgments that will change
+// taint (judgmentTaintUnits), then changes them, in the write
+// transaction.
+func judgmentTaintMany(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintManyParams) (*store.JudgmentTaintResult, error) {
+	units, err := judgmentTaintUnits(ctx, tx, p)
+	if err != nil || len(units) == 0 {
+		return store.SplitTaintedUnits(nil), err
+	}
+	ids := make([]uuid.UUID, len(units))
+	for i, u := range units {
+		ids[i] = u.UnitID
+	}
+	arg, err := uuidsJSON(ids)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = ?3
+			WHERE pool_id = ?1 AND contributor_id = ?2 AND tainted <> ?3 AND unit_id IN (SELECT value FROM json_each(?4))`,
+			p.PoolID.String(), p.ContributorID.String(), boolInt(p.Tainted), arg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("taint judgments of contributor %s in pool %s: %w", p.ContributorID, p.PoolID, err)
 	}
 	return store.SplitTaintedUnits(units), nil
+}
+
+// uuidsJSON is ids as a JSON array of strings, for json_each.
+func uuidsJSON(ids []uuid.UUID) (string, error) {
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	b, err := json.Marshal(strs)
+	return string(b), err
 }
 
 const unitAuditColumns = `id, unit_id, pool_id, old_result, new_result, old_confidence, new_confidence, action,
@@ -421,6 +462,14 @@ func (t *storeTx) TrustHistoryList(ctx context.Context, poolID, contributorID uu
 		return nil, errTxDone
 	}
 	return trustHistoryList(ctx, t.tx, poolID, contributorID)
+}
+
+// JudgmentTaintUnits implements store.Tx.
+func (t *storeTx) JudgmentTaintUnits(ctx context.Context, p *store.JudgmentTaintManyParams) ([]store.TaintedUnit, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return judgmentTaintUnits(ctx, t.tx, p)
 }
 
 // JudgmentTaintMany implements store.Tx.

@@ -354,8 +354,53 @@ func testQuality(t *testing.T, open opener) {
 		require.ErrorIs(t, err, errRollback)
 		requireTaints(p.ID, map[uuid.UUID]bool{})
 
+		// The repair's order: list (nothing changes), lock, then taint on
+		// the listed units only.
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			listed, err := tx.JudgmentTaintUnits(ctx, &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: bad.ID, Tainted: true})
+			require.NoError(t, err)
+			require.Equal(t, sortedIDs(finalized.ID, open.ID, golden.ID, canceled.ID), taintedUnitIDs(listed))
+			for _, u := range listed {
+				require.Equal(t, 1, u.Judgments)
+				require.Equal(t, u.UnitID == golden.ID, u.Golden)
+			}
+			return nil
+		})
+		requireTaints(p.ID, map[uuid.UUID]bool{})
+		var r2 *store.JudgmentTaintResult
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			only := &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: bad.ID, Tainted: true, Units: []uuid.UUID{open.ID, untouched.ID}}
+			listed, err := tx.JudgmentTaintUnits(ctx, only)
+			require.NoError(t, err)
+			require.Equal(t, []uuid.UUID{open.ID}, taintedUnitIDs(listed), "only the units given, and judged")
+			r2, err = tx.JudgmentTaintMany(ctx, only)
+			return err
+		})
+		require.Equal(t, 1, r2.Judgments)
+		require.Equal(t, []uuid.UUID{open.ID}, taintedUnitIDs(r2.Open))
+		js, err := b.s.JudgmentList(b.ctx, &store.JudgmentListParams{PoolID: p.ID})
+		require.NoError(t, err)
+		for _, j := range js {
+			require.Equal(t, j.ContributorID == bad.ID && j.UnitID == open.ID, j.Tainted, "judgment of unit %s by %s", j.UnitID, j.ContributorID)
+		}
+		b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+			none := &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: bad.ID, Tainted: true, Units: []uuid.UUID{}}
+			listed, err := tx.JudgmentTaintUnits(ctx, none)
+			require.NoError(t, err)
+			require.Empty(t, listed)
+			r2, err = tx.JudgmentTaintMany(ctx, none)
+			return err
+		})
+		require.Equal(t, &store.JudgmentTaintResult{}, r2, "an empty list changes nothing")
+		requireTaints(p2.ID, map[uuid.UUID]bool{})
+
 		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
 			_, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{})
+			return err
+		})
+		requireFields(t, err, "poolId", "contributorId")
+		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.JudgmentTaintUnits(ctx, &store.JudgmentTaintManyParams{})
 			return err
 		})
 		requireFields(t, err, "poolId", "contributorId")
