@@ -69,6 +69,11 @@ type Expectations struct {
 	// ACTIVE before the reaper frees it (reaper interval plus slack).
 	// Zero: one minute.
 	ReapWindow time.Duration
+	// FlagWindow is how long after a contributor's flag an assignment
+	// they take in the pool is not yet a violation (KindFlaggedTake): a
+	// take reads their state before it takes, and the flag's time is
+	// when its transaction began, not when it committed. 0: 10 s.
+	FlagWindow time.Duration
 }
 
 // Delivery is what one consumer of events (an SSE client, a webhook

@@ -56,6 +56,41 @@ const (
 	// audit record and unit.result_changed: the run is not rewound) is
 	// compared by its first result, the old result of its first audit.
 	KindHumanStepOutput = "human_step_output"
+
+	// Quality control's invariants (docs/quality.md; the chaos run's
+	// spammers are flagged, their judgments tainted and their units
+	// repaired while processes are killed, and an admin forgives some).
+
+	// KindFlaggedUntainted: a contributor flagged in a pool has a
+	// judgment there that is not tainted (a flag taints every judgment
+	// of theirs in the pool, and a judgment they submit after it is
+	// tainted at once).
+	KindFlaggedUntainted = "flagged_untainted"
+	// KindDecidedOnTainted: a FINALIZED regular unit has fewer clean
+	// judgments than its pool's judgments per unit: it was decided with
+	// a judgment tainted since, and the repair neither recomputed it on
+	// enough clean ones nor reopened it.
+	KindDecidedOnTainted = "decided_on_tainted"
+	// KindFlaggedTake: a contributor flagged in a pool holds an
+	// assignment there that started later than their flag (plus
+	// Expectations.FlagWindow: a take that read their state just before
+	// the flag committed may start a moment after the flag's time).
+	KindFlaggedTake = "flagged_take"
+	// KindQualityEvents: the outbox's contributor.flagged and
+	// contributor.unflagged events of a contributor in a pool do not
+	// alternate from a flag, or do not end as their state does (flagged:
+	// one flag more than un-flags; not flagged: as many); or a unit's
+	// unit.result_changed events are not as many as its audit rows (one
+	// of each per change of a finalized result). A flag, a forgiveness
+	// or a repair written twice after a crash shows here.
+	KindQualityEvents = "quality_events"
+)
+
+// Quality control's events, as the outbox names them.
+const (
+	eventFlagged       = "contributor.flagged"
+	eventUnflagged     = "contributor.unflagged"
+	eventResultChanged = "unit.result_changed"
 )
 
 // CrowdSnapshot is what the checker reads of the human work tables.
@@ -65,6 +100,31 @@ type CrowdSnapshot struct {
 	Judgments   []*crowd.Judgment
 	// PoolSteps names the workflow step of each pool.
 	PoolSteps map[uuid.UUID]string
+	// PoolMin is each pool's judgments per unit (its minimum: what a
+	// unit needs of clean judgments to be finalized).
+	PoolMin map[uuid.UUID]int
+	// Standings are the contributors' quality states in pools
+	// (docket_pool_contributors): flagged or not, since when.
+	Standings []*CrowdStanding
+	// QualityEvents are the outbox's contributor.flagged,
+	// contributor.unflagged and unit.result_changed events, in outbox
+	// order.
+	QualityEvents []QualityEvent
+}
+
+// CrowdStanding is a contributor's standing in a pool.
+type CrowdStanding struct {
+	PoolID, ContributorID uuid.UUID
+	Flagged               bool
+	FlaggedAt             time.Time // zero when not flagged
+}
+
+// QualityEvent is one quality control event of the outbox: a flag or an
+// un-flag (PoolID, ContributorID) or a changed result (PoolID, UnitID).
+type QualityEvent struct {
+	ID                            int64 // the outbox row
+	Type                          string
+	PoolID, ContributorID, UnitID uuid.UUID
 }
 
 // CrowdUnit is a unit as the checker reads it.
@@ -83,6 +143,8 @@ type CrowdUnit struct {
 	// is not rewound (docs/quality.md).
 	Repaired    bool
 	FirstResult json.RawMessage
+	// Audits is how many audit rows the unit has.
+	Audits int
 }
 
 // stepResult is the result a unit's step completed with: its first
@@ -99,14 +161,15 @@ func (u *CrowdUnit) stepResult() json.RawMessage {
 // from the tables: the store has no listing of every assignment, and the
 // checker must see exactly what is stored.
 func LoadCrowd(ctx context.Context, db *sql.DB) (*CrowdSnapshot, error) {
-	s := &CrowdSnapshot{PoolSteps: map[uuid.UUID]string{}}
-	err := queryRows(ctx, db, `SELECT id, step FROM docket_pools`, func(sc scanner) error {
+	s := &CrowdSnapshot{PoolSteps: map[uuid.UUID]string{}, PoolMin: map[uuid.UUID]int{}}
+	err := queryRows(ctx, db, `SELECT id, step, judgments_per_unit FROM docket_pools`, func(sc scanner) error {
 		var id, step string
-		if err := sc.Scan(&id, &step); err != nil {
+		var jpu int
+		if err := sc.Scan(&id, &step, &jpu); err != nil {
 			return err
 		}
 		pid, err := uuid.Parse(id)
-		s.PoolSteps[pid] = step
+		s.PoolSteps[pid], s.PoolMin[pid] = step, jpu
 		return err
 	})
 	if err != nil {
@@ -155,16 +218,22 @@ func LoadCrowd(ctx context.Context, db *sql.DB) (*CrowdSnapshot, error) {
 			return err
 		}
 		uid, err := uuid.Parse(id)
-		if u := byID[uid]; err == nil && u != nil && !u.Repaired {
-			u.Repaired = true
-			if old.Valid {
-				u.FirstResult = json.RawMessage(old.String)
+		if u := byID[uid]; err == nil && u != nil {
+			u.Audits++
+			if !u.Repaired {
+				u.Repaired = true
+				if old.Valid {
+					u.FirstResult = json.RawMessage(old.String)
+				}
 			}
 		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read unit audits: %w", err)
+	}
+	if err := s.loadQuality(ctx, db); err != nil {
+		return nil, err
 	}
 	err = queryRows(ctx, db, `SELECT id, unit_id, pool_id, contributor_id, state, started_at, expires_at
 		FROM docket_assignments ORDER BY id`, func(sc scanner) error {
@@ -212,6 +281,59 @@ func LoadCrowd(ctx context.Context, db *sql.DB) (*CrowdSnapshot, error) {
 		return nil, fmt.Errorf("read judgments: %w", err)
 	}
 	return s, nil
+}
+
+// loadQuality reads the contributors' standings and quality control's
+// events.
+func (s *CrowdSnapshot) loadQuality(ctx context.Context, db *sql.DB) error {
+	err := queryRows(ctx, db, `SELECT pool_id, contributor_id, CASE WHEN flagged THEN 1 ELSE 0 END, flagged_at
+		FROM docket_pool_contributors ORDER BY pool_id, contributor_id`, func(sc scanner) error {
+		st := &CrowdStanding{}
+		var pool, who string
+		var flagged int
+		var at any
+		if err := sc.Scan(&pool, &who, &flagged, &at); err != nil {
+			return err
+		}
+		st.Flagged = flagged != 0
+		return parseAll(
+			func() (err error) { st.PoolID, err = uuid.Parse(pool); return },
+			func() (err error) { st.ContributorID, err = uuid.Parse(who); return },
+			func() (err error) {
+				if at != nil {
+					st.FlaggedAt, err = dbTime(at)
+				}
+				return
+			},
+			func() error { s.Standings = append(s.Standings, st); return nil },
+		)
+	})
+	if err != nil {
+		return fmt.Errorf("read quality states: %w", err)
+	}
+	err = queryRows(ctx, db, `SELECT id, event_type, data FROM docket_outbox
+		WHERE event_type IN ('`+eventFlagged+`', '`+eventUnflagged+`', '`+eventResultChanged+`') ORDER BY id`, func(sc scanner) error {
+		var ev QualityEvent
+		var data string
+		if err := sc.Scan(&ev.ID, &ev.Type, &data); err != nil {
+			return err
+		}
+		var d struct {
+			PoolID        uuid.UUID `json:"poolId"`
+			ContributorID uuid.UUID `json:"contributorId"`
+			UnitID        uuid.UUID `json:"unitId"`
+		}
+		if err := json.Unmarshal([]byte(data), &d); err != nil {
+			return fmt.Errorf("outbox row %d (%s): %w", ev.ID, ev.Type, err)
+		}
+		ev.PoolID, ev.ContributorID, ev.UnitID = d.PoolID, d.ContributorID, d.UnitID
+		s.QualityEvents = append(s.QualityEvents, ev)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read quality events: %w", err)
+	}
+	return nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -328,6 +450,8 @@ func (s *Snapshot) checkCrowd(c *CrowdSnapshot, exp Expectations, now time.Time)
 			add(KindContributorTwice, p.unit, uuid.Nil, "contributor %s has %d %s of the unit", p.who, m.n[p], m.what)
 		}
 	}
+
+	out = append(out, checkQuality(c, exp)...)
 
 	ix := s.humanIndex()
 	for _, u := range c.Units {
@@ -466,4 +590,93 @@ func (s *Snapshot) checkHumanStep(c *CrowdSnapshot, u *CrowdUnit, ix *humanIndex
 			}
 		}
 	}
+}
+
+// checkQuality returns the violations of quality control's invariants:
+// KindFlaggedUntainted, KindDecidedOnTainted, KindFlaggedTake and
+// KindQualityEvents.
+func checkQuality(c *CrowdSnapshot, exp Expectations) []Violation {
+	var out []Violation
+	add := func(kind string, unit uuid.UUID, format string, args ...any) {
+		out = append(out, Violation{Kind: kind, UnitID: unit, Detail: fmt.Sprintf(format, args...)})
+	}
+	window := exp.FlagWindow
+	if window == 0 {
+		window = 10 * time.Second
+	}
+	type key struct{ pool, who uuid.UUID }
+	flagged := map[key]*CrowdStanding{}
+	for _, st := range c.Standings {
+		if st.Flagged {
+			flagged[key{st.PoolID, st.ContributorID}] = st
+		}
+	}
+	for _, j := range c.Judgments {
+		if st := flagged[key{j.PoolID, j.ContributorID}]; st != nil && !j.Tainted {
+			add(KindFlaggedUntainted, j.UnitID, "contributor %s is flagged in pool %s (since %s); their judgment %s is not tainted",
+				j.ContributorID, j.PoolID, ts(st.FlaggedAt), j.ID)
+		}
+	}
+	for _, a := range c.Assignments {
+		if st := flagged[key{a.PoolID, a.ContributorID}]; st != nil && a.StartedAt.After(st.FlaggedAt.Add(window)) {
+			add(KindFlaggedTake, a.UnitID, "contributor %s, flagged in pool %s at %s, took assignment %s at %s",
+				a.ContributorID, a.PoolID, ts(st.FlaggedAt), a.ID, ts(a.StartedAt))
+		}
+	}
+	clean := map[uuid.UUID]int{}
+	for _, j := range c.Judgments {
+		if !j.Tainted {
+			clean[j.UnitID]++
+		}
+	}
+	for _, u := range c.Units {
+		if min, ok := c.PoolMin[u.PoolID]; ok && !u.Golden && u.State == crowd.UnitFinalized && clean[u.ID] < min {
+			add(KindDecidedOnTainted, u.ID, "the unit is FINALIZED with %d clean judgments; its pool wants %d", clean[u.ID], min)
+		}
+	}
+
+	// Flags and un-flags alternate, from a flag, and end as the state.
+	changes := map[key][]string{}
+	var order []key
+	changed := map[uuid.UUID]int{}
+	for _, ev := range c.QualityEvents {
+		switch ev.Type {
+		case eventFlagged, eventUnflagged:
+			k := key{ev.PoolID, ev.ContributorID}
+			if _, ok := changes[k]; !ok {
+				order = append(order, k)
+			}
+			changes[k] = append(changes[k], ev.Type)
+		case eventResultChanged:
+			changed[ev.UnitID]++
+		}
+	}
+	for _, st := range c.Standings {
+		if k := (key{st.PoolID, st.ContributorID}); st.Flagged && changes[k] == nil {
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		evs := changes[k]
+		bad := ""
+		for i, typ := range evs {
+			if want := []string{eventFlagged, eventUnflagged}[i%2]; typ != want {
+				bad = fmt.Sprintf("event %d is %s, not %s", i+1, typ, want)
+				break
+			}
+		}
+		isFlagged := flagged[k] != nil
+		if bad == "" && (len(evs)%2 == 1) != isFlagged {
+			bad = fmt.Sprintf("%d events, and the contributor is flagged: %v", len(evs), isFlagged)
+		}
+		if bad != "" {
+			add(KindQualityEvents, uuid.Nil, "contributor %s in pool %s: flags and un-flags %s: %s", k.who, k.pool, strings.Join(evs, ", "), bad)
+		}
+	}
+	for _, u := range c.Units {
+		if n := changed[u.ID]; n != u.Audits {
+			add(KindQualityEvents, u.ID, "%d audit rows, %d unit.result_changed events", u.Audits, n)
+		}
+	}
+	return out
 }

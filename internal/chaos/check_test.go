@@ -738,6 +738,14 @@ func (b *crowdBundle) falseSQL() string {
 	return "0"
 }
 
+// trueSQL is true as the backend stores a boolean.
+func (b *crowdBundle) trueSQL() string {
+	if b.backend == "postgres" {
+		return "true"
+	}
+	return "1"
+}
+
 func (b *crowdBundle) scalar(t *testing.T, query string) string {
 	t.Helper()
 	var v string
