@@ -157,6 +157,10 @@ func TestCheckQuality(t *testing.T) {
 			t.Parallel()
 			b := setupQuality(t, backend)
 			require.Empty(t, b.check(t), "a correct history has no violation")
+			qc := crowdcheck.QualityChecks(b.pool, 2)
+			results, err := crowdcheck.RunChecks(b.ctx, b.db, qc)
+			require.NoError(t, err)
+			require.Empty(t, crowdcheck.Failed(results), "crowdcheck's quality checks hold too")
 
 			judgmentOf := func(who uuid.UUID) (id, unit string) {
 				id = b.scalar(t, fmt.Sprintf(`SELECT j.id FROM docket_judgments j JOIN docket_units u ON u.id = j.unit_id
@@ -210,6 +214,14 @@ func TestCheckQuality(t *testing.T) {
 				}
 				require.True(t, caught, "%s: the checker must catch a %s violation (unit %s, naming %q)", c.name, c.kind, unit, detail)
 			}
+			// The unit short of clean judgments fails crowdcheck's count.
+			results, err = crowdcheck.RunChecks(b.ctx, b.db, qc)
+			require.NoError(t, err)
+			var failed []string
+			for _, r := range crowdcheck.Failed(results) {
+				failed = append(failed, r.Name)
+			}
+			require.Contains(t, failed, qc[3].Name)
 		})
 	}
 }

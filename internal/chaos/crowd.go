@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/crowdcheck"
 	"github.com/docket-run/docket/internal/flow"
@@ -50,10 +52,31 @@ const (
 	reapWindow = docket.AssignmentReapIntervalDefault + 5*time.Second
 )
 
+// Quality control in the chaos run (docs/quality.md): the pool holds
+// GoldenUnits test questions; a contributor's first assignment is one,
+// then every third; two answered, trust under 0.6 flags them. Honest
+// contributors answer what the unit's input says is right (test
+// questions too), spammers at random: a spammer who misses a test
+// question of the first two is flagged, their judgments tainted and the
+// units they judged repaired — reopened, recomputed — while processes
+// are killed; an admin forgives one now and then (forgiver), and they
+// are flagged again after two more test questions.
+const (
+	// Spammers is how many of the Contributors answer at random: the
+	// last ones.
+	Spammers = 4
+	// GoldenUnits is how many test questions the pool holds.
+	GoldenUnits = 8
+)
+
 const humanTemplate = `{"title": "Which is it?",
  "instructions": "Pick a or b.",
  "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}]}],
- "judgmentsPerUnit": {"min": 3}, "assignmentSeconds": 30}`
+ "judgmentsPerUnit": {"min": 3}, "assignmentSeconds": 30,
+ "quality": {"quizSize": 1, "testEvery": 3, "minTests": 2, "minTrust": 0.6}}`
+
+// spammer reports whether contributor n answers at random.
+func spammer(n int) bool { return n >= Contributors-Spammers }
 
 // HumanShape is the workflow of the human runs: fetch (a job) → label
 // (a human step, 3 judgments per unit) → ship (a job, given the label's
@@ -87,17 +110,28 @@ type CrowdReport struct {
 	// KillsMidJudgment counts kill_serve_judging faults that caught a
 	// judgment as it was sent.
 	KillsMidJudgment int
+	// Refused counts takes refused 403 to a flagged spammer; Forgives
+	// the forgivenesses an admin sent (of a spammer, flagged or not:
+	// one not flagged is left as they are).
+	Refused, Forgives int
+	// Flags, Unflags and ResultChanges are read from the outbox after
+	// the run: contributor.flagged, contributor.unflagged and
+	// unit.result_changed; Tainted counts the tainted judgments.
+	Flags, Unflags, ResultChanges, Tainted int
 }
 
 func (c *CrowdReport) String() string {
-	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment, %d kill_serve_judging faults that caught a judgment as it was sent",
-		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork, c.KillsMidJudgment)
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment, %d kill_serve_judging faults that caught a judgment as it was sent; quality control: %d flags, %d forgivenesses sent, %d un-flags, %d takes refused to a flagged spammer, %d judgments tainted, %d finalized results changed",
+		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork, c.KillsMidJudgment,
+		c.Flags, c.Forgives, c.Unflags, c.Refused, c.Tainted, c.ResultChanges)
 }
 
 // crowdSim is the simulated contributors.
 type crowdSim struct {
 	r        *run
 	secrets  []string
+	ids      []string       // the contributors' ids, by number
+	pool     uuid.UUID      // the label step's pool
 	inflight []atomic.Int32 // requests in flight by server
 	// working counts, by server, the contributors between a take it
 	// answered and their judgment or release (sent to it unless it is
@@ -137,10 +171,25 @@ func (r *run) putHuman(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := r.client.WorkflowPut(ctx, def); err != nil {
+	v, _, err := r.client.WorkflowPut(ctx, def)
+	if err != nil {
 		return fmt.Errorf("put workflow %s: %w", HumanShape.Name, err)
 	}
-	r.crowd = &crowdSim{r: r, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers)), judging: make(chan int)}
+	// The label step's pool, made now to hold the test questions.
+	pool, _, err := r.client.PoolEnsure(ctx, HumanShape.Name, v.Version, "label", HumanTask)
+	if err != nil {
+		return fmt.Errorf("make the pool of %s: %w", HumanShape.Name, err)
+	}
+	golden := make([]docket.GoldenUnit, GoldenUnits)
+	for i := range golden {
+		right := rightAnswer(r.cfg.Seed, 1000+i)
+		golden[i] = docket.GoldenUnit{Input: json.RawMessage(fmt.Sprintf(`{"input": {"right": %q, "golden": %d}}`, right, i)),
+			Answer: json.RawMessage(fmt.Sprintf(`{"pick": %q}`, right))}
+	}
+	if _, err := r.client.GoldenAdd(ctx, pool.ID, golden); err != nil {
+		return fmt.Errorf("add test questions: %w", err)
+	}
+	r.crowd = &crowdSim{r: r, pool: pool.ID, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers)), judging: make(chan int)}
 	for i := range Contributors {
 		var who struct {
 			ContributorID string `json:"contributorId"`
@@ -156,8 +205,29 @@ func (r *run) putHuman(ctx context.Context) error {
 			return fmt.Errorf("key of contributor %d: %w", i, err)
 		}
 		r.crowd.secrets = append(r.crowd.secrets, key.Secret)
+		r.crowd.ids = append(r.crowd.ids, who.ContributorID)
 	}
 	return nil
+}
+
+// rightAnswer is the right answer of the i-th human run's unit (or test
+// question), by the seed.
+func rightAnswer(seed uint64, i int) string {
+	return []string{"a", "b"}[mrand.New(mrand.NewPCG(seed, 5000+uint64(i))).IntN(2)]
+}
+
+// rightOf reads the right answer from a unit's input ({"input":
+// {"right": …}}): what an honest contributor answers.
+func rightOf(input json.RawMessage) string {
+	var in struct {
+		Input struct {
+			Right string `json:"right"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	return in.Input.Right
 }
 
 // humanSpan is the part of the phase in which human runs start and
@@ -186,7 +256,7 @@ func (r *run) submitHumanRuns(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 		}
-		in := runInput{MS: 5 + rnd.IntN(60)}
+		in := runInput{MS: 5 + rnd.IntN(60), Right: rightAnswer(r.cfg.Seed, i)}
 		key := fmt.Sprintf("chaos-human-%d-%d", r.cfg.Seed, i)
 		wg.Add(1)
 		go func() {
@@ -212,6 +282,38 @@ func (c *crowdSim) startWork(ctx context.Context) {
 			c.work(ctx, i, secret)
 		}()
 	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.forgiver(ctx)
+	}()
+}
+
+// forgiver is an admin who, every 2–5 s of the human span, forgives a
+// spammer picked by the seed, over HTTP against the servers being
+// killed (a forgiveness is idempotent: a contributor not flagged is left
+// as they are).
+func (c *crowdSim) forgiver(ctx context.Context) {
+	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 6))
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(2000+rnd.IntN(3000)) * time.Millisecond):
+		}
+		if time.Now().After(c.until) {
+			return
+		}
+		who := c.ids[Contributors-Spammers+rnd.IntN(Spammers)]
+		path := "/v1/pools/" + c.pool.String() + "/contributors/" + who + "/forgive"
+		if err := c.r.call("POST", path, nil, n, nil, http.StatusOK); err != nil {
+			if ctx.Err() == nil {
+				c.surprise("forgive contributor %s: %v", who, err)
+			}
+			continue
+		}
+		c.count(func(r *CrowdReport) { r.Forgives++ })
+	}
 }
 
 func (c *crowdSim) stopWork() {
@@ -219,6 +321,18 @@ func (c *crowdSim) stopWork() {
 		c.stop()
 	}
 	c.wg.Wait()
+}
+
+// openUnits counts the regular units of the pool not final yet (a
+// count of at most one page: 0 is what matters); -1 when it cannot read.
+func (c *crowdSim) openUnits(ctx context.Context) int {
+	no := false
+	us, err := c.r.client.UnitList(ctx, c.pool, docket.UnitListParams{
+		States: []docket.UnitState{docket.UnitNew, docket.UnitJudgable, docket.UnitPaused}, Golden: &no, Limit: 100})
+	if err != nil {
+		return -1
+	}
+	return len(us)
 }
 
 // busyServer is a server with a contributor's request in flight now, or
@@ -353,7 +467,11 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 			continue
 		}
 		if a.status != http.StatusCreated {
-			if a.status != http.StatusNotFound {
+			switch {
+			case a.status == http.StatusForbidden && spammer(n):
+				// Flagged: no more work here until an admin forgives.
+				c.count(func(r *CrowdReport) { r.Refused++ })
+			case a.status != http.StatusNotFound:
 				c.surprise("POST /v1/assignments: %d %s", a.status, a.body)
 			}
 			idle()
@@ -362,6 +480,9 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 		var taken struct {
 			AssignmentID string    `json:"assignmentId"`
 			ExpiresAt    time.Time `json:"expiresAt"`
+			Unit         struct {
+				Input json.RawMessage `json:"input"`
+			} `json:"unit"`
 		}
 		if err := json.Unmarshal(a.body, &taken); err != nil {
 			c.surprise("POST /v1/assignments: %v in %s", err, a.body)
@@ -378,7 +499,11 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 			// judges it twice.
 			x = []int{0, 5, 9, 22}[n]
 		}
-		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, func() { c.working[at].Add(-1) })
+		pick := rightOf(taken.Unit.Input)
+		if pick == "" || spammer(n) {
+			pick = []string{"a", "b"}[rnd.IntN(2)]
+		}
+		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, pick, func() { c.working[at].Add(-1) })
 	}
 }
 
@@ -386,11 +511,11 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 // the draw x in [0, 100).
 // done is called once when the contributor stops working on it (before
 // a long wait).
-func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, x int, secret string, server *int, id string, expires time.Time, done func()) {
+func (c *crowdSim) act(ctx context.Context, rnd *mrand.Rand, x int, secret string, server *int, id string, expires time.Time, pick string, done func()) {
 	var once sync.Once
 	defer once.Do(done)
 	early := time.Now().Before(c.until)
-	data := fmt.Sprintf(`{"pick": %q}`, []string{"a", "b"}[rnd.IntN(2)])
+	data := fmt.Sprintf(`{"pick": %q}`, pick)
 	// Think: a person reads the unit.
 	select {
 	case <-ctx.Done():
@@ -514,9 +639,10 @@ func humanSummary(s *CrowdSnapshot) string {
 
 // checkCrowd checks the human work invariants on the database (the
 // snapshot's job and run invariants were checked already): the checker's
-// own (checkCrowd, with the reap window of the run) and crowdcheck's
-// queries on the human runs' pool, whose every unit must be FINALIZED
-// with exactly HumanJudgments judgments, no assignment left ACTIVE and
+// own (checkCrowd, with the reap window of the run, quality control's
+// among them) and crowdcheck's queries for a pool under quality control
+// on the human runs' pool, whose every unit must be FINALIZED with at
+// least HumanJudgments clean judgments, no assignment left ACTIVE and
 // the pool's counters equal to the tables. It fills the report's human
 // work lines.
 func (r *run) checkCrowd(ctx context.Context, snap *Snapshot, expectRuns map[string]flow.RunState, rep *Report) ([]Violation, error) {
@@ -535,7 +661,7 @@ func (r *run) checkCrowd(ctx context.Context, snap *Snapshot, expectRuns map[str
 		if step != "label" {
 			continue
 		}
-		results, err := crowdcheck.Run(ctx, db, pool, HumanJudgments)
+		results, err := crowdcheck.RunChecks(ctx, db, crowdcheck.QualityChecks(pool, HumanJudgments))
 		if err != nil {
 			return nil, err
 		}
@@ -548,6 +674,21 @@ func (r *run) checkCrowd(ctx context.Context, snap *Snapshot, expectRuns map[str
 	for k := range expectRuns {
 		if strings.HasPrefix(k, "chaos-human-") {
 			rep.HumanRuns++
+		}
+	}
+	for _, ev := range cs.QualityEvents {
+		switch ev.Type {
+		case eventFlagged:
+			crowdRep.Flags++
+		case eventUnflagged:
+			crowdRep.Unflags++
+		case eventResultChanged:
+			crowdRep.ResultChanges++
+		}
+	}
+	for _, j := range cs.Judgments {
+		if j.Tainted {
+			crowdRep.Tainted++
 		}
 	}
 	rep.Crowd = crowdRep

@@ -53,7 +53,7 @@ func TestCrowdAnswers(t *testing.T) {
 				inflight: make([]atomic.Int32, 1), judging: make(chan int), until: time.Now().Add(time.Hour)}
 			server := 0
 			sim.act(context.Background(), mrand.New(mrand.NewPCG(1, 2)), c.x, "secret", &server,
-				"01a21456-2c90-739f-b152-b24855f5f19e", time.Now().Add(30*time.Second), func() {})
+				"01a21456-2c90-739f-b152-b24855f5f19e", time.Now().Add(30*time.Second), "a", func() {})
 			rep, surprises := sim.report()
 			if c.surprised {
 				require.Len(t, surprises, 1, "%+v", rep)

@@ -85,6 +85,9 @@ type runInput struct {
 	MS    int   `json:"ms"`              // how long each step's work takes
 	Items []int `json:"items,omitempty"` // chaos_fanout: what "each" fans out over
 	Take  bool  `json:"take"`            // chaos_branch: false skips "skipped"
+	// Right is chaos_human's right answer: what an honest contributor
+	// picks (crowd.go).
+	Right string `json:"right,omitempty"`
 }
 
 // stepJob is a step job's payload as the chaos handlers read it.

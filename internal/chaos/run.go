@@ -804,6 +804,17 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 	var lastCounts []*store.JobCount
 	said := time.Now()
 	err := poll(ctx, r.cfg.QuiesceTimeout, "every job and every run to finish", func() bool {
+		if r.crowd != nil {
+			// A unit a late flag reopened after its run went on is
+			// judged again: the contributors work until none is open.
+			if n := r.crowd.openUnits(ctx); n != 0 {
+				if time.Since(said) > 10*time.Second {
+					said = time.Now()
+					r.logf("waiting for %d reopened units to be judged", n)
+				}
+				return false
+			}
+		}
 		if n := r.openRuns(ctx); n != 0 {
 			if time.Since(said) > 10*time.Second {
 				said = time.Now()
@@ -834,8 +845,8 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 		// Check anyway: the violations say what is stuck.
 	}
 	if r.crowd != nil {
-		// Every human run is done (or the wait gave up): no unit needs
-		// a contributor any more.
+		// Every human run is done and every unit final (or the wait
+		// gave up): no unit needs a contributor any more.
 		r.crowd.stopWork()
 	}
 	// Quiet: wait for the consumers to get every event.

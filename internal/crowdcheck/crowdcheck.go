@@ -34,19 +34,42 @@ type Result struct {
 
 // Checks are the invariants of a pool whose every unit should have been
 // judged perUnit times and finalized, with no assignment left ACTIVE.
+// Golden units (test questions) have no target: any number of
+// contributors may hold one.
 func Checks(poolID uuid.UUID, perUnit int) []Check {
+	return checks(poolID, perUnit, false)
+}
+
+// QualityChecks are Checks for a pool under quality control
+// (docs/quality.md), whose units may hold tainted judgments beside their
+// clean ones — a flagged contributor's — and more clean ones than
+// perUnit after a forgiveness un-tainted them: every unit FINALIZED with
+// at least perUnit clean judgments and judgment_count its judgments
+// stored, clean or not, instead of exactly perUnit of both.
+func QualityChecks(poolID uuid.UUID, perUnit int) []Check {
+	return checks(poolID, perUnit, true)
+}
+
+func checks(poolID uuid.UUID, perUnit int, quality bool) []Check {
 	pool := "'" + poolID.String() + "'" // a uuid: safe to inline
+	count := Check{fmt.Sprintf("units without exactly %d judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
+			WHERE u.pool_id = %s AND NOT u.golden AND (u.judgment_count <> %d
+				OR (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id) <> %d)`, pool, perUnit, perUnit)}
+	if quality {
+		count = Check{fmt.Sprintf("units with fewer than %d clean judgments, or a judgment_count other than their judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
+			WHERE u.pool_id = %s AND NOT u.golden
+				AND (u.judgment_count <> (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id)
+				OR (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id AND NOT j.tainted) < %d)`, pool, perUnit)}
+	}
 	return []Check{
 		{"slots assigned twice (more ACTIVE and SUBMITTED assignments than judgments_per_unit)", `SELECT count(*) FROM docket_units u
-			WHERE u.pool_id = ` + pool + ` AND (SELECT count(*) FROM docket_assignments a
+			WHERE u.pool_id = ` + pool + ` AND NOT u.golden AND (SELECT count(*) FROM docket_assignments a
 				WHERE a.unit_id = u.id AND a.state IN ('ACTIVE', 'SUBMITTED')) > u.judgments_per_unit`},
 		{"same contributor twice on one unit (assignments)", `SELECT count(*) FROM (SELECT unit_id, contributor_id
 			FROM docket_assignments WHERE pool_id = ` + pool + ` GROUP BY unit_id, contributor_id HAVING count(*) > 1) x`},
 		{"same contributor twice on one unit (judgments)", `SELECT count(*) FROM (SELECT unit_id, contributor_id
 			FROM docket_judgments WHERE pool_id = ` + pool + ` GROUP BY unit_id, contributor_id HAVING count(*) > 1) x`},
-		{fmt.Sprintf("units without exactly %d judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
-			WHERE u.pool_id = %s AND NOT u.golden AND (u.judgment_count <> %d
-				OR (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id) <> %d)`, pool, perUnit, perUnit)},
+		count,
 		{"units not FINALIZED", `SELECT count(*) FROM docket_units WHERE pool_id = ` + pool + ` AND NOT golden AND state <> 'FINALIZED'`},
 		{"units whose slots_taken is not their ACTIVE and SUBMITTED assignments", `SELECT count(*) FROM docket_units u
 			WHERE u.pool_id = ` + pool + ` AND u.slots_taken <> (SELECT count(*) FROM docket_assignments a
@@ -91,8 +114,13 @@ func Open(databaseURL string) (*sql.DB, error) {
 
 // Run runs every check on db.
 func Run(ctx context.Context, db *sql.DB, poolID uuid.UUID, perUnit int) ([]Result, error) {
+	return RunChecks(ctx, db, Checks(poolID, perUnit))
+}
+
+// RunChecks runs the checks on db.
+func RunChecks(ctx context.Context, db *sql.DB, checks []Check) ([]Result, error) {
 	var out []Result
-	for _, c := range Checks(poolID, perUnit) {
+	for _, c := range checks {
 		var n int
 		if err := db.QueryRowContext(ctx, c.Query).Scan(&n); err != nil {
 			return nil, fmt.Errorf("check %q: %w", c.Name, err)
