@@ -145,7 +145,10 @@ type crowdSim struct {
 	// phase lasts.
 	until time.Time
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// refused are the spammers refused work (403): flagged, as far as
+	// the admin knows; the forgiver picks among them.
+	refused   map[int]bool
 	rep       CrowdReport
 	surprises []Violation
 	stop      context.CancelFunc
@@ -189,7 +192,7 @@ func (r *run) putHuman(ctx context.Context) error {
 	if _, err := r.client.GoldenAdd(ctx, pool.ID, golden); err != nil {
 		return fmt.Errorf("add test questions: %w", err)
 	}
-	r.crowd = &crowdSim{r: r, pool: pool.ID, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers)), judging: make(chan int)}
+	r.crowd = &crowdSim{r: r, pool: pool.ID, refused: map[int]bool{}, inflight: make([]atomic.Int32, len(r.servers)), working: make([]atomic.Int32, len(r.servers)), judging: make(chan int)}
 	for i := range Contributors {
 		var who struct {
 			ContributorID string `json:"contributorId"`
@@ -289,22 +292,39 @@ func (c *crowdSim) startWork(ctx context.Context) {
 	}()
 }
 
-// forgiver is an admin who, every 2–5 s of the human span, forgives a
-// spammer picked by the seed, over HTTP against the servers being
-// killed (a forgiveness is idempotent: a contributor not flagged is left
-// as they are).
+// forgiver is an admin who, every 1.5–3 s of the first half of the
+// human span (so that some spammers are flagged again after), forgives
+// one of the spammers refused work since the last forgiveness, picked
+// by the seed, over HTTP against the servers being killed (a
+// forgiveness is idempotent: a contributor not flagged is left as they
+// are).
 func (c *crowdSim) forgiver(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 6))
+	until := time.Now().Add(c.r.humanSpan() / 2)
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(2000+rnd.IntN(3000)) * time.Millisecond):
+		case <-time.After(time.Duration(1500+rnd.IntN(1500)) * time.Millisecond):
 		}
-		if time.Now().After(c.until) {
+		if time.Now().After(until) {
 			return
 		}
-		who := c.ids[Contributors-Spammers+rnd.IntN(Spammers)]
+		c.mu.Lock()
+		var flagged []int
+		for i := range Contributors {
+			if c.refused[i] {
+				flagged = append(flagged, i)
+			}
+		}
+		if len(flagged) == 0 {
+			c.mu.Unlock()
+			continue
+		}
+		i := flagged[rnd.IntN(len(flagged))]
+		delete(c.refused, i)
+		c.mu.Unlock()
+		who := c.ids[i]
 		path := "/v1/pools/" + c.pool.String() + "/contributors/" + who + "/forgive"
 		if err := c.r.call("POST", path, nil, n, nil, http.StatusOK); err != nil {
 			if ctx.Err() == nil {
@@ -470,7 +490,10 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 			switch {
 			case a.status == http.StatusForbidden && spammer(n):
 				// Flagged: no more work here until an admin forgives.
-				c.count(func(r *CrowdReport) { r.Refused++ })
+				c.mu.Lock()
+				c.rep.Refused++
+				c.refused[n] = true
+				c.mu.Unlock()
 			case a.status != http.StatusNotFound:
 				c.surprise("POST /v1/assignments: %d %s", a.status, a.body)
 			}

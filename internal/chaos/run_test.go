@@ -85,6 +85,9 @@ func TestChaosShort(t *testing.T) {
 	require.NotZero(t, rep.Crowd.LateRefuse, "no late judgment was refused")
 	require.NotZero(t, rep.Crowd.Repeats, "no judgment was sent twice")
 	require.NotZero(t, rep.Crowd.Releases, "no assignment was released")
+	require.NotZero(t, rep.Crowd.Flags, "no spammer was flagged")
+	require.NotZero(t, rep.Crowd.Unflags, "no spammer was forgiven")
+	require.NotZero(t, rep.Crowd.ResultChanges, "no finalized result was repaired")
 	require.NotZero(t, rep.StepJobsByExec, "no step job ran on the exec worker: the lease API's advancement went untested")
 	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
 		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker, chaos.FaultKillServeJudging} {
