@@ -45,7 +45,8 @@ func Checks(poolID uuid.UUID, perUnit int) []Check {
 // clean ones — a flagged contributor's — and more clean ones than
 // perUnit after a forgiveness un-tainted them: every unit FINALIZED with
 // at least perUnit clean judgments and judgment_count its judgments
-// stored, clean or not, instead of exactly perUnit of both.
+// stored, clean or not, instead of exactly perUnit of both; and no
+// ACTIVE assignment left of a regular unit (a test question's may be).
 func QualityChecks(poolID uuid.UUID, perUnit int) []Check {
 	return checks(poolID, perUnit, true)
 }
@@ -55,7 +56,13 @@ func checks(poolID uuid.UUID, perUnit int, quality bool) []Check {
 	count := Check{fmt.Sprintf("units without exactly %d judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
 			WHERE u.pool_id = %s AND NOT u.golden AND (u.judgment_count <> %d
 				OR (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id) <> %d)`, pool, perUnit, perUnit)}
+	active := Check{"ACTIVE assignments left", `SELECT count(*) FROM docket_assignments WHERE pool_id = ` + pool + ` AND state = 'ACTIVE'`}
 	if quality {
+		// A test question stays judgable: a contributor stopped in the
+		// middle of one leaves its assignment to the reaper, and no
+		// unit waits for it.
+		active = Check{"ACTIVE assignments of regular units left", `SELECT count(*) FROM docket_assignments a JOIN docket_units u ON u.id = a.unit_id
+			WHERE a.pool_id = ` + pool + ` AND a.state = 'ACTIVE' AND NOT u.golden`}
 		count = Check{fmt.Sprintf("units with fewer than %d clean judgments, or a judgment_count other than their judgments", perUnit), fmt.Sprintf(`SELECT count(*) FROM docket_units u
 			WHERE u.pool_id = %s AND NOT u.golden
 				AND (u.judgment_count <> (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id)
@@ -80,7 +87,7 @@ func checks(poolID uuid.UUID, perUnit int, quality bool) []Check {
 		{"SUBMITTED assignments without a judgment", `SELECT count(*) FROM docket_assignments a
 			WHERE a.pool_id = ` + pool + ` AND a.state = 'SUBMITTED'
 				AND NOT EXISTS (SELECT 1 FROM docket_judgments j WHERE j.assignment_id = a.id)`},
-		{"ACTIVE assignments left", `SELECT count(*) FROM docket_assignments WHERE pool_id = ` + pool + ` AND state = 'ACTIVE'`},
+		active,
 		{"pool counters that differ from the tables (judgments, active assignments, judgable and finalized units)", `SELECT
 			CASE WHEN (SELECT coalesce(sum(judgments), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)
 				= (SELECT count(*) FROM docket_judgments WHERE pool_id = ` + pool + `) THEN 0 ELSE 1 END
