@@ -494,6 +494,10 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 				c.rep.Refused++
 				c.refused[n] = true
 				c.mu.Unlock()
+				select { // asks again less often than one who found no unit
+				case <-ctx.Done():
+				case <-time.After(time.Duration(1000+rnd.IntN(1000)) * time.Millisecond):
+				}
 			case a.status != http.StatusNotFound:
 				c.surprise("POST /v1/assignments: %d %s", a.status, a.body)
 			}
