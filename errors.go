@@ -13,6 +13,12 @@ var ErrNotFound = store.ErrNotFound
 // was rescued, or the job was canceled); its writes are refused.
 var ErrLeaseLost = store.ErrLeaseLost
 
+// ErrContention: the database aborted the call's transaction to break a
+// deadlock with another one (PostgreSQL, SQLSTATE 40P01 or 40001). Nothing
+// was written and the same call again normally succeeds; the HTTP API
+// answers 503 with Retry-After.
+var ErrContention = store.ErrContention
+
 // ErrNotInJob is returned by Progress and SetResult outside a handler.
 var ErrNotInJob = engine.ErrNotInJob
 

@@ -167,6 +167,11 @@ func problemOf(err error) *Problem {
 		return tooLarge(maxErr.Limit)
 	case errors.Is(err, docket.ErrNotFound):
 		return notFound("no such job")
+	case errors.Is(err, docket.ErrContention):
+		p := problem(http.StatusServiceUnavailable, "contention", "Try again",
+			"the database aborted this request's transaction to resolve a conflict with another one; nothing was written, the same request again should succeed")
+		p.RetryAfter = 1
+		return p
 	case errors.Is(err, docket.ErrLeaseLost):
 		return conflict("lease-lost", "the lease is no longer held: it expired, was rescued, or the job moved on")
 	case crowdProblem(err) != nil:

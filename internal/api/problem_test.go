@@ -43,3 +43,13 @@ func TestProblemForWalksJoins(t *testing.T) {
 	p = problemFor(fmt.Errorf("one: %w", verr("only")))
 	require.Equal(t, []string{"only"}, names(p))
 }
+
+// A transaction the database aborted to break a deadlock is a 503 with
+// Retry-After: nothing was written and the same request should succeed.
+func TestProblemForContention(t *testing.T) {
+	t.Parallel()
+	p := problemFor(fmt.Errorf("judge: %w", docket.ErrContention))
+	require.Equal(t, http.StatusServiceUnavailable, p.Status)
+	require.Equal(t, problemBase+"contention", p.Type)
+	require.Equal(t, 1, p.RetryAfter)
+}

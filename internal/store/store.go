@@ -58,6 +58,10 @@ var (
 	// ErrDuplicate: a unique value (such as an API key's secret) exists
 	// already.
 	ErrDuplicate = errors.New("duplicate")
+	// ErrContention: the database aborted the transaction to break a
+	// deadlock or a serialization conflict with another one. Nothing was
+	// written; the same call again normally succeeds.
+	ErrContention = errors.New("transaction aborted by a conflict with another; nothing was written, try again")
 )
 
 // Store is the database layer: every domain, and the database as a whole.

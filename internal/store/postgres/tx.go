@@ -40,13 +40,34 @@ func (s *Store) withTx(ctx context.Context, fn func(ptx pgx.Tx) error) error {
 	}
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(ptx); err != nil {
-		return err
+		return contended(err)
 	}
 	if err := ptx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
+		return contended(fmt.Errorf("commit transaction: %w", err))
 	}
 	return nil
 }
+
+// contended marks an error that aborted a transaction to break a deadlock
+// (40P01) or a serialization conflict (40001) as store.ErrContention,
+// keeping the driver's error in the chain. A transaction whose locks are
+// taken in the documented order (docs/quality.md, "Lock order") cannot
+// deadlock with another; the counter rows of two different pools are the
+// one cycle left (a labelling pool's finalization and its review pool's
+// reject, see there), rare and retried by the caller.
+func contended(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+		return contentionError{err}
+	}
+	return err
+}
+
+type contentionError struct{ err error }
+
+func (e contentionError) Error() string        { return e.err.Error() }
+func (e contentionError) Unwrap() error        { return e.err }
+func (e contentionError) Is(target error) bool { return target == store.ErrContention }
 
 // runTx runs fn with a store.Tx on ptx; the caller begins and ends ptx.
 func (s *Store) runTx(ctx context.Context, ptx pgx.Tx, fn func(ctx context.Context, tx store.Tx) error) error {
