@@ -87,7 +87,7 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compile
 		if st.Standing.Flagged {
 			return nil, &NotEligibleError{ContributorID: tp.ContributorID, PoolID: tp.PoolID, Reason: "the contributor is flagged in the pool"}
 		}
-		if scheduling && qs.NextAssignment(st.Counts).Test {
+		if scheduling && qs.NextAssignment(st.Counts, st.Trust).Test {
 			gp := *tp
 			gp.Golden, gp.Candidates = true, nil
 			if gp.Strategy == crowd.StrategyCandidates {

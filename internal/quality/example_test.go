@@ -11,9 +11,10 @@ import (
 	"github.com/docket-run/docket/internal/task"
 )
 
-// A contributor who answers their quiz badly is flagged after the fourth
-// test question, and a finalized unit they judged is reopened for one
-// more clean judgment.
+// A contributor who answers their quiz wrong is flagged after the fourth
+// test question — their accuracy is under the minimum 0.5 with
+// probability 0.985 — and a finalized unit they judged is reopened for
+// one more clean judgment.
 func Example() {
 	s, err := quality.Decode([]byte(`{"quizSize": 4, "minTrust": 0.5, "minTests": 4}`))
 	if err != nil {
@@ -24,8 +25,8 @@ func Example() {
 
 	trust, standing := quality.NewTrust(), quality.Standing{}
 	counts := quality.Counts{}
-	for _, right := range []bool{false, true, false, false} {
-		fmt.Println(s.NextAssignment(counts).Reason)
+	for _, right := range []bool{false, false, false, false} {
+		fmt.Println(s.NextAssignment(counts, trust).Reason)
 		counts.Taken++
 		counts.TestsTaken++
 		trust = s.ScoreTest(trust, right, at, "")
@@ -42,10 +43,10 @@ func Example() {
 	})
 	fmt.Println(repair.Action, repair.Target, repair.Reason)
 	// Output:
-	// assignment 1: 1 test questions due (quiz: the first 4 assignments), 0 taken
-	// assignment 2: 2 test questions due (quiz: the first 4 assignments), 1 taken
-	// assignment 3: 3 test questions due (quiz: the first 4 assignments), 2 taken
-	// assignment 4: 4 test questions due (quiz: the first 4 assignments), 3 taken
-	// flagged: trust 0.300 is below the minimum 0.500 after 4 test questions (1 right)
+	// assignment 1: a test question (quiz: the first 4 assignments); 0 taken, at least 1 due
+	// assignment 2: a test question (quiz: the first 4 assignments); 1 taken, at least 2 due
+	// assignment 3: a test question (quiz: the first 4 assignments); 2 taken, at least 3 due
+	// assignment 4: a test question (quiz: the first 4 assignments); 3 taken, at least 4 due
+	// flagged: accuracy below the minimum 0.500 with probability 0.985 (at least 0.950) after 4 test questions (0 right, trust 0.100)
 	// reopen 4 1 judgments changed taint, 2 clean and 1 tainted now: under the minimum 3 clean, reopened for 1 more
 }

@@ -16,20 +16,32 @@ type Counts struct {
 	TestsTaken int
 }
 
-// TestsDue is how many of a contributor's first n assignments in the pool
-// should be test questions: the first QuizSize of them, then one in
-// TestEvery (the TestEvery-th, 2·TestEvery-th, … after the quiz).
+// TestsDue is how many of a contributor's first n assignments in the
+// pool must at least be test questions: the first QuizSize of them, then
+// one in R after the quiz (the R-th, 2R-th, …), R the slowest rate a
+// contributor can be tested at (TestEveryTrusted when set, else
+// TestEvery). Tests the schedule wanted but could not give (no golden
+// unit was left) are owed up to this count.
 //
-//	due(n) = min(n, N) + ⌊(n − N) / K⌋   (the second term 0 for n ≤ N or K = 0)
+//	due(n) = min(n, N) + ⌊(n − N) / R⌋   (the second term 0 for n ≤ N or TestEvery = 0)
 func (s Settings) TestsDue(n int) int {
 	if n <= 0 {
 		return 0
 	}
 	due := min(n, s.QuizSize)
-	if s.TestEvery > 0 && n > s.QuizSize {
-		due += (n - s.QuizSize) / s.TestEvery
+	if r := s.slowestRate(); r > 0 && n > s.QuizSize {
+		due += (n - s.QuizSize) / r
 	}
 	return due
+}
+
+// slowestRate is one in how many assignments after the quiz a trusted
+// contributor is tested; 0 for no test after the quiz.
+func (s Settings) slowestRate() int {
+	if s.TestEvery == 0 || s.TestEveryTrusted == 0 {
+		return s.TestEvery
+	}
+	return s.TestEveryTrusted
 }
 
 // Next is the scheduling decision for a contributor's next assignment.
@@ -44,25 +56,54 @@ type Next struct {
 }
 
 // NextAssignment decides whether a contributor's next assignment in the
-// pool must be a test question: it must when fewer test questions than
-// due were taken (TestsDue of Taken + 1). The rule is deterministic — the
-// same counts always give the same answer — and counts debts: a test
-// question that could not be given (none left) is owed, and given as soon
-// as a golden unit is left for them (a requester who adds golden units
-// late gets them used on everyone). An EXPIRED or RELEASED test question
-// counts as taken: giving it back does not skip the test, and it is never
-// shown again (see TestExcludedStates).
-func (s Settings) NextAssignment(c Counts) Next {
+// pool, the n-th (n = Taken + 1), must be a test question, from their
+// counts and what their test questions say of them (ConfidenceOf t):
+//
+//   - the quiz: the first QuizSize assignments are test questions;
+//   - after it (when TestEvery > 0), at the rate their standing calls
+//     for: every assignment while they are suspect (more likely below
+//     MinTrust than not: a regular judgment of theirs would likely be
+//     tainted, a test question settles it); one in TestEveryTrusted once
+//     trusted (at least MinTrust with probability Certainty); one in
+//     TestEvery otherwise — the assignments n with (n − QuizSize) a
+//     multiple of the rate;
+//   - and whatever is owed: fewer test questions taken than TestsDue(n),
+//     because no golden unit was left when one was due.
+//
+// The rule is deterministic — the same counts and trust always give the
+// same answer. An EXPIRED or RELEASED test question counts as taken:
+// giving it back does not skip the test, and it is never shown again (see
+// TestExcludedStates).
+func (s Settings) NextAssignment(c Counts, t Trust) Next {
 	n := c.Taken + 1
 	due := s.TestsDue(n)
-	if c.TestsTaken < due {
-		phase := "after the quiz, one in " + fmt.Sprint(s.TestEvery)
-		if c.Taken < s.QuizSize {
-			phase = fmt.Sprintf("quiz: the first %d assignments", s.QuizSize)
-		}
-		return Next{Test: true, Reason: fmt.Sprintf("assignment %d: %d test questions due (%s), %d taken", n, due, phase, c.TestsTaken)}
+	test := func(why string) Next {
+		return Next{Test: true, Reason: fmt.Sprintf("assignment %d: a test question (%s); %d taken, at least %d due", n, why, c.TestsTaken, due)}
 	}
-	return Next{Reason: fmt.Sprintf("assignment %d: %d test questions due, %d taken", n, due, c.TestsTaken)}
+	if c.TestsTaken < min(n, s.QuizSize) {
+		return test(fmt.Sprintf("quiz: the first %d assignments", s.QuizSize))
+	}
+	rate := s.TestEvery
+	if s.TestEvery > 0 && n > s.QuizSize {
+		conf := s.ConfidenceOf(t)
+		switch {
+		case conf == ConfidenceSuspect:
+			return test(fmt.Sprintf("suspect: accuracy more likely below %.3f than not after %d of %d right", s.MinTrust, t.TestsCorrect, t.TestsAnswered))
+		case conf == ConfidenceTrusted && s.TestEveryTrusted > 0:
+			rate = s.TestEveryTrusted
+		}
+		if (n-s.QuizSize)%rate == 0 {
+			return test(fmt.Sprintf("%s: one in %d", conf, rate))
+		}
+		if c.TestsTaken < due {
+			return test("owed: none was left when it was due")
+		}
+		return Next{Reason: fmt.Sprintf("assignment %d: %s, one in %d; %d taken", n, conf, rate, c.TestsTaken)}
+	}
+	if c.TestsTaken < due {
+		return test("owed: none was left when it was due")
+	}
+	return Next{Reason: fmt.Sprintf("assignment %d: no test question after the quiz; %d taken", n, c.TestsTaken)}
 }
 
 // TestExcludedStates are the states of a contributor's assignments that

@@ -16,10 +16,11 @@ import (
 const (
 	QuizSizeDefault           = 5
 	TestEveryDefault          = 8
+	TestEveryTrustedDefault   = 24
 	MinTrustDefault           = 0.6
-	MinTestsDefault           = 8
+	MinTestsDefault           = 5
+	CertaintyDefault          = 0.95
 	TrustSmoothingDefault     = 0.5
-	AgreementWeightDefault    = 0.0
 	MinSecondsDefault         = 0.0
 	TooFastLimitDefault       = 3
 	PatternWindowDefault      = 20
@@ -74,21 +75,32 @@ type Settings struct {
 	// (the K-th, 2K-th, … after the quiz). Default TestEveryDefault; 0
 	// for none; otherwise 2..MaxTestEvery (1 would leave no regular work).
 	TestEvery int `json:"testEvery"`
-	// MinTrust: a contributor whose trust falls below it, after at least
-	// MinTests test questions, is flagged in the pool and their judgments
-	// are tainted. Default MinTrustDefault; 0 never flags; in [0,1].
+	// TestEveryTrusted: after the quiz, one assignment in this many is a
+	// test question for a contributor whose accuracy is at least MinTrust
+	// with probability Certainty (see Settings.Standing): they are known
+	// to be good, and are checked less often. Default
+	// TestEveryTrustedDefault; 0 for no lower rate (trusted contributors
+	// are tested every TestEvery too); otherwise 2..MaxTestEvery and not
+	// under TestEvery. Unused when TestEvery is 0.
+	TestEveryTrusted int `json:"testEveryTrusted"`
+	// MinTrust: a contributor whose accuracy on test questions is below
+	// it with probability Certainty, after at least MinTests test
+	// questions, is flagged in the pool and their judgments are tainted.
+	// Default MinTrustDefault; 0 never flags; in [0,1].
 	MinTrust float64 `json:"minTrust"`
 	// MinTests M: no flag on trust before M test questions were answered.
-	// Default MinTestsDefault; 1..MaxMinTests.
+	// Default MinTestsDefault (the quiz); 1..MaxMinTests.
 	MinTests int `json:"minTests"`
-	// TrustSmoothing K of the trust (K + correct) / (2K + answered).
-	// Default TrustSmoothingDefault (Toloka's 0.5); in (0, MaxSmoothing].
+	// Certainty: how sure the test questions must make the pool that a
+	// contributor's accuracy is below MinTrust to flag them, or at least
+	// MinTrust to test them less often (TestEveryTrusted): the posterior
+	// probability (Settings.ProbBelow). Default CertaintyDefault; in
+	// [0.5, 1).
+	Certainty float64 `json:"certainty"`
+	// TrustSmoothing K of the trust (K + correct) / (2K + answered), and
+	// of the Beta(K, K) prior of the posterior. Default
+	// TrustSmoothingDefault (Toloka's 0.5); in (0, MaxSmoothing].
 	TrustSmoothing float64 `json:"trustSmoothing"`
-	// AgreementWeight w blends agreement with finalized consensus into
-	// trust: each finalized regular unit the contributor judged counts as
-	// w of a test question, right when they agreed with the result.
-	// Default 0 (trust is test questions only); in [0,1].
-	AgreementWeight float64 `json:"agreementWeight"`
 	// MinSeconds: a judgment submitted less than this many seconds after
 	// its assignment started fails the too-fast check. Default 0 (off);
 	// in [0, MaxMinSeconds].
@@ -120,10 +132,11 @@ func Defaults() Settings {
 	return Settings{
 		QuizSize:           QuizSizeDefault,
 		TestEvery:          TestEveryDefault,
+		TestEveryTrusted:   TestEveryTrustedDefault,
 		MinTrust:           MinTrustDefault,
 		MinTests:           MinTestsDefault,
+		Certainty:          CertaintyDefault,
 		TrustSmoothing:     TrustSmoothingDefault,
-		AgreementWeight:    AgreementWeightDefault,
 		MinSeconds:         MinSecondsDefault,
 		TooFastLimit:       TooFastLimitDefault,
 		PatternWindow:      PatternWindowDefault,
@@ -148,11 +161,17 @@ func (s Settings) Validate() error {
 	add(s.QuizSize < 0 || s.QuizSize > MaxQuizSize, "quizSize", fmt.Sprintf("must be between 0 and %d", MaxQuizSize))
 	add(s.TestEvery < 0 || s.TestEvery == 1 || s.TestEvery > MaxTestEvery, "testEvery",
 		fmt.Sprintf("must be 0 (no test questions after the quiz) or between 2 and %d", MaxTestEvery))
+	switch {
+	case s.TestEveryTrusted < 0 || s.TestEveryTrusted == 1 || s.TestEveryTrusted > MaxTestEvery:
+		add(true, "testEveryTrusted", fmt.Sprintf("must be 0 (no lower rate for trusted contributors) or between 2 and %d", MaxTestEvery))
+	case s.TestEveryTrusted > 0 && s.TestEveryTrusted < s.TestEvery && s.TestEvery <= MaxTestEvery:
+		add(true, "testEveryTrusted", fmt.Sprintf("must be 0 or at least testEvery (%d): trusted contributors are tested less often, not more", s.TestEvery))
+	}
 	add(!in(s.MinTrust, 0, 1), "minTrust", "must be between 0 and 1")
 	add(s.MinTests < 1 || s.MinTests > MaxMinTests, "minTests", fmt.Sprintf("must be between 1 and %d", MaxMinTests))
+	add(!(s.Certainty >= 0.5 && s.Certainty < 1), "certainty", "must be at least 0.5 and less than 1")
 	add(!(s.TrustSmoothing > 0 && s.TrustSmoothing <= MaxSmoothing), "trustSmoothing",
 		fmt.Sprintf("must be greater than 0 and at most %g", MaxSmoothing))
-	add(!in(s.AgreementWeight, 0, 1), "agreementWeight", "must be between 0 and 1")
 	add(!in(s.MinSeconds, 0, MaxMinSeconds), "minSeconds", fmt.Sprintf("must be between 0 and %g", MaxMinSeconds))
 	add(s.TooFastLimit < 1 || s.TooFastLimit > MaxTooFastLimit, "tooFastLimit", fmt.Sprintf("must be between 1 and %d", MaxTooFastLimit))
 	add(s.PatternWindow < 2 || s.PatternWindow > MaxPatternWindow, "patternWindow", fmt.Sprintf("must be between 2 and %d", MaxPatternWindow))
@@ -232,14 +251,16 @@ func Decode(data []byte) (Settings, error) {
 			ok = decodeInt(raw, &s.QuizSize)
 		case "testEvery":
 			ok = decodeInt(raw, &s.TestEvery)
+		case "testEveryTrusted":
+			ok = decodeInt(raw, &s.TestEveryTrusted)
 		case "minTrust":
 			ok = decodeFloat(raw, &s.MinTrust)
 		case "minTests":
 			ok = decodeInt(raw, &s.MinTests)
 		case "trustSmoothing":
 			ok = decodeFloat(raw, &s.TrustSmoothing)
-		case "agreementWeight":
-			ok = decodeFloat(raw, &s.AgreementWeight)
+		case "certainty":
+			ok = decodeFloat(raw, &s.Certainty)
 		case "minSeconds":
 			ok = decodeFloat(raw, &s.MinSeconds)
 		case "tooFastLimit":
@@ -308,7 +329,7 @@ func (s *Settings) UnmarshalJSON(data []byte) error {
 
 func isIntKey(key string) bool {
 	switch key {
-	case "quizSize", "testEvery", "minTests", "tooFastLimit", "patternWindow":
+	case "quizSize", "testEvery", "testEveryTrusted", "minTests", "tooFastLimit", "patternWindow":
 		return true
 	}
 	return false

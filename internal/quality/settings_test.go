@@ -3,6 +3,8 @@ package quality
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -22,6 +24,11 @@ func problemFields(t *testing.T, data string) []string {
 		fields = append(fields, fe.Field)
 	}
 	return fields
+}
+
+func decodeErr(data string) error {
+	_, err := Decode([]byte(data))
+	return err
 }
 
 func TestSettingsDefaults(t *testing.T) {
@@ -44,13 +51,15 @@ func TestSettingsDecodeNamesEveryField(t *testing.T) {
 	t.Parallel()
 	got := problemFields(t, `{"quizSize": 1.5, "testEvery": 1, "minTrust": 2, "colour": "red",
 		"minTests": "four", "patternFirstOption": 1, "trustSmoothing": 0, "minTests": 3,
-		"patternMaxShare": 1, "minSeconds": -1, "tooFastLimit": 0, "patternWindow": 1, "agreementWeight": 1.01,
-		"testFeedback": "all"}`)
+		"patternMaxShare": 1, "minSeconds": -1, "tooFastLimit": 0, "patternWindow": 1, "agreementWeight": 0.5,
+		"testFeedback": "all", "certainty": 1, "testEveryTrusted": 1.5}`)
 	want := []string{"quizSize", "testEvery", "minTrust", "colour", "minTests", "patternFirstOption",
-		"trustSmoothing", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight", "testFeedback"}
+		"trustSmoothing", "patternMaxShare", "minSeconds", "tooFastLimit", "patternWindow", "agreementWeight", "testFeedback",
+		"certainty", "testEveryTrusted"}
 	slices.Sort(got)
 	slices.Sort(want)
 	require.Equal(t, want, got)
+	require.Contains(t, fmt.Sprint(decodeErr(`{"agreementWeight": 0}`)), "unknown setting", "agreement is no setting (docs/quality.md, Trust)")
 	// A key refused for its type is not named again by the validation.
 	require.Equal(t, []string{"minTests"}, problemFields(t, `{"minTests": "x"}`))
 	require.Equal(t, []string{"testFeedback"}, problemFields(t, `{"testFeedback": true}`))
@@ -95,8 +104,16 @@ func TestSettingsValidateBounds(t *testing.T) {
 		{"smoothing tiny", func(s *Settings) { s.TrustSmoothing = 1e-9 }, ""},
 		{"smoothing max", func(s *Settings) { s.TrustSmoothing = MaxSmoothing }, ""},
 		{"smoothing over", func(s *Settings) { s.TrustSmoothing = MaxSmoothing + 1 }, "trustSmoothing"},
-		{"weight 1", func(s *Settings) { s.AgreementWeight = 1 }, ""},
-		{"weight negative", func(s *Settings) { s.AgreementWeight = -0.1 }, "agreementWeight"},
+		{"trusted 0", func(s *Settings) { s.TestEveryTrusted = 0 }, ""},
+		{"trusted 1", func(s *Settings) { s.TestEveryTrusted = 1 }, "testEveryTrusted"},
+		{"trusted under testEvery", func(s *Settings) { s.TestEveryTrusted = s.TestEvery - 1 }, "testEveryTrusted"},
+		{"trusted = testEvery", func(s *Settings) { s.TestEveryTrusted = s.TestEvery }, ""},
+		{"trusted with no testEvery", func(s *Settings) { s.TestEvery, s.TestEveryTrusted = 0, 5 }, ""},
+		{"trusted over", func(s *Settings) { s.TestEveryTrusted = MaxTestEvery + 1 }, "testEveryTrusted"},
+		{"certainty 0.5", func(s *Settings) { s.Certainty = 0.5 }, ""},
+		{"certainty under 0.5", func(s *Settings) { s.Certainty = 0.4999 }, "certainty"},
+		{"certainty 1", func(s *Settings) { s.Certainty = 1 }, "certainty"},
+		{"certainty NaN", func(s *Settings) { s.Certainty = math.NaN() }, "certainty"},
 		{"seconds max", func(s *Settings) { s.MinSeconds = MaxMinSeconds }, ""},
 		{"seconds over", func(s *Settings) { s.MinSeconds = MaxMinSeconds + 1 }, "minSeconds"},
 		{"fast limit 1", func(s *Settings) { s.TooFastLimit = 1 }, ""},

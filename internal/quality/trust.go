@@ -23,10 +23,6 @@ type Trust struct {
 	// TestsCorrect of TestsAnswered test questions were answered right.
 	TestsCorrect  int `json:"testsCorrect"`
 	TestsAnswered int `json:"testsAnswered"`
-	// Agreed of Judged finalized regular units agreed with the result
-	// (counted only when Settings.AgreementWeight > 0 is blended in).
-	Agreed int `json:"agreed"`
-	Judged int `json:"judged"`
 	// Value is the trust after the last change (TrustPrior at first).
 	Value float64 `json:"value"`
 	// History lists the changes, oldest first, at most MaxTrustHistory.
@@ -45,21 +41,20 @@ type TrustEntry struct {
 // NewTrust is the trust of a contributor the pool has not met.
 func NewTrust() Trust { return Trust{Value: TrustPrior} }
 
-// TrustValue is the smoothed accuracy of t's counts:
+// TrustValue is the smoothed accuracy of t's test questions, Toloka's
 //
-//	(K + correct + w·agreed) / (2K + answered + w·judged)
+//	(K + correct) / (2K + answered)
 //
-// with K = TrustSmoothing and w = AgreementWeight. With w = 0 (the
-// default) it is Toloka's (K + correct) / (2K + answered): 0.5 before any
-// test question, 0.75 after one right answer and 0.25 after one wrong one
-// with K = 0.5. Agreement with a finalized result is weaker evidence than
-// a known answer (the consensus may be wrong, and a crowd of bots agrees
-// with itself), so it counts as w of a test question, and only when a pool
-// sets it.
+// with K = TrustSmoothing: 0.5 before any test question, 0.75 after one
+// right answer and 0.25 after one wrong one with K = 0.5. It is the mean
+// of the posterior ProbBelow reads. Agreement with finalized results is
+// not in it: a consensus is weaker evidence than a known answer (it may be
+// wrong, and a crowd of bots agrees with itself), and the model-based
+// aggregation methods learn each contributor's agreement already, pool
+// wide (docs/quality.md, "Trust").
 func (s Settings) TrustValue(t Trust) float64 {
-	k, w := s.TrustSmoothing, s.AgreementWeight
-	return (k + float64(t.TestsCorrect) + w*float64(t.Agreed)) /
-		(2*k + float64(t.TestsAnswered) + w*float64(t.Judged))
+	k := s.TrustSmoothing
+	return (k + float64(t.TestsCorrect)) / (2*k + float64(t.TestsAnswered))
 }
 
 // Snapshot is the trust a judgment records when it comes in: the value
@@ -93,17 +88,6 @@ func (s Settings) ScoreTest(t Trust, correct bool, at time.Time, reason string) 
 	t.TestsAnswered++
 	if correct {
 		t.TestsCorrect++
-	}
-	return s.change(t, at, reason)
-}
-
-// ScoreAgreement returns t after one more finalized regular unit the
-// contributor judged, agreeing with its result or not. It moves the value
-// only when AgreementWeight > 0.
-func (s Settings) ScoreAgreement(t Trust, agreed bool, at time.Time, reason string) Trust {
-	t.Judged++
-	if agreed {
-		t.Agreed++
 	}
 	return s.change(t, at, reason)
 }
@@ -174,25 +158,71 @@ func unflag(poolID, contributorID uuid.UUID, check FlagCheck, reason string) Dec
 }
 
 // CheckTrust decides on a contributor's trust, after each change of it:
-// flag when it is below MinTrust (strictly) after at least MinTests test
-// questions; un-flag a contributor flagged on trust whose trust is back at
-// MinTrust or above (a golden answer was corrected and re-scored). A
-// MinTrust of 0 never flags. Flags of other checks are left alone.
+// flag when, after at least MinTests test questions, their accuracy is
+// below MinTrust with probability Certainty or more (ProbBelow: the
+// posterior of their answers, not only its mean — the stored trust — so
+// that a few unlucky answers of an honest contributor do not flag them,
+// while a random clicker's many wrong ones do); un-flag a contributor
+// flagged on trust for whom that no longer holds (a golden answer was
+// corrected and their test judgments re-scored). A MinTrust of 0 never
+// flags. Flags of other checks are left alone.
 func (s Settings) CheckTrust(poolID, contributorID uuid.UUID, t Trust, st Standing) Decision {
-	v := s.TrustValue(t)
+	below := s.flagsOnTrust(t)
+	p := s.ProbBelow(t, s.MinTrust)
+	numbers := fmt.Sprintf("after %d test questions (%d right, trust %.3f)", t.TestsAnswered, t.TestsCorrect, s.TrustValue(t))
 	switch {
-	case st.Flagged && st.Check == CheckTrust && (v >= s.MinTrust || t.TestsAnswered < s.MinTests):
-		return unflag(poolID, contributorID, CheckTrust, fmt.Sprintf("trust %.3f is no longer below the minimum %.3f after %d test questions (%d right)",
-			v, s.MinTrust, t.TestsAnswered, t.TestsCorrect))
+	case st.Flagged && st.Check == CheckTrust && !below:
+		return unflag(poolID, contributorID, CheckTrust, fmt.Sprintf("accuracy below the minimum %.3f with probability %.3f, under %.3f, %s",
+			s.MinTrust, p, s.Certainty, numbers))
 	case st.Flagged:
 		return Decision{Reason: "already flagged (" + string(st.Check) + ")"}
-	case s.MinTrust > 0 && t.TestsAnswered >= s.MinTests && v < s.MinTrust:
-		return flag(poolID, contributorID, CheckTrust, fmt.Sprintf("trust %.3f is below the minimum %.3f after %d test questions (%d right)",
-			v, s.MinTrust, t.TestsAnswered, t.TestsCorrect))
+	case below:
+		return flag(poolID, contributorID, CheckTrust, fmt.Sprintf("accuracy below the minimum %.3f with probability %.3f (at least %.3f) %s",
+			s.MinTrust, p, s.Certainty, numbers))
 	case t.TestsAnswered < s.MinTests:
 		return Decision{Reason: fmt.Sprintf("%d of the %d test questions needed before a flag", t.TestsAnswered, s.MinTests)}
 	}
-	return Decision{Reason: fmt.Sprintf("trust %.3f is not below the minimum %.3f", v, s.MinTrust)}
+	return Decision{Reason: fmt.Sprintf("accuracy below the minimum %.3f with probability %.3f, under %.3f, %s", s.MinTrust, p, s.Certainty, numbers)}
+}
+
+// flagsOnTrust is CheckTrust's rule: MinTrust > 0, at least MinTests
+// test questions, and ProbBelow(MinTrust) ≥ Certainty.
+func (s Settings) flagsOnTrust(t Trust) bool {
+	return s.MinTrust > 0 && t.TestsAnswered >= s.MinTests && s.ProbBelow(t, s.MinTrust) >= s.Certainty
+}
+
+// Confidence is what a contributor's test questions say of them against
+// MinTrust, for the schedule of their test questions (NextAssignment).
+type Confidence string
+
+// The confidences.
+const (
+	// ConfidenceUnknown: no test question answered yet.
+	ConfidenceUnknown Confidence = "unknown"
+	// ConfidenceSuspect: their accuracy is more likely below MinTrust than
+	// at or above it (ProbBelow ≥ 1/2).
+	ConfidenceSuspect Confidence = "suspect"
+	// ConfidenceUncertain: neither suspect nor trusted.
+	ConfidenceUncertain Confidence = "uncertain"
+	// ConfidenceTrusted: their accuracy is at least MinTrust with
+	// probability Certainty (ProbBelow ≤ 1 − Certainty).
+	ConfidenceTrusted Confidence = "trusted"
+)
+
+// ConfidenceOf says what t's test questions show against MinTrust. With
+// MinTrust 0 every contributor who answered one is trusted.
+func (s Settings) ConfidenceOf(t Trust) Confidence {
+	if t.TestsAnswered == 0 {
+		return ConfidenceUnknown
+	}
+	p := s.ProbBelow(t, s.MinTrust)
+	switch {
+	case p <= 1-s.Certainty:
+		return ConfidenceTrusted
+	case p >= 0.5:
+		return ConfidenceSuspect
+	}
+	return ConfidenceUncertain
 }
 
 // Forgive is an admin lifting a contributor's flag in a pool: the flag
@@ -208,7 +238,6 @@ func (s Settings) Forgive(poolID, contributorID uuid.UUID, t Trust, st Standing,
 	}
 	reason := fmt.Sprintf("forgiven by %s (flagged on %s): test counts restart from %d of %d right",
 		by, st.Check, t.TestsCorrect, t.TestsAnswered)
-	t.Agreed, t.Judged = 0, 0
 	t = s.Recount(t, 0, 0, at, reason)
 	return t, unflag(poolID, contributorID, CheckForgiven, reason)
 }

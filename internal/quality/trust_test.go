@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -39,12 +40,6 @@ func TestTrustValue(t *testing.T) {
 	s.TrustSmoothing = 1
 	require.InDelta(t, 1.0/3, s.TrustValue(counts(0, 1)), 1e-12) // 1 / 3
 	require.InDelta(t, 0.5, s.TrustValue(counts(0, 0)), 1e-12)
-	// Blend: w = 0.5, tests 2 of 4, agreed 8 of 10: (0.5 + 2 + 4) / (1 + 4 + 5).
-	s = Defaults()
-	s.AgreementWeight = 0.5
-	require.InDelta(t, 0.65, s.TrustValue(Trust{TestsCorrect: 2, TestsAnswered: 4, Agreed: 8, Judged: 10}), 1e-12)
-	s.AgreementWeight = 0
-	require.InDelta(t, 0.5, s.TrustValue(Trust{TestsCorrect: 2, TestsAnswered: 4, Agreed: 8, Judged: 10}), 1e-12, "no blend by default")
 }
 
 func TestTrustHistoryAndSnapshot(t *testing.T) {
@@ -79,37 +74,38 @@ func TestTrustHistoryAndSnapshot(t *testing.T) {
 	require.Equal(t, 51, tr.History[0].TestsAnswered)
 	require.Equal(t, 150, tr.History[MaxTrustHistory-1].TestsAnswered)
 
-	s.AgreementWeight = 1
-	tr = s.ScoreAgreement(NewTrust(), false, t0, "unit u3: disagreed")
-	require.InDelta(t, 0.5/2, tr.Value, 1e-12)
-	require.Nil(t, tr.Snapshot(), "agreement alone gives no snapshot")
 }
 
 func TestCheckTrust(t *testing.T) {
 	t.Parallel()
-	s := Defaults()
+	s := Defaults() // certainty 0.95
 	s.MinTrust, s.MinTests = 0.5, 4
 	none := Standing{}
 
 	d := s.CheckTrust(pool, worker, counts(0, 3), none)
-	require.False(t, d.Flag, "M not reached: 0 of 3 (trust 0.125) is not flagged")
+	require.False(t, d.Flag, "M not reached: 0 of 3 is not flagged")
 	require.Contains(t, d.Reason, "3 of the 4 test questions")
 
 	d = s.CheckTrust(pool, worker, counts(2, 4), none)
-	require.False(t, d.Flag, "2 of 4 is exactly the minimum 0.5: not below")
+	require.False(t, d.Flag, "2 of 4: as likely under 0.5 as over")
 	require.Empty(t, d.Events)
-
 	d = s.CheckTrust(pool, worker, counts(1, 4), none)
-	require.True(t, d.Flag, "1 of 4 is 0.3")
+	require.False(t, d.Flag, "1 of 4 (trust 0.3): under 0.5 with probability 0.84 only")
+	require.Contains(t, d.Reason, "probability 0.84")
+
+	d = s.CheckTrust(pool, worker, counts(0, 4), none)
+	require.True(t, d.Flag, "0 of 4: under 0.5 with probability 0.985")
 	require.Equal(t, CheckTrust, d.Check)
 	require.Equal(t, []Event{{Type: EventContributorFlagged, Data: ContributorFlaggedData{ContributorID: worker, PoolID: pool,
-		Check: CheckTrust, Reason: "trust 0.300 is below the minimum 0.500 after 4 test questions (1 right)", Taint: true}}}, d.Events)
+		Check: CheckTrust, Reason: "accuracy below the minimum 0.500 with probability 0.985 (at least 0.950) after 4 test questions (0 right, trust 0.100)",
+		Taint: true}}}, d.Events)
+	require.True(t, s.CheckTrust(pool, worker, counts(2, 12), none).Flag, "2 of 12")
 
 	flagged := Standing{Flagged: true, Check: CheckTrust}
-	require.False(t, s.CheckTrust(pool, worker, counts(1, 4), flagged).Flag, "flagged once")
-	require.False(t, s.CheckTrust(pool, worker, counts(1, 4), flagged).Unflag)
+	require.False(t, s.CheckTrust(pool, worker, counts(0, 4), flagged).Flag, "flagged once")
+	require.False(t, s.CheckTrust(pool, worker, counts(0, 4), flagged).Unflag)
 	d = s.CheckTrust(pool, worker, counts(3, 4), flagged)
-	require.True(t, d.Unflag, "a re-scoring put them back at 0.7")
+	require.True(t, d.Unflag, "a re-scoring put them back at 3 of 4")
 	require.Equal(t, EventContributorUnflagged, d.Events[0].Type)
 	require.False(t, s.CheckTrust(pool, worker, counts(3, 4), Standing{Flagged: true, Check: CheckFirstOption}).Unflag,
 		"another check's flag stays")
@@ -117,8 +113,65 @@ func TestCheckTrust(t *testing.T) {
 	s.MinTrust = 0
 	require.False(t, s.CheckTrust(pool, worker, counts(0, 50), none).Flag, "minimum 0 never flags")
 	s.MinTrust, s.MinTests = 0.6, 1
-	require.True(t, s.CheckTrust(pool, worker, counts(0, 1), none).Flag, "0.25 < 0.6 after one")
-	require.False(t, s.CheckTrust(pool, worker, counts(1, 1), none).Flag, "0.75")
+	require.False(t, s.CheckTrust(pool, worker, counts(0, 1), none).Flag, "one wrong answer (trust 0.25) is not enough evidence")
+	require.True(t, s.CheckTrust(pool, worker, counts(0, 2), none).Flag, "two are: under 0.6 with probability 0.96")
+	s.Certainty = 0.99
+	require.False(t, s.CheckTrust(pool, worker, counts(0, 2), none).Flag, "not at 0.99")
+	require.True(t, s.CheckTrust(pool, worker, counts(0, 4), none).Flag)
+}
+
+func TestProbBelow(t *testing.T) {
+	t.Parallel()
+	s := Defaults()
+	// Beta(1, 1) with K = 1 and no answer: uniform, P(p < x) = x.
+	s.TrustSmoothing = 1
+	for _, x := range []float64{0, 0.1, 0.5, 0.6, 0.99, 1} {
+		require.InDelta(t, x, s.ProbBelow(counts(0, 0), x), 1e-12)
+	}
+	// Beta(1 + c, 1): P(p < x) = x^(1+c); Beta(1, 1 + w): 1 − (1 − x)^(1+w).
+	require.InDelta(t, math.Pow(0.6, 5), s.ProbBelow(counts(4, 4), 0.6), 1e-12)
+	require.InDelta(t, 1-math.Pow(0.4, 8), s.ProbBelow(counts(0, 7), 0.6), 1e-12)
+	// Jeffreys' prior (K = 0.5) with no answer: (2/π) asin √x.
+	s.TrustSmoothing = 0.5
+	require.InDelta(t, 2/math.Pi*math.Asin(math.Sqrt(0.6)), s.ProbBelow(counts(0, 0), 0.6), 1e-12)
+	// Symmetry: P(p < x | c of n) = 1 − P(p < 1 − x | n − c of n).
+	for _, c := range [][2]int{{3, 10}, {40, 50}, {0, 200}, {999, 1000}} {
+		require.InDelta(t, 1-s.ProbBelow(counts(c[1]-c[0], c[1]), 0.3), s.ProbBelow(counts(c[0], c[1]), 0.7), 1e-12, "%v", c)
+	}
+	// Monotone in x and in the evidence.
+	prev := 0.0
+	for x := 0.0; x <= 1; x += 0.01 {
+		p := s.ProbBelow(counts(7, 10), x)
+		require.GreaterOrEqual(t, p, prev)
+		prev = p
+	}
+	require.Greater(t, s.ProbBelow(counts(2, 10), 0.6), s.ProbBelow(counts(3, 10), 0.6))
+	require.Greater(t, s.ProbBelow(counts(10, 50), 0.6), s.ProbBelow(counts(2, 10), 0.6), "more evidence, more certain")
+}
+
+func TestConfidenceOf(t *testing.T) {
+	t.Parallel()
+	s := Defaults() // minimum 0.6, certainty 0.95
+	for _, c := range []struct {
+		correct, answered int
+		want              Confidence
+	}{
+		{0, 0, ConfidenceUnknown},
+		{1, 1, ConfidenceUncertain},
+		{0, 1, ConfidenceSuspect},
+		{4, 4, ConfidenceTrusted}, // under 0.6 with probability 0.04
+		{3, 4, ConfidenceUncertain},
+		{2, 5, ConfidenceSuspect},
+		{3, 5, ConfidenceSuspect}, // 0.513: trust 0.583
+		{4, 5, ConfidenceUncertain}, // 0.18
+		{10, 12, ConfidenceTrusted},
+		{12, 20, ConfidenceSuspect}, // trust 0.595
+	} {
+		require.Equal(t, c.want, s.ConfidenceOf(counts(c.correct, c.answered)), "%d of %d: %.3f", c.correct, c.answered,
+			s.ProbBelow(counts(c.correct, c.answered), s.MinTrust))
+	}
+	s.MinTrust = 0
+	require.Equal(t, ConfidenceTrusted, s.ConfidenceOf(counts(0, 3)), "no minimum: nobody is suspect")
 }
 
 func TestForgive(t *testing.T) {
@@ -174,11 +227,8 @@ func TestTrustProperty(t *testing.T) {
 	for range 2000 {
 		s := Defaults()
 		s.TrustSmoothing = 0.01 + rng.Float64()*10
-		s.AgreementWeight = rng.Float64()
 		a := rng.IntN(100)
 		tr := Trust{TestsAnswered: a, TestsCorrect: rng.IntN(a + 1)}
-		tr.Judged = rng.IntN(100)
-		tr.Agreed = rng.IntN(tr.Judged + 1)
 		v := s.TrustValue(tr)
 		require.Greater(t, v, 0.0)
 		require.Less(t, v, 1.0)

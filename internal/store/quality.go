@@ -186,8 +186,6 @@ func (p *QualityStatePutParams) Validate() error {
 	pr.Check(!(t.Value >= 0 && t.Value <= 1), "trust.value", "must be between 0 and 1")
 	pr.Check(t.TestsAnswered < 0, "trust.testsAnswered", "must not be negative")
 	pr.Check(t.TestsCorrect < 0 || t.TestsCorrect > t.TestsAnswered, "trust.testsCorrect", "must be between 0 and testsAnswered")
-	pr.Check(t.Judged < 0, "trust.judged", "must not be negative")
-	pr.Check(t.Agreed < 0 || t.Agreed > t.Judged, "trust.agreed", "must be between 0 and judged")
 	pr.Check(p.Standing.Flagged && p.Standing.Check == "", "standing.check", "a flag needs the check that caused it")
 	pr.Check(!p.Standing.Flagged && p.Standing.Check != "", "standing.check", "only a flag has a check")
 	pr.Check(p.Counts.Taken < 0, "counts.taken", "must not be negative")

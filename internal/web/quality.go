@@ -110,7 +110,7 @@ func (h *Handler) loadQuality(ctx context.Context, p *docket.Pool, stats *poolSt
 	for _, st := range page.States {
 		seen[st.ContributorID] = true
 		r := qualityRow{ID: st.ContributorID, Known: true, Judgments: formatCount(st.Judgments, qualityJudgmentCap, st.JudgmentsCapped), Median: "—",
-			Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0 || st.Trust.Judged > 0,
+			Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0,
 			Flagged: st.Standing.Flagged, Check: string(st.Standing.Check), Reason: st.FlagReason, FlaggedAt: st.FlaggedAt,
 			ForgivenAt: st.ForgivenAt, TooFast: st.TooFast}
 		if s, ok := sample[st.ContributorID]; ok {
@@ -250,7 +250,7 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 	d := &contributorData{Pool: p, Contributor: c, State: st, Known: !st.UpdatedAt.IsZero(), MinTrust: settings.MinTrust, MinTests: settings.MinTests,
 		HistoryAll: len(history), Message: message, Errors: problems,
 		CanForgive: st.Standing.Flagged && can(sessionOf(r.Context()).key.Role, accessAdmin)}
-	d.Row = qualityRow{ID: cID, Name: c.Name, Known: d.Known, Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0 || st.Trust.Judged > 0,
+	d.Row = qualityRow{ID: cID, Name: c.Name, Known: d.Known, Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0,
 		Flagged: st.Standing.Flagged, Check: string(st.Standing.Check), Reason: st.FlagReason, FlaggedAt: st.FlaggedAt,
 		ForgivenAt: st.ForgivenAt, TooFast: st.TooFast}
 	(&qualityPanel{MinTrust: settings.MinTrust, MinTests: settings.MinTests}).rowLow(&d.Row)

@@ -203,7 +203,7 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 	trust := 0.75
 	j := &docket.Judgment{ID: id, UnitID: id, PoolID: pool.ID, ContributorID: id, Data: json.RawMessage(`{"same":"<no>"}`), Trust: &trust, Tainted: true, Golden: true, StartedAt: now, SubmittedAt: now.Add(time.Second)}
 	history := []quality.TrustEntry{{At: now, Value: 0.75, TestsCorrect: 1, TestsAnswered: 1, Reason: "test <1>: right"}, {At: now.Add(time.Minute), Value: 0.25, TestsCorrect: 1, TestsAnswered: 3, Reason: "wrong"}}
-	st := &docket.ContributorQuality{PoolID: pool.ID, ContributorID: id, Trust: quality.Trust{TestsCorrect: 1, TestsAnswered: 3, Agreed: 2, Judged: 3, Value: 0.25},
+	st := &docket.ContributorQuality{PoolID: pool.ID, ContributorID: id, Trust: quality.Trust{TestsCorrect: 1, TestsAnswered: 3, Value: 0.25},
 		Counts: quality.Counts{Taken: 7, TestsTaken: 3}, UpdatedAt: now}
 	flagged := qualityRow{ID: id, Name: "Spam", Known: true, Trust: st.Trust, Scored: true, Low: true, Flagged: true, Check: "too_fast", Reason: "5 <fast>", FlaggedAt: now, ForgivenAt: now.Add(-time.Hour), TooFast: 5}
 	contributor := &contributorData{Pool: pool, Contributor: &docket.Contributor{ID: id, Name: "Spam", ExternalID: "s"}, State: st, Known: true, Row: flagged,

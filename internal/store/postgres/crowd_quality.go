@@ -19,7 +19,7 @@ import (
 // in a pool is their docket_pool_contributors row; see the interface for
 // the lock order.
 
-const qualityStateColumns = `pool_id, contributor_id, trust, tests_answered, tests_correct, agreed, judged,
+const qualityStateColumns = `pool_id, contributor_id, trust, tests_answered, tests_correct,
 	flagged, flag_check, flag_reason, flagged_at, forgiven_at, taken, tests_taken, too_fast, updated_at`
 
 func scanQualityState(r rowScanner) (*store.QualityState, error) {
@@ -30,7 +30,7 @@ func scanQualityState(r rowScanner) (*store.QualityState, error) {
 		flagged, forgive *time.Time
 	)
 	if err := r.Scan(&st.PoolID, &st.ContributorID, &trust, &st.Trust.TestsAnswered, &st.Trust.TestsCorrect,
-		&st.Trust.Agreed, &st.Trust.Judged, &st.Standing.Flagged, &check, &st.FlagReason, &flagged, &forgive,
+		&st.Standing.Flagged, &check, &st.FlagReason, &flagged, &forgive,
 		&st.Counts.Taken, &st.Counts.TestsTaken, &st.TooFast, &st.UpdatedAt); err != nil {
 		return nil, err
 	}
@@ -50,10 +50,10 @@ func newQualityState(poolID, contributorID uuid.UUID) *store.QualityState {
 }
 
 // trustColumn is the stored trust: NULL while there is no evidence (no
-// test question answered, no finalized unit judged), as the judgments'
+// test question answered), as the judgments'
 // snapshot (quality.Trust.Snapshot) and crowd.PoolContributor read it.
 func trustColumn(t quality.Trust) *float64 {
-	if t.TestsAnswered == 0 && t.Judged == 0 {
+	if t.TestsAnswered == 0 {
 		return nil
 	}
 	v := t.Value
@@ -123,18 +123,17 @@ func qualityStatePut(ctx context.Context, c conn, p *store.QualityStatePutParams
 	t := p.Trust
 	st, err := scanQualityState(c.QueryRow(ctx, `
 		INSERT INTO docket_pool_contributors AS pc (pool_id, contributor_id, trust, tests_answered, tests_correct,
-			agreed, judged, flagged, flag_check, flag_reason, flagged_at, forgiven_at, taken, tests_taken, too_fast,
-			updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $8 THEN $15::timestamptz END, $11, $12, $13, $14, $15)
+			flagged, flag_check, flag_reason, flagged_at, forgiven_at, taken, tests_taken, too_fast, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $6 THEN $13::timestamptz END, $9, $10, $11, $12, $13)
 		ON CONFLICT (pool_id, contributor_id) DO UPDATE SET trust = excluded.trust,
 			tests_answered = excluded.tests_answered, tests_correct = excluded.tests_correct,
-			agreed = excluded.agreed, judged = excluded.judged, flagged = excluded.flagged,
+			flagged = excluded.flagged,
 			flag_check = excluded.flag_check, flag_reason = excluded.flag_reason,
 			flagged_at = CASE WHEN NOT excluded.flagged THEN NULL ELSE coalesce(pc.flagged_at, excluded.flagged_at) END,
 			forgiven_at = excluded.forgiven_at, taken = excluded.taken, tests_taken = excluded.tests_taken,
 			too_fast = excluded.too_fast, updated_at = excluded.updated_at
 		RETURNING `+qualityStateColumns,
-		p.PoolID, p.ContributorID, trustColumn(t), t.TestsAnswered, t.TestsCorrect, t.Agreed, t.Judged,
+		p.PoolID, p.ContributorID, trustColumn(t), t.TestsAnswered, t.TestsCorrect,
 		p.Standing.Flagged, string(p.Standing.Check), p.FlagReason, timeOrNull(p.ForgivenAt),
 		p.Counts.Taken, p.Counts.TestsTaken, p.TooFast, dbTime(p.Now)))
 	if isFKViolation(err) {

@@ -20,7 +20,7 @@ import (
 // in a pool is their docket_pool_contributors row. The write transaction
 // is the one writer, so "locking" the state is reading it there.
 
-const qualityStateColumns = `pool_id, contributor_id, trust, tests_answered, tests_correct, agreed, judged,
+const qualityStateColumns = `pool_id, contributor_id, trust, tests_answered, tests_correct,
 	flagged, flag_check, flag_reason, flagged_at, forgiven_at, taken, tests_taken, too_fast, updated_at`
 
 func scanQualityState(r scanner) (*store.QualityState, error) {
@@ -31,8 +31,8 @@ func scanQualityState(r scanner) (*store.QualityState, error) {
 		flagged, updated   int64
 		flaggedAt, forgive sql.NullInt64
 	)
-	if err := r.Scan(&poolID, &cID, &trust, &st.Trust.TestsAnswered, &st.Trust.TestsCorrect, &st.Trust.Agreed,
-		&st.Trust.Judged, &flagged, &check, &st.FlagReason, &flaggedAt, &forgive, &st.Counts.Taken,
+	if err := r.Scan(&poolID, &cID, &trust, &st.Trust.TestsAnswered, &st.Trust.TestsCorrect,
+		&flagged, &check, &st.FlagReason, &flaggedAt, &forgive, &st.Counts.Taken,
 		&st.Counts.TestsTaken, &st.TooFast, &updated); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func scanQualityState(r scanner) (*store.QualityState, error) {
 // trustColumn is the stored trust: NULL while there is no evidence, as in
 // the PostgreSQL store.
 func trustColumn(t quality.Trust) any {
-	if t.TestsAnswered == 0 && t.Judged == 0 {
+	if t.TestsAnswered == 0 {
 		return nil
 	}
 	return t.Value
@@ -110,19 +110,19 @@ func qualityStatePut(ctx context.Context, tx *sql.Tx, p *store.QualityStatePutPa
 		flaggedAt = micros(p.Now)
 	}
 	st, err := scanQualityState(tx.QueryRowContext(ctx, `INSERT INTO docket_pool_contributors (pool_id, contributor_id,
-			trust, tests_answered, tests_correct, agreed, judged, flagged, flag_check, flag_reason, flagged_at,
+			trust, tests_answered, tests_correct, flagged, flag_check, flag_reason, flagged_at,
 			forgiven_at, taken, tests_taken, too_fast, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (pool_id, contributor_id) DO UPDATE SET trust = excluded.trust,
 			tests_answered = excluded.tests_answered, tests_correct = excluded.tests_correct,
-			agreed = excluded.agreed, judged = excluded.judged, flagged = excluded.flagged,
+			flagged = excluded.flagged,
 			flag_check = excluded.flag_check, flag_reason = excluded.flag_reason,
 			flagged_at = CASE WHEN excluded.flagged = 0 THEN NULL
 				ELSE coalesce(docket_pool_contributors.flagged_at, excluded.flagged_at) END,
 			forgiven_at = excluded.forgiven_at, taken = excluded.taken, tests_taken = excluded.tests_taken,
 			too_fast = excluded.too_fast, updated_at = excluded.updated_at
 		RETURNING `+qualityStateColumns,
-		p.PoolID.String(), p.ContributorID.String(), trustColumn(t), t.TestsAnswered, t.TestsCorrect, t.Agreed, t.Judged,
+		p.PoolID.String(), p.ContributorID.String(), trustColumn(t), t.TestsAnswered, t.TestsCorrect,
 		boolInt(p.Standing.Flagged), string(p.Standing.Check), p.FlagReason, flaggedAt, microsOrNull(p.ForgivenAt),
 		p.Counts.Taken, p.Counts.TestsTaken, p.TooFast, micros(p.Now)))
 	if isForeignKey(err) {

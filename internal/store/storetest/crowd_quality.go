@@ -187,11 +187,11 @@ func testQuality(t *testing.T, open opener) {
 
 		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
 			_, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{
-				Trust:    quality.Trust{Value: 2, TestsAnswered: 1, TestsCorrect: 2, Agreed: 1},
+				Trust:    quality.Trust{Value: 2, TestsAnswered: 1, TestsCorrect: 2},
 				Standing: quality.Standing{Flagged: true}, Counts: quality.Counts{Taken: 1, TestsTaken: 2}, TooFast: -1})
 			return err
 		})
-		requireFields(t, err, "poolId", "contributorId", "trust.value", "trust.testsCorrect", "trust.agreed",
+		requireFields(t, err, "poolId", "contributorId", "trust.value", "trust.testsCorrect",
 			"standing.check", "counts.testsTaken", "tooFast", "now")
 		err = b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
 			_, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{PoolID: p.ID, ContributorID: newID(),
