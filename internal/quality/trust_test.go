@@ -162,7 +162,7 @@ func TestConfidenceOf(t *testing.T) {
 		{4, 4, ConfidenceTrusted}, // under 0.6 with probability 0.04
 		{3, 4, ConfidenceUncertain},
 		{2, 5, ConfidenceSuspect},
-		{3, 5, ConfidenceSuspect}, // 0.513: trust 0.583
+		{3, 5, ConfidenceSuspect},   // 0.513: trust 0.583
 		{4, 5, ConfidenceUncertain}, // 0.18
 		{10, 12, ConfidenceTrusted},
 		{12, 20, ConfidenceSuspect}, // trust 0.595
