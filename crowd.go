@@ -466,7 +466,39 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 
 // UnitGet reads a unit; ErrNotFound when there is none.
 func (c *Client) UnitGet(ctx context.Context, id uuid.UUID) (*Unit, error) {
-	return c.store.UnitGet(ctx, id)
+	u, err := c.store.UnitGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.markLowConfidence(ctx, u.PoolID, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// markLowConfidence sets Unit.LowConfidence on units of one pool: a
+// FINALIZED unit whose confidence is under the target confidence of the
+// pool's task (0, no target: never).
+func (c *Client) markLowConfidence(ctx context.Context, poolID uuid.UUID, units ...*Unit) error {
+	target := -1.0 // not read yet
+	for _, u := range units {
+		if u.State != UnitFinalized || u.Confidence == nil {
+			continue
+		}
+		if target < 0 {
+			pool, err := c.poolSettings(ctx, poolID)
+			if err != nil {
+				return err
+			}
+			ct, err := c.CompiledTask(ctx, pool.Task, pool.TaskVersion)
+			if err != nil {
+				return err
+			}
+			target = ct.Template.JudgmentsPerUnit.TargetConfidence
+		}
+		u.LowConfidence = *u.Confidence < target
+	}
+	return nil
 }
 
 // UnitListParams filters UnitList.
@@ -484,7 +516,14 @@ func (c *Client) UnitList(ctx context.Context, poolID uuid.UUID, p UnitListParam
 	if p.Limit < 0 {
 		limit = 0
 	}
-	return c.store.UnitList(ctx, &store.UnitListParams{PoolID: poolID, States: p.States, Golden: p.Golden, RunID: p.RunID, BeforeID: p.Before, Limit: limit})
+	units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: poolID, States: p.States, Golden: p.Golden, RunID: p.RunID, BeforeID: p.Before, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.markLowConfidence(ctx, poolID, units...); err != nil {
+		return nil, err
+	}
+	return units, nil
 }
 
 // JudgmentList lists the judgments of a unit, newest first.

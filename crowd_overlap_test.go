@@ -162,6 +162,7 @@ func TestDynamicOverlap(t *testing.T) {
 				require.InDelta(t, *u.Confidence, *ev.Confidence, 1e-9)
 				require.Equal(t, u.JudgmentCount, ev.JudgmentCount)
 				require.Equal(t, u == low, ev.LowConfidence, "lowConfidence only at the maximum under the target")
+				require.Equal(t, u == low, u.LowConfidence, "and on the unit (UnitGet)")
 			}
 			requireAgreements(t, evs[agree.ID][0], agreeWho, true, true, true)
 			requireAgreements(t, evs[won.ID][0], wonWho, true, false, true, true)
@@ -428,6 +429,7 @@ func TestDynamicOverlapConcurrent(t *testing.T) {
 				require.Len(t, ev.Judgments, u.JudgmentCount)
 				require.Equal(t, *u.Confidence < 0.75, ev.LowConfidence)
 				require.Equal(t, ev.LowConfidence, u.JudgmentCount == 5 && *u.Confidence < 0.75)
+				require.Equal(t, ev.LowConfidence, u.LowConfidence, "the unit (UnitList) says it as the event did")
 				if u.JudgmentCount == 3 {
 					require.InDelta(t, 1, *u.Confidence, 1e-9, "only agreement finalizes at the minimum")
 				} else {

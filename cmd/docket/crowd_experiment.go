@@ -64,6 +64,10 @@ type qcRun struct {
 	LowConfidence    int            `json:"lowConfidence"` // finalized under the target
 	Flagged          map[string]int `json:"flagged"`       // by profile
 	Seats            map[string]int `json:"seats"`         // by profile
+	// Tests and Regular count, by profile, the judgments of test
+	// questions and of regular units (tainted or not).
+	Tests   map[string]int `json:"tests"`
+	Regular map[string]int `json:"regular"`
 	// UntilFlagged: per profile, each flagged contributor's judgments
 	// (test questions and regular units) submitted before the flag,
 	// ascending.
@@ -259,7 +263,8 @@ func runQCMode(ctx context.Context, c qcExperimentConfig, shares []simShare, url
 	}
 	seats := seatProfiles(shares, c.Contributors)
 	members := make([]*member, len(seats))
-	r := &qcRun{Mode: mode, Units: regular, Flagged: map[string]int{}, Seats: map[string]int{}, UntilFlagged: map[string][]int{}}
+	r := &qcRun{Mode: mode, Units: regular, Flagged: map[string]int{}, Seats: map[string]int{}, UntilFlagged: map[string][]int{},
+		Tests: map[string]int{}, Regular: map[string]int{}}
 	for i, p := range seats {
 		who, err := client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: fmt.Sprintf("%s-%03d-%s", name, i, p)})
 		if err != nil {
@@ -343,6 +348,11 @@ func runQCMode(ctx context.Context, c qcExperimentConfig, shares []simShare, url
 			return nil, fmt.Errorf("submit: %w", err)
 		}
 		m.submitted++
+		if taken.Unit.Golden {
+			r.Tests[m.profile.name]++
+		} else {
+			r.Regular[m.profile.name]++
+		}
 		judgments++
 		if judgments%c.EstimateEvery == 0 {
 			p, err := client.PoolGet(ctx, pool.ID)
@@ -466,6 +476,15 @@ func printQCRuns(out io.Writer, runs []*qcRun) error {
 	row("test judgments (QC overhead)", func(r *qcRun) string {
 		return fmt.Sprintf("%d (%.2f per unit)", r.TestJudgments, float64(r.TestJudgments)/float64(r.Units))
 	})
+	for _, p := range simProfiles {
+		if runs[0].Seats[p] == 0 {
+			continue
+		}
+		row("judgments of "+p+": regular / tests", func(r *qcRun) string {
+			return fmt.Sprintf("%d / %d (%.1f / %.1f each)", r.Regular[p], r.Tests[p],
+				float64(r.Regular[p])/float64(r.Seats[p]), float64(r.Tests[p])/float64(r.Seats[p]))
+		})
+	}
 	row("all judgments per unit", func(r *qcRun) string {
 		return fmt.Sprintf("%.2f", float64(r.RegularJudgments+r.TestJudgments)/float64(r.Units))
 	})

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -813,5 +814,76 @@ func TestAssignmentExpiry(t *testing.T) {
 			}
 		}
 		require.Equal(t, units*perUnit, again)
+	})
+}
+
+// TestUnitLowConfidence: a unit that reached its maximum of judgments
+// under its task's target confidence says lowConfidence on the unit, its
+// result and the export (JSON lines and CSV); one at its target does not.
+func TestUnitLowConfidence(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		tmpl := strings.Replace(sameProduct, `"judgmentsPerUnit": {"min": 3}`,
+			`"judgmentsPerUnit": {"min": 3, "max": 3, "targetConfidence": 0.9}`, 1)
+		require.NotEqual(t, sameProduct, tmpl)
+		pool := cb.newPool(t, "label", 2, tmpl)
+		pid := pool.ID.String()
+		// Three workers judge both units: one unanimously, the other 2
+		// against 1 (confidence 0.67, under 0.9 at the maximum of 3).
+		all, err := cb.client.UnitList(context.Background(), pool.ID, docket.UnitListParams{})
+		require.NoError(t, err)
+		disputed := all[0].ID
+		for i := range 3 {
+			w := cb.newWorker(t, fmt.Sprint("low-", i), "en")
+			for range 2 {
+				tk, r := cb.take(t, w, pid)
+				require.NotNil(t, tk, string(r.Body))
+				answer := "yes"
+				if i == 1 && tk.Unit.ID == disputed {
+					answer = "no"
+				}
+				r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": tk.AssignmentID.String(), "data": map[string]any{"same": answer}})
+				require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+			}
+		}
+		var units unitsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units", nil).JSON(t, &units)
+		require.Len(t, units.Items, 2)
+		low := 0
+		for _, u := range units.Items {
+			require.Equal(t, "FINALIZED", u.State)
+			want := *u.Confidence < 0.9
+			require.Equal(t, want, u.LowConfidence, "list: %s", u.Result)
+			var one unitView
+			cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+u.UnitID.String(), nil).JSON(t, &one)
+			require.Equal(t, want, one.LowConfidence)
+			var res unitResultView
+			cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+u.UnitID.String()+"/result", nil).JSON(t, &res)
+			require.Equal(t, want, res.LowConfidence)
+			if want {
+				low++
+				require.InDelta(t, 2.0/3, *u.Confidence, 1e-9)
+			}
+		}
+		require.Equal(t, 1, low, "one unanimous unit, one disputed")
+
+		r := cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results", nil)
+		var flags []bool
+		for _, line := range strings.Split(strings.TrimSpace(string(r.Body)), "\n") {
+			var v struct {
+				LowConfidence *bool `json:"lowConfidence"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(line), &v))
+			require.NotNil(t, v.LowConfidence, line)
+			flags = append(flags, *v.LowConfidence)
+		}
+		require.ElementsMatch(t, []bool{true, false}, flags)
+		r = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results?format=csv", nil)
+		rows, err := csv.NewReader(strings.NewReader(string(r.Body))).ReadAll()
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		require.Equal(t, "lowConfidence", rows[0][7])
+		require.ElementsMatch(t, []string{"true", "false"}, []string{rows[1][7], rows[2][7]})
 	})
 }

@@ -279,6 +279,7 @@ type unitView struct {
 	JudgmentCount    int             `json:"judgmentCount"`
 	Result           json.RawMessage `json:"result"`
 	Confidence       *float64        `json:"confidence"`
+	LowConfidence    bool            `json:"lowConfidence"`
 	FinalizedAt      *time.Time      `json:"finalizedAt"`
 	CreatedAt        time.Time       `json:"createdAt"`
 	UpdatedAt        time.Time       `json:"updatedAt"`
@@ -311,7 +312,7 @@ func unitViewOf(u *docket.Unit) *unitView {
 		UnitID: u.ID, PoolID: u.PoolID, RunID: idOrNull(u.RunID), StepIndex: u.StepIndex,
 		ParentUnitID: idOrNull(u.ParentUnitID), Input: u.Input, State: string(u.State), Golden: u.Golden,
 		Answer: u.Answer, Feedback: u.Feedback, SlotsTaken: u.SlotsTaken, JudgmentsPerUnit: u.JudgmentsPerUnit, JudgmentCount: u.JudgmentCount,
-		Result: jsonOrNull(u.Result), Confidence: u.Confidence, FinalizedAt: timeOrNull(u.FinalizedAt),
+		Result: jsonOrNull(u.Result), Confidence: u.Confidence, LowConfidence: u.LowConfidence, FinalizedAt: timeOrNull(u.FinalizedAt),
 		CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(),
 	}
 }
@@ -403,19 +404,21 @@ func (s *Server) getUnit(ctx context.Context, r *http.Request, _ *Empty) (int, *
 }
 
 // unitResultView is a unit's aggregated answer; result, confidence and
-// finalizedAt are null until it is FINALIZED.
+// finalizedAt are null until it is FINALIZED, lowConfidence says the
+// confidence is under the task's target (docket.Unit.LowConfidence).
 type unitResultView struct {
 	UnitID        uuid.UUID       `json:"unitId"`
 	State         string          `json:"state"`
 	Result        json.RawMessage `json:"result"`
 	Confidence    *float64        `json:"confidence"`
+	LowConfidence bool            `json:"lowConfidence"`
 	JudgmentCount int             `json:"judgmentCount"`
 	FinalizedAt   *time.Time      `json:"finalizedAt"`
 }
 
 func unitResultOf(u *docket.Unit) *unitResultView {
 	return &unitResultView{UnitID: u.ID, State: string(u.State), Result: jsonOrNull(u.Result), Confidence: u.Confidence,
-		JudgmentCount: u.JudgmentCount, FinalizedAt: timeOrNull(u.FinalizedAt)}
+		LowConfidence: u.LowConfidence, JudgmentCount: u.JudgmentCount, FinalizedAt: timeOrNull(u.FinalizedAt)}
 }
 
 func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (int, *unitResultView, error) {
@@ -435,7 +438,7 @@ const exportPage = 1000
 // exportResults streams the results of a pool's finalized regular units,
 // newest first: JSON lines (one unitResultView with runId and input per
 // line) or CSV (unitId, runId, state, result, confidence, judgmentCount,
-// finalizedAt; result as JSON text). It pages through the units by id, so
+// finalizedAt, lowConfidence; result as JSON text). It pages through the units by id, so
 // it holds one page in memory whatever the pool's size.
 func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r, []string{"format"}); err != nil {
@@ -462,7 +465,7 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt"})
+		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt", "lowConfidence"})
 	} else {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc = json.NewEncoder(w)
@@ -488,7 +491,7 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 					run = u.RunID.String()
 				}
 				if err := cw.Write([]string{u.ID.String(), run, string(u.State), string(u.Result), conf,
-					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano), strconv.FormatBool(u.LowConfidence)}); err != nil {
 					return // the client is gone: read no more pages
 				}
 				continue

@@ -81,7 +81,13 @@ type Unit struct {
 	JudgmentCount    int
 	Result           json.RawMessage // set when FINALIZED
 	Confidence       *float64        // set when FINALIZED
-	FinalizedAt      time.Time       // zero unless FINALIZED
+	// LowConfidence: FINALIZED with a confidence under its task's target
+	// confidence — it reached the maximum of judgments without the target,
+	// or a repair recomputed it lower (docs/quality.md, "Dynamic
+	// overlap"). The store does not keep it: docket.Client's UnitGet and
+	// UnitList set it from the pool's task.
+	LowConfidence bool
+	FinalizedAt   time.Time // zero unless FINALIZED
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 }

@@ -13,7 +13,7 @@ import (
 // valid and go through their JSON form unchanged.
 func FuzzSettingsDecode(f *testing.F) {
 	f.Add([]byte(`{"quizSize": 3, "testEvery": 5, "minTrust": 0.7, "minTests": 3, "trustSmoothing": 0.5}`))
-	f.Add([]byte(`{"agreementWeight": 0.25, "minSeconds": 1.5, "tooFastLimit": 2, "patternWindow": 10, "patternMaxShare": 0.8, "patternFirstOption": true, "testFeedback": "verdict"}`))
+	f.Add([]byte(`{"certainty": 0.99, "testEveryTrusted": 30, "minSeconds": 1.5, "tooFastLimit": 2, "patternWindow": 10, "patternMaxShare": 0.8, "patternFirstOption": true, "testFeedback": "verdict"}`))
 	f.Add([]byte(`{"quizSize": 1.5, "quizSize": null, "x": {}}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"minTrust": 1e400}`))
