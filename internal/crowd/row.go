@@ -88,8 +88,8 @@ type Unit struct {
 	// UnitList set it from the pool's task.
 	LowConfidence bool
 	FinalizedAt   time.Time // zero unless FINALIZED
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Contributor is a person (or a simulated one) who does human work.
