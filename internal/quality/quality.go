@@ -1,11 +1,12 @@
 // Package quality holds the decisions of crowd quality control as pure
 // functions: which assignment must be a test question, a contributor's
-// trust and when it flags them, the behaviour checks (too fast, one answer
-// for everything, always the first option), dynamic overlap (finalize, ask
-// one more, or finalize with low confidence at the maximum), whether a
-// judgment agreed with its unit's result, and the repair of a unit whose
-// judgments were tainted or un-tainted (recompute or reopen, with the audit
-// record of a changed result).
+// trust, the posterior of their accuracy and when it flags them, the
+// behaviour checks (too fast, one answer for everything, always the first
+// option), dynamic overlap (finalize, ask one more, or finalize with low
+// confidence at the maximum), whether a judgment agreed with its unit's
+// result, and the repair of a unit whose judgments were tainted or
+// un-tainted (recompute or reopen, with the audit record of a changed
+// result).
 //
 // It does no I/O: no database, no clock, no randomness. Every input is a
 // plain value (counts, settings, the recent answers, the time of an event)
@@ -17,8 +18,8 @@
 //
 //   - A pool's settings: Decode its settings JSON (or a "quality" object
 //     of the task template; Settings decodes itself strictly there too).
-//   - Taking an assignment: NextAssignment on the contributor's counts in
-//     the pool; when it says Test, take a golden unit the contributor has
+//   - Taking an assignment: NextAssignment on the contributor's counts and
+//     trust in the pool; when it says Test, take a golden unit the contributor has
 //     no assignment for in any state (TestExcludedStates), and a regular
 //     unit when there is none.
 //   - A judgment of a golden unit: EvaluateTest (score, trust, event),
@@ -31,7 +32,7 @@
 //     the audit row and unit.result_changed when something changed.
 //   - A unit with new clean judgments: aggregate them, then DecideOverlap;
 //     on finalize, Agreements gives unit.finalized's per-judgment
-//     agreement (and ScoreAgreement when AgreementWeight > 0).
+//     agreement.
 package quality
 
 import (
