@@ -123,8 +123,10 @@ func (f *qualityFixture) events(t *testing.T) map[string][]json.RawMessage {
 }
 
 // TestQualitySpammerFlaggedAndRepaired: test questions are mixed in one
-// in two; a spammer (wrong on every test question) is flagged at the
-// third, their judgments tainted: the finalized unit they decided is
+// in four; a spammer who judged three regular units answers the fourth
+// wrong, is suspect from then on (every assignment a test question) and is
+// flagged at the third (0 of 3: under 0.6 with probability 0.99), their
+// judgments tainted: the finalized unit they decided is
 // reopened (audit + unit.result_changed) and re-decided by a clean
 // judgment, the open ones get a slot back; they get no more work. An
 // admin's forgiveness un-taints them and recomputes the finalized unit
@@ -136,12 +138,13 @@ func TestQualitySpammerFlaggedAndRepaired(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			f := newQualityFixture(t, backend, "label")
-			pool, units := f.pool(t, "label", `{"quizSize": 0, "testEvery": 2, "minTests": 3, "minTrust": 0.6}`, 5, 3)
+			pool, units := f.pool(t, "label", `{"quizSize": 0, "testEvery": 4, "minTests": 3, "minTrust": 0.6}`, 5, 3)
 			r1, r2, r3 := units[0], units[1], units[2]
 			g1, g2, honestNo, spammer := f.contributor(t), f.contributor(t), f.contributor(t), f.contributor(t)
 			const yes, no = `{"same": "yes"}`, `{"same": "no"}`
 
-			// Assignment 1 of each is regular (due(1) = 0): R1 gets no, yes, no.
+			// Assignment 1 of each is regular (the 4th is the first test
+			// question): R1 gets no, yes, no.
 			require.Equal(t, r1, f.work(t, pool.ID, spammer, no, no).ID)
 			require.Equal(t, r1, f.work(t, pool.ID, g1, yes, yes).ID)
 			require.Equal(t, r1, f.work(t, pool.ID, honestNo, yes, no).ID)
@@ -150,9 +153,10 @@ func TestQualitySpammerFlaggedAndRepaired(t *testing.T) {
 			require.Equal(t, UnitFinalized, u1.State)
 			require.JSONEq(t, `{"same": "no"}`, string(u1.Result))
 
-			// The spammer: test, R2, test, R3, test → flagged at the third.
+			// The spammer: R2, R3, test (wrong: suspect), test, test →
+			// flagged at the third.
 			seen := map[uuid.UUID]bool{}
-			for i, want := range []uuid.UUID{uuid.Nil, r2, uuid.Nil, r3, uuid.Nil} {
+			for i, want := range []uuid.UUID{r2, r3, uuid.Nil, uuid.Nil, uuid.Nil} {
 				got := f.work(t, pool.ID, spammer, no, no)
 				if want == uuid.Nil {
 					require.True(t, got.Golden, "assignment %d is a test question", i+2)

@@ -26,7 +26,9 @@ import (
 // answered wrong, flags them, which reopens all those units. The server
 // is SIGKILLed while that judgment and its repair run (at a random
 // moment); after a restart the contributor resubmits (idempotent) and
-// the flag and its repair are there exactly once: one contributor.flagged,
+// the flag and its repair are there exactly once (certainty 0.8: one
+// wrong answer puts the accuracy under 0.6 with probability 0.88, enough
+// here): one contributor.flagged,
 // one audit and one unit.result_changed per unit, every unit reopened,
 // and the runs that used the old results not rewound.
 func TestQualityFlagSurvivesSIGKILL(t *testing.T) {
@@ -38,7 +40,7 @@ func TestQualityFlagSurvivesSIGKILL(t *testing.T) {
 		e := &e2e{t: t, srv: srv, key: srv.AdminKey}
 		r := srv.Do(t, e.key, "PUT", "/v1/tasks/qk", fmt.Sprintf(`{"title": "Same?",
 		  "fields": [{"name": "same", "kind": "choice", "required": true, "options": [{"value": "yes"}, {"value": "no"}]}],
-		  "judgmentsPerUnit": {"min": 3}, "quality": {"quizSize": 0, "testEvery": %d, "minTests": 1, "minTrust": 0.6}}`, units+1))
+		  "judgmentsPerUnit": {"min": 3}, "quality": {"quizSize": 0, "testEvery": %d, "minTests": 1, "minTrust": 0.6, "certainty": 0.8}}`, units+1))
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		r = srv.Do(t, e.key, "PUT", "/v1/workflows/qkw", `{"steps": [{"name": "label", "human": {"task": "qk"}}]}`)
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))

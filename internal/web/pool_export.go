@@ -24,6 +24,7 @@ type exportLine struct {
 	State         string          `json:"state"`
 	Result        json.RawMessage `json:"result"`
 	Confidence    *float64        `json:"confidence"`
+	LowConfidence bool            `json:"lowConfidence"`
 	JudgmentCount int             `json:"judgmentCount"`
 	FinalizedAt   *time.Time      `json:"finalizedAt"`
 	RunID         *uuid.UUID      `json:"runId"`
@@ -63,7 +64,7 @@ func (h *Handler) poolResults(w http.ResponseWriter, r *http.Request) {
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt"})
+		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt", "lowConfidence"})
 	} else {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc = json.NewEncoder(w)
@@ -107,7 +108,8 @@ func (h *Handler) poolResults(w http.ResponseWriter, r *http.Request) {
 }
 
 func lineOf(u *docket.Unit) exportLine {
-	l := exportLine{UnitID: u.ID, State: string(u.State), Result: u.Result, Confidence: u.Confidence, JudgmentCount: u.JudgmentCount, Input: u.Input}
+	l := exportLine{UnitID: u.ID, State: string(u.State), Result: u.Result, Confidence: u.Confidence, LowConfidence: u.LowConfidence,
+		JudgmentCount: u.JudgmentCount, Input: u.Input}
 	if len(l.Result) == 0 {
 		l.Result = json.RawMessage("null")
 	}
@@ -130,5 +132,5 @@ func csvRecord(u *docket.Unit) []string {
 		run = u.RunID.String()
 	}
 	return []string{u.ID.String(), run, string(u.State), string(u.Result), conf,
-		strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano)}
+		strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano), strconv.FormatBool(u.LowConfidence)}
 }

@@ -52,7 +52,7 @@ func TestQualityPages(t *testing.T) {
 		spam, bob, ada := text(trs[0]), text(trs[1]), text(trs[2])
 		require.Equal(t, "flagged", attr(trs[0], "class"))
 		require.Contains(t, spam, "Spam Bot")
-		require.Contains(t, spam, "FLAGGED trust: trust 0.125 is below the minimum")
+		require.Contains(t, spam, "FLAGGED trust: accuracy below the minimum 0.600 with probability 0.986")
 		require.Contains(t, spam, "0.125")
 		require.Contains(t, spam, "0 of 3 right (0%)")
 		require.Contains(t, bob, "forgiven")
@@ -92,7 +92,7 @@ func TestQualityPages(t *testing.T) {
 		audits := rows(find(r.Doc, "table", "audits"))
 		require.Len(t, audits, 1)
 		a := text(audits[0])
-		for _, w := range []string{"recompute", `{"same":"yes"} → {"same":"yes"}`, "0.667 → 1.000", "Spam Bot flagged (trust: trust 0.125", "result recomputed"} {
+		for _, w := range []string{"recompute", `{"same":"yes"} → {"same":"yes"}`, "0.667 → 1.000", "Spam Bot flagged (trust: accuracy below the minimum 0.600", "result recomputed"} {
 			require.Contains(t, a, w)
 		}
 		require.Equal(t, poolPath+"/contributors/"+s.spm.ID.String(), attr(find(audits[0], "a", ""), "href"))
@@ -100,7 +100,7 @@ func TestQualityPages(t *testing.T) {
 		// The spammer's page: the flag, trust drawn, the tainted judgment.
 		r = viewer.get(t, poolPath+"/contributors/"+s.spm.ID.String())
 		require.Equal(t, http.StatusOK, r.Status, r.Body)
-		require.Contains(t, text(find(r.Doc, "dd", "standing")), "FLAGGED by the trust check: trust 0.125 is below")
+		require.Contains(t, text(find(r.Doc, "dd", "standing")), "FLAGGED by the trust check: accuracy below the minimum 0.600")
 		require.Equal(t, "0.125", text(find(r.Doc, "dd", "trust")))
 		require.Equal(t, "0 of 3 right (0%)", text(find(r.Doc, "dd", "tests")))
 		require.Contains(t, text(find(r.Doc, "dd", "too-fast")), "1 judgments", "their first judgment came 1 s after its take")
@@ -114,7 +114,7 @@ func TestQualityPages(t *testing.T) {
 		require.Len(t, hist, 3)
 		require.Contains(t, text(hist[0]), "0.125", "newest first")
 		mine := rows(find(r.Doc, "table", "judgments"))
-		require.Len(t, mine, 6, "three units, three test questions")
+		require.Len(t, mine, 4, "the first unit, three test questions")
 		for _, tr := range mine {
 			require.Equal(t, "tainted", attr(tr, "class"))
 		}
