@@ -19,7 +19,7 @@ type Counts struct {
 // TestsDue is how many of a contributor's first n assignments in the
 // pool must at least be test questions: the first QuizSize of them, then
 // one in R after the quiz (the R-th, 2R-th, …), R the slowest rate a
-// contributor can be tested at (TestEveryTrusted when set, else
+// contributor can be tested at (TestEveryTrusted, never under
 // TestEvery). Tests the schedule wanted but could not give (no golden
 // unit was left) are owed up to this count.
 //
@@ -36,12 +36,13 @@ func (s Settings) TestsDue(n int) int {
 }
 
 // slowestRate is one in how many assignments after the quiz a trusted
-// contributor is tested; 0 for no test after the quiz.
+// contributor is tested: TestEveryTrusted, but never under TestEvery; 0
+// for no test after the quiz.
 func (s Settings) slowestRate() int {
-	if s.TestEvery == 0 || s.TestEveryTrusted == 0 {
-		return s.TestEvery
+	if s.TestEvery == 0 {
+		return 0
 	}
-	return s.TestEveryTrusted
+	return max(s.TestEvery, s.TestEveryTrusted)
 }
 
 // Next is the scheduling decision for a contributor's next assignment.
@@ -89,8 +90,8 @@ func (s Settings) NextAssignment(c Counts, t Trust) Next {
 		switch {
 		case conf == ConfidenceSuspect:
 			return test(fmt.Sprintf("suspect: accuracy more likely below %.3f than not after %d of %d right", s.MinTrust, t.TestsCorrect, t.TestsAnswered))
-		case conf == ConfidenceTrusted && s.TestEveryTrusted > 0:
-			rate = s.TestEveryTrusted
+		case conf == ConfidenceTrusted:
+			rate = s.slowestRate()
 		}
 		if (n-s.QuizSize)%rate == 0 {
 			return test(fmt.Sprintf("%s: one in %d", conf, rate))

@@ -64,6 +64,11 @@ func TestScheduleFollowsConfidence(t *testing.T) {
 	t.Parallel()
 	s := Defaults() // quiz 5, one in 8, one in 24 once trusted
 	require.Equal(t, []int{1, 2, 3, 4, 5, 29, 53, 77}, schedule(s, 80, always, always))
+	slow := Defaults()
+	slow.TestEvery = 31 // over testEveryTrusted 24: trusted ones are tested one in 31 too, never more often
+	require.Equal(t, []int{1, 2, 3, 4, 5, 36, 67}, schedule(slow, 70, always, always))
+	require.Equal(t, 6, slow.TestsDue(66))
+	require.Equal(t, 7, slow.TestsDue(67))
 	never := func(int) bool { return false }
 	require.Len(t, schedule(s, 30, always, never), 30, "a suspect gets nothing but test questions")
 

@@ -77,11 +77,12 @@ type Settings struct {
 	TestEvery int `json:"testEvery"`
 	// TestEveryTrusted: after the quiz, one assignment in this many is a
 	// test question for a contributor whose accuracy is at least MinTrust
-	// with probability Certainty (see Settings.Standing): they are known
-	// to be good, and are checked less often. Default
+	// with probability Certainty (ConfidenceTrusted): they are known to be
+	// good, and are checked less often — never more often than TestEvery
+	// (a TestEveryTrusted under it counts as TestEvery). Default
 	// TestEveryTrustedDefault; 0 for no lower rate (trusted contributors
-	// are tested every TestEvery too); otherwise 2..MaxTestEvery and not
-	// under TestEvery. Unused when TestEvery is 0.
+	// are tested every TestEvery too); otherwise 2..MaxTestEvery. Unused
+	// when TestEvery is 0.
 	TestEveryTrusted int `json:"testEveryTrusted"`
 	// MinTrust: a contributor whose accuracy on test questions is below
 	// it with probability Certainty, after at least MinTests test
@@ -161,12 +162,8 @@ func (s Settings) Validate() error {
 	add(s.QuizSize < 0 || s.QuizSize > MaxQuizSize, "quizSize", fmt.Sprintf("must be between 0 and %d", MaxQuizSize))
 	add(s.TestEvery < 0 || s.TestEvery == 1 || s.TestEvery > MaxTestEvery, "testEvery",
 		fmt.Sprintf("must be 0 (no test questions after the quiz) or between 2 and %d", MaxTestEvery))
-	switch {
-	case s.TestEveryTrusted < 0 || s.TestEveryTrusted == 1 || s.TestEveryTrusted > MaxTestEvery:
-		add(true, "testEveryTrusted", fmt.Sprintf("must be 0 (no lower rate for trusted contributors) or between 2 and %d", MaxTestEvery))
-	case s.TestEveryTrusted > 0 && s.TestEveryTrusted < s.TestEvery && s.TestEvery <= MaxTestEvery:
-		add(true, "testEveryTrusted", fmt.Sprintf("must be 0 or at least testEvery (%d): trusted contributors are tested less often, not more", s.TestEvery))
-	}
+	add(s.TestEveryTrusted < 0 || s.TestEveryTrusted == 1 || s.TestEveryTrusted > MaxTestEvery, "testEveryTrusted",
+		fmt.Sprintf("must be 0 (no lower rate for trusted contributors) or between 2 and %d", MaxTestEvery))
 	add(!in(s.MinTrust, 0, 1), "minTrust", "must be between 0 and 1")
 	add(s.MinTests < 1 || s.MinTests > MaxMinTests, "minTests", fmt.Sprintf("must be between 1 and %d", MaxMinTests))
 	add(!(s.Certainty >= 0.5 && s.Certainty < 1), "certainty", "must be at least 0.5 and less than 1")

@@ -106,7 +106,7 @@ func TestSettingsValidateBounds(t *testing.T) {
 		{"smoothing over", func(s *Settings) { s.TrustSmoothing = MaxSmoothing + 1 }, "trustSmoothing"},
 		{"trusted 0", func(s *Settings) { s.TestEveryTrusted = 0 }, ""},
 		{"trusted 1", func(s *Settings) { s.TestEveryTrusted = 1 }, "testEveryTrusted"},
-		{"trusted under testEvery", func(s *Settings) { s.TestEveryTrusted = s.TestEvery - 1 }, "testEveryTrusted"},
+		{"trusted under testEvery: counts as testEvery", func(s *Settings) { s.TestEveryTrusted = s.TestEvery - 1 }, ""},
 		{"trusted = testEvery", func(s *Settings) { s.TestEveryTrusted = s.TestEvery }, ""},
 		{"trusted with no testEvery", func(s *Settings) { s.TestEvery, s.TestEveryTrusted = 0, 5 }, ""},
 		{"trusted over", func(s *Settings) { s.TestEveryTrusted = MaxTestEvery + 1 }, "testEveryTrusted"},
