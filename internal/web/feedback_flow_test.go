@@ -127,9 +127,10 @@ func TestTestFeedbackPages(t *testing.T) {
 		require.Nil(t, find(page.Doc, "section", "test-feedback"))
 		require.Contains(t, text(find(page.Doc, "p", "work-message")), "Saved")
 
-		// A wrong answer that flags them (one test is enough here): the
-		// pools page, with the feedback and the refusal.
-		strict := makeQuizPool(t, b.client, "strict", `, "minTests": 1`, 1)
+		// A wrong answer that flags them (one test is enough here: under
+		// 0.6 with probability 0.88, over the certainty 0.8): the pools
+		// page, with the feedback and the refusal.
+		strict := makeQuizPool(t, b.client, "strict", `, "minTests": 1, "certainty": 0.8`, 1)
 		r = ada.post(t, "/work/pools/"+strict.ID.String()+"/take", nil)
 		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
 		test = assignmentOf(t, r.Header.Get("Location"))

@@ -39,11 +39,14 @@ type qualityPanel struct {
 	More string
 	// Flagged of the listed.
 	Flagged int
-	// MinTrust and MinTests are the pool's thresholds; TrustSettings says
-	// they could not be read.
+	// MinTrust, MinTests and Certainty are the pool's thresholds;
+	// SettingsError says they could not be read.
 	MinTrust      float64
 	MinTests      int
+	Certainty     float64
 	SettingsError string
+	// settings decide which rows are Low (the trust rule).
+	settings quality.Settings
 }
 
 // qualityRow is one contributor of the panel.
@@ -101,7 +104,7 @@ func (h *Handler) loadQuality(ctx context.Context, p *docket.Pool, stats *poolSt
 	if err != nil {
 		qp.SettingsError = err.Error()
 	}
-	qp.MinTrust, qp.MinTests = settings.MinTrust, settings.MinTests
+	qp.MinTrust, qp.MinTests, qp.Certainty, qp.settings = settings.MinTrust, settings.MinTests, settings.Certainty, settings
 	var sample map[uuid.UUID]contributorRow
 	if stats != nil {
 		sample = stats.Sample
@@ -155,10 +158,11 @@ func (h *Handler) loadQuality(ctx context.Context, p *docket.Pool, stats *poolSt
 	return qp, nil
 }
 
-// rowLow marks a trust under the pool's minimum after its minimum of
-// test questions (what flags a contributor on trust).
+// rowLow marks a contributor whom the trust rule flags: accuracy below
+// the pool's minimum with probability Certainty, after its minimum of
+// test questions (quality.Settings.CheckTrust).
 func (qp *qualityPanel) rowLow(r *qualityRow) {
-	r.Low = qp.MinTrust > 0 && r.TestsAnswered >= qp.MinTests && r.Value < qp.MinTrust
+	r.Low = qp.settings.CheckTrust(uuid.Nil, r.ID, r.Trust, quality.Standing{}).Flag
 }
 
 // contributorData is the page of one contributor in one pool.
@@ -170,6 +174,7 @@ type contributorData struct {
 	Row         qualityRow
 	MinTrust    float64
 	MinTests    int
+	Certainty   float64
 	Chart       *trustChart
 	History     []quality.TrustEntry // newest first, at most contributorHistoryN
 	HistoryAll  int                  // entries kept (at most quality.MaxTrustHistory)
@@ -248,12 +253,13 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 	}
 	settings, _ := quality.Decode(p.Settings) // the defaults when they do not decode
 	d := &contributorData{Pool: p, Contributor: c, State: st, Known: !st.UpdatedAt.IsZero(), MinTrust: settings.MinTrust, MinTests: settings.MinTests,
+		Certainty: settings.Certainty,
 		HistoryAll: len(history), Message: message, Errors: problems,
 		CanForgive: st.Standing.Flagged && can(sessionOf(r.Context()).key.Role, accessAdmin)}
 	d.Row = qualityRow{ID: cID, Name: c.Name, Known: d.Known, Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0,
 		Flagged: st.Standing.Flagged, Check: string(st.Standing.Check), Reason: st.FlagReason, FlaggedAt: st.FlaggedAt,
 		ForgivenAt: st.ForgivenAt, TooFast: st.TooFast}
-	(&qualityPanel{MinTrust: settings.MinTrust, MinTests: settings.MinTests}).rowLow(&d.Row)
+	(&qualityPanel{settings: settings}).rowLow(&d.Row)
 	d.Chart = drawTrust(history, settings.MinTrust)
 	for i := len(history) - 1; i >= 0 && len(d.History) < contributorHistoryN; i-- {
 		d.History = append(d.History, history[i])

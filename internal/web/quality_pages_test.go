@@ -193,7 +193,7 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 	t.Helper()
 	viewer := &user{Name: "v", Role: docket.RoleViewer, CSRF: "tok", Operate: true}
 	id := uuid.Must(uuid.NewV7())
-	panel := &qualityPanel{MinTrust: 0.6, MinTests: 8, More: "10,000+", Flagged: 1, SettingsError: "minTrust: <bad>", Rows: []qualityRow{
+	panel := &qualityPanel{MinTrust: 0.6, MinTests: 8, Certainty: 0.95, More: "10,000+", Flagged: 1, SettingsError: "minTrust: <bad>", Rows: []qualityRow{
 		{ID: id, Name: "Spam <bot>", Known: true, Judgments: "1,000+", Median: "1 s", Trust: quality.Trust{TestsCorrect: 1, TestsAnswered: 4, Value: 0.3},
 			Scored: true, Flagged: true, Check: "trust", Reason: "trust <0.3>", FlaggedAt: now, TooFast: 3},
 		{ID: id, Known: true, Judgments: "2", Median: "—", Trust: quality.Trust{TestsCorrect: 1, TestsAnswered: 9, Value: 0.15}, Scored: true, Low: true},
@@ -207,7 +207,7 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 		Counts: quality.Counts{Taken: 7, TestsTaken: 3}, UpdatedAt: now}
 	flagged := qualityRow{ID: id, Name: "Spam", Known: true, Trust: st.Trust, Scored: true, Low: true, Flagged: true, Check: "too_fast", Reason: "5 <fast>", FlaggedAt: now, ForgivenAt: now.Add(-time.Hour), TooFast: 5}
 	contributor := &contributorData{Pool: pool, Contributor: &docket.Contributor{ID: id, Name: "Spam", ExternalID: "s"}, State: st, Known: true, Row: flagged,
-		MinTrust: 0.6, MinTests: 8, Chart: drawTrust(history, 0.6), History: []quality.TrustEntry{history[1], history[0]}, HistoryAll: 2,
+		MinTrust: 0.6, MinTests: 8, Certainty: 0.95, Chart: drawTrust(history, 0.6), History: []quality.TrustEntry{history[1], history[0]}, HistoryAll: 2,
 		Judgments: []contributorJudgment{{Judgment: j, Seconds: "1 s"}}, More: true, Tainted: 1}
 	admin := &user{Name: "root", Role: docket.RoleAdmin, CSRF: "tok<1>", Operate: true, Admin: true}
 	forgivable := *contributor
@@ -231,14 +231,14 @@ func qualityRenderCases(t *testing.T, pool *docket.Pool, now time.Time) []render
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), Quality: panel}},
 			[]string{`class="flagged" data-contributor="` + id.String(), "Spam &lt;bot&gt;", "FLAGGED", "trust &lt;0.3&gt;", "1,000&#43;", "1 of 4 right (25%)",
 				`class="low"`, "0.150", "forgiven", "no quality record yet", "0.500 (no test yet)", "(sampled)", `id="contributors-more">and 10,000&#43; more`,
-				"(1 listed)", "under 0.60 after 8 test questions", "minTrust: &lt;bad&gt;", "/pools/" + pool.ID.String() + "/contributors/" + id.String()}},
+				"(1 listed)", "under 0.60 with probability 0.95 or more, after 8 test questions", "minTrust: &lt;bad&gt;", "/pools/" + pool.ID.String() + "/contributors/" + id.String()}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), QualityError: "list the contributors: <timeout>"}},
 			[]string{"The contributors could not be read: list the contributors: &lt;timeout&gt;"}},
 		{"pool", "layout", &view{Title: "Pool", User: viewer, Data: &poolData{Pool: poolRowOf(pool), Quality: &qualityPanel{}}},
 			[]string{"No contributors yet", "Flagged contributors first, then the lowest trust"}},
 		{"contributor", "layout", &view{Title: "Contributor", User: viewer, Data: contributor},
 			[]string{"FLAGGED", "too_fast", "5 &lt;fast&gt;", "Forgiven before", `id="trust" class="low">0.250`, "1 of 3 right (33%)", "5 judgments under",
-				"7 assignments", "2 of 3 finalized units agreed", `id="trust-chart"`, `class="min"`, "minimum 0.60", `<polyline class="trust-line" points="42,48 714,128">`,
+				"7 assignments", "3 of them test questions", "below 0.60 with probability 0.95 or more, after at least 8 of them", `id="trust-chart"`, `class="min"`, "minimum 0.60", `<polyline class="trust-line" points="42,48 714,128">`,
 				"test &lt;1&gt;: right", `class="low"`, "the table lists the newest 2", `class="tainted"`, "test question", "&#34;&lt;no&gt;&#34;", "0.75",
 				"older ones not listed", "1 tainted", `id="pool-link"`, `id="forgive-admin"`}},
 		{"contributor", "layout", &view{Title: "Contributor", User: admin, Data: &forgivable},
