@@ -253,7 +253,7 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 	}
 	settings, _ := quality.Decode(p.Settings) // the defaults when they do not decode
 	d := &contributorData{Pool: p, Contributor: c, State: st, Known: !st.UpdatedAt.IsZero(), MinTrust: settings.MinTrust, MinTests: settings.MinTests,
-		Certainty: settings.Certainty,
+		Certainty:  settings.Certainty,
 		HistoryAll: len(history), Message: message, Errors: problems,
 		CanForgive: st.Standing.Flagged && can(sessionOf(r.Context()).key.Role, accessAdmin)}
 	d.Row = qualityRow{ID: cID, Name: c.Name, Known: d.Known, Trust: st.Trust, Scored: st.Trust.TestsAnswered > 0,
