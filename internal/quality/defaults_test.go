@@ -83,9 +83,9 @@ func TestDefaultsFlagSpammers(t *testing.T) {
 	// The rule in the loop: the posterior, not the mean.
 	require.True(t, s.CheckTrust(pool, worker, counts(1, 5), Standing{}).Flag)    // under 0.6 with probability 0.96
 	require.False(t, s.CheckTrust(pool, worker, counts(2, 5), Standing{}).Flag)   // 0.82, though trust is 0.417
-	require.True(t, s.CheckTrust(pool, worker, counts(2, 8), Standing{}).Flag)    // 0.97
+	require.True(t, s.CheckTrust(pool, worker, counts(2, 8), Standing{}).Flag)    // 0.98
 	require.False(t, s.CheckTrust(pool, worker, counts(4, 8), Standing{}).Flag)   // 0.72, though trust is 0.5
 	require.False(t, s.CheckTrust(pool, worker, counts(0, 4), Standing{}).Flag)   // minTests 5 not reached
 	require.True(t, s.CheckTrust(pool, worker, counts(20, 50), Standing{}).Flag)  // 0.998
-	require.False(t, s.CheckTrust(pool, worker, counts(11, 18), Standing{}).Flag) // 0.5
+	require.False(t, s.CheckTrust(pool, worker, counts(11, 18), Standing{}).Flag) // 0.47
 }
