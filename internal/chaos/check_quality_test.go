@@ -19,12 +19,13 @@ import (
 	"github.com/docket-run/docket/internal/teststore"
 )
 
-// qualityCheckTask: 2 judgments per unit; every second assignment a test
-// question, a flag below 0.6 after 2 of them.
+// qualityCheckTask: 2 judgments per unit; every third assignment a test
+// question (every one while suspect), a flag after 2 of them when the
+// accuracy is below 0.6 with probability 0.95 (0 of 2 is: 0.96).
 const qualityCheckTask = `{"title": "Which?",
  "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}]}],
  "judgmentsPerUnit": {"min": 2}, "assignmentSeconds": 30,
- "quality": {"quizSize": 0, "testEvery": 2, "minTests": 2, "minTrust": 0.6}}`
+ "quality": {"quizSize": 0, "testEvery": 3, "minTests": 2, "minTrust": 0.6}}`
 
 // qualityBundle is a database where quality control flagged two
 // spammers, repaired the units they judged, and an admin forgave one.
@@ -39,9 +40,9 @@ type qualityBundle struct {
 
 // setupQuality runs, through the client on a fresh database, 6 runs of
 // one human step (label) with 4 golden units in its pool: two spammers
-// (always the wrong answer) judge a unit, a test question and a unit
-// each; honest contributors finalize what they can; the spammers' next
-// test question flags them (their finalized units reopen, with an audit
+// (always the wrong answer) judge two units and a test question each;
+// honest contributors finalize what they can; the spammers' next test
+// question (they are suspect: it comes at once) flags them (their finalized units reopen, with an audit
 // and unit.result_changed each); honest contributors finish the work;
 // an admin forgives the first spammer (their judgments count again, the
 // units are recomputed).

@@ -54,13 +54,15 @@ const (
 
 // Quality control in the chaos run (docs/quality.md): the pool holds
 // GoldenUnits test questions; a contributor's first assignment is one,
-// then every third; two answered, trust under 0.6 flags them. Honest
-// contributors answer what the unit's input says is right (test
-// questions too), spammers at random: a spammer who misses a test
-// question of the first two is flagged, their judgments tainted and the
-// units they judged repaired — reopened, recomputed — while processes
-// are killed; an admin forgives one now and then (forgiver), and they
-// are flagged again after two more test questions.
+// then every third (every one while suspect); two answered, an accuracy
+// under 0.6 with probability 0.95 flags them. Honest contributors answer
+// what the unit's input says is right (test questions too), spammers at
+// random: a spammer who misses their first two test questions is
+// flagged (one who misses one is suspect and tested until flagged or
+// cleared), their judgments tainted and the units they judged repaired —
+// reopened, recomputed — while processes are killed; an admin forgives
+// one now and then (forgiver), and they may be flagged again after two
+// more test questions.
 const (
 	// Spammers is how many of the Contributors answer at random: the
 	// last ones.
