@@ -277,6 +277,11 @@ func Decode(data []byte) (Settings, error) {
 				bad(key, "must be true or false")
 			}
 			continue
+		case "agreementWeight":
+			// Retired (docs/quality.md, Trust): accepted and ignored, so
+			// that pools and tasks stored with it keep decoding.
+			var ignored float64
+			ok = decodeFloat(raw, &ignored)
 		default:
 			bad(key, "unknown setting")
 			continue
