@@ -73,7 +73,8 @@ type QualityTx interface {
 	// of a contributor in a pool whose taint differs — only those on
 	// p.Units when it is not nil —, and returns how many changed and the
 	// units they belong to, each once, by unit id, split by the unit's
-	// state. The caller holds the contributor's state and, for the lock
+	// state. Un-tainting leaves a judgment a QA review rejected
+	// (UnitRedo) tainted. The caller holds the contributor's state and, for the lock
 	// order, the units' runs and the units (UnitLock) already.
 	JudgmentTaintMany(ctx context.Context, p *JudgmentTaintManyParams) (*JudgmentTaintResult, error)
 	// UnitAuditInsert writes the audit record of a change of a finalized

@@ -252,14 +252,17 @@ func judgmentTaintMany(ctx context.Context, c conn, p *store.JudgmentTaintManyPa
 	return store.SplitTaintedUnits(units), nil
 }
 
-// taintOnly is the condition limiting a taint to p.Units (none when nil)
+// taintOnly is the condition limiting a taint to p.Units (all when nil)
 // and the query's arguments.
+// A judgment a QA review rejected (rejected) stays tainted: lifting a
+// flag's taint (a forgiveness) leaves it.
 func taintOnly(p *store.JudgmentTaintManyParams, alias string) (string, []any) {
 	args := []any{p.PoolID, p.ContributorID, p.Tainted}
+	kept := "AND ($3 OR NOT " + alias + "rejected) "
 	if p.Units == nil {
-		return "", args
+		return kept, args
 	}
-	return "AND " + alias + "unit_id = ANY($4)", append(args, p.Units)
+	return kept + "AND " + alias + "unit_id = ANY($4)", append(args, p.Units)
 }
 
 func scanTaintedUnit(r rowScanner) (store.TaintedUnit, error) {

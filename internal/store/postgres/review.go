@@ -72,6 +72,8 @@ func unitJudges(ctx context.Context, c conn, unitID uuid.UUID) ([]store.UnitJudg
 
 // unitRedo reopens the FINALIZED unit (unitTransition: guarded, counters,
 // result cleared), taints its clean judgments and raises its target.
+// Every judgment of the unit is marked rejected, so that forgiving its
+// contributor later does not lift the review's taint.
 func unitRedo(ctx context.Context, c conn, p *store.UnitRedoParams) (*store.UnitRedone, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -83,8 +85,12 @@ func unitRedo(ctx context.Context, c conn, p *store.UnitRedoParams) (*store.Unit
 	}
 	var n int
 	if err := c.QueryRow(ctx, `
-		WITH t AS (UPDATE docket_judgments SET tainted = true WHERE unit_id = $1 AND NOT tainted RETURNING 1)
-		SELECT count(*) FROM t`, p.ID).Scan(&n); err != nil {
+		WITH o AS (SELECT id, tainted FROM docket_judgments WHERE unit_id = $1 AND NOT rejected),
+		t AS (
+			UPDATE docket_judgments j SET tainted = true, rejected = true FROM o WHERE j.id = o.id
+			RETURNING o.tainted AS was
+		)
+		SELECT count(*) FILTER (WHERE NOT was) FROM t`, p.ID).Scan(&n); err != nil {
 		return nil, fmt.Errorf("redo unit %s: taint its judgments: %w", p.ID, err)
 	}
 	u, err := scanUnit(c.QueryRow(ctx, `

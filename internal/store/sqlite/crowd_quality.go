@@ -211,7 +211,7 @@ func judgmentTaintUnits(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintM
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT u.id, u.run_id, u.state, u.golden, count(*)
 		FROM docket_judgments j JOIN docket_units u ON u.id = j.unit_id
-		WHERE j.pool_id = ?1 AND j.contributor_id = ?2 AND j.tainted <> ?3 `+only+`
+		WHERE j.pool_id = ?1 AND j.contributor_id = ?2 AND j.tainted <> ?3 AND (?3 = 1 OR j.rejected = 0) `+only+`
 		GROUP BY u.id ORDER BY u.id`, args...)
 	if err != nil {
 		return fail(err)
@@ -262,7 +262,8 @@ func judgmentTaintMany(ctx context.Context, tx *sql.Tx, p *store.JudgmentTaintMa
 	arg, err := uuidsJSON(ids)
 	if err == nil {
 		_, err = tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = ?3
-			WHERE pool_id = ?1 AND contributor_id = ?2 AND tainted <> ?3 AND unit_id IN (SELECT value FROM json_each(?4))`,
+			WHERE pool_id = ?1 AND contributor_id = ?2 AND tainted <> ?3 AND (?3 = 1 OR rejected = 0)
+				AND unit_id IN (SELECT value FROM json_each(?4))`,
 			p.PoolID.String(), p.ContributorID.String(), boolInt(p.Tainted), arg)
 	}
 	if err != nil {

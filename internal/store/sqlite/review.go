@@ -97,11 +97,13 @@ func unitRedo(ctx context.Context, tx *sql.Tx, p *store.UnitRedoParams) (*store.
 	}); err != nil {
 		return nil, err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = 1 WHERE unit_id = ? AND tainted = 0`, p.ID.String())
-	if err != nil {
-		return nil, fmt.Errorf("redo unit %s: taint its judgments: %w", p.ID, err)
+	// Every judgment of the unit is marked rejected (a forgiveness does
+	// not lift a review's taint); n counts those that were clean.
+	var n int64
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM docket_judgments WHERE unit_id = ? AND tainted = 0`, p.ID.String()).Scan(&n)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `UPDATE docket_judgments SET tainted = 1, rejected = 1 WHERE unit_id = ? AND rejected = 0`, p.ID.String())
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return nil, fmt.Errorf("redo unit %s: taint its judgments: %w", p.ID, err)
 	}

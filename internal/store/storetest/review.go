@@ -57,6 +57,24 @@ func testReview(t *testing.T, open opener) {
 		for _, j := range js {
 			require.True(t, j.Tainted, "judgment %s", j.ID)
 		}
+		// Forgiving either judge does not lift the review's rejection:
+		// nothing to untaint, for the one flagged before and the clean one.
+		for _, who := range []uuid.UUID{first.ID, second.ID} {
+			b.inTx(t, func(ctx context.Context, tx store.Tx) error {
+				units, err := tx.JudgmentTaintUnits(ctx, &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: who, Tainted: false})
+				require.NoError(t, err)
+				require.Empty(t, units, "a rejected judgment is no unit to untaint")
+				res, err := tx.JudgmentTaintMany(ctx, &store.JudgmentTaintManyParams{PoolID: p.ID, ContributorID: who, Tainted: false})
+				require.NoError(t, err)
+				require.Equal(t, store.SplitTaintedUnits(nil), res)
+				return nil
+			})
+		}
+		js, err = b.s.JudgmentList(b.ctx, &store.JudgmentListParams{UnitID: u.ID})
+		require.NoError(t, err)
+		for _, j := range js {
+			require.True(t, j.Tainted, "judgment %s stays tainted after a forgiveness", j.ID)
+		}
 		c := b.counts(t, p.ID)
 		require.Equal(t, 1, c.Judgable)
 		require.Equal(t, 0, c.Finalized)

@@ -1,0 +1,1 @@
+ALTER TABLE docket_judgments DROP COLUMN IF EXISTS rejected;
