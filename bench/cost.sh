@@ -22,7 +22,11 @@
 # SYSTEMS ("docket river floor"), JOBS (200000), REPS (1), WORKERS (5000),
 # DOCKET_PREP (SQL run in docket's database after `docket migrate up`, before
 # the burn and its counters: prices a schema change without a migration,
-# e.g. DOCKET_PREP='DROP INDEX docket_jobs_finished'),
+# e.g. DOCKET_PREP='DROP INDEX docket_jobs_finished'; several statements
+# separated by "|" are alternated as systems docket#1, docket#2, …, so one
+# invocation compares them), DOCKET_BIN (docket binaries to run instead of
+# building this tree; several, separated by spaces, are alternated the same
+# way, e.g. DOCKET_BIN="/tmp/before /tmp/after"),
 # FLOOR ("../shared/bench/floor"; its flags: FLOOR_ARGS, default a batch of
 # 2,000, 2 connections, finished rows kept), TOP (statements listed, 6).
 set -euo pipefail
@@ -49,7 +53,18 @@ tick=$(getconf CLK_TCK)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 echo "building" >&2
-go build -o "$bin/docket" ./cmd/docket
+# Alternatives of docket (several DOCKET_PREP statements or binaries): one
+# system each, docket#1, docket#2, …
+IFS='|' read -r -a preps <<<"${DOCKET_PREP:-}"
+read -r -a bins <<<"${DOCKET_BIN:-}"
+(( ${#bins[@]} )) || { go build -o "$bin/docket" ./cmd/docket; bins=("$bin/docket"); }
+(( ${#preps[@]} )) || preps=("")
+nalt=$(( ${#preps[@]} > ${#bins[@]} ? ${#preps[@]} : ${#bins[@]} ))
+if (( nalt > 1 )); then
+  alts=""
+  for i in $(seq 1 "$nalt"); do alts+=" docket#$i"; done
+  systems=${systems/docket/${alts# }}
+fi
 [[ " $systems " == *" river "* ]] && (cd bench/river/postgres && GOFLAGS=-mod=mod go build -o "$bin/river" .)
 [[ " $systems " == *" floor "* ]] && (cd "$floor" && go build -o "$bin/floor" .)
 
@@ -68,25 +83,29 @@ pg_ticks() {
 
 wal() { indb "$1" -c "SELECT wal_records || ' ' || wal_fpi || ' ' || wal_bytes FROM pg_stat_wal"; }
 
-printf '%-7s %4s %9s | %8s %8s | %9s %7s %6s | %7s %7s\n' \
-  system rep jobs/s "pg µs" "cli µs" "WAL B" "WAL rec" FPI stmts commits
+printf '%-8s %4s %9s | %8s %8s | %9s %7s %6s | %7s %7s | %s\n' \
+  system rep jobs/s "pg µs" "cli µs" "WAL B" "WAL rec" FPI stmts commits "heap B"
 for rep in $(seq 1 "$reps"); do
   order=$systems
   (( rep % 2 )) || order=$(echo "$systems" | tr ' ' '\n' | tac | tr '\n' ' ')
   for system in $order; do
-    db="cost_$system"
+    db="cost_${system/\#/_}"
+    alt=0
+    [[ $system == docket\#* ]] && alt=$((${system#docket#} - 1))
+    prep=${preps[$(( ${#preps[@]} > 1 ? alt : 0 ))]}
+    dbin=${bins[$(( ${#bins[@]} > 1 ? alt : 0 ))]}
     admin -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" -c CHECKPOINT >/dev/null
     url="$pg/$db?sslmode=disable"
-    if [ "$system" = docket ] && [ -n "${DOCKET_PREP:-}" ]; then
-      "$bin/docket" migrate up --database-url "$url" >/dev/null
-      indb "$db" -c "$DOCKET_PREP" -c CHECKPOINT >/dev/null
+    if [[ $system == docket* ]] && [ -n "$prep" ]; then
+      "$dbin" migrate up --database-url "$url" >/dev/null
+      indb "$db" -c "$prep" -c CHECKPOINT >/dev/null
     fi
     indb "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
     read -r r0 f0 b0 <<<"$(wal "$db")"
     c0=$(admin -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'")
     t0=$(pg_ticks)
     case $system in
-      docket) cmd=("$bin/docket" bench --mode burn --jobs "$jobs" --workers "$workers" --database-url "$url") ;;
+      docket*) cmd=("$dbin" bench --mode burn --jobs "$jobs" --workers "$workers" --database-url "$url") ;;
       river) cmd=("$bin/river" --mode burn --jobs "$jobs" --workers "$workers" --database-url "$url") ;;
       floor) cmd=("$bin/floor" --database-url "$url" --jobs "$jobs" --runs 1 --wait-quiet 1s --max-busy 64 $floor_args) ;;
     esac
@@ -98,12 +117,14 @@ for rep in $(seq 1 "$reps"); do
     read -r r1 f1 b1 <<<"$(wal "$db")"
     read -r cu cs <"$bin/time"
     rate=$(grep -Eo '(docket|river|floor)_jobs_per_sec=[0-9.]+' "$bin/out" | head -1 | cut -d= -f2)
+    heap=0
+    [[ $system == docket* ]] && heap=$(indb "$db" -c "SELECT pg_relation_size('docket_jobs')")
     stmts=$(indb "$db" -c "SELECT sum(calls) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')")
     awk -v s="$system" -v rep="$rep" -v n="$jobs" -v rate="${rate:-0}" -v t="$((t1 - t0))" -v hz="$tick" \
       -v cu="$cu" -v cs="$cs" -v wb="$((b1 - b0))" -v wr="$((r1 - r0))" -v fpi="$((f1 - f0))" \
-      -v st="${stmts:-0}" -v cm="$((c1 - c0))" 'BEGIN {
-        printf "%-7s %4d %9.0f | %8.1f %8.1f | %9.0f %7.2f %6.3f | %7.3f %7.3f\n",
-          s, rep, rate, t / hz * 1e6 / n, (cu + cs) * 1e6 / n, wb / n, wr / n, fpi / n, st / n, cm / n }'
+      -v st="${stmts:-0}" -v cm="$((c1 - c0))" -v hb="$heap" 'BEGIN {
+        printf "%-8s %4d %9.0f | %8.1f %8.1f | %9.0f %7.2f %6.3f | %7.3f %7.3f | %.0f\n",
+          s, rep, rate, t / hz * 1e6 / n, (cu + cs) * 1e6 / n, wb / n, wr / n, fpi / n, st / n, cm / n, hb / n }'
     indb "$db" -F ' | ' -c "
       SELECT round((total_exec_time * 1000 / $jobs)::numeric, 2) AS us_per_job,
              round(calls::numeric / $jobs, 4) AS calls_per_job,
@@ -114,4 +135,5 @@ for rep in $(seq 1 "$reps"); do
       ORDER BY total_exec_time DESC LIMIT $top" | sed 's/^/    /' >&2
   done
 done
-echo "pg µs, cli µs: CPU time per job of PostgreSQL and of the benchmark process; WAL B: WAL bytes per job" >&2
+echo "pg µs, cli µs: CPU time per job of PostgreSQL and of the benchmark process; WAL B: WAL bytes per job;" >&2
+echo "heap B: docket_jobs' size at the end of the run per job (docket only)" >&2

@@ -20,13 +20,11 @@ func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 	for _, row := range rows {
 		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
 		h := e.handlers[row.Type]
-		exCtx, cancel := context.WithCancelCause(base)
 		ex := &execution{
 			row: row, ref: ref, handler: h, producer: p,
-			cancel: cancel, store: e.store, now: e.cfg.Now,
+			store: e.store, now: e.cfg.Now,
 		}
-		ex.execCtx = executionContext{Context: exCtx, ex: ex}
-		ex.ctx = &ex.execCtx
+		ex.actx.ex, ex.actx.parent = ex, base
 		ex.leaseExpires.Store(row.LeaseExpiresAt.UnixNano())
 		e.mu.Lock()
 		e.running[ref] = ex
@@ -90,15 +88,16 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	}
 	// The deadline counts from the attempt's start on the engine's clock.
 	remaining := e.timeout(ex) - e.cfg.Now().Sub(ex.row.AttemptedAt)
-	// ctx carries the execution (for SetResult, Progress, RowOf) through
-	// ex.ctx: no value of its own.
-	ctx, cancel := context.WithTimeoutCause(ex.ctx, remaining, errTimeout)
-	defer cancel()
+	// The handler's context carries the execution (for SetResult,
+	// Progress, RowOf), the execution's cancellation and this deadline,
+	// on the wall clock as context.WithTimeout would.
+	ex.actx.setDeadline(time.Now().Add(remaining))
+	defer ex.actx.end()
 
-	result, err, panicked := callHandler(ctx, ex)
-	cause := context.Cause(ctx)
+	result, err, panicked := callHandler(&ex.actx, ex)
+	cause := ex.actx.causeNow()
 	switch {
-	case errors.Is(context.Cause(ex.ctx), errLeaseLost):
+	case errors.Is(ex.actx.execCauseNow(), errLeaseLost):
 		return nil
 	case err == nil:
 		if result == nil {

@@ -53,11 +53,10 @@ type execution struct {
 	ref      job.Ref
 	handler  *Handler
 	producer *producer
-	ctx      context.Context // &execCtx
-	execCtx  executionContext
-	cancel   context.CancelCauseFunc
-	store    Store
-	now      func() time.Time
+	// actx is the context the handler gets, built as it is used.
+	actx  attemptContext
+	store Store
+	now   func() time.Time
 	// result set through SetResult; read after the handler returned.
 	result json.RawMessage
 	// success is the end of an attempt whose handler succeeded, written
@@ -76,22 +75,8 @@ type execution struct {
 
 type executionKey struct{}
 
-// executionContext is the attempt's context: its cancelable context,
-// answering executionKey with the execution. It is what context.WithValue
-// would make, without a separate allocation per job: a derived context
-// finds the cancelable one (and its cause) through Value as it would
-// through a valueCtx.
-type executionContext struct {
-	context.Context
-	ex *execution
-}
-
-func (c *executionContext) Value(key any) any {
-	if key == (executionKey{}) {
-		return c.ex
-	}
-	return c.Context.Value(key)
-}
+// cancel cancels the attempt with cause (its context's cause).
+func (ex *execution) cancel(cause error) { ex.actx.cancel(cause) }
 
 func executionFrom(ctx context.Context) *execution {
 	ex, _ := ctx.Value(executionKey{}).(*execution)
