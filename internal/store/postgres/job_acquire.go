@@ -74,7 +74,7 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 	// Room for a full batch up front (bounded: Max is the caller's).
 	got := make([]acquired, 0, min(p.Max, 4096))
 	var sortAt time.Time
-	scanner := newJobScanner(&sortAt)
+	scanner := newJobScanner(&sortAt).borrowText()
 	for rs.Next() {
 		row, err := scanner.scan(rs)
 		if err != nil {
