@@ -47,7 +47,6 @@ func checkAttemptContext(t *testing.T, seq []string, buildAt int) {
 		}
 	}
 	refExec, refCancel := context.WithCancelCause(parent)
-	defer refCancel(nil)
 	refAttempt, refEnd := context.WithDeadlineCause(refExec, deadline, errTimeout)
 	defer refEnd()
 	ex := &execution{}

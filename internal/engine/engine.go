@@ -11,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
@@ -52,12 +51,7 @@ type Engine struct {
 	mu      sync.Mutex
 	running map[job.Ref]*execution
 	idle    *sync.Cond     // signalled when running shrinks
-	wg      sync.WaitGroup // executors
-	// handoff gives an attempt to an executor waiting for one; quit is
-	// closed when executors must stop waiting (Stop, or a Start that
-	// failed after producers ran: a new one is made for the next Start).
-	handoff chan *execution
-	quit    atomic.Pointer[chan struct{}]
+	wg      sync.WaitGroup // executions
 }
 
 // New makes an engine. handlers maps job types to their handlers.
@@ -75,9 +69,6 @@ func New(st Store, cfg Config, handlers map[string]*Handler) (*Engine, error) {
 		running:   map[job.Ref]*execution{},
 	}
 	e.idle = sync.NewCond(&e.mu)
-	e.handoff = make(chan *execution)
-	quit := make(chan struct{})
-	e.quit.Store(&quit)
 	e.completer = newCompleter(e)
 	e.heartbeat = newHeartbeat(e)
 	for q, n := range cfg.Queues {
@@ -130,7 +121,6 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if err := service.StartAll(ctx, producers...); err != nil {
 		service.StopAll(services...)
-		e.stopExecutors()
 		return fmt.Errorf("start engine: %w", err)
 	}
 	e.started = true
@@ -168,17 +158,6 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.heartbeat.Stop()
 	service.StopAll(e.services...)
 	service.StopAll(e.cfg.Services...)
-	// Executors waiting for an attempt end; one still in a handler that
-	// ignored its cancellation ends when the handler returns. An engine
-	// runs once: the channel stays closed.
-	close(*e.quit.Load())
-}
-
-// stopExecutors ends the executors of a Start that failed and readies a
-// new quit channel for the next Start.
-func (e *Engine) stopExecutors() {
-	quit := make(chan struct{})
-	close(*e.quit.Swap(&quit))
 }
 
 // waitIdle waits until nothing runs (true) or ctx is done (false).

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,43 +241,5 @@ func TestRefusedCompletionDoesNotStallOthers(t *testing.T) {
 				return row.State == job.StateSuccess
 			})
 		}
-	})
-}
-
-// Attempts run on executors that wait for the next one instead of a new
-// goroutine each: 200 jobs through 4 slots run on a handful of
-// goroutines. (That executors end at Stop is goleak's check in TestMain.)
-func TestExecutorsReused(t *testing.T) {
-	t.Parallel()
-	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
-		b := setup(t, backend)
-		ctx := context.Background()
-		const n = 200
-		b.insert(t, "reuse", n)
-		cfg := b.config(map[string]int{"reuse": 4})
-		cfg.CompleteInterval = time.Millisecond
-		var (
-			mu         sync.Mutex
-			goroutines = map[string]bool{}
-			ran        atomic.Int64
-		)
-		e, err := New(b.store, cfg, map[string]*Handler{
-			"reuse": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
-				buf := make([]byte, 64)
-				id, _, _ := strings.Cut(string(buf[:runtime.Stack(buf, false)]), " [") // "goroutine N"
-				mu.Lock()
-				goroutines[id] = true
-				mu.Unlock()
-				ran.Add(1)
-				return nil, nil
-			}},
-		})
-		require.NoError(t, err)
-		require.NoError(t, e.Start(ctx))
-		defer e.Stop(ctx)
-		waitFor(t, "every job to run", func() bool { return ran.Load() == n })
-		mu.Lock()
-		defer mu.Unlock()
-		require.Less(t, len(goroutines), n/4, "attempts reuse their goroutines")
 	})
 }

@@ -11,10 +11,8 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// launch hands each acquired job to an executor: one waiting for its next
-// attempt, or a new one when none waits. The execution stays in the
-// running set (and keeps its lease renewed) until its completion is
-// flushed.
+// launch starts one goroutine per acquired job. The execution stays in the
+// running set (and keeps its lease renewed) until its completion is flushed.
 func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 	// Handlers outlive the producer's context: one parent without its
 	// cancellation for the whole batch.
@@ -31,31 +29,12 @@ func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 		e.mu.Lock()
 		e.running[ref] = ex
 		e.mu.Unlock()
-		select {
-		case e.handoff <- ex:
-		default:
-			e.wg.Add(1)
-			go e.executor(ex)
-		}
-	}
-}
-
-// executor runs attempts one after another: ex, then each one launch
-// hands it while it waits, until the engine stops. Reusing the goroutine
-// spares each job a new goroutine and its stack's growth (newproc and
-// newstack were a tenth of the engine's CPU per job in the burn
-// benchmark). Executors wait only while the engine runs: at most as many
-// as attempts ran at once, each parked on the hand-off.
-func (e *Engine) executor(ex *execution) {
-	defer e.wg.Done()
-	growStack(0)
-	for {
-		e.execute(ex)
-		select {
-		case ex = <-e.handoff:
-		case <-*e.quit.Load():
-			return
-		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			growStack(0)
+			e.execute(ex)
+		}()
 	}
 }
 
