@@ -47,6 +47,7 @@ func checkAttemptContext(t *testing.T, seq []string, buildAt int) {
 		}
 	}
 	refExec, refCancel := context.WithCancelCause(parent)
+	defer refCancel(nil)
 	refAttempt, refEnd := context.WithDeadlineCause(refExec, deadline, errTimeout)
 	defer refEnd()
 	ex := &execution{}
