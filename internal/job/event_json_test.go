@@ -50,3 +50,23 @@ func requireSameJSON(t *testing.T, d StateChangedData) {
 	require.Equal(t, string(want), string(got))
 	require.Equal(t, string(want), string(d.AppendJSON(nil)))
 }
+
+// The encoding's buffer is sized once: one allocation, and for plain
+// strings and attempts below 100 the hint is at least the length and at
+// most a byte per transition and one more.
+func TestStateChangedDataSizeHint(t *testing.T) {
+	for _, d := range []StateChangedData{
+		{},
+		{Transitions: []Transition{{JobID: uuid.New(), JobType: "email.send", Queue: "default", To: StateQueued}}},
+		{Transitions: []Transition{
+			{JobID: uuid.New(), JobType: "bench.noop", Queue: "bench.noop", From: StateQueued, To: StateRunning, Attempt: 1},
+			{JobID: uuid.New(), JobType: "a", Queue: "q", From: StateRunning, To: StateSuccess, Attempt: 99},
+		}},
+	} {
+		got := len(d.AppendJSON(nil))
+		hint := d.sizeHint()
+		require.GreaterOrEqual(t, hint, got)
+		require.LessOrEqual(t, hint-got, len(d.Transitions)+1)
+		require.EqualValues(t, 1, testing.AllocsPerRun(10, func() { _ = d.AppendJSON(nil) }), "one buffer")
+	}
+}

@@ -351,7 +351,7 @@ func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
-	if _, err := tx.Exec(ctx, insertCopyFinishSQL, string(ev.data), plan.now, ev.dueQueues); err != nil {
+	if _, err := tx.Exec(ctx, insertCopyFinishSQL, ev.data, plan.now, ev.dueQueues); err != nil {
 		return nil, fmt.Errorf("insert jobs: write outbox: %w", err)
 	}
 	out := make([]*store.JobInsertResult, len(plan.jobs))
