@@ -74,6 +74,7 @@ func newJobScanner(extra ...any) *jobScanner {
 // one node, costs four strings instead of four per job. pgx rows only
 // (database/sql does not scan into pgtype.DriverBytes).
 func (s *jobScanner) borrowText() *jobScanner {
+	// Their places in jobColumns: job_type, queue, state, lease_owner.
 	s.dest[1], s.dest[2], s.dest[7], s.dest[12] = &s.typ, &s.queue, &s.stateB, &s.owner
 	s.strs = map[string]string{}
 	return s
