@@ -71,10 +71,13 @@ const (
 	// a judgment tainted since, and the repair neither recomputed it on
 	// enough clean ones nor reopened it.
 	KindDecidedOnTainted = "decided_on_tainted"
-	// KindFlaggedTake: a contributor flagged in a pool holds an
-	// assignment there that started later than their flag (plus
+	// KindFlaggedTake: a contributor holds an assignment in a pool that
+	// started while they were flagged there — later than a flag (plus
 	// Expectations.FlagWindow: a take that read their state just before
-	// the flag committed may start a moment after the flag's time).
+	// the flag committed may start a moment after the flag's time) and
+	// before the forgiveness that ended it, if any (less the same
+	// window). The flagged periods come from the outbox's events, so a
+	// take during a flag since forgiven is caught too.
 	KindFlaggedTake = "flagged_take"
 	// KindQualityEvents: the outbox's contributor.flagged and
 	// contributor.unflagged events of a contributor in a pool do not
@@ -125,6 +128,7 @@ type QualityEvent struct {
 	ID                            int64 // the outbox row
 	Type                          string
 	PoolID, ContributorID, UnitID uuid.UUID
+	At                            time.Time // the outbox row's created_at
 }
 
 // CrowdUnit is a unit as the checker reads it.
@@ -311,12 +315,17 @@ func (s *CrowdSnapshot) loadQuality(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("read quality states: %w", err)
 	}
-	err = queryRows(ctx, db, `SELECT id, event_type, data FROM docket_outbox
+	err = queryRows(ctx, db, `SELECT id, event_type, data, created_at FROM docket_outbox
 		WHERE event_type IN ('`+eventFlagged+`', '`+eventUnflagged+`', '`+eventResultChanged+`') ORDER BY id`, func(sc scanner) error {
 		var ev QualityEvent
 		var data string
-		if err := sc.Scan(&ev.ID, &ev.Type, &data); err != nil {
+		var at any
+		if err := sc.Scan(&ev.ID, &ev.Type, &data, &at); err != nil {
 			return err
+		}
+		var err error
+		if ev.At, err = dbTime(at); err != nil {
+			return fmt.Errorf("outbox row %d (%s): %w", ev.ID, ev.Type, err)
 		}
 		var d struct {
 			PoolID        uuid.UUID `json:"poolId"`
@@ -617,10 +626,37 @@ func checkQuality(c *CrowdSnapshot, exp Expectations) []Violation {
 				j.ContributorID, j.PoolID, ts(st.FlaggedAt), j.ID)
 		}
 	}
+	// The flagged periods: from each flag to the forgiveness after it
+	// (open while none), by the events; a flag with no event (itself a
+	// KindQualityEvents violation) from the standing's time.
+	type period struct{ from, to time.Time }
+	periods := map[key][]period{}
+	for _, ev := range c.QualityEvents {
+		k := key{ev.PoolID, ev.ContributorID}
+		ps := periods[k]
+		switch {
+		case ev.Type == eventFlagged:
+			periods[k] = append(ps, period{from: ev.At})
+		case ev.Type == eventUnflagged && len(ps) > 0 && ps[len(ps)-1].to.IsZero():
+			ps[len(ps)-1].to = ev.At
+		}
+	}
+	for k, st := range flagged {
+		if ps := periods[k]; len(ps) == 0 || !ps[len(ps)-1].to.IsZero() {
+			periods[k] = append(ps, period{from: st.FlaggedAt})
+		}
+	}
 	for _, a := range c.Assignments {
-		if st := flagged[key{a.PoolID, a.ContributorID}]; st != nil && a.StartedAt.After(st.FlaggedAt.Add(window)) {
-			add(KindFlaggedTake, a.UnitID, "contributor %s, flagged in pool %s at %s, took assignment %s at %s",
-				a.ContributorID, a.PoolID, ts(st.FlaggedAt), a.ID, ts(a.StartedAt))
+		for _, p := range periods[key{a.PoolID, a.ContributorID}] {
+			if a.StartedAt.After(p.from.Add(window)) && (p.to.IsZero() || a.StartedAt.Before(p.to.Add(-window))) {
+				until := "still flagged"
+				if !p.to.IsZero() {
+					until = "forgiven at " + ts(p.to)
+				}
+				add(KindFlaggedTake, a.UnitID, "contributor %s, flagged in pool %s at %s (%s), took assignment %s at %s",
+					a.ContributorID, a.PoolID, ts(p.from), until, a.ID, ts(a.StartedAt))
+				break
+			}
 		}
 	}
 	clean := map[uuid.UUID]int{}

@@ -188,6 +188,15 @@ func TestCheckQuality(t *testing.T) {
 					b.exec(t, fmt.Sprintf(`UPDATE docket_assignments SET started_at = started_at + %s WHERE id = '%s'`, b.hourSQL(), a))
 					return uuid.MustParse(b.scalar(t, fmt.Sprintf(`SELECT unit_id FROM docket_assignments WHERE id = '%s'`, a))), ""
 				}},
+				{"an assignment taken while flagged, forgiven since", chaos.KindFlaggedTake, func() (uuid.UUID, string) {
+					// The forgiveness moves two hours on, one of the
+					// contributor's takes one: it falls inside the flag.
+					b.exec(t, fmt.Sprintf(`UPDATE docket_outbox SET created_at = created_at + %s + %s
+						WHERE event_type = 'contributor.unflagged' AND CAST(data AS TEXT) LIKE '%%%s%%'`, b.hourSQL(), b.hourSQL(), b.forgiven))
+					a := b.scalar(t, fmt.Sprintf(`SELECT id FROM docket_assignments WHERE contributor_id = '%s' ORDER BY id LIMIT 1`, b.forgiven))
+					b.exec(t, fmt.Sprintf(`UPDATE docket_assignments SET started_at = started_at + %s WHERE id = '%s'`, b.hourSQL(), a))
+					return uuid.MustParse(b.scalar(t, fmt.Sprintf(`SELECT unit_id FROM docket_assignments WHERE id = '%s'`, a))), "forgiven at"
+				}},
 				{"a flag written twice", chaos.KindQualityEvents, func() (uuid.UUID, string) {
 					b.exec(t, fmt.Sprintf(`INSERT INTO docket_outbox (event_type, data, created_at)
 						SELECT event_type, data, created_at FROM docket_outbox WHERE event_type = 'contributor.flagged' AND CAST(data AS TEXT) LIKE '%%%s%%'`, b.flagged))
