@@ -156,6 +156,9 @@ func (c *attemptContext) execCauseNow() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b := c.built.Load(); b != nil {
+		return context.Cause(b.exec)
+	}
 	return c.execCause
 }
 
@@ -166,6 +169,9 @@ func (c *attemptContext) causeNow() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b := c.built.Load(); b != nil { // built since the first look: it answers now
+		return context.Cause(b.attempt)
+	}
 	if c.err == nil && c.pastDeadline() {
 		return errTimeout
 	}
@@ -189,6 +195,9 @@ func (c *attemptContext) Err() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b := c.built.Load(); b != nil { // built since the first look: it answers now
+		return b.attempt.Err()
+	}
 	if c.err == nil && c.pastDeadline() {
 		return context.DeadlineExceeded
 	}
