@@ -33,12 +33,26 @@ type QualitySettings = quality.Settings
 // poolQuality decodes a pool's quality settings ({} or none: the
 // defaults). The store keeps what PoolCreate was given; a pool whose
 // settings no longer decode (a newer server wrote them) is an error, not
-// silently the defaults.
-func poolQuality(pool *Pool) (quality.Settings, error) {
+// silently the defaults. A pool's settings never change, so each pool's
+// are decoded once per client (every take and judgment asked before: a
+// strict JSON decode and a validation each time).
+func (c *Client) poolQuality(pool *Pool) (quality.Settings, error) {
+	c.pools.mu.Lock()
+	s, ok := c.pools.quality[pool.ID]
+	c.pools.mu.Unlock()
+	if ok {
+		return s, nil
+	}
 	s, err := quality.Decode(pool.Settings)
 	if err != nil {
 		return quality.Settings{}, fmt.Errorf("pool %s: %w", pool.ID, err)
 	}
+	c.pools.mu.Lock()
+	if c.pools.quality == nil || len(c.pools.quality) > 10000 {
+		c.pools.quality = map[uuid.UUID]quality.Settings{}
+	}
+	c.pools.quality[pool.ID] = s
+	c.pools.mu.Unlock()
 	return s, nil
 }
 
@@ -56,7 +70,7 @@ func poolQuality(pool *Pool) (quality.Settings, error) {
 // it never shows a test question twice nor hands out work to a flagged
 // contributor (the take itself refuses them).
 func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compiled, tp *store.AssignmentTakeParams) (*crowd.Taken, error) {
-	qs, err := poolQuality(pool)
+	qs, err := c.poolQuality(pool)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +179,7 @@ type judgmentQuality struct {
 // qualityLock locks the contributor's quality state in the pool: the
 // first lock of a judgment's transaction.
 func (c *Client) qualityLock(ctx context.Context, tx store.Tx, pool *Pool, ct *task.Compiled, contributorID uuid.UUID, now time.Time) (*judgmentQuality, error) {
-	qs, err := poolQuality(pool)
+	qs, err := c.poolQuality(pool)
 	if err != nil {
 		return nil, err
 	}

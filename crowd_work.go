@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/quality"
 	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
@@ -299,10 +300,12 @@ func (c *Client) takeCandidate(ctx context.Context, p *store.AssignmentTakeParam
 	return c.store.AssignmentTake(ctx, &rp)
 }
 
-// poolCache holds pools by id for poolSettings.
+// poolCache holds pools by id for poolSettings, and their decoded
+// quality settings for poolQuality.
 type poolCache struct {
-	mu sync.Mutex
-	m  map[uuid.UUID]*Pool
+	mu      sync.Mutex
+	m       map[uuid.UUID]*Pool
+	quality map[uuid.UUID]quality.Settings
 }
 
 // AssignmentGet reads an assignment; ErrNotFound when there is none.

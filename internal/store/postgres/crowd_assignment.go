@@ -85,8 +85,8 @@ taken AS (
 	RETURNING u.*
 ),
 a AS (
-	INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
-	SELECT @id, taken.id, @pool, @contributor, 'ACTIVE', @now, @expires, @now FROM taken
+	INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, golden)
+	SELECT @id, taken.id, @pool, @contributor, 'ACTIVE', @now, @expires, @now, taken.golden FROM taken
 	RETURNING id
 ),
 c AS (

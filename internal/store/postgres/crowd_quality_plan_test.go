@@ -33,9 +33,9 @@ func TestQualityPlan(t *testing.T) {
 	_, err := b.s.Pool().Exec(b.ctx, `
 		INSERT INTO docket_contributors (id, external_id, state, created_at, updated_at)
 			SELECT gen_random_uuid(), 'x' || g, 'active', now(), now() FROM generate_series(0, 499) AS g;
-		INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
-			SELECT gen_random_uuid(), u.id, u.pool_id, c.id, 'SUBMITTED', now(), now(), now()
-			FROM (SELECT id, pool_id, row_number() OVER () AS rn FROM docket_units) u
+		INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, golden)
+			SELECT gen_random_uuid(), u.id, u.pool_id, c.id, 'SUBMITTED', now(), now(), now(), u.golden
+			FROM (SELECT id, pool_id, golden, row_number() OVER () AS rn FROM docket_units) u
 			JOIN (SELECT id, row_number() OVER () - 1 AS cn FROM docket_contributors) c
 				ON c.cn IN (u.rn % 500, (u.rn + 1) % 500, (u.rn + 2) % 500)
 			WHERE u.rn % 3 = 0 OR u.id IN (SELECT id FROM docket_units WHERE golden);
@@ -45,7 +45,7 @@ func TestQualityPlan(t *testing.T) {
 	require.NoError(t, err)
 	var golden int
 	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT count(*) FROM docket_assignments WHERE golden`).Scan(&golden))
-	require.Equal(t, 6_000, golden, "the trigger marked the test questions")
+	require.Equal(t, 6_000, golden, "the test questions are marked")
 	var c uuid.UUID
 	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT contributor_id FROM docket_assignments LIMIT 1`).Scan(&c))
 
