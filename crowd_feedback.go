@@ -93,7 +93,7 @@ func testResultOf(level quality.TestFeedback, score task.Score, u *Unit, trust q
 // trust now; nil for a judgment of a regular unit, a tainted one (a
 // flagged contributor's, never scored), or when the pool tells nothing.
 func (c *Client) testResultAgain(ctx context.Context, pool *Pool, ct *task.Compiled, j *Judgment) (*TestResult, error) {
-	qs, err := poolQuality(pool)
+	qs, err := c.poolQuality(pool)
 	if err != nil || !j.Golden || j.Tainted || qs.TestFeedback == quality.FeedbackNone {
 		return nil, err
 	}
