@@ -53,13 +53,20 @@ const (
 )
 
 // Quality control in the chaos run (docs/quality.md): the pool holds
-// GoldenUnits test questions; a contributor's first assignment is one,
-// then every third (every one while suspect); two answered, an accuracy
-// under 0.6 with probability 0.95 flags them. Honest contributors answer
+// GoldenUnits test questions; a contributor's 3rd, 6th, … assignments
+// are test questions, no quiz, so that spammers judge regular units
+// before their first test (every assignment is one while suspect); two
+// answered, an accuracy under 0.8 with probability 0.9 flags them. Honest contributors answer
 // what the unit's input says is right (test questions too), spammers at
-// random: a spammer who misses their first two test questions is
-// flagged (one who misses one is suspect and tested until flagged or
-// cleared), their judgments tainted and the units they judged repaired —
+// random (a third right: the field has three options, the right answer
+// is never the third): a spammer with two
+// wrong answers and no more right ones than wrong is flagged (a miss on
+// the first makes them suspect, tested until flagged or cleared; one
+// who answered it right goes on with regular units until their tests
+// go wrong). The pool's minimum is stricter than the default (0.6 with
+// probability 0.95, which a random clicker rarely reaches within a short
+// run) so that every short run flags, repairs and
+// forgives: their judgments tainted and the units they judged repaired —
 // reopened, recomputed — while processes are killed; an admin forgives
 // one now and then (forgiver), and they may be flagged again after two
 // more test questions.
@@ -73,9 +80,9 @@ const (
 
 const humanTemplate = `{"title": "Which is it?",
  "instructions": "Pick a or b.",
- "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}]}],
+ "fields": [{"name": "pick", "kind": "choice", "required": true, "options": [{"value": "a"}, {"value": "b"}, {"value": "c"}]}],
  "judgmentsPerUnit": {"min": 3}, "assignmentSeconds": 30,
- "quality": {"quizSize": 1, "testEvery": 3, "minTests": 2, "minTrust": 0.6}}`
+ "quality": {"quizSize": 0, "testEvery": 3, "minTests": 2, "minTrust": 0.8, "certainty": 0.9}}`
 
 // spammer reports whether contributor n answers at random.
 func spammer(n int) bool { return n >= Contributors-Spammers }
@@ -294,15 +301,15 @@ func (c *crowdSim) startWork(ctx context.Context) {
 	}()
 }
 
-// forgiver is an admin who, every 1.5–3 s of the first half of the
-// human span (so that some spammers are flagged again after), forgives
+// forgiver is an admin who, every 1.5–3 s of the first three quarters of
+// the human span (so that some spammers are flagged again after), forgives
 // one of the spammers refused work since the last forgiveness, picked
 // by the seed, over HTTP against the servers being killed (a
 // forgiveness is idempotent: a contributor not flagged is left as they
 // are).
 func (c *crowdSim) forgiver(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 6))
-	until := time.Now().Add(c.r.humanSpan() / 2)
+	until := time.Now().Add(c.r.humanSpan() * 3 / 4)
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
@@ -530,7 +537,7 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 		}
 		pick := rightOf(taken.Unit.Input)
 		if pick == "" || spammer(n) {
-			pick = []string{"a", "b"}[rnd.IntN(2)]
+			pick = []string{"a", "b", "c"}[rnd.IntN(3)] // a right answer is a or b: a third of the time
 		}
 		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, pick, func() { c.working[at].Add(-1) })
 	}
