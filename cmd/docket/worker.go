@@ -262,10 +262,29 @@ func retryDelay(err error, n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// leaseShutdownGrace is how long a lease request in flight when the worker
+// is told to stop may still take: a response already on its way (jobs
+// leased) is read and its jobs run (and are given back at the shutdown
+// timeout) instead of being dropped with the connection, which would
+// leave them RUNNING until their leases expire. A long poll with nothing
+// to lease is cut then; a lease the server grants to a request already
+// cut is given back by the server.
+const leaseShutdownGrace = 500 * time.Millisecond
+
 func (w *remoteWorker) lease(ctx context.Context, n int) ([]remote.Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.WaitSeconds)*time.Second+requestTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(w.cfg.WaitSeconds)*time.Second+requestTimeout)
 	defer cancel()
-	return w.api.Lease(ctx, &remote.LeaseRequest{
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(leaseShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-rctx.Done():
+		}
+	})
+	defer stop()
+	return w.api.Lease(rctx, &remote.LeaseRequest{
 		Queues: w.cfg.Queues, Max: remote.Int(n), WaitSeconds: remote.Int(w.cfg.WaitSeconds),
 		LeaseSeconds: remote.Int(w.cfg.LeaseSeconds), WorkerID: w.cfg.WorkerID,
 	})
