@@ -78,6 +78,21 @@ func (r *leaseRequest) params() docket.LeaseParams {
 // to a worker that had gone (its lease request cut) and was given back.
 const leaseGoneReason = "the worker was gone when its lease was granted; given back"
 
+// giveBackGone releases leases granted to a worker that went away (its
+// request was cut: a shutdown, say) while its jobs were being leased: no
+// one will run them, so they are given back at once, the attempt
+// refunded, rather than left RUNNING until their leases expire (on a last
+// attempt, that would end the job DEAD).
+func (s *Server) giveBackGone(ctx context.Context, leases []*docket.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, l := range leases {
+		if _, err := s.client.LeaseRelease(rctx, l.ID, leaseGoneReason); err != nil {
+			s.cfg.Logger.Warn("give back a lease granted to a worker that was gone", "lease_id", l.ID, "job_id", l.Job.ID, "error", err)
+		}
+	}
+}
+
 func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRequest) (int, *remote.LeaseResponse, error) {
 	leases, err := s.client.Lease(ctx, req.params())
 	if err != nil && len(leases) == 0 {
@@ -89,18 +104,7 @@ func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRe
 		return 0, nil, err
 	}
 	if ctx.Err() != nil && len(leases) > 0 {
-		// The worker went away (its request was cut: a shutdown, say)
-		// while its jobs were being leased: no one will run them, so they
-		// are given back at once, the attempt refunded, rather than left
-		// RUNNING until their leases expire (on a last attempt, that would
-		// end the job DEAD).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, l := range leases {
-			if _, err := s.client.LeaseRelease(rctx, l.ID, leaseGoneReason); err != nil {
-				s.cfg.Logger.Warn("give back a lease granted to a worker that was gone", "lease_id", l.ID, "job_id", l.Job.ID, "error", err)
-			}
-		}
+		s.giveBackGone(ctx, leases)
 		return http.StatusOK, &remote.LeaseResponse{Leases: []remote.Lease{}}, nil
 	}
 	// Jobs leased before an error are returned: they are held now, and

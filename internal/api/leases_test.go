@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -148,6 +149,32 @@ func TestLeaseRelease(t *testing.T) {
 		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", map[string]any{"reason": "shutting down"})
 		require.JSONEq(t, `{"status":"CANCELED"}`, string(r.Body))
 		b.do(t, docket.RoleProducer, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", nil).Problem(t, http.StatusForbidden)
+	})
+}
+
+// Leases granted to a request already cut (the worker went away while they
+// were being leased) are given back at once, the attempt refunded: a job
+// on its last attempt is not left to expire into DEAD.
+func TestLeaseGivenBackWhenWorkerGone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		res, err := b.client.Insert(ctx, remoteArgs{Text: "a"}, &docket.InsertOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		leases, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"remote.echo"}, Max: 1, Duration: 30 * time.Second, WorkerID: "py-1"})
+		require.NoError(t, err)
+		require.Len(t, leases, 1)
+
+		cut, cancel := context.WithCancel(ctx)
+		cancel()
+		New(Config{Client: b.client}).giveBackGone(cut, leases)
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.Contains(t, []docket.JobState{docket.JobStateRetry, docket.JobStateQueued}, row.State, "given back, not RUNNING")
+		require.Equal(t, 0, row.AttemptsUsed(), "the attempt refunded")
+		require.Equal(t, leaseGoneReason, row.LastError)
+		require.Equal(t, docket.OutcomeInterrupted, mustAttempts(t, b, row)[0].Outcome)
 	})
 }
 
