@@ -230,9 +230,7 @@ func (c *Client) CompiledTask(ctx context.Context, name string, version int) (*C
 		return nil, fmt.Errorf("task %q version %d: %w", name, version, err)
 	}
 	c.tasks.mu.Lock()
-	if c.tasks.m == nil || len(c.tasks.m) > 10000 {
-		c.tasks.m = map[string]*task.Compiled{}
-	}
+	c.tasks.m = bounded(c.tasks.m)
 	c.tasks.m[key] = ct
 	c.tasks.mu.Unlock()
 	return ct, nil

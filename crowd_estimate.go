@@ -90,9 +90,7 @@ func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) 
 		models[s.Field] = m
 	}
 	c.models.mu.Lock()
-	if c.models.m == nil || len(c.models.m) > 10000 {
-		c.models.m = map[uuid.UUID]cachedModels{}
-	}
+	c.models.m = bounded(c.models.m)
 	c.models.m[pool.ID] = cachedModels{models: models, read: now}
 	c.models.mu.Unlock()
 	return models, nil

@@ -48,9 +48,7 @@ func (c *Client) poolQuality(pool *Pool) (quality.Settings, error) {
 		return quality.Settings{}, fmt.Errorf("pool %s: %w", pool.ID, err)
 	}
 	c.pools.mu.Lock()
-	if c.pools.quality == nil || len(c.pools.quality) > 10000 {
-		c.pools.quality = map[uuid.UUID]quality.Settings{}
-	}
+	c.pools.quality = bounded(c.pools.quality)
 	c.pools.quality[pool.ID] = s
 	c.pools.mu.Unlock()
 	return s, nil
@@ -640,9 +638,7 @@ type goldenSeen struct {
 // a thousand reads a run.)
 func (c *Client) poolHasGolden(ctx context.Context, id uuid.UUID) (bool, error) {
 	c.golden.mu.Lock()
-	if c.golden.m == nil || len(c.golden.m) > 10000 {
-		c.golden.m = map[uuid.UUID]goldenSeen{}
-	}
+	c.golden.m = bounded(c.golden.m)
 	seen, ok := c.golden.m[id]
 	switch {
 	case ok && seen.first != nil:
@@ -685,9 +681,7 @@ func (c *Client) poolHasGolden(ctx context.Context, id uuid.UUID) (bool, error) 
 func (c *Client) setGolden(id uuid.UUID, has bool) {
 	c.golden.mu.Lock()
 	defer c.golden.mu.Unlock()
-	if c.golden.m == nil || len(c.golden.m) > 10000 {
-		c.golden.m = map[uuid.UUID]goldenSeen{}
-	}
+	c.golden.m = bounded(c.golden.m)
 	if c.golden.m[id].has {
 		return
 	}

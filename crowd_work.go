@@ -214,9 +214,7 @@ func (c *Client) poolSettings(ctx context.Context, id uuid.UUID) (*Pool, error) 
 		return nil, err
 	}
 	c.pools.mu.Lock()
-	if c.pools.m == nil || len(c.pools.m) > 10000 {
-		c.pools.m = map[uuid.UUID]*Pool{}
-	}
+	c.pools.m = bounded(c.pools.m)
 	c.pools.m[id] = p
 	c.pools.mu.Unlock()
 	return p, nil
@@ -233,6 +231,20 @@ const (
 	candidateWindow  = 8   // unit ids one take tries
 	candidateWindows = 3   // windows a take tries before a random take
 )
+
+// cacheMax bounds each of a Client's caches of pools, tasks, models and
+// candidates: past it, the cache starts over (its entries are re-read on
+// use), so a server that sees many pools does not grow without end.
+const cacheMax = 10000
+
+// bounded is m, made when nil and emptied when past cacheMax; callers
+// hold the cache's lock.
+func bounded[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil || len(m) > cacheMax {
+		return map[K]V{}
+	}
+	return m
+}
 
 // candidateCache holds the candidate lists by pool.
 type candidateCache struct {
@@ -252,9 +264,7 @@ type poolCandidates struct {
 // when it is used up; none when the pool has no available unit.
 func (c *Client) window(ctx context.Context, poolID uuid.UUID) ([]uuid.UUID, error) {
 	c.cands.mu.Lock()
-	if c.cands.m == nil || len(c.cands.m) > 10000 {
-		c.cands.m = map[uuid.UUID]*poolCandidates{}
-	}
+	c.cands.m = bounded(c.cands.m)
 	pc := c.cands.m[poolID]
 	if pc == nil {
 		pc = &poolCandidates{}
