@@ -50,13 +50,7 @@ func setupQuality(t *testing.T, backend testdb.Backend) *qualityBundle {
 	t.Helper()
 	ctx := context.Background()
 	url := backend.URL(t)
-	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Close()) })
-	tmpl, err := docket.ParseTask([]byte(qualityCheckTask))
-	require.NoError(t, err)
-	_, _, err = client.TaskPut(ctx, "qc-which", tmpl)
-	require.NoError(t, err)
+	client := taskClient(t, url, "qc-which", qualityCheckTask)
 	def, err := docket.NewWorkflow("qc").Human("label", "qc-which").Definition()
 	require.NoError(t, err)
 	v, _, err := client.WorkflowPut(ctx, def)
@@ -78,11 +72,7 @@ func setupQuality(t *testing.T, backend testdb.Backend) *qualityBundle {
 		require.NoError(t, err)
 		b.exp.Runs[key] = flow.RunSucceeded
 	}
-	contributor := func() uuid.UUID {
-		who, err := client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: uuid.NewString()})
-		require.NoError(t, err)
-		return who.ID
-	}
+	contributor := func() uuid.UUID { return newContributor(t, client) }
 	// work has who take and judge up to n assignments (answer a or b);
 	// it returns how many they judged.
 	work := func(who uuid.UUID, answer string, n int) int {
@@ -141,9 +131,7 @@ func setupQuality(t *testing.T, backend testdb.Backend) *qualityBundle {
 	}
 	require.NotEqual(t, uuid.Nil, b.honestUnit)
 	require.NotZero(t, audited, "a flag changed a finalized result")
-	b.db, err = crowdcheck.Open(url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.db.Close() })
+	b.db = openCheckDB(t, url)
 	return b
 }
 

@@ -587,13 +587,7 @@ func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
 	t.Helper()
 	ctx := context.Background()
 	url := backend.URL(t)
-	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Close()) })
-	tmpl, err := docket.ParseTask([]byte(crowdCheckTask))
-	require.NoError(t, err)
-	_, _, err = client.TaskPut(ctx, "which", tmpl)
-	require.NoError(t, err)
+	client := taskClient(t, url, "which", crowdCheckTask)
 	def, err := docket.NewWorkflow("crowdcheck").
 		Job("fetch", "crowdcheck.step").
 		Human("label", "which", docket.After("fetch")).
@@ -636,11 +630,7 @@ func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
 		pool = pools[0]
 		return pool.Counts.Judgable == crowdCheckRuns
 	})
-	contributor := func() uuid.UUID {
-		who, err := client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: uuid.NewString()})
-		require.NoError(t, err)
-		return who.ID
-	}
+	contributor := func() uuid.UUID { return newContributor(t, client) }
 	b := &crowdBundle{ctx: ctx, backend: backend.Name, rd: teststore.Open(t, url), exp: chaos.Expectations{Runs: map[string]flow.RunState{}}}
 	for i := range crowdCheckRuns {
 		b.exp.Runs[fmt.Sprintf("c-%d", i)] = flow.RunSucceeded
@@ -692,10 +682,41 @@ func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
 			b.others = append(b.others, u.ID)
 		}
 	}
-	b.db, err = crowdcheck.Open(url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.db.Close() })
+	b.db = openCheckDB(t, url)
 	return b
+}
+
+// taskClient is a client on a migrated database at url, with the task
+// taskJSON put under name.
+func taskClient(t *testing.T, url, name, taskJSON string) *docket.Client {
+	t.Helper()
+	ctx := context.Background()
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, client.Close()) })
+	tmpl, err := docket.ParseTask([]byte(taskJSON))
+	require.NoError(t, err)
+	_, _, err = client.TaskPut(ctx, name, tmpl)
+	require.NoError(t, err)
+	return client
+}
+
+// newContributor creates a contributor and returns its id.
+func newContributor(t *testing.T, client *docket.Client) uuid.UUID {
+	t.Helper()
+	who, err := client.ContributorCreate(context.Background(), docket.ContributorCreateParams{ExternalID: uuid.NewString()})
+	require.NoError(t, err)
+	return who.ID
+}
+
+// openCheckDB opens the database at url for the checker (crowdcheck.Open),
+// closed when the test ends.
+func openCheckDB(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	db, err := crowdcheck.Open(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func waitFor(t *testing.T, what string, done func() bool) {
