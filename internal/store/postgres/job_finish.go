@@ -3,13 +3,11 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-run/docket/internal/job"
@@ -191,15 +189,14 @@ func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(f
 }
 
 // retryDeadlock runs fn again when PostgreSQL aborted it as a deadlock
-// victim (SQLSTATE 40P01). fn is one statement in its own transaction, which
-// the deadlock rolled back whole, so running it again is safe. Batches lock
+// victim (abortedByConflict). fn is one statement in its own transaction,
+// which the deadlock rolled back whole, so running it again is safe. Batches lock
 // their rows in id order, which makes deadlocks rare; a plan that reaches the
 // rows in another order can still meet one under load.
 func retryDeadlock(fn func() error) error {
 	for try := 1; ; try++ {
 		err := fn()
-		var pgErr *pgconn.PgError
-		if try < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+		if try < 5 && abortedByConflict(err) {
 			continue
 		}
 		return err

@@ -56,11 +56,18 @@ func (s *Store) withTx(ctx context.Context, fn func(ptx pgx.Tx) error) error {
 // one cycle left (a labelling pool's finalization and its review pool's
 // reject, see there), rare and retried by the caller.
 func contended(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+	if abortedByConflict(err) {
 		return contentionError{err}
 	}
 	return err
+}
+
+// abortedByConflict reports a transaction PostgreSQL rolled back to break a
+// deadlock (40P01) or a serialization conflict (40001): nothing of it was
+// written, and running it again is safe.
+func abortedByConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 type contentionError struct{ err error }
