@@ -266,12 +266,21 @@ func appendTrust(ctx context.Context, tx store.Tx, st *store.QualityState, trust
 // on what is stored — trust, the too-fast count, the recent answers — so
 // it is the same whichever review makes it, and made once: the flag is
 // written under the contributor's state, and a flagged contributor is not
-// flagged again.
+// flagged again. For the same reason one the database aborted to break a
+// deadlock (ErrContention) is simply made again, up to twice more.
 func (c *Client) review(ctx context.Context, pool *Pool, ct *task.Compiled, contributorID uuid.UUID) error {
 	models, err := c.poolModels(ctx, pool, ct)
 	if err != nil {
 		return err
 	}
+	err = c.reviewOnce(ctx, pool, ct, contributorID, models)
+	for try := 1; try < 3 && errors.Is(err, ErrContention); try++ {
+		err = c.reviewOnce(ctx, pool, ct, contributorID, models)
+	}
+	return err
+}
+
+func (c *Client) reviewOnce(ctx context.Context, pool *Pool, ct *task.Compiled, contributorID uuid.UUID, models map[string]*aggregate.Model) error {
 	return c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		now := c.cfg.Now()
 		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, now)

@@ -545,16 +545,11 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	}
 	// Quality control's decision on the contributor (crowd_quality.go):
 	// a flag, with its repair, in a transaction of its own.
-	// The decision reads only what is stored, so one the database aborted
-	// to break a deadlock (ErrContention) is simply made again; past that
-	// its error must not read as ErrContention — the judgment is stored
-	// (a resend answers 200 and decides again).
+	// Its error must not read as ErrContention (a 503 saying nothing was
+	// written): the judgment is stored (a resend answers 200 and decides
+	// again).
 	if q := out.quality; q == nil || q.review || !out.Created {
-		err := c.review(ctx, pool, ct, contributorID)
-		for try := 1; try < 3 && errors.Is(err, ErrContention); try++ {
-			err = c.review(ctx, pool, ct, contributorID)
-		}
-		if err != nil {
+		if err := c.review(ctx, pool, ct, contributorID); err != nil {
 			return nil, fmt.Errorf("judgment %s stored; deciding on contributor %s: %v", out.Judgment.ID, contributorID, err)
 		}
 	}
