@@ -59,7 +59,8 @@ const (
 // answered, an accuracy under 0.8 with probability 0.9 flags them. Honest contributors answer
 // what the unit's input says is right (test questions too), spammers at
 // random (a third right: the field has three options, the right answer
-// is never the third): a spammer with two
+// is never the third; every other spammer is a bot always on the third,
+// flagged at its second test question however short the run): a spammer with two
 // wrong answers and no more right ones than wrong is flagged (a miss on
 // the first makes them suspect, tested until flagged or cleared; one
 // who answered it right goes on with regular units until their tests
@@ -302,7 +303,8 @@ func (c *crowdSim) startWork(ctx context.Context) {
 }
 
 // forgiver is an admin who, every 1.5–3 s of the first three quarters of
-// the human span (so that some spammers are flagged again after), forgives
+// the human span (so that some spammers are flagged again after; later
+// only until a first forgiveness went out), forgives
 // one of the spammers refused work since the last forgiveness, picked
 // by the seed, over HTTP against the servers being killed (a
 // forgiveness is idempotent: a contributor not flagged is left as they
@@ -310,13 +312,17 @@ func (c *crowdSim) startWork(ctx context.Context) {
 func (c *crowdSim) forgiver(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(c.r.cfg.Seed, 6))
 	until := time.Now().Add(c.r.humanSpan() * 3 / 4)
+	sent := 0
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Duration(1500+rnd.IntN(1500)) * time.Millisecond):
 		}
-		if time.Now().After(until) {
+		if time.Now().After(until) && sent > 0 {
+			// Past the window, but only once one forgiveness went out:
+			// on a loaded machine the first flag may come late, and every
+			// run must forgive one.
 			return
 		}
 		c.mu.Lock()
@@ -341,6 +347,7 @@ func (c *crowdSim) forgiver(ctx context.Context) {
 			}
 			continue
 		}
+		sent++
 		c.count(func(r *CrowdReport) { r.Forgives++ })
 	}
 }
@@ -536,7 +543,10 @@ func (c *crowdSim) work(ctx context.Context, n int, secret string) {
 			x = []int{0, 5, 9, 22}[n]
 		}
 		pick := rightOf(taken.Unit.Input)
-		if pick == "" || spammer(n) {
+		switch {
+		case spammer(n) && n%2 == 0:
+			pick = "c" // a bot always on the one wrong option: flagged at its second test question
+		case pick == "" || spammer(n):
 			pick = []string{"a", "b", "c"}[rnd.IntN(3)] // a right answer is a or b: a third of the time
 		}
 		c.act(ctx, rnd, x, secret, &server, taken.AssignmentID, taken.ExpiresAt, pick, func() { c.working[at].Add(-1) })
