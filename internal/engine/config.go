@@ -23,6 +23,7 @@ const (
 	RescueIntervalDefault    = 15 * time.Second
 	SchedulerIntervalDefault = time.Second
 	PruneIntervalDefault     = time.Minute
+	AnalyzeIntervalDefault   = 2 * time.Second
 	RetentionDefault         = 7 * 24 * time.Hour
 	PollIntervalDefault      = time.Second
 	FetchCooldownDefault     = 5 * time.Millisecond
@@ -60,6 +61,11 @@ type Config struct {
 	// deleted every PruneInterval. Defaults 1 min and 7 days.
 	PruneInterval time.Duration
 	Retention     time.Duration
+	// AnalyzeInterval: how often the leader looks for tables grown past
+	// their planner statistics and analyzes them (store.StatsRefresher:
+	// the plans of a fresh table's statements read it whole until then).
+	// Default 2 s; each look is one catalog query.
+	AnalyzeInterval time.Duration
 	// PollInterval: fallback acquisition poll when no wakeup arrives.
 	// Default 1 s.
 	PollInterval time.Duration
@@ -144,6 +150,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.RescueInterval, RescueIntervalDefault)
 	def(&c.SchedulerInterval, SchedulerIntervalDefault)
 	def(&c.PruneInterval, PruneIntervalDefault)
+	def(&c.AnalyzeInterval, AnalyzeIntervalDefault)
 	def(&c.Retention, RetentionDefault)
 	def(&c.PollInterval, PollIntervalDefault)
 	def(&c.FetchCooldown, FetchCooldownDefault)
@@ -192,7 +199,8 @@ func (c Config) Validate() error {
 	positive := map[string]time.Duration{
 		"JobTimeout": c.JobTimeout, "RescueInterval": c.RescueInterval,
 		"SchedulerInterval": c.SchedulerInterval, "PruneInterval": c.PruneInterval,
-		"Retention": c.Retention, "PollInterval": c.PollInterval, "LeaderTTL": c.LeaderTTL,
+		"AnalyzeInterval": c.AnalyzeInterval, "Retention": c.Retention,
+		"PollInterval": c.PollInterval, "LeaderTTL": c.LeaderTTL,
 		"NodeHeartbeat": c.NodeHeartbeat, "CompleteInterval": c.CompleteInterval,
 		"FetchCooldown": c.FetchCooldown,
 	}

@@ -84,8 +84,8 @@ func (n *nodeRegistry) deregister(ctx context.Context) {
 	}
 }
 
-// newElector runs the rescuer, scheduler and pruner while this node holds
-// the maintenance leadership.
+// newElector runs the rescuer, scheduler, pruner and analyzer while this
+// node holds the maintenance leadership.
 func newElector(e *Engine) Service {
 	return leader.New(leader.Config{
 		Name: leader.Maintenance, NodeID: e.cfg.NodeID, TTL: e.cfg.LeaderTTL,
@@ -94,6 +94,7 @@ func newElector(e *Engine) Service {
 			&service.Loop{Name: "rescuer", Interval: e.cfg.RescueInterval, Fn: e.rescue},
 			&service.Loop{Name: "scheduler", Interval: e.cfg.SchedulerInterval, Fn: e.schedule},
 			&service.Loop{Name: "pruner", Interval: e.cfg.PruneInterval, Fn: e.prune},
+			&service.Loop{Name: "analyzer", Interval: e.cfg.AnalyzeInterval, Fn: e.analyze},
 		}, e.cfg.Maintenance...),
 	})
 }
@@ -176,6 +177,19 @@ func (e *Engine) prune(ctx context.Context) {
 	stale := now.Add(-max(10*e.cfg.NodeHeartbeat, time.Minute))
 	if _, err := e.store.NodeDeleteStale(ctx, &store.NodeDeleteStaleParams{LastActiveBefore: stale}); err != nil {
 		e.logMaintenance(ctx, "pruner", err)
+	}
+}
+
+// analyze refreshes the planner statistics of the tables that grew past
+// them (store.StatsRefresher), so that the statements of the hot paths
+// are planned again for their size.
+func (e *Engine) analyze(ctx context.Context) {
+	tables, err := e.store.AnalyzeGrown(ctx)
+	if err != nil {
+		e.logMaintenance(ctx, "analyzer", err)
+	}
+	if len(tables) > 0 {
+		e.log.Debug("analyzed tables grown past their statistics", attrService, "analyzer", "tables", tables)
 	}
 }
 

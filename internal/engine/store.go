@@ -14,6 +14,7 @@ type Store interface {
 	store.JobStore
 	store.Transactor // Config.JobsEndedTx
 	store.Subscriber
+	store.StatsRefresher // the analyzer
 	leader.Store
 	NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error
 	NodeDelete(ctx context.Context, id string) error

@@ -77,6 +77,7 @@ type Store interface {
 
 	Migrate(ctx context.Context, p *MigrateParams) ([]Migration, error)
 	MigrationStatus(ctx context.Context) ([]Migration, error)
+	StatsRefresher
 
 	Subscriber
 	Transactor
@@ -90,6 +91,32 @@ type Store interface {
 	FlowStore
 	CrowdStore
 	Overviewer
+}
+
+// StatsRefresher is the part of Store that keeps the query planner's
+// view of the tables' sizes current, run by the maintenance leader every
+// few seconds.
+//
+// On PostgreSQL the statements of the hot paths are prepared once per
+// connection, and after a few executions PostgreSQL plans them once for
+// good (a generic plan) from the statistics of that moment. Tables just
+// created (a fresh database, or a reset one) look empty then, and the
+// plans read them whole (a sequential scan costs nothing on an empty
+// table); they stay so as the table grows to thousands of rows, every
+// completion, acquisition and run advancement reading it all, until
+// autovacuum next analyzes it — up to a minute away and more. ANALYZE
+// invalidates the cached plans, which are then made again with the
+// table's size. AnalyzeGrown analyzes a table (of at least 16 pages, 128
+// kB) whose file has grown to at least 4 times the pages its statistics
+// counted: a fresh table within seconds of its first thousand rows, and a
+// growing one a few times over its life (each time 4 times larger), in
+// addition to autovacuum's own analyses. A table autovacuum holds is
+// skipped (it is being analyzed). SQLite plans each statement when it is
+// prepared, from the tables' indexes without statistics: a no-op there.
+type StatsRefresher interface {
+	// AnalyzeGrown analyzes docket's tables that grew past their
+	// statistics (as above) and returns their names, in name order.
+	AnalyzeGrown(ctx context.Context) ([]string, error)
 }
 
 // Subscriber is the part of Store that delivers wakeups.

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Cluster", []group{
 			{"Leader", testLeader},
 			{"Node", testNode},
+			{"AnalyzeGrown", testAnalyzeGrown},
 		}},
 		{"Keys", []group{
 			{"APIKey", testAPIKey},

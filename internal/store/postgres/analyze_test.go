@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// TestAnalyzeGrown: a statement prepared on a fresh table gets a generic
+// plan that reads the table whole, and keeps it as the table grows
+// (PostgreSQL replans a prepared statement only when the table's
+// statistics change); AnalyzeGrown analyzes the grown table, and the
+// same statement is planned again with its index. Then nothing is
+// analyzed again until the table grows 4 times more.
+func TestAnalyzeGrown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Autovacuum analyzing the table first (its next visit is up to a
+	// minute away, but it may fall inside the test) would leave nothing
+	// to do.
+	_, err := b.s.Pool().Exec(b.ctx, `ALTER TABLE docket_jobs SET (autovacuum_enabled = off)`)
+	require.NoError(t, err)
+	conn, err := b.s.Pool().Acquire(b.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	// The acquisition's shape: the rows picked by a subquery, taken by ctid.
+	_, err = conn.Exec(b.ctx, `PREPARE by_ctid(text, int) AS SELECT id FROM docket_jobs
+		WHERE ctid = ANY(ARRAY(SELECT ctid FROM docket_jobs WHERE queue = $1 LIMIT $2))`)
+	require.NoError(t, err)
+	defer conn.Exec(b.ctx, `DEALLOCATE by_ctid`) //nolint:errcheck // the connection goes back to the pool
+	plan := func() string {
+		t.Helper()
+		rs, err := conn.Query(b.ctx, `EXPLAIN EXECUTE by_ctid('default', 10)`)
+		require.NoError(t, err)
+		var lines []string
+		for rs.Next() {
+			var l string
+			require.NoError(t, rs.Scan(&l))
+			lines = append(lines, l)
+		}
+		require.NoError(t, rs.Err())
+		return strings.Join(lines, "\n")
+	}
+	for range 6 { // the sixth execution makes the generic plan
+		_, err := conn.Exec(b.ctx, `EXECUTE by_ctid('default', 10)`)
+		require.NoError(t, err)
+	}
+
+	tables, err := b.s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables, "empty tables are not analyzed")
+
+	for range 4 {
+		_, err = b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs("default", 500), Now: testBase})
+		require.NoError(t, err)
+	}
+	require.True(t, strings.HasPrefix(plan(), "Seq Scan on docket_jobs "), "the plan made on the empty table reads the table whole:\n%s", plan())
+
+	tables, err = b.s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Contains(t, tables, "docket_jobs")
+	require.True(t, strings.HasPrefix(plan(), "Tid Scan on docket_jobs "), "planned again after the analyze:\n%s", plan())
+
+	tables, err = b.s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables, "nothing grew since")
+}
