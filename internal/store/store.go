@@ -106,12 +106,13 @@ type Store interface {
 // completion, acquisition and run advancement reading it all, until
 // autovacuum next analyzes it — up to a minute away and more. ANALYZE
 // invalidates the cached plans, which are then made again with the
-// table's size. AnalyzeGrown analyzes a table (of at least 16 pages, 128
-// kB) whose file has grown to at least 4 times the pages its statistics
-// counted: a fresh table within seconds of its first thousand rows, and a
-// growing one a few times over its life (each time 4 times larger), in
-// addition to autovacuum's own analyses. A table autovacuum holds is
-// skipped (it is being analyzed). SQLite plans each statement when it is
+// table's size. AnalyzeGrown analyzes a table (of at least 8 pages,
+// 64 kB) whose file has grown to at least twice the pages its
+// statistics counted: a fresh table within seconds of its first few
+// hundred rows, and a growing one each time it doubled (so a plan's idea
+// of its size is off by at most 2×), in addition to autovacuum's own
+// analyses. A table autovacuum holds is skipped (it is being analyzed,
+// or vacuumed, which counts its pages too). SQLite plans each statement when it is
 // prepared, from the tables' indexes without statistics: a no-op there.
 type StatsRefresher interface {
 	// AnalyzeGrown analyzes docket's tables that grew past their

@@ -14,15 +14,16 @@ import (
 // times the pages its statistics counted (pg_class.relpages: 0 before the
 // first ANALYZE or VACUUM).
 const (
-	analyzeMinPages = 16
-	analyzeGrowth   = 4
+	analyzeMinPages = 8
+	analyzeGrowth   = 2
 )
 
 // analyzeLockTimeout: ANALYZE waits this long for the table's lock
-// (SHARE UPDATE EXCLUSIVE, which DML does not take); autovacuum holding
-// it means the table is being vacuumed or analyzed already, and it is
-// skipped.
-const analyzeLockTimeout = "200ms"
+// (SHARE UPDATE EXCLUSIVE, which DML does not take). Autovacuum holds it
+// while it analyzes the table (a few milliseconds at the sizes that
+// matter: the analysis is then made twice) or vacuums it (maybe long:
+// the table is skipped until the next look).
+const analyzeLockTimeout = "1s"
 
 // AnalyzeGrown implements store.Store. It compares each docket table's
 // file size (an lseek, not the statistics collector, which lags) with

@@ -14,7 +14,7 @@ import (
 // (PostgreSQL replans a prepared statement only when the table's
 // statistics change); AnalyzeGrown analyzes the grown table, and the
 // same statement is planned again with its index. Then nothing is
-// analyzed again until the table grows 4 times more.
+// analyzed again until the table doubles.
 func TestAnalyzeGrown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

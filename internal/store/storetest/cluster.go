@@ -141,7 +141,7 @@ func testNode(t *testing.T, open opener) {
 // past their statistics; on PostgreSQL, 2,000 jobs in a fresh table are
 // (the postgres package's TestAnalyzeGrown shows what that does to a
 // prepared statement's plan), on SQLite nothing ever is. Once analyzed,
-// a table is not again until it grows 4 times more.
+// a table is not again until it doubles.
 func testAnalyzeGrown(t *testing.T, open opener) {
 	b := setup(t, open)
 	tables, err := b.s.AnalyzeGrown(b.ctx)
