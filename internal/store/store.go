@@ -109,10 +109,12 @@ type Store interface {
 // table's size. AnalyzeGrown analyzes a table (of at least 8 pages,
 // 64 kB) whose file has grown to at least twice the pages its
 // statistics counted: a fresh table within seconds of its first few
-// hundred rows, and a growing one each time it doubled (so a plan's idea
-// of its size is off by at most 2×), in addition to autovacuum's own
-// analyses. A table autovacuum holds is skipped (it is being analyzed,
-// or vacuumed, which counts its pages too). SQLite plans each statement when it is
+// hundred rows, and a growing one each time it doubled (so a cached
+// plan's idea of its size is off by at most about 2×), in addition to
+// autovacuum's own analyses. A table whose lock is taken (autovacuum
+// analyzing or vacuuming it, a migration) is skipped until the next
+// call, one whose ANALYZE fails for a minute, and only tables the role
+// may analyze are looked at. SQLite plans each statement when it is
 // prepared, from the tables' indexes without statistics: a no-op there.
 type StatsRefresher interface {
 	// AnalyzeGrown analyzes docket's tables that grew past their

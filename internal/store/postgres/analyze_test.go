@@ -1,12 +1,18 @@
 package postgres
 
 import (
+	"context"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/testdb"
 )
 
 // TestAnalyzeGrown: a statement prepared on a fresh table gets a generic
@@ -67,4 +73,46 @@ func TestAnalyzeGrown(t *testing.T) {
 	tables, err = b.s.AnalyzeGrown(b.ctx)
 	require.NoError(t, err)
 	require.Empty(t, tables, "nothing grew since")
+}
+
+// TestAnalyzeGrownQuotedSchema: a schema whose name needs quoting (mixed
+// case) is found and its tables analyzed (current_schema()::regnamespace
+// folded the name to lower case and failed on every call).
+func TestAnalyzeGrownQuotedSchema(t *testing.T) {
+	t.Parallel()
+	base := testdb.ServerURL(t)
+	ctx := context.Background()
+	schema := fmt.Sprintf("Docket_Mixed_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+			_ = c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", pgx.Identifier{schema}.Sanitize())
+	u.RawQuery = q.Encode()
+	s := openAt(t, u.String())
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(ctx, `ALTER TABLE docket_jobs SET (autovacuum_enabled = off)`)
+	require.NoError(t, err)
+	for range 4 {
+		_, err = s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: newJobs("default", 500), Now: testBase})
+		require.NoError(t, err)
+	}
+	tables, err := s.AnalyzeGrown(ctx)
+	require.NoError(t, err)
+	require.Contains(t, tables, "docket_jobs")
+	var pages int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT relpages FROM pg_class WHERE oid = 'docket_jobs'::regclass`).Scan(&pages))
+	require.Greater(t, pages, 0, "analyzed in the quoted schema")
 }

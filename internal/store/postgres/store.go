@@ -76,6 +76,8 @@ type Store struct {
 	// pingInterval and pingTimeout are listenerPingInterval and
 	// listenerPingTimeout; tests shorten them.
 	pingInterval, pingTimeout time.Duration
+
+	analyze analyzeState // AnalyzeGrown's failed tables
 }
 
 // Open connects to the database at url (postgres://...). Runtime parameters
