@@ -51,35 +51,89 @@ const poolModelTTL = 10 * time.Second
 // poolModelCache holds the models read per pool.
 type poolModelCache struct {
 	mu sync.Mutex
-	m  map[uuid.UUID]cachedModels
+	m  map[uuid.UUID]*cachedModels
 }
 
 type cachedModels struct {
 	models map[string]*aggregate.Model // by field name
+	stored map[string]modelStamp       // what each decoded model was, by field name
 	read   time.Time
+	// rereading: one judgment rereads lapsed models while the others
+	// keep these (at most poolModelTTL plus the read old).
+	rereading bool
+	// first is open while the pool's first read is in flight: the
+	// judgments that came meanwhile wait for it instead of reading too.
+	first chan struct{}
+}
+
+// modelStamp identifies one stored estimate: a model whose stamp did not
+// change since it was decoded is not decoded again.
+type modelStamp struct {
+	judgments   int
+	estimatedAt time.Time
 }
 
 // poolModels returns the worker-quality models of the pool's model-based
 // fields, by field name, from the cache or the store; nil when the task
 // has no model-based field (then nothing is read) or the pool was never
 // estimated.
+//
+// One caller reads at a time: when the models lapse, one rereads them
+// while the others keep the ones they have; before the first read, the
+// others wait for it. A model whose estimate did not change since the
+// last read (its judgments and estimated_at) keeps its decoded form.
+// (Every judgment in flight reread them at once before, each decoding
+// every field's model again: a thousand reads in a run of a hot pool.)
 func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) (map[string]*aggregate.Model, error) {
 	if len(modelFields(ct)) == 0 {
 		return nil, nil
 	}
 	now := c.cfg.Now()
 	c.models.mu.Lock()
-	cm, ok := c.models.m[pool.ID]
-	c.models.mu.Unlock()
-	if ok && now.Sub(cm.read) < poolModelTTL && !now.Before(cm.read) {
+	c.models.m = bounded(c.models.m)
+	cm := c.models.m[pool.ID]
+	switch {
+	case cm != nil && cm.first != nil:
+		first := cm.first
+		c.models.mu.Unlock()
+		select {
+		case <-first:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return c.poolModels(ctx, pool, ct)
+	case cm != nil && (cm.rereading || now.Sub(cm.read) < poolModelTTL && !now.Before(cm.read)):
+		c.models.mu.Unlock()
 		return cm.models, nil
+	case cm != nil:
+		cm.rereading = true // this caller rereads; the others keep cm meanwhile
+	default:
+		cm = &cachedModels{first: make(chan struct{})}
+		c.models.m[pool.ID] = cm
+		defer close(cm.first)
 	}
+	c.models.mu.Unlock()
+
 	stored, err := c.store.PoolModelList(ctx, pool.ID)
 	if err != nil {
+		c.models.mu.Lock()
+		if c.models.m[pool.ID] == cm {
+			if cm.first != nil {
+				delete(c.models.m, pool.ID) // the next caller reads again
+			} else {
+				cm.rereading = false
+			}
+		}
+		c.models.mu.Unlock()
 		return nil, err
 	}
-	models := make(map[string]*aggregate.Model, len(stored))
+	next := &cachedModels{models: make(map[string]*aggregate.Model, len(stored)), stored: make(map[string]modelStamp, len(stored)), read: now}
 	for _, s := range stored {
+		stamp := modelStamp{judgments: s.Judgments, estimatedAt: s.EstimatedAt}
+		if m, ok := cm.models[s.Field]; ok && cm.stored[s.Field] == stamp {
+			next.models[s.Field], next.stored[s.Field] = m, stamp
+			continue
+		}
 		m := &aggregate.Model{}
 		if err := json.Unmarshal(s.Model, m); err != nil {
 			// A model this version cannot read: the units fall back to
@@ -87,20 +141,23 @@ func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) 
 			c.cfg.Logger.Warn("unreadable pool model", "pool_id", pool.ID, "field", s.Field, "error", err)
 			continue
 		}
-		models[s.Field] = m
+		next.models[s.Field], next.stored[s.Field] = m, stamp
 	}
 	c.models.mu.Lock()
-	c.models.m = bounded(c.models.m)
-	c.models.m[pool.ID] = cachedModels{models: models, read: now}
+	if c.models.m[pool.ID] == cm {
+		// Not forgotten meanwhile (forgetPoolModels: a newer estimate was
+		// stored, which this read may predate).
+		c.models.m[pool.ID] = next
+	}
 	c.models.mu.Unlock()
-	return models, nil
+	return next.models, nil
 }
 
 // forgetPoolModels drops the cached models of a pool: the next
 // finalization reads the ones just stored.
 func (c *Client) forgetPoolModels(poolID uuid.UUID) {
 	c.models.mu.Lock()
-	delete(c.models.m, poolID)
+	delete(c.models.m, poolID) // a read in flight then keeps its result to itself
 	c.models.mu.Unlock()
 }
 
