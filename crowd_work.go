@@ -479,33 +479,30 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	if err != nil {
 		return nil, err
 	}
+	qs, err := c.poolQuality(pool)
+	if err != nil {
+		return nil, err
+	}
+	// The transaction's first statements (one round trip on PostgreSQL):
+	// the contributor's quality state locked first, then the run, then
+	// the judgment, with the trust the locked state says (docs/quality.md,
+	// lock order: state → run → unit).
+	tp := &store.JudgmentInTxParams{PoolID: pool.ID, Insert: store.JudgmentInsertParams{
+		ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Now: c.cfg.Now(),
+	}}
+	if pool.Workflow != "" {
+		if runKnown {
+			tp.RunID = ref.RunID
+		} else {
+			tp.RunOfUnit = ref.UnitID
+		}
+	}
 	out := &SubmittedJudgment{}
-	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		// Quality state first, before the run (docs/quality.md, lock order).
-		q, err := c.qualityLock(ctx, tx, pool, ct, contributorID, c.cfg.Now())
-		if err != nil {
-			return err
-		}
+	err = c.store.JudgmentInTx(ctx, tp, func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+		q := &judgmentQuality{settings: qs, pool: pool, ct: ct, state: begun.State}
 		out.quality = q
-		if pool.Workflow != "" {
-			var err error
-			if runKnown {
-				err = lockRun(ctx, tx, ref.RunID)
-			} else {
-				err = lockRunOfUnit(ctx, tx, ref.UnitID)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		now := c.cfg.Now()
-		// The trust snapshot is what the locked quality state says now.
-		ins, err := tx.JudgmentInsert(ctx, &store.JudgmentInsertParams{
-			ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Trust: q.state.Trust.Snapshot(), Now: now,
-		})
-		if err != nil {
-			return err
-		}
+		now := tp.Insert.Now
+		ins := begun.Inserted
 		j := ins.Judgment
 		out.Judgment, out.Created = j, ins.Created
 		if !ins.Created {
@@ -556,30 +553,21 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	return out, nil
 }
 
-// lockRunOfUnit takes the lock of the run unit unitID belongs to, if it
-// belongs to one, before the judgment's transaction changes anything.
+// lockRun takes the lock of run runID (none for uuid.Nil: a unit of no
+// run) before the transaction changes any of its units.
 //
 // Lock order. Every transaction that changes a run's units takes the run's
 // lock first: run → assignment → unit → pool counter row. A run cancel
 // (Advancer.Cancel: the run, then its open units), the advancements of the
 // queue and the sweeper (RunLock, RunLoadMany in id order, then the units
-// they cancel) and a judgment that may finalize a unit of a run (here,
-// then JudgmentInsert, UnitFinalize and Advance, which locks the run again
-// at no cost) all follow it. Before, a judgment held the unit and took the
-// run's lock last, and on PostgreSQL a cancel racing the unit's final
-// judgment deadlocked (TestRunHumanStepRace). Units without a run (pools
-// made by hand, golden units) take no run lock: a pool of no workflow
-// reads nothing more.
-func lockRunOfUnit(ctx context.Context, tx store.Tx, unitID uuid.UUID) error {
-	unit, err := tx.UnitGet(ctx, unitID)
-	if err != nil {
-		return err
-	}
-	return lockRun(ctx, tx, unit.RunID)
-}
-
-// lockRun takes the lock of run runID (none for uuid.Nil: a unit of no
-// run) as lockRunOfUnit does, when the unit's run is known already.
+// they cancel) and a judgment that may finalize a unit of a run
+// (JudgmentSubmit: the store's JudgmentInTx locks the run before its
+// judgment statement; then UnitFinalize and Advance, which locks the run
+// again at no cost) all follow it. Before, a judgment held the unit and
+// took the run's lock last, and on PostgreSQL a cancel racing the unit's
+// final judgment deadlocked (TestRunHumanStepRace). Units without a run
+// (pools made by hand, golden units) take no run lock: a pool of no
+// workflow reads nothing more.
 func lockRun(ctx context.Context, tx store.Tx, runID uuid.UUID) error {
 	if runID == uuid.Nil {
 		return nil

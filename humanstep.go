@@ -16,7 +16,7 @@ import (
 // judgment rolled back. The workflow sweeper also finds any run whose
 // human step is RUNNING with its unit ended (StepRunsToAdvance).
 //
-// Lock order: JudgmentSubmit took the run's lock (lockRunOfUnit) before
+// Lock order: JudgmentSubmit took the run's lock (store.JudgmentInTx) before
 // the unit's row and the pool's counter row, as a run cancel does, so
 // the run lock Advance takes here is held already and a cancel racing the
 // unit's final judgment waits for it instead of deadlocking.

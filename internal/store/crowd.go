@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -116,6 +117,18 @@ type CrowdStore interface {
 	// UnitList lists the units of a pool newest first (id descending),
 	// filtered.
 	UnitList(ctx context.Context, p *UnitListParams) ([]*crowd.Unit, error)
+	// JudgmentInTx is InTx for a judgment: the transaction first locks
+	// p.ContributorID's quality state in p.PoolID (QualityStateLock,
+	// creating it), then the run (p.RunID, or the run of unit
+	// p.RunOfUnit when the caller does not know it; none when the unit has
+	// none or the run is gone), then inserts the judgment (JudgmentInsert,
+	// recording the locked state's trust: p.Insert.Trust is not used) —
+	// the lock order of docs/quality.md — and runs fn with the locked
+	// state and what the insert did. An error of those statements rolls
+	// back and is returned before fn runs. On PostgreSQL the three go in
+	// the round trip that begins the transaction (JudgmentBegin says what
+	// they do, one by one).
+	JudgmentInTx(ctx context.Context, p *JudgmentInTxParams, fn func(ctx context.Context, tx Tx, begun *JudgmentBegun) error) error
 	// UnitListAvailable lists up to p.Limit ids of regular units a take
 	// could pick now (JUDGABLE with a free slot), from a random point of
 	// their random keys, wrapping around: the one query that refills a
@@ -778,6 +791,68 @@ func (p *JudgmentInsertParams) Validate() error {
 	pr.Check(p.Trust != nil && !(*p.Trust >= 0 && *p.Trust <= 1), "trust", "must be between 0 and 1")
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
+}
+
+// JudgmentInTxParams are the first statements of a judgment's
+// transaction (Store.JudgmentInTx).
+type JudgmentInTxParams struct {
+	PoolID uuid.UUID // the judgment's pool: whose quality state to lock
+	// RunID is the run to lock after the quality state; RunOfUnit, when
+	// the caller does not know the run, is the unit whose run to lock.
+	// Neither: no run is locked.
+	RunID, RunOfUnit uuid.UUID
+	Insert           JudgmentInsertParams
+}
+
+// Validate names every invalid field.
+func (p *JudgmentInTxParams) Validate() error {
+	pr := problemsOf("judgment transaction")
+	pr.Check(p.PoolID == uuid.Nil, "poolId", "is required")
+	pr.Check(p.RunID != uuid.Nil && p.RunOfUnit != uuid.Nil, "runOfUnit", "is for when runId is unknown")
+	if err := pr.Err(); err != nil {
+		return err
+	}
+	return p.Insert.Validate()
+}
+
+// JudgmentBegun is what the first statements of a judgment's transaction
+// did.
+type JudgmentBegun struct {
+	State    *QualityState // the contributor's, locked
+	Inserted *JudgmentInserted
+}
+
+// JudgmentBegin runs the first statements of a judgment's transaction
+// one by one on tx (see Store.JudgmentInTx): the quality state locked,
+// then the run, then the judgment inserted with the state's trust.
+func JudgmentBegin(ctx context.Context, tx Tx, p *JudgmentInTxParams) (*JudgmentBegun, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := tx.QualityStateLock(ctx, &QualityStateLockParams{PoolID: p.PoolID, ContributorID: p.Insert.ContributorID, Now: p.Insert.Now})
+	if err != nil {
+		return nil, err
+	}
+	run := p.RunID
+	if p.RunOfUnit != uuid.Nil {
+		unit, err := tx.UnitGet(ctx, p.RunOfUnit)
+		if err != nil {
+			return nil, err
+		}
+		run = unit.RunID
+	}
+	if run != uuid.Nil {
+		if _, err := tx.RunLock(ctx, run); err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err // a pruned run: nothing to advance
+		}
+	}
+	ins := p.Insert
+	ins.Trust = st.Trust.Snapshot()
+	inserted, err := tx.JudgmentInsert(ctx, &ins)
+	if err != nil {
+		return nil, err
+	}
+	return &JudgmentBegun{State: st, Inserted: inserted}, nil
 }
 
 // JudgmentListParams lists the judgments of one unit or one pool.

@@ -87,7 +87,27 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	now := dbTime(p.Now)
+	ins, err := scanJudgmentInserted(c.QueryRow(ctx, judgmentInsertStmt.sql, judgmentInsertArgs(ctx, p)...))
+	if err != nil {
+		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+	}
+	if ins != nil {
+		return ins, nil
+	}
+	return judgmentNotInserted(ctx, c, p)
+}
+
+// judgmentInsertArgs are judgmentInsertStmt's arguments.
+func judgmentInsertArgs(ctx context.Context, p *store.JudgmentInsertParams) []any {
+	return judgmentInsertStmt.args(pgx.NamedArgs{
+		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
+		"trust": p.Trust, "now": dbTime(p.Now), "shard": shard(ctx),
+	})
+}
+
+// scanJudgmentInserted reads the row of judgmentInsertStmt: nil (and no
+// error) when it inserted nothing (judgmentNotInserted says why).
+func scanJudgmentInserted(row pgx.Row) (*store.JudgmentInserted, error) {
 	var (
 		j     crowd.Judgment
 		data  []byte
@@ -95,24 +115,28 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 		state string
 		unit  store.JudgedUnit
 	)
-	err := c.QueryRow(ctx, judgmentInsertStmt.sql, judgmentInsertStmt.args(pgx.NamedArgs{
-		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
-		"trust": p.Trust, "now": now, "shard": shard(ctx),
-	})...).Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
+	err := row.Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
 		&j.Tainted, &j.StartedAt, &j.SubmittedAt, &runID, &state, &unit.JudgmentCount, &unit.JudgmentsPerUnit)
-	if err == nil {
-		j.Data = json.RawMessage(data)
-		j.StartedAt, j.SubmittedAt = j.StartedAt.UTC(), j.SubmittedAt.UTC()
-		unit.ID, unit.State, unit.Golden = j.UnitID, crowd.UnitState(state), j.Golden
-		if runID != nil {
-			unit.RunID = *runID
-		}
-		return &store.JudgmentInserted{Judgment: &j, Created: true, Unit: &unit}, nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
+	if err != nil {
+		return nil, err
 	}
-	// Nothing changed: say why, or find the judgment stored before.
+	j.Data = json.RawMessage(data)
+	j.StartedAt, j.SubmittedAt = j.StartedAt.UTC(), j.SubmittedAt.UTC()
+	unit.ID, unit.State, unit.Golden = j.UnitID, crowd.UnitState(state), j.Golden
+	if runID != nil {
+		unit.RunID = *runID
+	}
+	return &store.JudgmentInserted{Judgment: &j, Created: true, Unit: &unit}, nil
+}
+
+// judgmentNotInserted explains a judgment statement that inserted
+// nothing: the judgment stored before through the assignment (the same
+// data), or why the assignment refused it.
+func judgmentNotInserted(ctx context.Context, c conn, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
+	now := dbTime(p.Now)
 	a, err := assignmentGet(ctx, c, p.AssignmentID)
 	if err != nil {
 		return nil, err

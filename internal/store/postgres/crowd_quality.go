@@ -22,6 +22,10 @@ import (
 const qualityStateColumns = `pool_id, contributor_id, trust, tests_answered, tests_correct,
 	flagged, flag_check, flag_reason, flagged_at, forgiven_at, taken, tests_taken, too_fast, updated_at`
 
+// qualityStateLockSQL locks the quality state of contributor $2 in pool $1.
+const qualityStateLockSQL = `SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
+	WHERE pool_id = $1 AND contributor_id = $2 FOR UPDATE`
+
 func scanQualityState(r rowScanner) (*store.QualityState, error) {
 	var (
 		st               store.QualityState
@@ -88,8 +92,7 @@ func qualityStateLock(ctx context.Context, c conn, p *store.QualityStateLockPara
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	const lock = `SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
-		WHERE pool_id = $1 AND contributor_id = $2 FOR UPDATE`
+	const lock = qualityStateLockSQL
 	st, err := scanQualityState(c.QueryRow(ctx, lock, p.PoolID, p.ContributorID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The pool and the contributor are checked first, so that an

@@ -137,3 +137,18 @@ func (t *storeTx) JudgmentList(ctx context.Context, p *store.JudgmentListParams)
 	}
 	return judgmentList(ctx, t.tx, p)
 }
+
+// JudgmentInTx implements store.Store: InTx whose first statements are
+// store.JudgmentBegin's (on SQLite a round trip costs nothing).
+func (s *Store) JudgmentInTx(ctx context.Context, p *store.JudgmentInTxParams, fn func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		begun, err := store.JudgmentBegin(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, tx, begun)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -774,6 +775,107 @@ func testJudgments(t *testing.T, open opener) {
 		_, err = b.s.JudgmentInsert(b.ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: newID(), ContributorID: newID(),
 			Data: json.RawMessage(`{"note":"\u0000"}`), Now: base})
 		requireFields(t, err, "data")
+	})
+
+	t.Run("JudgmentInTx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		us := b.units(t, p.ID, 2, crowd.UnitJudgable)
+		fresh, known, late := b.contributor(t), b.contributor(t), b.contributor(t)
+		trust := 0.7
+		for _, c := range []*crowd.Contributor{known, late} {
+			_, err := b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: c.ID,
+				Trust: &trust, TestsAnswered: 5, TestsCorrect: 4, Now: base})
+			require.NoError(t, err)
+		}
+		boom := errors.New("boom")
+		var calls int
+		judge := func(a *crowd.Assignment, data string, at time.Time, run uuid.UUID, ret error) (*store.JudgmentBegun, error) {
+			t.Helper()
+			var got *store.JudgmentBegun
+			tp := &store.JudgmentInTxParams{PoolID: p.ID, RunID: run, Insert: store.JudgmentInsertParams{ID: newID(),
+				AssignmentID: a.ID, ContributorID: a.ContributorID, Data: json.RawMessage(data), Now: at}}
+			if run == uuid.Nil {
+				tp.RunOfUnit = a.UnitID
+			}
+			err := b.s.JudgmentInTx(b.ctx, tp, func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+				calls++
+				got = begun
+				// The judgment is the transaction's: its unit lists it.
+				js, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: a.UnitID})
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(js, func(j *crowd.Judgment) bool { return j.ID == begun.Inserted.Judgment.ID }) {
+					return errors.New("the judgment is not in its transaction")
+				}
+				return ret
+			})
+			return got, err
+		}
+
+		// Their first judgment in the pool: the state is made (locked
+		// first, then the judgment); fn's error rolls everything back.
+		a := b.take(t, takeParams(p.ID, fresh.ID)).Assignment
+		mark := b.outboxMark(t)
+		got, err := judge(a, `{"same":"yes"}`, sinceBase(time.Minute), uuid.Nil, boom)
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, fresh.ID, got.State.ContributorID)
+		require.Equal(t, p.ID, got.State.PoolID)
+		require.Zero(t, got.State.Trust.TestsAnswered)
+		require.True(t, got.Inserted.Created)
+		require.Nil(t, got.Inserted.Judgment.Trust, "no trust in the state: none recorded")
+		require.Equal(t, us[0].ID, got.Inserted.Unit.ID)
+		require.Equal(t, 1, got.Inserted.Unit.JudgmentCount)
+		b.requireNoOutbox(t, mark)
+		require.Equal(t, crowd.PoolCounts{Judgable: 2, ActiveAssignments: 1}, b.counts(t, p.ID), "rolled back")
+		got, err = judge(a, `{"same":"yes"}`, sinceBase(time.Minute), uuid.Nil, nil)
+		require.NoError(t, err)
+		first := got.Inserted.Judgment
+		require.Equal(t, crowd.PoolCounts{Judgable: 2, Judgments: 1}, b.counts(t, p.ID))
+		st, err := b.s.QualityStateGet(b.ctx, p.ID, fresh.ID)
+		require.NoError(t, err)
+		require.Equal(t, fresh.ID, st.ContributorID)
+
+		// The same data again: the stored judgment, nothing written;
+		// other data: a conflict before fn.
+		got, err = judge(a, `{"same":"yes"}`, sinceBase(2*time.Minute), uuid.Nil, nil)
+		require.NoError(t, err)
+		require.False(t, got.Inserted.Created)
+		require.Equal(t, first.ID, got.Inserted.Judgment.ID)
+		calls = 0
+		_, err = judge(a, `{"same":"no"}`, sinceBase(2*time.Minute), uuid.Nil, nil)
+		var conflict *crowd.JudgmentConflictError
+		require.ErrorAs(t, err, &conflict)
+		require.Zero(t, calls, "fn does not run after a refused insert")
+
+		// A known contributor: the locked state's trust is recorded; a
+		// run that does not exist (pruned) locks nothing.
+		a = b.take(t, takeParams(p.ID, known.ID)).Assignment
+		got, err = judge(a, `{"same":"no"}`, sinceBase(time.Minute), newID(), nil)
+		require.NoError(t, err)
+		require.InDelta(t, trust, got.State.Trust.Value, 1e-9)
+		require.Equal(t, 5, got.State.Trust.TestsAnswered)
+		require.NotNil(t, got.Inserted.Judgment.Trust)
+		require.InDelta(t, trust, *got.Inserted.Judgment.Trust, 1e-9)
+		require.Equal(t, 2, got.Inserted.Unit.JudgmentCount)
+
+		// Expired: refused, the assignment stays as it was, fn not run.
+		a = b.take(t, takeParams(p.ID, late.ID)).Assignment
+		calls = 0
+		_, err = judge(a, `{"same":"no"}`, sinceBase(time.Hour), uuid.Nil, nil)
+		var ae *crowd.AssignmentError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, crowd.RefusedExpired, ae.Reason)
+		require.Zero(t, calls)
+		g, err := b.s.AssignmentGet(b.ctx, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, crowd.AssignmentActive, g.State)
+
+		err = b.s.JudgmentInTx(b.ctx, &store.JudgmentInTxParams{RunID: newID(), RunOfUnit: newID()},
+			func(context.Context, store.Tx, *store.JudgmentBegun) error { return nil })
+		requireFields(t, err, "poolId", "runOfUnit")
 	})
 
 	t.Run("InTxJudgeAndFinalize", func(t *testing.T) {

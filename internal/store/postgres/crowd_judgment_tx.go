@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// A judgment's transaction (store.Store.JudgmentInTx) starts with BEGIN,
+// the lock of the contributor's quality state, the lock of the unit's
+// run and the judgment statement: none needs the result of another (the
+// judgment statement reads the trust of the state locked before it), so
+// they go to PostgreSQL in one pipeline (a pgx.Batch that begins the
+// transaction: Batch.BeginTx), one round trip where InTx and the Tx
+// methods one by one take four. PostgreSQL runs
+// them in order, each with a snapshot of its own, so the locks are taken
+// in the documented order (state → run → unit) and the judgment
+// statement sees what the locks waited for.
+
+// runLockSQL locks run $1, or when $1 is NULL the run of unit $2 (none
+// when the unit has none, or the run is gone).
+const runLockSQL = `SELECT id FROM docket_runs
+	WHERE id = coalesce($1::uuid, (SELECT run_id FROM docket_units WHERE id = $2)) FOR UPDATE`
+
+// errNoQualityState: the pipeline found no quality state to lock (the
+// contributor's first judgment in the pool); JudgmentInTx starts again
+// the one-by-one way, which makes it.
+var errNoQualityState = errors.New("no quality state yet")
+
+// JudgmentInTx implements store.Store.
+func (s *Store) JudgmentInTx(ctx context.Context, p *store.JudgmentInTxParams, fn func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	err := s.judgmentInTxPiped(ctx, p, fn)
+	if !errors.Is(err, errNoQualityState) {
+		return err
+	}
+	// Rolled back (the judgment inserted in the pipeline too) and its
+	// connection released: the state is made in the order of every other
+	// transaction, before the run and the unit.
+	return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		begun, err := store.JudgmentBegin(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, tx, begun)
+	})
+}
+
+// judgmentInTxPiped is JudgmentInTx with its first statements pipelined;
+// errNoQualityState when there is no state to lock yet (rolled back).
+func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxParams, fn func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error) error {
+	// One counter shard for the whole transaction, as runTx chooses.
+	ctx = context.WithValue(ctx, txShardKey{}, rand.IntN(poolShards))
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer pc.Release() // a connection left in a transaction is closed, not reused
+	ins := p.Insert
+	ins.Trust = nil // the statement reads the locked state's
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(qualityStateLockSQL, p.PoolID, ins.ContributorID)
+	lockRun := p.RunID != uuid.Nil || p.RunOfUnit != uuid.Nil
+	if lockRun {
+		b.Queue(runLockSQL, nullUUID(p.RunID), nullUUID(p.RunOfUnit))
+	}
+	b.Queue(judgmentInsertStmt.sql, judgmentInsertArgs(ctx, &ins)...)
+	br := pc.SendBatch(ctx, b)
+	ptx := br.Tx()
+	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
+	begun, err := readJudgmentBegin(br, lockRun)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return contended(fmt.Errorf("judgment for assignment %s: %w", ins.AssignmentID, err))
+	}
+	if begun.State == nil {
+		return errNoQualityState // rolled back
+	}
+	if begun.Inserted == nil {
+		if begun.Inserted, err = judgmentNotInserted(ctx, ptx, &ins); err != nil {
+			return contended(err)
+		}
+	}
+	t := &storeTx{s: s, tx: ptx}
+	err = fn(ctx, t, begun)
+	t.tx = nil // a Tx kept past fn must not reach the connection
+	if err != nil {
+		return contended(err)
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return contended(fmt.Errorf("commit transaction: %w", err))
+	}
+	return nil
+}
+
+// readJudgmentBegin reads the pipeline's results in order; State is nil
+// when there was no state to lock, Inserted when nothing was inserted.
+func readJudgmentBegin(br pgx.BatchResults, lockRun bool) (*store.JudgmentBegun, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	begun := &store.JudgmentBegun{}
+	st, err := scanQualityState(br.QueryRow())
+	switch {
+	case err == nil:
+		begun.State = st
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("lock quality state: %w", err)
+	}
+	if lockRun {
+		var id uuid.UUID
+		if err := br.QueryRow().Scan(&id); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("lock run: %w", err) // none: a unit of no run, or a pruned run
+		}
+	}
+	if begun.Inserted, err = scanJudgmentInserted(br.QueryRow()); err != nil {
+		return nil, fmt.Errorf("insert judgment: %w", err)
+	}
+	return begun, nil
+}
