@@ -18,10 +18,10 @@ import (
 // judgment statement reads the trust of the state locked before it), so
 // they go to PostgreSQL in one pipeline (a pgx.Batch that begins the
 // transaction: Batch.BeginTx), one round trip where InTx and the Tx
-// methods one by one take four. PostgreSQL runs
-// them in order, each with a snapshot of its own, so the locks are taken
-// in the documented order (state → run → unit) and the judgment
-// statement sees what the locks waited for.
+// methods one by one take four. PostgreSQL runs them in order, each with
+// a snapshot of its own, so the locks are taken in the documented order
+// (state → run → unit) and the judgment statement sees what the locks
+// waited for.
 
 // runLockSQL locks run $1, or when $1 is NULL the run of unit $2 (none
 // when the unit has none, or the run is gone).
