@@ -638,7 +638,8 @@ type goldenSeen struct {
 	first chan struct{}
 }
 
-// poolHasGolden tells whether pool id has golden units, from the cache
+// poolHasGolden tells whether pool id has judgable golden units (through
+// docket_units_golden, an index of those alone), from the cache
 // or by reading one. One take reads at a time: while it rereads a pool
 // seen without golden units, the others keep that answer (it is at most
 // goldenRecheck old plus the read); before the first answer they wait
@@ -678,7 +679,8 @@ func (c *Client) poolHasGolden(ctx context.Context, id uuid.UUID) (bool, error) 
 	}
 	c.golden.mu.Unlock()
 	yes := true
-	units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: id, Golden: &yes, Limit: 1})
+	units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: id, Golden: &yes,
+		States: []crowd.UnitState{crowd.UnitJudgable}, Limit: 1})
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,34 @@ func TestTakePlan(t *testing.T) {
 			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
 		}
 	}
+	// Whether the pool has judgable golden units (asked before a take
+	// schedules a test question) is docket_units_golden's, in a generic
+	// plan too: with golden and the state as parameters it walked the
+	// pool's units.
+	yes := true
+	goldenSQL, goldenArgs := unitListSQL(&store.UnitListParams{PoolID: pools[0], Golden: &yes,
+		States: []crowd.UnitState{crowd.UnitJudgable}, Limit: 1})
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		tx, err := b.s.Pool().Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		rs, err := tx.Query(b.ctx, "EXPLAIN "+goldenSQL, goldenArgs...)
+		if err != nil {
+			_ = tx.Rollback(b.ctx)
+		}
+		require.NoError(t, err)
+		lines, err := collect(rs, func(r rowScanner) (string, error) {
+			var line string
+			return line, r.Scan(&line)
+		})
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(b.ctx))
+		plan := strings.Join(lines, "\n")
+		t.Logf("golden units (%s):\n%s", mode, plan)
+		require.Contains(t, plan, "docket_units_golden ", mode)
+	}
+
 	// A judgment finds its assignment by primary key, never through the
 	// reaper's partial index (every ACTIVE assignment not yet expired),
 	// even when that index looks empty, as it does after a vacuum.

@@ -263,30 +263,7 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	args := []any{p.PoolID}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	where := []string{"pool_id = $1"}
-	if len(p.States) > 0 {
-		st := make([]string, len(p.States))
-		for i, s := range p.States {
-			st[i] = string(s)
-		}
-		where = append(where, "state = ANY("+arg(st)+"::text[])")
-	}
-	if p.Golden != nil {
-		where = append(where, "golden = "+arg(*p.Golden))
-	}
-	if p.RunID != uuid.Nil {
-		where = append(where, "run_id = "+arg(p.RunID))
-	}
-	if p.BeforeID != uuid.Nil {
-		where = append(where, "id < "+arg(p.BeforeID))
-	}
-	q := `SELECT ` + unitColumns + ` FROM docket_units WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY id DESC LIMIT ` + arg(limitOrNull(p.Limit))
+	q, args := unitListSQL(p)
 	rs, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list units: %w", err)
@@ -296,6 +273,46 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 		return nil, fmt.Errorf("list units: %w", err)
 	}
 	return out, nil
+}
+
+// unitListSQL is UnitList's statement. The states (validated: known
+// words) and golden are written into it, not sent as parameters: a
+// prepared statement's generic plan cannot match a parameter to the
+// partial indexes' predicates, and "the pool's judgable golden units"
+// (asked before a take schedules a test question) then walked every unit
+// of the pool instead of docket_units_golden. A handful of texts result.
+func unitListSQL(p *store.UnitListParams) (string, []any) {
+	args := []any{p.PoolID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"pool_id = $1"}
+	if len(p.States) == 1 {
+		where = append(where, "state = '"+string(p.States[0])+"'")
+	} else if len(p.States) > 1 {
+		st := make([]string, len(p.States))
+		for i, s := range p.States {
+			st[i] = "'" + string(s) + "'"
+		}
+		where = append(where, "state IN ("+strings.Join(st, ", ")+")")
+	}
+	if p.Golden != nil {
+		if *p.Golden {
+			where = append(where, "golden")
+		} else {
+			where = append(where, "NOT golden")
+		}
+	}
+	if p.RunID != uuid.Nil {
+		where = append(where, "run_id = "+arg(p.RunID))
+	}
+	if p.BeforeID != uuid.Nil {
+		where = append(where, "id < "+arg(p.BeforeID))
+	}
+	q := `SELECT ` + unitColumns + ` FROM docket_units WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id DESC LIMIT ` + arg(limitOrNull(p.Limit))
+	return q, args
 }
 
 // openUnit is the condition of a regular unit a take may pick; it matches

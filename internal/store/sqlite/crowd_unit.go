@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -162,14 +163,23 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 		return nil, err
 	}
 	where, args := []string{"pool_id = ?"}, []any{p.PoolID.String()}
+	// The states (validated: known words) and golden are written into the
+	// statement: SQLite uses a partial index only for a WHERE whose terms
+	// match its predicate, which a parameter does not (the pool's judgable
+	// golden units are docket_units_golden's).
 	if len(p.States) > 0 {
-		where = append(where, "state IN ("+placeholders(len(p.States))+")")
-		for _, st := range p.States {
-			args = append(args, string(st))
+		st := make([]string, len(p.States))
+		for i, s := range p.States {
+			st[i] = "'" + string(s) + "'"
+		}
+		if len(st) == 1 {
+			where = append(where, "state = "+st[0])
+		} else {
+			where = append(where, "state IN ("+strings.Join(st, ", ")+")")
 		}
 	}
 	if p.Golden != nil {
-		where, args = append(where, "golden = ?"), append(args, boolInt(*p.Golden))
+		where = append(where, "golden = "+strconv.FormatInt(boolInt(*p.Golden), 10))
 	}
 	if p.RunID != uuid.Nil {
 		where, args = append(where, "run_id = ?"), append(args, p.RunID.String())
