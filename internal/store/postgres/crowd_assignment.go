@@ -103,17 +103,21 @@ const pickWhere = `u.pool_id = @pool AND EXISTS (SELECT 1 FROM pool) AND EXISTS 
 // The picks. ordered: the oldest available unit. random: the first by
 // random key at or after @key, else (wrapping around) the first from the
 // smallest key; coalesce runs the second scan only when the first found
-// nothing, so this stays one statement. candidates: the first of
-// @candidates still available. %[1]s is the golden or open condition.
+// nothing, so this stays one statement. Its one row is NULL when both
+// found nothing, which taken's join drops. (It was wrapped as "SELECT id
+// FROM (SELECT coalesce(…) AS id) r WHERE id IS NOT NULL": PostgreSQL
+// pulls r up and copies coalesce(…) into the WHERE, so every take ran
+// each scan — index walk, anti-join probes, row locks — twice.)
+// candidates: the first of @candidates still available. %[1]s is the
+// golden or open condition.
 var (
 	takeOrderedSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s
 		ORDER BY u.id LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)
-	takeRandomSQL = fmt.Sprintf(takeSQL, `SELECT id FROM (SELECT coalesce(
+	takeRandomSQL = fmt.Sprintf(takeSQL, `SELECT coalesce(
 			(SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s AND u.pick_key >= @key
 				ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED),
 			(SELECT u.id FROM docket_units u WHERE `+pickWhere+` AND %[1]s AND u.pick_key < @key
-				ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED)) AS id) r
-		WHERE id IS NOT NULL`)
+				ORDER BY u.pick_key LIMIT 1 FOR UPDATE OF u SKIP LOCKED)) AS id`)
 	takeCandidatesSQL = fmt.Sprintf(takeSQL, `SELECT u.id FROM unnest(@candidates::uuid[]) WITH ORDINALITY AS cand(id, n)
 		JOIN docket_units u ON u.id = cand.id WHERE `+pickWhere+` AND %[1]s
 		ORDER BY cand.n LIMIT 1 FOR UPDATE OF u SKIP LOCKED`)

@@ -75,6 +75,17 @@ func TestTakePlan(t *testing.T) {
 			require.NotContains(t, plan, "Seq Scan on docket_units", "take %s (%s)", tc.name, mode)
 			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
 		}
+		// The random pick's two scans (from the key, then wrapped around)
+		// are in the plan once each: a plan that copies coalesce(…) into
+		// a filter runs each scan, its anti-join probes and its row locks
+		// twice per take.
+		tx, err := b.s.Pool().Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		plan := explainIn(t, tx, fmt.Sprintf(takeRandomSQL, openUnit), args)
+		require.NoError(t, tx.Rollback(b.ctx))
+		require.Equal(t, 2, strings.Count(plan, "using docket_units_open_pick on docket_units"), "take random (%s):\n%s", mode, plan)
 	}
 	// Whether the pool has judgable golden units (asked before a take
 	// schedules a test question) is docket_units_golden's, in a generic
