@@ -6,7 +6,8 @@
 # process's CPU µs, PostgreSQL's CPU µs (the cluster's backends, read from
 # the postmaster's reaped-children times: use a cluster nobody else uses),
 # statements and transactions (pg_stat_statements and pg_stat_database of
-# that database). Medians are yours.
+# that database), and the take statement's µs, buffers and WAL records per
+# call. Medians are yours.
 #
 #   go build -o /tmp/docket-before ./cmd/docket   # on the old commit
 #   go build -o /tmp/docket-after ./cmd/docket    # on the new one
@@ -54,9 +55,15 @@ for i in $(seq 1 "${REPS:-3}"); do
 			DOCKET_LOG_LEVEL=warn DOCKET_SHUTDOWN_TIMEOUT=10s "$b" serve >"$dir/serve.log" 2>&1 &
 		spid=$!
 		for _ in $(seq 1 600); do [ -s "$dir/addr" ] && break; sleep 0.1; done
-		# every run starts from vacuumed tables: the earlier runs' dead rows
-		# (a hot pool leaves many in its partial indexes) cost the next one
-		psql "$url" -qc 'VACUUM ANALYZE'
+		# every run after the first starts from vacuumed tables: the earlier
+		# runs' dead rows (a hot pool leaves many in its partial indexes)
+		# cost the next one. Not the first: vacuuming the fresh database's
+		# empty tables records them as empty (reltuples 0), and the take's
+		# cached plans, made at the run's start, then read the growing
+		# docket_assignments and docket_pool_contributors sequentially until
+		# autovacuum's first analyze (up to a minute; docs/benchmarks.md,
+		# "Third round"). A table never vacuumed is planned as 10 pages.
+		if [ "$i" -gt 1 ]; then psql "$url" -qc 'VACUUM ANALYZE'; fi
 		psql "$url" -qAtc "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()" >/dev/null
 		"$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "$@" >"$dir/out" 2>"$dir/bench.log" &
 		bpid=$!
@@ -77,13 +84,21 @@ for i in $(seq 1 "${REPS:-3}"); do
 		p1=$(pgcpu)
 		c1=$(counts "$url")
 		n=$(echo "$out" | sed -n 's/^docket_crowd_judgments=//p')
+		# the take statement (every strategy's; not the "is a unit
+		# available" check): µs, buffers and WAL records per call, and
+		# under how many query ids (more than one: it was re-planned)
+		take=$(psql "$url" -Atc "SELECT format('take_us=%s take_buffers=%s take_wal_records=%s take_queryids=%s',
+			round(sum(total_exec_time)::numeric * 1000 / sum(calls)), round(sum(shared_blks_hit + shared_blks_read)::numeric / sum(calls), 1),
+			round(sum(wal_records)::numeric / sum(calls), 1), count(*))
+			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query LIKE '%taken AS (%UPDATE docket_units%'")
 		figs=$(echo "$out" | grep -E 'judgments_per_sec|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
 		bad=$(echo "$out" | grep -c VIOLATED || true)
 		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s0="$s0" -v s1="$s1" -v p0="$p0" -v p1="$p1" \
-			-v c0="$c0" -v c1="$c1" -v bad="$bad" 'BEGIN {
+			-v c0="$c0" -v c1="$c1" -v take="$take" -v bad="$bad" 'BEGIN {
 			split(c0, a, "|"); split(c1, b, "|")
-			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f fk_checks_per_judgment=%.2f pg_plan_exec_us_per_judgment=%.0f xacts_per_judgment=%.2f violations=%d\n",
-				name, i, figs, (s1-s0)/n, (p1-p0)/n, (b[1]-a[1])/n, (b[2]-a[2])/n, (b[3]-a[3])/n, (b[4]-a[4])/n, bad }'
+			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f fk_checks_per_judgment=%.2f pg_plan_exec_us_per_judgment=%.0f xacts_per_judgment=%.2f %s violations=%d\n",
+				name, i, figs, (s1-s0)/n, (p1-p0)/n, (b[1]-a[1])/n, (b[2]-a[2])/n, (b[3]-a[3])/n, (b[4]-a[4])/n, take, bad }'
 		rm -rf "$dir"
 	done
 done

@@ -97,8 +97,18 @@ SELECT ` + unitColumns + ` FROM taken`
 
 // pickWhere is what every pick requires of a unit, but the golden or open
 // condition.
+//
+// Whether the contributor had the unit is one index probe per unit the
+// pick walks (usually one or two): OFFSET 0 keeps the NOT EXISTS a
+// subplan, which PostgreSQL cannot turn into an anti-join. As a join,
+// the planner was free to read the contributor's whole history instead —
+// every assignment they ever had, a heap page each, materialized or
+// merged by unit — and did whenever the statistics said the pool had few
+// open units left (seen after an autovacuum analyze in the middle of a
+// run: 36 buffers per take growing to 110 as the contributors' histories
+// grew; a contributor with thousands of assignments would pay thousands).
 const pickWhere = `u.pool_id = @pool AND EXISTS (SELECT 1 FROM pool) AND EXISTS (SELECT 1 FROM who)
-	AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor)`
+	AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor OFFSET 0)`
 
 // The picks. ordered: the oldest available unit. random: the first by
 // random key at or after @key, else (wrapping around) the first from the

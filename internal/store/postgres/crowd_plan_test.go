@@ -19,7 +19,8 @@ import (
 // TestTakePlan: on a pool of 20,000 units (plus another pool's 20,000),
 // a third of them full (40,000 assignments), every take strategy walks its partial index of
 // open units (docket_units_open, docket_units_open_pick) or the primary
-// key, never a sequential scan of the units, in custom and generic plans;
+// key, never a sequential scan of the units, and probes the contributor's
+// assignments once per unit walked (no anti-join), in custom and generic plans;
 // the reaper walks docket_assignments_active_expiry. Plans are in
 // docs/store-plans.md.
 func TestTakePlan(t *testing.T) {
@@ -74,6 +75,10 @@ func TestTakePlan(t *testing.T) {
 			require.Contains(t, plan, tc.index, "take %s (%s)", tc.name, mode)
 			require.NotContains(t, plan, "Seq Scan on docket_units", "take %s (%s)", tc.name, mode)
 			require.NotContains(t, plan, "Seq Scan on docket_assignments", "take %s (%s)", tc.name, mode)
+			// Whether the contributor had a unit is one probe per unit
+			// walked, never a join reading their whole history.
+			require.NotContains(t, plan, "Anti Join", "take %s (%s)", tc.name, mode)
+			require.NotContains(t, plan, "Bitmap Heap Scan on docket_assignments", "take %s (%s)", tc.name, mode)
 		}
 		// The random pick's two scans (from the key, then wrapped around)
 		// are in the plan once each: a plan that copies coalesce(…) into
