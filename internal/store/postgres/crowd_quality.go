@@ -349,9 +349,11 @@ func assignmentCountGolden(ctx context.Context, c conn, poolID, contributorID uu
 
 // goldenPickable is a golden unit (alias u) the contributor ($2) may get
 // as a test question: JUDGABLE, and never assigned to them in any state
-// (the UNIQUE (unit_id, contributor_id) index answers the NOT EXISTS).
+// (the UNIQUE (unit_id, contributor_id) index answers the NOT EXISTS, one
+// probe per unit: OFFSET 0 keeps it from becoming an anti-join, see
+// pickWhere).
 const goldenPickable = `u.pool_id = $1 AND u.golden AND u.state = 'JUDGABLE'
-	AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = $2)`
+	AND NOT EXISTS (SELECT 1 FROM docket_assignments a WHERE a.unit_id = u.id AND a.contributor_id = $2 OFFSET 0)`
 
 // The picks: ordered walks docket_units_golden by id; random walks
 // docket_units_golden_pick from $3, then (coalesce runs the second scan

@@ -374,7 +374,7 @@ WITH picked AS (
 	WHERE NOT EXISTS (SELECT 1 FROM docket_pool_contributors pc
 			WHERE pc.pool_id = cand.id AND pc.contributor_id = @contributor AND pc.flagged)
 		AND EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = cand.id AND ` + openUnit + `
-			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor))
+			AND NOT EXISTS (SELECT 1 FROM docket_assignments x WHERE x.unit_id = u.id AND x.contributor_id = @contributor OFFSET 0))
 	ORDER BY cand.priority, cand.created_at, cand.id
 	LIMIT @limit
 )
