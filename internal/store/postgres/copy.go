@@ -19,19 +19,26 @@ var copyColumns = []string{
 // copyJobsSQL is the COPY statement copyReader feeds.
 var copyJobsSQL = "COPY docket_jobs (" + strings.Join(copyColumns, ", ") + ") FROM STDIN (FORMAT binary)"
 
-// copyReader streams jobs in COPY's binary format (the PostgreSQL manual,
-// "COPY", "Binary Format"), encoding a chunk of rows whenever the
-// connection asks for more, so the database works on the first rows while
-// the rest are encoded. It writes each field in its type's binary form
-// directly: pgx's generic CopyFrom planned the encoding of every value
-// anew and described the table first, a round trip per batch.
+// copyReader streams a plan's jobs in COPY's binary format (the PostgreSQL
+// manual, "COPY", "Binary Format"), making and encoding a chunk of rows
+// whenever the connection asks for more, so the database works on the
+// first rows while the rest are made. It writes each field in its type's
+// binary form directly: pgx's generic CopyFrom planned the encoding of
+// every value anew and described the table first, a round trip per batch.
+//
+// As it goes it encodes the batch's state_changed event and collects the
+// queues its due jobs wake, for the statement that follows the COPY.
 type copyReader struct {
-	jobs        []*job.Row
+	plan        *insertPlan
 	agingMicros int64
 	next        int
 	buf         []byte
 	off         int
 	done        bool
+
+	event     job.StateChangedEncoder
+	dueQueues []string
+	seenQueue map[string]bool
 }
 
 // copyChunk is how many bytes of rows copyReader encodes at a time.
@@ -45,8 +52,11 @@ const copySignature = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x0
 // microseconds.
 const pgEpochMicros = 946_684_800_000_000
 
-func newCopyReader(jobs []*job.Row, agingMicros int64) *copyReader {
-	return &copyReader{jobs: jobs, agingMicros: agingMicros, buf: append(make([]byte, 0, copyChunk+1024), copySignature...)}
+func newCopyReader(plan *insertPlan, agingMicros int64) *copyReader {
+	return &copyReader{
+		plan: plan, agingMicros: agingMicros, seenQueue: map[string]bool{},
+		buf: append(make([]byte, 0, copyChunk+1024), copySignature...),
+	}
 }
 
 func (r *copyReader) Read(p []byte) (int, error) {
@@ -66,11 +76,22 @@ func (r *copyReader) fill() {
 	if r.off > 0 {
 		r.buf, r.off = r.buf[:0], 0
 	}
-	for len(r.buf) < copyChunk && r.next < len(r.jobs) {
-		r.buf = r.appendRow(r.buf, r.jobs[r.next])
+	n := len(r.plan.rows)
+	for len(r.buf) < copyChunk && r.next < n {
+		j := r.plan.row(r.next)
+		r.buf = r.appendRow(r.buf, j)
+		t := j.TransitionFrom("")
+		if r.next == 0 {
+			r.event.Grow(n, &t)
+		}
+		r.event.Add(&t)
+		if j.State == job.StateQueued && !j.RunAt.After(r.plan.now) && !r.seenQueue[j.Queue] {
+			r.seenQueue[j.Queue] = true
+			r.dueQueues = append(r.dueQueues, j.Queue)
+		}
 		r.next++
 	}
-	if r.next == len(r.jobs) {
+	if r.next == n {
 		r.buf = binary.BigEndian.AppendUint16(r.buf, 0xffff) // -1 fields: the end
 		r.done = true
 	}

@@ -55,23 +55,21 @@ SELECT pg_notify('` + channelJobAvailable + `', queue) FROM unnest($3::text[]) A
 // insertPlan is a validated batch: the jobs as they will be stored, and
 // which of them are later duplicates of an idempotency key in the batch.
 type insertPlan struct {
-	now  time.Time
-	jobs []*job.Row // aligned with the params; fields as stored
+	now    time.Time
+	params []*store.JobInsertParams
+	// rows[i] is job i as stored, once row(i) has made it: the COPY path
+	// makes each as it encodes it, so the work overlaps the server's.
+	rows []job.Row
 	// firstOf[i] is the index of the first job with job i's idempotency
-	// key (i itself for the first), or -1 when job i has no key.
+	// key (i itself for the first), or -1 when job i has no key; nil when
+	// no job has a key.
 	firstOf []int
-	hasKeys bool
 }
 
-// planInsert validates p and fills in defaults.
+// planInsert validates p; the rows are made by row.
 func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
-	now := dbTime(p.Now)
-	plan := &insertPlan{
-		now:     now,
-		jobs:    make([]*job.Row, len(p.Jobs)),
-		firstOf: make([]int, len(p.Jobs)),
-	}
-	firstByKey := map[string]int{}
+	plan := &insertPlan{now: dbTime(p.Now), params: p.Jobs}
+	var firstByKey map[string]int
 	for i, jp := range p.Jobs {
 		if jp == nil {
 			return nil, fmt.Errorf("insert jobs: job %d is nil", i)
@@ -87,57 +85,81 @@ func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
 		if jp.MaxAttempts < math.MinInt32 || jp.MaxAttempts > math.MaxInt32 {
 			return nil, fmt.Errorf("insert jobs: job %d: max attempts %d out of range", i, jp.MaxAttempts)
 		}
-		state := jp.State
-		if state == "" {
-			state = job.StateQueued
-		}
-		if state != job.StateQueued && state != job.StateCreated {
+		if jp.State != "" && jp.State != job.StateQueued && jp.State != job.StateCreated {
 			return nil, fmt.Errorf("insert jobs: job %d: state must be %s or %s, got %q",
 				i, job.StateQueued, job.StateCreated, jp.State)
 		}
-		queue := jp.Queue
-		if queue == "" {
-			queue = jp.Type
+		k := jp.IdempotencyKey
+		if k == "" {
+			continue
 		}
-		payload := jp.Payload
-		if payload == nil {
-			payload = json.RawMessage("null")
-		}
-		runAt := now
-		if !jp.RunAt.IsZero() {
-			runAt = dbTime(jp.RunAt)
-		}
-		plan.jobs[i] = &job.Row{
-			ID:             jp.ID,
-			Type:           jp.Type,
-			Queue:          queue,
-			Priority:       jp.Priority,
-			Payload:        payload,
-			IdempotencyKey: jp.IdempotencyKey,
-			State:          state,
-			MaxAttempts:    jp.MaxAttempts,
-			RunAt:          runAt,
-			Timeout:        jp.Timeout.Truncate(time.Millisecond),
-			Version:        1,
-			CreatedAt:      now,
-			UpdatedAt:      now,
-		}
-		plan.firstOf[i] = -1
-		if k := jp.IdempotencyKey; k != "" {
-			plan.hasKeys = true
-			first, seen := firstByKey[k]
-			if !seen {
-				first = i
-				firstByKey[k] = i
+		if plan.firstOf == nil {
+			plan.firstOf = make([]int, len(p.Jobs))
+			for j := range plan.firstOf {
+				plan.firstOf[j] = -1
 			}
-			plan.firstOf[i] = first
+			firstByKey = map[string]int{}
 		}
+		first, seen := firstByKey[k]
+		if !seen {
+			first = i
+			firstByKey[k] = i
+		}
+		plan.firstOf[i] = first
 	}
+	plan.rows = make([]job.Row, len(p.Jobs)) // one allocation for the batch
 	return plan, nil
 }
 
+// first is plan.firstOf[i]: -1 for a job without a key.
+func (p *insertPlan) first(i int) int {
+	if p.firstOf == nil {
+		return -1
+	}
+	return p.firstOf[i]
+}
+
+// row makes job i's row as it will be stored, with every default filled
+// in, and returns it.
+func (p *insertPlan) row(i int) *job.Row {
+	jp := p.params[i]
+	state := jp.State
+	if state == "" {
+		state = job.StateQueued
+	}
+	queue := jp.Queue
+	if queue == "" {
+		queue = jp.Type
+	}
+	payload := jp.Payload
+	if payload == nil {
+		payload = json.RawMessage("null")
+	}
+	runAt := p.now
+	if !jp.RunAt.IsZero() {
+		runAt = dbTime(jp.RunAt)
+	}
+	r := &p.rows[i]
+	*r = job.Row{
+		ID:             jp.ID,
+		Type:           jp.Type,
+		Queue:          queue,
+		Priority:       jp.Priority,
+		Payload:        payload,
+		IdempotencyKey: jp.IdempotencyKey,
+		State:          state,
+		MaxAttempts:    jp.MaxAttempts,
+		RunAt:          runAt,
+		Timeout:        jp.Timeout.Truncate(time.Millisecond),
+		Version:        1,
+		CreatedAt:      p.now,
+		UpdatedAt:      p.now,
+	}
+	return r
+}
+
 // useCopy reports whether the batch goes through COPY.
-func (p *insertPlan) useCopy() bool { return !p.hasKeys && len(p.jobs) > copyMinJobs }
+func (p *insertPlan) useCopy() bool { return p.firstOf == nil && len(p.params) > copyMinJobs }
 
 // sortAt is the acquisition order key of a job entering QUEUED, computed
 // in microseconds exactly as the SQL of the other transitions does.
@@ -151,7 +173,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.jobs) == 0 {
+	if len(plan.params) == 0 {
 		return []*store.JobInsertResult{}, nil
 	}
 	if !plan.useCopy() {
@@ -159,19 +181,12 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		// conflicting keys afterwards needs none.
 		return s.insertUnnest(ctx, pgxQuerier{s.pool}, plan)
 	}
-	tx, err := s.pool.Begin(ctx)
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: begin: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	res, err := s.insertCopy(ctx, tx, plan)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("insert jobs: commit: %w", err)
-	}
-	return res, nil
+	defer c.Release() // a connection left in a transaction is closed, not reused
+	return s.insertCopy(ctx, c.Conn(), plan, true)
 }
 
 // JobInsertManyTx implements store.Store: tx is a pgx.Tx or a *sql.Tx on the
@@ -184,11 +199,11 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 		if err != nil {
 			return nil, err
 		}
-		if len(plan.jobs) == 0 {
+		if len(plan.params) == 0 {
 			return []*store.JobInsertResult{}, nil
 		}
 		if plan.useCopy() {
-			return s.insertCopy(ctx, tx, plan)
+			return s.insertCopy(ctx, tx.Conn(), plan, false)
 		}
 		return s.insertUnnest(ctx, pgxQuerier{tx}, plan)
 	case *sql.Tx:
@@ -200,7 +215,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.jobs) == 0 {
+	if len(plan.params) == 0 {
 		return []*store.JobInsertResult{}, nil
 	}
 	return s.insertUnnest(ctx, q, plan)
@@ -210,7 +225,11 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 // job without one) in one statement, then reads the existing owners of the
 // keys that conflicted.
 func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) ([]*store.JobInsertResult, error) {
-	n := len(plan.jobs)
+	n := len(plan.params)
+	jobs := make([]*job.Row, n)
+	for i := range jobs {
+		jobs[i] = plan.row(i)
+	}
 	var (
 		ids        = make([][16]byte, 0, n) // see JobFinishMany
 		types      = make([]string, 0, n)
@@ -228,13 +247,13 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 	// on a concurrent one of the same idempotency key: keyed rows go
 	// first, sorted by key, so batches sharing keys never deadlock.
 	order := make([]int, 0, n)
-	for i := range plan.jobs {
-		if f := plan.firstOf[i]; f < 0 || f == i { // skip later duplicates of a key
+	for i := range jobs {
+		if f := plan.first(i); f < 0 || f == i { // skip later duplicates of a key
 			order = append(order, i)
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		ka, kb := plan.jobs[a].IdempotencyKey, plan.jobs[b].IdempotencyKey
+		ka, kb := jobs[a].IdempotencyKey, jobs[b].IdempotencyKey
 		switch {
 		case ka == kb:
 			return 0
@@ -246,7 +265,7 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 		return strings.Compare(ka, kb)
 	})
 	for _, i := range order {
-		j := plan.jobs[i]
+		j := jobs[i]
 		ids = append(ids, j.ID)
 		types = append(types, j.Type)
 		queues = append(queues, j.Queue)
@@ -275,8 +294,8 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 
 	// Keys whose first occurrence was not inserted belong to existing rows.
 	var conflicted []string
-	for i, j := range plan.jobs {
-		if plan.firstOf[i] == i && byID[j.ID] == nil {
+	for i, j := range jobs {
+		if plan.first(i) == i && byID[j.ID] == nil {
 			conflicted = append(conflicted, j.IdempotencyKey)
 		}
 	}
@@ -296,8 +315,8 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 	}
 
 	out := make([]*store.JobInsertResult, n)
-	for i, j := range plan.jobs {
-		first := plan.firstOf[i]
+	for i, j := range jobs {
+		first := plan.first(i)
 		switch {
 		case first < 0 || first == i:
 			if row := byID[j.ID]; row != nil {
@@ -320,43 +339,52 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 }
 
 // insertCopy writes a batch without idempotency keys with COPY, then its
-// outbox row and wakeups, in tx. The rows are returned as planned: a COPY
-// batch stores exactly the planned values.
+// outbox row and wakeups, on c: in a transaction of its own when own (the
+// BEGIN goes with the COPY and the COMMIT with the outbox row, two round
+// trips fewer), else in the caller's, open on c. The rows are returned as
+// planned: a COPY batch stores exactly the planned values.
 //
-// The rows are encoded a chunk at a time as COPY sends them (copyReader),
-// and the outbox event is encoded meanwhile on another goroutine: the
-// client's work overlaps the database's instead of preceding it.
-func (s *Store) insertCopy(ctx context.Context, tx pgx.Tx, plan *insertPlan) ([]*store.JobInsertResult, error) {
-	type encoded struct {
-		data      []byte
-		dueQueues []string
-	}
-	outbox := make(chan encoded, 1)
-	go func() {
-		transitions := make([]job.Transition, len(plan.jobs))
-		var dueQueues []string
-		seenQueue := map[string]bool{}
-		for i, j := range plan.jobs {
-			transitions[i] = j.TransitionFrom("")
-			if j.State == job.StateQueued && !j.RunAt.After(plan.now) && !seenQueue[j.Queue] {
-				seenQueue[j.Queue] = true
-				dueQueues = append(dueQueues, j.Queue)
+// The rows are made and encoded a chunk at a time as COPY sends them
+// (copyReader), and the outbox event with them: the client's work
+// overlaps the database's instead of preceding it.
+func (s *Store) insertCopy(ctx context.Context, c *pgx.Conn, plan *insertPlan, own bool) (_ []*store.JobInsertResult, err error) {
+	sql := copyJobsSQL
+	if own {
+		sql = "BEGIN; " + copyJobsSQL
+		defer func() {
+			if err != nil && !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+				_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 			}
-		}
-		outbox <- encoded{job.StateChangedData{Transitions: transitions}.AppendJSON(nil), dueQueues}
-	}()
-
-	_, err := tx.Conn().PgConn().CopyFrom(ctx, newCopyReader(plan.jobs, s.agingMicros), copyJobsSQL)
-	ev := <-outbox
-	if err != nil {
+		}()
+	}
+	r := newCopyReader(plan, s.agingMicros)
+	if _, err := c.PgConn().CopyFrom(ctx, r, sql); err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
-	if _, err := tx.Exec(ctx, insertCopyFinishSQL, ev.data, plan.now, ev.dueQueues); err != nil {
+	if own {
+		var b pgx.Batch
+		b.Queue(insertCopyFinishSQL, r.event.JSON(), plan.now, r.dueQueues)
+		b.Queue("COMMIT")
+		br := c.SendBatch(ctx, &b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("insert jobs: write outbox: %w", err)
+		}
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("insert jobs: commit: %w", err)
+		}
+		if err := br.Close(); err != nil {
+			return nil, fmt.Errorf("insert jobs: commit: %w", err)
+		}
+	} else if _, err := c.Exec(ctx, insertCopyFinishSQL, r.event.JSON(), plan.now, r.dueQueues); err != nil {
 		return nil, fmt.Errorf("insert jobs: write outbox: %w", err)
 	}
-	out := make([]*store.JobInsertResult, len(plan.jobs))
-	for i, j := range plan.jobs {
-		out[i] = &store.JobInsertResult{Job: j}
+	out := make([]*store.JobInsertResult, len(plan.rows))
+	results := make([]store.JobInsertResult, len(plan.rows))
+	for i := range plan.rows {
+		results[i].Job = &plan.rows[i]
+		out[i] = &results[i]
 	}
 	return out, nil
 }
