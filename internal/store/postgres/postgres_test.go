@@ -133,6 +133,52 @@ func TestInsertCopyAndUnnest(t *testing.T) {
 	}
 }
 
+// TestInsertCopyAtomic: a COPY batch in its own transaction (its BEGIN sent
+// with the COPY, its COMMIT with the outbox row) writes nothing when the
+// COPY fails or when the outbox row does, and leaves its connection usable.
+func TestInsertCopyAtomic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// One connection, so a connection left in a transaction would fail the
+	// next insert instead of being replaced.
+	s := openAt(t, b.url+"&pool_max_conns=1")
+	n := copyMinJobs + 10
+	stored := func(ps []*store.JobInsertParams) int {
+		ids := make([]uuid.UUID, len(ps))
+		for i, p := range ps {
+			ids[i] = p.ID
+		}
+		return b.count(t, `SELECT count(*) FROM docket_jobs WHERE id = ANY($1)`, ids)
+	}
+	outboxBefore := len(b.outbox(t))
+
+	// The COPY fails on its last row: a primary key taken by its first.
+	ps := newJobs("atomic", n)
+	ps[n-1].ID = ps[0].ID
+	_, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+	require.ErrorContains(t, err, "insert jobs: copy")
+	require.Zero(t, stored(ps[:n-1]))
+
+	// The outbox row fails after a COPY that succeeded.
+	_, err = b.s.Pool().Exec(b.ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'outbox refused'; END$$;
+		CREATE TRIGGER refuse BEFORE INSERT ON docket_outbox FOR EACH ROW EXECUTE FUNCTION refuse()`)
+	require.NoError(t, err)
+	ps = newJobs("atomic", n)
+	_, err = s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+	require.ErrorContains(t, err, "outbox refused")
+	require.Zero(t, stored(ps))
+	require.Len(t, b.outbox(t), outboxBefore)
+
+	_, err = b.s.Pool().Exec(b.ctx, `DROP TRIGGER refuse ON docket_outbox`)
+	require.NoError(t, err)
+	res, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
+	require.NoError(t, err)
+	require.Len(t, res, n)
+	require.Equal(t, n, stored(ps))
+	require.Len(t, b.outbox(t), outboxBefore+1)
+}
+
 // TestCopyColumnTypes: copyReader writes each column in the binary form of
 // the type it expects; a migration that changes one must change both.
 func TestCopyColumnTypes(t *testing.T) {
