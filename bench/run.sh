@@ -24,6 +24,8 @@
 #   BASELINE         path of another docket binary (e.g. built from an older
 #                    commit): it runs in River's place, so the table compares
 #                    this checkout against that build, alternating
+#   RIVER            with BASELINE, 1 runs River too: three systems
+#                    alternating, so both ratios come from one invocation
 #   OUT              result directory (default bench/results)
 #   CHARTS           directory for the SVG charts (default docs)
 set -euo pipefail
@@ -51,8 +53,10 @@ go build -o "$bin/docket" ./cmd/docket
 other=river
 if [ -n "${BASELINE:-}" ]; then
   other=baseline
+  [ "${RIVER:-0}" = 1 ] && other="baseline river"
   cp "$BASELINE" "$bin/baseline"
-else
+fi
+if [[ " $other " == *" river "* ]]; then
   (cd bench/river/postgres && GOFLAGS=-mod=mod go build -o "$bin/river-postgres" .)
   (cd bench/river/sqlite && GOFLAGS=-mod=mod go build -o "$bin/river-sqlite" .)
 fi
@@ -106,7 +110,8 @@ for rep in $(seq 1 "$reps"); do
   for backend in $backends; do
     for mode in $modes; do
       # Alternate who goes first, so neither always runs on a warmer machine.
-      if (( rep % 2 )); then order="docket $other"; else order="$other docket"; fi
+      order="docket $other"
+      (( rep % 2 )) || order=$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')
       for system in $order; do one "$backend" "$mode" "$system" "$rep"; done
     done
   done

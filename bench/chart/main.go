@@ -146,28 +146,38 @@ func writeTable(w io.Writer, results []*bench.Result) error {
 		}
 		return order[a.mode] - order[b.mode]
 	})
-	// The comparison is River, or another docket build run as "baseline"
-	// (bench/run.sh BASELINE=…).
-	other, otherName := "river", "River"
-	for _, r := range results {
-		if r.System == "baseline" {
-			other, otherName = "baseline", "baseline"
+	// The comparison is River, another docket build run as "baseline"
+	// (bench/run.sh BASELINE=…), or both (BASELINE=… RIVER=1): a table
+	// each, the baseline's first.
+	var others []string
+	for _, o := range []string{"baseline", "river"} {
+		if slices.ContainsFunc(results, func(r *bench.Result) bool { return r.System == o }) {
+			others = append(others, o)
 		}
 	}
+	if len(others) == 0 {
+		others = []string{"river"}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| backend | figure | docket | %[1]s | docket / %[1]s | runs (docket; %[1]s) |\n", otherName)
-	b.WriteString("|---|---|---:|---:|---:|---|\n")
-	for _, k := range keys {
-		for _, f := range figures(k.backend, k.mode) {
-			vals := map[string][]float64{}
-			for _, r := range results {
-				if r.Backend == k.backend && r.Mode == k.mode {
-					vals[r.System] = append(vals[r.System], f.get(r))
+	for i, other := range others {
+		otherName := map[string]string{"river": "River", "baseline": "baseline"}[other]
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "| backend | figure | docket | %[1]s | docket / %[1]s | runs (docket; %[1]s) |\n", otherName)
+		b.WriteString("|---|---|---:|---:|---:|---|\n")
+		for _, k := range keys {
+			for _, f := range figures(k.backend, k.mode) {
+				vals := map[string][]float64{}
+				for _, r := range results {
+					if r.Backend == k.backend && r.Mode == k.mode {
+						vals[r.System] = append(vals[r.System], f.get(r))
+					}
 				}
+				d, rv := median(vals["docket"]), median(vals[other])
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s; %s |\n", k.backend, f.name,
+					num(d), num(rv), ratio(d, rv), list(vals["docket"]), list(vals[other]))
 			}
-			d, rv := median(vals["docket"]), median(vals[other])
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s; %s |\n", k.backend, f.name,
-				num(d), num(rv), ratio(d, rv), list(vals["docket"]), list(vals[other]))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
