@@ -64,6 +64,10 @@ type cachedModels struct {
 	// first is open while the pool's first read is in flight: the
 	// judgments that came meanwhile wait for it instead of reading too.
 	first chan struct{}
+	// err is the first read's error, for the judgments that waited for
+	// it (set before first is closed): they fail with it rather than
+	// each read in turn, a slow failure times their number.
+	err error
 }
 
 // modelStamp identifies one stored estimate: a model whose stamp did not
@@ -101,6 +105,9 @@ func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if cm.err != nil {
+			return nil, cm.err
+		}
 		return c.poolModels(ctx, pool, ct)
 	case cm != nil && (cm.rereading || now.Sub(cm.read) < poolModelTTL && !now.Before(cm.read)):
 		c.models.mu.Unlock()
@@ -119,6 +126,7 @@ func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) 
 		c.models.mu.Lock()
 		if c.models.m[pool.ID] == cm {
 			if cm.first != nil {
+				cm.err = err                // for those waiting on this read
 				delete(c.models.m, pool.ID) // the next caller reads again
 			} else {
 				cm.rereading = false

@@ -1,8 +1,10 @@
 package job
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 
@@ -50,6 +52,12 @@ func (d *StateChangedData) UnmarshalJSON(b []byte) error {
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
+	}
+	if w.Transitions == nil && w.Groups == nil &&
+		!bytes.Contains(b, []byte(`"transitions"`)) && !bytes.Contains(b, []byte(`"groups"`)) {
+		// Neither form: a row of some other writer, which must not pass
+		// for an event of no transitions (and be published as nothing).
+		return errors.New(`job.state_changed data has neither "transitions" nor "groups"`)
 	}
 	ts := w.Transitions
 	if n := len(ts) + groupedLen(w.Groups); n > len(ts) {

@@ -40,6 +40,20 @@ func TestStateChangedDataJSON(t *testing.T) {
 	}
 }
 
+// A row with neither form is an error, not an event of no transitions
+// (which the relay would publish as nothing, and mark published).
+func TestStateChangedDataJSONNeither(t *testing.T) {
+	for _, b := range []string{`{}`, `{"transition":[]}`, `{"jobIds":[]}`} {
+		var d StateChangedData
+		require.Error(t, json.Unmarshal([]byte(b), &d), b)
+	}
+	for _, b := range []string{`{"transitions":null}`, `{"transitions":[]}`, `{"groups":[]}`, `{"groups":null}`} {
+		var d StateChangedData
+		require.NoError(t, json.Unmarshal([]byte(b), &d), b)
+		require.Empty(t, d.Transitions, b)
+	}
+}
+
 // A batch of one type and queue is one group: about a third of the bytes
 // of the per-transition form.
 func TestStateChangedDataJSONGroups(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -434,6 +435,20 @@ func (p *UnitListParams) Validate() error {
 		pr.Check(!s.Valid(), fmt.Sprintf("state[%d]", i), "%q is not a unit state", s)
 	}
 	return pr.Err()
+}
+
+// UnitStateLiterals are states as SQL string literals, sorted and without
+// repeats, for UnitList's statement, which writes its (validated) states
+// into the text: in any order or repeated, a list is one of a few dozen
+// texts, not one per spelling of a request (each text takes a place in
+// the driver's statement cache).
+func UnitStateLiterals(states []crowd.UnitState) []string {
+	st := make([]string, len(states))
+	for i, s := range states {
+		st[i] = "'" + string(s) + "'"
+	}
+	slices.Sort(st)
+	return slices.Compact(st)
 }
 
 // UnitListAvailableParams lists units a take could pick.

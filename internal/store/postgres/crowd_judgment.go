@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,26 @@ FROM j JOIN u ON u.id = j.unit_id`
 // judgmentInsertStmt is judgmentInsertSQL compiled once.
 var judgmentInsertStmt = compileNamed(judgmentInsertSQL)
 
+// judgmentInsertPipedStmt is judgmentInsertSQL for JudgmentInTx's
+// pipeline, sent with the lock of the contributor's quality state: it
+// changes nothing when there is no state to lock (the contributor's first
+// judgment in the pool; the transaction then starts again the one-by-one
+// way, which makes the state first), so a judgment is never written
+// without that lock, nor locks its unit before the state.
+var judgmentInsertPipedStmt = compileNamed(mustReplace(judgmentInsertSQL, ` AND expires_at >= @now
+	RETURNING`, ` AND expires_at >= @now
+		AND EXISTS (SELECT 1 FROM docket_pool_contributors pc
+			WHERE pc.pool_id = docket_assignments.pool_id AND pc.contributor_id = @contributor)
+	RETURNING`))
+
+// mustReplace is s with its one occurrence of old replaced by with.
+func mustReplace(s, old, with string) string {
+	if strings.Count(s, old) != 1 {
+		panic(fmt.Sprintf("%q is not once in the statement", old))
+	}
+	return strings.Replace(s, old, with, 1)
+}
+
 // JudgmentInsert implements store.Store.
 func (s *Store) JudgmentInsert(ctx context.Context, p *store.JudgmentInsertParams) (*store.JudgmentInserted, error) {
 	return judgmentInsert(ctx, s.pool, p)
@@ -87,7 +108,7 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	ins, err := scanJudgmentInserted(c.QueryRow(ctx, judgmentInsertStmt.sql, judgmentInsertArgs(ctx, p)...))
+	ins, err := scanJudgmentInserted(c.QueryRow(ctx, judgmentInsertStmt.sql, judgmentInsertArgs(ctx, judgmentInsertStmt, p)...))
 	if err != nil {
 		return nil, fmt.Errorf("insert judgment for assignment %s: %w", p.AssignmentID, err)
 	}
@@ -98,8 +119,8 @@ func judgmentInsert(ctx context.Context, c conn, p *store.JudgmentInsertParams) 
 }
 
 // judgmentInsertArgs are judgmentInsertStmt's arguments.
-func judgmentInsertArgs(ctx context.Context, p *store.JudgmentInsertParams) []any {
-	return judgmentInsertStmt.args(pgx.NamedArgs{
+func judgmentInsertArgs(ctx context.Context, stmt positional, p *store.JudgmentInsertParams) []any {
+	return stmt.args(pgx.NamedArgs{
 		"id": p.ID, "assignment": p.AssignmentID, "contributor": p.ContributorID, "data": string(p.Data),
 		"trust": p.Trust, "now": dbTime(p.Now), "shard": shard(ctx),
 	})

@@ -73,7 +73,7 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 	if lockRun {
 		b.Queue(runLockSQL, nullUUID(p.RunID), nullUUID(p.RunOfUnit))
 	}
-	b.Queue(judgmentInsertStmt.sql, judgmentInsertArgs(ctx, &ins)...)
+	b.Queue(judgmentInsertPipedStmt.sql, judgmentInsertArgs(ctx, judgmentInsertPipedStmt, &ins)...)
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
@@ -93,8 +93,10 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 		}
 	}
 	t := &storeTx{s: s, tx: ptx}
-	err = fn(ctx, t, begun)
-	t.tx = nil // a Tx kept past fn must not reach the connection
+	err = func() error {
+		defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
+		return fn(ctx, t, begun)
+	}()
 	if err != nil {
 		return contended(err)
 	}

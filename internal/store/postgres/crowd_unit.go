@@ -288,13 +288,9 @@ func unitListSQL(p *store.UnitListParams) (string, []any) {
 		return "$" + strconv.Itoa(len(args))
 	}
 	where := []string{"pool_id = $1"}
-	if len(p.States) == 1 {
-		where = append(where, "state = '"+string(p.States[0])+"'")
-	} else if len(p.States) > 1 {
-		st := make([]string, len(p.States))
-		for i, s := range p.States {
-			st[i] = "'" + string(s) + "'"
-		}
+	if st := store.UnitStateLiterals(p.States); len(st) == 1 {
+		where = append(where, "state = "+st[0])
+	} else if len(st) > 1 {
 		where = append(where, "state IN ("+strings.Join(st, ", ")+")")
 	}
 	if p.Golden != nil {

@@ -151,6 +151,15 @@ func TestInsertCopyAtomic(t *testing.T) {
 		return b.count(t, `SELECT count(*) FROM docket_jobs WHERE id = ANY($1)`, ids)
 	}
 	outboxBefore := len(b.outbox(t))
+	// The failed batches roll back on their connection, which the pool
+	// keeps (pgxpool would replace one left in a transaction, even at one
+	// connection: the same backend afterwards shows it was left clean).
+	backend := func() int {
+		var pid int
+		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		return pid
+	}
+	pid := backend()
 
 	// The COPY fails on its last row: a primary key taken by its first.
 	ps := newJobs("atomic", n)
@@ -158,6 +167,7 @@ func TestInsertCopyAtomic(t *testing.T) {
 	_, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase})
 	require.ErrorContains(t, err, "insert jobs: copy")
 	require.Zero(t, stored(ps[:n-1]))
+	require.Equal(t, pid, backend(), "the connection was kept after a failed COPY")
 
 	// The outbox row fails after a COPY that succeeded.
 	_, err = b.s.Pool().Exec(b.ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
@@ -169,6 +179,7 @@ func TestInsertCopyAtomic(t *testing.T) {
 	require.ErrorContains(t, err, "outbox refused")
 	require.Zero(t, stored(ps))
 	require.Len(t, b.outbox(t), outboxBefore)
+	require.Equal(t, pid, backend(), "the connection was kept after a failed outbox row")
 
 	_, err = b.s.Pool().Exec(b.ctx, `DROP TRIGGER refuse ON docket_outbox`)
 	require.NoError(t, err)

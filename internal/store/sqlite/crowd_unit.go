@@ -167,16 +167,10 @@ func (s *Store) UnitList(ctx context.Context, p *store.UnitListParams) ([]*crowd
 	// statement: SQLite uses a partial index only for a WHERE whose terms
 	// match its predicate, which a parameter does not (the pool's judgable
 	// golden units are docket_units_golden's).
-	if len(p.States) > 0 {
-		st := make([]string, len(p.States))
-		for i, s := range p.States {
-			st[i] = "'" + string(s) + "'"
-		}
-		if len(st) == 1 {
-			where = append(where, "state = "+st[0])
-		} else {
-			where = append(where, "state IN ("+strings.Join(st, ", ")+")")
-		}
+	if st := store.UnitStateLiterals(p.States); len(st) == 1 {
+		where = append(where, "state = "+st[0])
+	} else if len(st) > 1 {
+		where = append(where, "state IN ("+strings.Join(st, ", ")+")")
 	}
 	if p.Golden != nil {
 		where = append(where, "golden = "+strconv.FormatInt(boolInt(*p.Golden), 10))
