@@ -837,6 +837,19 @@ type JudgmentBegun struct {
 	Inserted *JudgmentInserted
 }
 
+// JudgmentInTxSerial is Store.JudgmentInTx with its first statements one
+// by one (JudgmentBegin) in a transaction of s: SQLite's way, and
+// PostgreSQL's when its pipeline found no quality state to lock.
+func JudgmentInTxSerial(ctx context.Context, s Transactor, p *JudgmentInTxParams, fn func(ctx context.Context, tx Tx, begun *JudgmentBegun) error) error {
+	return s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+		begun, err := JudgmentBegin(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, tx, begun)
+	})
+}
+
 // JudgmentBegin runs the first statements of a judgment's transaction
 // one by one on tx (see Store.JudgmentInTx): the quality state locked,
 // then the run, then the judgment inserted with the state's trust.

@@ -42,16 +42,10 @@ func (s *Store) JudgmentInTx(ctx context.Context, p *store.JudgmentInTxParams, f
 	if !errors.Is(err, errNoQualityState) {
 		return err
 	}
-	// Rolled back (the judgment inserted in the pipeline too) and its
-	// connection released: the state is made in the order of every other
-	// transaction, before the run and the unit.
-	return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		begun, err := store.JudgmentBegin(ctx, tx, p)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, tx, begun)
-	})
+	// Rolled back (the pipeline's judgment statement wrote nothing without
+	// a state) and its connection released: the state is made in the order
+	// of every other transaction, before the run and the unit.
+	return store.JudgmentInTxSerial(ctx, s, p, fn)
 }
 
 // judgmentInTxPiped is JudgmentInTx with its first statements pipelined;

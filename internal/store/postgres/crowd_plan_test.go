@@ -100,22 +100,7 @@ func TestTakePlan(t *testing.T) {
 	goldenSQL, goldenArgs := unitListSQL(&store.UnitListParams{PoolID: pools[0], Golden: &yes,
 		States: []crowd.UnitState{crowd.UnitJudgable}, Limit: 1})
 	for _, mode := range []string{"auto", "force_generic_plan"} {
-		tx, err := b.s.Pool().Begin(b.ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		rs, err := tx.Query(b.ctx, "EXPLAIN "+goldenSQL, goldenArgs...)
-		if err != nil {
-			_ = tx.Rollback(b.ctx)
-		}
-		require.NoError(t, err)
-		lines, err := collect(rs, func(r rowScanner) (string, error) {
-			var line string
-			return line, r.Scan(&line)
-		})
-		require.NoError(t, err)
-		require.NoError(t, tx.Rollback(b.ctx))
-		plan := strings.Join(lines, "\n")
+		plan := explainMode(t, b, mode, goldenSQL, goldenArgs...)
 		t.Logf("golden units (%s):\n%s", mode, plan)
 		require.Contains(t, plan, "docket_units_golden ", mode)
 	}
@@ -144,6 +129,26 @@ func TestTakePlan(t *testing.T) {
 	t.Logf("expire:\n%s", plan)
 	require.Contains(t, plan, "docket_assignments_active_expiry")
 	require.NotContains(t, plan, "Seq Scan on docket_assignments")
+}
+
+// explainMode is the EXPLAIN text of query with positional args, planned
+// with plan_cache_mode = mode (auto, force_generic_plan) in a transaction
+// rolled back after, even when the test fails.
+func explainMode(t *testing.T, b *bundle, mode, query string, args ...any) string {
+	t.Helper()
+	tx, err := b.s.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	rs, err := tx.Query(b.ctx, "EXPLAIN "+query, args...)
+	require.NoError(t, err)
+	lines, err := collect(rs, func(r rowScanner) (string, error) {
+		var line string
+		return line, r.Scan(&line)
+	})
+	require.NoError(t, err)
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // explainIn is the EXPLAIN text of query in tx.

@@ -62,22 +62,7 @@ func TestQualityPlan(t *testing.T) {
 				"docket_assignments_golden", []any{pools[0], c}},
 			{"taint", taintSQL, "docket_judgments_pool_contributor", []any{pools[0], c, true}},
 		} {
-			tx, err := b.s.Pool().Begin(b.ctx)
-			require.NoError(t, err)
-			_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
-			require.NoError(t, err)
-			rs, err := tx.Query(b.ctx, "EXPLAIN "+tc.sql, tc.args...)
-			require.NoError(t, err)
-			lines, err := collect(rs, func(r rowScanner) (string, error) {
-				var line string
-				return line, r.Scan(&line)
-			})
-			require.NoError(t, err)
-			require.NoError(t, tx.Rollback(b.ctx))
-			plan := ""
-			for _, l := range lines {
-				plan += l + "\n"
-			}
+			plan := explainMode(t, b, mode, tc.sql, tc.args...)
 			t.Logf("%s (%s):\n%s", tc.name, mode, plan)
 			require.Contains(t, plan, tc.index, "%s (%s)", tc.name, mode)
 			for _, table := range []string{"docket_units", "docket_assignments", "docket_judgments"} {

@@ -144,11 +144,5 @@ func (s *Store) JudgmentInTx(ctx context.Context, p *store.JudgmentInTxParams, f
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		begun, err := store.JudgmentBegin(ctx, tx, p)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, tx, begun)
-	})
+	return store.JudgmentInTxSerial(ctx, s, p, fn)
 }
