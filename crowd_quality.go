@@ -485,6 +485,15 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 		}
 	}
 	plan := quality.PlanRepair(unit.State, unit.Golden, unit.JudgmentsPerUnit, jpu, marks)
+	if plan.Action == quality.RepairRetarget && plan.Target < unit.SlotsTaken {
+		// A forgiveness lowers the target by the judgments it cleans, but
+		// slots handed out meanwhile (taken while they were tainted) are
+		// not taken back: the unit keeps every judgment they bring, and
+		// its target never falls under its slots taken (the chaos run's
+		// slot_over_assigned caught a unit at 4 slots and target 3).
+		plan.Target = unit.SlotsTaken
+		plan.Reason += fmt.Sprintf(", kept at its %d slots taken", unit.SlotsTaken)
+	}
 	rp := &store.UnitRepairParams{ID: unitID, Action: plan.Action, Target: plan.Target, Now: now}
 	switch plan.Action {
 	case quality.RepairNone:

@@ -240,6 +240,14 @@ func TestQualitySpammerFlaggedAndRepaired(t *testing.T) {
 				require.NotEmpty(t, evaluated[k], k)
 			}
 
+			// R2's freed slot and two more are handed out before the
+			// forgiveness (taken, not yet submitted): 4 slots of its target 4.
+			for _, who := range []uuid.UUID{g1, g2, honestNo} {
+				tk, err := f.c.AssignmentTake(ctx, pool.ID, who)
+				require.NoError(t, err)
+				require.Equal(t, r2, tk.Unit.ID)
+			}
+
 			// Forgiven: un-tainted; R1 has 4 clean judgments now (2 yes,
 			// 2 no): recomputed, its confidence changes, audited again.
 			st, err = f.c.ContributorForgive(ctx, pool.ID, spammer, "admin-key")
@@ -261,11 +269,13 @@ func TestQualitySpammerFlaggedAndRepaired(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, UnitFinalized, u1.State)
 			require.InDelta(t, 0.5, *u1.Confidence, 1e-9)
-			for _, id := range []uuid.UUID{r2, r3} {
-				u, err := f.c.UnitGet(ctx, id)
-				require.NoError(t, err)
-				require.Equal(t, 3, u.JudgmentsPerUnit, "back to the target of a unit with no taint")
-			}
+			u3, err := f.c.UnitGet(ctx, r3)
+			require.NoError(t, err)
+			require.Equal(t, 3, u3.JudgmentsPerUnit, "back to the target of a unit with no taint")
+			u2, err := f.c.UnitGet(ctx, r2)
+			require.NoError(t, err)
+			require.Equal(t, 4, u2.SlotsTaken)
+			require.Equal(t, 4, u2.JudgmentsPerUnit, "never under the slots already handed out")
 			// Forgiving again does nothing.
 			_, err = f.c.ContributorForgive(ctx, pool.ID, spammer, "admin-key")
 			require.NoError(t, err)
