@@ -273,6 +273,13 @@ func TestRelayPrunesPublishedRows(t *testing.T) {
 	st := relayStore(t, testdb.Backends()[0])
 	n := startNATS(t)
 	bus := openBus(t, n.URL())
+	// A subscription, so that publishing leaves the rows to webhook
+	// fan-out (with none the relay marks them fanned out as well).
+	_, err := st.WebhookInsert(t.Context(), &store.WebhookInsertParams{
+		ID: uuid.Must(uuid.NewV7()), URL: "http://127.0.0.1:9/hook", EventTypes: []string{"*"},
+		Secret: "0123456789abcdef", Now: time.Now(),
+	})
+	require.NoError(t, err)
 	require.NoError(t, workload(t.Context(), st, 1, 3))
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())

@@ -32,6 +32,11 @@ type OutboxStore interface {
 	// order of p.IDs. Rows already published (by a relay that overlapped
 	// this one) keep their number. It wakes subscribers of
 	// TopicOutboxPublished, in every process where the backend can.
+	// When no webhook subscription exists (in the statement's view) it
+	// marks the rows fanned out to webhooks as well, as the dispatcher
+	// would with none (WebhookStore): a subscription that committed before
+	// the statement leaves them pending, so an event committed after a
+	// subscription exists is always fanned out to it.
 	// Returns how many rows it marked.
 	OutboxMarkPublished(ctx context.Context, p *OutboxMarkPublishedParams) (int, error)
 	// OutboxGetPublished returns a published row; ErrNotFound when there is

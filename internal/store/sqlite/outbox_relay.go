@@ -35,10 +35,13 @@ func (s *Store) OutboxCountUnpublished(ctx context.Context) (int, error) {
 }
 
 // markPublishedSQL: ?1 Now, ?2 the number before the first, ?3 a JSON
-// array of ids; each row's number is ?2 + 1 + its index in ?3.
+// array of ids; each row's number is ?2 + 1 + its index in ?3. With no
+// webhook subscription the rows are marked fanned out too
+// (store.OutboxStore.OutboxMarkPublished).
 const markPublishedSQL = `UPDATE docket_outbox
 SET published_at = ?1,
-    publish_seq = ?2 + 1 + (SELECT u.key FROM json_each(?3) u WHERE u.value = docket_outbox.id)
+    publish_seq = ?2 + 1 + (SELECT u.key FROM json_each(?3) u WHERE u.value = docket_outbox.id),
+    webhooks_at = coalesce(webhooks_at, CASE WHEN NOT EXISTS (SELECT 1 FROM docket_webhooks) THEN ?1 END)
 WHERE id IN (SELECT value FROM json_each(?3)) AND published_at IS NULL`
 
 // OutboxMarkPublished implements store.Store, in one write transaction

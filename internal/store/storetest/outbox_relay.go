@@ -100,6 +100,42 @@ func testOutboxRelay(t *testing.T, open opener) {
 		require.Zero(t, count())
 	})
 
+	t.Run("PublishedWithoutWebhooksIsFannedOut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		ids, _ := b.outboxRows(t, 3)
+		pendingIDs := func() []int64 {
+			t.Helper()
+			out := []int64{}
+			for _, ev := range b.pendingOutbox(t) {
+				out = append(out, ev.ID)
+			}
+			return out
+		}
+		require.Equal(t, ids, pendingIDs())
+		// No subscription: publishing marks the rows fanned out as well.
+		require.Equal(t, 2, b.markPublished(t, at(time.Minute), ids[0], ids[1]))
+		require.Equal(t, []int64{ids[2]}, pendingIDs())
+
+		// With one, published rows stay pending for the dispatcher, the
+		// row written before the subscription too.
+		w := b.webhook(t, "http://127.0.0.1/hook")
+		more, _ := b.outboxRows(t, 1)
+		require.Equal(t, 2, b.markPublished(t, at(2*time.Minute), ids[2], more[0]))
+		require.Equal(t, []int64{ids[2], more[0]}, pendingIDs())
+		require.Equal(t, 2, b.fanOut(t, at(3*time.Minute), 1, w))
+		require.Empty(t, pendingIDs())
+		ds := b.deliveries(t, w, "")
+		require.Len(t, ds, 2)
+
+		// A row fanned out before it is published keeps its mark.
+		require.NoError(t, b.s.WebhookDelete(b.ctx, w.ID))
+		last, _ := b.outboxRows(t, 1)
+		require.Zero(t, b.fanOut(t, at(4*time.Minute), 1))
+		require.Equal(t, 1, b.markPublished(t, at(5*time.Minute), last[0]))
+		require.Empty(t, pendingIDs())
+	})
+
 	t.Run("NumberedInPublishOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
@@ -209,6 +245,9 @@ func testOutboxRelay(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		ids, _ := b.outboxRows(t, 5)
+		// A subscription, so that publishing leaves the rows to the
+		// webhook dispatcher (PublishedWithoutWebhooksIsFannedOut).
+		b.webhook(t, "http://127.0.0.1/hook")
 		b.markPublished(t, at(time.Minute), ids[0], ids[1])
 		b.markPublished(t, at(time.Hour), ids[2])
 		// ids[3] and ids[4] stay unpublished: never deleted.
