@@ -25,6 +25,9 @@ const (
 	PerWebhookBatch = 10
 	// fanOutBatch is how many outbox rows one fan-out transaction handles.
 	fanOutBatch = 500
+	// noSubscriberGrace is how long the dispatcher, with no subscription,
+	// leaves a new outbox row to the event relay (FanOut).
+	noSubscriberGrace = time.Minute
 )
 
 // Config configures a Service. Zero fields take the documented defaults.

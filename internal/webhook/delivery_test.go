@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +118,61 @@ func TestFanOutIdempotent(t *testing.T) {
 		n, err = other.FanOut(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "new rows only")
+	})
+}
+
+// With no subscription, a new outbox row is left to the relay (which
+// marks it fanned out as it publishes it) and one older than
+// noSubscriberGrace is marked here; a subscription made meanwhile gets
+// the rows left.
+func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		var now atomic.Int64
+		now.Store(time.Now().UnixNano())
+		b := setup(t, backend, func(c *Config) { c.Now = func() time.Time { return time.Unix(0, now.Load()) } })
+		pending := func() int {
+			t.Helper()
+			rows, err := b.st.WebhookOutboxListPending(b.ctx, &store.WebhookOutboxListPendingParams{Limit: 100})
+			require.NoError(t, err)
+			return len(rows)
+		}
+		b.insertJobs(t, 1)
+		n, err := b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Equal(t, 1, pending(), "left to the relay")
+
+		// The relay publishes it: marked fanned out too.
+		rows, err := b.st.OutboxListUnpublished(b.ctx, &store.OutboxListUnpublishedParams{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		_, err = b.st.OutboxMarkPublished(b.ctx, &store.OutboxMarkPublishedParams{IDs: []int64{rows[0].ID}, Now: time.Now()})
+		require.NoError(t, err)
+		require.Zero(t, pending())
+
+		// No relay: a row past the grace is marked by the dispatcher.
+		b.insertJobs(t, 1)
+		b.insertJobs(t, 1)
+		require.Equal(t, 2, pending())
+		now.Store(time.Now().Add(noSubscriberGrace + time.Second).UnixNano())
+		_, err = b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, pending())
+
+		// A row left while there was no subscription goes to one made
+		// before the dispatcher's next pass.
+		now.Store(time.Now().UnixNano())
+		b.insertJobs(t, 2)
+		_, err = b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, pending())
+		w := b.subscribe(t, "http://127.0.0.1:1/")
+		n, err = b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		require.Len(t, b.deliveries(t, w), 2)
+		require.Zero(t, pending())
 	})
 }
 

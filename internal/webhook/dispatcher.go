@@ -42,6 +42,13 @@ func (s *Service) runDispatcher(ctx context.Context) {
 // rows, one transaction per batch of rows. It returns how many deliveries
 // it inserted.
 //
+// With no subscription at all it leaves the rows written in the last
+// noSubscriberGrace to the event relay, which marks them fanned out as it
+// publishes them (one update of each row instead of two); a row the relay
+// has not published by then (no relay runs, or the bus is down) is marked
+// here as before. A subscription made meanwhile gets the rows still
+// pending, as it gets any row fanned out after it exists.
+//
 // It never skips a row: it reads rows by their "not fanned out" mark, not
 // above a cursor, so a row that committed after rows with higher ids is
 // found on the next pass. It never duplicates a delivery: deliveries are
@@ -62,8 +69,17 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		p := &store.WebhookFanOutParams{Now: s.cfg.Now(), OutboxIDs: make([]int64, 0, len(rows))}
+		now := s.cfg.Now()
+		p := &store.WebhookFanOutParams{Now: now, OutboxIDs: make([]int64, 0, len(rows))}
+		left := false
 		for _, row := range rows {
+			if len(hooks) == 0 && row.CreatedAt.After(now.Add(-noSubscriberGrace)) {
+				// Left to the relay, which marks a row fanned out when it
+				// publishes it with no subscription: one update of the
+				// row instead of two (store.OutboxStore.OutboxMarkPublished).
+				left = true
+				continue
+			}
 			p.OutboxIDs = append(p.OutboxIDs, row.ID)
 			if len(hooks) == 0 {
 				continue
@@ -77,6 +93,9 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 			}
 			p.Deliveries = append(p.Deliveries, ds...)
 		}
+		if len(p.OutboxIDs) == 0 {
+			return total, nil
+		}
 		n, err := s.store.WebhookFanOut(ctx, p)
 		if err != nil {
 			return total, err
@@ -86,8 +105,8 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 			s.log.Debug("fanned out webhook deliveries", attrCount, n)
 			s.notify()
 		}
-		if len(rows) < fanOutBatch {
-			break
+		if len(rows) < fanOutBatch || left {
+			break // the rows left would be read again
 		}
 	}
 	return total, ctx.Err()
