@@ -6,8 +6,9 @@
 # process's CPU µs, PostgreSQL's CPU µs (the cluster's backends, read from
 # the postmaster's reaped-children times: use a cluster nobody else uses),
 # statements and transactions (pg_stat_statements and pg_stat_database of
-# that database), and the take statement's µs, buffers and WAL records per
-# call. Medians are yours.
+# that database), the take and judgment statements' µs, buffers and WAL
+# records per call, and the WAL records and buffers per judgment of the
+# outbox's marks (relay and webhook dispatcher). Medians are yours.
 #
 #   go build -o /tmp/docket-before ./cmd/docket   # on the old commit
 #   go build -o /tmp/docket-after ./cmd/docket    # on the new one
@@ -92,6 +93,20 @@ for i in $(seq 1 "${REPS:-3}"); do
 			round(sum(wal_records)::numeric / sum(calls), 1), count(*))
 			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND query LIKE '%taken AS (%UPDATE docket_units%'")
+		# the judgment statement (µs, buffers and WAL records per call) and
+		# every statement that writes the outbox or its marks (WAL records
+		# and buffers per judgment: the rows' inserts, the relay's and the
+		# webhook dispatcher's updates)
+		judge=$(psql "$url" -Atc "SELECT format('judge_us=%s judge_buffers=%s judge_wal_records=%s',
+			round(sum(total_exec_time)::numeric * 1000 / sum(calls)), round(sum(shared_blks_hit + shared_blks_read)::numeric / sum(calls), 1),
+			round(sum(wal_records)::numeric / sum(calls), 1))
+			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query LIKE '%UPDATE docket_assignments SET state%INSERT INTO docket_judgments%'")
+		marks=$(psql "$url" -Atc "SELECT format('outbox_marks_wal_per_judgment=%s outbox_marks_buffers_per_judgment=%s',
+			round(sum(wal_records)::numeric / $n, 2), round(sum(shared_blks_hit + shared_blks_read)::numeric / $n, 1))
+			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query LIKE '%UPDATE docket_outbox%'")
+		take="$take $judge $marks"
 		figs=$(echo "$out" | grep -E 'judgments_per_sec|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
 		bad=$(echo "$out" | grep -c VIOLATED || true)
 		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s0="$s0" -v s1="$s1" -v p0="$p0" -v p1="$p1" \

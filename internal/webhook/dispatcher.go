@@ -57,6 +57,9 @@ func (s *Service) runDispatcher(ctx context.Context) {
 // tests call it directly.
 func (s *Service) FanOut(ctx context.Context) (int, error) {
 	total := 0
+	if young, err := s.onlyYoungPending(ctx); err != nil || young {
+		return 0, err
+	}
 	for ctx.Err() == nil {
 		rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: fanOutBatch})
 		if err != nil {
@@ -110,6 +113,23 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 		}
 	}
 	return total, ctx.Err()
+}
+
+// onlyYoungPending reports whether, with no subscription, the oldest row
+// not fanned out (if any) is younger than noSubscriberGrace: then FanOut
+// has nothing to do (rows are written in about id order), and reading one
+// row costs less than reading a batch of rows left to the relay on every
+// pass.
+func (s *Service) onlyYoungPending(ctx context.Context) (bool, error) {
+	hooks, err := s.store.WebhookList(ctx)
+	if err != nil || len(hooks) > 0 {
+		return false, err
+	}
+	rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(rows) == 0 || rows[0].CreatedAt.After(s.cfg.Now().Add(-noSubscriberGrace)), nil
 }
 
 // deliveriesOf expands one outbox row into its events and pairs each with
