@@ -66,7 +66,19 @@ func benchCommand() *cobra.Command {
                                 the tables: no slot assigned twice, no
                                 contributor twice on a unit, every unit
                                 FINALIZED with exactly 3 judgments, counters
-                                exact; a violation fails the command
+                                exact; a violation fails the command.
+                                --think D: each contributor pauses between a
+                                submit and its next take, exponentially
+                                distributed with mean D (seeded per
+                                contributor: reproducible); reports the
+                                offered rate, contributors / (D + the mean
+                                take + submit time). Measure the throughput
+                                with --think 0 (the default: a closed loop,
+                                where the latency is only the contributors
+                                over the throughput, Little's law); measure
+                                the latency at an offered load below
+                                capacity, e.g. --think 400ms with 500
+                                contributors (~1,000-1,100 judgments/s)
   --mode workflow-latency --rate R --duration D
                                 start R runs/s of each shape one by one (open
                                 loop; default 100 runs/s) and report the same
@@ -91,6 +103,7 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&crowd.Units, "units", crowdBenchUnitsDefault, "crowd: units of the pool (each judged 3 times)")
 	f.IntVar(&crowd.Contributors, "contributors", crowdBenchContributorsDefault, "crowd: concurrent simulated contributors")
 	f.StringVar(&crowd.Strategy, "strategy", string(docket.TakeStrategyDefault), "crowd: take strategy of the server started here: ordered, random or candidates")
+	f.DurationVar(&crowd.Think, "think", 0, "crowd: each contributor's mean pause between a submit and its next take (exponential; 0: none, a closed loop)")
 	f.StringVar(&crowd.Server, "server", "", "crowd: URL of a running docket serve on the same database, instead of starting one (its --take-strategy applies)")
 	var (
 		runs     int

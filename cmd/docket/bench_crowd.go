@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -37,8 +38,12 @@ type crowdBenchConfig struct {
 	Contributors int
 	Strategy     string // of the server this command starts
 	Server       string // a running server's URL instead (its own strategy)
-	JSON         bool
-	Out, Log     io.Writer
+	// Think is each contributor's mean pause between a submit and its
+	// next take (exponentially distributed); 0, the default, is a closed
+	// loop: the throughput at saturation.
+	Think    time.Duration
+	JSON     bool
+	Out, Log io.Writer
 }
 
 // crowdBenchResult is what the crowd benchmark reports.
@@ -51,6 +56,9 @@ type crowdBenchResult struct {
 	Judgments        int                 `json:"judgments"`
 	Seconds          float64             `json:"seconds"`
 	JudgmentsPerSec  float64             `json:"judgmentsPerSec"`
+	ThinkMs          float64             `json:"thinkMs"`       // the mean pause asked for (--think)
+	LoopMs           float64             `json:"loopMs"`        // mean take + submit, client side
+	OfferedPerSec    float64             `json:"offeredPerSec"` // contributors / (think + loop)
 	Assign           bench.Latency       `json:"assign"`
 	Submit           bench.Latency       `json:"submit"`
 	Checks           []crowdcheck.Result `json:"checks"`
@@ -76,11 +84,14 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	if cfg.Contributors < crowdBenchPerUnit {
 		return nil, fmt.Errorf("--contributors must be at least %d: each unit needs that many different people", crowdBenchPerUnit)
 	}
+	if cfg.Think < 0 {
+		return nil, fmt.Errorf("--think %s: must not be negative (0: no pause between a submit and the next take)", cfg.Think)
+	}
 	if !docket.TakeStrategy(cfg.Strategy).Valid() {
 		return nil, fmt.Errorf("--strategy %q: want ordered, random or candidates", cfg.Strategy)
 	}
 	res := &crowdBenchResult{Backend: client.Backend(), Strategy: cfg.Strategy, Units: cfg.Units, JudgmentsPerUnit: crowdBenchPerUnit,
-		Contributors: cfg.Contributors, Setup: map[string]float64{}}
+		Contributors: cfg.Contributors, ThinkMs: float64(cfg.Think.Microseconds()) / 1000, Setup: map[string]float64{}}
 	if cfg.Server != "" {
 		res.Strategy = "server's own (--server)"
 	}
@@ -158,11 +169,14 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, key := range res.keys {
+	for i, key := range res.keys {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := res.contribute(wctx, hc, base, key, pool.ID); err != nil {
+			// each contributor's pauses come from a generator of its own,
+			// seeded by its number: the same run draws the same pauses
+			think := crowdThink{mean: cfg.Think, rng: crowdThinkRand(i)}
+			if err := res.contribute(wctx, hc, base, key, pool.ID, think); err != nil {
 				cancel(err)
 			}
 		}()
@@ -177,6 +191,14 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	}
 	res.Judgments = len(res.submitMs)
 	res.JudgmentsPerSec = float64(res.Judgments) / res.Seconds
+	if res.Judgments > 0 {
+		var sum float64
+		for i := range res.assignMs {
+			sum += res.assignMs[i] + res.submitMs[i]
+		}
+		res.LoopMs = sum / float64(res.Judgments)
+		res.OfferedPerSec = float64(cfg.Contributors) / ((res.ThinkMs + res.LoopMs) / 1000)
+	}
 	res.Assign, res.Submit = bench.Percentiles(res.assignMs), bench.Percentiles(res.submitMs)
 
 	db, err := crowdcheck.Open(cfg.DatabaseURL)
@@ -203,10 +225,41 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	return res, nil
 }
 
-// contribute is one simulated contributor: take, submit, until the pool
-// has no unit left for them. Any answer but 201/202 (and the final 404)
-// fails the benchmark.
-func (r *crowdBenchResult) contribute(ctx context.Context, hc *http.Client, base, key string, poolID uuid.UUID) error {
+// crowdBenchThinkSeed is the second word of every contributor's think-time
+// generator (the first is the contributor's number).
+const crowdBenchThinkSeed = 0x646f636b6574
+
+// crowdThinkRand is contributor i's think-time generator.
+func crowdThinkRand(i int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(i), crowdBenchThinkSeed))
+}
+
+// crowdThink is one contributor's pauses: exponentially distributed with
+// the given mean, from a generator of its own.
+type crowdThink struct {
+	mean time.Duration
+	rng  *rand.Rand
+}
+
+// pause waits one think time, or until ctx ends.
+func (t crowdThink) pause(ctx context.Context) error {
+	if t.mean <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(time.Duration(t.rng.ExpFloat64() * float64(t.mean)))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-timer.C:
+		return nil
+	}
+}
+
+// contribute is one simulated contributor: take, submit, think, until the
+// pool has no unit left for them. Any answer but 201/202 (and the final
+// 404) fails the benchmark.
+func (r *crowdBenchResult) contribute(ctx context.Context, hc *http.Client, base, key string, poolID uuid.UUID, think crowdThink) error {
 	takeBody, _ := json.Marshal(map[string]any{"poolId": poolID})
 	for {
 		var taken struct {
@@ -238,6 +291,9 @@ func (r *crowdBenchResult) contribute(ctx context.Context, hc *http.Client, base
 		r.assignMs = append(r.assignMs, assignMs)
 		r.submitMs = append(r.submitMs, submitMs)
 		r.latMu.Unlock()
+		if err := think.pause(ctx); err != nil {
+			return err
+		}
 	}
 }
 
@@ -329,6 +385,7 @@ func (r *crowdBenchResult) report(cfg crowdBenchConfig) error {
 	fmt.Fprintf(w, "docket_crowd_backend=%s\ndocket_crowd_strategy=%s\n", r.Backend, r.Strategy)
 	fmt.Fprintf(w, "docket_crowd_units=%d\ndocket_crowd_judgments_per_unit=%d\ndocket_crowd_contributors=%d\n", r.Units, r.JudgmentsPerUnit, r.Contributors)
 	fmt.Fprintf(w, "docket_crowd_judgments=%d\ndocket_crowd_seconds=%.2f\ndocket_crowd_judgments_per_sec=%.0f\n", r.Judgments, r.Seconds, r.JudgmentsPerSec)
+	fmt.Fprintf(w, "docket_crowd_think_ms=%.2f\ndocket_crowd_loop_ms=%.2f\ndocket_crowd_offered_per_sec=%.0f\n", r.ThinkMs, r.LoopMs, r.OfferedPerSec)
 	fmt.Fprintf(w, "docket_crowd_assign_p50_ms=%.2f\ndocket_crowd_assign_p99_ms=%.2f\n", r.Assign.P50, r.Assign.P99)
 	fmt.Fprintf(w, "docket_crowd_submit_p50_ms=%.2f\ndocket_crowd_submit_p99_ms=%.2f\n", r.Submit.P50, r.Submit.P99)
 	for _, c := range r.Checks {

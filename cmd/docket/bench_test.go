@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -163,4 +164,76 @@ func TestBenchCrowd(t *testing.T) {
 			require.ErrorContains(t, err, `--strategy "fastest"`)
 		})
 	}
+}
+
+// docket bench --mode crowd --think pauses each contributor between a
+// submit and its next take: a small run on both backends is accepted,
+// passes every check and reports the think time, the loop time and the
+// offered rate (text and JSON); a negative think time is refused before
+// anything is set up. No timing is asserted.
+func TestBenchCrowdThink(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			u := backend.URL(t)
+			common := []string{"bench", "--database-url", u, "--mode", "crowd", "--units", "20", "--contributors", "4"}
+			out, err := runDocket(t, append(common, "--think", "2ms", "-o", "json")...)
+			require.NoError(t, err, out)
+			at := strings.Index(out, "\n{\n")
+			require.NotEqual(t, -1, at, out)
+			var res crowdBenchResult
+			require.NoError(t, json.NewDecoder(strings.NewReader(out[at:])).Decode(&res), out)
+			require.Equal(t, 60, res.Judgments)
+			require.InDelta(t, 2.0, res.ThinkMs, 1e-9)
+			require.Positive(t, res.LoopMs)
+			require.InDelta(t, 4/((res.ThinkMs+res.LoopMs)/1000), res.OfferedPerSec, 1e-6*res.OfferedPerSec)
+			require.Len(t, res.Checks, 10)
+			for _, c := range res.Checks {
+				require.Zero(t, c.Violations, c.Name)
+			}
+
+			out, err = runDocket(t, append(common, "--think", "1ms")...)
+			require.NoError(t, err, out)
+			for _, key := range []string{"judgments_per_sec", "assign_p99_ms", "submit_p99_ms", "loop_ms", "offered_per_sec"} {
+				require.Contains(t, out, "\ndocket_crowd_"+key+"=", out)
+			}
+			require.Contains(t, out, "\ndocket_crowd_think_ms=1.00\n", out)
+			require.Contains(t, out, "\ndocket_crowd_judgments=60\n", out)
+			require.NotContains(t, out, "VIOLATED", out)
+
+			out, err = runDocket(t, append(common, "--think", "-5ms")...)
+			require.ErrorContains(t, err, "--think -5ms: must not be negative", out)
+		})
+	}
+}
+
+// Every contributor's pauses are exponential with the mean asked for, the
+// same ones run after run (seeded by the contributor's number), different
+// between contributors; --think 0 does not pause.
+func TestCrowdThinkPause(t *testing.T) {
+	t.Parallel()
+	draw := func(i int) []float64 {
+		th := crowdThink{mean: time.Second, rng: crowdThinkRand(i)}
+		var d []float64
+		for range 2000 {
+			d = append(d, th.rng.ExpFloat64())
+		}
+		return d
+	}
+	a, b := draw(7), draw(7)
+	require.Equal(t, a, b, "same contributor, same pauses")
+	require.NotEqual(t, a, draw(8))
+	var sum float64
+	for _, x := range a {
+		sum += x
+	}
+	require.InDelta(t, 1.0, sum/float64(len(a)), 0.1, "mean of an exponential of mean 1")
+
+	zero := crowdThink{rng: crowdThinkRand(1)}
+	require.NoError(t, zero.pause(t.Context()))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	long := crowdThink{mean: time.Hour, rng: crowdThinkRand(1)}
+	require.ErrorIs(t, long.pause(ctx), context.Canceled, "a pause ends with its context")
 }
