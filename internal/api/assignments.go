@@ -124,17 +124,22 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 	if err != nil {
 		return 0, nil, err
 	}
+	return http.StatusCreated, s.takeResponseOf(t), nil
+}
+
+// takeResponseOf is the answer of a take.
+func (s *Server) takeResponseOf(t *docket.TakenAssignment) *takeResponse {
 	display := t.Task.Display
 	if display == nil {
 		display = []docket.TaskDisplay{}
 	}
-	return http.StatusCreated, &takeResponse{
+	return &takeResponse{
 		AssignmentID: t.Assignment.ID,
 		Unit:         takenUnitView{ID: t.Unit.ID, Input: t.Unit.Input},
 		Task: takenTaskView{Name: t.TaskName, Version: t.TaskVer, Title: t.Task.Template.Title,
 			Instructions: t.Task.Template.Instructions, Display: display, Fields: t.Task.Fields, Schema: t.Task.Schema},
 		ExpiresAt: t.Assignment.ExpiresAt.UTC(),
-	}, nil
+	}
 }
 
 type assignmentView struct {
