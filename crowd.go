@@ -210,12 +210,19 @@ func taskVersionOf(v *crowd.TaskVersion) (*TaskVersion, error) {
 // never changes).
 type compiledTasks struct {
 	mu sync.Mutex
-	m  map[string]*task.Compiled
+	m  map[taskVersionKey]*task.Compiled
+}
+
+// taskVersionKey names a task version (a map key built without
+// formatting: the judgment and the take look one up every time).
+type taskVersionKey struct {
+	name    string
+	version int
 }
 
 // CompiledTask returns the compiled version of the task name.
 func (c *Client) CompiledTask(ctx context.Context, name string, version int) (*CompiledTask, error) {
-	key := fmt.Sprintf("%s@%d", name, version)
+	key := taskVersionKey{name: name, version: version}
 	c.tasks.mu.Lock()
 	ct, ok := c.tasks.m[key]
 	c.tasks.mu.Unlock()

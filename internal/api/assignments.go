@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,11 +101,119 @@ type takenTaskView struct {
 	Schema       json.RawMessage      `json:"schema"`
 }
 
+// taskViewCache holds the task of every take's answer, encoded once per
+// task version: a version never changes, and its display, fields and
+// schema are most of the answer.
+type taskViewCache struct {
+	mu sync.Mutex
+	m  map[taskViewKey][]byte
+}
+
+type taskViewKey struct {
+	ct      *docket.CompiledTask
+	name    string
+	version int
+}
+
+// taskViewMax bounds the cache: past it, the cache starts over.
+const taskViewMax = 1000
+
+// encodeTaskView is the view's JSON as writeJSON writes it (HTML
+// characters unescaped), without a trailing newline.
+func encodeTaskView(v *takenTaskView) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// taskView is the task part of a take's answer, and its JSON.
+func (s *Server) taskView(name string, version int, ct *docket.CompiledTask) (takenTaskView, []byte) {
+	display := ct.Display
+	if display == nil {
+		display = []docket.TaskDisplay{}
+	}
+	v := takenTaskView{Name: name, Version: version, Title: ct.Template.Title,
+		Instructions: ct.Template.Instructions, Display: display, Fields: ct.Fields, Schema: ct.Schema}
+	key := taskViewKey{ct: ct, name: name, version: version}
+	s.taskViews.mu.Lock()
+	enc, ok := s.taskViews.m[key]
+	s.taskViews.mu.Unlock()
+	if ok {
+		return v, enc
+	}
+	enc, err := encodeTaskView(&v)
+	if err != nil {
+		return v, nil // encoded with the answer, where the error shows
+	}
+	s.taskViews.mu.Lock()
+	if s.taskViews.m == nil || len(s.taskViews.m) >= taskViewMax {
+		s.taskViews.m = map[taskViewKey][]byte{}
+	}
+	s.taskViews.m[key] = enc
+	s.taskViews.mu.Unlock()
+	return v, enc
+}
+
 type takeResponse struct {
 	AssignmentID uuid.UUID     `json:"assignmentId"`
 	Unit         takenUnitView `json:"unit"`
 	Task         takenTaskView `json:"task"`
 	ExpiresAt    time.Time     `json:"expiresAt"`
+
+	task []byte // Task as JSON, encoded once per task version (taskViews)
+}
+
+// appendJSON implements jsonAppender: the answer as encoding/json writes
+// it, byte for byte (TestTakeAnswerEncoding), with the task's JSON made
+// once per version; most of the answer is the task, and encoding/json
+// would walk its display, fields and schema on every take.
+func (t *takeResponse) appendJSON(b []byte) ([]byte, error) {
+	if t.task == nil {
+		return nil, errNoAppend
+	}
+	expires, err := t.ExpiresAt.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `{"assignmentId":"`...)
+	b = appendUUID(b, t.AssignmentID)
+	b = append(b, `","unit":{"id":"`...)
+	b = appendUUID(b, t.Unit.ID)
+	b = append(b, `","input":`...)
+	if t.Unit.Input == nil {
+		b = append(b, "null"...)
+	} else {
+		buf := bytes.NewBuffer(b)
+		if err := json.Compact(buf, t.Unit.Input); err != nil {
+			return nil, errNoAppend // encoding/json says what is wrong
+		}
+		b = buf.Bytes()
+	}
+	b = append(b, `},"task":`...)
+	b = append(b, t.task...)
+	b = append(b, `,"expiresAt":`...)
+	b = append(b, expires...)
+	return append(b, "}\n"...), nil
+}
+
+// appendUUID appends id's text form.
+func appendUUID(b []byte, id uuid.UUID) []byte {
+	var text [36]byte
+	hex := "0123456789abcdef"
+	j := 0
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			text[j] = '-'
+			j++
+		}
+		text[j], text[j+1] = hex[c>>4], hex[c&0xf]
+		j += 2
+	}
+	return append(b, text[:]...)
 }
 
 func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeRequest) (int, *takeResponse, error) {
@@ -129,16 +239,13 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 
 // takeResponseOf is the answer of a take.
 func (s *Server) takeResponseOf(t *docket.TakenAssignment) *takeResponse {
-	display := t.Task.Display
-	if display == nil {
-		display = []docket.TaskDisplay{}
-	}
+	task, taskJSON := s.taskView(t.TaskName, t.TaskVer, t.Task)
 	return &takeResponse{
 		AssignmentID: t.Assignment.ID,
 		Unit:         takenUnitView{ID: t.Unit.ID, Input: t.Unit.Input},
-		Task: takenTaskView{Name: t.TaskName, Version: t.TaskVer, Title: t.Task.Template.Title,
-			Instructions: t.Task.Template.Instructions, Display: display, Fields: t.Task.Fields, Schema: t.Task.Schema},
-		ExpiresAt: t.Assignment.ExpiresAt.UTC(),
+		Task:         task,
+		ExpiresAt:    t.Assignment.ExpiresAt.UTC(),
+		task:         taskJSON,
 	}
 }
 

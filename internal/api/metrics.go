@@ -109,14 +109,18 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// requestStarted counts a request in flight; call the returned func when it
-// ends.
-func (m *Metrics) requestStarted() func() {
-	if m == nil {
-		return func() {}
+// requestStarted counts a request in flight until requestDone.
+func (m *Metrics) requestStarted() {
+	if m != nil {
+		m.inFlight.Inc()
 	}
-	m.inFlight.Inc()
-	return m.inFlight.Dec
+}
+
+// requestDone ends what requestStarted began.
+func (m *Metrics) requestDone() {
+	if m != nil {
+		m.inFlight.Dec()
+	}
 }
 
 // Inserted counts n jobs newly inserted into queue. Call it once per

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/docket-run/docket"
 )
@@ -195,8 +196,39 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	if a, ok := v.(jsonAppender); ok {
+		buf := answerBuffers.Get().(*[]byte)
+		b, err := a.appendJSON((*buf)[:0])
+		if err == nil {
+			w.WriteHeader(status)
+			_, _ = w.Write(b)
+		}
+		if b != nil && cap(b) <= answerBufferMax {
+			*buf = b[:0] // grown, and kept
+		}
+		answerBuffers.Put(buf)
+		if err == nil {
+			return
+		}
+	}
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // answers are not HTML: "a < b" in an expression stays readable
 	_ = enc.Encode(v)
 }
+
+// jsonAppender is implemented by the answers of the hot paths that write
+// their JSON themselves, exactly as encoding/json would (with HTML
+// characters unescaped, and a newline); errNoAppend, or any error, sends
+// the answer through encoding/json instead.
+type jsonAppender interface {
+	appendJSON(b []byte) ([]byte, error)
+}
+
+var errNoAppend = errors.New("api: encode this answer with encoding/json")
+
+// answerBuffers are the buffers of jsonAppender answers.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// answerBufferMax is the largest buffer kept for the next answer.
+const answerBufferMax = 64 << 10

@@ -75,7 +75,8 @@ type Server struct {
 
 	authMu    sync.Mutex
 	authCache map[string]authEntry
-	workers   workerCache // contributors' states for workerID (workers.go)
+	workers   workerCache   // contributors' states for workerID (workers.go)
+	taskViews taskViewCache // the task of a take's answer, encoded (assignments.go)
 }
 
 type authEntry struct {
@@ -164,7 +165,14 @@ func New(cfg Config) *Server {
 			s.paths.Handle(rt.Path, http.NotFoundHandler())
 		}
 	}
+	// What no route matches: a path that exists with other methods is
+	// 405, not 404.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, p := s.paths.Handler(r); p != "" {
+			w.Header().Set("Allow", s.allowed(p))
+			writeProblem(w, problem(http.StatusMethodNotAllowed, "method", "Method not allowed", r.Method+" is not allowed on "+r.URL.Path))
+			return
+		}
 		writeProblem(w, notFound("no route for "+r.Method+" "+r.URL.Path))
 	})
 	return s
@@ -172,7 +180,8 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer s.metrics.requestStarted()()
+	s.metrics.requestStarted()
+	defer s.metrics.requestDone()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -182,14 +191,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, problemFor(nil))
 		}
 	}()
-	// A path that exists with other methods is 405, not 404.
-	if _, pattern := s.mux.Handler(r); pattern == "/" {
-		if _, p := s.paths.Handler(r); p != "" {
-			w.Header().Set("Allow", s.allowed(p))
-			writeProblem(w, problem(http.StatusMethodNotAllowed, "method", "Method not allowed", r.Method+" is not allowed on "+r.URL.Path))
-			return
-		}
-	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -347,6 +347,9 @@ func (s *Server) putWorkflow(ctx context.Context, r *http.Request, req *putWorkf
 
 // noQuery refuses query parameters other than known (each given once).
 func noQuery(r *http.Request, known []string) error {
+	if r.URL.RawQuery == "" {
+		return nil // the common case, without parsing an empty query
+	}
 	q := r.URL.Query()
 	names := slices.Sorted(maps.Keys(q))
 	var errs []error
