@@ -17,3 +17,17 @@ func BenchmarkValidateJudgment(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidateJudgmentChoice: the crowd benchmark's judgment, one
+// choice (surelyValid decides it without the schema).
+func BenchmarkValidateJudgmentChoice(b *testing.B) {
+	c := compileString(b, `{"title": "Benchmark: same product?",
+ "fields": [{"name": "same", "kind": "choice", "required": true, "options": [{"value": "yes"}, {"value": "no"}]}]}`)
+	data := []byte(`{"same": "yes"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.ParseJudgment(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

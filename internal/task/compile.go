@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -33,6 +34,8 @@ type Compiled struct {
 	judgment *jsonschema.Schema
 	answer   *jsonschema.Schema // the same without "required"
 	index    map[string]int     // field name → index
+	required int                // how many fields are required
+	sure     []bool             // by field index: surelyValid may decide its values
 }
 
 // Compile validates t and compiles it. An invalid template gives the
@@ -49,6 +52,10 @@ func Compile(t *Template) (*Compiled, error) {
 	c := &Compiled{Template: n, Hash: hash, Fields: n.Fields, Display: n.Display, index: map[string]int{}}
 	for i, f := range n.Fields {
 		c.index[f.Name] = i
+		if f.Required {
+			c.required++
+		}
+		c.sure = append(c.sure, sureField(&f))
 	}
 	c.Schema, err = marshalSchema(judgmentSchema(n, true))
 	if err != nil {
@@ -171,6 +178,27 @@ func fieldSchema(f *Field, nullable bool) map[string]any {
 		s["type"] = typ
 	}
 	return s
+}
+
+// sureField reports whether surelyValid knows every keyword of the
+// field's schema: a choice's enum, a text's length bounds (no pattern), a
+// rating's range. A keyword fieldSchema learns later leaves the field to
+// the schema until surelyValid learns it too.
+func sureField(f *Field) bool {
+	known := map[Kind][]string{
+		KindChoice: {"enum"},
+		KindText:   {"minLength", "maxLength"},
+		KindRating: {"minimum", "maximum"},
+	}[f.Kind]
+	if known == nil {
+		return false
+	}
+	for k := range fieldSchema(f, !f.Required) {
+		if k != "title" && k != "description" && k != "type" && !slices.Contains(known, k) {
+			return false
+		}
+	}
+	return true
 }
 
 func optionValues(f *Field, null bool) []any {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzTemplateDecode: arbitrary bytes never panic Parse, Compile or Hash;
@@ -162,4 +163,80 @@ func FuzzParseTree(f *testing.F) {
 			t.Fatalf("%q: got %#v, want %#v", data, got, want)
 		}
 	})
+}
+
+// surelyTemplates are the templates FuzzSurelyValid and TestSurelyValid
+// try: every kind, and ones surelyValid can decide whole.
+var surelyTemplates = []string{allKinds,
+	`{"title":"t","fields":[{"name":"same","kind":"choice","required":true,"options":[{"value":"yes"},{"value":"n\u00f6"},{"value":"<&>"}]},
+	  {"name":"note","kind":"text","minLength":2,"maxLength":4},{"name":"why","kind":"text","required":true},
+	  {"name":"stars","kind":"rating","scale":10,"required":true},{"name":"opt","kind":"choice","options":[{"value":"a"},{"value":"b"}]}]}`}
+
+// FuzzSurelyValid: what surelyValid accepts, the judgment schema accepts
+// (it is a shortcut past the schema, never a second opinion).
+func FuzzSurelyValid(f *testing.F) {
+	var cs []*Compiled
+	for _, s := range surelyTemplates {
+		cs = append(cs, compileString(f, s))
+	}
+	for _, s := range []string{`{"same":"yes","comment":"x"}`, `{"same":"no","comment":"xy","stars":5,"code":"ab"}`,
+		`{"same":"yes","why":"é","stars":10,"note":null,"opt":"a"}`, `{"same":"nö","why":"\u00e9\ud83d\ude00","stars":1,"note":"abcd"}`,
+		`{"same":"<&>","why":" ","stars":10.0}`, `{"same":"yes","why":"x","stars":1e1}`, `{"same":null,"why":"x","stars":3}`,
+		`{"same":"yes","why":"","stars":3}`, `{"same":"yes","why":"x","stars":11}`, `{"same":"yes","why":"x","stars":0}`} {
+		f.Add([]byte(s), uint8(0))
+		f.Add([]byte(s), uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		c := cs[int(which)%len(cs)]
+		var p problems
+		root, ok := parseTree(data, &p)
+		if !ok || root.kind != 'o' || p.len() > 0 || !c.surelyValid(root) {
+			return
+		}
+		if err := c.judgment.Validate(root.value()); err != nil {
+			t.Fatalf("surelyValid, but the schema refuses it: %v\n%s", err, data)
+		}
+		if _, err := c.ParseJudgment(data); err != nil {
+			t.Fatalf("surelyValid, but ParseJudgment refuses it: %v\n%s", err, data)
+		}
+	})
+}
+
+// surelyValid decides the common judgments of choice, text and rating
+// fields (so the schema's walk is skipped for them), and leaves the rest
+// to the schema.
+func TestSurelyValid(t *testing.T) {
+	t.Parallel()
+	all, simple := compileString(t, surelyTemplates[0]), compileString(t, surelyTemplates[1])
+	for _, tc := range []struct {
+		c    *Compiled
+		data string
+		want bool
+	}{
+		{all, `{"same":"yes","comment":"x"}`, true},
+		{all, `{"same":"no","comment":"x","stars":5,"same2":1}`, false}, // unknown
+		{all, `{"same":"yes","comment":"x","code":"ab"}`, false},        // a pattern: the schema's
+		{all, `{"same":"yes","comment":"x","price":3}`, false},          // a number: the schema's
+		{all, `{"same":"maybe","comment":"x"}`, false},
+		{all, `{"comment":"x"}`, false}, // same is required
+		{simple, `{"same":"nö","why":"😀","stars":10,"note":null,"opt":"a"}`, true},
+		{simple, `{"same":"<&>","why":"x","stars":1,"note":"ab"}`, true},
+		{simple, `{"same":"yes","why":"x","stars":1,"note":"a"}`, false},     // too short
+		{simple, `{"same":"yes","why":"x","stars":1,"note":"abcde"}`, false}, // too long
+		{simple, `{"same":"yes","why":"","stars":1}`, false},                 // required text is at least 1
+		{simple, `{"same":"yes","why":"x","stars":10.0}`, false},             // valid, but the schema decides
+		{simple, `{"same":"yes","why":"x","stars":11}`, false},
+		{simple, `{"same":"yes","why":"x","stars":null}`, false},
+		{simple, `{"same":"yes","why":"x"}`, false},
+		{simple, `{"same":"yes","why":"x","stars":2,"opt":"c"}`, false},
+	} {
+		var p problems
+		root, ok := parseTree([]byte(tc.data), &p)
+		require.True(t, ok, tc.data)
+		require.Equal(t, tc.want, tc.c.surelyValid(root), tc.data)
+		_, err := tc.c.ParseJudgment([]byte(tc.data))
+		if tc.want {
+			require.NoError(t, err, tc.data)
+		}
+	}
 }
