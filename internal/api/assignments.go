@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -388,6 +389,24 @@ type judgmentResponse struct {
 	// Test: how a judgment of a test question scored (nil for a regular
 	// unit, or when the pool's testFeedback is "none").
 	Test *testResultView `json:"test,omitempty"`
+}
+
+// appendJSON implements jsonAppender for the common answer, without a
+// test result: as encoding/json writes it, byte for byte
+// (TestJudgmentAnswerEncoding).
+func (j *judgmentResponse) appendJSON(b []byte) ([]byte, error) {
+	if j.Test != nil {
+		return nil, errNoAppend
+	}
+	b = append(b, `{"judgmentId":"`...)
+	b = appendUUID(b, j.JudgmentID)
+	b = append(b, `","assignmentId":"`...)
+	b = appendUUID(b, j.AssignmentID)
+	b = append(b, `","unitId":"`...)
+	b = appendUUID(b, j.UnitID)
+	b = append(b, `","finalized":`...)
+	b = strconv.AppendBool(b, j.Finalized)
+	return append(b, "}\n"...), nil
 }
 
 // testResultView is docket.TestResult in the API (docs/quality.md,

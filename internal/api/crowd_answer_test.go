@@ -135,3 +135,31 @@ func FuzzTakeAnswer(f *testing.F) {
 		require.Equal(t, string(want), string(got))
 	})
 }
+
+// A judgment's answer is byte for byte what encoding/json writes: without
+// a test result through appendJSON, with one through encoding/json.
+func TestJudgmentAnswerEncoding(t *testing.T) {
+	t.Parallel()
+	for _, resp := range []*judgmentResponse{
+		{JudgmentID: uuid.New(), AssignmentID: uuid.New(), UnitID: uuid.New(), Finalized: true},
+		{JudgmentID: uuid.New(), AssignmentID: uuid.New(), UnitID: uuid.New()},
+		{},
+		{JudgmentID: uuid.New(), Test: &testResultView{Correct: true, Fields: []docket.TestFieldScore{}, Feedback: "<b>ok</b>"}},
+	} {
+		want, err := encodeStd(t, resp)
+		require.NoError(t, err)
+		w := httptest.NewRecorder()
+		writeJSON(w, http.StatusAccepted, resp)
+		require.Equal(t, string(want), w.Body.String())
+		require.Equal(t, http.StatusAccepted, w.Code)
+		got, err := resp.appendJSON(nil)
+		if resp.Test != nil {
+			require.ErrorIs(t, err, errNoAppend)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
+	require.Equal(t, uuid.MustParse("01234567-89ab-cdef-0f1e-2d3c4b5a6978").String(),
+		string(appendUUID(nil, uuid.MustParse("01234567-89ab-cdef-0f1e-2d3c4b5a6978"))))
+}

@@ -70,3 +70,15 @@ func BenchmarkCrowdJudgmentRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCrowdJudgmentAnswer: the 202 of POST /v1/judgments.
+func BenchmarkCrowdJudgmentAnswer(b *testing.B) {
+	resp := &judgmentResponse{JudgmentID: uuid.New(), AssignmentID: uuid.New(), UnitID: uuid.New(), Finalized: true}
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Body.Reset()
+		clear(w.Header())
+		writeJSON(w, http.StatusAccepted, resp)
+	}
+}
