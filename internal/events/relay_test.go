@@ -310,3 +310,52 @@ func TestRelayPrunesPublishedRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{ids[0], ids[len(ids)-1]}, []int64{rows[0].ID, rows[1].ID})
 }
+
+// markRecorder is a store whose OutboxMarkPublished records how many rows
+// each round marked.
+type markRecorder struct {
+	store.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (m *markRecorder) OutboxMarkPublished(ctx context.Context, p *store.OutboxMarkPublishedParams) (int, error) {
+	m.mu.Lock()
+	m.sizes = append(m.sizes, len(p.IDs))
+	m.mu.Unlock()
+	return m.Store.OutboxMarkPublished(ctx, p)
+}
+
+func (m *markRecorder) rounds() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]int(nil), m.sizes...)
+}
+
+// A backlog is worked in rounds that double from Batch to BatchMax, and
+// every event is still published once, in commit order.
+func TestRelayRoundsGrowWithABacklog(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			st := &markRecorder{Store: relayStore(t, backend)}
+			n := startNATS(t)
+			bus := openBus(t, n.URL())
+			require.NoError(t, workload(t.Context(), st, 4, 20))
+			backlog := unpublished(t, st)
+			require.Greater(t, backlog, 4+8+16+32, "the workload made a backlog")
+			startRelay(t, st, bus, events.RelayConfig{Batch: 4, BatchMax: 32, BatchEvents: 1 << 20})
+			eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, st) == 0 })
+			got := st.rounds()
+			require.GreaterOrEqual(t, len(got), 4, "rounds: %v", got)
+			require.Equal(t, []int{4, 8, 16, 32}, got[:4], "rounds: %v", got)
+			for _, size := range got {
+				require.LessOrEqual(t, size, 32, "rounds: %v", got)
+			}
+			require.Less(t, len(got), (backlog+3)/4, "fewer rounds than Batch alone would take: %v", got)
+			want := expected(t, st)
+			requireSameOncePerJobOrder(t, want, streamEvents(t, n.URL()))
+		})
+	}
+}
