@@ -88,12 +88,20 @@ a AS (
 	INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, golden)
 	SELECT @id, taken.id, @pool, @contributor, 'ACTIVE', @now, @expires, @now, taken.golden FROM taken
 	RETURNING id
-),
+)` + takeCountCTE + `
+SELECT ` + unitColumns + ` FROM taken`
+
+// takeCountCTE is the take's count in its pool's counter shard; a batched
+// take's statement goes without it (uncounted), and its batch counts all
+// its takes at once (crowd_take_group.go).
+const takeCountCTE = `,
 c AS (
 	UPDATE docket_pool_counters SET active_assignments = active_assignments + 1
 	WHERE pool_id = @pool AND shard = @shard AND EXISTS (SELECT 1 FROM a)
-)
-SELECT ` + unitColumns + ` FROM taken`
+)`
+
+// uncounted is a take statement without its count.
+func uncounted(tmpl string) string { return strings.Replace(tmpl, takeCountCTE, "", 1) }
 
 // pickWhere is what every pick requires of a unit, but the golden or open
 // condition.
@@ -135,6 +143,13 @@ var (
 	// skipping them: the take's last word when the others found nothing
 	// but a unit is available (see AssignmentTake).
 	takeWaitSQL = strings.Replace(takeOrderedSQL, " SKIP LOCKED", "", 1)
+	// takeBatchSQL: the statement of a pick's first try in a batch
+	// (crowd_take_group.go), by the pick's statement.
+	takeBatchSQL = map[string]string{
+		takeOrderedSQL:    uncounted(takeOrderedSQL),
+		takeRandomSQL:     uncounted(takeRandomSQL),
+		takeCandidatesSQL: uncounted(takeCandidatesSQL),
+	}
 )
 
 // takeAvailableSQL: is a unit available to the contributor, locked or
@@ -149,7 +164,8 @@ type takeKind struct{ tmpl, cond string }
 // takeStatements are the take statements, compiled once.
 var takeStatements = func() map[takeKind]positional {
 	m := map[takeKind]positional{}
-	for _, tmpl := range []string{takeOrderedSQL, takeRandomSQL, takeCandidatesSQL, takeWaitSQL, takeAvailableSQL} {
+	for _, tmpl := range []string{takeOrderedSQL, takeRandomSQL, takeCandidatesSQL, takeWaitSQL, takeAvailableSQL,
+		takeBatchSQL[takeOrderedSQL], takeBatchSQL[takeRandomSQL], takeBatchSQL[takeCandidatesSQL]} {
 		for _, cond := range []string{openUnit, pickGolden} {
 			m[takeKind{tmpl, cond}] = compileNamed(fmt.Sprintf(tmpl, cond))
 		}
@@ -218,8 +234,19 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 	// for the locks this time (the ordered pick without SKIP LOCKED). Not
 	// for StrategyCandidates: its "none" is about the candidates only, and
 	// the client's last try is a random take, which waits.
+	//
+	// The first try goes in a batch with the takes of the pool that come
+	// meanwhile (crowd_take_group.go); the tries after it, alone.
+	batched := takeStatements[takeKind{takeBatchSQL[tmpl], cond}]
 	for try := 0; ; try++ {
-		u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))
+		err = errTakeAlone
+		if try == 0 {
+			u, err = s.takeBatched(ctx, &takeCall{pool: p.PoolID, id: p.ID, sql: batched.sql, args: batched.args(args),
+				aloneSQL: sql, aloneArgs: pargs})
+		}
+		if errors.Is(err, errTakeAlone) {
+			u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))
+		}
 		if try < takeRetries && isConstraintViolation(err, assignmentUnitContributorKey) {
 			continue
 		}

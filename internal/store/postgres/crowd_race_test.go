@@ -24,6 +24,7 @@ func TestCrowdRace(t *testing.T) {
 	for name, q := range storetest.CrowdRaceChecks(pool, 3) {
 		require.Zero(t, b.count(t, q), name)
 	}
+	require.Positive(t, b.s.takes.batched.Load(), "no take went in a batch of two or more (crowd_take_group.go)")
 }
 
 // TestCrowdStrategies runs the race once per take strategy, each alone,

@@ -78,6 +78,8 @@ type Store struct {
 	pingInterval, pingTimeout time.Duration
 
 	analyze analyzeState // AnalyzeGrown's failed tables
+
+	takes takeGroup // takes waiting for a batch (crowd_take_group.go)
 }
 
 // Open connects to the database at url (postgres://...). Runtime parameters

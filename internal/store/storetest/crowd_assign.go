@@ -218,6 +218,102 @@ func testAssignments(t *testing.T, open opener) {
 		}
 	})
 
+	t.Run("TakeBurst", func(t *testing.T) {
+		// Many takes at once on one pool — every strategy, several takes
+		// of one contributor at a time, some whose context ends before or
+		// while they run — as PostgreSQL's group take combines them
+		// (crowd_take_group.go). Each take either took a slot or failed
+		// with ErrNoUnit or its context's error and left nothing behind;
+		// no slot is over-assigned, no contributor twice on a unit, and
+		// the counter, the units' slots and the assignments agree.
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		const units, contributors, each = 30, 40, 4 // 90 slots for 160 takes
+		us := b.units(t, p.ID, units, crowd.UnitJudgable)
+		candidates := make([]uuid.UUID, len(us))
+		for i, u := range us {
+			candidates[i] = u.ID
+		}
+		type outcome struct {
+			p   *store.AssignmentTakeParams
+			tk  *crowd.Taken
+			err error
+		}
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			outcomes []outcome
+		)
+		start := make(chan struct{})
+		for i := range contributors {
+			c := b.contributor(t)
+			for j := range each {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					tp := takeParams(p.ID, c.ID)
+					tp.Strategy = crowd.Strategies[(i+j)%len(crowd.Strategies)]
+					if tp.Strategy == crowd.StrategyCandidates {
+						tp.Candidates = candidates[(i*7)%units:]
+					}
+					ctx := b.ctx
+					switch (i*each + j) % 10 {
+					case 3: // ended before the take
+						c, cancel := context.WithCancel(ctx)
+						cancel()
+						ctx = c
+					case 7: // ends while it queues or runs
+						c, cancel := context.WithTimeout(ctx, time.Duration(j)*time.Millisecond)
+						defer cancel()
+						ctx = c
+					}
+					<-start
+					tk, err := b.s.AssignmentTake(ctx, tp)
+					mu.Lock()
+					outcomes = append(outcomes, outcome{tp, tk, err})
+					mu.Unlock()
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+		perUnit := map[uuid.UUID]int{}
+		had := map[[2]uuid.UUID]bool{}
+		taken := 0
+		for _, o := range outcomes {
+			if o.err != nil {
+				require.True(t, errors.Is(o.err, crowd.ErrNoUnit) || errors.Is(o.err, context.Canceled) ||
+					errors.Is(o.err, context.DeadlineExceeded), "a take failed for another reason than its context: %v", o.err)
+				_, err := b.s.AssignmentGet(b.ctx, o.p.ID)
+				require.ErrorIs(t, err, store.ErrNotFound, "a failed take left its assignment: %v", o.err)
+				continue
+			}
+			taken++
+			require.Equal(t, o.p.ID, o.tk.Assignment.ID)
+			key := [2]uuid.UUID{o.tk.Unit.ID, o.p.ContributorID}
+			require.False(t, had[key], "contributor %s twice on unit %s", o.p.ContributorID, o.tk.Unit.ID)
+			had[key] = true
+			perUnit[o.tk.Unit.ID]++
+			got, err := b.s.AssignmentGet(b.ctx, o.p.ID)
+			require.NoError(t, err)
+			require.Equal(t, o.tk.Unit.ID, got.UnitID)
+		}
+		require.Positive(t, taken)
+		listed, err := b.s.UnitList(b.ctx, &store.UnitListParams{PoolID: p.ID})
+		require.NoError(t, err)
+		slots := 0
+		for _, u := range listed {
+			require.LessOrEqual(t, u.SlotsTaken, u.JudgmentsPerUnit, "unit %s over-assigned", u.ID)
+			require.Equal(t, perUnit[u.ID], u.SlotsTaken, "unit %s: slots taken against takes answered", u.ID)
+			slots += u.SlotsTaken
+		}
+		require.Equal(t, taken, slots)
+		pool, err := b.s.PoolGet(b.ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, taken, pool.Counts.ActiveAssignments, "the pool's counter")
+	})
+
 	t.Run("TakeOrdered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

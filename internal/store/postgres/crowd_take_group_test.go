@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// groupBundle is a pool of units × 2 slots and contributors for the group
+// take's tests.
+type groupBundle struct {
+	*bundle
+	pool         uuid.UUID
+	units        []*crowd.Unit
+	contributors []uuid.UUID
+}
+
+func setupGroup(t *testing.T, units, contributors int) *groupBundle {
+	t.Helper()
+	b := setup(t)
+	_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: "wf", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+	require.NoError(t, err)
+	_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
+	require.NoError(t, err)
+	p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: "wf", WorkflowVersion: 1,
+		Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 2, AssignmentSeconds: 60, Now: testBase})
+	require.NoError(t, err)
+	ps := make([]*store.UnitInsertParams, units)
+	for i := range ps {
+		ps[i] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
+	}
+	us, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
+	require.NoError(t, err)
+	g := &groupBundle{bundle: b, pool: p.ID, units: us}
+	for i := range contributors {
+		c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()),
+			ExternalID: fmt.Sprintf("c%d", i), Now: testBase})
+		require.NoError(t, err)
+		g.contributors = append(g.contributors, c.ID)
+	}
+	return g
+}
+
+// call is the first try of contributor c's take of the first of
+// candidates, as AssignmentTake queues it.
+func (g *groupBundle) call(ctx context.Context, c uuid.UUID, candidates ...uuid.UUID) *takeCall {
+	id := uuid.Must(uuid.NewV7())
+	stmt := takeStatements[takeKind{takeBatchSQL[takeCandidatesSQL], openUnit}]
+	return &takeCall{ctx: ctx, pool: g.pool, id: id, sql: stmt.sql, done: make(chan takeAnswer, 2),
+		args: stmt.args(pgx.NamedArgs{"id": id, "pool": g.pool, "contributor": c, "now": dbTime(testBase),
+			"expires": dbTime(testBase.Add(time.Minute)), "candidates": candidates})}
+}
+
+// counts are the pool's ACTIVE assignments, its slots taken and its
+// counter of active assignments.
+func (g *groupBundle) counts(t *testing.T) (assignments, slots, counter int) {
+	t.Helper()
+	return g.count(t, `SELECT count(*) FROM docket_assignments WHERE pool_id = $1 AND state = 'ACTIVE'`, g.pool),
+		g.count(t, `SELECT coalesce(sum(slots_taken), 0) FROM docket_units WHERE pool_id = $1`, g.pool),
+		g.count(t, `SELECT coalesce(sum(active_assignments), 0) FROM docket_pool_counters WHERE pool_id = $1`, g.pool)
+}
+
+// TestTakeGroupAnswers: in one batch each take gets its own answer — a
+// unit, or "no row" for the one whose candidate is full — and the batch
+// counts exactly the takes that took. A take whose context ended while
+// queued is answered with its context's error and left out; the batch of
+// a leader whose own request ended is sent all the same.
+func TestTakeGroupAnswers(t *testing.T) {
+	t.Parallel()
+	g := setupGroup(t, 3, 4)
+	u0, u1, full := g.units[0].ID, g.units[1].ID, g.units[2].ID
+	_, err := g.s.Pool().Exec(g.ctx, `UPDATE docket_units SET slots_taken = judgments_per_unit WHERE id = $1`, full)
+	require.NoError(t, err)
+
+	canceled, cancel := context.WithCancel(g.ctx)
+	cancel()
+	calls := []*takeCall{
+		g.call(g.ctx, g.contributors[0], u0),
+		g.call(canceled, g.contributors[1], u0),
+		g.call(g.ctx, g.contributors[2], full),
+		g.call(g.ctx, g.contributors[3], u1),
+		g.call(g.ctx, g.contributors[0], u0, u1), // the same contributor: sees its own first take
+	}
+	g.s.takes.queue = append(g.s.takes.queue, calls...)
+	g.s.takes.leaders = 1
+	g.s.takeLead(canceled)
+
+	answers := make([]takeAnswer, len(calls))
+	for i, c := range calls {
+		answers[i] = <-c.done
+		require.False(t, answers[i].alone || answers[i].lead, "take %d: %+v", i, answers[i])
+	}
+	require.NoError(t, answers[0].err)
+	require.Equal(t, u0, answers[0].unit.ID)
+	require.ErrorIs(t, answers[1].err, context.Canceled)
+	require.ErrorIs(t, answers[2].err, pgx.ErrNoRows)
+	require.NoError(t, answers[3].err)
+	require.Equal(t, u1, answers[3].unit.ID)
+	require.NoError(t, answers[4].err)
+	require.Equal(t, u1, answers[4].unit.ID, "u0 is the contributor's already, in the batch's own transaction")
+	require.Empty(t, g.s.takes.queue)
+	require.Zero(t, g.s.takes.leaders, "the lead ended with the queue empty")
+
+	a, slots, counter := g.counts(t)
+	require.Equal(t, 3, a)
+	require.Equal(t, 3+2, slots, "three taken, and the full unit's two")
+	require.Equal(t, 3, counter)
+	require.Equal(t, 1, g.count(t, `SELECT count(*) FROM docket_pool_counters WHERE pool_id = $1 AND active_assignments <> 0`, g.pool),
+		"one counter shard per batch")
+}
+
+// TestTakeGroupRollsBackWhole: a statement of a batch that PostgreSQL
+// refuses — here the UNIQUE (unit, contributor) rule — rolls the whole
+// batch back, the takes before it too: every take is told to run alone,
+// and nothing of the batch stays (no assignment, slot or count).
+func TestTakeGroupRollsBackWhole(t *testing.T) {
+	t.Parallel()
+	g := setupGroup(t, 2, 2)
+	u0, u1 := g.units[0].ID, g.units[1].ID
+	// The second: the first's contributor and unit again, inserted
+	// without the take's check, which the rule refuses.
+	clash := &takeCall{ctx: g.ctx, pool: g.pool, id: uuid.Must(uuid.NewV7()), done: make(chan takeAnswer, 2),
+		sql: `INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, golden)
+			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $5, $5, false) RETURNING NULL`}
+	clash.args = []any{clash.id, u0, g.pool, g.contributors[0], dbTime(testBase)}
+	calls := []*takeCall{g.call(g.ctx, g.contributors[0], u0), clash, g.call(g.ctx, g.contributors[1], u1)}
+	g.s.takeSend(g.ctx, calls)
+	for i, c := range calls {
+		a := <-c.done
+		require.True(t, a.alone, "take %d: %+v", i, a)
+	}
+	a, slots, counter := g.counts(t)
+	require.Zero(t, a)
+	require.Zero(t, slots)
+	require.Zero(t, counter)
+}
