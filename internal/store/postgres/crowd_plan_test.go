@@ -64,6 +64,10 @@ func TestTakePlan(t *testing.T) {
 			{"random", fmt.Sprintf(takeRandomSQL, openUnit), "docket_units_open_pick"},
 			{"candidates", fmt.Sprintf(takeCandidatesSQL, openUnit), "docket_units_open"},
 			{"golden", fmt.Sprintf(takeOrderedSQL, pickGolden), "docket_units_golden"},
+			// A batch's statements (crowd_take_group.go): the same, without the count.
+			{"ordered batched", fmt.Sprintf(takeBatchSQL[takeOrderedSQL], openUnit), "docket_units_open "},
+			{"random batched", fmt.Sprintf(takeBatchSQL[takeRandomSQL], openUnit), "docket_units_open_pick"},
+			{"candidates batched", fmt.Sprintf(takeBatchSQL[takeCandidatesSQL], openUnit), "docket_units_open"},
 		} {
 			tx, err := b.s.Pool().Begin(b.ctx)
 			require.NoError(t, err)
@@ -91,6 +95,14 @@ func TestTakePlan(t *testing.T) {
 		plan := explainIn(t, tx, fmt.Sprintf(takeRandomSQL, openUnit), args)
 		require.NoError(t, tx.Rollback(b.ctx))
 		require.Equal(t, 2, strings.Count(plan, "using docket_units_open_pick on docket_units"), "take random (%s):\n%s", mode, plan)
+	}
+	// A batch's count finds its assignments by primary key.
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		plan := explainMode(t, b, mode, takeCountSQL.sql, takeCountSQL.args(pgx.NamedArgs{
+			"ids": []uuid.UUID{uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())}, "pool": pools[0], "shard": 0})...)
+		t.Logf("batch count (%s):\n%s", mode, plan)
+		require.Contains(t, plan, "docket_assignments_pkey", mode)
+		require.NotContains(t, plan, "Seq Scan", mode)
 	}
 	// Whether the pool has judgable golden units (asked before a take
 	// schedules a test question) is docket_units_golden's, in a generic

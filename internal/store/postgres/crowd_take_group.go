@@ -24,8 +24,11 @@ import (
 // takeGroupLeaders batches run, an arriving take leads: it sends whatever
 // is queued for its pool (itself included), answers every take of the
 // batch, and hands the lead to the oldest take still queued, if any, so
-// no take waits for others' batches after its own answer. There is no
-// wait for a batch to fill: under load the queue fills while batches run.
+// no take waits for others' batches after its own answer. A batch of one
+// is the take's own statement, with its count. There is no wait for a
+// batch to fill: under load the queue fills while batches run, and the
+// takes in flight at once are at most takeGroupLeaders statements or
+// batches (before, as many as the connection pool would run).
 //
 // Each take keeps its own answer. A take that finds nothing gets its "no
 // row" and goes on alone (the availability check, the waiting take,
