@@ -86,13 +86,19 @@ for i in $(seq 1 "${REPS:-3}"); do
 		c1=$(counts "$url")
 		n=$(echo "$out" | sed -n 's/^docket_crowd_judgments=//p')
 		# the take statement (every strategy's; not the "is a unit
-		# available" check): µs, buffers and WAL records per call, and
-		# under how many query ids (more than one: it was re-planned)
-		take=$(psql "$url" -Atc "SELECT format('take_us=%s take_buffers=%s take_wal_records=%s take_queryids=%s',
-			round(sum(total_exec_time)::numeric * 1000 / sum(calls)), round(sum(shared_blks_hit + shared_blks_read)::numeric / sum(calls), 1),
-			round(sum(wal_records)::numeric / sum(calls), 1), count(*))
-			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND query LIKE '%taken AS (%UPDATE docket_units%'")
+		# available" check), and the group take's count of a batch: µs,
+		# buffers and WAL records per take, under how many query ids the
+		# take ran (more than one: it was re-planned), and batch counts
+		# per take (0: no group take)
+		take=$(psql "$url" -Atc "SELECT format('take_us=%s take_buffers=%s take_wal_records=%s take_queryids=%s take_batches=%s',
+			round(sum(total_exec_time)::numeric * 1000 / sum(calls) FILTER (WHERE take)),
+			round(sum(shared_blks_hit + shared_blks_read)::numeric / sum(calls) FILTER (WHERE take), 1),
+			round(sum(wal_records)::numeric / sum(calls) FILTER (WHERE take), 1), count(*) FILTER (WHERE take),
+			round(coalesce(sum(calls) FILTER (WHERE NOT take), 0)::numeric / sum(calls) FILTER (WHERE take), 3))
+			FROM (SELECT *, query LIKE '%taken AS (%UPDATE docket_units%' AS take FROM pg_stat_statements
+				WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+				AND (query LIKE '%taken AS (%UPDATE docket_units%'
+					OR query LIKE '%WITH n AS (%UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments + n.n%')) s")
 		# the judgment statement (µs, buffers and WAL records per call) and
 		# every statement that writes the outbox or its marks (WAL records
 		# and buffers per judgment: the rows' inserts, the relay's and the
