@@ -47,7 +47,9 @@ import (
 //
 // Locks, and why a batch adds no deadlock. A batch's take statements lock
 // units only by their picks, FOR UPDATE SKIP LOCKED: they never wait for
-// a unit, and they touch no counter row. Its last statement locks one
+// a unit, and they touch no counter row (the assignment's foreign key
+// share-locks the pool's row, which only a pool's delete conflicts with,
+// as for a single take). Its last statement locks one
 // counter row, (pool, shard), the shard drawn once per batch — the only
 // row the batch can wait for, and it waits holding only its own units
 // and assignments. The judgment transaction (quality state → run → unit
