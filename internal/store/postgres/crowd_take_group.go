@@ -66,7 +66,7 @@ import (
 // takeGroupMax keeps batches short.
 const (
 	// takeGroupMax is the most takes one batch sends.
-	takeGroupMax = 16
+	takeGroupMax = 32
 	// takeGroupLeaders is the most batches in flight at once (each holds
 	// one connection of the pool).
 	takeGroupLeaders = 2
