@@ -129,21 +129,59 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 	now := c.cfg.Now()
 	params := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, len(jobs)), Now: now}
 	all := make([]store.JobInsertParams, len(jobs)) // one allocation for the batch, not one per job
-	for i, j := range jobs {
-		if err := insertParams(&all[i], j.Args, j.Opts, now); err != nil {
-			if len(jobs) > 1 {
-				return nil, fmt.Errorf("job %d: %w", i, err)
-			}
-			return nil, err
-		}
+	for i := range all {
 		params.Jobs[i] = &all[i]
+	}
+	prepare := func(i int) error {
+		if err := insertParams(&all[i], jobs[i].Args, jobs[i].Opts, now); err != nil {
+			if len(jobs) > 1 {
+				return fmt.Errorf("job %d: %w", i, err)
+			}
+			return err
+		}
+		return nil
 	}
 	var res []*store.JobInsertResult
 	var err error
-	if tx == nil {
-		res, err = c.store.JobInsertMany(ctx, params)
-	} else {
+	switch {
+	case tx != nil:
+		for i := range jobs {
+			if err := prepare(i); err != nil {
+				return nil, err
+			}
+		}
 		res, err = c.store.JobInsertManyTx(ctx, tx, params)
+	case len(jobs) == 1 || hasIdempotencyKey(jobs):
+		for i := range jobs {
+			if err := prepare(i); err != nil {
+				return nil, err
+			}
+		}
+		res, err = c.store.JobInsertMany(ctx, params)
+	default:
+		// The store prepares the jobs as it sends them (PostgreSQL streams
+		// a large batch with COPY): encoding the payloads and making the
+		// ids overlaps the database's work on the jobs sent before.
+		var prepErr error
+		prepared := 0
+		params.Prepare = func(i int) error {
+			prepared = i + 1
+			prepErr = prepare(i)
+			return prepErr
+		}
+		res, err = c.store.JobInsertMany(ctx, params)
+		if err != nil {
+			if prepErr != nil {
+				return nil, prepErr
+			}
+			// An invalid job the store did not reach is reported as if the
+			// batch had been validated first.
+			for i := prepared; i < len(jobs); i++ {
+				if err := prepare(i); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert %d jobs: %w", len(jobs), err)
@@ -155,6 +193,16 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 		out[i] = &results[i]
 	}
 	return out, nil
+}
+
+// hasIdempotencyKey reports whether a job of the batch sets one.
+func hasIdempotencyKey(jobs []InsertParams) bool {
+	for _, j := range jobs {
+		if j.Opts != nil && j.Opts.IdempotencyKey != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidationError names the option or field that is invalid.

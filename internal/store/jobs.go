@@ -120,6 +120,42 @@ type JobInsertParams struct {
 type JobInsertManyParams struct {
 	Jobs []*JobInsertParams
 	Now  time.Time
+	// Prepare, when set, fills Jobs[i] (allocated, zero until then): a
+	// store calls it once for each job, in order, before it reads the job,
+	// stops at its first error and then writes nothing, and never calls it
+	// once it has returned. PostgreSQL calls it as it streams a batch of
+	// its own transaction with COPY, so the caller's work on the next jobs
+	// overlaps the server's on the first; every other path prepares the
+	// whole batch first (PrepareAll). Only for batches without idempotency
+	// keys: a prepared job with one is an error.
+	Prepare func(i int) error
+}
+
+// PrepareAll prepares every job of p (see Prepare) and clears Prepare.
+func (p *JobInsertManyParams) PrepareAll() error {
+	prepare := p.Prepare
+	if prepare == nil {
+		return nil
+	}
+	p.Prepare = nil
+	for i := range p.Jobs {
+		if err := p.Prepared(i, prepare); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prepared prepares job i of p with prepare and checks that it has no
+// idempotency key (see Prepare).
+func (p *JobInsertManyParams) Prepared(i int, prepare func(int) error) error {
+	if err := prepare(i); err != nil {
+		return err
+	}
+	if j := p.Jobs[i]; j != nil && j.IdempotencyKey != "" {
+		return fmt.Errorf("insert jobs: job %d: a prepared batch has an idempotency key", i)
+	}
+	return nil
 }
 
 // JobInsertResult is the outcome for one inserted job.

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docket-run/docket/internal/job"
@@ -35,6 +37,15 @@ type copyReader struct {
 	buf         []byte
 	off         int
 	done        bool
+	// err is the error that ended the stream: a job that could not be
+	// prepared or failed its checks (the COPY is then abandoned).
+	err error
+	// mu is held by Read; closed says the insert has returned. pgconn
+	// reads on a goroutine of its own, which it does not always wait for
+	// when the server fails the COPY: close makes sure no job is prepared
+	// after the store returns (store.JobInsertManyParams.Prepare).
+	mu     sync.Mutex
+	closed bool
 
 	event     job.StateChangedEncoder
 	dueQueues []string
@@ -59,26 +70,52 @@ func newCopyReader(plan *insertPlan, agingMicros int64) *copyReader {
 	}
 }
 
+// errCopyClosed ends a Read after the insert returned.
+var errCopyClosed = errors.New("insert jobs: the COPY is over")
+
 func (r *copyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return 0, errCopyClosed
+	case r.err != nil:
+		return 0, r.err
+	}
 	if r.off == len(r.buf) {
 		if r.done {
 			return 0, io.EOF
 		}
-		r.fill()
+		if err := r.fill(); err != nil {
+			r.err = err
+			return 0, err
+		}
 	}
 	n := copy(p, r.buf[r.off:])
 	r.off += n
 	return n, nil
 }
 
+// close ends the stream (see mu) and returns the error that ended it, if
+// any: once it returns, no job is made or prepared any more.
+func (r *copyReader) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return r.err
+}
+
 // fill encodes the next chunk of rows (and the trailer after the last).
-func (r *copyReader) fill() {
+func (r *copyReader) fill() error {
 	if r.off > 0 {
 		r.buf, r.off = r.buf[:0], 0
 	}
 	n := len(r.plan.rows)
 	for len(r.buf) < copyChunk && r.next < n {
-		j := r.plan.row(r.next)
+		j, err := r.plan.row(r.next)
+		if err != nil {
+			return err
+		}
 		r.buf = r.appendRow(r.buf, j)
 		t := j.TransitionFrom("")
 		if r.next == 0 {
@@ -95,6 +132,7 @@ func (r *copyReader) fill() {
 		r.buf = binary.BigEndian.AppendUint16(r.buf, 0xffff) // -1 fields: the end
 		r.done = true
 	}
+	return nil
 }
 
 // appendRow appends j's copyColumns: each field is its length, then its

@@ -57,6 +57,11 @@ SELECT pg_notify('` + channelJobAvailable + `', queue) FROM unnest($3::text[]) A
 type insertPlan struct {
 	now    time.Time
 	params []*store.JobInsertParams
+	// prepare, when set, fills params[i], which row then checks: the
+	// batch streams through COPY as its jobs are prepared (see
+	// store.JobInsertManyParams.Prepare).
+	prepare func(i int) error
+	batch   *store.JobInsertManyParams // what prepare fills
 	// rows[i] is job i as stored, once row(i) has made it: the COPY path
 	// makes each as it encodes it, so the work overlaps the server's.
 	rows []*job.Row
@@ -67,28 +72,25 @@ type insertPlan struct {
 	firstOf []int
 }
 
-// planInsert validates p; the rows are made by row.
-func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
-	plan := &insertPlan{now: dbTime(p.Now), params: p.Jobs}
+// planInsert validates p; the rows are made by row. A batch with Prepare
+// set goes through COPY, its jobs prepared and checked as they are sent,
+// when it is large enough (and the caller may stream it: stream); else it
+// is prepared here, first.
+func (s *Store) planInsert(p *store.JobInsertManyParams, stream bool) (*insertPlan, error) {
+	if p.Prepare != nil && (!stream || len(p.Jobs) <= copyMinJobs) {
+		if err := p.PrepareAll(); err != nil {
+			return nil, err
+		}
+	}
+	plan := &insertPlan{now: dbTime(p.Now), params: p.Jobs, prepare: p.Prepare, batch: p}
+	plan.rows = make([]*job.Row, len(p.Jobs))
+	if plan.prepare != nil {
+		return plan, nil
+	}
 	var firstByKey map[string]int
 	for i, jp := range p.Jobs {
-		if jp == nil {
-			return nil, fmt.Errorf("insert jobs: job %d is nil", i)
-		}
-		if jp.ID == uuid.Nil {
-			return nil, fmt.Errorf("insert jobs: job %d has no id", i)
-		}
-		// The columns are smallint and integer (copyReader writes them as
-		// such): out of range is an error, never a wrapped value.
-		if jp.Priority < math.MinInt16 || jp.Priority > math.MaxInt16 {
-			return nil, fmt.Errorf("insert jobs: job %d: priority %d out of range", i, jp.Priority)
-		}
-		if jp.MaxAttempts < math.MinInt32 || jp.MaxAttempts > math.MaxInt32 {
-			return nil, fmt.Errorf("insert jobs: job %d: max attempts %d out of range", i, jp.MaxAttempts)
-		}
-		if jp.State != "" && jp.State != job.StateQueued && jp.State != job.StateCreated {
-			return nil, fmt.Errorf("insert jobs: job %d: state must be %s or %s, got %q",
-				i, job.StateQueued, job.StateCreated, jp.State)
+		if err := checkInsert(i, jp); err != nil {
+			return nil, err
 		}
 		k := jp.IdempotencyKey
 		if k == "" {
@@ -108,8 +110,30 @@ func (s *Store) planInsert(p *store.JobInsertManyParams) (*insertPlan, error) {
 		}
 		plan.firstOf[i] = first
 	}
-	plan.rows = make([]*job.Row, len(p.Jobs))
 	return plan, nil
+}
+
+// checkInsert validates job i of a batch.
+func checkInsert(i int, jp *store.JobInsertParams) error {
+	if jp == nil {
+		return fmt.Errorf("insert jobs: job %d is nil", i)
+	}
+	if jp.ID == uuid.Nil {
+		return fmt.Errorf("insert jobs: job %d has no id", i)
+	}
+	// The columns are smallint and integer (copyReader writes them as
+	// such): out of range is an error, never a wrapped value.
+	if jp.Priority < math.MinInt16 || jp.Priority > math.MaxInt16 {
+		return fmt.Errorf("insert jobs: job %d: priority %d out of range", i, jp.Priority)
+	}
+	if jp.MaxAttempts < math.MinInt32 || jp.MaxAttempts > math.MaxInt32 {
+		return fmt.Errorf("insert jobs: job %d: max attempts %d out of range", i, jp.MaxAttempts)
+	}
+	if jp.State != "" && jp.State != job.StateQueued && jp.State != job.StateCreated {
+		return fmt.Errorf("insert jobs: job %d: state must be %s or %s, got %q",
+			i, job.StateQueued, job.StateCreated, jp.State)
+	}
+	return nil
 }
 
 // rowSlab is how many rows insertPlan.row allocates at a time.
@@ -124,9 +148,18 @@ func (p *insertPlan) first(i int) int {
 }
 
 // row makes job i's row as it will be stored, with every default filled
-// in, and returns it.
-func (p *insertPlan) row(i int) *job.Row {
+// in, and returns it: after preparing and checking the job, when the plan
+// prepares its jobs as they are sent.
+func (p *insertPlan) row(i int) (*job.Row, error) {
 	jp := p.params[i]
+	if p.prepare != nil {
+		if err := p.batch.Prepared(i, p.prepare); err != nil {
+			return nil, err
+		}
+		if err := checkInsert(i, jp); err != nil {
+			return nil, err
+		}
+	}
 	state := jp.State
 	if state == "" {
 		state = job.StateQueued
@@ -167,11 +200,14 @@ func (p *insertPlan) row(i int) *job.Row {
 		CreatedAt:      p.now,
 		UpdatedAt:      p.now,
 	}
-	return r
+	return r, nil
 }
 
-// useCopy reports whether the batch goes through COPY.
-func (p *insertPlan) useCopy() bool { return p.firstOf == nil && len(p.params) > copyMinJobs }
+// useCopy reports whether the batch goes through COPY (a prepared one
+// always: planInsert prepared the others first).
+func (p *insertPlan) useCopy() bool {
+	return p.prepare != nil || p.firstOf == nil && len(p.params) > copyMinJobs
+}
 
 // sortAt is the acquisition order key of a job entering QUEUED, computed
 // in microseconds exactly as the SQL of the other transitions does.
@@ -181,7 +217,7 @@ func (s *Store) sortAt(runAt time.Time, priority int) time.Time {
 
 // JobInsertMany implements store.Store.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {
-	plan, err := s.planInsert(p)
+	plan, err := s.planInsert(p, true)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +243,9 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 	var q querier
 	switch tx := tx.(type) {
 	case pgx.Tx:
-		plan, err := s.planInsert(p)
+		// Not streamed: a job failing its preparation mid-COPY would
+		// abort the caller's transaction.
+		plan, err := s.planInsert(p, false)
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +261,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 	default:
 		return nil, fmt.Errorf("insert jobs: %T: %w", tx, store.ErrUnsupportedTx)
 	}
-	plan, err := s.planInsert(p)
+	plan, err := s.planInsert(p, false)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +278,10 @@ func (s *Store) insertUnnest(ctx context.Context, q querier, plan *insertPlan) (
 	n := len(plan.params)
 	jobs := make([]*job.Row, n)
 	for i := range jobs {
-		jobs[i] = plan.row(i)
+		var err error
+		if jobs[i], err = plan.row(i); err != nil {
+			return nil, err
+		}
 	}
 	var (
 		ids        = make([][16]byte, 0, n) // see JobFinishMany
@@ -370,7 +411,11 @@ func (s *Store) insertCopy(ctx context.Context, c *pgx.Conn, plan *insertPlan, o
 		}()
 	}
 	r := newCopyReader(plan, s.agingMicros)
-	if _, err := c.PgConn().CopyFrom(ctx, r, sql); err != nil {
+	_, err = c.PgConn().CopyFrom(ctx, r, sql)
+	if rerr := r.close(); rerr != nil {
+		return nil, rerr // a job's own error, not the server's report of the abandoned COPY
+	}
+	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
 	if own {

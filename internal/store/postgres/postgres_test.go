@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -168,6 +169,20 @@ func TestInsertCopyAtomic(t *testing.T) {
 	require.ErrorContains(t, err, "insert jobs: copy")
 	require.Zero(t, stored(ps[:n-1]))
 	require.Equal(t, pid, backend(), "the connection was kept after a failed COPY")
+
+	// A job of a streamed batch fails its preparation after the first
+	// chunks were sent: the COPY is abandoned on the same connection.
+	ps = newJobs("atomic", 3000)
+	refused := errors.New("refused")
+	_, err = s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: testBase, Prepare: func(i int) error {
+		if i == 2500 {
+			return refused
+		}
+		return nil
+	}})
+	require.ErrorIs(t, err, refused)
+	require.Zero(t, stored(ps))
+	require.Equal(t, pid, backend(), "the connection was kept after an abandoned COPY")
 
 	// The outbox row fails after a COPY that succeeded.
 	_, err = b.s.Pool().Exec(b.ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS

@@ -125,6 +125,9 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 
 // validateInsert rejects a batch before anything is written.
 func validateInsert(p *store.JobInsertManyParams) error {
+	if err := p.PrepareAll(); err != nil {
+		return err
+	}
 	for i, j := range p.Jobs {
 		switch {
 		case j == nil:

@@ -236,6 +236,108 @@ func testInsert(t *testing.T, open opener) {
 		require.Equal(t, map[string]int{q + "/QUEUED": n - 1}, countMap(t, b))
 	})
 
+	// A batch whose jobs the store prepares as it reads them
+	// (JobInsertManyParams.Prepare): PostgreSQL streams a large one through
+	// COPY, making each job as it sends it. Sizes on both sides of the
+	// COPY threshold, and a large one spanning many chunks of the stream.
+	for _, n := range []int{1, 7, 3000} {
+		t.Run(fmt.Sprintf("Prepared/%d", n), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			q := newQueue()
+			want := make([]*store.JobInsertParams, n)
+			for i := range want {
+				want[i] = newJob(q)
+				want[i].Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+			}
+			all := make([]store.JobInsertParams, n)
+			p := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, n), Now: base}
+			for i := range all {
+				p.Jobs[i] = &all[i]
+			}
+			// Prepare may run on a goroutine of the store's (pgconn's COPY
+			// reader): the order is checked once the store returned.
+			var order []int
+			p.Prepare = func(i int) error {
+				order = append(order, i)
+				all[i] = *want[i]
+				return nil
+			}
+			mark := b.outboxMark(t)
+			res, err := b.s.JobInsertMany(b.ctx, p)
+			require.NoError(t, err)
+			for i, k := range order {
+				require.Equal(t, i, k, "jobs are prepared once each, in order")
+			}
+			require.Len(t, order, n)
+			require.Len(t, res, n)
+			for i, r := range res {
+				require.False(t, r.Duplicate, "result %d", i)
+				require.Equal(t, want[i].ID, r.Job.ID, "result %d", i)
+				require.JSONEq(t, string(want[i].Payload), string(r.Job.Payload), "result %d", i)
+			}
+			require.Equal(t, map[string]int{q + "/QUEUED": n}, countMap(t, b))
+			row := b.get(t, want[n-1].ID)
+			require.JSONEq(t, string(want[n-1].Payload), string(row.Payload))
+			evs := b.outboxSince(t, mark)
+			require.Len(t, evs, 1, "one outbox row per call")
+			require.Len(t, decodeStateChanged(t, evs[0]), n)
+		})
+	}
+
+	// A job that cannot be prepared ends the batch: the caller gets its
+	// error, no job or outbox row is written (even after rows were sent),
+	// no later job is prepared, and the store goes on working.
+	for _, c := range []struct {
+		name   string
+		n, bad int
+		key    bool // the bad job is prepared, with an idempotency key
+	}{
+		{"Small", 7, 3, false},
+		{"FirstOfLarge", 3000, 0, false},
+		{"MiddleOfLarge", 3000, 2500, false},
+		{"LastOfLarge", 3000, 2999, false},
+		{"KeyInLarge", 3000, 2500, true},
+	} {
+		t.Run("PreparedFails/"+c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, open)
+			q := newQueue()
+			all := make([]store.JobInsertParams, c.n)
+			p := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, c.n), Now: base}
+			for i := range all {
+				p.Jobs[i] = &all[i]
+			}
+			refused := errors.New("job refused")
+			last := -1
+			p.Prepare = func(i int) error {
+				last = i
+				all[i] = *newJob(q)
+				if i == c.bad {
+					if c.key {
+						all[i].IdempotencyKey = "k"
+						return nil
+					}
+					return refused
+				}
+				return nil
+			}
+			mark := b.outboxMark(t)
+			_, err := b.s.JobInsertMany(b.ctx, p)
+			require.Error(t, err)
+			if !c.key {
+				require.ErrorIs(t, err, refused)
+			}
+			require.Equal(t, c.bad, last, "no job is prepared after the one that failed")
+			require.Empty(t, countMap(t, b), "nothing is written")
+			require.Empty(t, b.outboxSince(t, mark))
+
+			ok := newJob(q)
+			b.insertOne(t, ok)
+			require.Equal(t, map[string]int{q + "/QUEUED": 1}, countMap(t, b))
+		})
+	}
+
 	t.Run("EmptyBatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
