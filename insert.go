@@ -132,8 +132,12 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 	for i := range all {
 		params.Jobs[i] = &all[i]
 	}
+	ids := make([]uuid.UUID, len(jobs))
+	if err := newJobIDs(ids); err != nil {
+		return nil, fmt.Errorf("make job ids: %w", err)
+	}
 	prepare := func(i int) error {
-		if err := insertParams(&all[i], jobs[i].Args, jobs[i].Opts, now); err != nil {
+		if err := insertParams(&all[i], ids[i], jobs[i].Args, jobs[i].Opts, now); err != nil {
 			if len(jobs) > 1 {
 				return fmt.Errorf("job %d: %w", i, err)
 			}
@@ -214,7 +218,7 @@ type ValidationError struct {
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
 // insertParams checks one job and fills dst with what the store inserts.
-func insertParams(dst *store.JobInsertParams, args JobArgs, opts *InsertOpts, now time.Time) error {
+func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *InsertOpts, now time.Time) error {
 	if args == nil {
 		return &ValidationError{Field: "args", Message: "is required"}
 	}
@@ -272,10 +276,6 @@ func insertParams(dst *store.JobInsertParams, args JobArgs, opts *InsertOpts, no
 	runAt := opts.RunAt
 	if runAt.IsZero() {
 		runAt = now
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return fmt.Errorf("make job id: %w", err)
 	}
 	*dst = store.JobInsertParams{
 		ID: id, Type: typ, Queue: queue, Priority: priority, Payload: payload,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -18,7 +20,7 @@ import (
 // read: the time only fills the default RunAt, which is not checked.
 func ValidateInsert(args JobArgs, opts *InsertOpts) error {
 	var p store.JobInsertParams
-	return insertParams(&p, args, opts, noClock)
+	return insertParams(&p, uuid.Nil, args, opts, noClock)
 }
 
 // noClock stands for "now" where the result does not depend on it, so that
@@ -40,7 +42,7 @@ func CheckName(field, name string) error { return validName(field, name) }
 // "now", differs on every call.
 func InsertConflict(existing *JobRow, args JobArgs, opts *InsertOpts) (string, error) {
 	var p store.JobInsertParams
-	if err := insertParams(&p, args, opts, noClock); err != nil { // RunAt's default is not compared
+	if err := insertParams(&p, uuid.Nil, args, opts, noClock); err != nil { // RunAt's default is not compared
 		return "", err
 	}
 	switch {
