@@ -166,14 +166,26 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 		// The store prepares the jobs as it sends them (PostgreSQL streams
 		// a large batch with COPY): encoding the payloads and making the
 		// ids overlaps the database's work on the jobs sent before.
-		var prepErr error
-		prepared := 0
-		params.Prepare = func(i int) error {
+		var (
+			prepErr  error
+			prepared int
+			panicked any // a payload's MarshalJSON panicked: raised again here, on the caller's goroutine
+		)
+		params.Prepare = func(i int) (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					panicked = r
+					err = errPrepPanicked
+				}
+			}()
 			prepared = i + 1
 			prepErr = prepare(i)
 			return prepErr
 		}
 		res, err = c.store.JobInsertMany(ctx, params)
+		if panicked != nil {
+			panic(panicked)
+		}
 		if err != nil {
 			if prepErr != nil {
 				return nil, prepErr
@@ -198,6 +210,9 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 	}
 	return out, nil
 }
+
+// errPrepPanicked abandons a streamed insert whose preparation panicked.
+var errPrepPanicked = errors.New("preparing a job panicked")
 
 // hasIdempotencyKey reports whether a job of the batch sets one.
 func hasIdempotencyKey(jobs []InsertParams) bool {

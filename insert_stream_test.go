@@ -70,3 +70,33 @@ func requireInvalidJob(t *testing.T, err error, i int) {
 	}
 	require.ElementsMatch(t, []string{"queue", "priority"}, fields)
 }
+
+// marshalPanicArgs panics when encoded.
+type marshalPanicArgs struct{}
+
+func (marshalPanicArgs) JobType() string { return "marshal_panics" }
+
+func (marshalPanicArgs) MarshalJSON() ([]byte, error) { panic("payload refused") }
+
+// A payload whose encoding panics in a streamed batch panics in the
+// caller's goroutine, where it can be recovered, as when the batch was
+// prepared before the insert; nothing is written.
+func TestInsertManyPanicReachesCaller(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		params := make([]docket.InsertParams, 3000)
+		for i := range params {
+			params[i] = docket.InsertParams{Args: echoArgs{N: i}}
+		}
+		params[2500].Args = marshalPanicArgs{}
+		require.PanicsWithValue(t, "payload refused", func() {
+			_, _ = b.client.InsertMany(context.Background(), params)
+		})
+		counts, err := b.client.CountByQueue(context.Background())
+		require.NoError(t, err)
+		for _, c := range counts {
+			require.Zero(t, c.Count, "queue %s state %s", c.Queue, c.State)
+		}
+	})
+}
