@@ -38,11 +38,16 @@ func (s *Store) OutboxCountUnpublished(ctx context.Context) (int, error) {
 // array of ids; each row's number is ?2 + 1 + its index in ?3. With no
 // webhook subscription the rows are marked fanned out too
 // (store.OutboxStore.OutboxMarkPublished).
+//
+// The ids are joined (UPDATE … FROM), not looked up per row: a correlated
+// json_each per updated row made a round of n rows cost n² steps, inside
+// the write lock, and the relay's rounds grow to 2,000 rows in a backlog.
 const markPublishedSQL = `UPDATE docket_outbox
 SET published_at = ?1,
-    publish_seq = ?2 + 1 + (SELECT u.key FROM json_each(?3) u WHERE u.value = docket_outbox.id),
+    publish_seq = ?2 + 1 + u.key,
     webhooks_at = coalesce(webhooks_at, CASE WHEN NOT EXISTS (SELECT 1 FROM docket_webhooks) THEN ?1 END)
-WHERE id IN (SELECT value FROM json_each(?3)) AND published_at IS NULL`
+FROM json_each(?3) AS u
+WHERE docket_outbox.id = u.value AND docket_outbox.published_at IS NULL`
 
 // OutboxMarkPublished implements store.Store, in one write transaction
 // (which SQLite serialises, so numbers are given in commit order).
