@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -26,9 +27,9 @@ import (
 // batch, and hands the lead to the oldest take still queued, if any, so
 // no take waits for others' batches after its own answer. A batch of one
 // is the take's own statement, with its count. There is no wait for a
-// batch to fill: under load the queue fills while batches run, and the
-// takes in flight at once are at most takeGroupLeaders statements or
-// batches (before, as many as the connection pool would run).
+// batch to fill: under load the queue fills while batches run, and a
+// pool's takes in flight at once are at most takeGroupLeaders statements
+// or batches (before, as many as the connection pool would run).
 //
 // Each take keeps its own answer. A take that finds nothing gets its "no
 // row" and goes on alone (the availability check, the waiting take,
@@ -47,39 +48,55 @@ import (
 //
 // Locks, and why a batch adds no deadlock. A batch's take statements lock
 // units only by their picks, FOR UPDATE SKIP LOCKED: they never wait for
-// a unit, and they touch no counter row (the assignment's foreign key
-// share-locks the pool's row, which only a pool's delete conflicts with,
-// as for a single take). Its last statement locks one
-// counter row, (pool, shard), the shard drawn once per batch — the only
-// row the batch can wait for, and it waits holding only its own units
-// and assignments. The judgment transaction (quality state → run → unit
-// → counter rows), a release, the quality repair and the waiting take
-// lock a unit before a counter row, as the batch does; the reaper never
-// waits. So a transaction waiting for a unit the batch holds can hold a
-// counter row only if it locks a unit after a counter row (an advancement
-// pausing or canceling units of a pool it counted into): the cycle a
-// single take could close already, broken by PostgreSQL's deadlock
-// detection, after which the batch's takes run alone. Two batches never
-// wait for each other's units, and a batch locks one counter row, so they
-// cannot form a cycle between them. The cost: a batch's units stay
-// locked until it commits, so a judgment of one of them waits that long;
-// takeGroupMax keeps batches short.
+// a unit, and they touch no counter row (docket_assignments has no
+// foreign keys: no key-share lock on the pool's or the unit's row). Its
+// last statement locks one counter row, (pool, shard), the shard drawn
+// once per batch — the only row the batch can wait for, and it waits
+// holding only its own units and assignments. Two batches never wait for
+// each other's units, and a batch locks one counter row, so they cannot
+// form a cycle between them. Another transaction that holds a counter row
+// while it waits for a unit a batch holds closes a cycle: a release, a
+// judgment or an expiry is one statement whose sibling CTEs lock the unit
+// and a counter row in an order PostgreSQL does not promise, and an
+// advancement pausing or canceling units of a pool it counted into locks
+// counter rows first. A single take could close the same cycles (it
+// locks its unit, then a counter row); PostgreSQL's deadlock detection
+// breaks them after deadlock_timeout, the batch rolls back and its takes
+// run alone. A batch holds up to takeGroupMax units, so such a stall is
+// likelier per batch than per take, and costs its takes a re-run; the
+// cost otherwise: a batch's units stay locked until it commits, so a
+// judgment of one of them waits that long. takeGroupMax keeps batches
+// short, takeBatchTimeout bounds a batch that hangs (its takes get the
+// error: the outcome is unknown, as for a single take's broken
+// connection; a take committed so is released by the reaper).
+//
+// Each pool has its own queue and its own leaders, so a slow batch of
+// one pool holds up only that pool's first tries.
 const (
 	// takeGroupMax is the most takes one batch sends.
 	takeGroupMax = 32
-	// takeGroupLeaders is the most batches in flight at once (each holds
-	// one connection of the pool).
+	// takeGroupLeaders is the most batches of one pool in flight at once
+	// (each holds one connection of the pool).
 	takeGroupLeaders = 2
+	// takeBatchTimeout bounds one batch's round trip.
+	takeBatchTimeout = 30 * time.Second
 )
 
-// takeGroup is a Store's queue of takes waiting for a batch.
+// takeGroup is a Store's queues of takes waiting for a batch, by pool.
 type takeGroup struct {
-	mu      sync.Mutex
-	queue   []*takeCall
-	leaders int // batches being sent or answered
+	mu    sync.Mutex
+	pools map[uuid.UUID]*takeQueue
 	// batched counts the takes sent in batches of two or more (tests
 	// check that concurrent takes do combine).
 	batched atomic.Int64
+}
+
+// takeQueue is one pool's queue: the takes waiting, oldest first, and its
+// batches being sent or answered (leads handed out but not yet taken up
+// count too).
+type takeQueue struct {
+	calls   []*takeCall
+	leaders int
 }
 
 // takeCall is one take's first try: its statement in a batch (without
@@ -90,7 +107,8 @@ type takeCall struct {
 	id              uuid.UUID // the assignment's id
 	sql, aloneSQL   string
 	args, aloneArgs []any
-	// led: the take was handed the lead (under takeGroup.mu).
+	// led: a lead was handed to the take and it has not taken it up yet
+	// (under takeGroup.mu); the lead is then the one value in done.
 	led bool
 	// done receives the answer, and before it possibly the lead (one of
 	// each at most).
@@ -118,21 +136,29 @@ func (s *Store) takeBatched(ctx context.Context, call *takeCall) (*crowd.Unit, e
 	g := &s.takes
 	call.ctx, call.done = ctx, make(chan takeAnswer, 2)
 	g.mu.Lock()
-	g.queue = append(g.queue, call)
-	lead := g.leaders < takeGroupLeaders
+	if g.pools == nil {
+		g.pools = map[uuid.UUID]*takeQueue{}
+	}
+	q := g.pools[call.pool]
+	if q == nil {
+		q = &takeQueue{}
+		g.pools[call.pool] = q
+	}
+	q.calls = append(q.calls, call)
+	lead := q.leaders < takeGroupLeaders
 	if lead {
-		g.leaders++
+		q.leaders++
 	}
 	g.mu.Unlock()
 	if lead {
-		s.takeLead(ctx)
+		s.takeLead(ctx, call)
 	}
 	ctxDone := ctx.Done()
 	for {
 		select {
 		case a := <-call.done:
 			if a.lead {
-				s.takeLead(ctx)
+				s.takeLead(ctx, call)
 				continue
 			}
 			if a.alone {
@@ -140,70 +166,92 @@ func (s *Store) takeBatched(ctx context.Context, call *takeCall) (*crowd.Unit, e
 			}
 			return a.unit, a.err
 		case <-ctxDone:
-			g.mu.Lock()
-			i := slices.Index(g.queue, call)
-			if i < 0 {
-				// Sent: its answer comes.
-				g.mu.Unlock()
-				ctxDone = nil
+			if !g.leave(call) {
+				ctxDone = nil // sent: its answer comes
 				continue
 			}
-			g.queue = slices.Delete(g.queue, i, i+1)
-			if call.led {
-				// Handed the lead while queued: pass it on.
-				g.handOff()
-			}
-			g.mu.Unlock()
 			return nil, ctx.Err()
 		}
 	}
 }
 
-// handOff passes the lead of a finished batch to the oldest queued take
-// not handed one already, or ends it when there is none. g.mu is held.
-func (g *takeGroup) handOff() {
-	for _, c := range g.queue {
+// leave takes call, whose context ended, out of its pool's queue, and
+// passes on a lead it was handed and has not taken up. It returns false
+// when call is no longer queued: it was sent, and its answer comes.
+func (g *takeGroup) leave(call *takeCall) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.pools[call.pool]
+	if q == nil {
+		return false
+	}
+	i := slices.Index(q.calls, call)
+	if i < 0 {
+		return false
+	}
+	q.calls = slices.Delete(q.calls, i, i+1)
+	if call.led {
+		<-call.done // the lead, the one value there while queued
+		call.led = false
+		g.handOff(call.pool, q)
+	}
+	return true
+}
+
+// handOff passes the lead of a finished batch of pool to the oldest take
+// of q not handed one already, or ends it when there is none (and drops
+// the queue once it has neither takes nor leaders). g.mu is held.
+func (g *takeGroup) handOff(pool uuid.UUID, q *takeQueue) {
+	for _, c := range q.calls {
 		if !c.led {
 			c.led = true
 			c.done <- takeAnswer{lead: true}
 			return
 		}
 	}
-	g.leaders--
+	q.leaders--
+	if q.leaders == 0 && len(q.calls) == 0 {
+		delete(g.pools, pool)
+	}
 }
 
-// takeLead sends one batch: the queued takes of the oldest queued take's
-// pool, up to takeGroupMax, in the order they came; then hands the lead
-// on.
-func (s *Store) takeLead(ctx context.Context) {
+// takeLead sends one batch: the queued takes of leader's pool, up to
+// takeGroupMax, in the order they came (leader's own among them, unless
+// older ones fill the batch); then hands the lead on.
+func (s *Store) takeLead(ctx context.Context, leader *takeCall) {
 	g := &s.takes
 	g.mu.Lock()
+	leader.led = false // taken up
+	q := g.pools[leader.pool]
 	var batch []*takeCall
-	if len(g.queue) > 0 {
-		pool := g.queue[0].pool
-		rest := g.queue[:0]
-		for _, c := range g.queue {
-			switch {
-			case c.pool != pool || len(batch) == takeGroupMax:
-				rest = append(rest, c)
-			case c.ctx.Err() != nil:
-				c.done <- takeAnswer{err: c.ctx.Err()}
-			default:
-				batch = append(batch, c)
-			}
+	rest := q.calls[:0]
+	for _, c := range q.calls {
+		switch {
+		case len(batch) == takeGroupMax:
+			rest = append(rest, c)
+		case c.ctx.Err() != nil && !c.led:
+			c.done <- takeAnswer{err: c.ctx.Err()}
+		default:
+			// (A take holding a lead it has not taken up goes too: its
+			// answer follows the lead in its channel.)
+			batch = append(batch, c)
 		}
-		clear(g.queue[len(rest):])
-		g.queue = rest
 	}
+	clear(q.calls[len(rest):])
+	q.calls = rest
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.handOff(leader.pool, q)
+		g.mu.Unlock()
+	}()
 	if len(batch) > 0 {
 		// The batch is every take's, not the leader's: the leader's
 		// request ending does not cancel it.
-		s.takeSend(context.WithoutCancel(ctx), batch)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeBatchTimeout)
+		defer cancel()
+		s.takeSend(bctx, batch)
 	}
-	g.mu.Lock()
-	g.handOff()
-	g.mu.Unlock()
 }
 
 // takeCountSQL adds the batch's assignments (@ids: those its takes
@@ -250,13 +298,18 @@ func (s *Store) takeSend(ctx context.Context, batch []*takeCall) {
 	if err := br.Close(); err != nil && failed == nil {
 		failed = err
 	}
+	// An ERROR from PostgreSQL rolled the batch back whole: its takes run
+	// again alone. Anything else (the connection broke, the server ended
+	// the session with FATAL, the batch timed out, a row did not scan)
+	// leaves the outcome unknown: every take gets the error, as a single
+	// take would.
 	var pgErr *pgconn.PgError
+	rolledBack := errors.As(failed, &pgErr) && pgErr.Severity == "ERROR"
 	for i, c := range batch {
 		switch {
 		case failed == nil:
 			c.done <- answers[i]
-		case errors.As(failed, &pgErr):
-			// PostgreSQL refused a statement: the batch rolled back whole.
+		case rolledBack:
 			c.done <- takeAnswer{alone: true}
 		default:
 			c.done <- takeAnswer{err: failed}

@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,9 +93,8 @@ func TestTakeGroupAnswers(t *testing.T) {
 		g.call(g.ctx, g.contributors[3], u1),
 		g.call(g.ctx, g.contributors[0], u0, u1), // the same contributor: sees its own first take
 	}
-	g.s.takes.queue = append(g.s.takes.queue, calls...)
-	g.s.takes.leaders = 1
-	g.s.takeLead(canceled)
+	g.s.takes.pools = map[uuid.UUID]*takeQueue{g.pool: {calls: slices.Clone(calls), leaders: 1}}
+	g.s.takeLead(canceled, calls[1])
 
 	answers := make([]takeAnswer, len(calls))
 	for i, c := range calls {
@@ -107,8 +109,7 @@ func TestTakeGroupAnswers(t *testing.T) {
 	require.Equal(t, u1, answers[3].unit.ID)
 	require.NoError(t, answers[4].err)
 	require.Equal(t, u1, answers[4].unit.ID, "u0 is the contributor's already, in the batch's own transaction")
-	require.Empty(t, g.s.takes.queue)
-	require.Zero(t, g.s.takes.leaders, "the lead ended with the queue empty")
+	require.Empty(t, g.s.takes.pools, "the lead ended and the empty queue was dropped")
 
 	a, slots, counter := g.counts(t)
 	require.Equal(t, 3, a)
@@ -142,4 +143,83 @@ func TestTakeGroupRollsBackWhole(t *testing.T) {
 	require.Zero(t, a)
 	require.Zero(t, slots)
 	require.Zero(t, counter)
+}
+
+// TestTakeGroupLeadsBalance: a pool's leaders come back to zero however
+// leads and cancellations fall. A leader whose batch filled with older
+// takes stays queued and is handed the next lead; leaving the queue then
+// passes that lead on, and a lead it took up already is not passed twice
+// (it was: the pool ended with a leader too few, and the cap drifted).
+func TestTakeGroupLeadsBalance(t *testing.T) {
+	t.Parallel()
+	for _, leave := range []bool{true, false} {
+		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
+			g := setupGroup(t, takeGroupMax+1, takeGroupMax+1)
+			calls := make([]*takeCall, takeGroupMax+1)
+			for i := range calls {
+				calls[i] = g.call(g.ctx, g.contributors[i], g.units[i].ID)
+			}
+			last := calls[takeGroupMax]
+			g.s.takes.pools = map[uuid.UUID]*takeQueue{g.pool: {calls: slices.Clone(calls), leaders: 1}}
+			// last was handed the lead, and takes it up as takeBatched does
+			last.led = true
+			last.done <- takeAnswer{lead: true}
+			require.True(t, (<-last.done).lead)
+			g.s.takeLead(g.ctx, last) // sends the oldest takeGroupMax, not last
+			for _, c := range calls[:takeGroupMax] {
+				a := <-c.done
+				require.NoError(t, a.err)
+			}
+			require.True(t, last.led, "the lead went to the take still queued")
+			require.Len(t, last.done, 1, "the lead waits in its channel")
+			if leave {
+				require.True(t, g.s.takes.leave(last))
+				require.False(t, g.s.takes.leave(last), "gone already")
+			} else {
+				a := <-last.done
+				require.True(t, a.lead)
+				g.s.takeLead(g.ctx, last)
+				a = <-last.done
+				require.False(t, a.lead || a.alone, "%+v", a)
+				require.False(t, g.s.takes.leave(last), "sent")
+			}
+			require.Empty(t, g.s.takes.pools, "every lead ended")
+		})
+	}
+}
+
+// TestTakeGroupCanceledAtRandom: many takes of two pools at once, each
+// canceled at a random moment or not at all, through AssignmentTake:
+// afterwards every queue is gone (no take left waiting, no leader
+// counted that does not run) and every take either took or did not.
+func TestTakeGroupCanceledAtRandom(t *testing.T) {
+	t.Parallel()
+	g := setupGroup(t, 400, 200)
+	var wg sync.WaitGroup
+	for i, c := range g.contributors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(g.ctx, time.Duration(i%7)*time.Millisecond)
+			if i%3 == 0 {
+				ctx, cancel = context.WithCancel(g.ctx)
+			}
+			defer cancel()
+			for range 2 {
+				_, err := g.s.AssignmentTake(ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: g.pool,
+					ContributorID: c, Strategy: crowd.StrategyRandom, Duration: time.Minute, Now: testBase})
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Errorf("take: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.s.takes.mu.Lock()
+	left := len(g.s.takes.pools)
+	g.s.takes.mu.Unlock()
+	require.Zero(t, left, "every lead ended")
+	a, slots, counter := g.counts(t)
+	require.Equal(t, a, slots, "slots taken are the ACTIVE assignments")
+	require.Equal(t, a, counter, "the counter counts the ACTIVE assignments")
 }
