@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/job"
 )
 
 func (s *Server) assignmentRoutes() []route {
@@ -181,9 +182,9 @@ func (t *takeResponse) appendJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `{"assignmentId":"`...)
-	b = appendUUID(b, t.AssignmentID)
+	b = job.AppendUUID(b, t.AssignmentID)
 	b = append(b, `","unit":{"id":"`...)
-	b = appendUUID(b, t.Unit.ID)
+	b = job.AppendUUID(b, t.Unit.ID)
 	b = append(b, `","input":`...)
 	if t.Unit.Input == nil {
 		b = append(b, "null"...)
@@ -199,22 +200,6 @@ func (t *takeResponse) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"expiresAt":`...)
 	b = append(b, expires...)
 	return append(b, "}\n"...), nil
-}
-
-// appendUUID appends id's text form.
-func appendUUID(b []byte, id uuid.UUID) []byte {
-	var text [36]byte
-	hex := "0123456789abcdef"
-	j := 0
-	for i, c := range id {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			text[j] = '-'
-			j++
-		}
-		text[j], text[j+1] = hex[c>>4], hex[c&0xf]
-		j += 2
-	}
-	return append(b, text[:]...)
 }
 
 func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeRequest) (int, *takeResponse, error) {
@@ -399,11 +384,11 @@ func (j *judgmentResponse) appendJSON(b []byte) ([]byte, error) {
 		return nil, errNoAppend
 	}
 	b = append(b, `{"judgmentId":"`...)
-	b = appendUUID(b, j.JudgmentID)
+	b = job.AppendUUID(b, j.JudgmentID)
 	b = append(b, `","assignmentId":"`...)
-	b = appendUUID(b, j.AssignmentID)
+	b = job.AppendUUID(b, j.AssignmentID)
 	b = append(b, `","unitId":"`...)
-	b = appendUUID(b, j.UnitID)
+	b = job.AppendUUID(b, j.UnitID)
 	b = append(b, `","finalized":`...)
 	b = strconv.AppendBool(b, j.Finalized)
 	return append(b, "}\n"...), nil

@@ -112,7 +112,7 @@ func (e *StateChangedEncoder) Add(t *Transition) {
 	switch {
 	case e.n > 0 && sameGroup(&e.last, t):
 		b = append(b, `,"`...)
-		b = appendUUID(b, t.JobID)
+		b = AppendUUID(b, t.JobID)
 		e.b = append(b, '"')
 		e.n++
 		return
@@ -134,7 +134,7 @@ func (e *StateChangedEncoder) Add(t *Transition) {
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(t.Attempt), 10)
 	b = append(b, `,"jobIds":["`...)
-	b = appendUUID(b, t.JobID)
+	b = AppendUUID(b, t.JobID)
 	e.b = append(b, '"')
 }
 
@@ -194,7 +194,7 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // appendUUID appends id in its canonical form (as uuid.UUID.String).
-func appendUUID(b []byte, id uuid.UUID) []byte {
+func AppendUUID(b []byte, id uuid.UUID) []byte {
 	var s [36]byte
 	hex.Encode(s[0:8], id[0:4])
 	s[8] = '-'
