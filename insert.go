@@ -147,20 +147,18 @@ func (c *Client) insert(ctx context.Context, tx any, jobs []InsertParams) ([]*In
 	}
 	var res []*store.JobInsertResult
 	var err error
+	stream := tx == nil && len(jobs) > 1 && !hasIdempotencyKey(jobs)
+	if !stream {
+		for i := range jobs {
+			if err := prepare(i); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch {
 	case tx != nil:
-		for i := range jobs {
-			if err := prepare(i); err != nil {
-				return nil, err
-			}
-		}
 		res, err = c.store.JobInsertManyTx(ctx, tx, params)
-	case len(jobs) == 1 || hasIdempotencyKey(jobs):
-		for i := range jobs {
-			if err := prepare(i); err != nil {
-				return nil, err
-			}
-		}
+	case !stream:
 		res, err = c.store.JobInsertMany(ctx, params)
 	default:
 		// The store prepares the jobs as it sends them (PostgreSQL streams
