@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -101,7 +100,7 @@ c AS (
 )`
 
 // uncounted is a take statement without its count.
-func uncounted(tmpl string) string { return strings.Replace(tmpl, takeCountCTE, "", 1) }
+func uncounted(tmpl string) string { return mustReplace(tmpl, takeCountCTE, "") }
 
 // pickWhere is what every pick requires of a unit, but the golden or open
 // condition.
@@ -142,7 +141,7 @@ var (
 	// takeWaitSQL is the ordered pick waiting for row locks instead of
 	// skipping them: the take's last word when the others found nothing
 	// but a unit is available (see AssignmentTake).
-	takeWaitSQL = strings.Replace(takeOrderedSQL, " SKIP LOCKED", "", 1)
+	takeWaitSQL = mustReplace(takeOrderedSQL, " SKIP LOCKED", "")
 	// takeBatchSQL: the statement of a pick's first try in a batch
 	// (crowd_take_group.go), by the pick's statement.
 	takeBatchSQL = map[string]string{
