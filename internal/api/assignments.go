@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/jsonappend"
 )
 
 func (s *Server) assignmentRoutes() []route {
@@ -182,9 +182,9 @@ func (t *takeResponse) appendJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `{"assignmentId":"`...)
-	b = job.AppendUUID(b, t.AssignmentID)
+	b = jsonappend.UUID(b, t.AssignmentID)
 	b = append(b, `","unit":{"id":"`...)
-	b = job.AppendUUID(b, t.Unit.ID)
+	b = jsonappend.UUID(b, t.Unit.ID)
 	b = append(b, `","input":`...)
 	if t.Unit.Input == nil {
 		b = append(b, "null"...)
@@ -384,11 +384,11 @@ func (j *judgmentResponse) appendJSON(b []byte) ([]byte, error) {
 		return nil, errNoAppend
 	}
 	b = append(b, `{"judgmentId":"`...)
-	b = job.AppendUUID(b, j.JudgmentID)
+	b = jsonappend.UUID(b, j.JudgmentID)
 	b = append(b, `","assignmentId":"`...)
-	b = job.AppendUUID(b, j.AssignmentID)
+	b = jsonappend.UUID(b, j.AssignmentID)
 	b = append(b, `","unitId":"`...)
-	b = job.AppendUUID(b, j.UnitID)
+	b = jsonappend.UUID(b, j.UnitID)
 	b = append(b, `","finalized":`...)
 	b = strconv.AppendBool(b, j.Finalized)
 	return append(b, "}\n"...), nil

@@ -2,13 +2,14 @@ package job
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/jsonappend"
 )
 
 // A job.state_changed outbox row holds the transitions of a batch in one
@@ -112,7 +113,7 @@ func (e *StateChangedEncoder) Add(t *Transition) {
 	switch {
 	case e.n > 0 && sameGroup(&e.last, t):
 		b = append(b, `,"`...)
-		b = AppendUUID(b, t.JobID)
+		b = jsonappend.UUID(b, t.JobID)
 		e.b = append(b, '"')
 		e.n++
 		return
@@ -134,7 +135,7 @@ func (e *StateChangedEncoder) Add(t *Transition) {
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(t.Attempt), 10)
 	b = append(b, `,"jobIds":["`...)
-	b = AppendUUID(b, t.JobID)
+	b = jsonappend.UUID(b, t.JobID)
 	e.b = append(b, '"')
 }
 
@@ -191,19 +192,4 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
-}
-
-// appendUUID appends id in its canonical form (as uuid.UUID.String).
-func AppendUUID(b []byte, id uuid.UUID) []byte {
-	var s [36]byte
-	hex.Encode(s[0:8], id[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], id[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], id[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], id[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], id[10:])
-	return append(b, s[:]...)
 }

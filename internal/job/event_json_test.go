@@ -154,10 +154,3 @@ func TestStateChangedDataSizeHint(t *testing.T) {
 		}
 	}
 }
-
-// AppendUUID writes what uuid.UUID.String writes.
-func TestAppendUUID(t *testing.T) {
-	for _, id := range []uuid.UUID{uuid.Nil, uuid.MustParse("01234567-89ab-cdef-0f1e-2d3c4b5a6978"), uuid.Must(uuid.NewV7()), uuid.New()} {
-		require.Equal(t, id.String(), string(AppendUUID([]byte{}, id)))
-	}
-}
