@@ -313,8 +313,10 @@ func unitListSQL(p *store.UnitListParams) (string, []any) {
 
 // openUnit is the condition of a regular unit a take may pick; it matches
 // the predicate of the docket_units_open indexes word for word, so the
-// planner uses them.
-const openUnit = `u.state = 'JUDGABLE' AND NOT u.golden AND u.slots_taken < u.judgments_per_unit`
+// planner uses them. has_slot is slots_taken < judgments_per_unit, stored
+// (migration 0021): a take that leaves the unit a free slot changes no
+// indexed column, so its update is HOT.
+const openUnit = `u.state = 'JUDGABLE' AND NOT u.golden AND u.has_slot`
 
 // UnitListAvailable implements store.Store.
 func (s *Store) UnitListAvailable(ctx context.Context, p *store.UnitListAvailableParams) ([]uuid.UUID, error) {
@@ -503,8 +505,8 @@ func (s *Store) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (
 }
 
 // unitRetarget sets an open regular unit's target; its row moves into or
-// out of the take's partial indexes (slots_taken < judgments_per_unit)
-// with it.
+// out of the take's partial indexes (has_slot: slots_taken <
+// judgments_per_unit) with it.
 func unitRetarget(ctx context.Context, c conn, p *store.UnitRetargetParams) (*crowd.Unit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
