@@ -464,7 +464,7 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 	}
 	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
 	if err == nil && len(out) > 0 {
-		c.setGolden(poolID, true) // test questions from the next take on
+		c.golden.set(poolID, true) // test questions from the next take on
 	}
 	return out, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,26 +47,10 @@ const PoolEstimateMinJudgments = 30
 // it.
 const poolModelTTL = 10 * time.Second
 
-// poolModelCache holds the models read per pool.
-type poolModelCache struct {
-	mu sync.Mutex
-	m  map[uuid.UUID]*cachedModels
-}
-
-type cachedModels struct {
+// modelsRead is what a node read of a pool's models.
+type modelsRead struct {
 	models map[string]*aggregate.Model // by field name
 	stored map[string]modelStamp       // what each decoded model was, by field name
-	read   time.Time
-	// rereading: one judgment rereads lapsed models while the others
-	// keep these (at most poolModelTTL plus the read old).
-	rereading bool
-	// first is open while the pool's first read is in flight: the
-	// judgments that came meanwhile wait for it instead of reading too.
-	first chan struct{}
-	// err is the first read's error, for the judgments that waited for
-	// it (set before first is closed): they fail with it rather than
-	// each read in turn, a slow failure times their number.
-	err error
 }
 
 // modelStamp identifies one stored estimate: a model whose stamp did not
@@ -82,91 +65,48 @@ type modelStamp struct {
 // has no model-based field (then nothing is read) or the pool was never
 // estimated.
 //
-// One caller reads at a time: when the models lapse, one rereads them
-// while the others keep the ones they have; before the first read, the
-// others wait for it. A model whose estimate did not change since the
-// last read (its judgments and estimated_at) keeps its decoded form.
+// One caller reads at a time (a refreshCache of poolModelTTL): when the
+// models lapse, one rereads them while the others keep the ones they
+// have; before the first read, the others wait for it. A model whose
+// estimate did not change since the last read (its judgments and
+// estimated_at) keeps its decoded form.
 // (Every judgment in flight reread them at once before, each decoding
 // every field's model again: a thousand reads in a run of a hot pool.)
 func (c *Client) poolModels(ctx context.Context, pool *Pool, ct *task.Compiled) (map[string]*aggregate.Model, error) {
 	if len(modelFields(ct)) == 0 {
 		return nil, nil
 	}
-	now := c.cfg.Now()
-	c.models.mu.Lock()
-	c.models.m = bounded(c.models.m)
-	cm := c.models.m[pool.ID]
-	switch {
-	case cm != nil && cm.first != nil:
-		first := cm.first
-		c.models.mu.Unlock()
-		select {
-		case <-first:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	pm, err := c.models.get(ctx, pool.ID, func(ctx context.Context, old modelsRead) (modelsRead, error) {
+		stored, err := c.store.PoolModelList(ctx, pool.ID)
+		if err != nil {
+			return modelsRead{}, err
 		}
-		if cm.err != nil {
-			return nil, cm.err
-		}
-		return c.poolModels(ctx, pool, ct)
-	case cm != nil && (cm.rereading || now.Sub(cm.read) < poolModelTTL && !now.Before(cm.read)):
-		c.models.mu.Unlock()
-		return cm.models, nil
-	case cm != nil:
-		cm.rereading = true // this caller rereads; the others keep cm meanwhile
-	default:
-		cm = &cachedModels{first: make(chan struct{})}
-		c.models.m[pool.ID] = cm
-		defer close(cm.first)
-	}
-	c.models.mu.Unlock()
-
-	stored, err := c.store.PoolModelList(ctx, pool.ID)
-	if err != nil {
-		c.models.mu.Lock()
-		if c.models.m[pool.ID] == cm {
-			if cm.first != nil {
-				cm.err = err                // for those waiting on this read
-				delete(c.models.m, pool.ID) // the next caller reads again
-			} else {
-				cm.rereading = false
+		next := modelsRead{models: make(map[string]*aggregate.Model, len(stored)), stored: make(map[string]modelStamp, len(stored))}
+		for _, s := range stored {
+			stamp := modelStamp{judgments: s.Judgments, estimatedAt: s.EstimatedAt}
+			if m, ok := old.models[s.Field]; ok && old.stored[s.Field] == stamp {
+				next.models[s.Field], next.stored[s.Field] = m, stamp
+				continue
 			}
-		}
-		c.models.mu.Unlock()
-		return nil, err
-	}
-	next := &cachedModels{models: make(map[string]*aggregate.Model, len(stored)), stored: make(map[string]modelStamp, len(stored)), read: now}
-	for _, s := range stored {
-		stamp := modelStamp{judgments: s.Judgments, estimatedAt: s.EstimatedAt}
-		if m, ok := cm.models[s.Field]; ok && cm.stored[s.Field] == stamp {
+			m := &aggregate.Model{}
+			if err := json.Unmarshal(s.Model, m); err != nil {
+				// A model this version cannot read: the units fall back to
+				// the weighted vote until the next estimate replaces it.
+				c.cfg.Logger.Warn("unreadable pool model", "pool_id", pool.ID, "field", s.Field, "error", err)
+				continue
+			}
 			next.models[s.Field], next.stored[s.Field] = m, stamp
-			continue
 		}
-		m := &aggregate.Model{}
-		if err := json.Unmarshal(s.Model, m); err != nil {
-			// A model this version cannot read: the units fall back to
-			// the weighted vote until the next estimate replaces it.
-			c.cfg.Logger.Warn("unreadable pool model", "pool_id", pool.ID, "field", s.Field, "error", err)
-			continue
-		}
-		next.models[s.Field], next.stored[s.Field] = m, stamp
-	}
-	c.models.mu.Lock()
-	if c.models.m[pool.ID] == cm {
-		// Not forgotten meanwhile (forgetPoolModels: a newer estimate was
-		// stored, which this read may predate).
-		c.models.m[pool.ID] = next
-	}
-	c.models.mu.Unlock()
-	return next.models, nil
+		return next, nil
+	})
+	return pm.models, err
 }
 
-// forgetPoolModels drops the cached models of a pool: the next
-// finalization reads the ones just stored.
+// forgetPoolModels drops the cached models of a pool (a newer estimate
+// was stored, which a read in flight may predate): the next finalization
+// reads the ones just stored.
 func (c *Client) forgetPoolModels(poolID uuid.UUID) {
-	c.models.mu.Lock()
-	delete(c.models.m, poolID) // a read in flight then keeps its result to itself
-	c.models.mu.Unlock()
+	c.models.forget(poolID)
 }
 
 // PoolsEstimate re-estimates the worker-quality models of every pool that

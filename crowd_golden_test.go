@@ -70,7 +70,7 @@ func TestPoolHasGoldenReadsOnce(t *testing.T) {
 			require.Equal(t, int64(1), counter.calls.Load(), "within goldenRecheck")
 
 			f.c.golden.mu.Lock()
-			f.c.golden.m[f.pool.ID] = goldenSeen{at: time.Now().Add(-2 * goldenRecheck)}
+			f.c.golden.m[f.pool.ID] = &refreshEntry[bool]{at: time.Now().Add(-2 * goldenRecheck)}
 			f.c.golden.mu.Unlock()
 			ask()
 			require.Equal(t, int64(2), counter.calls.Load(), "the lapsed answer")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -627,83 +626,30 @@ func checkTaskQuality(t *TaskTemplate, err error) error {
 // once; added through another node, within this long.
 const goldenRecheck = 2 * time.Second
 
-// goldenCache remembers, per pool, whether it has golden units: once it
-// has, for good (a test take that finds none left falls back to a regular
-// one); that it has none, for goldenRecheck. A take in a pool without
-// test questions then reads and writes no quality state: the quiz and
-// the one in K have nothing to schedule (a read of the contributor's
-// state and a transaction of its own per take, about a third of a hot
-// pool's throughput).
-type goldenCache struct {
-	mu sync.Mutex
-	m  map[uuid.UUID]goldenSeen
-}
-
-type goldenSeen struct {
-	has bool
-	at  time.Time // when none was seen (wall clock, not Config.Now)
-	// first is open while the pool's first read is in flight: the takes
-	// that came meanwhile wait for it instead of reading too.
-	first chan struct{}
-}
-
 // poolHasGolden tells whether pool id has judgable golden units (through
 // docket_units_golden, an index of those alone), from the cache
-// or by reading one. One take reads at a time: while it rereads a pool
-// seen without golden units, the others keep that answer (it is at most
-// goldenRecheck old plus the read); before the first answer they wait
-// for it. (Every take of a hot pool reread it at once before, each
-// walking the pool's units: at 5,000 units about a millisecond each and
-// a thousand reads a run.)
+// (Client.golden, a refreshCache of goldenRecheck on the wall clock, not
+// Config.Now) or by reading one. A pool seen with golden units has them
+// for good (a test take that finds none left falls back to a regular
+// one); one seen without, for goldenRecheck. A take in a pool without
+// test questions then reads and writes no quality state: the quiz and the
+// one in K have nothing to schedule (a read of the contributor's state
+// and a transaction of its own per take, about a third of a hot pool's
+// throughput).
+//
+// One take reads at a time: while it rereads a pool seen without golden
+// units, the others keep that answer (it is at most goldenRecheck old
+// plus the read); before the first answer they wait for it. (Every take
+// of a hot pool reread it at once before, each walking the pool's units:
+// at 5,000 units about a millisecond each and a thousand reads a run.)
 func (c *Client) poolHasGolden(ctx context.Context, id uuid.UUID) (bool, error) {
-	c.golden.mu.Lock()
-	c.golden.m = bounded(c.golden.m)
-	seen, ok := c.golden.m[id]
-	switch {
-	case ok && seen.first != nil:
-		c.golden.mu.Unlock()
-		select {
-		case <-seen.first:
-		case <-ctx.Done():
-			return false, ctx.Err()
+	return c.golden.get(ctx, id, func(ctx context.Context, had bool) (bool, error) {
+		if had {
+			return true, nil // for good: not read again
 		}
-		return c.poolHasGolden(ctx, id)
-	case ok && (seen.has || time.Since(seen.at) < goldenRecheck):
-		c.golden.mu.Unlock()
-		return seen.has, nil
-	case ok:
-		// Stale "none": this take rereads; the others keep "none" meanwhile.
-		c.golden.m[id] = goldenSeen{at: time.Now()}
-	default:
-		seen.first = make(chan struct{})
-		c.golden.m[id] = seen
-		defer func() {
-			c.golden.mu.Lock()
-			if cur := c.golden.m[id]; cur.first == seen.first {
-				delete(c.golden.m, id) // the read failed: the next take reads again
-			}
-			c.golden.mu.Unlock()
-			close(seen.first)
-		}()
-	}
-	c.golden.mu.Unlock()
-	yes := true
-	units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: id, Golden: &yes,
-		States: []crowd.UnitState{crowd.UnitJudgable}, Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	c.setGolden(id, len(units) > 0)
-	return len(units) > 0, nil
-}
-
-// setGolden records what was seen of pool id's golden units.
-func (c *Client) setGolden(id uuid.UUID, has bool) {
-	c.golden.mu.Lock()
-	defer c.golden.mu.Unlock()
-	c.golden.m = bounded(c.golden.m)
-	if c.golden.m[id].has {
-		return
-	}
-	c.golden.m[id] = goldenSeen{has: has, at: time.Now()}
+		yes := true
+		units, err := c.store.UnitList(ctx, &store.UnitListParams{PoolID: id, Golden: &yes,
+			States: []crowd.UnitState{crowd.UnitJudgable}, Limit: 1})
+		return len(units) > 0, err
+	})
 }

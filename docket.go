@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -77,12 +79,12 @@ type Client struct {
 	tasks compiledTasks // compiled task versions (crowd.go)
 	pools poolCache     // what never changes of a pool (crowd_work.go)
 	// golden tells the pools that have test questions (crowd_quality.go).
-	golden goldenCache
+	golden *refreshCache[uuid.UUID, bool]
 	cands  candidateCache // available unit ids per pool (StrategyCandidates)
 	rates  takeRates      // token buckets of the pools' safe rates (crowd_rate.go)
 	refs   assignmentRefs // what never changes of the assignments taken here (crowd_work.go)
 	// models are the pools' worker-quality models read here (crowd_estimate.go).
-	models poolModelCache
+	models *refreshCache[uuid.UUID, modelsRead]
 	// completeHumanStep, when set, runs in the transaction that finalizes
 	// a unit of a run (crowd_work.go): the workflow runtime sets it to
 	// complete the human step with the unit's output.
@@ -116,7 +118,9 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, store: st}
+	c := &Client{cfg: cfg, store: st,
+		golden: newRefreshCache[uuid.UUID, bool](goldenRecheck, time.Now),
+		models: newRefreshCache[uuid.UUID, modelsRead](poolModelTTL, cfg.Now)}
 	c.completeHumanStep = c.advanceHumanStep
 	if cfg.AutoMigrate {
 		if _, err := c.Migrate(ctx, MigrateUp, 0); err != nil {
