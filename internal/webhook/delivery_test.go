@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -130,7 +131,21 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
 		var now atomic.Int64
 		now.Store(time.Now().UnixNano())
-		b := setup(t, backend, func(c *Config) { c.Now = func() time.Time { return time.Unix(0, now.Load()) } })
+		var lists *webhookListCounter
+		b := setup(t, backend, func(c *Config) {
+			c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+			lists = &webhookListCounter{Store: c.Store}
+			c.Store = lists
+		})
+		// fanOut runs one pass, which reads the subscriptions once.
+		fanOut := func() int {
+			t.Helper()
+			before := lists.calls.Load()
+			n, err := b.svc.FanOut(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, before+1, lists.calls.Load(), "one read of the subscriptions per pass")
+			return n
+		}
 		pending := func() int {
 			t.Helper()
 			rows, err := b.st.WebhookOutboxListPending(b.ctx, &store.WebhookOutboxListPendingParams{Limit: 100})
@@ -138,9 +153,7 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 			return len(rows)
 		}
 		b.insertJobs(t, 1)
-		n, err := b.svc.FanOut(b.ctx)
-		require.NoError(t, err)
-		require.Zero(t, n)
+		require.Zero(t, fanOut())
 		require.Equal(t, 1, pending(), "left to the relay")
 
 		// The relay publishes it: marked fanned out too.
@@ -156,24 +169,31 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 		b.insertJobs(t, 1)
 		require.Equal(t, 2, pending())
 		now.Store(time.Now().Add(noSubscriberGrace + time.Second).UnixNano())
-		_, err = b.svc.FanOut(b.ctx)
-		require.NoError(t, err)
+		fanOut()
 		require.Zero(t, pending())
 
 		// A row left while there was no subscription goes to one made
 		// before the dispatcher's next pass.
 		now.Store(time.Now().UnixNano())
 		b.insertJobs(t, 2)
-		_, err = b.svc.FanOut(b.ctx)
-		require.NoError(t, err)
+		fanOut()
 		require.Equal(t, 1, pending())
 		w := b.subscribe(t, "http://127.0.0.1:1/")
-		n, err = b.svc.FanOut(b.ctx)
-		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, 2, fanOut())
 		require.Len(t, b.deliveries(t, w), 2)
 		require.Zero(t, pending())
 	})
+}
+
+// webhookListCounter is a store counting its WebhookList calls.
+type webhookListCounter struct {
+	Store
+	calls atomic.Int64
+}
+
+func (s *webhookListCounter) WebhookList(ctx context.Context) ([]*store.Webhook, error) {
+	s.calls.Add(1)
+	return s.Store.WebhookList(ctx)
 }
 
 // A delivery that keeps failing is DEAD after MaxAttempts; redelivery

@@ -49,6 +49,9 @@ func (s *Service) runDispatcher(ctx context.Context) {
 // here as before. A subscription made meanwhile gets the rows still
 // pending, as it gets any row fanned out after it exists.
 //
+// It reads the subscriptions once a batch of rows: the first batch's
+// read also tells whether there is none, before any row is read.
+//
 // It never skips a row: it reads rows by their "not fanned out" mark, not
 // above a cursor, so a row that committed after rows with higher ids is
 // found on the next pass. It never duplicates a delivery: deliveries are
@@ -56,11 +59,17 @@ func (s *Service) runDispatcher(ctx context.Context) {
 // dispatcher that read the same rows inserts nothing. The leader runs it;
 // tests call it directly.
 func (s *Service) FanOut(ctx context.Context) (int, error) {
-	total := 0
-	if young, err := s.onlyYoungPending(ctx); err != nil || young {
+	hooks, err := s.store.WebhookList(ctx)
+	if err != nil {
 		return 0, err
 	}
-	for ctx.Err() == nil {
+	if len(hooks) == 0 {
+		if young, err := s.onlyYoungPending(ctx); err != nil || young {
+			return 0, err
+		}
+	}
+	total := 0
+	for batch := 0; ctx.Err() == nil; batch++ {
 		rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: fanOutBatch})
 		if err != nil {
 			return total, err
@@ -68,9 +77,12 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 		if len(rows) == 0 {
 			return total, nil
 		}
-		hooks, err := s.store.WebhookList(ctx)
-		if err != nil {
-			return total, err
+		if batch > 0 {
+			// A long pass rereads them per batch: a subscription made
+			// meanwhile gets the rows fanned out after it exists.
+			if hooks, err = s.store.WebhookList(ctx); err != nil {
+				return total, err
+			}
 		}
 		now := s.cfg.Now()
 		p := &store.WebhookFanOutParams{Now: now, OutboxIDs: make([]int64, 0, len(rows))}
@@ -115,16 +127,12 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 	return total, ctx.Err()
 }
 
-// onlyYoungPending reports whether, with no subscription, the oldest row
-// not fanned out (if any) is younger than noSubscriberGrace: then FanOut
-// has nothing to do (rows are written in about id order), and reading one
-// row costs less than reading a batch of rows left to the relay on every
-// pass.
+// onlyYoungPending reports whether the oldest row not fanned out (if
+// any) is younger than noSubscriberGrace: then FanOut, with no
+// subscription, has nothing to do (rows are written in about id order),
+// and reading one row costs less than reading a batch of rows left to the
+// relay on every pass.
 func (s *Service) onlyYoungPending(ctx context.Context) (bool, error) {
-	hooks, err := s.store.WebhookList(ctx)
-	if err != nil || len(hooks) > 0 {
-		return false, err
-	}
 	rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: 1})
 	if err != nil {
 		return false, err
