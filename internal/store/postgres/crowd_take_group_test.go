@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,58 +17,14 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// groupBundle is a pool of units × 2 slots and contributors for the group
-// take's tests.
-type groupBundle struct {
-	*bundle
-	pool         uuid.UUID
-	units        []*crowd.Unit
-	contributors []uuid.UUID
-}
-
-func setupGroup(t *testing.T, units, contributors int) *groupBundle {
-	t.Helper()
-	b := setup(t)
-	_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: "wf", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-	require.NoError(t, err)
-	_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-	require.NoError(t, err)
-	p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: "wf", WorkflowVersion: 1,
-		Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 2, AssignmentSeconds: 60, Now: testBase})
-	require.NoError(t, err)
-	ps := make([]*store.UnitInsertParams, units)
-	for i := range ps {
-		ps[i] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
-	}
-	us, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: ps, Now: testBase})
-	require.NoError(t, err)
-	g := &groupBundle{bundle: b, pool: p.ID, units: us}
-	for i := range contributors {
-		c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()),
-			ExternalID: fmt.Sprintf("c%d", i), Now: testBase})
-		require.NoError(t, err)
-		g.contributors = append(g.contributors, c.ID)
-	}
-	return g
-}
-
 // call is the first try of contributor c's take of the first of
 // candidates, as AssignmentTake queues it.
-func (g *groupBundle) call(ctx context.Context, c uuid.UUID, candidates ...uuid.UUID) *takeCall {
+func (g *crowdPool) call(ctx context.Context, c uuid.UUID, candidates ...uuid.UUID) *takeCall {
 	id := uuid.Must(uuid.NewV7())
 	stmt := takeStatements[takeKind{takeBatchSQL[takeCandidatesSQL], openUnit}]
 	return &takeCall{ctx: ctx, pool: g.pool, id: id, sql: stmt.sql, done: make(chan takeAnswer, 2),
 		args: stmt.args(pgx.NamedArgs{"id": id, "pool": g.pool, "contributor": c, "now": dbTime(testBase),
 			"expires": dbTime(testBase.Add(time.Minute)), "candidates": candidates})}
-}
-
-// counts are the pool's ACTIVE assignments, its slots taken and its
-// counter of active assignments.
-func (g *groupBundle) counts(t *testing.T) (assignments, slots, counter int) {
-	t.Helper()
-	return g.count(t, `SELECT count(*) FROM docket_assignments WHERE pool_id = $1 AND state = 'ACTIVE'`, g.pool),
-		g.count(t, `SELECT coalesce(sum(slots_taken), 0) FROM docket_units WHERE pool_id = $1`, g.pool),
-		g.count(t, `SELECT coalesce(sum(active_assignments), 0) FROM docket_pool_counters WHERE pool_id = $1`, g.pool)
 }
 
 // TestTakeGroupAnswers: in one batch each take gets its own answer — a
@@ -79,7 +34,7 @@ func (g *groupBundle) counts(t *testing.T) (assignments, slots, counter int) {
 // a leader whose own request ended is sent all the same.
 func TestTakeGroupAnswers(t *testing.T) {
 	t.Parallel()
-	g := setupGroup(t, 3, 4)
+	g := setupCrowdPool(t, crowdPoolParams{Units: 3, Slots: 2, Contributors: 4})
 	u0, u1, full := g.units[0].ID, g.units[1].ID, g.units[2].ID
 	_, err := g.s.Pool().Exec(g.ctx, `UPDATE docket_units SET slots_taken = judgments_per_unit WHERE id = $1`, full)
 	require.NoError(t, err)
@@ -125,7 +80,7 @@ func TestTakeGroupAnswers(t *testing.T) {
 // and nothing of the batch stays (no assignment, slot or count).
 func TestTakeGroupRollsBackWhole(t *testing.T) {
 	t.Parallel()
-	g := setupGroup(t, 2, 2)
+	g := setupCrowdPool(t, crowdPoolParams{Units: 2, Slots: 2, Contributors: 2})
 	u0, u1 := g.units[0].ID, g.units[1].ID
 	// The second: the first's contributor and unit again, inserted
 	// without the take's check, which the rule refuses.
@@ -154,7 +109,7 @@ func TestTakeGroupLeadsBalance(t *testing.T) {
 	t.Parallel()
 	for _, leave := range []bool{true, false} {
 		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
-			g := setupGroup(t, takeGroupMax+1, takeGroupMax+1)
+			g := setupCrowdPool(t, crowdPoolParams{Units: takeGroupMax + 1, Slots: 2, Contributors: takeGroupMax + 1})
 			calls := make([]*takeCall, takeGroupMax+1)
 			for i := range calls {
 				calls[i] = g.call(g.ctx, g.contributors[i], g.units[i].ID)
@@ -194,7 +149,7 @@ func TestTakeGroupLeadsBalance(t *testing.T) {
 // counted that does not run) and every take either took or did not.
 func TestTakeGroupCanceledAtRandom(t *testing.T) {
 	t.Parallel()
-	g := setupGroup(t, 400, 200)
+	g := setupCrowdPool(t, crowdPoolParams{Units: 400, Slots: 2, Contributors: 200})
 	var wg sync.WaitGroup
 	for i, c := range g.contributors {
 		wg.Add(1)

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -20,30 +19,20 @@ import (
 // units stayed short of their judgments.
 func TestTakeWaitsForLockedUnit(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	_, _, err := b.s.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: "wf", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-	require.NoError(t, err)
-	_, _, err = b.s.TaskPut(b.ctx, &store.TaskPutParams{Name: "t", Definition: json.RawMessage(`{}`), Hash: "h", Now: testBase})
-	require.NoError(t, err)
-	p, _, err := b.s.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: "wf", WorkflowVersion: 1,
-		Step: "s", Task: "t", TaskVersion: 1, JudgmentsPerUnit: 3, AssignmentSeconds: 60, Now: testBase})
-	require.NoError(t, err)
-	us, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable,
-		Units: []*store.UnitInsertParams{{ID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}}, Now: testBase})
-	require.NoError(t, err)
-	c, err := b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()), ExternalID: "c", Now: testBase})
-	require.NoError(t, err)
+	b := setupCrowdPool(t, crowdPoolParams{Units: 1, Slots: 3, Contributors: 4})
+	unit := b.units[0].ID
+	cs := b.contributors
 
 	// Not StrategyCandidates: its "none" speaks of its candidates only
 	// (the client's last try is a random take).
-	for _, strategy := range []crowd.Strategy{crowd.StrategyOrdered, crowd.StrategyRandom} {
+	for i, strategy := range []crowd.Strategy{crowd.StrategyOrdered, crowd.StrategyRandom} {
 		holder, err := b.s.Pool().Begin(b.ctx)
 		require.NoError(t, err)
 		defer func() { _ = holder.Rollback(b.ctx) }() // after a failure: release the unit
-		_, err = holder.Exec(b.ctx, `UPDATE docket_units SET updated_at = updated_at WHERE id = $1`, us[0].ID)
+		_, err = holder.Exec(b.ctx, `UPDATE docket_units SET updated_at = updated_at WHERE id = $1`, unit)
 		require.NoError(t, err)
 
-		tp := &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: p.ID, ContributorID: c.ID,
+		tp := &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: b.pool, ContributorID: cs[i],
 			Duration: time.Minute, Strategy: strategy, Now: testBase}
 		type result struct {
 			tk  *crowd.Taken
@@ -74,18 +63,13 @@ func TestTakeWaitsForLockedUnit(t *testing.T) {
 		require.NoError(t, holder.Commit(b.ctx))
 		r := <-done
 		require.NoError(t, r.err, strategy)
-		require.Equal(t, us[0].ID, r.tk.Unit.ID, strategy)
-		// The next contributor's slot: one per strategy, then the third.
-		c, err = b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()),
-			ExternalID: "c-" + string(strategy), Now: testBase})
-		require.NoError(t, err)
+		require.Equal(t, unit, r.tk.Unit.ID, strategy)
 	}
-	_, err = b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: p.ID, ContributorID: c.ID,
+	// The third slot, then none for the fourth contributor.
+	_, err := b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: b.pool, ContributorID: cs[2],
 		Duration: time.Minute, Strategy: crowd.StrategyRandom, Now: testBase})
 	require.NoError(t, err)
-	c, err = b.s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()), ExternalID: "c-last", Now: testBase})
-	require.NoError(t, err)
-	_, err = b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: p.ID, ContributorID: c.ID,
+	_, err = b.s.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: b.pool, ContributorID: cs[3],
 		Duration: time.Minute, Strategy: crowd.StrategyRandom, Now: testBase})
 	require.ErrorIs(t, err, crowd.ErrNoUnit, "three slots taken: none left, and no wait")
 }
