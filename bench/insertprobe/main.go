@@ -20,12 +20,12 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/bench"
 )
 
 type noop struct{}
@@ -76,13 +76,13 @@ func main() {
 		for i := range ps {
 			ps[i].Args = noop{}
 		}
-		s0, c0, t0 := clusterCPU(pm), selfCPU(), time.Now()
+		s0, c0, t0 := clusterCPU(pm), bench.SelfCPU(), time.Now()
 		for n := *jobs; n > 0; n -= *batch {
 			if _, err := c.InsertMany(ctx, ps[:min(n, *batch)]); err != nil {
 				log.Fatal(err)
 			}
 		}
-		wall, cl, sv := time.Since(t0), selfCPU()-c0, clusterCPU(pm)-s0
+		wall, cl, sv := time.Since(t0), bench.SelfCPU()-c0, clusterCPU(pm)-s0
 		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(*jobs) }
 		fmt.Printf("jobs/s %.0f  wall %.2f µs  client %.2f µs  server %.2f µs\n",
 			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv))
@@ -156,10 +156,4 @@ func clusterCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(total / tick * float64(time.Second))
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -59,6 +59,10 @@ type crowdBenchResult struct {
 	ThinkMs          float64             `json:"thinkMs"`       // the mean pause asked for (--think)
 	LoopMs           float64             `json:"loopMs"`        // mean take + submit, client side
 	OfferedPerSec    float64             `json:"offeredPerSec"` // contributors / (think + loop)
+	// ClientCPUUs is this process's CPU per judgment while the
+	// contributors ran: the simulated contributors' alone with --server,
+	// theirs and the server's without.
+	ClientCPUUs float64             `json:"clientCpuUsPerJudgment"`
 	Assign           bench.Latency       `json:"assign"`
 	Submit           bench.Latency       `json:"submit"`
 	Checks           []crowdcheck.Result `json:"checks"`
@@ -161,14 +165,10 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	}
 	base = strings.TrimRight(base, "/")
 
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		MaxIdleConns: cfg.Contributors + 10, MaxIdleConnsPerHost: cfg.Contributors + 10, IdleConnTimeout: time.Minute,
-	}}
-	defer hc.CloseIdleConnections()
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), bench.SelfCPU()
 	for i, key := range res.keys {
 		wg.Add(1)
 		go func() {
@@ -176,13 +176,14 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 			// each contributor's pauses come from a generator of its own,
 			// seeded by its number: the same run draws the same pauses
 			think := crowdThink{mean: cfg.Think, rng: crowdThinkRand(i)}
-			if err := res.contribute(wctx, hc, base, key, pool.ID, think); err != nil {
+			if err := res.contribute(wctx, base, key, pool.ID, think); err != nil {
 				cancel(err)
 			}
 		}()
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
+	clientCPU := bench.SelfCPU() - cpu0
 	if err := context.Cause(wctx); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, fmt.Errorf("contributors: %w", err)
 	}
@@ -192,6 +193,7 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	res.Judgments = len(res.submitMs)
 	res.JudgmentsPerSec = float64(res.Judgments) / res.Seconds
 	if res.Judgments > 0 {
+		res.ClientCPUUs = float64(clientCPU.Microseconds()) / float64(res.Judgments)
 		var sum float64
 		for i := range res.assignMs {
 			sum += res.assignMs[i] + res.submitMs[i]
@@ -257,35 +259,44 @@ func (t crowdThink) pause(ctx context.Context) error {
 }
 
 // contribute is one simulated contributor: take, submit, think, until the
-// pool has no unit left for them. Any answer but 201/202 (and the final
-// 404) fails the benchmark.
-func (r *crowdBenchResult) contribute(ctx context.Context, hc *http.Client, base, key string, poolID uuid.UUID, think crowdThink) error {
+// pool has no unit left for them, on a connection of its own
+// (bench_conn.go). Any answer but 201/202 (and the final 404) fails the
+// benchmark.
+func (r *crowdBenchResult) contribute(ctx context.Context, base, key string, poolID uuid.UUID, think crowdThink) error {
+	c, err := newBenchConn(base, key)
+	if err != nil {
+		return err
+	}
+	defer c.close()
 	takeBody, _ := json.Marshal(map[string]any{"poolId": poolID})
 	for {
 		var taken struct {
 			AssignmentID string `json:"assignmentId"`
 		}
 		t0 := time.Now()
-		status, err := benchPost(ctx, hc, base+"/v1/assignments", key, takeBody, &taken)
+		status, data, err := c.post(ctx, "/v1/assignments", takeBody)
 		assignMs := float64(time.Since(t0).Microseconds()) / 1000
 		if err != nil {
-			return err
+			return fmt.Errorf("POST /v1/assignments: %w", err)
 		}
 		if status == http.StatusNotFound {
 			return nil // no unit left for this contributor
 		}
 		if status != http.StatusCreated {
-			return fmt.Errorf("POST /v1/assignments: %d", status)
+			return fmt.Errorf("POST /v1/assignments: %d %s", status, bytes.TrimSpace(data))
+		}
+		if err := json.Unmarshal(data, &taken); err != nil {
+			return fmt.Errorf("decode POST /v1/assignments: %w", err)
 		}
 		body, _ := json.Marshal(map[string]any{"assignmentId": taken.AssignmentID, "data": map[string]string{"same": "yes"}})
 		t1 := time.Now()
-		status, err = benchPost(ctx, hc, base+"/v1/judgments", key, body, nil)
+		status, data, err = c.post(ctx, "/v1/judgments", body)
 		submitMs := float64(time.Since(t1).Microseconds()) / 1000
 		if err != nil {
-			return err
+			return fmt.Errorf("POST /v1/judgments: %w", err)
 		}
 		if status != http.StatusAccepted {
-			return fmt.Errorf("POST /v1/judgments: %d", status)
+			return fmt.Errorf("POST /v1/judgments: %d %s", status, bytes.TrimSpace(data))
 		}
 		r.latMu.Lock()
 		r.assignMs = append(r.assignMs, assignMs)
@@ -295,35 +306,6 @@ func (r *crowdBenchResult) contribute(ctx context.Context, hc *http.Client, base
 			return err
 		}
 	}
-}
-
-// benchPost posts body and decodes a 2xx answer into out; the body is
-// always read to the end, so the connection is reused.
-func benchPost(ctx context.Context, hc *http.Client, url, key string, body []byte, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, err
-	}
-	if res.StatusCode/100 == 2 && out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return 0, fmt.Errorf("decode %s: %w", url, err)
-		}
-	}
-	if res.StatusCode/100 != 2 && res.StatusCode != http.StatusNotFound {
-		return 0, fmt.Errorf("POST %s: %d %s", url, res.StatusCode, bytes.TrimSpace(data))
-	}
-	return res.StatusCode, nil
 }
 
 // startBenchServer runs docket serve in this process on a loopback port,
@@ -386,6 +368,7 @@ func (r *crowdBenchResult) report(cfg crowdBenchConfig) error {
 	fmt.Fprintf(w, "docket_crowd_units=%d\ndocket_crowd_judgments_per_unit=%d\ndocket_crowd_contributors=%d\n", r.Units, r.JudgmentsPerUnit, r.Contributors)
 	fmt.Fprintf(w, "docket_crowd_judgments=%d\ndocket_crowd_seconds=%.2f\ndocket_crowd_judgments_per_sec=%.0f\n", r.Judgments, r.Seconds, r.JudgmentsPerSec)
 	fmt.Fprintf(w, "docket_crowd_think_ms=%.2f\ndocket_crowd_loop_ms=%.2f\ndocket_crowd_offered_per_sec=%.0f\n", r.ThinkMs, r.LoopMs, r.OfferedPerSec)
+	fmt.Fprintf(w, "docket_crowd_client_cpu_us_per_judgment=%.0f\n", r.ClientCPUUs)
 	fmt.Fprintf(w, "docket_crowd_assign_p50_ms=%.2f\ndocket_crowd_assign_p99_ms=%.2f\n", r.Assign.P50, r.Assign.P99)
 	fmt.Fprintf(w, "docket_crowd_submit_p50_ms=%.2f\ndocket_crowd_submit_p99_ms=%.2f\n", r.Submit.P50, r.Submit.P99)
 	for _, c := range r.Checks {
