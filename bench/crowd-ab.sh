@@ -113,7 +113,7 @@ for i in $(seq 1 "${REPS:-3}"); do
 			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND query LIKE '%UPDATE docket_outbox%'")
 		take="$take $judge $marks"
-		figs=$(echo "$out" | grep -E 'judgments_per_sec|offered_per_sec|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
+		figs=$(echo "$out" | grep -E 'judgments_per_sec|offered_per_sec|client_cpu_us|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
 		bad=$(echo "$out" | grep -c VIOLATED || true)
 		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s0="$s0" -v s1="$s1" -v p0="$p0" -v p1="$p1" \
 			-v c0="$c0" -v c1="$c1" -v take="$take" -v bad="$bad" 'BEGIN {
