@@ -19,6 +19,9 @@
 # gets the database crowdab_<binary name> (made afresh), and the
 # cluster needs shared_preload_libraries = 'pg_stat_statements'. Every run
 # makes a pool of its own, so runs can follow each other on one database.
+# SERVE_URL_PARAMS, e.g. "&pool_max_conns=8", is appended to the database
+# URL of `docket serve` only (the bench's own set-up and checks do not
+# use it): how to compare server-side pool settings.
 set -eu
 BASE=$1
 shift
@@ -52,7 +55,7 @@ for i in $(seq 1 "${REPS:-3}"); do
 		dir=$(mktemp -d)
 		# migrate and set up with this binary first, so the counts below are the run's
 		"$b" migrate up --database-url "$url" >/dev/null
-		DOCKET_LISTEN=127.0.0.1:0 DOCKET_ADDR_FILE=$dir/addr DOCKET_DATABASE_URL=$url DOCKET_NATS_DIR=$dir/nats \
+		DOCKET_LISTEN=127.0.0.1:0 DOCKET_ADDR_FILE=$dir/addr DOCKET_DATABASE_URL=$url${SERVE_URL_PARAMS:-} DOCKET_NATS_DIR=$dir/nats \
 			DOCKET_LOG_LEVEL=warn DOCKET_SHUTDOWN_TIMEOUT=10s "$b" serve >"$dir/serve.log" 2>&1 &
 		spid=$!
 		for _ in $(seq 1 600); do [ -s "$dir/addr" ] && break; sleep 0.1; done

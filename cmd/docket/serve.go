@@ -315,9 +315,44 @@ func (c *serveConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// servePoolConnsDefault is the PostgreSQL connection pool of docket serve
+// when the database URL does not set pool_max_conns. pgx's own default,
+// max(4, cores), is sized for a program that makes its own queries; a
+// server answers many HTTP clients at once, and with 4 connections its
+// requests queue for one (each wait a goroutine parked and woken): the
+// crowd benchmark's server spent ~25% less CPU per judgment with 16, and
+// 32 cost PostgreSQL more than it saved (docs/benchmarks.md, "Fifth
+// round: the server's CPU").
+const servePoolConnsDefault = 16
+
+// withServePool is url with pool_max_conns=servePoolConnsDefault added
+// when it is a PostgreSQL URL that does not set pool_max_conns itself.
+func withServePool(url string) string {
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		return url
+	}
+	if strings.Contains(url, "#") {
+		return url // a fragment: leave the URL to pgx as given
+	}
+	_, query, hasQuery := strings.Cut(url, "?")
+	for kv := range strings.SplitSeq(query, "&") {
+		if k, _, _ := strings.Cut(kv, "="); k == "pool_max_conns" {
+			return url
+		}
+	}
+	sep := "?"
+	if hasQuery {
+		sep = "&"
+		if query == "" || strings.HasSuffix(query, "&") {
+			sep = ""
+		}
+	}
+	return url + sep + "pool_max_conns=" + strconv.Itoa(servePoolConnsDefault)
+}
+
 func (c *serveConfig) clientConfig(logger *slog.Logger, onFinished func(docket.JobFinishedEvent)) docket.Config {
 	return docket.Config{
-		DatabaseURL: c.DatabaseURL, AutoMigrate: true, PriorityAging: c.PriorityAging,
+		DatabaseURL: withServePool(c.DatabaseURL), AutoMigrate: true, PriorityAging: c.PriorityAging,
 		RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
 		Logger: logger, OnJobFinished: onFinished, TakeStrategy: docket.TakeStrategy(c.TakeStrategy),
 	}

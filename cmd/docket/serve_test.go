@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +108,37 @@ func TestServeConfigDocumented(t *testing.T) {
 		row := "| `--" + s.flag + "` | `" + s.env + "` |"
 		require.True(t, strings.Contains(string(doc), row), "docs/configuration.md lacks the row %s", row)
 	}
+}
+
+// TestServePoolDefault: docket serve gives PostgreSQL a pool of
+// servePoolConnsDefault connections unless the URL sets pool_max_conns,
+// as pgx reads it; other URLs are left alone.
+func TestServePoolDefault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url  string
+		want int32 // pgx's MaxConns; 0: the URL must come back unchanged
+	}{
+		{"postgres://u@h/db", servePoolConnsDefault},
+		{"postgres://u@h/db?", servePoolConnsDefault},
+		{"postgresql://u:p@h:5432/db?sslmode=disable", servePoolConnsDefault},
+		{"postgres://u@h/db?sslmode=disable&search_path=s&", servePoolConnsDefault},
+		{"postgres://u@h/db?pool_max_conns=3", 3},
+		{"postgres://u@h/db?sslmode=disable&pool_max_conns=40", 40},
+		{"postgres://u@h/db?my_pool_max_conns=1", servePoolConnsDefault},
+		{"sqlite:docket.db", 0},
+		{"postgres://u@h/db#x", 0},
+	} {
+		got := withServePool(tc.url)
+		if tc.want == 0 {
+			require.Equal(t, tc.url, got)
+			continue
+		}
+		cfg, err := pgxpool.ParseConfig(got)
+		require.NoError(t, err, got)
+		require.Equal(t, tc.want, cfg.MaxConns, got)
+	}
+	c, err := loadWith(t, map[string]string{"DOCKET_DATABASE_URL": "postgres://u@h/db?sslmode=disable"})
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@h/db?sslmode=disable&pool_max_conns=16", c.clientConfig(nil, nil).DatabaseURL)
 }
