@@ -297,6 +297,13 @@ func (c *Client) ContributorList(ctx context.Context, p ContributorListParams) (
 	return c.store.ContributorList(ctx, &store.ContributorListParams{States: p.States, BeforeID: p.Before, Limit: listLimit(p.Limit)})
 }
 
+// ContributorStates reads the states of the contributors ids in one
+// query; one that does not exist is absent from the map. It is how a
+// server refreshes what it remembers of many contributors at once.
+func (c *Client) ContributorStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]ContributorState, error) {
+	return c.store.ContributorStates(ctx, ids)
+}
+
 // ---- Pools and units ----
 
 // PoolEnsure returns the pool of step of the workflow version, creating it

@@ -10,21 +10,42 @@ import (
 	"github.com/docket-run/docket"
 )
 
-// workerStateTTL is how long workerID trusts a contributor's state read
-// earlier. A ban through this server drops the entry at once
-// (patchContributor); a ban through another server is seen within the TTL,
-// and a take is refused by the database at once anyway.
+// workerStateTTL is how old what workerID knows of a contributor's state
+// may be. A ban through this server drops what it knows at once
+// (patchContributor); a ban through another server is seen within the
+// TTL, and a take is refused by the database at once anyway.
 const workerStateTTL = 2 * time.Second
 
-// workerCache remembers contributors' states for workerID.
+// workerCacheMax bounds the contributors a workerCache remembers.
+const workerCacheMax = 100_000
+
+// workerCache remembers contributors' states for workerID: those of the
+// contributors seen, as of one read that began at asOf. Once that read is
+// older than workerStateTTL, the next request reads the states of every
+// contributor asked for since, in one query (ContributorStates), and the
+// requests that need them wait for it: one read per server every 2 s,
+// not one per contributor. A contributor not known yet is read on its own
+// (ContributorGet, as worker does).
 type workerCache struct {
-	mu sync.Mutex
-	m  map[uuid.UUID]workerEntry
+	mu      sync.Mutex
+	m       map[uuid.UUID]*workerEntry
+	asOf    time.Time
+	gen     uint64         // moves on each change: a read begun before a change is not kept
+	reading *workerRefresh // the read in flight, nil when none
+	// reads of all (refreshWorkers) and of one contributor (workerRead),
+	// for tests
+	readsOfAll, readsOfOne int
 }
 
 type workerEntry struct {
-	banned  bool
-	expires time.Time
+	banned bool
+	used   bool // asked for since the last read of all: read again by the next
+}
+
+// workerRefresh is one read of the remembered contributors' states.
+type workerRefresh struct {
+	done chan struct{} // closed when it ended
+	err  error
 }
 
 // workerID is worker for the hot path (take, submit): the contributor of
@@ -37,24 +58,86 @@ func (s *Server) workerID(ctx context.Context) (uuid.UUID, error) {
 	if k == nil || k.ContributorID == uuid.Nil {
 		return uuid.Nil, forbidden("this endpoint is for contributor keys")
 	}
-	now := time.Now()
-	s.workers.mu.Lock()
-	e, ok := s.workers.m[k.ContributorID]
-	s.workers.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		if e.banned {
-			return s.workerRefused(ctx)
+	w := &s.workers
+	for {
+		w.mu.Lock()
+		e, ok := w.m[k.ContributorID]
+		if !ok {
+			gen := w.gen
+			w.mu.Unlock()
+			return s.workerRead(ctx, gen)
 		}
-		return k.ContributorID, nil
+		if time.Since(w.asOf) < workerStateTTL {
+			e.used = true
+			banned := e.banned
+			w.mu.Unlock()
+			if banned {
+				return s.workerRefused(ctx)
+			}
+			return k.ContributorID, nil
+		}
+		if rf := w.reading; rf != nil {
+			w.mu.Unlock()
+			<-rf.done
+			if rf.err != nil {
+				return uuid.Nil, rf.err
+			}
+			continue
+		}
+		if err := s.refreshWorkers(ctx, k.ContributorID); err != nil {
+			return uuid.Nil, err
+		}
 	}
+}
+
+// refreshWorkers reads the states of the contributors asked for since the
+// last read, and me, and makes them what workerID knows. Called with
+// s.workers.mu held; returns with it released.
+func (s *Server) refreshWorkers(ctx context.Context, me uuid.UUID) error {
+	w := &s.workers
+	rf := &workerRefresh{done: make(chan struct{})}
+	w.reading = rf
+	w.readsOfAll++
+	gen := w.gen
+	ids := make([]uuid.UUID, 0, len(w.m))
+	for id, e := range w.m {
+		if e.used || id == me {
+			ids = append(ids, id)
+		}
+	}
+	w.mu.Unlock()
+	start := time.Now()
+	// not canceled with this request: other requests wait for the read
+	states, err := s.client.ContributorStates(storeContext(ctx), ids)
+	w.mu.Lock()
+	w.reading = nil
+	if err == nil && w.gen == gen {
+		m := make(map[uuid.UUID]*workerEntry, len(states))
+		for id, st := range states {
+			m[id] = &workerEntry{banned: st == docket.ContributorBanned}
+		}
+		w.m, w.asOf = m, start
+		w.gen++ // a single read begun before this one must not add what it saw
+	}
+	w.mu.Unlock()
+	rf.err = err
+	close(rf.done)
+	return err
+}
+
+// workerRead reads a contributor workerID does not know yet.
+func (s *Server) workerRead(ctx context.Context, gen uint64) (uuid.UUID, error) {
+	s.workers.mu.Lock()
+	s.workers.readsOfOne++
+	s.workers.mu.Unlock()
 	c, err := s.worker(ctx)
 	if err != nil {
 		if c, gerr := s.me(ctx); gerr == nil && c.State == docket.ContributorBanned {
-			s.rememberWorker(c.ID, true, now)
+			s.rememberWorker(c.ID, true, gen)
 		}
 		return uuid.Nil, err
 	}
-	s.rememberWorker(c.ID, false, now)
+	s.rememberWorker(c.ID, false, gen)
 	return c.ID, nil
 }
 
@@ -67,19 +150,26 @@ func (s *Server) workerRefused(ctx context.Context) (uuid.UUID, error) {
 	return uuid.Nil, err
 }
 
-func (s *Server) rememberWorker(id uuid.UUID, banned bool, now time.Time) {
-	s.workers.mu.Lock()
-	if s.workers.m == nil || len(s.workers.m) > 100_000 {
-		s.workers.m = map[uuid.UUID]workerEntry{}
+// rememberWorker adds what a read of one contributor begun at gen saw,
+// unless something changed since.
+func (s *Server) rememberWorker(id uuid.UUID, banned bool, gen uint64) {
+	w := &s.workers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gen != gen {
+		return
 	}
-	s.workers.m[id] = workerEntry{banned: banned, expires: now.Add(workerStateTTL)}
-	s.workers.mu.Unlock()
+	if w.m == nil || len(w.m) >= workerCacheMax {
+		w.m = map[uuid.UUID]*workerEntry{}
+	}
+	w.m[id] = &workerEntry{banned: banned, used: true}
 }
 
 // forgetWorker drops what workerID knows of a contributor whose state
-// changed through this server.
+// changed through this server; a read of states in flight is not kept.
 func (s *Server) forgetWorker(id uuid.UUID) {
 	s.workers.mu.Lock()
 	delete(s.workers.m, id)
+	s.workers.gen++
 	s.workers.mu.Unlock()
 }

@@ -157,6 +157,9 @@ type CrowdStore interface {
 	ContributorUpdate(ctx context.Context, p *ContributorUpdateParams) (*crowd.Contributor, error)
 	// ContributorList lists contributors newest first (id descending).
 	ContributorList(ctx context.Context, p *ContributorListParams) ([]*crowd.Contributor, error)
+	// ContributorStates reads the states of the contributors ids, in one
+	// query: a contributor that does not exist is absent from the map.
+	ContributorStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]crowd.ContributorState, error)
 	// PoolContributorGet reads what a pool knows of a contributor; a
 	// contributor the pool has not met gets a zero row (not flagged, no
 	// trust), not an error.

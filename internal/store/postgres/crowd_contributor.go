@@ -63,6 +63,30 @@ func contributorGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Contribut
 	return k, nil
 }
 
+// ContributorStates implements store.Store.
+func (s *Store) ContributorStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]crowd.ContributorState, error) {
+	out := make(map[uuid.UUID]crowd.ContributorState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rs, err := s.pool.Query(ctx, `SELECT id, state FROM docket_contributors WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read contributors' states: %w", err)
+	}
+	var (
+		id    uuid.UUID
+		state string
+	)
+	_, err = pgx.ForEachRow(rs, []any{&id, &state}, func() error {
+		out[id] = crowd.ContributorState(state)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read contributors' states: %w", err)
+	}
+	return out, nil
+}
+
 // ContributorGetByExternalID implements store.Store.
 func (s *Store) ContributorGetByExternalID(ctx context.Context, externalID string) (*crowd.Contributor, error) {
 	k, err := scanContributor(s.pool.QueryRow(ctx, `SELECT `+contributorColumns+` FROM docket_contributors

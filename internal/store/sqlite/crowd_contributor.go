@@ -74,6 +74,37 @@ func contributorGet(ctx context.Context, c conn, id uuid.UUID) (*crowd.Contribut
 	return k, nil
 }
 
+// ContributorStates implements store.Store.
+func (s *Store) ContributorStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]crowd.ContributorState, error) {
+	out := make(map[uuid.UUID]crowd.ContributorState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	js, err := uuidsJSON(ids)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		id    uuid.UUID
+		state crowd.ContributorState
+	}
+	rows, err := queryAll(ctx, s.reader, func(r scanner) (row, error) {
+		var id, st string
+		if err := r.Scan(&id, &st); err != nil {
+			return row{}, err
+		}
+		u, err := parseUUID("contributor", id)
+		return row{u, crowd.ContributorState(st)}, err
+	}, `SELECT id, state FROM docket_contributors WHERE id IN (SELECT value FROM json_each(?))`, js)
+	if err != nil {
+		return nil, fmt.Errorf("read contributors' states: %w", err)
+	}
+	for _, r := range rows {
+		out[r.id] = r.state
+	}
+	return out, nil
+}
+
 // ContributorGetByExternalID implements store.Store.
 func (s *Store) ContributorGetByExternalID(ctx context.Context, externalID string) (*crowd.Contributor, error) {
 	k, err := scanContributor(s.reader.QueryRowContext(ctx, `SELECT `+contributorColumns+` FROM docket_contributors

@@ -712,6 +712,23 @@ func testContributors(t *testing.T, open opener) {
 		require.Equal(t, c.ID, page[0].ID)
 	})
 
+	t.Run("States", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		a, c := b.contributor(t), b.contributor(t)
+		b.contributor(t) // not asked for: not read
+		banned := crowd.ContributorBanned
+		_, err := b.s.ContributorUpdate(b.ctx, &store.ContributorUpdateParams{ID: c.ID, State: &banned, Now: base.Add(time.Second)})
+		require.NoError(t, err)
+		none := newID()
+		got, err := b.s.ContributorStates(b.ctx, []uuid.UUID{a.ID, c.ID, none, a.ID})
+		require.NoError(t, err)
+		require.Equal(t, map[uuid.UUID]crowd.ContributorState{a.ID: crowd.ContributorActive, c.ID: crowd.ContributorBanned}, got)
+		got, err = b.s.ContributorStates(b.ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+
 	t.Run("APIKeyBinding", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

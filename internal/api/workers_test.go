@@ -1,0 +1,111 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// TestWorkerStates: workerID reads a contributor it does not know on its
+// own, then remembers them; once what it knows is older than
+// workerStateTTL, one read of the states of every contributor asked for
+// since serves them all — however many requests wait for it — and a ban
+// made elsewhere (not through this server) is seen then; a change through
+// this server (forgetWorker) is seen at once.
+func TestWorkerStates(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := t.Context()
+		client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		s := New(Config{Client: client})
+		var (
+			ids  []uuid.UUID
+			ctxs []context.Context
+		)
+		for i := range 5 {
+			c, err := client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: fmt.Sprint("w", i), Name: "W"})
+			require.NoError(t, err)
+			ids = append(ids, c.ID)
+			ctxs = append(ctxs, context.WithValue(ctx, principalKey{}, &docket.APIKey{Role: docket.RoleContributor, ContributorID: c.ID}))
+		}
+		reads := func() (all, one int) {
+			s.workers.mu.Lock()
+			defer s.workers.mu.Unlock()
+			return s.workers.readsOfAll, s.workers.readsOfOne
+		}
+		stale := func() {
+			s.workers.mu.Lock()
+			s.workers.asOf = time.Now().Add(-workerStateTTL)
+			s.workers.mu.Unlock()
+		}
+		work := func(i int) error {
+			id, err := s.workerID(ctxs[i])
+			if err == nil {
+				require.Equal(t, ids[i], id)
+			}
+			return err
+		}
+		for i := range ids {
+			require.NoError(t, work(i))
+		}
+		all, one := reads()
+		require.Equal(t, 0, all)
+		require.Equal(t, len(ids), one, "each new contributor read on its own")
+
+		// Stale: 50 requests at once wait for one read of all.
+		stale()
+		var wg sync.WaitGroup
+		for n := range 50 {
+			wg.Go(func() { require.NoError(t, work(n%len(ids))) })
+		}
+		wg.Wait()
+		all, one = reads()
+		require.Equal(t, 1, all, "one read for every contributor")
+		require.Equal(t, len(ids), one)
+
+		// A ban made elsewhere is seen once what this server knows is stale.
+		banned := docket.ContributorBanned
+		_, err = client.ContributorUpdate(ctx, ids[2], docket.ContributorUpdateParams{State: &banned})
+		require.NoError(t, err)
+		require.NoError(t, work(2), "within the TTL: what the server knew")
+		stale()
+		require.NoError(t, work(0))
+		err = work(2)
+		require.Error(t, err)
+		p := problemFor(err)
+		require.Equal(t, http.StatusForbidden, p.Status)
+		require.Contains(t, p.Detail, "banned")
+		all, _ = reads()
+		require.Equal(t, 2, all)
+
+		// A change through this server is seen at once: the contributor
+		// is read on its own at their next request.
+		active := docket.ContributorActive
+		_, err = client.ContributorUpdate(ctx, ids[2], docket.ContributorUpdateParams{State: &active})
+		require.NoError(t, err)
+		s.forgetWorker(ids[2])
+		require.NoError(t, work(2))
+		_, one = reads()
+		require.Equal(t, len(ids)+1, one)
+
+		// A contributor asked for in no request since the last read of all
+		// is not read again, nor remembered.
+		stale()
+		require.NoError(t, work(0))
+		s.workers.mu.Lock()
+		_, kept := s.workers.m[ids[4]]
+		s.workers.mu.Unlock()
+		require.False(t, kept)
+	})
+}
