@@ -319,11 +319,14 @@ func (c *serveConfig) Validate() error {
 // when the database URL does not set pool_max_conns. pgx's own default,
 // max(4, cores), is sized for a program that makes its own queries; a
 // server answers many HTTP clients at once, and with 4 connections its
-// requests queue for one (each wait a goroutine parked and woken): the
-// crowd benchmark's server spent ~25% less CPU per judgment with 16, and
-// 32 cost PostgreSQL more than it saved (docs/benchmarks.md, "Fifth
-// round: the server's CPU").
-const servePoolConnsDefault = 16
+// requests queue for one (each wait a goroutine parked and woken). In the
+// crowd benchmark on 2 cores, 8 connections cut the server's CPU per
+// judgment by ~10% against 4, 16 by ~20%, but PostgreSQL's rose with
+// them (more transactions contending for the same rows at once: +0–5% at
+// 8, +10–25% at 16), so that their sum hardly moved; 8 takes the
+// server's share without most of PostgreSQL's (docs/benchmarks.md,
+// "Fifth round: the server's CPU").
+const servePoolConnsDefault = 8
 
 // withServePool is url with pool_max_conns=servePoolConnsDefault added
 // when it is a PostgreSQL URL that does not set pool_max_conns itself.

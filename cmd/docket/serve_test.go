@@ -124,6 +124,7 @@ func TestServePoolDefault(t *testing.T) {
 		{"postgresql://u:p@h:5432/db?sslmode=disable", servePoolConnsDefault},
 		{"postgres://u@h/db?sslmode=disable&search_path=s&", servePoolConnsDefault},
 		{"postgres://u@h/db?pool_max_conns=3", 3},
+		{"postgres://u@h/db?pool_max_conns=16", 16},
 		{"postgres://u@h/db?sslmode=disable&pool_max_conns=40", 40},
 		{"postgres://u@h/db?my_pool_max_conns=1", servePoolConnsDefault},
 		{"sqlite:docket.db", 0},
@@ -140,5 +141,5 @@ func TestServePoolDefault(t *testing.T) {
 	}
 	c, err := loadWith(t, map[string]string{"DOCKET_DATABASE_URL": "postgres://u@h/db?sslmode=disable"})
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?sslmode=disable&pool_max_conns=16", c.clientConfig(nil, nil).DatabaseURL)
+	require.Equal(t, "postgres://u@h/db?sslmode=disable&pool_max_conns=8", c.clientConfig(nil, nil).DatabaseURL)
 }
