@@ -487,7 +487,7 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	// the contributor's quality state locked first, then the run, then
 	// the judgment, with the trust the locked state says (docs/quality.md,
 	// lock order: state → run → unit).
-	tp := &store.JudgmentInTxParams{PoolID: pool.ID, Insert: store.JudgmentInsertParams{
+	tp := &store.JudgmentInTxParams{PoolID: pool.ID, UnitID: ref.UnitID, Insert: store.JudgmentInsertParams{
 		ID: id, AssignmentID: assignmentID, ContributorID: contributorID, Data: data, Now: c.cfg.Now(),
 	}}
 	if pool.Workflow != "" {
@@ -499,6 +499,9 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 	}
 	out := &SubmittedJudgment{}
 	err = c.store.JudgmentInTx(ctx, tp, func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+		// fn may run again (on PostgreSQL, after its batch rolled back):
+		// nothing of a try before it stays.
+		*out = SubmittedJudgment{}
 		q := &judgmentQuality{settings: qs, pool: pool, ct: ct, state: begun.State}
 		out.quality = q
 		now := tp.Insert.Now

@@ -819,7 +819,12 @@ type JudgmentInTxParams struct {
 	// the caller does not know the run, is the unit whose run to lock.
 	// Neither: no run is locked.
 	RunID, RunOfUnit uuid.UUID
-	Insert           JudgmentInsertParams
+	// UnitID is the assignment's unit when the caller knows it. On
+	// PostgreSQL it lets concurrent judgments of the pool share one
+	// transaction (a batch orders its judgments by unit); uuid.Nil: the
+	// judgment has a transaction of its own.
+	UnitID uuid.UUID
+	Insert JudgmentInsertParams
 }
 
 // Validate names every invalid field.

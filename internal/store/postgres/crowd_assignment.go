@@ -240,8 +240,8 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 	for try := 0; ; try++ {
 		err = errTakeAlone
 		if try == 0 {
-			u, err = s.takeBatched(ctx, &takeCall{pool: p.PoolID, id: p.ID, sql: batched.sql, args: batched.args(args),
-				aloneSQL: sql, aloneArgs: pargs})
+			u, err = s.takeBatched(ctx, &takeCall{pool: p.PoolID, c: takeStmt{id: p.ID, sql: batched.sql,
+				args: batched.args(args), aloneSQL: sql, aloneArgs: pargs}})
 		}
 		if errors.Is(err, errTakeAlone) {
 			u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))

@@ -85,11 +85,22 @@ var judgmentInsertStmt = compileNamed(judgmentInsertSQL)
 // judgment in the pool; the transaction then starts again the one-by-one
 // way, which makes the state first), so a judgment is never written
 // without that lock, nor locks its unit before the state.
-var judgmentInsertPipedStmt = compileNamed(mustReplace(judgmentInsertSQL, ` AND expires_at >= @now
+var judgmentInsertPipedStmt = compileNamed(judgmentInsertPipedSQL)
+
+var judgmentInsertPipedSQL = mustReplace(judgmentInsertSQL, ` AND expires_at >= @now
 	RETURNING`, ` AND expires_at >= @now
 		AND EXISTS (SELECT 1 FROM docket_pool_contributors pc
 			WHERE pc.pool_id = docket_assignments.pool_id AND pc.contributor_id = @contributor)
-	RETURNING`))
+	RETURNING`)
+
+// judgmentInsertGroupStmt is judgmentInsertPipedSQL for a batch of the
+// group judgment (crowd_judgment_group.go): without the pool counters'
+// update, which the batch makes once for all its judgments.
+var judgmentInsertGroupStmt = compileNamed(mustReplace(judgmentInsertPipedSQL, `c AS (
+	UPDATE docket_pool_counters pc SET judgments = pc.judgments + 1, active_assignments = pc.active_assignments - 1
+	FROM a WHERE pc.pool_id = a.pool_id AND pc.shard = @shard
+),
+`, ``))
 
 // mustReplace is s with its one occurrence of old replaced by with.
 func mustReplace(s, old, with string) string {

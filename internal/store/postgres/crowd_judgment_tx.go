@@ -38,7 +38,16 @@ func (s *Store) JudgmentInTx(ctx context.Context, p *store.JudgmentInTxParams, f
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	err := s.judgmentInTxPiped(ctx, p, fn)
+	// With the pool's concurrent judgments when the unit is known
+	// (crowd_judgment_group.go), else, or when the batch rolled back,
+	// alone.
+	err := errGroupAlone
+	if p.UnitID != uuid.Nil {
+		err = s.judgmentInTxGrouped(ctx, p, fn)
+	}
+	if errors.Is(err, errGroupAlone) {
+		err = s.judgmentInTxPiped(ctx, p, fn)
+	}
 	if !errors.Is(err, errNoQualityState) {
 		return err
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -70,8 +67,8 @@ import (
 // error: the outcome is unknown, as for a single take's broken
 // connection; a take committed so is released by the reaper).
 //
-// Each pool has its own queue and its own leaders, so a slow batch of
-// one pool holds up only that pool's first tries.
+// The queue and the leaders are crowd_group.go's, shared with the group
+// judgment.
 const (
 	// takeGroupMax is the most takes one batch sends.
 	takeGroupMax = 32
@@ -82,176 +79,44 @@ const (
 	takeBatchTimeout = 30 * time.Second
 )
 
-// takeGroup is a Store's queues of takes waiting for a batch, by pool.
-type takeGroup struct {
-	mu    sync.Mutex
-	pools map[uuid.UUID]*takeQueue
-	// batched counts the takes sent in batches of two or more (tests
-	// check that concurrent takes do combine).
-	batched atomic.Int64
-}
-
-// takeQueue is one pool's queue: the takes waiting, oldest first, and its
-// batches being sent or answered (leads handed out but not yet taken up
-// count too).
-type takeQueue struct {
-	calls   []*takeCall
-	leaders int
-}
-
-// takeCall is one take's first try: its statement in a batch (without
-// the counter update), its statement alone, and where its answer goes.
-type takeCall struct {
-	ctx             context.Context
-	pool            uuid.UUID
+// takeStmt is one take's first try: its statement in a batch (without
+// the counter update) and its statement alone.
+type takeStmt struct {
 	id              uuid.UUID // the assignment's id
 	sql, aloneSQL   string
 	args, aloneArgs []any
-	// led: a lead was handed to the take and it has not taken it up yet
-	// (under takeGroup.mu); the lead is then the one value in done.
-	led bool
-	// done receives the answer, and before it possibly the lead (one of
-	// each at most).
-	done chan takeAnswer
 }
 
-// takeAnswer is a batched take's answer: the unit taken, or the error its
-// statement got (pgx.ErrNoRows: nothing found), or alone: the batch
-// rolled back, run the take by itself; or lead: send the next batch.
-type takeAnswer struct {
-	unit  *crowd.Unit
-	err   error
-	alone bool
-	lead  bool
-}
+type (
+	// takeGroup is a Store's queues of takes waiting for a batch, by pool.
+	takeGroup = group[takeStmt, *crowd.Unit]
+	// takeQueue is one pool's queue of takes.
+	takeQueue = groupQueue[takeStmt, *crowd.Unit]
+	// takeCall is one queued take.
+	takeCall = groupCall[takeStmt, *crowd.Unit]
+	// takeAnswer is a batched take's answer: the unit taken, or the error
+	// its statement got (pgx.ErrNoRows: nothing found), or alone, or lead.
+	takeAnswer = groupAnswer[*crowd.Unit]
+)
+
+// takeSpec is the group take.
+var takeSpec = &groupSpec[takeStmt, *crowd.Unit]{max: takeGroupMax, leaders: takeGroupLeaders,
+	timeout: takeBatchTimeout, send: (*Store).takeSend}
 
 // errTakeAlone is takeBatched's answer when the take must run alone.
-var errTakeAlone = errors.New("take alone")
+var errTakeAlone = errGroupAlone
 
 // takeBatched runs one take's first try — batched, or alone when no
 // other take of its pool is queued with it — and returns its statement's
 // answer (the unit, pgx.ErrNoRows or the error), or errTakeAlone when
 // the caller must run it alone (its batch rolled back).
 func (s *Store) takeBatched(ctx context.Context, call *takeCall) (*crowd.Unit, error) {
-	g := &s.takes
-	call.ctx, call.done = ctx, make(chan takeAnswer, 2)
-	g.mu.Lock()
-	if g.pools == nil {
-		g.pools = map[uuid.UUID]*takeQueue{}
-	}
-	q := g.pools[call.pool]
-	if q == nil {
-		q = &takeQueue{}
-		g.pools[call.pool] = q
-	}
-	q.calls = append(q.calls, call)
-	lead := q.leaders < takeGroupLeaders
-	if lead {
-		q.leaders++
-	}
-	g.mu.Unlock()
-	if lead {
-		s.takeLead(ctx, call)
-	}
-	ctxDone := ctx.Done()
-	for {
-		select {
-		case a := <-call.done:
-			if a.lead {
-				s.takeLead(ctx, call)
-				continue
-			}
-			if a.alone {
-				return nil, errTakeAlone
-			}
-			return a.unit, a.err
-		case <-ctxDone:
-			if !g.leave(call) {
-				ctxDone = nil // sent: its answer comes
-				continue
-			}
-			return nil, ctx.Err()
-		}
-	}
+	return s.takes.do(s, takeSpec, ctx, call)
 }
 
-// leave takes call, whose context ended, out of its pool's queue, and
-// passes on a lead it was handed and has not taken up. It returns false
-// when call is no longer queued: it was sent, and its answer comes.
-func (g *takeGroup) leave(call *takeCall) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	q := g.pools[call.pool]
-	if q == nil {
-		return false
-	}
-	i := slices.Index(q.calls, call)
-	if i < 0 {
-		return false
-	}
-	q.calls = slices.Delete(q.calls, i, i+1)
-	if call.led {
-		<-call.done // the lead, the one value there while queued
-		call.led = false
-		g.handOff(call.pool, q)
-	}
-	return true
-}
-
-// handOff passes the lead of a finished batch of pool to the oldest take
-// of q not handed one already, or ends it when there is none (and drops
-// the queue once it has neither takes nor leaders). g.mu is held.
-func (g *takeGroup) handOff(pool uuid.UUID, q *takeQueue) {
-	for _, c := range q.calls {
-		if !c.led {
-			c.led = true
-			c.done <- takeAnswer{lead: true}
-			return
-		}
-	}
-	q.leaders--
-	if q.leaders == 0 && len(q.calls) == 0 {
-		delete(g.pools, pool)
-	}
-}
-
-// takeLead sends one batch: the queued takes of leader's pool, up to
-// takeGroupMax, in the order they came (leader's own among them, unless
-// older ones fill the batch); then hands the lead on.
+// takeLead sends one batch of leader's pool and hands the lead on.
 func (s *Store) takeLead(ctx context.Context, leader *takeCall) {
-	g := &s.takes
-	g.mu.Lock()
-	leader.led = false // taken up
-	q := g.pools[leader.pool]
-	var batch []*takeCall
-	rest := q.calls[:0]
-	for _, c := range q.calls {
-		switch {
-		case len(batch) == takeGroupMax:
-			rest = append(rest, c)
-		case c.ctx.Err() != nil && !c.led:
-			c.done <- takeAnswer{err: c.ctx.Err()}
-		default:
-			// (A take holding a lead it has not taken up goes too: its
-			// answer follows the lead in its channel.)
-			batch = append(batch, c)
-		}
-	}
-	clear(q.calls[len(rest):])
-	q.calls = rest
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.handOff(leader.pool, q)
-		g.mu.Unlock()
-	}()
-	if len(batch) > 0 {
-		// The batch is every take's, not the leader's: the leader's
-		// request ending does not cancel it.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeBatchTimeout)
-		defer cancel()
-		s.takeSend(bctx, batch)
-	}
+	s.takes.lead(s, takeSpec, ctx, leader)
 }
 
 // takeCountSQL adds the batch's assignments (@ids: those its takes
@@ -268,16 +133,15 @@ func (s *Store) takeSend(ctx context.Context, batch []*takeCall) {
 	if len(batch) == 1 {
 		// Nothing to combine: the take of one statement, with its count.
 		c := batch[0]
-		u, err := scanUnit(s.pool.QueryRow(ctx, c.aloneSQL, c.aloneArgs...))
-		c.done <- takeAnswer{unit: u, err: err}
+		u, err := scanUnit(s.pool.QueryRow(ctx, c.c.aloneSQL, c.c.aloneArgs...))
+		c.done <- takeAnswer{r: u, err: err}
 		return
 	}
-	s.takes.batched.Add(int64(len(batch)))
 	b := &pgx.Batch{}
 	ids := make([]uuid.UUID, len(batch))
 	for i, c := range batch {
-		b.Queue(c.sql, c.args...)
-		ids[i] = c.id
+		b.Queue(c.c.sql, c.c.args...)
+		ids[i] = c.c.id
 	}
 	b.Queue(takeCountSQL.sql, takeCountSQL.args(pgx.NamedArgs{
 		"ids": ids, "pool": batch[0].pool, "shard": rand.IntN(poolShards),
@@ -287,7 +151,7 @@ func (s *Store) takeSend(ctx context.Context, batch []*takeCall) {
 	var failed error
 	for i := range batch {
 		u, err := scanUnit(br.QueryRow())
-		answers[i] = takeAnswer{unit: u, err: err}
+		answers[i] = takeAnswer{r: u, err: err}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) && failed == nil {
 			failed = err
 		}

@@ -22,9 +22,9 @@ import (
 func (g *crowdPool) call(ctx context.Context, c uuid.UUID, candidates ...uuid.UUID) *takeCall {
 	id := uuid.Must(uuid.NewV7())
 	stmt := takeStatements[takeKind{takeBatchSQL[takeCandidatesSQL], openUnit}]
-	return &takeCall{ctx: ctx, pool: g.pool, id: id, sql: stmt.sql, done: make(chan takeAnswer, 2),
+	return &takeCall{ctx: ctx, pool: g.pool, done: make(chan takeAnswer, 2), c: takeStmt{id: id, sql: stmt.sql,
 		args: stmt.args(pgx.NamedArgs{"id": id, "pool": g.pool, "contributor": c, "now": dbTime(testBase),
-			"expires": dbTime(testBase.Add(time.Minute)), "candidates": candidates})}
+			"expires": dbTime(testBase.Add(time.Minute)), "candidates": candidates})}}
 }
 
 // TestTakeGroupAnswers: in one batch each take gets its own answer — a
@@ -57,13 +57,13 @@ func TestTakeGroupAnswers(t *testing.T) {
 		require.False(t, answers[i].alone || answers[i].lead, "take %d: %+v", i, answers[i])
 	}
 	require.NoError(t, answers[0].err)
-	require.Equal(t, u0, answers[0].unit.ID)
+	require.Equal(t, u0, answers[0].r.ID)
 	require.ErrorIs(t, answers[1].err, context.Canceled)
 	require.ErrorIs(t, answers[2].err, pgx.ErrNoRows)
 	require.NoError(t, answers[3].err)
-	require.Equal(t, u1, answers[3].unit.ID)
+	require.Equal(t, u1, answers[3].r.ID)
 	require.NoError(t, answers[4].err)
-	require.Equal(t, u1, answers[4].unit.ID, "u0 is the contributor's already, in the batch's own transaction")
+	require.Equal(t, u1, answers[4].r.ID, "u0 is the contributor's already, in the batch's own transaction")
 	require.Empty(t, g.s.takes.pools, "the lead ended and the empty queue was dropped")
 
 	a, slots, counter := g.counts(t)
@@ -84,10 +84,10 @@ func TestTakeGroupRollsBackWhole(t *testing.T) {
 	u0, u1 := g.units[0].ID, g.units[1].ID
 	// The second: the first's contributor and unit again, inserted
 	// without the take's check, which the rule refuses.
-	clash := &takeCall{ctx: g.ctx, pool: g.pool, id: uuid.Must(uuid.NewV7()), done: make(chan takeAnswer, 2),
+	clash := &takeCall{ctx: g.ctx, pool: g.pool, done: make(chan takeAnswer, 2), c: takeStmt{id: uuid.Must(uuid.NewV7()),
 		sql: `INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at, golden)
-			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $5, $5, false) RETURNING NULL`}
-	clash.args = []any{clash.id, u0, g.pool, g.contributors[0], dbTime(testBase)}
+			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $5, $5, false) RETURNING NULL`}}
+	clash.c.args = []any{clash.c.id, u0, g.pool, g.contributors[0], dbTime(testBase)}
 	calls := []*takeCall{g.call(g.ctx, g.contributors[0], u0), clash, g.call(g.ctx, g.contributors[1], u1)}
 	g.s.takeSend(g.ctx, calls)
 	for i, c := range calls {

@@ -79,7 +79,8 @@ type Store struct {
 
 	analyze analyzeState // AnalyzeGrown's failed tables
 
-	takes takeGroup // takes waiting for a batch (crowd_take_group.go)
+	takes  takeGroup  // takes waiting for a batch (crowd_take_group.go)
+	judges judgeGroup // judgments waiting for a batch (crowd_judgment_group.go)
 }
 
 // Open connects to the database at url (postgres://...). Runtime parameters

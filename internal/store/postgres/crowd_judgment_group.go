@@ -1,0 +1,395 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// The group judgment: concurrent judgments of one pool (JudgmentInTx)
+// share one transaction, queued and led as the group take's takes are
+// (crowd_group.go). A leader sends, in one pipeline:
+//
+//   - BEGIN;
+//   - the quality states of all the batch's contributors locked in one
+//     statement, in contributor order (judgmentStatesLockSQL);
+//   - the runs of the batch's units (pools with a workflow) locked in one
+//     statement, in run order (judgmentRunsLockSQL);
+//   - each judgment's statement without its counter update
+//     (judgmentInsertGroupStmt), in unit order (then assignment order);
+//   - one statement that adds the batch's judgments to one counter shard
+//     (judgmentCountSQL), the shard drawn once for the batch.
+//
+// Then, on that transaction, each judgment's fn in turn, in the
+// statements' order, with the batch's shard in its context; then COMMIT.
+// Each judgment gets its own answer. One round trip and one commit (and
+// one WAL flush and counter row update) for up to judgeGroupMax
+// judgments, where each had its own. A batch of one is today's
+// transaction (judgmentInTxPiped).
+//
+// What a judgment sees is what it would have seen had the batch's
+// judgments run one after another, in the batch's order: the statements
+// run in order, each with a snapshot of its own, so the second judgment
+// of a unit counts after the first (its judgment_count includes it), and
+// a fn sees what the fns and statements before it wrote. Two things a
+// batch changes, and how they are kept right:
+//
+//   - a contributor's state is locked once, before any fn: a batch takes
+//     at most one judgment of each contributor (judgeJoins; another waits
+//     for a later batch), so a fn that changes its contributor's state
+//     (a test question's trust, the too-fast count) changes no state a
+//     later judgment of the batch has read;
+//   - a judgment's statement ran before the fns of the judgments before
+//     it: when one of those fns ran any statement (it may have changed
+//     the unit: finalized it, retargeted it) and judged the same unit,
+//     the unit is read again before the later judgment's fn; if its
+//     state, count or target differ from what the judgment's statement
+//     returned, the batch rolls back and each judgment runs alone. (A
+//     unit reaches its target on the last judgment its slots allow, so
+//     this is a guard, not a path: the usual batch with a unit judged
+//     three times finalizes it in the third judgment's fn, the last.)
+//
+// Exactly-once finalization follows: only the fn of the judgment whose
+// statement brought the count to the target finalizes (the caller's
+// rule, unchanged), in the one transaction that commits all of them or
+// none.
+//
+// Any error — a statement's ERROR, any fn's error (a judgment of a
+// CANCELED unit, which rolls its judgment back), COMMIT's ERROR — rolls
+// the whole batch back, and each judgment runs again alone (today's
+// path; it gets its own true answer there). Only an error of the
+// connection at COMMIT (the outcome unknown) is every judgment's answer,
+// as a single judgment's would be. A judgment whose contributor has no
+// quality state yet (errNoQualityState) is answered that, and takes the
+// one-by-one path, when its statement wrote nothing (the EXISTS guard of
+// judgmentInsertPipedSQL); when it did (a state made between the lock and
+// the statement) the batch rolls back. A judgment that inserted nothing
+// (the same data sent again, or a refused assignment) is answered by
+// judgmentNotInserted on the batch's transaction, as alone; a refusal or
+// a conflict leaves the batch without it (it wrote nothing).
+//
+// Locks, and why a batch adds no deadlock. Every writer locks in the
+// order quality state → run → unit → counter row (lockRun's comment in
+// crowd_work.go, docs/quality.md; the group take's comment for the
+// take's side). A batch locks the same kinds in the same order, each kind
+// as a set in one global order: states by contributor id, runs by run id
+// (ORDER BY under FOR UPDATE locks rows in the sorted order), units by
+// unit id (the statements' order), its one counter row last, and the
+// fns' statements after, as a single judgment's fn runs after its
+// counter row. Two batches, or a batch and a single judgment, take
+// overlapping locks in one order and cannot wait for each other in a
+// cycle. A judgment statement locks its assignment just before its unit;
+// a batch waiting for an assignment holds units of lower ids (or the
+// same unit, for a second judgment of it), and what holds an assignment
+// waits only for that assignment's unit: only a release or expiry of a
+// later judgment's own assignment, racing its submit, while an earlier
+// judgment of the batch holds the same unit, closes a cycle. PostgreSQL's
+// deadlock detection breaks it; the batch rolls back and each judgment
+// runs alone. The cost of a batch otherwise: its locks are held until
+// its last fn ends, so a take or judgment that needs one of its units or
+// states waits that long; judgeGroupMax keeps batches short.
+const (
+	// judgeGroupMax is the most judgments one batch sends.
+	judgeGroupMax = 16
+	// judgeGroupLeaders is the most batches of one pool in flight at once.
+	judgeGroupLeaders = 2
+	// judgeBatchTimeout bounds one batch.
+	judgeBatchTimeout = 30 * time.Second
+)
+
+// judgeCall is one queued judgment: JudgmentInTx's arguments.
+type judgeCall struct {
+	p  *store.JudgmentInTxParams
+	fn func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error
+}
+
+type (
+	// judgeGroup is a Store's queues of judgments waiting for a batch.
+	judgeGroup = group[judgeCall, struct{}]
+	// judgeQueued is one queued judgment.
+	judgeQueued = groupCall[judgeCall, struct{}]
+)
+
+// judgeSpec is the group judgment.
+var judgeSpec = &groupSpec[judgeCall, struct{}]{max: judgeGroupMax, leaders: judgeGroupLeaders,
+	timeout: judgeBatchTimeout, joins: judgeJoins, send: (*Store).judgeSend}
+
+// judgeJoins: a batch takes one judgment of each contributor.
+func judgeJoins(batch []*judgeQueued, c *judgeQueued) bool {
+	for _, b := range batch {
+		if b.c.p.Insert.ContributorID == c.c.p.Insert.ContributorID {
+			return false
+		}
+	}
+	return true
+}
+
+// judgmentStatesLockSQL locks the quality states of contributors @ids in
+// pool @pool, in contributor order.
+var judgmentStatesLockSQL = compileNamed(`SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
+	WHERE pool_id = @pool AND contributor_id = ANY(@ids::uuid[]) ORDER BY contributor_id FOR UPDATE`)
+
+// judgmentRunsLockSQL locks runs @runs and the runs of units @units, in
+// run order (none for a unit of no run, or a run gone).
+var judgmentRunsLockSQL = compileNamed(`SELECT id FROM docket_runs
+	WHERE id = ANY(@runs::uuid[]) OR id IN (SELECT run_id FROM docket_units WHERE id = ANY(@units::uuid[]))
+	ORDER BY id FOR UPDATE`)
+
+// judgmentCountSQL adds the batch's judgments (@ids: those its statements
+// inserted, found by primary key in the batch's own transaction) to one
+// counter shard of the pool, as each judgment statement alone does.
+var judgmentCountSQL = compileNamed(`WITH n AS (
+	SELECT count(*) AS n FROM docket_judgments WHERE id = ANY(@ids::uuid[])
+)
+UPDATE docket_pool_counters pc SET judgments = pc.judgments + n.n, active_assignments = pc.active_assignments - n.n
+FROM n WHERE pc.pool_id = @pool AND pc.shard = @shard AND n.n > 0`)
+
+// judgmentInTxGrouped is JudgmentInTx in a batch with the pool's
+// concurrent judgments; errGroupAlone when it must run alone.
+func (s *Store) judgmentInTxGrouped(ctx context.Context, p *store.JudgmentInTxParams, fn func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error) error {
+	_, err := s.judges.do(s, judgeSpec, ctx, &judgeQueued{pool: p.PoolID, c: judgeCall{p: p, fn: fn}})
+	return err
+}
+
+// errBatchRollBack: the batch rolls back and each judgment runs alone.
+var errBatchRollBack = errors.New("the batch rolls back")
+
+// judgeSend sends one batch of judgments of one pool and answers each.
+func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
+	if len(batch) == 1 {
+		// Nothing to combine: the judgment's own transaction, with its
+		// own context (it is the only one waiting for it).
+		c := batch[0]
+		c.done <- groupAnswer[struct{}]{err: s.judgmentInTxPiped(c.ctx, c.c.p, c.c.fn)}
+		return
+	}
+	errs, err := s.judgeBatch(ctx, batch)
+	var pgErr *pgconn.PgError
+	for i, c := range batch {
+		switch {
+		case err == nil || errs[i] != nil:
+			c.done <- groupAnswer[struct{}]{err: errs[i]}
+		case errors.Is(err, errBatchRollBack) || errors.As(err, &pgErr):
+			c.done <- groupAnswer[struct{}]{alone: true}
+		default:
+			c.done <- groupAnswer[struct{}]{err: err}
+		}
+	}
+}
+
+// judgeBatch runs a batch in one transaction: errs[i] is batch[i]'s own
+// answer when it is not the batch's (a judgment answered before the fns:
+// errNoQualityState, a refusal, a conflict); err is the batch's outcome
+// for the others — nil (committed), errBatchRollBack or a PostgreSQL
+// ERROR (rolled back: they run alone), or any other error of COMMIT's
+// (the outcome unknown: their answer). Before COMMIT is sent every error
+// is the batch's rolling back.
+func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []error, err error) {
+	errs = make([]error, len(batch))
+	// The statements' order: by unit, then by assignment.
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		pa, pb := batch[a].c.p, batch[b].c.p
+		if c := bytes.Compare(pa.UnitID[:], pb.UnitID[:]); c != 0 {
+			return c
+		}
+		return bytes.Compare(pa.Insert.AssignmentID[:], pb.Insert.AssignmentID[:])
+	})
+	pool := batch[0].pool
+	shardN := rand.IntN(poolShards)
+	ctx = context.WithValue(ctx, txShardKey{}, shardN)
+	var (
+		contributors, runs, units, ids []uuid.UUID
+	)
+	for _, i := range order {
+		p := batch[i].c.p
+		contributors = append(contributors, p.Insert.ContributorID)
+		ids = append(ids, p.Insert.ID)
+		if p.RunID != uuid.Nil {
+			runs = append(runs, p.RunID)
+		} else if p.RunOfUnit != uuid.Nil {
+			units = append(units, p.RunOfUnit)
+		}
+	}
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return errs, errBatchRollBack
+	}
+	defer pc.Release() // a connection left in a transaction is closed, not reused
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pool, "ids": contributors})...)
+	lockRuns := len(runs) > 0 || len(units) > 0
+	if lockRuns {
+		b.Queue(judgmentRunsLockSQL.sql, judgmentRunsLockSQL.args(pgx.NamedArgs{"runs": runs, "units": units})...)
+	}
+	inserts := make([]store.JudgmentInsertParams, len(batch))
+	for _, i := range order {
+		ins := batch[i].c.p.Insert
+		ins.Trust = nil // the statement reads the locked state's
+		inserts[i] = ins
+		b.Queue(judgmentInsertGroupStmt.sql, judgmentInsertArgs(ctx, judgmentInsertGroupStmt, &ins)...)
+	}
+	b.Queue(judgmentCountSQL.sql, judgmentCountSQL.args(pgx.NamedArgs{"ids": ids, "pool": pool, "shard": shardN})...)
+	br := pc.SendBatch(ctx, b)
+	ptx := br.Tx()
+	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
+	begun, err := readJudgeBatch(br, lockRuns, batch, order)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return errs, fmt.Errorf("judgments of pool %s: %w", pool, err)
+	}
+	// Those answered before any fn: no state yet, or nothing inserted.
+	for _, i := range order {
+		bg := begun[i]
+		if bg.State == nil {
+			if bg.Inserted != nil {
+				return errs, errBatchRollBack // a state made meanwhile: its lock was not taken
+			}
+			errs[i] = errNoQualityState
+			continue
+		}
+		if bg.Inserted != nil {
+			continue
+		}
+		bg.Inserted, err = judgmentNotInserted(ctx, ptx, &inserts[i])
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || ctx.Err() != nil {
+			return errs, err // the transaction is aborted
+		}
+		errs[i] = err // a refusal or a conflict: it wrote nothing
+	}
+	// The fns, in the statements' order.
+	counted := &countingTx{Tx: ptx}
+	t := &storeTx{s: s, tx: counted}
+	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
+	wrote := map[uuid.UUID]bool{} // units whose judgments' fns ran statements
+	deadline, _ := ctx.Deadline()
+	for _, i := range order {
+		if errs[i] != nil {
+			continue
+		}
+		bg := begun[i]
+		if u := bg.Inserted.Unit; bg.Inserted.Created && wrote[u.ID] {
+			var (
+				state        string
+				count, limit int
+			)
+			if err := ptx.QueryRow(ctx, `SELECT state, judgment_count, judgments_per_unit FROM docket_units WHERE id = $1`,
+				u.ID).Scan(&state, &count, &limit); err != nil {
+				return errs, err
+			}
+			if state != string(u.State) || count != u.JudgmentCount || limit != u.JudgmentsPerUnit {
+				return errs, errBatchRollBack // an earlier fn changed the unit
+			}
+		}
+		// The judgment's own context (its values), bounded by the batch.
+		fctx, cancel := context.WithDeadline(context.WithoutCancel(batch[i].ctx), deadline)
+		fctx = context.WithValue(fctx, txShardKey{}, shardN)
+		before := counted.n
+		err := batch[i].c.fn(fctx, t, bg)
+		cancel()
+		if err != nil {
+			return errs, errBatchRollBack
+		}
+		if counted.n != before && bg.Inserted.Unit != nil {
+			wrote[bg.Inserted.Unit.ID] = true
+		}
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return errs, fmt.Errorf("commit transaction: %w", err)
+	}
+	return errs, nil
+}
+
+// readJudgeBatch reads a batch's pipeline: what each judgment's first
+// statements did, by its index in batch (State nil: no quality state).
+func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, order []int) ([]*store.JudgmentBegun, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("lock quality states: %w", err)
+	}
+	states := map[uuid.UUID]*store.QualityState{}
+	for rows.Next() {
+		st, err := scanQualityState(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("lock quality states: %w", err)
+		}
+		states[st.ContributorID] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock quality states: %w", err)
+	}
+	if lockRuns {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("lock runs: %w", err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("lock runs: %w", err)
+		}
+	}
+	begun := make([]*store.JudgmentBegun, len(batch))
+	for _, i := range order {
+		ins, err := scanJudgmentInserted(br.QueryRow())
+		if err != nil {
+			return nil, fmt.Errorf("insert judgment: %w", err)
+		}
+		begun[i] = &store.JudgmentBegun{State: states[batch[i].c.p.Insert.ContributorID], Inserted: ins}
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("count judgments: %w", err)
+	}
+	return begun, nil
+}
+
+// countingTx is a pgx.Tx that counts the statements sent through it.
+type countingTx struct {
+	pgx.Tx
+	n int
+}
+
+func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t.n++
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t.n++
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t.n++
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *countingTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	t.n++
+	return t.Tx.SendBatch(ctx, b)
+}
+
+func (t *countingTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	t.n++
+	return t.Tx.CopyFrom(ctx, table, columns, src)
+}
