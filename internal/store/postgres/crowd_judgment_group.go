@@ -279,7 +279,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 	t := &storeTx{s: s, tx: counted}
 	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
 	wrote := map[uuid.UUID]bool{} // units whose judgments' fns ran statements
-	deadline, _ := ctx.Deadline()
+	deadline, bounded := ctx.Deadline()
 	for _, i := range order {
 		if errs[i] != nil {
 			continue
@@ -299,7 +299,10 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 			}
 		}
 		// The judgment's own context (its values), bounded by the batch.
-		fctx, cancel := context.WithDeadline(context.WithoutCancel(batch[i].ctx), deadline)
+		fctx, cancel := context.WithoutCancel(batch[i].ctx), context.CancelFunc(func() {})
+		if bounded {
+			fctx, cancel = context.WithDeadline(fctx, deadline)
+		}
 		fctx = context.WithValue(fctx, txShardKey{}, shardN)
 		before := counted.n
 		err := batch[i].c.fn(fctx, t, bg)

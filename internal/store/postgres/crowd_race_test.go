@@ -25,6 +25,7 @@ func TestCrowdRace(t *testing.T) {
 		require.Zero(t, b.count(t, q), name)
 	}
 	require.Positive(t, b.s.takes.batched.Load(), "no take went in a batch of two or more (crowd_take_group.go)")
+	require.Positive(t, b.s.judges.batched.Load(), "no judgment went in a batch of two or more (crowd_judgment_group.go)")
 }
 
 // TestCrowdStrategies runs the race once per take strategy, each alone,

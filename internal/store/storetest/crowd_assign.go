@@ -314,6 +314,133 @@ func testAssignments(t *testing.T, open opener) {
 		require.Equal(t, taken, pool.Counts.ActiveAssignments, "the pool's counter")
 	})
 
+	t.Run("JudgmentBurst", func(t *testing.T) {
+		// Many judgments at once on one pool, three of each unit among
+		// them — as PostgreSQL's group judgment combines them into shared
+		// transactions (crowd_judgment_group.go) — with the unit known or
+		// not, some contributors with no quality state yet, some data sent
+		// twice (the same or other), some contexts ended before or while
+		// they run, and a fn that finalizes the unit whose count reaches
+		// its target. Afterwards: a unit judged three times was finalized
+		// exactly once (by a committed fn), every judgment answered was
+		// stored once, a failed one left nothing, and the counter, the
+		// units' counts and the assignments agree.
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		const units = 12
+		b.units(t, p.ID, units, crowd.UnitJudgable)
+		type judging struct {
+			a          *crowd.Assignment
+			data       string
+			ctx        context.Context
+			unitKnown  bool
+			err        error
+			created    bool
+			finalized  bool
+			judgmentID uuid.UUID
+		}
+		var js []*judging
+		for i := range units * 3 {
+			c := b.contributor(t)
+			if i%4 != 0 { // the others' first judgment makes their state
+				_, err := b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: c.ID, Now: base})
+				require.NoError(t, err)
+			}
+			a := b.take(t, takeParams(p.ID, c.ID)).Assignment
+			ctx := b.ctx
+			switch i % 9 {
+			case 5: // ended before
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				ctx = c
+			case 8: // ends while it queues or runs
+				c, cancel := context.WithTimeout(ctx, time.Duration(i%3)*time.Millisecond)
+				t.Cleanup(cancel)
+				ctx = c
+			}
+			js = append(js, &judging{a: a, data: `{"same":"yes"}`, ctx: ctx, unitKnown: i%5 != 0})
+			switch i % 7 {
+			case 2: // the same data twice at once
+				js = append(js, &judging{a: a, data: `{"same":"yes"}`, ctx: b.ctx, unitKnown: true})
+			case 4: // other data at once: one of the two is stored
+				js = append(js, &judging{a: a, data: `{"same":"no"}`, ctx: b.ctx, unitKnown: true})
+			}
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, j := range js {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tp := &store.JudgmentInTxParams{PoolID: p.ID, RunOfUnit: j.a.UnitID, Insert: store.JudgmentInsertParams{ID: newID(),
+					AssignmentID: j.a.ID, ContributorID: j.a.ContributorID, Data: json.RawMessage(j.data), Now: sinceBase(time.Minute)}}
+				if j.unitKnown {
+					tp.UnitID = j.a.UnitID
+				}
+				<-start
+				j.err = b.s.JudgmentInTx(j.ctx, tp, func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+					ins := begun.Inserted
+					j.created, j.finalized, j.judgmentID = ins.Created, false, ins.Judgment.ID // this try's
+					if !ins.Created || ins.Unit.State != crowd.UnitJudgable || ins.Unit.JudgmentCount < ins.Unit.JudgmentsPerUnit {
+						return nil
+					}
+					_, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: ins.Unit.ID, Result: json.RawMessage(`{}`), Now: sinceBase(time.Minute)})
+					j.finalized = err == nil
+					return err
+				})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created, finalized := map[uuid.UUID]int{}, map[uuid.UUID]int{}
+		stored := map[uuid.UUID]uuid.UUID{} // assignment → judgment
+		for _, j := range js {
+			if j.err != nil {
+				var conflict *crowd.JudgmentConflictError
+				require.True(t, errors.Is(j.err, context.Canceled) || errors.Is(j.err, context.DeadlineExceeded) ||
+					errors.As(j.err, &conflict), "a judgment failed for another reason than its context: %v", j.err)
+				continue
+			}
+			if j.created {
+				created[j.a.UnitID]++
+				require.Zero(t, stored[j.a.ID], "assignment %s judged twice", j.a.ID)
+				stored[j.a.ID] = j.judgmentID
+			}
+			if j.finalized {
+				finalized[j.a.UnitID]++
+			}
+		}
+		for _, j := range js { // the same data again answers the stored judgment
+			if j.err == nil && !j.created {
+				require.Equal(t, stored[j.a.ID], j.judgmentID)
+			}
+		}
+		listed, err := b.s.UnitList(b.ctx, &store.UnitListParams{PoolID: p.ID})
+		require.NoError(t, err)
+		judged, full := 0, 0
+		for _, u := range listed {
+			require.Equal(t, created[u.ID], u.JudgmentCount, "unit %s: its count against its judgments answered", u.ID)
+			all, err := b.s.JudgmentList(b.ctx, &store.JudgmentListParams{UnitID: u.ID})
+			require.NoError(t, err)
+			require.Len(t, all, u.JudgmentCount, "unit %s", u.ID)
+			judged += u.JudgmentCount
+			if u.JudgmentCount == 3 {
+				full++
+				require.Equal(t, crowd.UnitFinalized, u.State, "unit %s", u.ID)
+				require.Equal(t, 1, finalized[u.ID], "unit %s finalized once", u.ID)
+			} else {
+				require.Equal(t, crowd.UnitJudgable, u.State, "unit %s", u.ID)
+				require.Zero(t, finalized[u.ID], "unit %s", u.ID)
+			}
+		}
+		require.Positive(t, full)
+		counts := b.counts(t, p.ID)
+		require.Equal(t, judged, counts.Judgments, "the pool's counter of judgments")
+		require.Equal(t, units*3-judged, counts.ActiveAssignments, "the pool's counter of active assignments")
+		require.Equal(t, full, counts.Finalized)
+	})
+
 	t.Run("TakeOrdered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)

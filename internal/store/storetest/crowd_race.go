@@ -189,8 +189,16 @@ func raceContributor(ctx context.Context, s store.Store, poolID, contributorID u
 			abandoned.Add(1)
 			continue
 		}
-		ins, err := s.JudgmentInsert(ctx, &store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID,
-			ContributorID: contributorID, Data: []byte(`{"same":"yes"}`), Now: base.Add(time.Second)})
+		// As JudgmentSubmit sends it (the unit known: on PostgreSQL the
+		// pool's concurrent judgments share transactions).
+		var ins *store.JudgmentInserted
+		err = s.JudgmentInTx(ctx, &store.JudgmentInTxParams{PoolID: poolID, UnitID: tk.Unit.ID, RunOfUnit: tk.Unit.ID,
+			Insert: store.JudgmentInsertParams{ID: newID(), AssignmentID: tk.Assignment.ID, ContributorID: contributorID,
+				Data: []byte(`{"same":"yes"}`), Now: base.Add(time.Second)}},
+			func(_ context.Context, _ store.Tx, begun *store.JudgmentBegun) error {
+				ins = begun.Inserted
+				return nil
+			})
 		if err != nil {
 			return fmt.Errorf("judgment: %w", err)
 		}

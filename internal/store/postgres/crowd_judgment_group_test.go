@@ -1,0 +1,314 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/store"
+)
+
+// judgeBundle is setupGroup's pool with units of target judgmentsPerUnit
+// and contributors with a quality state each.
+func setupJudge(t *testing.T, units, contributors, judgmentsPerUnit int) *groupBundle {
+	t.Helper()
+	g := setupGroup(t, units, contributors)
+	_, err := g.s.Pool().Exec(g.ctx, `UPDATE docket_units SET judgments_per_unit = $2 WHERE pool_id = $1`, g.pool, judgmentsPerUnit)
+	require.NoError(t, err)
+	for _, c := range g.contributors {
+		_, err := g.s.PoolContributorPut(g.ctx, &store.PoolContributorPutParams{PoolID: g.pool, ContributorID: c, Now: testBase})
+		require.NoError(t, err)
+	}
+	return g
+}
+
+// assign is contributor c's assignment on unit u.
+func (g *groupBundle) assign(t *testing.T, c, u uuid.UUID) *crowd.Assignment {
+	t.Helper()
+	tk, err := g.s.AssignmentTake(g.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: g.pool, ContributorID: c,
+		Strategy: crowd.StrategyCandidates, Candidates: []uuid.UUID{u}, Duration: time.Minute, Now: testBase})
+	require.NoError(t, err)
+	require.Equal(t, u, tk.Unit.ID)
+	return tk.Assignment
+}
+
+// judged is what one judgment's last try of fn saw and did.
+type judged struct {
+	begun     *store.JudgmentBegun
+	finalized bool
+	tries     int
+}
+
+// judgeParams are a's judgment, its unit known.
+func judgeParams(pool uuid.UUID, a *crowd.Assignment) *store.JudgmentInTxParams {
+	return &store.JudgmentInTxParams{PoolID: pool, UnitID: a.UnitID, RunOfUnit: a.UnitID, Insert: store.JudgmentInsertParams{
+		ID: uuid.Must(uuid.NewV7()), AssignmentID: a.ID, ContributorID: a.ContributorID, Data: json.RawMessage(`{"a":1}`),
+		Now: testBase.Add(time.Second)}}
+}
+
+// finalizing is JudgmentSubmit's fn in short: the judgment whose count
+// reaches the target finalizes the unit; ret, when set, is its error.
+func finalizing(j *judged, ret error) func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+	return func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+		j.begun, j.finalized = begun, false
+		j.tries++
+		if ret != nil {
+			return ret
+		}
+		u := begun.Inserted.Unit
+		if !begun.Inserted.Created || u.State != crowd.UnitJudgable || u.JudgmentCount < u.JudgmentsPerUnit {
+			return nil
+		}
+		_, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`{}`), Now: testBase.Add(time.Second)})
+		j.finalized = err == nil
+		return err
+	}
+}
+
+// judgeCallOf queues p with fn, as judgmentInTxGrouped does.
+func (g *groupBundle) judgeCallOf(ctx context.Context, p *store.JudgmentInTxParams, fn func(context.Context, store.Tx, *store.JudgmentBegun) error) *judgeQueued {
+	return &judgeQueued{ctx: ctx, pool: g.pool, done: make(chan groupAnswer[struct{}], 2), c: judgeCall{p: p, fn: fn}}
+}
+
+// judgeCounts are the pool's judgments stored, the units' counts, the
+// counter's judgments and its active assignments, and the outbox's
+// judgment.received rows.
+func (g *groupBundle) judgeCounts(t *testing.T) (judgments, unitCounts, counter, active, events int) {
+	t.Helper()
+	return g.count(t, `SELECT count(*) FROM docket_judgments WHERE pool_id = $1`, g.pool),
+		g.count(t, `SELECT coalesce(sum(judgment_count), 0) FROM docket_units WHERE pool_id = $1`, g.pool),
+		g.count(t, `SELECT coalesce(sum(judgments), 0) FROM docket_pool_counters WHERE pool_id = $1`, g.pool),
+		g.count(t, `SELECT coalesce(sum(active_assignments), 0) FROM docket_pool_counters WHERE pool_id = $1`, g.pool),
+		g.count(t, `SELECT count(*) FROM docket_outbox WHERE event_type = 'judgment.received' AND data->>'poolId' = $1`, g.pool.String())
+}
+
+// TestJudgeGroupAnswers: one batch with three judgments of one unit of
+// target 3 and one of another: their statements count in order (1, 2, 3),
+// the third's fn finalizes the unit, exactly once; each judgment gets its
+// own answer; a judgment whose context ended while queued is answered
+// with its context's error and left out; a contributor's second judgment
+// waits for a later batch (handed the lead); one counter shard moves.
+func TestJudgeGroupAnswers(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 2, 5, 3)
+	u0, u1 := g.units[0].ID, g.units[1].ID
+	as := []*crowd.Assignment{
+		g.assign(t, g.contributors[2], u0), g.assign(t, g.contributors[0], u0), g.assign(t, g.contributors[1], u0),
+		g.assign(t, g.contributors[3], u1), g.assign(t, g.contributors[4], u1),
+		g.assign(t, g.contributors[0], u1), // the same contributor's second
+	}
+	canceled, cancel := context.WithCancel(g.ctx)
+	cancel()
+	js := make([]*judged, len(as))
+	calls := make([]*judgeQueued, len(as))
+	for i, a := range as {
+		js[i] = &judged{}
+		ctx := g.ctx
+		if i == 4 {
+			ctx = canceled
+		}
+		calls[i] = g.judgeCallOf(ctx, judgeParams(g.pool, a), finalizing(js[i], nil))
+	}
+	g.s.judges.pools = map[uuid.UUID]*groupQueue[judgeCall, struct{}]{g.pool: {calls: slices.Clone(calls), leaders: 1}}
+	before := g.s.judges.batched.Load()
+	g.s.judges.lead(g.s, judgeSpec, canceled, calls[4]) // the leader's own request ended
+	for i, c := range calls[:5] {
+		a := <-c.done
+		require.False(t, a.alone || a.lead, "judgment %d: %+v", i, a)
+		if i == 4 {
+			require.ErrorIs(t, a.err, context.Canceled)
+			continue
+		}
+		require.NoError(t, a.err, "judgment %d", i)
+		require.True(t, js[i].begun.Inserted.Created)
+		require.Equal(t, 1, js[i].tries)
+	}
+	require.Equal(t, int64(4), g.s.judges.batched.Load()-before)
+	// In the batch's order (by unit, then assignment) the counts were 1,
+	// 2, 3; only the judgment that reached 3 finalized.
+	seen := map[int]bool{}
+	for i := range 3 {
+		n := js[i].begun.Inserted.Unit.JudgmentCount
+		require.False(t, seen[n])
+		seen[n] = true
+		require.Equal(t, n == 3, js[i].finalized, "judgment %d (count %d)", i, n)
+		require.Equal(t, as[i].ContributorID, js[i].begun.State.ContributorID, "its own contributor's state")
+	}
+	require.Equal(t, 1, js[3].begun.Inserted.Unit.JudgmentCount)
+	unit, err := g.s.UnitGet(g.ctx, u0)
+	require.NoError(t, err)
+	require.Equal(t, crowd.UnitFinalized, unit.State)
+
+	// The contributor's second judgment stayed queued, and was handed
+	// the lead.
+	last := calls[5]
+	require.True(t, last.led, "the lead went to the judgment still queued")
+	require.True(t, (<-last.done).lead)
+	g.s.judges.lead(g.s, judgeSpec, g.ctx, last)
+	a := <-last.done
+	require.NoError(t, a.err)
+	require.Equal(t, 2, js[5].begun.Inserted.Unit.JudgmentCount)
+	require.Empty(t, g.s.judges.pools, "every lead ended, the queue dropped")
+
+	judgments, unitCounts, counter, active, events := g.judgeCounts(t)
+	require.Equal(t, 5, judgments)
+	require.Equal(t, 5, unitCounts)
+	require.Equal(t, 5, counter)
+	require.Equal(t, 1, active, "the canceled judgment's assignment")
+	require.Equal(t, 5, events)
+	require.LessOrEqual(t, g.count(t, `SELECT count(*) FROM docket_pool_counters WHERE pool_id = $1 AND judgments <> 0`, g.pool), 2,
+		"one counter shard per batch (two batches)")
+}
+
+// TestJudgeGroupRollsBackWhole: a fn's error rolls the whole batch back —
+// the judgments before it too — and every judgment is told to run alone;
+// nothing of the batch stays (no judgment, count, counter or event).
+// Alone, each gets its own answer. The same when an earlier fn changed
+// the unit a later judgment of the batch counted on.
+func TestJudgeGroupRollsBackWhole(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	t.Run("fn", func(t *testing.T) {
+		t.Parallel()
+		g := setupJudge(t, 2, 3, 3)
+		u0, u1 := g.units[0].ID, g.units[1].ID
+		as := []*crowd.Assignment{g.assign(t, g.contributors[0], u0), g.assign(t, g.contributors[1], u0), g.assign(t, g.contributors[2], u1)}
+		js := []*judged{{}, {}, {}}
+		rets := []error{nil, boom, nil}
+		var calls []*judgeQueued
+		for i, a := range as {
+			calls = append(calls, g.judgeCallOf(g.ctx, judgeParams(g.pool, a), finalizing(js[i], rets[i])))
+		}
+		g.s.judgeSend(g.ctx, calls)
+		for i, c := range calls {
+			a := <-c.done
+			require.True(t, a.alone, "judgment %d: %+v", i, a)
+		}
+		judgments, unitCounts, counter, active, events := g.judgeCounts(t)
+		require.Zero(t, judgments+unitCounts+counter+events)
+		require.Equal(t, 3, active)
+		require.Equal(t, 3, g.count(t, `SELECT count(*) FROM docket_assignments WHERE pool_id = $1 AND state = 'ACTIVE'`, g.pool))
+		for i, c := range calls {
+			err := g.s.JudgmentInTx(g.ctx, c.c.p, c.c.fn)
+			if i == 1 {
+				require.ErrorIs(t, err, boom)
+			} else {
+				require.NoError(t, err)
+			}
+		}
+		judgments, unitCounts, counter, active, events = g.judgeCounts(t)
+		require.Equal(t, []int{2, 2, 2, 1, 2}, []int{judgments, unitCounts, counter, active, events})
+	})
+	t.Run("unit changed", func(t *testing.T) {
+		t.Parallel()
+		g := setupJudge(t, 1, 2, 2)
+		u0 := g.units[0].ID
+		as := []*crowd.Assignment{g.assign(t, g.contributors[0], u0), g.assign(t, g.contributors[1], u0)}
+		// Target 1 now: the first judgment's fn finalizes the unit, which
+		// the second's statement saw open, with its target reached.
+		_, err := g.s.Pool().Exec(g.ctx, `UPDATE docket_units SET judgments_per_unit = 1 WHERE id = $1`, u0)
+		require.NoError(t, err)
+		js := []*judged{{}, {}}
+		// The second only looks: run after the first, it must see the
+		// unit FINALIZED, as it would alone.
+		var sawOpen bool
+		look := func(_ context.Context, _ store.Tx, begun *store.JudgmentBegun) error {
+			u := begun.Inserted.Unit
+			sawOpen = u.State == crowd.UnitJudgable && u.JudgmentCount >= u.JudgmentsPerUnit
+			return nil
+		}
+		calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, as[0]), finalizing(js[0], nil)),
+			g.judgeCallOf(g.ctx, judgeParams(g.pool, as[1]), look)}
+		g.s.judgeSend(g.ctx, calls)
+		for i, c := range calls {
+			a := <-c.done
+			require.True(t, a.alone, "judgment %d: %+v", i, a)
+		}
+		judgments, _, _, _, _ := g.judgeCounts(t)
+		require.Zero(t, judgments)
+		// Alone, one after the other: the first finalizes, the second
+		// sees it.
+		for _, c := range calls {
+			require.NoError(t, g.s.JudgmentInTx(g.ctx, c.c.p, c.c.fn))
+		}
+		require.True(t, js[0].finalized)
+		require.False(t, sawOpen)
+	})
+}
+
+// TestJudgeGroupCanceledAtRandom: many judgments of one pool at once
+// through JudgmentInTx, three of each unit, each canceled at a random
+// moment or not at all: afterwards every queue is gone, the judgments
+// went in batches, every judgment either was stored or left nothing, a
+// unit judged three times was finalized exactly once, and the counter,
+// the units' counts, the events and the assignments agree.
+func TestJudgeGroupCanceledAtRandom(t *testing.T) {
+	t.Parallel()
+	const units = 60
+	g := setupJudge(t, units, 3*units, 3)
+	as := make([]*crowd.Assignment, 0, 3*units)
+	for i, c := range g.contributors {
+		as = append(as, g.assign(t, c, g.units[i%units].ID))
+	}
+	before := g.s.judges.batched.Load()
+	var (
+		wg                 sync.WaitGroup
+		stored, finalized  atomic.Int64
+		finalizedUnitsSeen sync.Map
+	)
+	start := make(chan struct{})
+	for i, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(g.ctx, time.Duration(i%11)*time.Millisecond)
+			if i%3 != 0 {
+				ctx, cancel = context.WithCancel(g.ctx)
+			}
+			defer cancel()
+			j := &judged{}
+			<-start
+			err := g.s.JudgmentInTx(ctx, judgeParams(g.pool, a), finalizing(j, nil))
+			if err != nil {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Errorf("judgment: %v", err)
+				}
+				return
+			}
+			stored.Add(1)
+			if j.finalized {
+				finalized.Add(1)
+				if _, dup := finalizedUnitsSeen.LoadOrStore(a.UnitID, true); dup {
+					t.Errorf("unit %s finalized twice", a.UnitID)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	g.s.judges.mu.Lock()
+	left := len(g.s.judges.pools)
+	g.s.judges.mu.Unlock()
+	require.Zero(t, left, "every lead ended")
+	require.Positive(t, g.s.judges.batched.Load()-before, "no judgment went in a batch of two or more")
+	judgments, unitCounts, counter, active, events := g.judgeCounts(t)
+	require.Equal(t, int(stored.Load()), judgments)
+	require.Equal(t, judgments, unitCounts)
+	require.Equal(t, judgments, counter)
+	require.Equal(t, judgments, events)
+	require.Equal(t, 3*units-judgments, active)
+	require.Equal(t, judgments, g.count(t, `SELECT count(*) FROM docket_assignments WHERE pool_id = $1 AND state = 'SUBMITTED'`, g.pool))
+	full := g.count(t, `SELECT count(*) FROM docket_units WHERE pool_id = $1 AND judgment_count = 3`, g.pool)
+	require.Equal(t, full, g.count(t, `SELECT count(*) FROM docket_units WHERE pool_id = $1 AND state = 'FINALIZED'`, g.pool))
+	require.Equal(t, int64(full), finalized.Load(), "each full unit finalized by exactly one committed judgment")
+	require.Positive(t, full)
+}
