@@ -100,7 +100,7 @@ import (
 // states waits that long; judgeGroupMax keeps batches short.
 const (
 	// judgeGroupMax is the most judgments one batch sends.
-	judgeGroupMax = 16
+	judgeGroupMax = 32
 	// judgeGroupLeaders is the most batches of one pool in flight at once.
 	judgeGroupLeaders = 2
 	// judgeBatchTimeout bounds one batch.
