@@ -166,14 +166,30 @@ var errBatchRollBack = errors.New("the batch rolls back")
 
 // judgeSend sends one batch of judgments of one pool and answers each.
 func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
+	// A fn runs on the leader's goroutine: if one panics, the batch's
+	// other judgments are answered before the panic goes on.
+	answered := false
+	defer func() {
+		if r := recover(); r != nil {
+			if !answered {
+				for _, c := range batch {
+					c.done <- groupAnswer[struct{}]{err: fmt.Errorf("a judgment of its batch panicked: %v", r)}
+				}
+			}
+			panic(r)
+		}
+	}()
 	if len(batch) == 1 {
 		// Nothing to combine: the judgment's own transaction, with its
 		// own context (it is the only one waiting for it).
 		c := batch[0]
-		c.done <- groupAnswer[struct{}]{err: s.judgmentInTxPiped(c.ctx, c.c.p, c.c.fn)}
+		err := s.judgmentInTxPiped(c.ctx, c.c.p, c.c.fn)
+		answered = true
+		c.done <- groupAnswer[struct{}]{err: err}
 		return
 	}
 	errs, err := s.judgeBatch(ctx, batch)
+	answered = true
 	var pgErr *pgconn.PgError
 	for i, c := range batch {
 		switch {

@@ -312,3 +312,22 @@ func TestJudgeGroupCanceledAtRandom(t *testing.T) {
 	require.Equal(t, int64(full), finalized.Load(), "each full unit finalized by exactly one committed judgment")
 	require.Positive(t, full)
 }
+
+// TestJudgeGroupPanic: a fn that panics on the leader's goroutine rolls
+// its batch back, the batch's other judgments are answered (not left
+// waiting), and the panic goes on.
+func TestJudgeGroupPanic(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 1, 2, 3)
+	u0 := g.units[0].ID
+	as := []*crowd.Assignment{g.assign(t, g.contributors[0], u0), g.assign(t, g.contributors[1], u0)}
+	calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, as[0]), finalizing(&judged{}, nil)),
+		g.judgeCallOf(g.ctx, judgeParams(g.pool, as[1]), func(context.Context, store.Tx, *store.JudgmentBegun) error { panic("fn") })}
+	require.PanicsWithValue(t, "fn", func() { g.s.judgeSend(g.ctx, calls) })
+	for i, c := range calls {
+		a := <-c.done
+		require.ErrorContains(t, a.err, "panicked", "judgment %d", i)
+	}
+	judgments, _, _, _, _ := g.judgeCounts(t)
+	require.Zero(t, judgments)
+}
