@@ -17,13 +17,11 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// judgeBundle is setupGroup's pool with units of target judgmentsPerUnit
-// and contributors with a quality state each.
-func setupJudge(t *testing.T, units, contributors, judgmentsPerUnit int) *groupBundle {
+// setupJudge is setupCrowdPool's pool with units of target
+// judgmentsPerUnit and contributors with a quality state each.
+func setupJudge(t *testing.T, units, contributors, judgmentsPerUnit int) *crowdPool {
 	t.Helper()
-	g := setupGroup(t, units, contributors)
-	_, err := g.s.Pool().Exec(g.ctx, `UPDATE docket_units SET judgments_per_unit = $2 WHERE pool_id = $1`, g.pool, judgmentsPerUnit)
-	require.NoError(t, err)
+	g := setupCrowdPool(t, crowdPoolParams{Units: units, Slots: judgmentsPerUnit, Contributors: contributors})
 	for _, c := range g.contributors {
 		_, err := g.s.PoolContributorPut(g.ctx, &store.PoolContributorPutParams{PoolID: g.pool, ContributorID: c, Now: testBase})
 		require.NoError(t, err)
@@ -32,7 +30,7 @@ func setupJudge(t *testing.T, units, contributors, judgmentsPerUnit int) *groupB
 }
 
 // assign is contributor c's assignment on unit u.
-func (g *groupBundle) assign(t *testing.T, c, u uuid.UUID) *crowd.Assignment {
+func (g *crowdPool) assign(t *testing.T, c, u uuid.UUID) *crowd.Assignment {
 	t.Helper()
 	tk, err := g.s.AssignmentTake(g.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: g.pool, ContributorID: c,
 		Strategy: crowd.StrategyCandidates, Candidates: []uuid.UUID{u}, Duration: time.Minute, Now: testBase})
@@ -75,14 +73,14 @@ func finalizing(j *judged, ret error) func(ctx context.Context, tx store.Tx, beg
 }
 
 // judgeCallOf queues p with fn, as judgmentInTxGrouped does.
-func (g *groupBundle) judgeCallOf(ctx context.Context, p *store.JudgmentInTxParams, fn func(context.Context, store.Tx, *store.JudgmentBegun) error) *judgeQueued {
+func (g *crowdPool) judgeCallOf(ctx context.Context, p *store.JudgmentInTxParams, fn func(context.Context, store.Tx, *store.JudgmentBegun) error) *judgeQueued {
 	return &judgeQueued{ctx: ctx, pool: g.pool, done: make(chan groupAnswer[struct{}], 2), c: judgeCall{p: p, fn: fn}}
 }
 
 // judgeCounts are the pool's judgments stored, the units' counts, the
 // counter's judgments and its active assignments, and the outbox's
 // judgment.received rows.
-func (g *groupBundle) judgeCounts(t *testing.T) (judgments, unitCounts, counter, active, events int) {
+func (g *crowdPool) judgeCounts(t *testing.T) (judgments, unitCounts, counter, active, events int) {
 	t.Helper()
 	return g.count(t, `SELECT count(*) FROM docket_judgments WHERE pool_id = $1`, g.pool),
 		g.count(t, `SELECT coalesce(sum(judgment_count), 0) FROM docket_units WHERE pool_id = $1`, g.pool),
