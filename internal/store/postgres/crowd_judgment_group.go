@@ -164,6 +164,10 @@ func (s *Store) judgmentInTxGrouped(ctx context.Context, p *store.JudgmentInTxPa
 // errBatchRollBack: the batch rolls back and each judgment runs alone.
 var errBatchRollBack = errors.New("the batch rolls back")
 
+// rollBack is err, which rolls its batch back before COMMIT: nothing of
+// the batch is written, so each judgment runs alone.
+func rollBack(err error) error { return fmt.Errorf("%w: %w", errBatchRollBack, err) }
+
 // judgeSend sends one batch of judgments of one pool and answers each.
 func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
 	// A fn runs on the leader's goroutine: if one panics, the batch's
@@ -268,7 +272,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 		err = cerr
 	}
 	if err != nil {
-		return errs, fmt.Errorf("judgments of pool %s: %w", pool, err)
+		return errs, rollBack(fmt.Errorf("judgments of pool %s: %w", pool, err))
 	}
 	// Those answered before any fn: no state yet, or nothing inserted.
 	for _, i := range order {
@@ -286,7 +290,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 		bg.Inserted, err = judgmentNotInserted(ctx, ptx, &inserts[i])
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) || ctx.Err() != nil {
-			return errs, err // the transaction is aborted
+			return errs, rollBack(err) // the transaction is aborted
 		}
 		errs[i] = err // a refusal or a conflict: it wrote nothing
 	}
@@ -308,7 +312,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 			)
 			if err := ptx.QueryRow(ctx, `SELECT state, judgment_count, judgments_per_unit FROM docket_units WHERE id = $1`,
 				u.ID).Scan(&state, &count, &limit); err != nil {
-				return errs, err
+				return errs, rollBack(err)
 			}
 			if state != string(u.State) || count != u.JudgmentCount || limit != u.JudgmentsPerUnit {
 				return errs, errBatchRollBack // an earlier fn changed the unit
