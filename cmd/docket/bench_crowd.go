@@ -48,26 +48,26 @@ type crowdBenchConfig struct {
 
 // crowdBenchResult is what the crowd benchmark reports.
 type crowdBenchResult struct {
-	Backend          string              `json:"backend"`
-	Strategy         string              `json:"strategy"`
-	Units            int                 `json:"units"`
-	JudgmentsPerUnit int                 `json:"judgmentsPerUnit"`
-	Contributors     int                 `json:"contributors"`
-	Judgments        int                 `json:"judgments"`
-	Seconds          float64             `json:"seconds"`
-	JudgmentsPerSec  float64             `json:"judgmentsPerSec"`
-	ThinkMs          float64             `json:"thinkMs"`       // the mean pause asked for (--think)
-	LoopMs           float64             `json:"loopMs"`        // mean take + submit, client side
-	OfferedPerSec    float64             `json:"offeredPerSec"` // contributors / (think + loop)
+	Backend          string  `json:"backend"`
+	Strategy         string  `json:"strategy"`
+	Units            int     `json:"units"`
+	JudgmentsPerUnit int     `json:"judgmentsPerUnit"`
+	Contributors     int     `json:"contributors"`
+	Judgments        int     `json:"judgments"`
+	Seconds          float64 `json:"seconds"`
+	JudgmentsPerSec  float64 `json:"judgmentsPerSec"`
+	ThinkMs          float64 `json:"thinkMs"`       // the mean pause asked for (--think)
+	LoopMs           float64 `json:"loopMs"`        // mean take + submit, client side
+	OfferedPerSec    float64 `json:"offeredPerSec"` // contributors / (think + loop)
 	// ClientCPUUs is this process's CPU per judgment while the
 	// contributors ran: the simulated contributors' alone with --server,
 	// theirs and the server's without.
 	ClientCPUUs float64             `json:"clientCpuUsPerJudgment"`
-	Assign           bench.Latency       `json:"assign"`
-	Submit           bench.Latency       `json:"submit"`
-	Checks           []crowdcheck.Result `json:"checks"`
-	PoolID           uuid.UUID           `json:"poolId"`
-	Setup            map[string]float64  `json:"setupSeconds"`
+	Assign      bench.Latency       `json:"assign"`
+	Submit      bench.Latency       `json:"submit"`
+	Checks      []crowdcheck.Result `json:"checks"`
+	PoolID      uuid.UUID           `json:"poolId"`
+	Setup       map[string]float64  `json:"setupSeconds"`
 
 	keys     []string   // the contributors' secrets
 	latMu    sync.Mutex // guards assignMs and submitMs
