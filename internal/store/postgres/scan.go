@@ -50,11 +50,6 @@ type jobScanner struct {
 	timeoutMS                           int64
 	leaseExpires, attemptedAt, finished pgtype.Timestamptz
 	dest                                []any
-	// Set by borrowText: the text columns every row of a batch shares
-	// (type, queue, state, holder) read as the driver's bytes and made
-	// strings once per distinct value.
-	typ, queue, stateB, owner pgtype.DriverBytes
-	strs                      map[string]string
 }
 
 func newJobScanner(extra ...any) *jobScanner {
@@ -68,28 +63,6 @@ func newJobScanner(extra ...any) *jobScanner {
 	return s
 }
 
-// borrowText makes the scanner read the type, queue, state and lease
-// holder as bytes borrowed from the driver and turn each distinct value
-// into a string once: a batch of jobs of one type and queue, leased by
-// one node, costs four strings instead of four per job. pgx rows only
-// (database/sql does not scan into pgtype.DriverBytes).
-func (s *jobScanner) borrowText() *jobScanner {
-	// Their places in jobColumns: job_type, queue, state, lease_owner.
-	s.dest[1], s.dest[2], s.dest[7], s.dest[12] = &s.typ, &s.queue, &s.stateB, &s.owner
-	s.strs = map[string]string{}
-	return s
-}
-
-// str is b as a string, the same string for the same bytes.
-func (s *jobScanner) str(b []byte) string {
-	if v, ok := s.strs[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	s.strs[v] = v
-	return v
-}
-
 // scan reads the next row into a new job.Row (and extra's destinations).
 func (s *jobScanner) scan(r rowScanner) (*job.Row, error) {
 	s.row = job.Row{}
@@ -98,10 +71,6 @@ func (s *jobScanner) scan(r rowScanner) (*job.Row, error) {
 	s.leaseExpires, s.attemptedAt, s.finished = pgtype.Timestamptz{}, pgtype.Timestamptz{}, pgtype.Timestamptz{}
 	if err := r.Scan(s.dest...); err != nil {
 		return nil, err
-	}
-	if s.strs != nil {
-		s.row.Type, s.row.Queue, s.state = s.str(s.typ), s.str(s.queue), s.str(s.stateB)
-		s.leaseOwner = pgtype.Text{String: s.str(s.owner), Valid: s.owner != nil}
 	}
 	row := new(job.Row)
 	*row = s.row
