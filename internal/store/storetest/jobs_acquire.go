@@ -38,6 +38,31 @@ func testAcquire(t *testing.T, open opener) {
 		require.Equal(t, b.get(t, p.ID), rows[0], "the acquired row is the row as stored")
 	})
 
+	// A job acquired again after a retry, at times finer than the store
+	// keeps: the row JobAcquire returns is still the row as stored (the
+	// PostgreSQL store fills in the columns it set from the values it set
+	// them to rather than reading them back).
+	t.Run("ReacquiredRowIsStoredRow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := newJob(newQueue())
+		p.IdempotencyKey = "reacquired-" + p.ID.String()
+		b.insertOne(t, p)
+		first := b.acquire(t, p.Queue, 1, at(time.Second+123456789))
+		require.Len(t, first, 1)
+		require.Equal(t, b.get(t, p.ID), first[0])
+		retry := finishParams(first[0], job.StateRetry)
+		retry.RunAt = at(2*time.Second + 987654321)
+		require.Equal(t, []bool{true}, b.finish(t, at(2*time.Second), retry))
+		_, err := b.s.JobSchedule(b.ctx, &store.JobScheduleParams{Now: at(3 * time.Second), Max: 10})
+		require.NoError(t, err)
+		again := b.acquire(t, p.Queue, 1, at(3*time.Second+555555555))
+		require.Len(t, again, 1)
+		require.Equal(t, 2, again[0].Attempt)
+		require.NotEmpty(t, again[0].LastError, "the retry's error stays on the row")
+		require.Equal(t, b.get(t, p.ID), again[0], "the acquired row is the row as stored")
+	})
+
 	t.Run("PriorityOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
