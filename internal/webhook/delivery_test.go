@@ -137,13 +137,16 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 			lists = &webhookListCounter{Store: c.Store}
 			c.Store = lists
 		})
-		// fanOut runs one pass, which reads the subscriptions once.
-		fanOut := func() int {
+		// fanOut runs one pass, which reads the subscriptions reads times:
+		// once when it leaves every row to the relay, again after the
+		// rows of a batch it fans out (a subscription made before those
+		// rows committed gets them).
+		fanOut := func(reads int64) int {
 			t.Helper()
 			before := lists.calls.Load()
 			n, err := b.svc.FanOut(b.ctx)
 			require.NoError(t, err)
-			require.Equal(t, before+1, lists.calls.Load(), "one read of the subscriptions per pass")
+			require.Equal(t, before+reads, lists.calls.Load(), "reads of the subscriptions in the pass")
 			return n
 		}
 		pending := func() int {
@@ -153,7 +156,7 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 			return len(rows)
 		}
 		b.insertJobs(t, 1)
-		require.Zero(t, fanOut())
+		require.Zero(t, fanOut(1))
 		require.Equal(t, 1, pending(), "left to the relay")
 
 		// The relay publishes it: marked fanned out too.
@@ -169,20 +172,60 @@ func TestFanOutWithoutSubscriberLeavesNewRowsToTheRelay(t *testing.T) {
 		b.insertJobs(t, 1)
 		require.Equal(t, 2, pending())
 		now.Store(time.Now().Add(noSubscriberGrace + time.Second).UnixNano())
-		fanOut()
+		fanOut(2)
 		require.Zero(t, pending())
 
 		// A row left while there was no subscription goes to one made
 		// before the dispatcher's next pass.
 		now.Store(time.Now().UnixNano())
 		b.insertJobs(t, 2)
-		fanOut()
+		fanOut(1)
 		require.Equal(t, 1, pending())
 		w := b.subscribe(t, "http://127.0.0.1:1/")
-		require.Equal(t, 2, fanOut())
+		require.Equal(t, 2, fanOut(2))
 		require.Len(t, b.deliveries(t, w), 2)
 		require.Zero(t, pending())
 	})
+}
+
+// A subscription made after a pass began, before an event that committed
+// after it, gets that event: the subscriptions a batch fans out to are
+// read after its rows.
+func TestFanOutSubscriptionMadeDuringThePass(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		var hook *beforeRowsStore
+		b := setup(t, backend, func(c *Config) {
+			hook = &beforeRowsStore{Store: c.Store}
+			c.Store = hook
+		})
+		first := b.subscribe(t, "http://127.0.0.1:1/")
+		var second *store.Webhook
+		hook.before = func() { // after the pass's first read of the subscriptions
+			second = b.subscribe(t, "http://127.0.0.1:2/")
+			b.insertJobs(t, 1)
+		}
+		n, err := b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		require.Len(t, b.deliveries(t, first), 1)
+		require.Len(t, b.deliveries(t, second), 1, "the subscription made before the event")
+	})
+}
+
+// beforeRowsStore is a store that runs before (once) when the pending
+// outbox rows are first read.
+type beforeRowsStore struct {
+	Store
+	before func()
+}
+
+func (s *beforeRowsStore) WebhookOutboxListPending(ctx context.Context, p *store.WebhookOutboxListPendingParams) ([]*store.OutboxEvent, error) {
+	if f := s.before; f != nil {
+		s.before = nil
+		f()
+	}
+	return s.Store.WebhookOutboxListPending(ctx, p)
 }
 
 // webhookListCounter is a store counting its WebhookList calls.

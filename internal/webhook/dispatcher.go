@@ -49,8 +49,9 @@ func (s *Service) runDispatcher(ctx context.Context) {
 // here as before. A subscription made meanwhile gets the rows still
 // pending, as it gets any row fanned out after it exists.
 //
-// It reads the subscriptions once a batch of rows: the first batch's
-// read also tells whether there is none, before any row is read.
+// It reads the subscriptions after each batch of rows, so a subscription
+// that exists when a row is read gets it; a pass that finds no row reads
+// them once, to tell whether there is none.
 //
 // It never skips a row: it reads rows by their "not fanned out" mark, not
 // above a cursor, so a row that committed after rows with higher ids is
@@ -69,7 +70,7 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 		}
 	}
 	total := 0
-	for batch := 0; ctx.Err() == nil; batch++ {
+	for ctx.Err() == nil {
 		rows, err := s.store.WebhookOutboxListPending(ctx, &store.WebhookOutboxListPendingParams{Limit: fanOutBatch})
 		if err != nil {
 			return total, err
@@ -77,12 +78,10 @@ func (s *Service) FanOut(ctx context.Context) (int, error) {
 		if len(rows) == 0 {
 			return total, nil
 		}
-		if batch > 0 {
-			// A long pass rereads them per batch: a subscription made
-			// meanwhile gets the rows fanned out after it exists.
-			if hooks, err = s.store.WebhookList(ctx); err != nil {
-				return total, err
-			}
+		// Read again after the rows: a subscription made after the read
+		// above, before an event that committed after it, must get it.
+		if hooks, err = s.store.WebhookList(ctx); err != nil {
+			return total, err
 		}
 		now := s.cfg.Now()
 		p := &store.WebhookFanOutParams{Now: now, OutboxIDs: make([]int64, 0, len(rows))}
