@@ -16,6 +16,10 @@ import (
 // TTL, and a take is refused by the database at once anyway.
 const workerStateTTL = 2 * time.Second
 
+// workerReadTimeout bounds one read of the remembered contributors'
+// states, which the requests that find them stale wait for.
+const workerReadTimeout = 5 * time.Second
+
 // workerCacheMax bounds the contributors a workerCache remembers.
 const workerCacheMax = 100_000
 
@@ -78,7 +82,11 @@ func (s *Server) workerID(ctx context.Context) (uuid.UUID, error) {
 		}
 		if rf := w.reading; rf != nil {
 			w.mu.Unlock()
-			<-rf.done
+			select {
+			case <-rf.done:
+			case <-ctx.Done():
+				return uuid.Nil, ctx.Err()
+			}
 			if rf.err != nil {
 				return uuid.Nil, rf.err
 			}
@@ -107,8 +115,12 @@ func (s *Server) refreshWorkers(ctx context.Context, me uuid.UUID) error {
 	}
 	w.mu.Unlock()
 	start := time.Now()
-	// not canceled with this request: other requests wait for the read
-	states, err := s.client.ContributorStates(storeContext(ctx), ids)
+	// not canceled with this request: other requests wait for the read;
+	// bounded, so a read that hangs (a lost connection) does not hold
+	// them all (each waiter also stops with its own request)
+	rctx, cancel := context.WithTimeout(storeContext(ctx), workerReadTimeout)
+	states, err := s.client.ContributorStates(rctx, ids)
+	cancel()
 	w.mu.Lock()
 	w.reading = nil
 	if err == nil && w.gen == gen {

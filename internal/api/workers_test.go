@@ -107,5 +107,21 @@ func TestWorkerStates(t *testing.T) {
 		_, kept := s.workers.m[ids[4]]
 		s.workers.mu.Unlock()
 		require.False(t, kept)
+
+		// A request waiting for a read of all that does not end stops
+		// with its own context.
+		stale()
+		s.workers.mu.Lock()
+		hung := &workerRefresh{done: make(chan struct{})}
+		s.workers.reading = hung
+		s.workers.mu.Unlock()
+		wctx, cancel := context.WithTimeout(ctxs[0], 50*time.Millisecond)
+		defer cancel()
+		_, err = s.workerID(wctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		s.workers.mu.Lock()
+		s.workers.reading = nil
+		s.workers.mu.Unlock()
+		close(hung.done)
 	})
 }
