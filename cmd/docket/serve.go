@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -316,7 +317,8 @@ func (c *serveConfig) Validate() error {
 }
 
 // servePoolConnsDefault is the PostgreSQL connection pool of docket serve
-// when the database URL does not set pool_max_conns. pgx's own default,
+// when the database URL does not set pool_max_conns: 8, or the number of
+// cores when that is more. pgx's own default,
 // max(4, cores), is sized for a program that makes its own queries; a
 // server answers many HTTP clients at once, and with 4 connections its
 // requests queue for one (each wait a goroutine parked and woken). In the
@@ -325,8 +327,10 @@ func (c *serveConfig) Validate() error {
 // them (more transactions contending for the same rows at once: +0–5% at
 // 8, +10–25% at 16), so that their sum hardly moved; 8 takes the
 // server's share without most of PostgreSQL's (docs/benchmarks.md,
-// "Fifth round: the server's CPU").
-const servePoolConnsDefault = 8
+// "Fifth round: the server's CPU"). On a machine of more cores pgx's own
+// default is larger, and kept: never fewer connections than pgx would
+// open.
+var servePoolConnsDefault = max(8, runtime.NumCPU())
 
 // withServePool is url with pool_max_conns=servePoolConnsDefault added
 // when it is a PostgreSQL URL that does not set pool_max_conns itself.
