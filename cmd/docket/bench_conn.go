@@ -73,6 +73,9 @@ func (c *benchConn) close() {
 // request again on a new connection when the old one failed: a take
 // might have been made.
 func (c *benchConn) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	if err := context.Cause(ctx); err != nil {
+		return 0, nil, err // the benchmark stops: another contributor failed, or ^C
+	}
 	if c.conn == nil {
 		d := net.Dialer{Timeout: 10 * time.Second}
 		var err error
@@ -91,6 +94,10 @@ func (c *benchConn) post(ctx context.Context, path string, body []byte) (int, []
 	} else {
 		_ = c.conn.SetDeadline(time.Now().Add(time.Minute))
 	}
+	// a context that ends cuts the request in flight
+	conn := c.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
 	c.req = append(c.req[:0], "POST "...)
 	c.req = append(c.req, path...)
 	c.req = append(c.req, " HTTP/1.1\r\n"...)
