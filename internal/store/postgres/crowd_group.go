@@ -74,12 +74,14 @@ type groupCall[C, R any] struct {
 
 // groupAnswer is a batched call's answer: its result or error, or alone:
 // the batch rolled back, run the call by itself; or lead: send the next
-// batch.
+// batch; or panicked: the call's own part panicked on the leader's
+// goroutine with this value, and panics again on the call's own.
 type groupAnswer[R any] struct {
-	r     R
-	err   error
-	alone bool
-	lead  bool
+	r        R
+	err      error
+	alone    bool
+	lead     bool
+	panicked any
 }
 
 // errGroupAlone is do's answer when the call must run alone.
@@ -87,9 +89,20 @@ var errGroupAlone = errors.New("run alone")
 
 // do queues call (its ctx, pool and c set) and returns its answer, or
 // errGroupAlone when the caller must run it alone (its batch rolled back).
+// A panic of the call's own part (answered panicked) goes on here, on the
+// call's goroutine, never on a leader's: a leader's call may not be in the
+// batch it sends, and must stay to be answered. Should a panic unwind do
+// all the same while call is queued, call leaves the queue (passing on a
+// lead it holds), so no lead goes to a call nobody waits for.
 func (g *group[C, R]) do(s *Store, spec *groupSpec[C, R], ctx context.Context, call *groupCall[C, R]) (R, error) {
 	var zero R
 	call.ctx, call.done = ctx, make(chan groupAnswer[R], 2)
+	returned := false
+	defer func() {
+		if !returned {
+			g.leave(call)
+		}
+	}()
 	g.mu.Lock()
 	if g.pools == nil {
 		g.pools = map[uuid.UUID]*groupQueue[C, R]{}
@@ -116,6 +129,10 @@ func (g *group[C, R]) do(s *Store, spec *groupSpec[C, R], ctx context.Context, c
 				g.lead(s, spec, ctx, call)
 				continue
 			}
+			returned = true
+			if a.panicked != nil {
+				panic(a.panicked)
+			}
 			if a.alone {
 				return zero, errGroupAlone
 			}
@@ -125,6 +142,7 @@ func (g *group[C, R]) do(s *Store, spec *groupSpec[C, R], ctx context.Context, c
 				ctxDone = nil // sent: its answer comes
 				continue
 			}
+			returned = true
 			return zero, ctx.Err()
 		}
 	}

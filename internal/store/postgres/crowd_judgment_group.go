@@ -170,17 +170,25 @@ func rollBack(err error) error { return fmt.Errorf("%w: %w", errBatchRollBack, e
 
 // judgeSend sends one batch of judgments of one pool and answers each.
 func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
-	// A fn runs on the leader's goroutine: if one panics, the batch's
-	// other judgments are answered before the panic goes on.
-	answered := false
+	// A fn runs on the leader's goroutine, whose own judgment may not be
+	// in this batch: a panic must not go on there (the leader would leave
+	// its judgment queued, and the pool's lead with it). The judgment whose
+	// fn panicked is answered the panic, which goes on on its own
+	// goroutine (crowd_group.go's do); the batch rolled back, so the others
+	// run alone. A panic outside any fn is every judgment's.
+	answered, running := false, -1
 	defer func() {
 		if r := recover(); r != nil {
-			if !answered {
-				for _, c := range batch {
-					c.done <- groupAnswer[struct{}]{err: fmt.Errorf("a judgment of its batch panicked: %v", r)}
+			if answered {
+				panic(r)
+			}
+			for i, c := range batch {
+				if running < 0 || running == i {
+					c.done <- groupAnswer[struct{}]{panicked: r}
+				} else {
+					c.done <- groupAnswer[struct{}]{alone: true}
 				}
 			}
-			panic(r)
 		}
 	}()
 	if len(batch) == 1 {
@@ -192,7 +200,7 @@ func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
 		c.done <- groupAnswer[struct{}]{err: err}
 		return
 	}
-	errs, err := s.judgeBatch(ctx, batch)
+	errs, err := s.judgeBatch(ctx, batch, &running)
 	answered = true
 	var pgErr *pgconn.PgError
 	for i, c := range batch {
@@ -213,8 +221,9 @@ func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
 // for the others — nil (committed), errBatchRollBack or a PostgreSQL
 // ERROR (rolled back: they run alone), or any other error of COMMIT's
 // (the outcome unknown: their answer). Before COMMIT is sent every error
-// is the batch's rolling back.
-func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []error, err error) {
+// is the batch's rolling back. *running is the index in batch of the
+// judgment whose fn runs, -1 between fns.
+func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *int) (errs []error, err error) {
 	errs = make([]error, len(batch))
 	// The statements' order: by unit, then by assignment.
 	order := make([]int, len(batch))
@@ -325,7 +334,9 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued) (errs []er
 		}
 		fctx = context.WithValue(fctx, txShardKey{}, shardN)
 		before := counted.n
+		*running = i
 		err := batch[i].c.fn(fctx, t, bg)
+		*running = -1
 		cancel()
 		if err != nil {
 			return errs, errBatchRollBack

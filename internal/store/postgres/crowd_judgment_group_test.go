@@ -312,8 +312,8 @@ func TestJudgeGroupCanceledAtRandom(t *testing.T) {
 }
 
 // TestJudgeGroupPanic: a fn that panics on the leader's goroutine rolls
-// its batch back, the batch's other judgments are answered (not left
-// waiting), and the panic goes on.
+// its batch back; its judgment is answered the panic, the batch's others
+// run alone (not left waiting); the leader does not panic.
 func TestJudgeGroupPanic(t *testing.T) {
 	t.Parallel()
 	g := setupJudge(t, 1, 2, 3)
@@ -321,11 +321,55 @@ func TestJudgeGroupPanic(t *testing.T) {
 	as := []*crowd.Assignment{g.assign(t, g.contributors[0], u0), g.assign(t, g.contributors[1], u0)}
 	calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, as[0]), finalizing(&judged{}, nil)),
 		g.judgeCallOf(g.ctx, judgeParams(g.pool, as[1]), func(context.Context, store.Tx, *store.JudgmentBegun) error { panic("fn") })}
-	require.PanicsWithValue(t, "fn", func() { g.s.judgeSend(g.ctx, calls) })
-	for i, c := range calls {
-		a := <-c.done
-		require.ErrorContains(t, a.err, "panicked", "judgment %d", i)
-	}
+	require.NotPanics(t, func() { g.s.judgeSend(g.ctx, calls) })
+	require.Equal(t, groupAnswer[struct{}]{alone: true}, <-calls[0].done)
+	require.Equal(t, groupAnswer[struct{}]{panicked: "fn"}, <-calls[1].done)
 	judgments, _, _, _, _ := g.judgeCounts(t)
 	require.Zero(t, judgments)
+}
+
+// TestJudgeGroupPanicLeftOutLeader: through the queue, a leader whose own
+// judgment is not in the batch it sends (an older judgment of its
+// contributor is) and a fn of that batch that panics: the leader does not
+// panic, its judgment is then sent and gets its true answer; the
+// panicking judgment panics on its own goroutine (do), the other runs
+// alone; the pool's queue is gone and it still takes judgments.
+func TestJudgeGroupPanicLeftOutLeader(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 2, 2, 3)
+	u0, u1 := g.units[0].ID, g.units[1].ID
+	older := g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[0], u0)), finalizing(&judged{}, nil))
+	panicking := g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[1], u0)),
+		func(context.Context, store.Tx, *store.JudgmentBegun) error { panic("fn") })
+	g.s.judges.pools = map[uuid.UUID]*groupQueue[judgeCall, struct{}]{g.pool: {calls: []*judgeQueued{older, panicking}}}
+	// The leader: contributor 0's second judgment, which may not join the
+	// batch of its first.
+	leader := &judged{}
+	var err error
+	require.NotPanics(t, func() {
+		_, err = g.s.judges.do(g.s, judgeSpec, g.ctx, &judgeQueued{pool: g.pool,
+			c: judgeCall{p: judgeParams(g.pool, g.assign(t, g.contributors[0], u1)), fn: finalizing(leader, nil)}})
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, leader.tries)
+	require.Equal(t, groupAnswer[struct{}]{alone: true}, <-older.done)
+	require.Equal(t, groupAnswer[struct{}]{panicked: "fn"}, <-panicking.done)
+	g.s.judges.mu.Lock()
+	left := len(g.s.judges.pools)
+	g.s.judges.mu.Unlock()
+	require.Zero(t, left, "every lead ended, the queue dropped")
+	judgments, _, _, _, _ := g.judgeCounts(t)
+	require.Equal(t, 1, judgments, "the leader's judgment, committed and answered")
+	// The panic goes on on the judgment's own goroutine.
+	require.PanicsWithValue(t, "fn", func() {
+		_, _ = g.s.judges.do(g.s, judgeSpec, g.ctx, &judgeQueued{pool: g.pool, c: panicking.c})
+	})
+	// The pool still takes judgments.
+	require.NoError(t, g.s.JudgmentInTx(g.ctx, older.c.p, older.c.fn))
+	judgments, _, _, _, _ = g.judgeCounts(t)
+	require.Equal(t, 2, judgments)
+	g.s.judges.mu.Lock()
+	left = len(g.s.judges.pools)
+	g.s.judges.mu.Unlock()
+	require.Zero(t, left)
 }
