@@ -53,8 +53,10 @@ import (
 //     it: when one of those fns ran any statement (it may have changed
 //     the unit: finalized it, retargeted it) and judged the same unit,
 //     the unit is read again before the later judgment's fn; if its
-//     state, count or target differ from what the judgment's statement
-//     returned, the batch rolls back and each judgment runs alone. (A
+//     state, count or target differ from what the batch's statements
+//     left it at (the last of the unit's statements returned: not the
+//     judgment's own count, which later statements of the unit passed),
+//     the batch rolls back and each judgment runs alone. (A
 //     unit reaches its target on the last judgment its slots allow, so
 //     this is a guard, not a path: the usual batch with a unit judged
 //     three times finalizes it in the third judgment's fn, the last.)
@@ -303,6 +305,20 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		}
 		errs[i] = err // a refusal or a conflict: it wrote nothing
 	}
+	// What the batch's statements left each unit at: the last statement
+	// of the unit that inserted (the statements only count; each returns
+	// the count after itself).
+	type unitLeft struct {
+		state        string
+		count, limit int
+	}
+	left := map[uuid.UUID]unitLeft{}
+	for _, i := range order {
+		if errs[i] == nil && begun[i].Inserted.Created {
+			u := begun[i].Inserted.Unit
+			left[u.ID] = unitLeft{string(u.State), u.JudgmentCount, u.JudgmentsPerUnit}
+		}
+	}
 	// The fns, in the statements' order.
 	counted := &countingTx{Tx: ptx}
 	t := &storeTx{s: s, tx: counted}
@@ -315,15 +331,14 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		}
 		bg := begun[i]
 		if u := bg.Inserted.Unit; bg.Inserted.Created && wrote[u.ID] {
-			var (
-				state        string
-				count, limit int
-			)
+			var now unitLeft
 			if err := ptx.QueryRow(ctx, `SELECT state, judgment_count, judgments_per_unit FROM docket_units WHERE id = $1`,
-				u.ID).Scan(&state, &count, &limit); err != nil {
+				u.ID).Scan(&now.state, &now.count, &now.limit); err != nil {
 				return errs, rollBack(err)
 			}
-			if state != string(u.State) || count != u.JudgmentCount || limit != u.JudgmentsPerUnit {
+			// Not u's own count: the unit's later statements in the batch
+			// counted too.
+			if now != left[u.ID] {
 				return errs, errBatchRollBack // an earlier fn changed the unit
 			}
 		}

@@ -243,6 +243,41 @@ func TestJudgeGroupRollsBackWhole(t *testing.T) {
 	})
 }
 
+// TestJudgeGroupFnStatementsKeepBatch: three judgments of one unit whose
+// fns each run a statement (as a golden unit's write their quality
+// state) do not roll their batch back: the second's and third's unit,
+// read again, is at what the batch's statements left it, not at their
+// own counts; the third finalizes, each is answered once.
+func TestJudgeGroupFnStatementsKeepBatch(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 1, 3, 3)
+	u0 := g.units[0].ID
+	js := []*judged{{}, {}, {}}
+	var calls []*judgeQueued
+	for i, c := range g.contributors {
+		fin := finalizing(js[i], nil)
+		calls = append(calls, g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, c, u0)),
+			func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+				if _, err := tx.UnitGet(ctx, u0); err != nil {
+					return err
+				}
+				return fin(ctx, tx, begun)
+			}))
+	}
+	g.s.judgeSend(g.ctx, calls)
+	finalized := 0
+	for i, c := range calls {
+		require.Equal(t, groupAnswer[struct{}]{}, <-c.done, "judgment %d", i)
+		require.Equal(t, 1, js[i].tries, "judgment %d ran once", i)
+		if js[i].finalized {
+			finalized++
+		}
+	}
+	require.Equal(t, 1, finalized)
+	judgments, unitCounts, counter, _, _ := g.judgeCounts(t)
+	require.Equal(t, []int{3, 3, 3}, []int{judgments, unitCounts, counter})
+}
+
 // TestJudgeGroupCanceledAtRandom: many judgments of one pool at once
 // through JudgmentInTx, three of each unit, each canceled at a random
 // moment or not at all: afterwards every queue is gone, the judgments
