@@ -51,15 +51,17 @@ import (
 //     later judgment of the batch has read;
 //   - a judgment's statement ran before the fns of the judgments before
 //     it: when one of those fns ran any statement (it may have changed
-//     the unit: finalized it, retargeted it) and judged the same unit,
-//     the unit is read again before the later judgment's fn; if its
-//     state, count or target differ from what the batch's statements
-//     left it at (the last of the unit's statements returned: not the
-//     judgment's own count, which later statements of the unit passed),
-//     the batch rolls back and each judgment runs alone. (A
-//     unit reaches its target on the last judgment its slots allow, so
-//     this is a guard, not a path: the usual batch with a unit judged
-//     three times finalizes it in the third judgment's fn, the last.)
+//     its unit: finalized it, retargeted it; or another: finalizing may
+//     end the unit's run and cancel the run's other units), the units of
+//     the judgments after it are read again, in one statement, before
+//     the next fn; if one's state, count or target differ from what the
+//     batch's statements left it at (what the last of the unit's
+//     statements returned: not a judgment's own count, which the unit's
+//     later statements passed), the batch rolls back and each judgment
+//     runs alone. (A unit reaches its target on the last judgment its
+//     slots allow, so this is a guard, not a path: the usual batch with
+//     a unit judged three times finalizes it in the third judgment's fn,
+//     the last.)
 //
 // Exactly-once finalization follows: only the fn of the judgment whose
 // statement brought the count to the target finalizes (the caller's
@@ -308,10 +310,6 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	// What the batch's statements left each unit at: the last statement
 	// of the unit that inserted (the statements only count; each returns
 	// the count after itself).
-	type unitLeft struct {
-		state        string
-		count, limit int
-	}
 	left := map[uuid.UUID]unitLeft{}
 	for _, i := range order {
 		if errs[i] == nil && begun[i].Inserted.Created {
@@ -323,24 +321,23 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	counted := &countingTx{Tx: ptx}
 	t := &storeTx{s: s, tx: counted}
 	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
-	wrote := map[uuid.UUID]bool{} // units whose judgments' fns ran statements
+	// wrote: a fn ran a statement since the units were last read. It may
+	// have changed any unit, not only its own: finalizing its unit may
+	// end its run and cancel the run's other units (workflow's
+	// cancelNotStarted), or move a parent run. So every later judgment's
+	// unit is read again, in one statement, before the next fn.
+	wrote := false
 	deadline, bounded := ctx.Deadline()
-	for _, i := range order {
+	for pos, i := range order {
 		if errs[i] != nil {
 			continue
 		}
 		bg := begun[i]
-		if u := bg.Inserted.Unit; bg.Inserted.Created && wrote[u.ID] {
-			var now unitLeft
-			if err := ptx.QueryRow(ctx, `SELECT state, judgment_count, judgments_per_unit FROM docket_units WHERE id = $1`,
-				u.ID).Scan(&now.state, &now.count, &now.limit); err != nil {
-				return errs, rollBack(err)
+		if wrote {
+			if err := checkUnitsLeft(ctx, ptx, left, order[pos:], errs, begun); err != nil {
+				return errs, err
 			}
-			// Not u's own count: the unit's later statements in the batch
-			// counted too.
-			if now != left[u.ID] {
-				return errs, errBatchRollBack // an earlier fn changed the unit
-			}
+			wrote = false
 		}
 		// The judgment's own context (its values), bounded by the batch.
 		fctx, cancel := context.WithoutCancel(batch[i].ctx), context.CancelFunc(func() {})
@@ -356,14 +353,65 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		if err != nil {
 			return errs, errBatchRollBack
 		}
-		if counted.n != before && bg.Inserted.Unit != nil {
-			wrote[bg.Inserted.Unit.ID] = true
+		if counted.n != before {
+			wrote = true
 		}
 	}
 	if err := ptx.Commit(ctx); err != nil {
 		return errs, fmt.Errorf("commit transaction: %w", err)
 	}
 	return errs, nil
+}
+
+// unitLeft is what a batch's statements left a unit at.
+type unitLeft struct {
+	state        string
+	count, limit int
+}
+
+// checkUnitsLeft reads again the units of the judgments order names (those
+// answered before the fns aside, and those that inserted nothing) and
+// rolls the batch back when one is no longer what the batch's statements
+// left it at (left): an earlier fn changed it.
+func checkUnitsLeft(ctx context.Context, tx pgx.Tx, left map[uuid.UUID]unitLeft, order []int, errs []error, begun []*store.JudgmentBegun) error {
+	var ids []uuid.UUID
+	for _, i := range order {
+		if errs[i] == nil && begun[i].Inserted.Created {
+			if id := begun[i].Inserted.Unit.ID; !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, state, judgment_count, judgments_per_unit FROM docket_units WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return rollBack(err)
+	}
+	n := 0
+	for rows.Next() {
+		var (
+			id  uuid.UUID
+			now unitLeft
+		)
+		if err := rows.Scan(&id, &now.state, &now.count, &now.limit); err != nil {
+			rows.Close()
+			return rollBack(err)
+		}
+		if now != left[id] {
+			rows.Close()
+			return errBatchRollBack // an earlier fn changed the unit
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return rollBack(err)
+	}
+	if n != len(ids) {
+		return errBatchRollBack // a unit gone
+	}
+	return nil
 }
 
 // readJudgeBatch reads a batch's pipeline: what each judgment's first

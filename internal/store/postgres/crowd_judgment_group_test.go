@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -276,6 +277,36 @@ func TestJudgeGroupFnStatementsKeepBatch(t *testing.T) {
 	require.Equal(t, 1, finalized)
 	judgments, unitCounts, counter, _, _ := g.judgeCounts(t)
 	require.Equal(t, []int{3, 3, 3}, []int{judgments, unitCounts, counter})
+}
+
+// TestJudgeGroupSiblingCanceled: an earlier fn that changes another
+// unit than its own (as finalizing a unit may end its run and cancel the
+// run's other units) rolls the batch back when a later judgment counted on
+// that unit; one after another the later judgment would have seen it
+// CANCELED.
+func TestJudgeGroupSiblingCanceled(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 2, 2, 3)
+	first, second := g.units[0].ID, g.units[1].ID
+	if bytes.Compare(first[:], second[:]) > 0 {
+		first, second = second, first // the batch's order is the units'
+	}
+	cancelSecond := func(ctx context.Context, tx store.Tx, _ *store.JudgmentBegun) error {
+		_, err := tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: second, From: crowd.UnitJudgable, To: crowd.UnitCanceled,
+			Now: testBase.Add(time.Second)})
+		return err
+	}
+	var looked int
+	look := func(context.Context, store.Tx, *store.JudgmentBegun) error { looked++; return nil }
+	calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[0], first)), cancelSecond),
+		g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[1], second)), look)}
+	g.s.judgeSend(g.ctx, calls)
+	for i, c := range calls {
+		require.Equal(t, groupAnswer[struct{}]{alone: true}, <-c.done, "judgment %d", i)
+	}
+	require.Zero(t, looked, "the later fn did not run on a unit canceled under it")
+	judgments, _, _, _, _ := g.judgeCounts(t)
+	require.Zero(t, judgments)
 }
 
 // TestJudgeGroupCanceledAtRandom: many judgments of one pool at once
