@@ -319,8 +319,6 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	}
 	// The fns, in the statements' order.
 	counted := &countingTx{Tx: ptx}
-	t := &storeTx{s: s, tx: counted}
-	defer func() { t.tx = nil }() // a Tx kept past fn must not reach the connection
 	// wrote: a fn ran a statement since the units were last read. It may
 	// have changed any unit, not only its own: finalizing its unit may
 	// end its run and cancel the run's other units (workflow's
@@ -347,7 +345,13 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		fctx = context.WithValue(fctx, txShardKey{}, shardN)
 		before := counted.n
 		*running = i
-		err := batch[i].c.fn(fctx, t, bg)
+		err := func() error {
+			// Each fn its own Tx: one kept past its fn must not reach the
+			// connection, in a later fn's turn or after.
+			t := &storeTx{s: s, tx: counted}
+			defer func() { t.tx = nil }()
+			return batch[i].c.fn(fctx, t, bg)
+		}()
 		*running = -1
 		cancel()
 		if err != nil {

@@ -309,6 +309,36 @@ func TestJudgeGroupSiblingCanceled(t *testing.T) {
 	require.Zero(t, judgments)
 }
 
+// TestJudgeGroupTxPerFn: a Tx a fn keeps is finished once that fn
+// returns, though the batch's later fns run on the same transaction.
+func TestJudgeGroupTxPerFn(t *testing.T) {
+	t.Parallel()
+	g := setupJudge(t, 1, 2, 3)
+	u0 := g.units[0].ID
+	var (
+		kept    store.Tx
+		keptErr error
+		fns     int
+	)
+	fn := func(ctx context.Context, tx store.Tx, _ *store.JudgmentBegun) error {
+		fns++
+		if kept == nil {
+			kept = tx
+			return nil
+		}
+		_, keptErr = kept.UnitGet(ctx, u0)
+		return nil
+	}
+	calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[0], u0)), fn),
+		g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[1], u0)), fn)}
+	g.s.judgeSend(g.ctx, calls)
+	for i, c := range calls {
+		require.Equal(t, groupAnswer[struct{}]{}, <-c.done, "judgment %d", i)
+	}
+	require.Equal(t, 2, fns)
+	require.ErrorIs(t, keptErr, errTxDone)
+}
+
 // TestJudgeGroupCanceledAtRandom: many judgments of one pool at once
 // through JudgmentInTx, three of each unit, each canceled at a random
 // moment or not at all: afterwards every queue is gone, the judgments
