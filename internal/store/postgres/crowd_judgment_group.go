@@ -206,16 +206,24 @@ func (s *Store) judgeSend(ctx context.Context, batch []*judgeQueued) {
 	}
 	errs, err := s.judgeBatch(ctx, batch, &running)
 	answered = true
-	var pgErr *pgconn.PgError
 	for i, c := range batch {
-		switch {
-		case err == nil || errs[i] != nil:
-			c.done <- groupAnswer[struct{}]{err: errs[i]}
-		case errors.Is(err, errBatchRollBack) || errors.As(err, &pgErr):
-			c.done <- groupAnswer[struct{}]{alone: true}
-		default:
-			c.done <- groupAnswer[struct{}]{err: err}
-		}
+		c.done <- judgeAnswer(errs[i], err)
+	}
+}
+
+// judgeAnswer is a batched judgment's answer given its own error (own)
+// and the batch's outcome (err, judgeBatch's). Only a PostgreSQL ERROR at
+// COMMIT rolled the batch back (as in the group take): a FATAL, like a
+// broken connection, leaves the outcome unknown, and is the answer.
+func judgeAnswer(own, err error) groupAnswer[struct{}] {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil || own != nil:
+		return groupAnswer[struct{}]{err: own}
+	case errors.Is(err, errBatchRollBack) || errors.As(err, &pgErr) && pgErr.Severity == "ERROR":
+		return groupAnswer[struct{}]{alone: true}
+	default:
+		return groupAnswer[struct{}]{err: err}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/crowd"
@@ -337,6 +340,25 @@ func TestJudgeGroupTxPerFn(t *testing.T) {
 	}
 	require.Equal(t, 2, fns)
 	require.ErrorIs(t, keptErr, errTxDone)
+}
+
+// TestJudgeAnswer: a batch's outcome as each judgment's answer — only a
+// PostgreSQL ERROR at COMMIT (or a roll back before it) sends the
+// judgments to run alone; a FATAL at COMMIT, like a broken connection,
+// leaves the outcome unknown and is their answer.
+func TestJudgeAnswer(t *testing.T) {
+	t.Parallel()
+	own := errors.New("own")
+	pgErr := func(severity string) error {
+		return fmt.Errorf("commit transaction: %w", &pgconn.PgError{Severity: severity, Code: "57P01"})
+	}
+	fatal, broken := pgErr("FATAL"), fmt.Errorf("commit transaction: %w", io.ErrUnexpectedEOF)
+	require.Equal(t, groupAnswer[struct{}]{}, judgeAnswer(nil, nil))
+	require.Equal(t, groupAnswer[struct{}]{err: own}, judgeAnswer(own, fatal))
+	require.Equal(t, groupAnswer[struct{}]{alone: true}, judgeAnswer(nil, rollBack(own)))
+	require.Equal(t, groupAnswer[struct{}]{alone: true}, judgeAnswer(nil, pgErr("ERROR")))
+	require.Equal(t, groupAnswer[struct{}]{err: fatal}, judgeAnswer(nil, fatal))
+	require.Equal(t, groupAnswer[struct{}]{err: broken}, judgeAnswer(nil, broken))
 }
 
 // TestJudgeGroupCanceledAtRandom: many judgments of one pool at once
