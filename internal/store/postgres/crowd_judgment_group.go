@@ -51,10 +51,11 @@ import (
 //     later judgment of the batch has read;
 //   - a judgment's statement ran before the fns of the judgments before
 //     it: when one of those fns ran any statement (it may have changed
-//     its unit: finalized it, retargeted it; or another: finalizing may
-//     end the unit's run and cancel the run's other units), the units of
-//     the judgments after it are read again, in one statement, before
-//     the next fn; if one's state, count or target differ from what the
+//     its unit: finalized it, retargeted it; or, for a unit of a run,
+//     another: finalizing may end the unit's run and cancel the run's
+//     other units), the units of the judgments after it that it may have
+//     changed (of its unit; of every later judgment, for a unit of a run)
+//     are read again, in one statement, before the next fn; if one's state, count or target differ from what the
 //     batch's statements left it at (what the last of the unit's
 //     statements returned: not a judgment's own count, which the unit's
 //     later statements passed), the batch rolls back and each judgment
@@ -327,23 +328,34 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	}
 	// The fns, in the statements' order.
 	counted := &countingTx{Tx: ptx}
-	// wrote: a fn ran a statement since the units were last read. It may
-	// have changed any unit, not only its own: finalizing its unit may
-	// end its run and cancel the run's other units (workflow's
-	// cancelNotStarted), or move a parent run. So every later judgment's
-	// unit is read again, in one statement, before the next fn.
-	wrote := false
+	// A fn that ran a statement may have changed its own unit (finalized,
+	// retargeted it) and, when the unit is of a run, any unit: finalizing
+	// it may end its run and cancel the run's other units (workflow's
+	// cancelNotStarted), or move a parent run. Before the next fn, the
+	// units of the later judgments it may have changed are read again, in
+	// one statement: every later one after a fn of a unit of a run
+	// (wroteRun), else those of the units such fns judged (wroteUnits). A
+	// unit of no run is changed by nothing but its own judgments' fns
+	// (quality control's flag and repair run after the commit).
+	var (
+		wroteRun   bool
+		wroteUnits map[uuid.UUID]bool
+	)
 	deadline, bounded := ctx.Deadline()
 	for pos, i := range order {
 		if errs[i] != nil {
 			continue
 		}
 		bg := begun[i]
-		if wrote {
-			if err := checkUnitsLeft(ctx, ptx, left, order[pos:], errs, begun); err != nil {
+		if wroteRun || wroteUnits != nil {
+			only := wroteUnits
+			if wroteRun {
+				only = nil
+			}
+			if err := checkUnitsLeft(ctx, ptx, left, order[pos:], errs, begun, only); err != nil {
 				return errs, err
 			}
-			wrote = false
+			wroteRun, wroteUnits = false, nil
 		}
 		// The judgment's own context (its values), bounded by the batch.
 		fctx, cancel := context.WithoutCancel(batch[i].ctx), context.CancelFunc(func() {})
@@ -366,7 +378,14 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 			return errs, errBatchRollBack
 		}
 		if counted.n != before {
-			wrote = true
+			if u := bg.Inserted.Unit; u.RunID != uuid.Nil {
+				wroteRun = true
+			} else {
+				if wroteUnits == nil {
+					wroteUnits = map[uuid.UUID]bool{}
+				}
+				wroteUnits[u.ID] = true
+			}
 		}
 	}
 	if err := ptx.Commit(ctx); err != nil {
@@ -382,14 +401,15 @@ type unitLeft struct {
 }
 
 // checkUnitsLeft reads again the units of the judgments order names (those
-// answered before the fns aside, and those that inserted nothing) and
-// rolls the batch back when one is no longer what the batch's statements
-// left it at (left): an earlier fn changed it.
-func checkUnitsLeft(ctx context.Context, tx pgx.Tx, left map[uuid.UUID]unitLeft, order []int, errs []error, begun []*store.JudgmentBegun) error {
+// answered before the fns aside, those that inserted nothing, and, when
+// only is not nil, those of units not in only) and rolls the batch back
+// when one is no longer what the batch's statements left it at (left): an
+// earlier fn changed it. Nothing to read is no statement.
+func checkUnitsLeft(ctx context.Context, tx pgx.Tx, left map[uuid.UUID]unitLeft, order []int, errs []error, begun []*store.JudgmentBegun, only map[uuid.UUID]bool) error {
 	var ids []uuid.UUID
 	for _, i := range order {
 		if errs[i] == nil && begun[i].Inserted.Created {
-			if id := begun[i].Inserted.Unit.ID; !slices.Contains(ids, id) {
+			if id := begun[i].Inserted.Unit.ID; (only == nil || only[id]) && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}

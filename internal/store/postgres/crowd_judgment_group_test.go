@@ -294,6 +294,12 @@ func TestJudgeGroupSiblingCanceled(t *testing.T) {
 	if bytes.Compare(first[:], second[:]) > 0 {
 		first, second = second, first // the batch's order is the units'
 	}
+	// Units of one run (a fan-out step's): only a fn of a unit of a run
+	// can change another unit (finalizing it may end the run and cancel
+	// the others); a unit of no run is changed by its own judgments only.
+	_, err := g.s.pool.Exec(g.ctx, `UPDATE docket_units SET run_id = $1 WHERE id = ANY($2)`,
+		uuid.Must(uuid.NewV7()), []uuid.UUID{first, second})
+	require.NoError(t, err)
 	cancelSecond := func(ctx context.Context, tx store.Tx, _ *store.JudgmentBegun) error {
 		_, err := tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: second, From: crowd.UnitJudgable, To: crowd.UnitCanceled,
 			Now: testBase.Add(time.Second)})
