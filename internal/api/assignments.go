@@ -120,18 +120,6 @@ type taskViewKey struct {
 // taskViewMax bounds the cache: past it, the cache starts over.
 const taskViewMax = 1000
 
-// encodeTaskView is the view's JSON as writeJSON writes it (HTML
-// characters unescaped), without a trailing newline.
-func encodeTaskView(v *takenTaskView) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // taskView is the task part of a take's answer, and its JSON.
 func (s *Server) taskView(name string, version int, ct *docket.CompiledTask) (takenTaskView, []byte) {
 	display := ct.Display
@@ -147,7 +135,7 @@ func (s *Server) taskView(name string, version int, ct *docket.CompiledTask) (ta
 	if ok {
 		return v, enc
 	}
-	enc, err := encodeTaskView(&v)
+	enc, err := jsonappend.Marshal(&v) // as writeJSON writes it, without the newline
 	if err != nil {
 		return v, nil // encoded with the answer, where the error shows
 	}

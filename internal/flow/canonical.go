@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/docket-run/docket/internal/jsonappend"
 )
 
 // Normalize returns a copy of def in canonical form, the form that is
@@ -98,15 +100,7 @@ func normalObject(raw json.RawMessage) json.RawMessage {
 
 // marshal encodes v without HTML escaping (so `<` in an expression stays
 // `<`) and without the trailing newline.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+var marshal = jsonappend.Marshal
 
 // Canonical returns the canonical JSON encoding of def: Normalize, then
 // fields in declaration order, no white space, no HTML escaping.

@@ -5,7 +5,9 @@
 package jsonappend
 
 import (
+	"bytes"
 	"encoding/hex"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -23,4 +25,18 @@ func UUID(b []byte, id uuid.UUID) []byte {
 	s[23] = '-'
 	hex.Encode(s[24:], id[10:])
 	return append(b, s[:]...)
+}
+
+// Marshal is v's JSON as encoding/json writes it, without HTML escaping
+// (`<` in an expression or a detail stays `<`) and without the trailing
+// newline of an Encoder: the form docket stores (canonical definitions,
+// compiled schemas) and answers.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -13,3 +13,13 @@ func TestUUID(t *testing.T) {
 		require.Equal(t, id.String(), string(UUID([]byte("x"), id))[1:])
 	}
 }
+
+// TestMarshal: encoding/json's bytes, but `<`, `>` and `&` kept as they
+// are and no trailing newline; an error of the value is returned.
+func TestMarshal(t *testing.T) {
+	b, err := Marshal(map[string]any{"expr": "a < b && c > d", "n": 1})
+	require.NoError(t, err)
+	require.Equal(t, `{"expr":"a < b && c > d","n":1}`, string(b))
+	_, err = Marshal(func() {})
+	require.Error(t, err, "a func has no JSON")
+}

@@ -1,12 +1,12 @@
 package task
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/docket-run/docket/internal/jsonappend"
 )
 
 // Normalize returns a copy of t in canonical form, the form that is hashed
@@ -51,13 +51,11 @@ func Normalize(t *Template) *Template {
 // fields in declaration order, no white space, no HTML escaping. It decodes
 // (Decode) to a template with the same hash.
 func Canonical(t *Template) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(Normalize(t)); err != nil {
+	b, err := jsonappend.Marshal(Normalize(t))
+	if err != nil {
 		return nil, fmt.Errorf("encode task template: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return b, nil
 }
 
 // Hash returns "sha256:" and the hex SHA-256 of the canonical encoding: the

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/docket-run/docket/internal/jsonappend"
 )
 
 // SchemaDraft is the JSON Schema dialect of Compiled.Schema.
@@ -213,13 +215,11 @@ func optionValues(f *Field, null bool) []any {
 }
 
 func marshalSchema(s map[string]any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
+	b, err := jsonappend.Marshal(s)
+	if err != nil {
 		return nil, fmt.Errorf("encode judgment schema: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return b, nil
 }
 
 // compileSchema compiles a schema document. A validated template always
