@@ -268,7 +268,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return errs, errBatchRollBack
+		return errs, rollBack(fmt.Errorf("begin transaction: %w", err)) // nothing sent: each runs alone
 	}
 	defer pc.Release() // a connection left in a transaction is closed, not reused
 	b := &pgx.Batch{}
