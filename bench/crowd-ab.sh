@@ -19,6 +19,8 @@
 # gets the database crowdab_<binary name> (made afresh), and the
 # cluster needs shared_preload_libraries = 'pg_stat_statements'. Every run
 # makes a pool of its own, so runs can follow each other on one database.
+# TRACE_DIR, when set, gets each run's --trace (TRACE_DIR/<binary>-rep<i>.csv:
+# when each take started, its latency and its submit's).
 # SERVE_URL_PARAMS, e.g. "&pool_max_conns=8", is appended to the database
 # URL of `docket serve` only (the bench's own set-up and checks do not
 # use it): how to compare server-side pool settings.
@@ -69,7 +71,9 @@ for i in $(seq 1 "${REPS:-3}"); do
 		# "Third round"). A table never vacuumed is planned as 10 pages.
 		if [ "$i" -gt 1 ]; then psql "$url" -qc 'VACUUM ANALYZE'; fi
 		psql "$url" -qAtc "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()" >/dev/null
-		"$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "$@" >"$dir/out" 2>"$dir/bench.log" &
+		trace=()
+		if [ -n "${TRACE_DIR:-}" ]; then trace=(--trace "$TRACE_DIR/$name-rep$i.csv"); fi
+		"$b" bench --mode crowd --database-url "$url" --server "http://$(cat "$dir/addr")" "${trace[@]}" "$@" >"$dir/out" 2>"$dir/bench.log" &
 		bpid=$!
 		# the figures count from the end of the set-up (units, contributors, keys)
 		until grep -q 'setup ' "$dir/bench.log" 2>/dev/null; do

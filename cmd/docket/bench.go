@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -77,8 +78,14 @@ func benchCommand() *cobra.Command {
                                 where the latency is only the contributors
                                 over the throughput, Little's law); measure
                                 the latency at an offered load below
-                                capacity, e.g. --think 400ms with 500
-                                contributors (~1,000-1,100 judgments/s)
+                                capacity, e.g. --think 200ms with 500
+                                contributors (~2,000 judgments/s). With
+                                think time each contributor's first take
+                                waits one pause too (arrivals spread out as
+                                in the steady state, not all at once).
+                                --trace F: one CSV line per take and
+                                submit (take's start in Unix µs, assign
+                                ms, submit ms), to see when slow ones came
   --mode workflow-latency --rate R --duration D
                                 start R runs/s of each shape one by one (open
                                 loop; default 100 runs/s) and report the same
@@ -104,6 +111,8 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&crowd.Contributors, "contributors", crowdBenchContributorsDefault, "crowd: concurrent simulated contributors")
 	f.StringVar(&crowd.Strategy, "strategy", string(docket.TakeStrategyDefault), "crowd: take strategy of the server started here: ordered, random or candidates")
 	f.DurationVar(&crowd.Think, "think", 0, "crowd: each contributor's mean pause between a submit and its next take (exponential; 0: none, a closed loop)")
+	var trace string
+	f.StringVar(&trace, "trace", "", "crowd: write one CSV line per take and submit to this file (start_unix_us,assign_ms,submit_ms)")
 	f.StringVar(&crowd.Server, "server", "", "crowd: URL of a running docket serve on the same database, instead of starting one (its --take-strategy applies)")
 	var (
 		runs     int
@@ -168,6 +177,23 @@ percentiles), or as JSON with -o json.`,
 		}
 		if cfg.Mode == "crowd" {
 			crowd.DatabaseURL, crowd.JSON, crowd.Out, crowd.Log = *url, cfg.JSON, cfg.Out, cfg.Log
+			if trace != "" {
+				tf, err := os.Create(trace)
+				if err != nil {
+					return fmt.Errorf("--trace: %w", err)
+				}
+				tw := bufio.NewWriter(tf)
+				crowd.Trace = tw
+				if _, err := tw.WriteString("start_unix_us,assign_ms,submit_ms\n"); err != nil {
+					_ = tf.Close()
+					return fmt.Errorf("--trace: %w", err)
+				}
+				_, err = runCrowdBench(ctx, client, crowd)
+				if ferr := errors.Join(tw.Flush(), tf.Close()); err == nil && ferr != nil {
+					err = fmt.Errorf("--trace: %w", ferr)
+				}
+				return err
+			}
 			_, err = runCrowdBench(ctx, client, crowd)
 			return err
 		}

@@ -41,7 +41,11 @@ type crowdBenchConfig struct {
 	// Think is each contributor's mean pause between a submit and its
 	// next take (exponentially distributed); 0, the default, is a closed
 	// loop: the throughput at saturation.
-	Think    time.Duration
+	Think time.Duration
+	// Trace, when set, gets one CSV line per loop (trace.go's header):
+	// when its take started and both latencies, to see when the slow
+	// ones happened.
+	Trace    io.Writer
 	JSON     bool
 	Out, Log io.Writer
 }
@@ -70,9 +74,11 @@ type crowdBenchResult struct {
 	Setup       map[string]float64  `json:"setupSeconds"`
 
 	keys     []string   // the contributors' secrets
-	latMu    sync.Mutex // guards assignMs and submitMs
+	latMu    sync.Mutex // guards assignMs, submitMs and trace
 	assignMs []float64  // of each take that got an assignment
 	submitMs []float64  // of each accepted judgment
+	trace    io.Writer  // cfg.Trace
+	traceErr error      // its first write error
 }
 
 const crowdBenchTemplate = `{"title": "Benchmark: same product?",
@@ -95,7 +101,7 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 		return nil, fmt.Errorf("--strategy %q: want ordered, random or candidates", cfg.Strategy)
 	}
 	res := &crowdBenchResult{Backend: client.Backend(), Strategy: cfg.Strategy, Units: cfg.Units, JudgmentsPerUnit: crowdBenchPerUnit,
-		Contributors: cfg.Contributors, ThinkMs: float64(cfg.Think.Microseconds()) / 1000, Setup: map[string]float64{}}
+		Contributors: cfg.Contributors, ThinkMs: float64(cfg.Think.Microseconds()) / 1000, Setup: map[string]float64{}, trace: cfg.Trace}
 	if cfg.Server != "" {
 		res.Strategy = "server's own (--server)"
 	}
@@ -190,6 +196,9 @@ func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchCon
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if res.traceErr != nil {
+		return nil, fmt.Errorf("--trace: %w", res.traceErr)
+	}
 	res.Judgments = len(res.submitMs)
 	res.JudgmentsPerSec = float64(res.Judgments) / res.Seconds
 	if res.Judgments > 0 {
@@ -269,6 +278,13 @@ func (r *crowdBenchResult) contribute(ctx context.Context, base, key string, poo
 	}
 	defer c.close()
 	takeBody, _ := json.Marshal(map[string]any{"poolId": poolID})
+	// With think time, the first take waits one pause too: contributors
+	// arrive spread out as they go on, not all at the first instant (a
+	// herd of every contributor's first take at once, which no steady
+	// state has, made most of the slow requests of a run).
+	if err := think.pause(ctx); err != nil {
+		return err
+	}
 	for {
 		var taken struct {
 			AssignmentID string `json:"assignmentId"`
@@ -299,6 +315,9 @@ func (r *crowdBenchResult) contribute(ctx context.Context, base, key string, poo
 			return fmt.Errorf("POST /v1/judgments: %d %s", status, bytes.TrimSpace(data))
 		}
 		r.latMu.Lock()
+		if r.trace != nil && r.traceErr == nil {
+			_, r.traceErr = fmt.Fprintf(r.trace, "%d,%.3f,%.3f\n", t0.UnixMicro(), assignMs, submitMs)
+		}
 		r.assignMs = append(r.assignMs, assignMs)
 		r.submitMs = append(r.submitMs, submitMs)
 		r.latMu.Unlock()

@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,6 +207,27 @@ func TestBenchCrowdThink(t *testing.T) {
 			require.Contains(t, out, "\ndocket_crowd_judgments=60\n", out)
 			require.NotContains(t, out, "VIOLATED", out)
 
+			trace := filepath.Join(t.TempDir(), "trace.csv")
+			out, err = runDocket(t, append(common, "--think", "1ms", "--trace", trace)...)
+			require.NoError(t, err, out)
+			data, err := os.ReadFile(trace)
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+			require.Equal(t, "start_unix_us,assign_ms,submit_ms", lines[0])
+			require.Len(t, lines, 61, "one line per judgment")
+			for _, l := range lines[1:] {
+				f := strings.Split(l, ",")
+				require.Len(t, f, 3, l)
+				at, err := strconv.ParseInt(f[0], 10, 64)
+				require.NoError(t, err, l)
+				require.WithinDuration(t, time.Now(), time.UnixMicro(at), time.Minute, l)
+				for _, ms := range f[1:] {
+					v, err := strconv.ParseFloat(ms, 64)
+					require.NoError(t, err, l)
+					require.GreaterOrEqual(t, v, 0.0, l)
+				}
+			}
+
 			out, err = runDocket(t, append(common, "--think", "-5ms")...)
 			require.ErrorContains(t, err, "--think -5ms: must not be negative", out)
 		})
@@ -236,4 +262,37 @@ func TestCrowdThinkPause(t *testing.T) {
 	cancel()
 	long := crowdThink{mean: time.Hour, rng: crowdThinkRand(1)}
 	require.ErrorIs(t, long.pause(ctx), context.Canceled, "a pause ends with its context")
+}
+
+// With think time a contributor's first take waits one pause (arrivals
+// spread out); without, it goes at once. A listener that takes every
+// connection and closes it tells which happened.
+func TestCrowdContributeFirstPause(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+	r := &crowdBenchResult{}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	err = r.contribute(ctx, base, "key", uuid.New(), crowdThink{mean: time.Hour, rng: crowdThinkRand(1)})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Zero(t, accepted.Load(), "no take before the first pause")
+
+	err = r.contribute(t.Context(), base, "key", uuid.New(), crowdThink{rng: crowdThinkRand(1)})
+	require.ErrorContains(t, err, "POST /v1/assignments")
+	require.Eventually(t, func() bool { return accepted.Load() > 0 }, 5*time.Second, time.Millisecond, "without think time the first take goes at once")
 }
