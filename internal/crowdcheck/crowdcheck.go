@@ -86,7 +86,7 @@ func checks(poolID uuid.UUID, perUnit int, quality bool) []Check {
 				AND a.state = 'SUBMITTED' AND a.unit_id = j.unit_id AND a.contributor_id = j.contributor_id)`},
 		{"SUBMITTED assignments without a judgment", `SELECT count(*) FROM docket_assignments a
 			WHERE a.pool_id = ` + pool + ` AND a.state = 'SUBMITTED'
-				AND NOT EXISTS (SELECT 1 FROM docket_judgments j WHERE j.unit_id = a.unit_id AND j.assignment_id = a.id)`},
+				AND NOT EXISTS (SELECT 1 FROM docket_judgments j WHERE j.assignment_id = a.id)`},
 		active,
 		{"pool counters that differ from the tables (judgments, active assignments, judgable and finalized units)", `SELECT
 			CASE WHEN (SELECT coalesce(sum(judgments), 0) FROM docket_pool_counters WHERE pool_id = ` + pool + `)

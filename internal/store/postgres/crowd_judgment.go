@@ -174,10 +174,8 @@ func judgmentNotInserted(ctx context.Context, c conn, p *store.JudgmentInsertPar
 		return nil, err
 	}
 	if a.ContributorID == p.ContributorID && a.State == crowd.AssignmentSubmitted {
-		// through docket_judgments_unit_assignment: the assignment's unit
-		// names the index's first column
 		prev, err := scanJudgment(c.QueryRow(ctx, `SELECT `+judgmentColumns+` FROM docket_judgments
-			WHERE unit_id = $1 AND assignment_id = $2`, a.UnitID, p.AssignmentID))
+			WHERE assignment_id = $1`, p.AssignmentID))
 		if err != nil {
 			return nil, fmt.Errorf("insert judgment for assignment %s: read the stored one: %w", p.AssignmentID, err)
 		}

@@ -39,7 +39,7 @@ func (t *storeTx) UnitJudges(ctx context.Context, unitID uuid.UUID) ([]store.Uni
 	return unitJudges(ctx, t.tx, unitID)
 }
 
-// unitJudgesSQL: the clean judgments of a unit (docket_judgments_unit_assignment),
+// unitJudgesSQL: the clean judgments of a unit (docket_judgments_unit),
 // each with the count of its contributor's earlier judgments in the pool
 // (docket_judgments_pool_contributor).
 const unitJudgesSQL = `
