@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,7 @@ type serveConfig struct {
 	RateLimit         rateLimit     // --rate-limit, DOCKET_RATE_LIMIT; default off
 	RateBurst         int           // --rate-burst, DOCKET_RATE_BURST; default 0 (the limit's N)
 	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
+	GCPercent         int           // --gc-percent, DOCKET_GC_PERCENT; default 400 (unless GOGC or GOMEMLIMIT is set)
 	LogLevel          slog.Level    // --log-level, DOCKET_LOG_LEVEL; default info
 	LogFormat         string        // --log-format, DOCKET_LOG_FORMAT; default text
 	NATSURL           string        // --nats-url, DOCKET_NATS_URL; default "" (embedded bus)
@@ -106,6 +108,7 @@ var serveSettings = []setting{
 	{"take-strategy", "DOCKET_TAKE_STRATEGY", string(docket.TakeStrategyDefault), "how POST /v1/assignments picks a unit of a pool: ordered, random or candidates (docs/human-work.md)", func(c *serveConfig) any { return &c.TakeStrategy }},
 	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
 	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
+	{"gc-percent", "DOCKET_GC_PERCENT", strconv.Itoa(gcPercentDefault), "Go's garbage collection target (GOGC) of the server process; the default applies only when neither GOGC nor GOMEMLIMIT is set", func(c *serveConfig) any { return &c.GCPercent }},
 	{"log-level", "DOCKET_LOG_LEVEL", "info", "debug, info, warn or error", func(c *serveConfig) any { return &c.LogLevel }},
 	{"log-format", "DOCKET_LOG_FORMAT", "text", "text or json (logs go to stderr)", func(c *serveConfig) any { return &c.LogFormat }},
 	{"nats-url", "DOCKET_NATS_URL", "", "external NATS server or cluster with JetStream for events, nats://host:4222 (default: an embedded server)", func(c *serveConfig) any { return &c.NATSURL }},
@@ -308,6 +311,7 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,
 		"%v must not be below DOCKET_RETRY_BACKOFF_BASE (%v)", c.RetryBackoffMax, c.RetryBackoffBase)
 	check("DOCKET_PRIORITY_AGING", c.PriorityAging >= 0, "%v must not be negative", c.PriorityAging)
+	check("DOCKET_GC_PERCENT", c.GCPercent >= 10 && c.GCPercent <= 10000, "%d must be between 10 and 10000", c.GCPercent)
 	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
@@ -480,8 +484,36 @@ const longPollGrace = time.Second
 // runServe runs until ctx is canceled (SIGINT/SIGTERM), then shuts down:
 // the listener closes, requests in flight finish, maintenance stops and
 // leadership is given up.
+// gcPercentDefault is docket serve's GOGC unless the environment sets
+// GOGC or GOMEMLIMIT, or the setting is given: Go's default of 100 had the
+// server collect about twice a second under the crowd benchmark (a live
+// heap of ~20 MB, ~40 KB allocated per judgment), its mark workers taking
+// CPU the database could use. 400 lets the heap grow to about five times
+// the live data (~100 MB there) between collections (docs/benchmarks.md,
+// "Sixth round: the server's CPU at moderate load").
+const gcPercentDefault = 400
+
+// gcPercent is the GOGC serve sets, if any: the setting when it was given
+// (flag or DOCKET_GC_PERCENT); its default only when the environment
+// leaves Go's collector alone (neither GOGC nor GOMEMLIMIT, which Go
+// itself reads, is set).
+func (c *serveConfig) gcPercent(lookupEnv func(string) (string, bool)) (int, bool) {
+	if _, given := c.from["DOCKET_GC_PERCENT"]; given {
+		return c.GCPercent, true
+	}
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		if v, ok := lookupEnv(env); ok && v != "" {
+			return 0, false
+		}
+	}
+	return c.GCPercent, true
+}
+
 func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
+	if pct, ok := cfg.gcPercent(os.LookupEnv); ok {
+		debug.SetGCPercent(pct)
+	}
 	metrics := api.NewMetrics()
 	client, err := docket.NewClient(ctx, cfg.clientConfig(logger, metrics.JobFinished))
 	if err != nil {

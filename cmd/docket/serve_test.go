@@ -87,6 +87,8 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "1m", "DOCKET_RETRY_BACKOFF_MAX": "1s"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX: 1s must not be below"},
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "2h"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX (--retry-backoff-max): 1h0m0s"},
 		{env: map[string]string{"DOCKET_MAX_BODY_BYTES": "1MB"}, want: `invalid DOCKET_MAX_BODY_BYTES "1MB"`},
+		{env: map[string]string{"DOCKET_GC_PERCENT": "5"}, want: "invalid DOCKET_GC_PERCENT: 5 must be between 10 and 10000"},
+		{args: []string{"--gc-percent", "off"}, want: `invalid --gc-percent "off": must be an integer`},
 		{env: map[string]string{"DOCKET_ADMIN_KEY": "short"}, want: "invalid DOCKET_ADMIN_KEY: must be at least 16 characters"},
 		{env: map[string]string{"DOCKET_LOG_LEVEL": "loud"}, want: `invalid DOCKET_LOG_LEVEL "loud"`},
 		{env: map[string]string{"DOCKET_LISTEN": "8080"}, want: `invalid DOCKET_LISTEN: "8080" must be host:port`},
@@ -99,6 +101,38 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 	}
 	_, err := loadWith(t, map[string]string{"DOCKET_RATE_LIMIT": "off", "DOCKET_ADMIN_KEY": "0123456789abcdef"})
 	require.NoError(t, err)
+}
+
+// TestServeGCPercent: serve sets its GOGC default only when the
+// environment leaves Go's collector alone (GOGC and GOMEMLIMIT unset or
+// empty); the setting given as a flag or variable always applies.
+func TestServeGCPercent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want int // 0: serve leaves the collector to Go
+	}{
+		{want: gcPercentDefault},
+		{env: map[string]string{"GOGC": ""}, want: gcPercentDefault},
+		{env: map[string]string{"GOGC": "50"}},
+		{env: map[string]string{"GOGC": "off"}},
+		{env: map[string]string{"GOMEMLIMIT": "1GiB"}},
+		{env: map[string]string{"DOCKET_GC_PERCENT": "150"}, want: 150},
+		{env: map[string]string{"DOCKET_GC_PERCENT": "150", "GOGC": "50"}, want: 150},
+		{env: map[string]string{"GOMEMLIMIT": "1GiB"}, args: []string{"--gc-percent", "200"}, want: 200},
+	} {
+		c, err := loadWith(t, tc.env, tc.args...)
+		require.NoError(t, err)
+		got, ok := c.gcPercent(func(k string) (string, bool) {
+			v, ok := tc.env[k]
+			return v, ok
+		})
+		require.Equal(t, tc.want != 0, ok, "%v %v", tc.env, tc.args)
+		if ok {
+			require.Equal(t, tc.want, got, "%v %v", tc.env, tc.args)
+		}
+	}
 }
 
 // The configuration page documents every flag and variable.
