@@ -478,11 +478,6 @@ o AS (
 )
 SELECT ` + unitColumns + ` FROM t`
 
-// unitFinalizeStmt is unitFinalizeSQL with its parameters rewritten once
-// (compileNamed): pgx.NamedArgs parsed the whole statement on every
-// finalization, ~1.5% of docket serve's CPU in the crowd benchmark.
-var unitFinalizeStmt = compileNamed(unitFinalizeSQL)
-
 func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*crowd.Unit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -491,10 +486,10 @@ func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*cr
 	if err != nil {
 		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
 	}
-	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeStmt.sql, unitFinalizeStmt.args(pgx.NamedArgs{
+	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, pgx.NamedArgs{
 		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(ctx),
 		"low": p.LowConfidence, "judgments": string(judgments),
-	})...))
+	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)
 	}

@@ -25,7 +25,6 @@ func TestCompileNamedMatchesPgx(t *testing.T) {
 		"take random":     fmt.Sprintf(takeRandomSQL, openUnit),
 		"take candidates": fmt.Sprintf(takeCandidatesSQL, openUnit),
 		"take golden":     fmt.Sprintf(takeOrderedSQL, pickGolden),
-		"unit finalize":   unitFinalizeSQL,
 	} {
 		p := compileNamed(sql)
 		args := pgx.NamedArgs{}
