@@ -481,9 +481,6 @@ the environment. See docs/configuration.md.`,
 // holding the shutdown for up to 30 s.
 const longPollGrace = time.Second
 
-// runServe runs until ctx is canceled (SIGINT/SIGTERM), then shuts down:
-// the listener closes, requests in flight finish, maintenance stops and
-// leadership is given up.
 // gcPercentDefault is docket serve's GOGC unless the environment sets
 // GOGC or GOMEMLIMIT, or the setting is given: Go's default of 100 had the
 // server collect about twice a second under the crowd benchmark (a live
@@ -509,6 +506,9 @@ func (c *serveConfig) gcPercent(lookupEnv func(string) (string, bool)) (int, boo
 	return c.GCPercent, true
 }
 
+// runServe runs until ctx is canceled (SIGINT/SIGTERM), then shuts down:
+// the listener closes, requests in flight finish, maintenance stops and
+// leadership is given up.
 func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
 	if pct, ok := cfg.gcPercent(os.LookupEnv); ok {
