@@ -56,12 +56,16 @@ func overlapOf(pool *Pool, ct *task.Compiled) task.JudgmentsPerUnit {
 // complete its run's human step), or give it one more slot. It returns
 // the unit when it finalized it. models are the pool's worker-quality
 // models (poolModels, read before the transaction; nil for none).
+// judgments are the unit's, as tx.JudgmentList would list them now, when
+// the caller has them (JudgmentBegun.UnitJudgments); nil: read here.
 func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool, ct *task.Compiled,
-	models map[string]*aggregate.Model, unit *store.JudgedUnit,
+	models map[string]*aggregate.Model, unit *store.JudgedUnit, judgments []*Judgment,
 ) (*Unit, error) {
-	judgments, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unit.ID})
-	if err != nil {
-		return nil, err
+	if judgments == nil {
+		var err error
+		if judgments, err = tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unit.ID}); err != nil {
+			return nil, err
+		}
 	}
 	var clean []*Judgment
 	for _, j := range judgments {

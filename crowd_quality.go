@@ -171,6 +171,10 @@ type judgmentQuality struct {
 	// test is what the contributor learns of a test judgment just scored
 	// (crowd_feedback.go); nil for none.
 	test *TestResult
+	// retainted: the transaction changed judgments' taint (a flagged
+	// contributor's judgment tainted at once), so judgments read before
+	// (JudgmentBegun.UnitJudgments) are not what the unit has now.
+	retainted bool
 }
 
 // qualityLock locks the contributor's quality state in the pool: the
@@ -205,6 +209,7 @@ func (c *Client) judged(ctx context.Context, tx store.Tx, q *judgmentQuality, in
 		// rest. Only this judgment changes, so only its unit (locked
 		// already, its run too) is repaired.
 		cause := quality.Cause{ContributorID: j.ContributorID, Check: st.Standing.Check, Reason: st.FlagReason}
+		q.retainted = true
 		return c.retaint(ctx, tx, q, true, cause, ins.Unit, runLocked, now)
 	}
 	if ins.Unit.Golden {
@@ -506,7 +511,7 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 			// No judgment to come would decide it: decided now, as the
 			// judgment that reaches a unit's target does.
 			fin, err := c.unitTargetReached(ctx, tx, q.pool, q.ct, q.models, &store.JudgedUnit{ID: fixed.ID, RunID: fixed.RunID,
-				State: fixed.State, JudgmentCount: fixed.JudgmentCount, JudgmentsPerUnit: fixed.JudgmentsPerUnit})
+				State: fixed.State, JudgmentCount: fixed.JudgmentCount, JudgmentsPerUnit: fixed.JudgmentsPerUnit}, nil)
 			if err != nil || fin == nil {
 				return fixed, err
 			}

@@ -529,7 +529,13 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		if unit.State != crowd.UnitJudgable || unit.JudgmentCount < unit.JudgmentsPerUnit {
 			return nil
 		}
-		out.Finalized, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit)
+		// The unit's judgments, read with the first statements when they
+		// could be (unless quality control just changed their taint).
+		judgments := begun.UnitJudgments
+		if q.retainted {
+			judgments = nil
+		}
+		out.Finalized, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit, judgments)
 		return err
 	})
 	if err != nil {

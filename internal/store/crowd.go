@@ -125,10 +125,11 @@ type CrowdStore interface {
 	// none or the run is gone), then inserts the judgment (JudgmentInsert,
 	// recording the locked state's trust: p.Insert.Trust is not used) —
 	// the lock order of docs/quality.md — and runs fn with the locked
-	// state and what the insert did. An error of those statements rolls
-	// back and is returned before fn runs. On PostgreSQL the three go in
-	// the round trip that begins the transaction (JudgmentBegin says what
-	// they do, one by one).
+	// state and what the insert did (and, when it brought its unit to its
+	// target, maybe the unit's judgments: JudgmentBegun.UnitJudgments). An
+	// error of those statements rolls back and is returned before fn runs.
+	// On PostgreSQL they go in the round trip that begins the transaction
+	// (JudgmentBegin says what they do, one by one).
 	JudgmentInTx(ctx context.Context, p *JudgmentInTxParams, fn func(ctx context.Context, tx Tx, begun *JudgmentBegun) error) error
 	// UnitListAvailable lists up to p.Limit ids of regular units a take
 	// could pick now (JUDGABLE with a free slot), from a random point of
@@ -843,6 +844,22 @@ func (p *JudgmentInTxParams) Validate() error {
 type JudgmentBegun struct {
 	State    *QualityState // the contributor's, locked
 	Inserted *JudgmentInserted
+	// UnitJudgments, when the judgment brought its unit to its target
+	// (Inserted.Unit.TargetReached), may be the unit's judgments as
+	// JudgmentList{UnitID} returns them in the transaction when fn starts
+	// (newest first, this one among them), read with the first statements
+	// so that fn, which finalizes the unit, need not read them again. Nil
+	// when not read: fn reads them itself. A fn that changes the unit's
+	// judgments before it uses them reads them again.
+	UnitJudgments []*crowd.Judgment
+}
+
+// TargetReached reports whether the judgment that left its unit at u
+// brought it to its target: a regular JUDGABLE unit whose judgment count
+// reached its judgments per unit, which the judgment's transaction then
+// decides (finalizes it, or gives it one more slot).
+func (u *JudgedUnit) TargetReached() bool {
+	return u != nil && !u.Golden && u.State == crowd.UnitJudgable && u.JudgmentCount >= u.JudgmentsPerUnit
 }
 
 // JudgmentInTxSerial is Store.JudgmentInTx with its first statements one
@@ -860,7 +877,8 @@ func JudgmentInTxSerial(ctx context.Context, s Transactor, p *JudgmentInTxParams
 
 // JudgmentBegin runs the first statements of a judgment's transaction
 // one by one on tx (see Store.JudgmentInTx): the quality state locked,
-// then the run, then the judgment inserted with the state's trust.
+// then the run, then the judgment inserted with the state's trust, and,
+// when it brought its unit to its target, the unit's judgments read.
 func JudgmentBegin(ctx context.Context, tx Tx, p *JudgmentInTxParams) (*JudgmentBegun, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -888,7 +906,13 @@ func JudgmentBegin(ctx context.Context, tx Tx, p *JudgmentInTxParams) (*Judgment
 	if err != nil {
 		return nil, err
 	}
-	return &JudgmentBegun{State: st, Inserted: inserted}, nil
+	begun := &JudgmentBegun{State: st, Inserted: inserted}
+	if inserted.Created && inserted.Unit.TargetReached() {
+		if begun.UnitJudgments, err = tx.JudgmentList(ctx, &JudgmentListParams{UnitID: inserted.Unit.ID}); err != nil {
+			return nil, err
+		}
+	}
+	return begun, nil
 }
 
 // JudgmentListParams lists the judgments of one unit or one pool.

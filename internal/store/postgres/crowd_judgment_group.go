@@ -77,7 +77,6 @@ import (
 // as a single judgment's would be. A judgment whose contributor has no
 // quality state yet (errNoQualityState) is answered that, and takes the
 // one-by-one path, when its statement wrote nothing (the EXISTS guard of
-// judgmentInsertPipedSQL); when it did (a state made between the lock and
 // the statement) the batch rolls back. A judgment that inserted nothing
 // (the same data sent again, or a refused assignment) is answered by
 // judgmentNotInserted on the batch's transaction, as alone; a refusal or
@@ -158,6 +157,16 @@ var judgmentCountSQL = compileNamed(`WITH n AS (
 )
 UPDATE docket_pool_counters pc SET judgments = pc.judgments + n.n, active_assignments = pc.active_assignments - n.n
 FROM n WHERE pc.pool_id = @pool AND pc.shard = @shard AND n.n > 0`)
+
+// judgmentsReachedSQL lists, newest first by unit, the judgments of those
+// of units @units that are regular, JUDGABLE and at or over their target:
+// what a judgment that brought its unit to its target finalizes it with
+// (JudgmentBegun.UnitJudgments), read with the batch's statements, after
+// them, instead of in that judgment's fn.
+var judgmentsReachedSQL = compileNamed(`SELECT ` + judgmentColumns + ` FROM docket_judgments
+	WHERE unit_id IN (SELECT id FROM docket_units WHERE id = ANY(@units::uuid[]) AND state = 'JUDGABLE' AND NOT golden
+		AND judgment_count >= judgments_per_unit)
+	ORDER BY unit_id, id DESC`)
 
 // judgmentInTxGrouped is JudgmentInTx in a batch with the pool's
 // concurrent judgments; errGroupAlone when it must run alone.
@@ -254,12 +263,15 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	shardN := rand.IntN(poolShards)
 	ctx = context.WithValue(ctx, txShardKey{}, shardN)
 	var (
-		contributors, runs, units, ids []uuid.UUID
+		contributors, runs, units, ids, judged []uuid.UUID
 	)
 	for _, i := range order {
 		p := batch[i].c.p
 		contributors = append(contributors, p.Insert.ContributorID)
 		ids = append(ids, p.Insert.ID)
+		if len(judged) == 0 || judged[len(judged)-1] != p.UnitID {
+			judged = append(judged, p.UnitID)
+		}
 		if p.RunID != uuid.Nil {
 			runs = append(runs, p.RunID)
 		} else if p.RunOfUnit != uuid.Nil {
@@ -286,6 +298,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		b.Queue(judgmentInsertGroupStmt.sql, judgmentInsertArgs(ctx, judgmentInsertGroupStmt, &ins)...)
 	}
 	b.Queue(judgmentCountSQL.sql, judgmentCountSQL.args(pgx.NamedArgs{"ids": ids, "pool": pool, "shard": shardN})...)
+	b.Queue(judgmentsReachedSQL.sql, judgmentsReachedSQL.args(pgx.NamedArgs{"units": judged})...)
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
@@ -337,9 +350,16 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	// (wroteRun), else those of the units such fns judged (wroteUnits). A
 	// unit of no run is changed by nothing but its own judgments' fns
 	// (quality control's flag and repair run after the commit).
+	//
+	// The judgments read for a judgment that brought its unit to its
+	// target (UnitJudgments) were read after all the batch's statements,
+	// as its fn would read them had no fn run before it; they are dropped
+	// (its fn reads them itself) once an earlier fn that may have changed
+	// them ran any statement: by the same rule, one of a unit of a run, or
+	// one of the same unit (staleRun, staleUnits: since the batch began).
 	var (
-		wroteRun   bool
-		wroteUnits map[uuid.UUID]bool
+		wroteRun, staleRun     bool
+		wroteUnits, staleUnits map[uuid.UUID]bool
 	)
 	deadline, bounded := ctx.Deadline()
 	for pos, i := range order {
@@ -356,6 +376,9 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 				return errs, err
 			}
 			wroteRun, wroteUnits = false, nil
+		}
+		if bg.UnitJudgments != nil && (staleRun || staleUnits[bg.Inserted.Unit.ID]) {
+			bg.UnitJudgments = nil
 		}
 		// The judgment's own context (its values), bounded by the batch.
 		fctx, cancel := context.WithoutCancel(batch[i].ctx), context.CancelFunc(func() {})
@@ -379,12 +402,15 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		}
 		if counted.n != before {
 			if u := bg.Inserted.Unit; u.RunID != uuid.Nil {
-				wroteRun = true
+				wroteRun, staleRun = true, true
 			} else {
 				if wroteUnits == nil {
 					wroteUnits = map[uuid.UUID]bool{}
 				}
-				wroteUnits[u.ID] = true
+				if staleUnits == nil {
+					staleUnits = map[uuid.UUID]bool{}
+				}
+				wroteUnits[u.ID], staleUnits[u.ID] = true, true
 			}
 		}
 	}
@@ -488,6 +514,27 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("count judgments: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	reached, err := collect(rows, scanJudgment)
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	for len(reached) > 0 {
+		u := reached[0].UnitID
+		n := 1
+		for n < len(reached) && reached[n].UnitID == u {
+			n++
+		}
+		for _, i := range order {
+			if ins := begun[i].Inserted; ins != nil && ins.Created && ins.Unit.ID == u && ins.Unit.TargetReached() {
+				begun[i].UnitJudgments = slices.Clip(reached[:n])
+			}
+		}
+		reached = reached[n:]
 	}
 	return begun, nil
 }
