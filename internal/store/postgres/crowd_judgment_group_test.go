@@ -497,3 +497,79 @@ func TestJudgeGroupPanicLeftOutLeader(t *testing.T) {
 	g.s.judges.mu.Unlock()
 	require.Zero(t, left)
 }
+
+// TestJudgeGroupUnitJudgments: in a batch, the judgment that brings its
+// unit to its target gets the unit's judgments read with the batch's
+// statements (the three of it, as its fn lists them), the others none,
+// though a fn of another unit (of no run) ran a statement before it. When
+// an earlier fn of the same unit ran one (here: tainted its judgment),
+// they are dropped, and the fn lists them itself (it would finalize with
+// a judgment tainted under it otherwise).
+func TestJudgeGroupUnitJudgments(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		begun  *store.JudgmentBegun
+		listed []*crowd.Judgment
+	}
+	// judge sends one batch: a judgment of other (whose fn runs a
+	// statement), then three of unit (the first of which, in the batch's
+	// order, taints its own judgment when taint is set); it returns what
+	// unit's three fns saw.
+	judge := func(t *testing.T, taint bool) []*seen {
+		g := setupJudge(t, 2, 4, 3)
+		other, unit := g.units[0].ID, g.units[1].ID
+		if bytes.Compare(other[:], unit[:]) > 0 {
+			other, unit = unit, other // other's fn runs first
+		}
+		ss := []*seen{{}, {}, {}}
+		calls := []*judgeQueued{g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[3], other)),
+			func(ctx context.Context, tx store.Tx, _ *store.JudgmentBegun) error {
+				_, err := tx.UnitGet(ctx, other)
+				return err
+			})}
+		for i, s := range ss {
+			calls = append(calls, g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[i], unit)),
+				func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+					s.begun = begun
+					if taint && begun.Inserted.Unit.JudgmentCount == 1 {
+						if _, err := tx.(*storeTx).tx.Exec(ctx, `UPDATE docket_judgments SET tainted = true WHERE id = $1`,
+							begun.Inserted.Judgment.ID); err != nil {
+							return err
+						}
+					}
+					if !begun.Inserted.Unit.TargetReached() {
+						return nil // (listing would be a statement of the unit's too)
+					}
+					var err error
+					s.listed, err = tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unit})
+					return err
+				}))
+		}
+		g.s.judgeSend(g.ctx, calls)
+		for i, c := range calls {
+			require.Equal(t, groupAnswer[struct{}]{}, <-c.done, "judgment %d", i)
+		}
+		return ss
+	}
+	for _, taint := range []bool{false, true} {
+		t.Run(fmt.Sprintf("taint=%v", taint), func(t *testing.T) {
+			t.Parallel()
+			reached := 0
+			for _, s := range judge(t, taint) {
+				if !s.begun.Inserted.Unit.TargetReached() {
+					require.Nil(t, s.begun.UnitJudgments, "count %d", s.begun.Inserted.Unit.JudgmentCount)
+					continue
+				}
+				reached++
+				require.Len(t, s.listed, 3)
+				require.Equal(t, taint, slices.ContainsFunc(s.listed, func(j *crowd.Judgment) bool { return j.Tainted }))
+				if taint {
+					require.Nil(t, s.begun.UnitJudgments, "an earlier fn of the unit ran a statement")
+				} else {
+					require.Equal(t, s.listed, s.begun.UnitJudgments)
+				}
+			}
+			require.Equal(t, 1, reached)
+		})
+	}
+}

@@ -21,12 +21,24 @@ import (
 // methods one by one take four. PostgreSQL runs them in order, each with
 // a snapshot of its own, so the locks are taken in the documented order
 // (state → run → unit) and the judgment statement sees what the locks
-// waited for.
+// waited for. A fifth statement after them reads the unit's judgments
+// when the judgment brought the unit to its target (JudgmentBegun's
+// UnitJudgments: what the judgment's fn finalizes the unit with), none
+// otherwise.
 
 // runLockSQL locks run $1, or when $1 is NULL the run of unit $2 (none
 // when the unit has none, or the run is gone).
 const runLockSQL = `SELECT id FROM docket_runs
 	WHERE id = coalesce($1::uuid, (SELECT run_id FROM docket_units WHERE id = $2)) FOR UPDATE`
+
+// judgmentsReachedOneSQL lists, newest first, the judgments of the unit
+// of assignment $1 when it is regular, JUDGABLE and at or over its target
+// (the judgment statement before it brought it there, or did not: then
+// they are not used); none otherwise.
+const judgmentsReachedOneSQL = `SELECT ` + judgmentColumns + ` FROM docket_judgments
+	WHERE unit_id = (SELECT u.id FROM docket_assignments a JOIN docket_units u ON u.id = a.unit_id
+		WHERE a.id = $1 AND u.state = 'JUDGABLE' AND NOT u.golden AND u.judgment_count >= u.judgments_per_unit)
+	ORDER BY id DESC`
 
 // errNoQualityState: the pipeline found no quality state to lock (the
 // contributor's first judgment in the pool); JudgmentInTx starts again
@@ -77,6 +89,7 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 		b.Queue(runLockSQL, nullUUID(p.RunID), nullUUID(p.RunOfUnit))
 	}
 	b.Queue(judgmentInsertPipedStmt.sql, judgmentInsertArgs(ctx, judgmentInsertPipedStmt, &ins)...)
+	b.Queue(judgmentsReachedOneSQL, ins.AssignmentID)
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
@@ -110,7 +123,8 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 }
 
 // readJudgmentBegin reads the pipeline's results in order; State is nil
-// when there was no state to lock, Inserted when nothing was inserted.
+// when there was no state to lock, Inserted when nothing was inserted,
+// UnitJudgments unless the judgment brought its unit to its target.
 func readJudgmentBegin(br pgx.BatchResults, lockRun bool) (*store.JudgmentBegun, error) {
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -131,6 +145,17 @@ func readJudgmentBegin(br pgx.BatchResults, lockRun bool) (*store.JudgmentBegun,
 	}
 	if begun.Inserted, err = scanJudgmentInserted(br.QueryRow()); err != nil {
 		return nil, fmt.Errorf("insert judgment: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	reached, err := collect(rows, scanJudgment)
+	if err != nil {
+		return nil, fmt.Errorf("list judgments: %w", err)
+	}
+	if ins := begun.Inserted; ins != nil && ins.Created && ins.Unit.TargetReached() && len(reached) > 0 {
+		begun.UnitJudgments = reached
 	}
 	return begun, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -385,7 +386,16 @@ func testAssignments(t *testing.T, open opener) {
 					if !ins.Created || ins.Unit.State != crowd.UnitJudgable || ins.Unit.JudgmentCount < ins.Unit.JudgmentsPerUnit {
 						return nil
 					}
-					_, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: ins.Unit.ID, Result: json.RawMessage(`{}`), Now: sinceBase(time.Minute)})
+					// The unit's judgments came with the first statements
+					// (no fn before this one changed them), as listed now.
+					listed, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: ins.Unit.ID})
+					if err != nil {
+						return err
+					}
+					if !reflect.DeepEqual(listed, begun.UnitJudgments) {
+						return fmt.Errorf("unit %s: its judgments with the first statements %v, listed %v", ins.Unit.ID, begun.UnitJudgments, listed)
+					}
+					_, err = tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: ins.Unit.ID, Result: json.RawMessage(`{}`), Now: sinceBase(time.Minute)})
 					j.finalized = err == nil
 					return err
 				})
@@ -1099,6 +1109,58 @@ func testJudgments(t *testing.T, open opener) {
 		err = b.s.JudgmentInTx(b.ctx, &store.JudgmentInTxParams{RunID: newID(), RunOfUnit: newID()},
 			func(context.Context, store.Tx, *store.JudgmentBegun) error { return nil })
 		requireFields(t, err, "poolId", "runOfUnit")
+	})
+
+	t.Run("JudgmentInTxUnitJudgments", func(t *testing.T) {
+		// The judgment that brings its unit to its target gets the unit's
+		// judgments with its first statements (what fn would list), the
+		// others none: with the unit known or not, for a contributor with
+		// a quality state or one whose first judgment makes it; a resend
+		// of it none (nothing inserted).
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 3)
+		b.units(t, p.ID, 1, crowd.UnitJudgable)
+		cs := []*crowd.Contributor{b.contributor(t), b.contributor(t), b.contributor(t)}
+		for _, c := range []*crowd.Contributor{cs[0], cs[2]} { // cs[1]'s first judgment makes its state
+			_, err := b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{PoolID: p.ID, ContributorID: c.ID, Now: base})
+			require.NoError(t, err)
+		}
+		judge := func(a *crowd.Assignment, unitKnown bool, id uuid.UUID) (begun *store.JudgmentBegun, listed []*crowd.Judgment) {
+			t.Helper()
+			tp := &store.JudgmentInTxParams{PoolID: p.ID, RunOfUnit: a.UnitID, Insert: store.JudgmentInsertParams{ID: id,
+				AssignmentID: a.ID, ContributorID: a.ContributorID, Data: json.RawMessage(`{"same":"yes"}`), Now: sinceBase(time.Minute)}}
+			if unitKnown {
+				tp.UnitID = a.UnitID
+			}
+			require.NoError(t, b.s.JudgmentInTx(b.ctx, tp, func(ctx context.Context, tx store.Tx, bg *store.JudgmentBegun) error {
+				begun = bg
+				var err error
+				listed, err = tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: a.UnitID})
+				return err
+			}))
+			return begun, listed
+		}
+		var last *crowd.Assignment
+		var lastID uuid.UUID
+		for i, c := range cs {
+			last, lastID = b.take(t, takeParams(p.ID, c.ID)).Assignment, newID()
+			begun, listed := judge(last, i != 0, lastID)
+			require.True(t, begun.Inserted.Created)
+			require.Equal(t, i+1, begun.Inserted.Unit.JudgmentCount)
+			require.Len(t, listed, i+1)
+			if i < 2 {
+				require.False(t, begun.Inserted.Unit.TargetReached())
+				require.Nil(t, begun.UnitJudgments, "judgment %d: its unit is not at its target", i)
+				continue
+			}
+			require.True(t, begun.Inserted.Unit.TargetReached())
+			require.Equal(t, listed, begun.UnitJudgments, "the unit's judgments, newest first")
+			require.Equal(t, lastID, begun.UnitJudgments[0].ID)
+		}
+		begun, _ := judge(last, true, newID())
+		require.False(t, begun.Inserted.Created)
+		require.Nil(t, begun.UnitJudgments, "a resend inserted nothing")
 	})
 
 	t.Run("InTxJudgeAndFinalize", func(t *testing.T) {
