@@ -425,3 +425,44 @@ func TestQualityGoldenLate(t *testing.T) {
 		})
 	}
 }
+
+// TestQualityFlaggedJudgmentReachingTarget: a contributor flagged while
+// holding an assignment submits the judgment that brings its unit to its
+// target: tainted at once, it does not count, so the unit, with two clean
+// judgments of the three it needs, stays open for one more, though with
+// the three alike it would finalize — and the judgment's first statements
+// read the unit's judgments before the taint (JudgmentBegun.UnitJudgments),
+// which no decision may use (the retaint moves the unit's target past its
+// count first; JudgmentSubmit drops them after a retaint besides).
+func TestQualityFlaggedJudgmentReachingTarget(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newQualityFixture(t, backend, "label")
+			pool, units := f.pool(t, "label", `{}`, 0, 1)
+			const yes = `{"same": "yes"}`
+			for range 2 {
+				require.Equal(t, units[0], f.work(t, pool.ID, f.contributor(t), yes, yes).ID)
+			}
+			late := f.contributor(t)
+			taken, err := f.c.AssignmentTake(ctx, pool.ID, late)
+			require.NoError(t, err)
+			require.Equal(t, units[0], taken.Unit.ID)
+			_, err = f.c.store.PoolContributorPut(ctx, &store.PoolContributorPutParams{PoolID: pool.ID, ContributorID: late,
+				Flagged: true, FlagReason: "a test", Now: f.c.cfg.Now()})
+			require.NoError(t, err)
+			f.now.Add(int64(10 * time.Second))
+			sub, err := f.c.JudgmentSubmit(ctx, taken.Assignment.ID, late, json.RawMessage(yes)) // three alike: clean, it would finalize
+			require.NoError(t, err)
+			require.True(t, sub.Created)
+			require.Nil(t, sub.Finalized, "finalized with a tainted judgment")
+			u, err := f.c.UnitGet(ctx, units[0])
+			require.NoError(t, err)
+			require.Equal(t, UnitJudgable, u.State)
+			require.Equal(t, 3, u.JudgmentCount)
+			require.Equal(t, 4, u.JudgmentsPerUnit, "one more clean judgment wanted")
+		})
+	}
+}
