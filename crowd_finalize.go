@@ -58,8 +58,12 @@ func overlapOf(pool *Pool, ct *task.Compiled) task.JudgmentsPerUnit {
 // models (poolModels, read before the transaction; nil for none).
 // judgments are the unit's, as tx.JudgmentList would list them now, when
 // the caller has them (JudgmentBegun.UnitJudgments); nil: read here.
+// finalized, when set, gets the finalized unit instead (nil is returned),
+// maybe only later in the transaction: a unit of no run (no step to
+// complete with it) is finalized by tx.UnitFinalizeLater, which a
+// judgment batch sends with its other judgments' finalizations.
 func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool, ct *task.Compiled,
-	models map[string]*aggregate.Model, unit *store.JudgedUnit, judgments []*Judgment,
+	models map[string]*aggregate.Model, unit *store.JudgedUnit, judgments []*Judgment, finalized func(*Unit),
 ) (*Unit, error) {
 	if judgments == nil {
 		var err error
@@ -100,8 +104,12 @@ func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool,
 	if err != nil {
 		return nil, fmt.Errorf("agreement of unit %s: %w", unit.ID, err)
 	}
-	fin, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence,
-		LowConfidence: d.LowConfidence, Judgments: agreements, Now: now})
+	fp := &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence,
+		LowConfidence: d.LowConfidence, Judgments: agreements, Now: now}
+	if finalized != nil && unit.RunID == uuid.Nil {
+		return nil, tx.UnitFinalizeLater(ctx, fp, finalized)
+	}
+	fin, err := tx.UnitFinalize(ctx, fp)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +117,10 @@ func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool,
 		if err := c.completeHumanStep(ctx, tx, fin, HumanStepOutput{Output: result, Confidence: confidence}); err != nil {
 			return nil, err
 		}
+	}
+	if finalized != nil {
+		finalized(fin)
+		return nil, nil
 	}
 	return fin, nil
 }

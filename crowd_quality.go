@@ -511,7 +511,7 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 			// No judgment to come would decide it: decided now, as the
 			// judgment that reaches a unit's target does.
 			fin, err := c.unitTargetReached(ctx, tx, q.pool, q.ct, q.models, &store.JudgedUnit{ID: fixed.ID, RunID: fixed.RunID,
-				State: fixed.State, JudgmentCount: fixed.JudgmentCount, JudgmentsPerUnit: fixed.JudgmentsPerUnit}, nil)
+				State: fixed.State, JudgmentCount: fixed.JudgmentCount, JudgmentsPerUnit: fixed.JudgmentsPerUnit}, nil, nil)
 			if err != nil || fin == nil {
 				return fixed, err
 			}

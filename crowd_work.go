@@ -535,7 +535,9 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		if q.retainted {
 			judgments = nil
 		}
-		out.Finalized, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit, judgments)
+		// The finalized unit may come later in the transaction (a batch
+		// sends its judgments' finalizations together), before it commits.
+		_, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit, judgments, func(u *Unit) { out.Finalized = u })
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/docket-run/docket/internal/crowd"
+)
 
 // Transactor is the part of Store that runs changes spanning several calls,
 // and several domains, in one transaction.
@@ -52,4 +56,16 @@ type Tx interface {
 	CrowdTx
 	QualityTx
 	ReviewTx
+	// UnitFinalizeLater is UnitFinalize for a caller that needs its
+	// finalized unit only once the transaction is done: the statement may
+	// be queued, to go with the transaction's next statement or before
+	// its commit, several queued ones in one round trip (PostgreSQL's
+	// judgment batch queues its fns' finalizations so). Queued, it
+	// returns nil, and done gets the finalized unit when the statement
+	// has run; should it fail, the whole transaction fails (the batch
+	// rolls back and each judgment runs alone, where nothing is queued).
+	// Not queued (every transaction but a judgment batch), it is
+	// UnitFinalize: its error is returned, done gets the unit before it
+	// returns.
+	UnitFinalizeLater(ctx context.Context, p *UnitFinalizeParams, done func(*crowd.Unit)) error
 }

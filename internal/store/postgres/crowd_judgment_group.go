@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -372,7 +373,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 			if wroteRun {
 				only = nil
 			}
-			if err := checkUnitsLeft(ctx, ptx, left, order[pos:], errs, begun, only); err != nil {
+			if err := checkUnitsLeft(ctx, counted, left, order[pos:], errs, begun, only); err != nil {
 				return errs, err
 			}
 			wroteRun, wroteUnits = false, nil
@@ -400,6 +401,9 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		if err != nil {
 			return errs, errBatchRollBack
 		}
+		if counted.err != nil {
+			return errs, rollBack(counted.err) // a queued finalization failed
+		}
 		if counted.n != before {
 			if u := bg.Inserted.Unit; u.RunID != uuid.Nil {
 				wroteRun, staleRun = true, true
@@ -413,6 +417,10 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 				wroteUnits[u.ID], staleUnits[u.ID] = true, true
 			}
 		}
+	}
+	// The fns' finalizations still queued, then COMMIT.
+	if err := counted.flush(ctx); err != nil {
+		return errs, rollBack(err)
 	}
 	if err := ptx.Commit(ctx); err != nil {
 		return errs, fmt.Errorf("commit transaction: %w", err)
@@ -539,33 +547,105 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 	return begun, nil
 }
 
-// countingTx is a pgx.Tx that counts the statements sent through it.
+// countingTx is a judgment batch's pgx.Tx: it counts the statements sent
+// through it, and holds the fns' queued finalizations (UnitFinalizeLater),
+// which it sends in one round trip before any other statement of the
+// batch's transaction and before its COMMIT (judgeBatch's flush), in the
+// order they were queued: a later statement sees them as it would have
+// had each gone at once. The first to fail fails the batch (err): the
+// transaction is aborted, and the batch rolls back.
 type countingTx struct {
 	pgx.Tx
-	n int
+	n      int
+	queued []queuedFinalize
+	err    error
+}
+
+// queuedFinalize is one queued UnitFinalizeLater.
+type queuedFinalize struct {
+	id   uuid.UUID
+	args pgx.NamedArgs
+	done func(*crowd.Unit)
+}
+
+// queueFinalize queues p's finalization (a statement of the fn's).
+func (t *countingTx) queueFinalize(ctx context.Context, p *store.UnitFinalizeParams, done func(*crowd.Unit)) error {
+	args, err := unitFinalizeArgs(ctx, p)
+	if err != nil {
+		return err
+	}
+	t.n++
+	t.queued = append(t.queued, queuedFinalize{id: p.ID, args: args, done: done})
+	return nil
+}
+
+// flush sends the queued finalizations, one round trip for all, and
+// gives each its unit; the batch's error when one failed (or one before).
+func (t *countingTx) flush(ctx context.Context) error {
+	if t.err != nil || len(t.queued) == 0 {
+		return t.err
+	}
+	q := t.queued
+	t.queued = nil
+	b := &pgx.Batch{}
+	for _, f := range q {
+		b.Queue(unitFinalizeSQL, f.args)
+	}
+	br := t.Tx.SendBatch(ctx, b)
+	for _, f := range q {
+		u, err := scanUnit(br.QueryRow())
+		if err != nil {
+			_ = br.Close()
+			t.err = fmt.Errorf("finalize unit %s: %w", f.id, err) // no rows: refused; alone, its fn is told why
+			return t.err
+		}
+		f.done(u)
+	}
+	if err := br.Close(); err != nil {
+		t.err = fmt.Errorf("finalize units: %w", err)
+	}
+	return t.err
 }
 
 func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	t.n++
+	if err := t.flush(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	return t.Tx.Exec(ctx, sql, args...)
 }
 
 func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	t.n++
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
 	return t.Tx.Query(ctx, sql, args...)
 }
 
 func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	t.n++
+	if err := t.flush(ctx); err != nil {
+		return errRow{err}
+	}
 	return t.Tx.QueryRow(ctx, sql, args...)
 }
 
 func (t *countingTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	t.n++
+	_ = t.flush(ctx) // failed: the transaction is aborted, and so is b
 	return t.Tx.SendBatch(ctx, b)
 }
 
 func (t *countingTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	t.n++
+	if err := t.flush(ctx); err != nil {
+		return 0, err
+	}
 	return t.Tx.CopyFrom(ctx, table, columns, src)
 }
+
+// errRow is a pgx.Row whose statement was not sent: err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -573,3 +573,78 @@ func TestJudgeGroupUnitJudgments(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeGroupFinalizeLater: fns that finalize their units later
+// (UnitFinalizeLater) in a batch: queued, sent together before the
+// batch's next statement — a later fn reading an earlier one's unit sees
+// it FINALIZED — and before COMMIT; each done gets its unit. A queued
+// finalization that fails rolls the whole batch back and every judgment
+// runs alone, where it is told why at once.
+func TestJudgeGroupFinalizeLater(t *testing.T) {
+	t.Parallel()
+	// send sends one batch of a judgment of each of three units of
+	// target 1, each finalizing its unit later (the first, with bad set,
+	// a unit that does not exist), the last reading the first's unit
+	// before; it returns the units done got, the state the last read,
+	// and the answers.
+	send := func(t *testing.T, g *crowdPool, bad bool) (got []*crowd.Unit, read crowd.UnitState, answers []groupAnswer[struct{}]) {
+		units := []uuid.UUID{g.units[0].ID, g.units[1].ID, g.units[2].ID}
+		slices.SortFunc(units, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) // the batch's order
+		got = make([]*crowd.Unit, len(units))
+		var calls []*judgeQueued
+		for i, u := range units {
+			calls = append(calls, g.judgeCallOf(g.ctx, judgeParams(g.pool, g.assign(t, g.contributors[i], u)),
+				func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
+					got[i] = nil
+					if i == len(units)-1 {
+						first, err := tx.UnitGet(ctx, units[0])
+						if err != nil {
+							return err
+						}
+						read = first.State
+					}
+					id := begun.Inserted.Unit.ID
+					if bad && i == 0 {
+						id = uuid.Must(uuid.NewV7())
+					}
+					return tx.UnitFinalizeLater(ctx, &store.UnitFinalizeParams{ID: id, Result: json.RawMessage(`{}`),
+						Now: testBase.Add(time.Second)}, func(u *crowd.Unit) { got[i] = u })
+				}))
+		}
+		g.s.judgeSend(g.ctx, calls)
+		for _, c := range calls {
+			answers = append(answers, <-c.done)
+		}
+		return got, read, answers
+	}
+	t.Run("sent", func(t *testing.T) {
+		t.Parallel()
+		g := setupJudge(t, 3, 3, 1)
+		got, read, answers := send(t, g, false)
+		for i, a := range answers {
+			require.Equal(t, groupAnswer[struct{}]{}, a, "judgment %d", i)
+			require.NotNil(t, got[i], "judgment %d: done got its unit", i)
+			require.Equal(t, crowd.UnitFinalized, got[i].State)
+		}
+		require.Equal(t, crowd.UnitFinalized, read, "a later fn sees an earlier queued finalization")
+		require.Equal(t, 3, g.count(t, `SELECT count(*) FROM docket_units WHERE pool_id = $1 AND state = 'FINALIZED'`, g.pool))
+		require.Equal(t, 3, g.count(t, `SELECT count(*) FROM docket_outbox WHERE event_type = 'unit.finalized' AND data->>'poolId' = $1`, g.pool.String()))
+	})
+	t.Run("failed", func(t *testing.T) {
+		t.Parallel()
+		g := setupJudge(t, 3, 3, 1)
+		_, _, answers := send(t, g, true)
+		for i, a := range answers {
+			require.True(t, a.alone, "judgment %d: %+v", i, a)
+		}
+		judgments, unitCounts, counter, _, events := g.judgeCounts(t)
+		require.Zero(t, judgments+unitCounts+counter+events, "nothing of the batch stays")
+		require.Zero(t, g.count(t, `SELECT count(*) FROM docket_units WHERE pool_id = $1 AND state = 'FINALIZED'`, g.pool))
+		// Alone, the finalization is not queued: its error is the fn's.
+		err := g.s.InTx(g.ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.UnitFinalizeLater(ctx, &store.UnitFinalizeParams{ID: uuid.Must(uuid.NewV7()), Result: json.RawMessage(`{}`),
+				Now: testBase.Add(time.Second)}, func(*crowd.Unit) { panic("done of a failed finalization") })
+		})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}

@@ -73,6 +73,24 @@ func (t *storeTx) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams)
 	return unitFinalize(ctx, t.tx, p)
 }
 
+// UnitFinalizeLater implements store.Tx: queued in a judgment batch (the
+// batch's countingTx sends the queue before its next statement and its
+// COMMIT), UnitFinalize at once otherwise.
+func (t *storeTx) UnitFinalizeLater(ctx context.Context, p *store.UnitFinalizeParams, done func(*crowd.Unit)) error {
+	if t.tx == nil {
+		return errTxDone
+	}
+	if ct, ok := t.tx.(*countingTx); ok {
+		return ct.queueFinalize(ctx, p, done)
+	}
+	u, err := unitFinalize(ctx, t.tx, p)
+	if err != nil {
+		return err
+	}
+	done(u)
+	return nil
+}
+
 // UnitRetarget implements store.Tx.
 func (t *storeTx) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
 	if t.tx == nil {

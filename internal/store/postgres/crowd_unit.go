@@ -479,17 +479,11 @@ o AS (
 SELECT ` + unitColumns + ` FROM t`
 
 func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*crowd.Unit, error) {
-	if err := p.Validate(); err != nil {
+	args, err := unitFinalizeArgs(ctx, p)
+	if err != nil {
 		return nil, err
 	}
-	judgments, err := json.Marshal(p.FinalizedJudgments())
-	if err != nil {
-		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
-	}
-	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, pgx.NamedArgs{
-		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(ctx),
-		"low": p.LowConfidence, "judgments": string(judgments),
-	}))
+	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, args))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)
 	}
@@ -497,6 +491,21 @@ func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*cr
 		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
 	}
 	return u, nil
+}
+
+// unitFinalizeArgs are unitFinalizeSQL's arguments for p (validated).
+func unitFinalizeArgs(ctx context.Context, p *store.UnitFinalizeParams) (pgx.NamedArgs, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	judgments, err := json.Marshal(p.FinalizedJudgments())
+	if err != nil {
+		return nil, fmt.Errorf("finalize unit %s: %w", p.ID, err)
+	}
+	return pgx.NamedArgs{
+		"id": p.ID, "result": string(p.Result), "confidence": p.Confidence, "now": dbTime(p.Now), "shard": shard(ctx),
+		"low": p.LowConfidence, "judgments": string(judgments),
+	}, nil
 }
 
 // UnitRetarget implements store.Store.

@@ -92,6 +92,16 @@ func (t *storeTx) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams)
 	return out, err
 }
 
+// UnitFinalizeLater implements store.Tx: SQLite queues nothing.
+func (t *storeTx) UnitFinalizeLater(ctx context.Context, p *store.UnitFinalizeParams, done func(*crowd.Unit)) error {
+	u, err := t.UnitFinalize(ctx, p)
+	if err != nil {
+		return err
+	}
+	done(u)
+	return nil
+}
+
 // UnitRetarget implements store.Tx.
 func (t *storeTx) UnitRetarget(ctx context.Context, p *store.UnitRetargetParams) (*crowd.Unit, error) {
 	var out *crowd.Unit

@@ -370,7 +370,7 @@ func testAssignments(t *testing.T, open opener) {
 		}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		for _, j := range js {
+		for i, j := range js {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -395,9 +395,15 @@ func testAssignments(t *testing.T, open opener) {
 					if !reflect.DeepEqual(listed, begun.UnitJudgments) {
 						return fmt.Errorf("unit %s: its judgments with the first statements %v, listed %v", ins.Unit.ID, begun.UnitJudgments, listed)
 					}
-					_, err = tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: ins.Unit.ID, Result: json.RawMessage(`{}`), Now: sinceBase(time.Minute)})
-					j.finalized = err == nil
-					return err
+					fp := &store.UnitFinalizeParams{ID: ins.Unit.ID, Result: json.RawMessage(`{}`), Now: sinceBase(time.Minute)}
+					if i%2 == 0 {
+						_, err = tx.UnitFinalize(ctx, fp)
+						j.finalized = err == nil
+						return err
+					}
+					// Or later (a batch sends it with the others, before
+					// its COMMIT): finalized once it ran.
+					return tx.UnitFinalizeLater(ctx, fp, func(u *crowd.Unit) { j.finalized = u.State == crowd.UnitFinalized })
 				})
 			}()
 		}
@@ -1199,9 +1205,20 @@ func testJudgments(t *testing.T, open opener) {
 					To: crowd.UnitJudgable, Now: sinceBase(time.Minute)}); err == nil {
 					return errors.New("transition from the wrong state went through")
 				}
-				if _, err := tx.UnitFinalize(ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`"yes"`),
-					Now: sinceBase(time.Minute)}); err != nil {
+				// Finalized later: outside a judgment batch, at once.
+				var fin *crowd.Unit
+				if err := tx.UnitFinalizeLater(ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`"yes"`),
+					Now: sinceBase(time.Minute)}, func(u *crowd.Unit) { fin = u }); err != nil {
 					return err
+				}
+				if fin == nil || fin.State != crowd.UnitFinalized {
+					return fmt.Errorf("finalized later outside a batch: %+v", fin)
+				}
+				// Again: refused, the error at once.
+				var ite *crowd.InvalidTransitionError
+				if err := tx.UnitFinalizeLater(ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`"yes"`),
+					Now: sinceBase(time.Minute)}, func(*crowd.Unit) {}); !errors.As(err, &ite) {
+					return fmt.Errorf("finalized twice: %v", err)
 				}
 				return ret
 			})
