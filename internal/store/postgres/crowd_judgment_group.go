@@ -29,7 +29,10 @@ import (
 //   - each judgment's statement without its counter update
 //     (judgmentInsertGroupStmt), in unit order (then assignment order);
 //   - one statement that adds the batch's judgments to one counter shard
-//     (judgmentCountSQL), the shard drawn once for the batch.
+//     (judgmentCountSQL), the shard drawn once for the batch;
+//   - one statement that reads the judgments of the batch's units that
+//     are now at their target (judgmentsReachedSQL): what the judgment
+//     that brought each there finalizes it with (UnitJudgments).
 //
 // Then, on that transaction, each judgment's fn in turn, in the
 // statements' order, with the batch's shard in its context; then COMMIT.
@@ -37,6 +40,16 @@ import (
 // one WAL flush and counter row update) for up to judgeGroupMax
 // judgments, where each had its own. A batch of one is today's
 // transaction (judgmentInTxPiped).
+//
+// The batch holds its locks while its fns run one after another, so
+// their round trips are every waiting judgment's: a finalizing fn needs
+// none to read its unit's judgments (they came with the pipeline), and
+// its finalization (UnitFinalizeLater) is queued on the batch's
+// countingTx, which sends the queue in one pipeline before the
+// transaction's next statement — a later fn's, the reread below — or
+// before COMMIT. A queued finalization that fails (its unit refused it,
+// or any error) rolls the batch back: each judgment runs alone, where
+// nothing is queued and its fn gets the error itself.
 //
 // What a judgment sees is what it would have seen had the batch's
 // judgments run one after another, in the batch's order: the statements
