@@ -602,7 +602,7 @@ func (t *countingTx) flush(ctx context.Context) error {
 	t.queued = nil
 	b := &pgx.Batch{}
 	for _, f := range q {
-		b.Queue(unitFinalizeSQL, f.args)
+		b.Queue(unitFinalizeStmt.sql, unitFinalizeStmt.args(f.args)...)
 	}
 	br := t.Tx.SendBatch(ctx, b)
 	for _, f := range q {

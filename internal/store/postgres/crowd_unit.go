@@ -478,12 +478,16 @@ o AS (
 )
 SELECT ` + unitColumns + ` FROM t`
 
+// unitFinalizeStmt is unitFinalizeSQL with positional parameters, rewritten
+// once rather than by pgx.NamedArgs at every finalization.
+var unitFinalizeStmt = compileNamed(unitFinalizeSQL)
+
 func unitFinalize(ctx context.Context, c conn, p *store.UnitFinalizeParams) (*crowd.Unit, error) {
 	args, err := unitFinalizeArgs(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeSQL, args))
+	u, err := scanUnit(c.QueryRow(ctx, unitFinalizeStmt.sql, unitFinalizeStmt.args(args)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, unitRefused(ctx, c, p.ID, crowd.UnitFinalized)
 	}

@@ -21,6 +21,7 @@ func TestCompileNamedMatchesPgx(t *testing.T) {
 	t.Parallel()
 	for name, sql := range map[string]string{
 		"judgment":        judgmentInsertSQL,
+		"unit finalize":   unitFinalizeSQL,
 		"take ordered":    fmt.Sprintf(takeOrderedSQL, openUnit),
 		"take random":     fmt.Sprintf(takeRandomSQL, openUnit),
 		"take candidates": fmt.Sprintf(takeCandidatesSQL, openUnit),
