@@ -42,7 +42,7 @@ type crowdBenchConfig struct {
 	// next take (exponentially distributed); 0, the default, is a closed
 	// loop: the throughput at saturation.
 	Think time.Duration
-	// Trace, when set, gets one CSV line per loop (trace.go's header):
+	// Trace, when set, gets one CSV line per loop (bench.go writes its header):
 	// when its take started and both latencies, to see when the slow
 	// ones happened.
 	Trace    io.Writer

@@ -91,6 +91,7 @@ import (
 // as a single judgment's would be. A judgment whose contributor has no
 // quality state yet (errNoQualityState) is answered that, and takes the
 // one-by-one path, when its statement wrote nothing (the EXISTS guard of
+// judgmentInsertPipedSQL); when it did (a state made between the lock and
 // the statement) the batch rolls back. A judgment that inserted nothing
 // (the same data sent again, or a refused assignment) is answered by
 // judgmentNotInserted on the batch's transaction, as alone; a refusal or
