@@ -116,7 +116,12 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 	if err != nil {
 		return contended(err)
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	// COMMIT goes without the caller's cancellation (bounded as a batch
+	// is): a context ending while it is on the wire would leave the
+	// outcome unknown, the judgment maybe stored though answered an error.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeBatchTimeout)
+	defer cancel()
+	if err := ptx.Commit(cctx); err != nil {
 		return contended(fmt.Errorf("commit transaction: %w", err))
 	}
 	return nil
