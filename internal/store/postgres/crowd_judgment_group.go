@@ -567,7 +567,11 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 // batch's transaction and before its COMMIT (judgeBatch's flush), in the
 // order they were queued: a later statement sees them as it would have
 // had each gone at once. The first to fail fails the batch (err): the
-// transaction is aborted, and the batch rolls back.
+// transaction is aborted, and the batch rolls back. What goes through
+// Conn() (the COPYs of unit and job inserts) is neither flushed before
+// nor counted: the store's methods that COPY send a statement through
+// the Tx first (unitInsertMany's pool lock; a run's step completion
+// follows its unit's own UnitFinalize), which flushes.
 type countingTx struct {
 	pgx.Tx
 	n      int
@@ -610,7 +614,10 @@ func (t *countingTx) flush(ctx context.Context) error {
 		u, err := scanUnit(br.QueryRow())
 		if err != nil {
 			_ = br.Close()
-			t.err = fmt.Errorf("finalize unit %s: %w", f.id, err) // no rows: refused; alone, its fn is told why
+			// %v: the batch rolls back whatever a later fn makes of this
+			// (another unit's no rows must not read as its own row's);
+			// alone, its fn is told why
+			t.err = fmt.Errorf("finalize unit %s: %v", f.id, err)
 			return t.err
 		}
 		f.done(u)
@@ -647,7 +654,10 @@ func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func (t *countingTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	t.n++
-	_ = t.flush(ctx) // failed: the transaction is aborted, and so is b
+	// A failed flush (an error, or a refused finalization) rolls the
+	// batch back before COMMIT whatever b does: t.err is checked after
+	// every fn.
+	_ = t.flush(ctx)
 	return t.Tx.SendBatch(ctx, b)
 }
 
