@@ -238,12 +238,12 @@ func (s *Store) AssignmentTake(ctx context.Context, p *store.AssignmentTakeParam
 	// meanwhile (crowd_take_group.go); the tries after it, alone.
 	batched := takeStatements[takeKind{takeBatchSQL[tmpl], cond}]
 	for try := 0; ; try++ {
-		err = errTakeAlone
+		err = errGroupAlone
 		if try == 0 {
 			u, err = s.takeBatched(ctx, &takeCall{pool: p.PoolID, c: takeStmt{id: p.ID, sql: batched.sql,
 				args: batched.args(args), aloneSQL: sql, aloneArgs: pargs}})
 		}
-		if errors.Is(err, errTakeAlone) {
+		if errors.Is(err, errGroupAlone) {
 			u, err = scanUnit(s.pool.QueryRow(ctx, sql, pargs...))
 		}
 		if try < takeRetries && isConstraintViolation(err, assignmentUnitContributorKey) {

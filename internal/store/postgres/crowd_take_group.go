@@ -103,12 +103,9 @@ type (
 var takeSpec = &groupSpec[takeStmt, *crowd.Unit]{max: takeGroupMax, leaders: takeGroupLeaders,
 	timeout: takeBatchTimeout, send: (*Store).takeSend}
 
-// errTakeAlone is takeBatched's answer when the take must run alone.
-var errTakeAlone = errGroupAlone
-
 // takeBatched runs one take's first try — batched, or alone when no
 // other take of its pool is queued with it — and returns its statement's
-// answer (the unit, pgx.ErrNoRows or the error), or errTakeAlone when
+// answer (the unit, pgx.ErrNoRows or the error), or errGroupAlone when
 // the caller must run it alone (its batch rolled back).
 func (s *Store) takeBatched(ctx context.Context, call *takeCall) (*crowd.Unit, error) {
 	return s.takes.do(s, takeSpec, ctx, call)
