@@ -61,9 +61,11 @@ type Tx interface {
 	// be queued, to go with the transaction's next statement or before
 	// its commit, several queued ones in one round trip (PostgreSQL's
 	// judgment batch queues its fns' finalizations so). Queued, it
-	// returns nil, and done gets the finalized unit when the statement
-	// has run; should it fail, the whole transaction fails (the batch
-	// rolls back and each judgment runs alone, where nothing is queued).
+	// returns nil, and done gets the finalized unit once the statements
+	// sent with it all ran (none when one failed); should it fail, the
+	// whole transaction fails (the batch rolls back and each judgment runs
+	// alone, where nothing is queued). A transaction may still roll back
+	// after done: a caller whose fn runs again starts its outcome afresh.
 	// Not queued (every transaction but a judgment batch), it is
 	// UnitFinalize: its error is returned, done gets the unit before it
 	// returns.

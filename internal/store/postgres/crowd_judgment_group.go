@@ -610,7 +610,8 @@ func (t *countingTx) flush(ctx context.Context) error {
 		b.Queue(unitFinalizeStmt.sql, unitFinalizeStmt.args(f.args)...)
 	}
 	br := t.Tx.SendBatch(ctx, b)
-	for _, f := range q {
+	units := make([]*crowd.Unit, len(q))
+	for i, f := range q {
 		u, err := scanUnit(br.QueryRow())
 		if err != nil {
 			_ = br.Close()
@@ -620,12 +621,17 @@ func (t *countingTx) flush(ctx context.Context) error {
 			t.err = fmt.Errorf("finalize unit %s: %v", f.id, err)
 			return t.err
 		}
-		f.done(u)
+		units[i] = u
 	}
 	if err := br.Close(); err != nil {
 		t.err = fmt.Errorf("finalize units: %w", err)
+		return t.err
 	}
-	return t.err
+	// Only once all of them ran: a failed one rolls the others back.
+	for i, f := range q {
+		f.done(units[i])
+	}
+	return nil
 }
 
 func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
