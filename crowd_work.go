@@ -530,7 +530,10 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 			return nil
 		}
 		// The unit's judgments, read with the first statements when they
-		// could be (unless quality control just changed their taint).
+		// could be; not after quality control changed their taint. (Today a
+		// retaint also moves the unit past the check above, its target
+		// raised or the unit decided, so this is a guard, not a path: a
+		// taint must never reach the aggregation through a stale read.)
 		judgments := begun.UnitJudgments
 		if q.retainted {
 			judgments = nil
