@@ -107,22 +107,30 @@ func (c *benchConn) post(ctx context.Context, path string, body []byte) (int, []
 	c.req = append(c.req, "\r\n\r\n"...)
 	c.req = append(c.req, body...)
 	if _, err := c.conn.Write(c.req); err != nil {
-		c.close()
-		return 0, nil, err
+		return 0, nil, c.fail(ctx, err)
 	}
 	res, err := http.ReadResponse(c.br, nil)
 	if err != nil {
-		c.close()
-		return 0, nil, err
+		return 0, nil, c.fail(ctx, err)
 	}
 	c.body.Reset()
 	_, err = c.body.ReadFrom(res.Body)
 	_ = res.Body.Close()
-	if err != nil || res.Close {
+	if err == nil && res.Close {
 		c.close()
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, c.fail(ctx, err)
 	}
 	return res.StatusCode, c.body.Bytes(), nil
+}
+
+// fail closes the connection after err; when ctx ended, which cut the
+// request (its deadline set to now), the error is ctx's cause first.
+func (c *benchConn) fail(ctx context.Context, err error) error {
+	c.close()
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return err
 }

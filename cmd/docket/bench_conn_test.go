@@ -23,7 +23,10 @@ func TestBenchConn(t *testing.T) {
 	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		require.Equal(t, "Bearer k1", r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer k1" { // (the handler's goroutine: no require)
+			http.Error(w, "want the key k1", http.StatusUnauthorized)
+			return
+		}
 		switch r.URL.Path {
 		case "/length":
 			w.WriteHeader(http.StatusCreated)
@@ -70,7 +73,8 @@ func TestBenchConn(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
 	_, _, err = c.post(cut, "/hold", nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, context.Canceled)
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "cut while held, not refused")
 	require.Less(t, time.Since(start), 10*time.Second, "cut when its context ended")
 	_, _, err = c.post(cut, "/length", nil)
 	require.ErrorIs(t, err, context.Canceled, "no request after the context ended")
