@@ -356,7 +356,7 @@ func testAssignments(t *testing.T, open opener) {
 				cancel()
 				ctx = c
 			case 8: // ends while it queues or runs
-				c, cancel := context.WithTimeout(ctx, time.Duration(i%3)*time.Millisecond)
+				c, cancel := context.WithTimeout(ctx, time.Duration((i/9)%3)*time.Millisecond) // 0, 1 or 2 ms (i%3 is 2 for every i%9 == 8)
 				t.Cleanup(cancel)
 				ctx = c
 			}
@@ -374,11 +374,7 @@ func testAssignments(t *testing.T, open opener) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tp := &store.JudgmentInTxParams{PoolID: p.ID, RunOfUnit: j.a.UnitID, Insert: store.JudgmentInsertParams{ID: newID(),
-					AssignmentID: j.a.ID, ContributorID: j.a.ContributorID, Data: json.RawMessage(j.data), Now: sinceBase(time.Minute)}}
-				if j.unitKnown {
-					tp.UnitID = j.a.UnitID
-				}
+				tp := judgmentTxParams(p.ID, j.a, j.data, newID(), j.unitKnown)
 				<-start
 				j.err = b.s.JudgmentInTx(j.ctx, tp, func(ctx context.Context, tx store.Tx, begun *store.JudgmentBegun) error {
 					ins := begun.Inserted
@@ -1134,11 +1130,7 @@ func testJudgments(t *testing.T, open opener) {
 		}
 		judge := func(a *crowd.Assignment, unitKnown bool, id uuid.UUID) (begun *store.JudgmentBegun, listed []*crowd.Judgment) {
 			t.Helper()
-			tp := &store.JudgmentInTxParams{PoolID: p.ID, RunOfUnit: a.UnitID, Insert: store.JudgmentInsertParams{ID: id,
-				AssignmentID: a.ID, ContributorID: a.ContributorID, Data: json.RawMessage(`{"same":"yes"}`), Now: sinceBase(time.Minute)}}
-			if unitKnown {
-				tp.UnitID = a.UnitID
-			}
+			tp := judgmentTxParams(p.ID, a, `{"same":"yes"}`, id, unitKnown)
 			require.NoError(t, b.s.JudgmentInTx(b.ctx, tp, func(ctx context.Context, tx store.Tx, bg *store.JudgmentBegun) error {
 				begun = bg
 				var err error
@@ -1235,4 +1227,17 @@ func testJudgments(t *testing.T, open opener) {
 		require.Equal(t, crowd.EventJudgmentReceived, evs[0].Type)
 		require.Equal(t, crowd.EventUnitFinalized, evs[1].Type)
 	})
+}
+
+// judgmentTxParams are JudgmentInTx's parameters for judgment id of
+// assignment a with data, a minute after base; the unit is told when
+// unitKnown (PostgreSQL may then batch it), else only its run is looked
+// up through it.
+func judgmentTxParams(pool uuid.UUID, a *crowd.Assignment, data string, id uuid.UUID, unitKnown bool) *store.JudgmentInTxParams {
+	tp := &store.JudgmentInTxParams{PoolID: pool, RunOfUnit: a.UnitID, Insert: store.JudgmentInsertParams{ID: id,
+		AssignmentID: a.ID, ContributorID: a.ContributorID, Data: json.RawMessage(data), Now: sinceBase(time.Minute)}}
+	if unitKnown {
+		tp.UnitID = a.UnitID
+	}
+	return tp
 }
