@@ -235,6 +235,7 @@ func TestJudgeGroupRollsBackWhole(t *testing.T) {
 			a := <-c.done
 			require.True(t, a.alone, "judgment %d: %+v", i, a)
 		}
+		require.False(t, sawOpen, "in the batch, the second fn ran on the unit its statement left, not the one the first fn made")
 		judgments, _, _, _, _ := g.judgeCounts(t)
 		require.Zero(t, judgments)
 		// Alone, one after the other: the first finalizes, the second
