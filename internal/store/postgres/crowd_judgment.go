@@ -93,15 +93,6 @@ var judgmentInsertPipedSQL = mustReplace(judgmentInsertSQL, ` AND expires_at >= 
 			WHERE pc.pool_id = docket_assignments.pool_id AND pc.contributor_id = @contributor)
 	RETURNING`)
 
-// judgmentInsertGroupStmt is judgmentInsertPipedSQL for a batch of the
-// group judgment (crowd_judgment_group.go): without the pool counters'
-// update, which the batch makes once for all its judgments.
-var judgmentInsertGroupStmt = compileNamed(mustReplace(judgmentInsertPipedSQL, `c AS (
-	UPDATE docket_pool_counters pc SET judgments = pc.judgments + 1, active_assignments = pc.active_assignments - 1
-	FROM a WHERE pc.pool_id = a.pool_id AND pc.shard = @shard
-),
-`, ``))
-
 // mustReplace is s with its one occurrence of old replaced by with.
 func mustReplace(s, old, with string) string {
 	if strings.Count(s, old) != 1 {
@@ -138,8 +129,10 @@ func judgmentInsertArgs(ctx context.Context, stmt positional, p *store.JudgmentI
 }
 
 // scanJudgmentInserted reads the row of judgmentInsertStmt: nil (and no
-// error) when it inserted nothing (judgmentNotInserted says why).
-func scanJudgmentInserted(row pgx.Row) (*store.JudgmentInserted, error) {
+// error) when it inserted nothing (judgmentNotInserted says why). first
+// are the destinations of columns before the judgment's, if any
+// (judgmentInsertBatchSQL's ord).
+func scanJudgmentInserted(row pgx.Row, first ...any) (*store.JudgmentInserted, error) {
 	var (
 		j     crowd.Judgment
 		data  []byte
@@ -147,8 +140,8 @@ func scanJudgmentInserted(row pgx.Row) (*store.JudgmentInserted, error) {
 		state string
 		unit  store.JudgedUnit
 	)
-	err := row.Scan(&j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
-		&j.Tainted, &j.StartedAt, &j.SubmittedAt, &runID, &state, &unit.JudgmentCount, &unit.JudgmentsPerUnit)
+	err := row.Scan(append(first, &j.ID, &j.AssignmentID, &j.UnitID, &j.PoolID, &j.ContributorID, &data, &j.Trust, &j.Golden,
+		&j.Tainted, &j.StartedAt, &j.SubmittedAt, &runID, &state, &unit.JudgmentCount, &unit.JudgmentsPerUnit)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

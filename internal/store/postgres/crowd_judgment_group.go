@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/store"
@@ -164,14 +165,95 @@ var judgmentRunsLockSQL = compileNamed(`SELECT id FROM docket_runs
 	WHERE id = ANY(@runs::uuid[]) OR id IN (SELECT run_id FROM docket_units WHERE id = ANY(@units::uuid[]))
 	ORDER BY id FOR UPDATE`)
 
-// judgmentCountSQL adds the batch's judgments (@ids: those its statements
-// inserted, found by primary key in the batch's own transaction) to one
-// counter shard of the pool, as each judgment statement alone does.
-var judgmentCountSQL = compileNamed(`WITH n AS (
-	SELECT count(*) AS n FROM docket_judgments WHERE id = ANY(@ids::uuid[])
+// judgmentInsertBatchSQL is the intake of a batch's judgments in one
+// statement: for each judgment (the arrays' elements, in the batch's order:
+// by unit, then assignment), what judgmentInsertPipedSQL does for it alone,
+// and it returns, by the judgment's place in the arrays (ord), what that
+// statement would have returned had the judgments run one after another in
+// that order; one counter shard (@shard) moves by the judgments it stored.
+// Each judgment has its own time (@now), as its own statement had; a unit
+// is updated at its last judgment's.
+//
+//   - a: each assignment (ACTIVE, the contributor's, not expired, its
+//     contributor with a quality state in the pool) becomes SUBMITTED; a
+//     judgment whose assignment does not qualify changes nothing here or
+//     after (every later part reaches its rows through a).
+//   - l: the units of those assignments, locked in unit order (ORDER BY
+//     under FOR UPDATE locks in the sorted order), after every assignment
+//     of the batch (l reads a), before any is updated: the batch locks
+//     assignments then units, each kind in one global order (the header's
+//     lock order), whatever plan the update gets; with each unit, how many
+//     of the batch's judgments it counts (n).
+//   - u: each unit counts its n judgments at once (one row is updated once
+//     per statement). Its row is locked, so its state is the latest
+//     committed, as a single statement's.
+//   - ja: each judgment's count is the one it would have seen alone: the
+//     unit's count before the batch plus its rank among the unit's
+//     judgments in the batch's order (the first of a unit judged twice
+//     sees c+1, the second c+2; the last the count u left).
+//   - j, o: the judgments, and one judgment.received per judgment with
+//     that count, inserted in the batch's order.
+//   - c: the pool's counter shard, by the judgments stored (none: no
+//     update), last, as a single judgment's statement moves it.
+//
+// Every array is passed as (SELECT @x) so the planner assumes a handful
+// of rows and reaches each assignment through its primary key from the
+// unnest, in the arrays' order (as finishSQL; TestJudgmentBatchPlan).
+var judgmentInsertBatchSQL = compileNamed(`
+WITH i AS (
+	SELECT * FROM unnest((SELECT @ids::uuid[]), (SELECT @assignments::uuid[]), (SELECT @contributors::uuid[]),
+		(SELECT @data::text[]), (SELECT @now::timestamptz[])) WITH ORDINALITY
+		AS i(id, assignment_id, contributor_id, data, now, ord)
+),
+a AS (
+	UPDATE docket_assignments s SET state = 'SUBMITTED', finished_at = i.now
+	FROM i
+	WHERE s.id = i.assignment_id AND s.contributor_id = i.contributor_id AND s.` + assignmentActive + `
+		AND s.expires_at >= i.now
+		AND EXISTS (SELECT 1 FROM docket_pool_contributors pc
+			WHERE pc.pool_id = s.pool_id AND pc.contributor_id = i.contributor_id)
+	RETURNING s.id, s.unit_id, s.pool_id, s.contributor_id, s.started_at, i.id AS judgment_id, i.data, i.now, i.ord
+),
+l AS (
+	SELECT u.id, n.n, n.now FROM docket_units u
+	JOIN (SELECT unit_id, count(*) AS n, (array_agg(now ORDER BY ord DESC))[1] AS now FROM a GROUP BY unit_id) n
+		ON n.unit_id = u.id
+	ORDER BY u.id FOR UPDATE OF u
+),
+u AS (
+	UPDATE docket_units u SET judgment_count = u.judgment_count + l.n, updated_at = l.now
+	FROM l WHERE u.id = l.id
+	RETURNING u.id, u.run_id, u.state, u.golden, u.judgment_count, u.judgments_per_unit, l.n
+),
+ja AS (
+	SELECT a.*, u.run_id, u.state, u.golden, u.judgments_per_unit,
+		(u.judgment_count - u.n + row_number() OVER (PARTITION BY a.unit_id ORDER BY a.ord))::integer AS judgment_count
+	FROM a JOIN u ON u.id = a.unit_id
+),
+j AS (
+	INSERT INTO docket_judgments (id, assignment_id, unit_id, pool_id, contributor_id, data, trust, golden,
+		started_at, submitted_at)
+	SELECT ja.judgment_id, ja.id, ja.unit_id, ja.pool_id, ja.contributor_id, ja.data::jsonb,
+		(SELECT pc.trust FROM docket_pool_contributors pc
+			WHERE pc.pool_id = ja.pool_id AND pc.contributor_id = ja.contributor_id),
+		ja.golden, ja.started_at, ja.now
+	FROM ja ORDER BY ja.ord
+	RETURNING *
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'judgment.received', json_build_object('judgmentId', j.id, 'assignmentId', j.assignment_id,
+		'unitId', j.unit_id, 'poolId', j.pool_id, 'contributorId', j.contributor_id, 'golden', j.golden,
+		'judgmentCount', ja.judgment_count, 'judgmentsPerUnit', ja.judgments_per_unit), ja.now
+	FROM j JOIN ja ON ja.judgment_id = j.id ORDER BY ja.ord
+),
+c AS (
+	UPDATE docket_pool_counters pc SET judgments = pc.judgments + n.n, active_assignments = pc.active_assignments - n.n
+	FROM (SELECT count(*) AS n FROM j) n WHERE pc.pool_id = @pool AND pc.shard = @shard AND n.n > 0
 )
-UPDATE docket_pool_counters pc SET judgments = pc.judgments + n.n, active_assignments = pc.active_assignments - n.n
-FROM n WHERE pc.pool_id = @pool AND pc.shard = @shard AND n.n > 0`)
+SELECT ja.ord, j.id, j.assignment_id, j.unit_id, j.pool_id, j.contributor_id, j.data, j.trust, j.golden, j.tainted,
+	j.started_at, j.submitted_at, ja.run_id, ja.state, ja.judgment_count, ja.judgments_per_unit
+FROM j JOIN ja ON ja.judgment_id = j.id ORDER BY ja.ord`)
 
 // judgmentsReachedSQL lists, newest first by unit, the judgments of those
 // of units @units that are regular, JUDGABLE and at or over their target:
@@ -278,12 +360,11 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	shardN := rand.IntN(poolShards)
 	ctx = context.WithValue(ctx, txShardKey{}, shardN)
 	var (
-		contributors, runs, units, ids, judged []uuid.UUID
+		contributors, runs, units, judged []uuid.UUID
 	)
 	for _, i := range order {
 		p := batch[i].c.p
 		contributors = append(contributors, p.Insert.ContributorID)
-		ids = append(ids, p.Insert.ID)
 		if len(judged) == 0 || judged[len(judged)-1] != p.UnitID {
 			judged = append(judged, p.UnitID)
 		}
@@ -306,13 +387,26 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		b.Queue(judgmentRunsLockSQL.sql, judgmentRunsLockSQL.args(pgx.NamedArgs{"runs": runs, "units": units})...)
 	}
 	inserts := make([]store.JudgmentInsertParams, len(batch))
-	for _, i := range order {
+	var (
+		insIDs      = make(array[pgtype.UUID], len(order))
+		assignments = make(array[pgtype.UUID], len(order))
+		insContribs = make(array[pgtype.UUID], len(order))
+		data        = make(array[pgtype.Text], len(order))
+		nows        = make(array[pgtype.Timestamptz], len(order))
+	)
+	for k, i := range order {
 		ins := batch[i].c.p.Insert
 		ins.Trust = nil // the statement reads the locked state's
 		inserts[i] = ins
-		b.Queue(judgmentInsertGroupStmt.sql, judgmentInsertArgs(ctx, judgmentInsertGroupStmt, &ins)...)
+		insIDs[k] = pgtype.UUID{Bytes: ins.ID, Valid: true}
+		assignments[k] = pgtype.UUID{Bytes: ins.AssignmentID, Valid: true}
+		insContribs[k] = pgtype.UUID{Bytes: ins.ContributorID, Valid: true}
+		data[k] = pgtype.Text{String: string(ins.Data), Valid: true}
+		nows[k] = pgtype.Timestamptz{Time: dbTime(ins.Now), Valid: true}
 	}
-	b.Queue(judgmentCountSQL.sql, judgmentCountSQL.args(pgx.NamedArgs{"ids": ids, "pool": pool, "shard": shardN})...)
+	b.Queue(judgmentInsertBatchSQL.sql, judgmentInsertBatchSQL.args(pgx.NamedArgs{"ids": insIDs,
+		"assignments": assignments, "contributors": insContribs, "data": data, "now": nows,
+		"pool": pool, "shard": shardN})...)
 	b.Queue(judgmentsReachedSQL.sql, judgmentsReachedSQL.args(pgx.NamedArgs{"units": judged})...)
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
@@ -528,14 +622,26 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 	}
 	begun := make([]*store.JudgmentBegun, len(batch))
 	for _, i := range order {
-		ins, err := scanJudgmentInserted(br.QueryRow())
-		if err != nil {
-			return nil, fmt.Errorf("insert judgment: %w", err)
-		}
-		begun[i] = &store.JudgmentBegun{State: states[batch[i].c.p.Insert.ContributorID], Inserted: ins}
+		begun[i] = &store.JudgmentBegun{State: states[batch[i].c.p.Insert.ContributorID]}
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("count judgments: %w", err)
+	rows, err = br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("insert judgments: %w", err)
+	}
+	for rows.Next() {
+		var ord int
+		ins, err := scanJudgmentInserted(rows, &ord)
+		if err == nil && (ord < 1 || ord > len(order) || begun[order[ord-1]].Inserted != nil) {
+			err = fmt.Errorf("row %d of %d judgments", ord, len(order))
+		}
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("insert judgments: %w", err)
+		}
+		begun[order[ord-1]].Inserted = ins
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert judgments: %w", err)
 	}
 	rows, err = br.Query()
 	if err != nil {

@@ -137,6 +137,35 @@ func TestTakePlan(t *testing.T) {
 		require.NotContains(t, plan, "docket_assignments_active_expiry", mode)
 	}
 
+	// A batch's judgments (crowd_judgment_group.go) find their
+	// assignments by primary key from the unnest, in the arrays' order (a
+	// nested loop whose outer side is the unnest: a hash join would lock
+	// them in the table's order), and lock their units in unit order (a
+	// sort under the lock) before the update, in custom and generic plans.
+	_, err = b.s.Pool().Exec(b.ctx, `
+		INSERT INTO docket_pool_contributors (pool_id, contributor_id, updated_at)
+			SELECT p, c.id, now() FROM docket_contributors c, unnest($1::uuid[]) AS p ON CONFLICT DO NOTHING`, pools)
+	require.NoError(t, err)
+	_, err = b.s.Pool().Exec(b.ctx, `ANALYZE docket_pool_contributors`)
+	require.NoError(t, err)
+	var ids, assignments, contributors [3]uuid.UUID
+	for k := range ids {
+		ids[k], assignments[k], contributors[k] = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), c.ID
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		plan := explainMode(t, b, mode, judgmentInsertBatchSQL.sql, judgmentInsertBatchSQL.args(pgx.NamedArgs{
+			"ids": ids[:], "assignments": assignments[:], "contributors": contributors[:], "data": []string{`{}`, `{}`, `{}`},
+			"now": []time.Time{testBase, testBase, testBase}, "pool": pools[0], "shard": 0})...)
+		t.Logf("judgment batch (%s):\n%s", mode, plan)
+		require.Contains(t, plan, "docket_assignments_pkey", mode)
+		require.NotContains(t, plan, "docket_assignments_active_expiry", mode)
+		require.NotContains(t, plan, "Seq Scan", mode)
+		require.NotContains(t, plan, "Hash Join", mode)
+		require.Regexp(t, `(?s)Update on docket_assignments s .*?Nested Loop .*?->  Function Scan on i .*?->  Index Scan using docket_assignments_pkey on docket_assignments s .*?CTE l`, plan, mode)
+		require.Regexp(t, `(?s)CTE l\s+->  LockRows .*?Sort Key: (a\.unit_id|u\.id)\s.*?CTE u`, plan, mode)
+		require.Regexp(t, `docket_pool_contributors_pkey on docket_pool_contributors pc  \([^)]*\)\s+Index Cond: \(\(pool_id = s\.pool_id\) AND \(contributor_id = [si]\.contributor_id\)\)`, plan, mode)
+	}
+
 	plan := b.explain(t, expireLockAssignmentsSQL, pgx.NamedArgs{"now": testBase, "max": 100})
 	t.Logf("expire:\n%s", plan)
 	require.Contains(t, plan, "docket_assignments_active_expiry")
