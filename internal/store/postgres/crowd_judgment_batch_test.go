@@ -281,4 +281,3 @@ func TestJudgeBatchUnitStates(t *testing.T) {
 	judgments, unitCounts, counter, _, events := g.judgeCounts(t)
 	require.Equal(t, []int{4, 4, 4, 4}, []int{judgments, unitCounts, counter, events})
 }
-
