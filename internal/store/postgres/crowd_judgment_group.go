@@ -27,10 +27,14 @@ import (
 //     statement, in contributor order (judgmentStatesLockSQL);
 //   - the runs of the batch's units (pools with a workflow) locked in one
 //     statement, in run order (judgmentRunsLockSQL);
-//   - each judgment's statement without its counter update
-//     (judgmentInsertGroupStmt), in unit order (then assignment order);
-//   - one statement that adds the batch's judgments to one counter shard
-//     (judgmentCountSQL), the shard drawn once for the batch;
+//   - one statement for all the batch's judgments, in the batch's order:
+//     unit order, then assignment order (judgmentInsertBatchSQL): what
+//     each judgment's own statement (judgmentInsertPipedSQL) does, with
+//     one row back per judgment that inserted, and the batch's judgments
+//     added to one counter shard, the shard drawn once for the batch
+//     (it was a statement per judgment and one for the counter: each
+//     statement's executor start-up and constraint set-up were a fifth
+//     and more of PostgreSQL's CPU per judgment);
 //   - one statement that reads the judgments of the batch's units that
 //     are now at their target (judgmentsReachedSQL): what the judgment
 //     that brought each there finalizes it with (UnitJudgments).
@@ -53,10 +57,13 @@ import (
 // nothing is queued and its fn gets the error itself.
 //
 // What a judgment sees is what it would have seen had the batch's
-// judgments run one after another, in the batch's order: the statements
-// run in order, each with a snapshot of its own, so the second judgment
-// of a unit counts after the first (its judgment_count includes it), and
-// a fn sees what the fns and statements before it wrote. Two things a
+// judgments run one after another, in the batch's order: the statement
+// gives each judgment of a unit its count as of its own place in that
+// order (the second of a unit counts after the first: its judgment_count
+// includes it; a judgment whose assignment was refused takes no place),
+// and the unit as it stands once locked (what any statement of it after
+// the first would have seen too: the batch holds the unit from then on),
+// and a fn sees what the fns and the statement before it wrote. Two things a
 // batch changes, and how they are kept right:
 //
 //   - a contributor's state is locked once, before any fn: a batch takes
@@ -103,18 +110,22 @@ import (
 // crowd_work.go, docs/quality.md; the group take's comment for the
 // take's side). A batch locks the same kinds in the same order, each kind
 // as a set in one global order: states by contributor id, runs by run id
-// (ORDER BY under FOR UPDATE locks rows in the sorted order), units by
-// unit id (the statements' order), its one counter row last, and the
-// fns' statements after, as a single judgment's fn runs after its
-// counter row. Two batches, or a batch and a single judgment, take
-// overlapping locks in one order and cannot wait for each other in a
-// cycle. A judgment statement locks its assignment just before its unit;
-// a batch waiting for an assignment holds units of lower ids (or the
-// same unit, for a second judgment of it), and what holds an assignment
-// waits only for that assignment's unit: only a release or expiry of a
-// later judgment's own assignment, racing its submit, while an earlier
-// judgment of the batch holds the same unit, closes a cycle. PostgreSQL's
-// deadlock detection breaks it; the batch rolls back and each judgment
+// (ORDER BY under FOR UPDATE locks rows in the sorted order), then in
+// the one judgment statement its assignments in the batch's order (a
+// nested loop from the arrays into the primary key), then its units by
+// unit id (a locking subquery, l, sorted, that the unit update joins
+// to), its one counter row last, and the fns' statements after, as a
+// single judgment's fn runs after its counter row (TestTakePlan checks
+// the plan, custom and generic). Two batches, or a batch and a single
+// judgment, take overlapping locks in one order and cannot wait for each
+// other in a cycle. Assignments come before units, as every writer of
+// human work takes them (crowd_assignment.go's reaper comment): a batch
+// waiting for an assignment holds none of its units yet, and what holds
+// an assignment waits only for that assignment's unit, so a release or
+// expiry racing a submit of the batch closes no cycle with it (with a
+// statement per judgment, one did: a later judgment's assignment was
+// locked after an earlier one's unit). PostgreSQL's deadlock detection
+// would break any cycle; the batch then rolls back and each judgment
 // runs alone. The cost of a batch otherwise: its locks are held until
 // its last fn ends, so a take or judgment that needs one of its units or
 // states waits that long; judgeGroupMax keeps batches short.
@@ -198,7 +209,7 @@ var judgmentRunsLockSQL = compileNamed(`SELECT id FROM docket_runs
 //
 // Every array is passed as (SELECT @x) so the planner assumes a handful
 // of rows and reaches each assignment through its primary key from the
-// unnest, in the arrays' order (as finishSQL; TestJudgmentBatchPlan).
+// unnest, in the arrays' order (as finishSQL; TestTakePlan).
 var judgmentInsertBatchSQL = compileNamed(`
 WITH i AS (
 	SELECT * FROM unnest((SELECT @ids::uuid[]), (SELECT @assignments::uuid[]), (SELECT @contributors::uuid[]),
