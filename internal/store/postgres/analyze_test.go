@@ -126,3 +126,87 @@ func TestAnalyzeGrownQuotedSchema(t *testing.T) {
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT relpages FROM pg_class WHERE oid = 'docket_jobs'::regclass`).Scan(&pages))
 	require.Greater(t, pages, 0, "analyzed in the quoted schema")
 }
+
+// TestAnalyzeGrownRefresh: a table doubles, and is analyzed whole while
+// its statistics counted fewer rows than a full sample (300 × the
+// statistics target: 3,000 here, the session's target set to 10); once
+// they counted as many, a doubling gets a size refresh: its pages, rows
+// and its primary key's rows counted again, its other columns'
+// statistics left as the last full ANALYZE made them (a full one would
+// now find the third queue the most common), its changes since that
+// ANALYZE still counted for autovacuum.
+func TestAnalyzeGrownRefresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	u, err := url.Parse(b.url)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("default_statistics_target", "10")
+	u.RawQuery = q.Encode()
+	s := openAt(t, u.String())
+	_, err = s.Pool().Exec(b.ctx, `ALTER TABLE docket_jobs SET (autovacuum_enabled = off)`)
+	require.NoError(t, err)
+	queueMCV := func() string {
+		t.Helper()
+		var v string
+		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT coalesce(most_common_vals::text, '') FROM pg_stats
+			WHERE schemaname = current_schema() AND tablename = 'docket_jobs' AND attname = 'queue'`).Scan(&v))
+		return v
+	}
+	size := func() (pages int, rows float64) {
+		t.Helper()
+		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT relpages, reltuples FROM pg_class WHERE oid = 'docket_jobs'::regclass`).Scan(&pages, &rows))
+		return pages, rows
+	}
+	insert := func(queue string, n int) {
+		t.Helper()
+		for range n / 500 {
+			_, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs(queue, 500), Now: testBase})
+			require.NoError(t, err)
+		}
+	}
+	grown := func() {
+		t.Helper()
+		tables, err := s.AnalyzeGrown(b.ctx)
+		require.NoError(t, err)
+		require.Contains(t, tables, "docket_jobs")
+	}
+
+	insert("first", 2000)
+	grown()
+	require.Equal(t, "{first}", queueMCV(), "analyzed whole")
+	_, rows := size()
+	require.InDelta(t, 2000, rows, 1)
+
+	insert("second", 2500)
+	grown()
+	require.Contains(t, queueMCV(), "second", "analyzed whole again: 2,000 rows are fewer than a full sample")
+	mcv := queueMCV()
+	pages0, rows0 := size()
+	require.InDelta(t, 4500, rows0, 1)
+
+	insert("third", 10000)
+	grown()
+	pages1, rows1 := size()
+	require.GreaterOrEqual(t, pages1, 2*pages0, "its pages counted again")
+	require.InDelta(t, 14500, rows1, 1450, "its rows counted again")
+	require.Equal(t, mcv, queueMCV(), "a size refresh leaves the other columns' statistics")
+	var idx float64
+	require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT c.reltuples FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'docket_jobs'::regclass AND i.indisprimary`).Scan(&idx))
+	require.InDelta(t, 14500, idx, 1450, "its primary key's rows counted again")
+
+	// The changes since the last full ANALYZE still count: autovacuum's
+	// next analysis is not put off. (Other sessions' counts reach the view
+	// when those flush them, within a second or so.)
+	require.Eventually(t, func() bool {
+		var n int64
+		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT n_mod_since_analyze FROM pg_stat_user_tables
+			WHERE schemaname = current_schema() AND relname = 'docket_jobs'`).Scan(&n))
+		return n >= 10000
+	}, 10*time.Second, 100*time.Millisecond)
+
+	tables, err := s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables, "nothing grew since")
+}
