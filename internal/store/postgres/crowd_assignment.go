@@ -366,10 +366,13 @@ func (s *Store) AssignmentRelease(ctx context.Context, p *store.AssignmentReleas
 		u AS (
 			UPDATE docket_units u SET slots_taken = u.slots_taken - 1, updated_at = $3
 			FROM r WHERE u.id = r.unit_id
+			RETURNING r.pool_id
 		),
 		c AS (
+			-- FROM u: the unit is locked before the counter row (the
+			-- unreferenced CTEs run after the main query, the later first)
 			UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments - 1
-			FROM r WHERE pc.pool_id = r.pool_id AND pc.shard = $4
+			FROM u WHERE pc.pool_id = u.pool_id AND pc.shard = $4
 		)
 		SELECT `+assignmentColumns+` FROM r`, p.ID, p.ContributorID, now, shard(ctx)))
 	if errors.Is(err, pgx.ErrNoRows) {
