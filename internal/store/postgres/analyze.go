@@ -82,7 +82,10 @@ func (a *analyzeState) failed(name string, now time.Time) {
 // pause for every statement waiting for that core (the crowd benchmark's
 // submit p99 bursts, docs/benchmarks.md, "Seventh round: the submit
 // bursts"). Its columns' statistics are then autovacuum's to refresh, as
-// they were before this pass existed. A smaller table is analyzed whole
+// they were before this pass existed — so only when autovacuum analyzes
+// the table (autovacuum and track_counts on, autovacuum_enabled not off
+// for it); with autovacuum off, a full ANALYZE at each doubling is the
+// only one the table gets, as before. A smaller table is analyzed whole
 // at each doubling, as before: statistics from its first few hundred
 // rows would be a poor guide for long (with them left, the outbox's
 // marks read a fifth more buffers a judgment in the crowd benchmark).
@@ -93,6 +96,10 @@ func (s *Store) AnalyzeGrown(ctx context.Context) ([]string, error) {
 				JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
 				WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnatts = 1
 					AND c.reltuples >= 300 * current_setting('default_statistics_target')::real
+					-- autovacuum will analyze it whole: else each doubling does
+					AND current_setting('autovacuum')::bool AND current_setting('track_counts')::bool
+					AND NOT EXISTS (SELECT 1 FROM pg_options_to_table(c.reloptions) o
+						WHERE o.option_name = 'autovacuum_enabled' AND NOT o.option_value::bool)
 					AND EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = current_schema()
 						AND s.tablename = c.relname AND s.attname <> a.attname)), '') AS refresh
 		FROM pg_class c
