@@ -166,6 +166,38 @@ func TestTakePlan(t *testing.T) {
 		require.Regexp(t, `docket_pool_contributors_pkey on docket_pool_contributors pc  \([^)]*\)\s+Index Cond: \(\(pool_id = s\.pool_id\) AND \(contributor_id = [si]\.contributor_id\)\)`, plan, mode)
 	}
 
+	// The same in a generic plan made for real (explainMode's EXPLAIN with
+	// bound parameters is planned with their values whatever
+	// plan_cache_mode says: a custom plan twice).
+	{
+		conn, err := b.s.Pool().Acquire(b.ctx)
+		require.NoError(t, err)
+		_, err = conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan`)
+		require.NoError(t, err)
+		_, err = conn.Exec(b.ctx, `PREPARE jb AS `+judgmentInsertBatchSQL.sql)
+		require.NoError(t, err)
+		arr := func(ids [3]uuid.UUID) string {
+			return "ARRAY['" + ids[0].String() + "', '" + ids[1].String() + "', '" + ids[2].String() + "']::uuid[]"
+		}
+		rs, err := conn.Query(b.ctx, `EXPLAIN EXECUTE jb(`+arr(ids)+`, `+arr(assignments)+`, `+arr(contributors)+
+			`, ARRAY['{}', '{}', '{}']::text[], ARRAY[now(), now(), now()], '`+pools[0].String()+`'::uuid, 0)`, pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, err)
+		lines, err := collect(rs, func(r rowScanner) (string, error) {
+			var l string
+			return l, r.Scan(&l)
+		})
+		require.NoError(t, err)
+		_, _ = conn.Exec(b.ctx, `DEALLOCATE jb; RESET plan_cache_mode`)
+		conn.Release()
+		plan := strings.Join(lines, "\n") + "\n"
+		t.Logf("judgment batch (a generic plan for real):\n%s", plan)
+		require.NotContains(t, plan, pools[0].String(), "generic")
+		require.Contains(t, plan, "docket_assignments_pkey")
+		require.NotContains(t, plan, "Seq Scan")
+		require.NotContains(t, plan, "Hash Join")
+		require.Regexp(t, `(?s)CTE l\s+->  LockRows .*?Sort Key: (a\.unit_id|u\.id)\s.*?CTE u`, plan)
+	}
+
 	plan := b.explain(t, expireLockAssignmentsSQL, pgx.NamedArgs{"now": testBase, "max": 100})
 	t.Logf("expire:\n%s", plan)
 	require.Contains(t, plan, "docket_assignments_active_expiry")
