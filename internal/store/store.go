@@ -111,10 +111,10 @@ type Store interface {
 // statistics counted: a fresh table within seconds of its first few
 // hundred rows, and a growing one each time it doubled (so a cached
 // plan's idea of its size is off by at most about 2×), in addition to
-// autovacuum's own analyses. Once a table's statistics counted as many
-// rows as a full ANALYZE samples (30,000 by default), a doubling
-// refreshes its size alone (its pages and rows, from a small sample) and
-// leaves its columns' statistics to autovacuum. A table
+// autovacuum's own analyses. Once a table holds as many rows as a full
+// ANALYZE samples (30,000 by default) and autovacuum analyzes it, a
+// doubling refreshes its size alone (its pages and rows, from a small
+// sample) and leaves its columns' statistics to autovacuum. A table
 // whose lock is taken (autovacuum analyzing or vacuuming it, a
 // migration) is skipped until the next call, one whose ANALYZE fails
 // for a minute, and only tables the role may analyze are looked at. SQLite plans each statement when it is

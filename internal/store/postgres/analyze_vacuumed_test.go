@@ -9,14 +9,14 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// TestReviewAnalyzeGrownVacuumedSmall: statistics made from 2,000 rows
-// (fewer than a full sample, 3,000 at target 10) are to be made again
-// whole at the next doubling (AnalyzeGrown's comment). A VACUUM in
-// between (manual, or autovacuum's insert-driven vacuum; CREATE INDEX
-// too) sets reltuples without touching the statistics, and the gate reads
-// reltuples: the doubling gets a size refresh and the 2,000-row
-// statistics stay; with autovacuum off, for good.
-func TestReviewAnalyzeGrownVacuumedSmall(t *testing.T) {
+// TestAnalyzeGrownVacuumedSmall: with autovacuum off for a table,
+// AnalyzeGrown analyzes it whole at every doubling, even when a VACUUM
+// (or CREATE INDEX) since its last ANALYZE counted enough rows in pg_class
+// for a size refresh: the statistics of its first 2,000 rows would
+// otherwise stay for good, nothing else analyzing it. (With autovacuum
+// on, such a table gets a size refresh and autovacuum's next analysis
+// refreshes the columns: AnalyzeGrown's comment.)
+func TestAnalyzeGrownVacuumedSmall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	u, err := url.Parse(b.url)
