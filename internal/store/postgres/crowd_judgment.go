@@ -80,11 +80,11 @@ FROM j JOIN u ON u.id = j.unit_id`
 var judgmentInsertStmt = compileNamed(judgmentInsertSQL)
 
 // judgmentInsertPipedStmt is judgmentInsertSQL for JudgmentInTx's
-// pipeline, sent with the lock of the contributor's quality state: it
-// changes nothing when there is no state to lock (the contributor's first
-// judgment in the pool; the transaction then starts again the one-by-one
-// way, which makes the state first), so a judgment is never written
-// without that lock, nor locks its unit before the state.
+// pipeline, sent with the lock of the contributor's quality state (which
+// makes it at their first judgment in the pool): it changes nothing when
+// there is no state to lock (another transaction is making it; the
+// transaction then starts again the one-by-one way), so a judgment is
+// never written without that lock, nor locks its unit before the state.
 var judgmentInsertPipedStmt = compileNamed(judgmentInsertPipedSQL)
 
 var judgmentInsertPipedSQL = mustReplace(judgmentInsertSQL, ` AND expires_at >= @now

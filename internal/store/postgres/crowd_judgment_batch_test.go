@@ -138,10 +138,11 @@ func TestJudgeBatchCounts(t *testing.T) {
 
 // TestJudgeBatchRefusedAmongValid: in one batch, among valid judgments of
 // two units, an expired assignment (at the judgment's own time), one sent
-// by another contributor than its own, one whose contributor has no
-// quality state, and two submitted before (the same data, and other data)
-// change nothing and take no place in their unit's count: the valid
-// judgments count as if they were not there; each is answered as alone.
+// by another contributor than its own, and two submitted before (the same
+// data, and other data) change nothing and take no place in their unit's
+// count: the valid judgments count as if they were not there; each is
+// answered as alone. A valid judgment whose contributor has no quality
+// state yet gets it made in the batch, and counts.
 func TestJudgeBatchRefusedAmongValid(t *testing.T) {
 	t.Parallel()
 	g := setupJudge(t, 2, 9, 5)
@@ -192,8 +193,8 @@ func TestJudgeBatchRefusedAmongValid(t *testing.T) {
 	}
 	refused(1, crowd.RefusedExpired)
 	refused(2, crowd.RefusedNotOwner)
-	require.ErrorIs(t, answers[3].err, errNoQualityState)
-	require.Zero(t, js[3].tries)
+	require.NotNil(t, js[3].begun.State, "the state made in the batch")
+	require.Equal(t, 1, g.count(t, `SELECT count(*) FROM docket_pool_contributors WHERE pool_id = $1 AND contributor_id = $2`, g.pool, c[4]))
 	var conflict *crowd.JudgmentConflictError
 	require.ErrorAs(t, answers[6].err, &conflict)
 	require.Equal(t, j2.begun.Inserted.Judgment.ID, conflict.JudgmentID)
@@ -202,20 +203,20 @@ func TestJudgeBatchRefusedAmongValid(t *testing.T) {
 	require.False(t, js[5].begun.Inserted.Created)
 	require.Equal(t, j1.begun.Inserted.Judgment.ID, js[5].begun.Inserted.Judgment.ID)
 	// The valid ones count as if the others were not there.
-	for _, k := range []struct{ i, count int }{{0, 1}, {4, 2}, {7, 3}} {
+	for _, k := range []struct{ i, count int }{{0, 1}, {3, 2}, {4, 3}, {7, 3}} {
 		require.NoError(t, answers[k.i].err, "judgment %d", k.i)
 		ins := js[k.i].begun.Inserted
 		require.True(t, ins.Created, "judgment %d", k.i)
 		require.Equal(t, k.count, ins.Unit.JudgmentCount, "judgment %d's count", k.i)
 	}
 	events := g.receivedEvents(t)
-	require.Equal(t, 2, events[js[4].begun.Inserted.Judgment.ID].count)
+	require.Equal(t, 3, events[js[4].begun.Inserted.Judgment.ID].count)
 	require.Equal(t, 3, events[js[7].begun.Inserted.Judgment.ID].count)
 	judgments, unitCounts, counter, active, _ := g.judgeCounts(t)
-	require.Equal(t, []int{5, 5, 5, 3}, []int{judgments, unitCounts, counter, active},
-		"judgments, units' counts, counter, active: the refused three still ACTIVE")
-	require.Equal(t, 5, len(events))
-	for _, i := range []int{1, 2, 3} {
+	require.Equal(t, []int{6, 6, 6, 2}, []int{judgments, unitCounts, counter, active},
+		"judgments, units' counts, counter, active: the refused two still ACTIVE")
+	require.Equal(t, 6, len(events))
+	for _, i := range []int{1, 2} {
 		require.Equal(t, 1, g.count(t, `SELECT count(*) FROM docket_assignments WHERE id = $1 AND state = 'ACTIVE' AND finished_at IS NULL`,
 			ps[i].Insert.AssignmentID), "judgment %d's assignment unchanged", i)
 		require.Zero(t, g.count(t, `SELECT count(*) FROM docket_judgments WHERE id = $1`, ps[i].Insert.ID))

@@ -24,7 +24,9 @@ import (
 //
 //   - BEGIN;
 //   - the quality states of all the batch's contributors locked in one
-//     statement, in contributor order (judgmentStatesLockSQL);
+//     statement, in contributor order, and those not there yet (a
+//     contributor's first judgment in the pool) made in it
+//     (judgmentStatesLockSQL);
 //   - the runs of the batch's units (pools with a workflow) locked in one
 //     statement, in run order (judgmentRunsLockSQL);
 //   - one statement for all the batch's judgments, in the batch's order:
@@ -97,10 +99,13 @@ import (
 // path; it gets its own true answer there). Only an error of the
 // connection at COMMIT (the outcome unknown) is every judgment's answer,
 // as a single judgment's would be. A judgment whose contributor has no
-// quality state yet (errNoQualityState) is answered that, and takes the
-// one-by-one path, when its statement wrote nothing (the EXISTS guard of
-// judgmentInsertPipedSQL); when it did (a state made between the lock and
-// the statement) the batch rolls back. A judgment that inserted nothing
+// quality state (another transaction was making it, so the batch made
+// none: errNoQualityState) is answered that, and takes the one-by-one
+// path, when its statement wrote nothing (the EXISTS guard of
+// judgmentInsertPipedSQL); when it did (the state committed between the
+// lock and the statement) the batch rolls back; so does a batch that
+// made a state for a judgment that then wrote nothing (refused: alone,
+// it is refused and makes no state). A judgment that inserted nothing
 // (the same data sent again, or a refused assignment) is answered by
 // judgmentNotInserted on the batch's transaction, as alone; a refusal or
 // a conflict leaves the batch without it (it wrote nothing).
@@ -109,7 +114,11 @@ import (
 // order quality state → run → unit → counter row (lockRun's comment in
 // crowd_work.go, docs/quality.md; the group take's comment for the
 // take's side). A batch locks the same kinds in the same order, each kind
-// as a set in one global order: states by contributor id, runs by run id
+// as a set in one global order: states by contributor id (those that
+// exist, then those it makes: a batch that waits at an insert for
+// another's insert of the same state holds states only, and the other
+// inserts in the same order, so no cycle goes through the made ones
+// either; judgmentStatesLockSQL), runs by run id
 // (ORDER BY under FOR UPDATE locks rows in the sorted order), then in
 // the one judgment statement its assignments in the batch's order (a
 // nested loop from the arrays into the primary key), then its units by
@@ -166,9 +175,72 @@ func judgeJoins(batch []*judgeQueued, c *judgeQueued) bool {
 }
 
 // judgmentStatesLockSQL locks the quality states of contributors @ids in
-// pool @pool, in contributor order.
-var judgmentStatesLockSQL = compileNamed(`SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
-	WHERE pool_id = @pool AND contributor_id = ANY(@ids::uuid[]) ORDER BY contributor_id FOR UPDATE`)
+// pool @pool, in contributor order, and makes, in contributor order, those
+// of the contributors who have none yet (their first judgment in the
+// pool; updated_at the judgment's time, @nows[i] for @ids[i]), as
+// qualityStateLock makes one: what a first judgment needs is in the
+// statement that locks the others', not a transaction of its own
+// (errNoQualityState, JudgmentInTxSerial: five more round trips, and a
+// wasted place in the batch). The rows it makes are the transaction's
+// own until it commits, held as a lock holds them. Each row comes with
+// made: true for a row this statement inserted. A state that another
+// transaction makes meanwhile (not yet committed when this one locked)
+// is waited for by the insert and then not returned (ON CONFLICT DO
+// NOTHING): that judgment has no state, as before (errNoQualityState).
+// The pool and the contributor are checked first, as in qualityStateLock,
+// so that an unknown one makes no row and no foreign key violation.
+//
+// The locks of existing rows are all taken (locked, read whole by made's
+// NOT IN before its first insert) before any row is inserted, each set in
+// contributor order: a batch that waits in its inserts for another's
+// insert of the same row holds states only, and the one it waits for
+// inserts in the same order (see the lock order in judgeBatch's comment).
+var judgmentStatesLockSQL = compileNamed(`WITH locked AS (
+	SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
+	WHERE pool_id = @pool AND contributor_id = ANY(@ids::uuid[]) ORDER BY contributor_id FOR UPDATE
+), made AS (
+	INSERT INTO docket_pool_contributors (pool_id, contributor_id, updated_at)
+	SELECT @pool, n.id, n.at FROM unnest(@ids::uuid[], @nows::timestamptz[]) AS n (id, at)
+	WHERE n.id NOT IN (SELECT contributor_id FROM locked)
+		AND EXISTS (SELECT 1 FROM docket_pools WHERE id = @pool)
+		AND EXISTS (SELECT 1 FROM docket_contributors k WHERE k.id = n.id)
+	ORDER BY n.id
+	ON CONFLICT (pool_id, contributor_id) DO NOTHING
+	RETURNING ` + qualityStateColumns + `
+)
+SELECT ` + qualityStateColumns + `, false FROM locked
+UNION ALL
+SELECT ` + qualityStateColumns + `, true FROM made`)
+
+// scanQualityStates reads judgmentStatesLockSQL's rows: the states by
+// contributor, and the contributors whose state it made.
+func scanQualityStates(rows pgx.Rows) (states map[uuid.UUID]*store.QualityState, made map[uuid.UUID]bool, err error) {
+	defer rows.Close()
+	states = map[uuid.UUID]*store.QualityState{}
+	for rows.Next() {
+		var isNew bool
+		st, err := scanQualityState(madeScanner{rows, &isNew})
+		if err != nil {
+			return nil, nil, err
+		}
+		states[st.ContributorID] = st
+		if isNew {
+			if made == nil {
+				made = map[uuid.UUID]bool{}
+			}
+			made[st.ContributorID] = true
+		}
+	}
+	return states, made, rows.Err()
+}
+
+// madeScanner scans a quality state row followed by its made column.
+type madeScanner struct {
+	r    rowScanner
+	made *bool
+}
+
+func (m madeScanner) Scan(dest ...any) error { return m.r.Scan(append(dest, m.made)...) }
 
 // judgmentRunsLockSQL locks runs @runs and the runs of units @units, in
 // run order (none for a unit of no run, or a run gone).
@@ -372,10 +444,12 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	ctx = context.WithValue(ctx, txShardKey{}, shardN)
 	var (
 		contributors, runs, units, judged []uuid.UUID
+		stateNows                         []time.Time
 	)
 	for _, i := range order {
 		p := batch[i].c.p
 		contributors = append(contributors, p.Insert.ContributorID)
+		stateNows = append(stateNows, dbTime(p.Insert.Now))
 		if len(judged) == 0 || judged[len(judged)-1] != p.UnitID {
 			judged = append(judged, p.UnitID)
 		}
@@ -392,7 +466,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	defer pc.Release() // a connection left in a transaction is closed, not reused
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pool, "ids": contributors})...)
+	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pool, "ids": contributors, "nows": stateNows})...)
 	lockRuns := len(runs) > 0 || len(units) > 0
 	if lockRuns {
 		b.Queue(judgmentRunsLockSQL.sql, judgmentRunsLockSQL.args(pgx.NamedArgs{"runs": runs, "units": units})...)
@@ -422,7 +496,7 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	begun, err := readJudgeBatch(br, lockRuns, batch, order)
+	begun, made, err := readJudgeBatch(br, lockRuns, batch, order)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -441,6 +515,11 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 		}
 		if bg.Inserted != nil {
 			continue
+		}
+		if made[batch[i].c.p.Insert.ContributorID] {
+			// A state made for a judgment that wrote nothing (refused):
+			// alone, it is answered as before, and makes no state.
+			return errs, errBatchRollBack
 		}
 		bg.Inserted, err = judgmentNotInserted(ctx, ptx, &inserts[i])
 		var pgErr *pgconn.PgError
@@ -600,44 +679,37 @@ func checkUnitsLeft(ctx context.Context, tx pgx.Tx, left map[uuid.UUID]unitLeft,
 }
 
 // readJudgeBatch reads a batch's pipeline: what each judgment's first
-// statements did, by its index in batch (State nil: no quality state).
-func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, order []int) ([]*store.JudgmentBegun, error) {
+// statements did, by its index in batch (State nil: no quality state),
+// and the contributors whose state the batch made.
+func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, order []int) (begun []*store.JudgmentBegun, made map[uuid.UUID]bool, err error) {
 	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", err)
+		return nil, nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("lock quality states: %w", err)
+		return nil, nil, fmt.Errorf("lock quality states: %w", err)
 	}
-	states := map[uuid.UUID]*store.QualityState{}
-	for rows.Next() {
-		st, err := scanQualityState(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("lock quality states: %w", err)
-		}
-		states[st.ContributorID] = st
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock quality states: %w", err)
+	states, made, err := scanQualityStates(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock quality states: %w", err)
 	}
 	if lockRuns {
 		rows, err := br.Query()
 		if err != nil {
-			return nil, fmt.Errorf("lock runs: %w", err)
+			return nil, nil, fmt.Errorf("lock runs: %w", err)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("lock runs: %w", err)
+			return nil, nil, fmt.Errorf("lock runs: %w", err)
 		}
 	}
-	begun := make([]*store.JudgmentBegun, len(batch))
+	begun = make([]*store.JudgmentBegun, len(batch))
 	for _, i := range order {
 		begun[i] = &store.JudgmentBegun{State: states[batch[i].c.p.Insert.ContributorID]}
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("insert judgments: %w", err)
+		return nil, nil, fmt.Errorf("insert judgments: %w", err)
 	}
 	for rows.Next() {
 		var ord int
@@ -647,20 +719,20 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 		}
 		if err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("insert judgments: %w", err)
+			return nil, nil, fmt.Errorf("insert judgments: %w", err)
 		}
 		begun[order[ord-1]].Inserted = ins
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert judgments: %w", err)
+		return nil, nil, fmt.Errorf("insert judgments: %w", err)
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("list judgments: %w", err)
+		return nil, nil, fmt.Errorf("list judgments: %w", err)
 	}
 	reached, err := collect(rows, scanJudgment)
 	if err != nil {
-		return nil, fmt.Errorf("list judgments: %w", err)
+		return nil, nil, fmt.Errorf("list judgments: %w", err)
 	}
 	for len(reached) > 0 {
 		u := reached[0].UnitID
@@ -675,7 +747,7 @@ func readJudgeBatch(br pgx.BatchResults, lockRuns bool, batch []*judgeQueued, or
 		}
 		reached = reached[n:]
 	}
-	return begun, nil
+	return begun, made, nil
 }
 
 // countingTx is a judgment batch's pgx.Tx: it counts the statements sent

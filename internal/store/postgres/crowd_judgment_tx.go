@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -13,7 +14,8 @@ import (
 )
 
 // A judgment's transaction (store.Store.JudgmentInTx) starts with BEGIN,
-// the lock of the contributor's quality state, the lock of the unit's
+// the lock of the contributor's quality state (made there at their first
+// judgment in the pool: judgmentStatesLockSQL), the lock of the unit's
 // run and the judgment statement: none needs the result of another (the
 // judgment statement reads the trust of the state locked before it), so
 // they go to PostgreSQL in one pipeline (a pgx.Batch that begins the
@@ -40,9 +42,10 @@ const judgmentsReachedOneSQL = `SELECT ` + judgmentColumns + ` FROM docket_judgm
 		WHERE a.id = $1 AND u.state = 'JUDGABLE' AND NOT u.golden AND u.judgment_count >= u.judgments_per_unit)
 	ORDER BY id DESC`
 
-// errNoQualityState: the pipeline found no quality state to lock (the
-// contributor's first judgment in the pool); JudgmentInTx starts again
-// the one-by-one way, which makes it.
+// errNoQualityState: the pipeline found no quality state to lock and made
+// none (another transaction was making it), or made one for a judgment
+// that wrote nothing (refused: a first judgment refused makes no state);
+// JudgmentInTx starts again the one-by-one way.
 var errNoQualityState = errors.New("no quality state yet")
 
 // JudgmentInTx implements store.Store.
@@ -83,7 +86,8 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 	ins.Trust = nil // the statement reads the locked state's
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(qualityStateLockSQL, p.PoolID, ins.ContributorID)
+	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": p.PoolID,
+		"ids": []uuid.UUID{ins.ContributorID}, "nows": []time.Time{dbTime(ins.Now)}})...)
 	lockRun := p.RunID != uuid.Nil || p.RunOfUnit != uuid.Nil
 	if lockRun {
 		b.Queue(runLockSQL, nullUUID(p.RunID), nullUUID(p.RunOfUnit))
@@ -93,7 +97,7 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 	br := pc.SendBatch(ctx, b)
 	ptx := br.Tx()
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	begun, err := readJudgmentBegin(br, lockRun)
+	begun, made, err := readJudgmentBegin(br, lockRun)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -104,6 +108,11 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 		return errNoQualityState // rolled back
 	}
 	if begun.Inserted == nil {
+		if made {
+			// A state made for a judgment that wrote nothing (refused):
+			// the one-by-one way answers it as before, and makes none.
+			return errNoQualityState // rolled back
+		}
 		if begun.Inserted, err = judgmentNotInserted(ctx, ptx, &ins); err != nil {
 			return contended(err)
 		}
@@ -129,38 +138,43 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 
 // readJudgmentBegin reads the pipeline's results in order; State is nil
 // when there was no state to lock, Inserted when nothing was inserted,
-// UnitJudgments unless the judgment brought its unit to its target.
-func readJudgmentBegin(br pgx.BatchResults, lockRun bool) (*store.JudgmentBegun, error) {
+// UnitJudgments unless the judgment brought its unit to its target; made
+// when the pipeline made the state.
+func readJudgmentBegin(br pgx.BatchResults, lockRun bool) (begun *store.JudgmentBegun, made bool, err error) {
 	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", err)
+		return nil, false, fmt.Errorf("begin transaction: %w", err)
 	}
-	begun := &store.JudgmentBegun{}
-	st, err := scanQualityState(br.QueryRow())
-	switch {
-	case err == nil:
-		begun.State = st
-	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("lock quality state: %w", err)
+	begun = &store.JudgmentBegun{}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, fmt.Errorf("lock quality state: %w", err)
+	}
+	states, madeOf, err := scanQualityStates(rows)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock quality state: %w", err)
+	}
+	for id, st := range states { // none or one
+		begun.State, made = st, madeOf[id]
 	}
 	if lockRun {
 		var id uuid.UUID
 		if err := br.QueryRow().Scan(&id); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("lock run: %w", err) // none: a unit of no run, or a pruned run
+			return nil, false, fmt.Errorf("lock run: %w", err) // none: a unit of no run, or a pruned run
 		}
 	}
 	if begun.Inserted, err = scanJudgmentInserted(br.QueryRow()); err != nil {
-		return nil, fmt.Errorf("insert judgment: %w", err)
+		return nil, false, fmt.Errorf("insert judgment: %w", err)
 	}
-	rows, err := br.Query()
+	rows, err = br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("list judgments: %w", err)
+		return nil, false, fmt.Errorf("list judgments: %w", err)
 	}
 	reached, err := collect(rows, scanJudgment)
 	if err != nil {
-		return nil, fmt.Errorf("list judgments: %w", err)
+		return nil, false, fmt.Errorf("list judgments: %w", err)
 	}
 	if ins := begun.Inserted; ins != nil && ins.Created && ins.Unit.TargetReached() && len(reached) > 0 {
 		begun.UnitJudgments = reached
 	}
-	return begun, nil
+	return begun, made, nil
 }
