@@ -194,11 +194,18 @@ func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeR
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
 	}
-	me, err := s.workerID(ctx)
+	me, unknown, err := s.workerIDOr(ctx, true)
 	if err != nil {
 		return 0, nil, err
 	}
 	t, err := s.client.AssignmentTake(storeContext(ctx), req.poolID, me)
+	if err != nil {
+		// A contributor not known yet is read now: banned or gone, that
+		// is the answer, as it was before the take.
+		err = s.refused(ctx, unknown, err)
+	} else {
+		s.known(unknown, me)
+	}
 	if err == nil && ctx.Err() != nil {
 		// The contributor went away while the take ran: no one will see
 		// this assignment, so its slot is given back rather than held

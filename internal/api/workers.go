@@ -29,7 +29,8 @@ const workerCacheMax = 100_000
 // contributor asked for since, in one query (ContributorStates), and the
 // requests that need them wait for it: one read per server every 2 s,
 // not one per contributor. A contributor not known yet is read on its own
-// (ContributorGet, as worker does).
+// (ContributorGet, as worker does), but at a take, which is that read
+// (workerIDOr).
 type workerCache struct {
 	mu      sync.Mutex
 	m       map[uuid.UUID]*workerEntry
@@ -58,9 +59,49 @@ type workerRefresh struct {
 // them (that they exist, are active, may work on the pool, hold the
 // assignment) themselves.
 func (s *Server) workerID(ctx context.Context) (uuid.UUID, error) {
+	id, _, err := s.workerIDOr(ctx, false)
+	return id, err
+}
+
+// unknownWorker is what workerIDOr answers for a contributor it does not
+// know yet, when asked not to read them: the caller proves them active
+// itself (known) or reads them (refused).
+type unknownWorker struct {
+	gen uint64 // what the contributors known were at, before the caller's proof
+}
+
+// known remembers the contributor as active: the caller's statement, begun
+// after u was made, found them active (a take requires k.state =
+// 'active'). Not kept when anything changed since (a ban through this
+// server, a read of all).
+func (s *Server) known(u *unknownWorker, id uuid.UUID) {
+	if u != nil {
+		s.rememberWorker(id, false, u.gen)
+	}
+}
+
+// refused answers, after the caller's proof failed with err, as worker
+// does when the contributor is banned or gone (and remembers a ban), or
+// err.
+func (s *Server) refused(ctx context.Context, u *unknownWorker, err error) error {
+	if u == nil {
+		return err
+	}
+	if _, rerr := s.workerRead(ctx, u.gen); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// workerIDOr is workerID; with lazy, a contributor it does not know yet
+// is not read but answered with an unknownWorker: the take, whose
+// statement refuses a contributor who is not active, is that read (known
+// when it took, refused when it did not), one round trip less for each
+// new contributor's first take.
+func (s *Server) workerIDOr(ctx context.Context, lazy bool) (uuid.UUID, *unknownWorker, error) {
 	k := principal(ctx)
 	if k == nil || k.ContributorID == uuid.Nil {
-		return uuid.Nil, forbidden("this endpoint is for contributor keys")
+		return uuid.Nil, nil, forbidden("this endpoint is for contributor keys")
 	}
 	w := &s.workers
 	for {
@@ -69,31 +110,36 @@ func (s *Server) workerID(ctx context.Context) (uuid.UUID, error) {
 		if !ok {
 			gen := w.gen
 			w.mu.Unlock()
-			return s.workerRead(ctx, gen)
+			if lazy {
+				return k.ContributorID, &unknownWorker{gen: gen}, nil
+			}
+			id, err := s.workerRead(ctx, gen)
+			return id, nil, err
 		}
 		if time.Since(w.asOf) < workerStateTTL {
 			e.used = true
 			banned := e.banned
 			w.mu.Unlock()
 			if banned {
-				return s.workerRefused(ctx)
+				id, err := s.workerRefused(ctx)
+				return id, nil, err
 			}
-			return k.ContributorID, nil
+			return k.ContributorID, nil, nil
 		}
 		if rf := w.reading; rf != nil {
 			w.mu.Unlock()
 			select {
 			case <-rf.done:
 			case <-ctx.Done():
-				return uuid.Nil, ctx.Err()
+				return uuid.Nil, nil, ctx.Err()
 			}
 			if rf.err != nil {
-				return uuid.Nil, rf.err
+				return uuid.Nil, nil, rf.err
 			}
 			continue
 		}
 		if err := s.refreshWorkers(ctx, k.ContributorID); err != nil {
-			return uuid.Nil, err
+			return uuid.Nil, nil, err
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +129,84 @@ func TestWorkerStates(t *testing.T) {
 		s.workers.reading = nil
 		s.workers.mu.Unlock()
 		close(hung.done)
+	})
+}
+
+// TestTakeReadsNewWorker: a contributor's first take is the read of them
+// (its statement requires them active): a new contributor who takes is
+// not read on their own, and is known afterwards (their submit reads
+// nothing either); one the take refuses is read then — banned, the answer
+// is the ban's 403, as it was before any take, and they are known banned;
+// not banned, the take's own answer.
+func TestTakeReadsNewWorker(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := t.Context()
+		client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		s := New(Config{Client: client})
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		cb := &crowdBundle{bundle: &bundle{client: client, server: srv, keys: map[docket.Role]string{}}}
+		secret, _, err := client.CreateAPIKey(ctx, "admin", docket.RoleAdmin)
+		require.NoError(t, err)
+		cb.keys[docket.RoleAdmin] = secret
+		pool := cb.newPool(t, "label", 3, sameProduct)
+		pid := pool.ID.String()
+		known := func(w worker) (banned, ok bool) {
+			s.workers.mu.Lock()
+			defer s.workers.mu.Unlock()
+			e, ok := s.workers.m[uuid.MustParse(w.id)]
+			if !ok {
+				return false, false
+			}
+			return e.banned, true
+		}
+		readsOfOne := func() int {
+			s.workers.mu.Lock()
+			defer s.workers.mu.Unlock()
+			return s.workers.readsOfOne
+		}
+
+		w := cb.newWorker(t, "w", "en")
+		_, ok := known(w)
+		require.False(t, ok)
+		taken, r := cb.take(t, w, pid)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		require.Zero(t, readsOfOne(), "the take was the read")
+		banned, ok := known(w)
+		require.True(t, ok)
+		require.False(t, banned)
+		r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": taken.AssignmentID, "data": map[string]any{"same": "yes"}})
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Zero(t, readsOfOne())
+
+		// Banned elsewhere before their first request: the take refuses
+		// them, and the answer is the ban.
+		b := cb.newWorker(t, "b", "en")
+		bannedState := docket.ContributorBanned
+		_, err = client.ContributorUpdate(ctx, uuid.MustParse(b.id), docket.ContributorUpdateParams{State: &bannedState})
+		require.NoError(t, err)
+		p := cb.as(t, b.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid}).Problem(t, http.StatusForbidden)
+		require.Contains(t, p.Detail, "banned")
+		require.Equal(t, 1, readsOfOne())
+		banned, ok = known(b)
+		require.True(t, ok)
+		require.True(t, banned, "known banned")
+		p = cb.as(t, b.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid}).Problem(t, http.StatusForbidden)
+		require.Contains(t, p.Detail, "banned")
+		require.Equal(t, 1, readsOfOne(), "not read again")
+
+		// Refused for another reason (no skill the pool needs): the take's
+		// answer, and known not banned.
+		n := cb.newWorker(t, "n", "fr")
+		r = cb.as(t, n.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid})
+		require.Equal(t, http.StatusForbidden, r.Status, string(r.Body))
+		require.NotContains(t, string(r.Body), "banned")
+		require.Equal(t, 2, readsOfOne())
+		banned, ok = known(n)
+		require.True(t, ok)
+		require.False(t, banned)
 	})
 }
