@@ -199,3 +199,27 @@ func (c *Client) AuthenticateAPIKey(ctx context.Context, secret string) (*APIKey
 	}
 	return apiKeyFrom(k), nil
 }
+
+// AuthenticateAPIKeys is AuthenticateAPIKey for many secrets in one read:
+// the valid keys by secret; a secret of none (unknown or revoked) is not
+// in the map.
+func (c *Client) AuthenticateAPIKeys(ctx context.Context, secrets []string) (map[string]*APIKey, error) {
+	bySecret := make(map[string]string, len(secrets))
+	hashes := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		h := hashSecret(s)
+		if _, dup := bySecret[h]; !dup {
+			bySecret[h] = s
+			hashes = append(hashes, h)
+		}
+	}
+	keys, err := c.store.APIKeysGetByHash(ctx, hashes)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*APIKey, len(keys))
+	for h, k := range keys {
+		out[bySecret[h]] = apiKeyFrom(k)
+	}
+	return out, nil
+}

@@ -75,6 +75,7 @@ type Server struct {
 
 	authMu    sync.Mutex
 	authCache map[string]authEntry
+	keyReads  keyReads      // the reads of keys missing from authCache (keys.go)
 	workers   workerCache   // contributors' states for workerID (workers.go)
 	taskViews taskViewCache // the task of a take's answer, encoded (assignments.go)
 }
@@ -276,7 +277,9 @@ func equalFold(a, b string) bool {
 
 // authenticate checks a secret, caching answers briefly so a busy client
 // does not cost a query per request; a revoked key stops working within
-// authCacheTTL.
+// authCacheTTL (an answer is kept for authCacheTTL from the start of the
+// read that gave it). Keys missing from the cache at the same time are
+// read together (keys.go) when the Authenticator can (docket.Client can).
 func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKey, error) {
 	now := time.Now()
 	s.authMu.Lock()
@@ -285,15 +288,25 @@ func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKe
 	if ok && now.Before(e.expires) {
 		return e.key, nil
 	}
+	if many, ok := s.cfg.Auth.(manyAuthenticator); ok {
+		return s.readKey(ctx, many, secret)
+	}
 	key, err := s.cfg.Auth.AuthenticateAPIKey(ctx, secret)
 	if err != nil {
 		return nil, err
 	}
+	s.rememberKeys(map[string]*docket.APIKey{secret: key}, now)
+	return key, nil
+}
+
+// rememberKeys caches keys as read by a read begun at start.
+func (s *Server) rememberKeys(keys map[string]*docket.APIKey, start time.Time) {
 	s.authMu.Lock()
-	if len(s.authCache) > 10000 {
+	defer s.authMu.Unlock()
+	if len(s.authCache)+len(keys) > 10000 {
 		clear(s.authCache)
 	}
-	s.authCache[secret] = authEntry{key: key, expires: now.Add(authCacheTTL)}
-	s.authMu.Unlock()
-	return key, nil
+	for secret, key := range keys {
+		s.authCache[secret] = authEntry{key: key, expires: start.Add(authCacheTTL)}
+	}
 }

@@ -15,6 +15,10 @@ type KeyStore interface {
 	APIKeyInsert(ctx context.Context, p *APIKeyInsertParams) (*APIKey, error)
 	// APIKeyGetByHash finds a key that is not revoked; ErrNotFound otherwise.
 	APIKeyGetByHash(ctx context.Context, secretHash string) (*APIKey, error)
+	// APIKeysGetByHash finds, in one read, the keys that are not revoked
+	// among those of secretHashes, by hash; a hash of no such key is not
+	// in the map.
+	APIKeysGetByHash(ctx context.Context, secretHashes []string) (map[string]*APIKey, error)
 	// APIKeyList lists every key, revoked ones too, oldest first.
 	APIKeyList(ctx context.Context) ([]*APIKey, error)
 	// APIKeyRevoke revokes a key (revoking twice is fine); ErrNotFound when

@@ -61,6 +61,40 @@ func (s *Store) APIKeyGetByHash(ctx context.Context, secretHash string) (*store.
 	return k, nil
 }
 
+// APIKeysGetByHash implements store.Store.
+func (s *Store) APIKeysGetByHash(ctx context.Context, secretHashes []string) (map[string]*store.APIKey, error) {
+	out := make(map[string]*store.APIKey, len(secretHashes))
+	if len(secretHashes) == 0 {
+		return out, nil
+	}
+	rs, err := s.pool.Query(ctx, `SELECT secret_hash, `+apiKeyColumns+` FROM docket_api_keys
+		WHERE secret_hash = ANY($1::text[]) AND revoked_at IS NULL`, secretHashes)
+	if err != nil {
+		return nil, fmt.Errorf("find api keys: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var hash string
+		k, err := scanAPIKey(hashScanner{rs, &hash})
+		if err != nil {
+			return nil, fmt.Errorf("find api keys: %w", err)
+		}
+		out[hash] = k
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("find api keys: %w", err)
+	}
+	return out, nil
+}
+
+// hashScanner scans a row of a secret hash followed by a key's columns.
+type hashScanner struct {
+	r    pgx.Row
+	hash *string
+}
+
+func (h hashScanner) Scan(dest ...any) error { return h.r.Scan(append([]any{h.hash}, dest...)...) }
+
 // APIKeyList implements store.Store.
 func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
 	rs, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM docket_api_keys ORDER BY created_at, id`)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -71,6 +72,43 @@ func (s *Store) APIKeyGetByHash(ctx context.Context, secretHash string) (*store.
 	}
 	return k, nil
 }
+
+// APIKeysGetByHash implements store.Store.
+func (s *Store) APIKeysGetByHash(ctx context.Context, secretHashes []string) (map[string]*store.APIKey, error) {
+	out := make(map[string]*store.APIKey, len(secretHashes))
+	if len(secretHashes) == 0 {
+		return out, nil
+	}
+	js, err := json.Marshal(secretHashes)
+	if err != nil {
+		return nil, fmt.Errorf("find api keys: %w", err)
+	}
+	type row struct {
+		hash string
+		key  *store.APIKey
+	}
+	rows, err := queryAll(ctx, s.reader, func(r scanner) (row, error) {
+		var hash string
+		k, err := scanAPIKey(hashScanner{r, &hash})
+		return row{hash, k}, err
+	}, `SELECT secret_hash, `+apiKeyColumns+` FROM docket_api_keys
+		WHERE secret_hash IN (SELECT value FROM json_each(?)) AND revoked_at IS NULL`, string(js))
+	if err != nil {
+		return nil, fmt.Errorf("find api keys: %w", err)
+	}
+	for _, r := range rows {
+		out[r.hash] = r.key
+	}
+	return out, nil
+}
+
+// hashScanner scans a row of a secret hash followed by a key's columns.
+type hashScanner struct {
+	r    scanner
+	hash *string
+}
+
+func (h hashScanner) Scan(dest ...any) error { return h.r.Scan(append([]any{h.hash}, dest...)...) }
 
 // APIKeyList implements store.Store.
 func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {

@@ -58,6 +58,26 @@ func testAPIKey(t *testing.T, open opener) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("GetManyByHash", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		k1 := insert(t, st, "a", "many-1")
+		k2 := insert(t, st, "b", "many-2")
+		k3 := insert(t, st, "c", "many-3")
+		require.NoError(t, st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: k3.ID, Now: at(1e9)}))
+		got, err := st.APIKeysGetByHash(ctx, []string{"many-2", "many-1", "many-3", "none", "many-1"})
+		require.NoError(t, err)
+		require.Len(t, got, 2, "neither the revoked key nor an unknown hash")
+		require.Equal(t, k1, got["many-1"])
+		require.Equal(t, k2, got["many-2"])
+		one, err := st.APIKeyGetByHash(ctx, "many-2")
+		require.NoError(t, err)
+		require.Equal(t, one, got["many-2"], "as one key's read finds it")
+		got, err = st.APIKeysGetByHash(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+
 	t.Run("DuplicateSecret", func(t *testing.T) {
 		t.Parallel()
 		st := open(t)

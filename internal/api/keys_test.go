@@ -1,0 +1,109 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
+)
+
+// TestKeyReadsTogether: keys missing from the cache while a read is in
+// flight wait for it and are then read in one query, each answered its
+// own key (unknown and revoked ones: not found), and cached for
+// authCacheTTL from that read's start; a waiting request stops with its
+// own context; a key revoked is refused once its cached answer is older
+// than authCacheTTL; a key missing alone is read at once.
+func TestKeyReadsTogether(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := t.Context()
+		client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		s := New(Config{Client: client})
+		var (
+			secrets []string
+			ids     = map[string]*docket.APIKey{}
+		)
+		for i := range 20 {
+			secret, k, err := client.CreateAPIKey(ctx, fmt.Sprint("k", i), docket.RoleViewer)
+			require.NoError(t, err)
+			secrets = append(secrets, secret)
+			ids[secret] = k
+		}
+		revoked := secrets[19]
+		require.NoError(t, client.RevokeAPIKey(ctx, ids[revoked].ID))
+		reads := func() int {
+			s.keyReads.mu.Lock()
+			defer s.keyReads.mu.Unlock()
+			return s.keyReads.reads
+		}
+
+		// A read in flight (the test's own): every miss waits.
+		s.keyReads.mu.Lock()
+		s.keyReads.reading = true
+		s.keyReads.mu.Unlock()
+		asked := append(append([]string{}, secrets...), "dk_unknown_secret_of_no_key", secrets[3])
+		got := make([]*docket.APIKey, len(asked))
+		errs := make([]error, len(asked))
+		var wg sync.WaitGroup
+		for i, secret := range asked {
+			wg.Go(func() { got[i], errs[i] = s.authenticate(ctx, secret) })
+		}
+		// A request whose context ends while it waits stops with it.
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		_, err = s.authenticate(cctx, secrets[0])
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Eventually(t, func() bool {
+			s.keyReads.mu.Lock()
+			defer s.keyReads.mu.Unlock()
+			return s.keyReads.next != nil && len(s.keyReads.next.secrets) == len(secrets)+1
+		}, 5*time.Second, time.Millisecond, "every missing key waits, once each")
+		before := time.Now()
+		s.nextKeyRead(client) // the read in flight ends
+		wg.Wait()
+		require.Equal(t, 1, reads(), "one read for all")
+		for i, secret := range asked {
+			if secret == revoked || i == len(secrets) {
+				require.ErrorIs(t, errs[i], docket.ErrNotFound, "key %d", i)
+				continue
+			}
+			require.NoError(t, errs[i], "key %d", i)
+			require.Equal(t, ids[secret].ID, got[i].ID, "key %d: its own", i)
+		}
+		s.authMu.Lock()
+		e, ok := s.authCache[secrets[5]]
+		_, revokedCached := s.authCache[revoked]
+		s.authMu.Unlock()
+		require.True(t, ok)
+		require.False(t, revokedCached)
+		require.False(t, e.expires.Before(before.Add(authCacheTTL)), "kept from the read's start")
+		require.False(t, e.expires.After(time.Now().Add(authCacheTTL)))
+		s.keyReads.mu.Lock()
+		require.False(t, s.keyReads.reading, "no read left in flight")
+		s.keyReads.mu.Unlock()
+
+		// Cached: no read. Revoked, the key works until its answer is
+		// authCacheTTL old, then not.
+		k, err := s.authenticate(ctx, secrets[5])
+		require.NoError(t, err)
+		require.Equal(t, ids[secrets[5]].ID, k.ID)
+		require.Equal(t, 1, reads())
+		require.NoError(t, client.RevokeAPIKey(ctx, ids[secrets[5]].ID))
+		_, err = s.authenticate(ctx, secrets[5])
+		require.NoError(t, err, "within authCacheTTL")
+		s.authMu.Lock()
+		s.authCache[secrets[5]] = authEntry{key: e.key, expires: time.Now()}
+		s.authMu.Unlock()
+		_, err = s.authenticate(ctx, secrets[5])
+		require.ErrorIs(t, err, docket.ErrNotFound)
+		require.Equal(t, 2, reads(), "missing alone: read at once")
+	})
+}
