@@ -67,7 +67,8 @@ func (s *Server) workerID(ctx context.Context) (uuid.UUID, error) {
 // know yet, when asked not to read them: the caller proves them active
 // itself (known) or reads them (refused).
 type unknownWorker struct {
-	gen uint64 // what the contributors known were at, before the caller's proof
+	gen   uint64    // what the contributors known were at, before the caller's proof
+	start time.Time // when the proof began
 }
 
 // known remembers the contributor as active: the caller's statement, begun
@@ -76,7 +77,7 @@ type unknownWorker struct {
 // server, a read of all).
 func (s *Server) known(u *unknownWorker, id uuid.UUID) {
 	if u != nil {
-		s.rememberWorker(id, false, u.gen)
+		s.rememberWorker(id, false, u.gen, u.start)
 	}
 }
 
@@ -87,7 +88,7 @@ func (s *Server) refused(ctx context.Context, u *unknownWorker, err error) error
 	if u == nil {
 		return err
 	}
-	if _, rerr := s.workerRead(ctx, u.gen); rerr != nil {
+	if _, rerr := s.workerRead(ctx, u.gen, time.Now()); rerr != nil {
 		return rerr
 	}
 	return err
@@ -110,10 +111,11 @@ func (s *Server) workerIDOr(ctx context.Context, lazy bool) (uuid.UUID, *unknown
 		if !ok {
 			gen := w.gen
 			w.mu.Unlock()
+			start := time.Now()
 			if lazy {
-				return k.ContributorID, &unknownWorker{gen: gen}, nil
+				return k.ContributorID, &unknownWorker{gen: gen, start: start}, nil
 			}
-			id, err := s.workerRead(ctx, gen)
+			id, err := s.workerRead(ctx, gen, start)
 			return id, nil, err
 		}
 		if time.Since(w.asOf) < workerStateTTL {
@@ -184,18 +186,18 @@ func (s *Server) refreshWorkers(ctx context.Context, me uuid.UUID) error {
 }
 
 // workerRead reads a contributor workerID does not know yet.
-func (s *Server) workerRead(ctx context.Context, gen uint64) (uuid.UUID, error) {
+func (s *Server) workerRead(ctx context.Context, gen uint64, start time.Time) (uuid.UUID, error) {
 	s.workers.mu.Lock()
 	s.workers.readsOfOne++
 	s.workers.mu.Unlock()
 	c, err := s.worker(ctx)
 	if err != nil {
 		if c, gerr := s.me(ctx); gerr == nil && c.State == docket.ContributorBanned {
-			s.rememberWorker(c.ID, true, gen)
+			s.rememberWorker(c.ID, true, gen, start)
 		}
 		return uuid.Nil, err
 	}
-	s.rememberWorker(c.ID, false, gen)
+	s.rememberWorker(c.ID, false, gen, start)
 	return c.ID, nil
 }
 
@@ -208,9 +210,14 @@ func (s *Server) workerRefused(ctx context.Context) (uuid.UUID, error) {
 	return uuid.Nil, err
 }
 
-// rememberWorker adds what a read of one contributor begun at gen saw,
-// unless something changed since.
-func (s *Server) rememberWorker(id uuid.UUID, banned bool, gen uint64) {
+// rememberWorker adds what a read of one contributor begun at gen (at
+// time start) saw, unless something changed since. Into an empty cache,
+// it is as of start: what the cache knows is as old as its oldest read,
+// and with none older the first read of all comes workerStateTTL after
+// this one, not at the next request (many contributors arriving at once
+// would otherwise start one at once, and the reads of one contributor
+// it overlapped would not be kept: their next request reads them again).
+func (s *Server) rememberWorker(id uuid.UUID, banned bool, gen uint64, start time.Time) {
 	w := &s.workers
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -219,6 +226,9 @@ func (s *Server) rememberWorker(id uuid.UUID, banned bool, gen uint64) {
 	}
 	if w.m == nil || len(w.m) >= workerCacheMax {
 		w.m = map[uuid.UUID]*workerEntry{}
+	}
+	if len(w.m) == 0 {
+		w.asOf = start
 	}
 	w.m[id] = &workerEntry{banned: banned, used: true}
 }

@@ -134,8 +134,9 @@ func TestWorkerStates(t *testing.T) {
 
 // TestTakeReadsNewWorker: a contributor's first take is the read of them
 // (its statement requires them active): a new contributor who takes is
-// not read on their own, and is known afterwards (their submit reads
-// nothing either); one the take refuses is read then — banned, the answer
+// not read on their own, and is known afterwards, as of their take (their
+// submit reads nothing either: what the server knows is no older than
+// that, so no read of all yet); one the take refuses is read then — banned, the answer
 // is the ban's 403, as it was before any take, and they are known banned;
 // not banned, the take's own answer.
 func TestTakeReadsNewWorker(t *testing.T) {
@@ -168,19 +169,30 @@ func TestTakeReadsNewWorker(t *testing.T) {
 			defer s.workers.mu.Unlock()
 			return s.workers.readsOfOne
 		}
+		readsOfAll := func() int {
+			s.workers.mu.Lock()
+			defer s.workers.mu.Unlock()
+			return s.workers.readsOfAll
+		}
 
 		w := cb.newWorker(t, "w", "en")
 		_, ok := known(w)
 		require.False(t, ok)
+		before := time.Now()
 		taken, r := cb.take(t, w, pid)
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		require.Zero(t, readsOfOne(), "the take was the read")
+		s.workers.mu.Lock()
+		asOf := s.workers.asOf
+		s.workers.mu.Unlock()
+		require.False(t, asOf.Before(before), "known as of the take")
 		banned, ok := known(w)
 		require.True(t, ok)
 		require.False(t, banned)
 		r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": taken.AssignmentID, "data": map[string]any{"same": "yes"}})
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 		require.Zero(t, readsOfOne())
+		require.Zero(t, readsOfAll(), "what the server knows is fresh")
 
 		// Banned elsewhere before their first request: the take refuses
 		// them, and the answer is the ban.
