@@ -410,9 +410,11 @@ func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) 
 		return nil, err
 	}
 	from, to := unitCounter(p.From), unitCounter(p.To)
+	// @to::text: state is a domain (migration 0022), and a parameter
+	// PostgreSQL would type by its first use has two types here.
 	u, err := scanUnit(c.QueryRow(ctx, `
 		WITH t AS (
-			UPDATE docket_units SET state = @to, updated_at = @now,
+			UPDATE docket_units SET state = @to::text, updated_at = @now,
 				result = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE result END,
 				confidence = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE confidence END,
 				finalized_at = CASE WHEN @to = 'JUDGABLE' THEN NULL ELSE finalized_at END
