@@ -343,8 +343,21 @@ FROM j JOIN ja ON ja.judgment_id = j.id ORDER BY ja.ord`)
 // what a judgment that brought its unit to its target finalizes it with
 // (JudgmentBegun.UnitJudgments), read with the batch's statements, after
 // them, instead of in that judgment's fn.
+//
+// @units is read through a scalar subquery — ANY((SELECT @units::uuid[])::uuid[]),
+// not ANY(@units::uuid[]); the cast keeps it an array, not ANY over a
+// subquery's rows — so that no plan knows how many units there are. A
+// custom plan that saw fewer than ten cost less than the generic one
+// (planned for ten), and under plan_cache_mode auto PostgreSQL planned
+// the statement anew at every small batch, about a third of its
+// executions in the crowd benchmark; now it runs on the connection's
+// cached generic plan after its first five (TestBatchPlansCached;
+// docs/benchmarks.md, "Seventh round: PostgreSQL's executor per
+// judgment"). The locks of the quality states and runs keep a plain
+// array: the quality states' ran on its generic plan in that form, and
+// through a subquery the benchmark planned it at every execution.
 var judgmentsReachedSQL = compileNamed(`SELECT ` + judgmentColumns + ` FROM docket_judgments
-	WHERE unit_id IN (SELECT id FROM docket_units WHERE id = ANY(@units::uuid[]) AND state = 'JUDGABLE' AND NOT golden
+	WHERE unit_id IN (SELECT id FROM docket_units WHERE id = ANY((SELECT @units::uuid[])::uuid[]) AND state = 'JUDGABLE' AND NOT golden
 		AND judgment_count >= judgments_per_unit)
 	ORDER BY unit_id, id DESC`)
 

@@ -118,9 +118,11 @@ func (s *Store) takeLead(ctx context.Context, leader *takeCall) {
 
 // takeCountSQL adds the batch's assignments (@ids: those its takes
 // inserted, found by primary key in the batch's own transaction) to one
-// counter shard of the pool; no row moves when none was taken.
+// counter shard of the pool; no row moves when none was taken. The ids
+// are read through a scalar subquery so that its plan stays the cached
+// generic one (crowd_judgment_group.go, judgmentsReachedSQL).
 var takeCountSQL = compileNamed(`WITH n AS (
-	SELECT count(*) AS n FROM docket_assignments WHERE id = ANY(@ids::uuid[])
+	SELECT count(*) AS n FROM docket_assignments WHERE id = ANY((SELECT @ids::uuid[])::uuid[])
 )
 UPDATE docket_pool_counters pc SET active_assignments = pc.active_assignments + n.n
 FROM n WHERE pc.pool_id = @pool AND pc.shard = @shard AND n.n > 0`)
