@@ -37,6 +37,13 @@ pgcpu() { # µs of CPU of the cluster: the postmaster, its live backends and tho
 		awk -v p="$pid" '$4 == p {print $14 + $15}' /proc/[0-9]*/stat 2>/dev/null || true
 	} | awk -v t="$tick" '{s += $1} END {print s * 1000000 / t}'
 }
+becpu() { # "pid cpu_µs" of each live client backend of the database $1 (the server's connections)
+	local pid
+	for pid in $(psql "$1" -Atc "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+		AND backend_type = 'client backend' AND pid <> pg_backend_pid()"); do
+		awk -v p="$pid" -v t="$tick" '{print p, ($14 + $15) * 1000000 / t}' "/proc/$pid/stat" 2>/dev/null || true
+	done
+}
 counts() { # statements sent, foreign key checks, plan+exec µs, transactions of the database $1
 	psql "$1" -Atc "SELECT sum(calls) FILTER (WHERE query NOT LIKE 'SELECT \$_ FROM ONLY %'),
 		sum(calls) FILTER (WHERE query LIKE 'SELECT \$_ FROM ONLY %'), sum(total_plan_time + total_exec_time) * 1000,
@@ -83,8 +90,16 @@ for i in $(seq 1 "${REPS:-3}"); do
 		c0=$(counts "$url")
 		s0=$(awk -v t="$tick" '{print ($14+$15)*1000000/t}' "/proc/$spid/stat")
 		p0=$(pgcpu)
+		e0=$(becpu "$url")
 		wait "$bpid" || { echo "$name rep$i FAILED"; cat "$dir/bench.log" "$dir/serve.log" >&2; kill "$spid"; exit 1; }
 		out=$(cat "$dir/out")
+		e1=$(becpu "$url")
+		# the server's backends' CPU in the run: what each backend live at
+		# the end used since the start (all of it if it connected since);
+		# the cluster's figure above adds autovacuum, checkpoints, the WAL
+		# writer and the bench's own connections, which move it by a third
+		# from run to run on a busy machine
+		be=$(printf '%s\n' "$e0" | awk -v e1="$e1" 'NF == 2 {c0[$1] = $2} END {n = split(e1, l, "\n"); for (i = 1; i <= n; i++) {split(l[i], f, " "); if (f[1] != "") s += f[2] - c0[f[1]]} print s + 0}')
 		s1=$(awk -v t="$tick" '{print ($14+$15)*1000000/t}' "/proc/$spid/stat")
 		kill "$spid"
 		wait "$spid" || true
@@ -123,10 +138,10 @@ for i in $(seq 1 "${REPS:-3}"); do
 		figs=$(echo "$out" | grep -E 'judgments_per_sec|offered_per_sec|client_cpu_us|_p50_ms|_p99_ms' | sed 's/^docket_crowd_//' | tr '\n' ' ')
 		bad=$(echo "$out" | grep -c VIOLATED || true)
 		awk -v name="$name" -v i="$i" -v figs="$figs" -v n="$n" -v s0="$s0" -v s1="$s1" -v p0="$p0" -v p1="$p1" \
-			-v c0="$c0" -v c1="$c1" -v take="$take" -v bad="$bad" 'BEGIN {
+			-v c0="$c0" -v c1="$c1" -v take="$take" -v bad="$bad" -v be="$be" 'BEGIN {
 			split(c0, a, "|"); split(c1, b, "|")
-			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f fk_checks_per_judgment=%.2f pg_plan_exec_us_per_judgment=%.0f xacts_per_judgment=%.2f %s violations=%d\n",
-				name, i, figs, (s1-s0)/n, (p1-p0)/n, (b[1]-a[1])/n, (b[2]-a[2])/n, (b[3]-a[3])/n, (b[4]-a[4])/n, take, bad }'
+			printf "%s rep%d %sserver_cpu_us_per_judgment=%.0f pg_cpu_us_per_judgment=%.0f pg_backend_cpu_us_per_judgment=%.0f statements_per_judgment=%.2f fk_checks_per_judgment=%.2f pg_plan_exec_us_per_judgment=%.0f xacts_per_judgment=%.2f %s violations=%d\n",
+				name, i, figs, (s1-s0)/n, (p1-p0)/n, be/n, (b[1]-a[1])/n, (b[2]-a[2])/n, (b[3]-a[3])/n, (b[4]-a[4])/n, take, bad }'
 		rm -rf "$dir"
 	done
 done
