@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/crowd"
@@ -164,38 +166,9 @@ func TestTakePlan(t *testing.T) {
 		require.Regexp(t, `(?s)Update on docket_assignments s .*?Nested Loop .*?->  Function Scan on i .*?->  Index Scan using docket_assignments_pkey on docket_assignments s .*?CTE l`, plan, mode)
 		require.Regexp(t, `(?s)CTE l\s+->  LockRows .*?Sort Key: (a\.unit_id|u\.id)\s.*?CTE u`, plan, mode)
 		require.Regexp(t, `docket_pool_contributors_pkey on docket_pool_contributors pc  \([^)]*\)\s+Index Cond: \(\(pool_id = s\.pool_id\) AND \(contributor_id = [si]\.contributor_id\)\)`, plan, mode)
-	}
-
-	// The same in a generic plan made for real (explainMode's EXPLAIN with
-	// bound parameters is planned with their values whatever
-	// plan_cache_mode says: a custom plan twice).
-	{
-		conn, err := b.s.Pool().Acquire(b.ctx)
-		require.NoError(t, err)
-		_, err = conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan`)
-		require.NoError(t, err)
-		_, err = conn.Exec(b.ctx, `PREPARE jb AS `+judgmentInsertBatchSQL.sql)
-		require.NoError(t, err)
-		arr := func(ids [3]uuid.UUID) string {
-			return "ARRAY['" + ids[0].String() + "', '" + ids[1].String() + "', '" + ids[2].String() + "']::uuid[]"
+		if mode == "force_generic_plan" {
+			require.NotContains(t, plan, pools[0].String(), "a generic plan knows no parameter's value")
 		}
-		rs, err := conn.Query(b.ctx, `EXPLAIN EXECUTE jb(`+arr(ids)+`, `+arr(assignments)+`, `+arr(contributors)+
-			`, ARRAY['{}', '{}', '{}']::text[], ARRAY[now(), now(), now()], '`+pools[0].String()+`'::uuid, 0)`, pgx.QueryExecModeSimpleProtocol)
-		require.NoError(t, err)
-		lines, err := collect(rs, func(r rowScanner) (string, error) {
-			var l string
-			return l, r.Scan(&l)
-		})
-		require.NoError(t, err)
-		_, _ = conn.Exec(b.ctx, `DEALLOCATE jb; RESET plan_cache_mode`)
-		conn.Release()
-		plan := strings.Join(lines, "\n") + "\n"
-		t.Logf("judgment batch (a generic plan for real):\n%s", plan)
-		require.NotContains(t, plan, pools[0].String(), "generic")
-		require.Contains(t, plan, "docket_assignments_pkey")
-		require.NotContains(t, plan, "Seq Scan")
-		require.NotContains(t, plan, "Hash Join")
-		require.Regexp(t, `(?s)CTE l\s+->  LockRows .*?Sort Key: (a\.unit_id|u\.id)\s.*?CTE u`, plan)
 	}
 
 	plan := b.explain(t, expireLockAssignmentsSQL, pgx.NamedArgs{"now": testBase, "max": 100})
@@ -206,15 +179,41 @@ func TestTakePlan(t *testing.T) {
 
 // explainMode is the EXPLAIN text of query with positional args, planned
 // with plan_cache_mode = mode (auto, force_generic_plan) in a transaction
-// rolled back after, even when the test fails.
+// rolled back after, even when the test fails. The query is prepared and
+// explained through EXECUTE, so the mode applies: an EXPLAIN of the query
+// itself with bound parameters is planned with their values whatever the
+// mode says (a custom plan), where a prepared statement under
+// force_generic_plan is planned without them, as the server's cached
+// statements are once PostgreSQL settles on a generic plan.
 func explainMode(t *testing.T, b *bundle, mode, query string, args ...any) string {
 	t.Helper()
+	name := fmt.Sprintf("explain_mode_%d", explainModeSeq.Add(1))
 	tx, err := b.s.Pool().Begin(b.ctx)
 	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(b.ctx) }()
+	defer func() {
+		// a prepared statement outlives the transaction: its connection
+		// goes back to the pool
+		_ = tx.Conn().Deallocate(b.ctx, name)
+		_ = tx.Rollback(b.ctx)
+	}()
 	_, err = tx.Exec(b.ctx, "SET LOCAL plan_cache_mode = "+mode)
 	require.NoError(t, err)
-	rs, err := tx.Query(b.ctx, "EXPLAIN "+query, args...)
+	sd, err := tx.Conn().Prepare(b.ctx, name, query)
+	require.NoError(t, err)
+	require.Len(t, args, len(sd.ParamOIDs), "arguments")
+	// EXECUTE's arguments are no parameters of the EXPLAIN (PostgreSQL
+	// analyzes no utility statement's): each is written in as a literal
+	// of its parameter's text form
+	lits := make([]string, len(args))
+	for i, a := range args {
+		buf, err := tx.Conn().TypeMap().Encode(sd.ParamOIDs[i], pgtype.TextFormatCode, a, nil)
+		require.NoError(t, err, "argument %d", i+1)
+		lits[i] = "NULL"
+		if buf != nil {
+			lits[i] = "'" + strings.ReplaceAll(string(buf), "'", "''") + "'"
+		}
+	}
+	rs, err := tx.Query(b.ctx, "EXPLAIN EXECUTE "+name+"("+strings.Join(lits, ", ")+")")
 	require.NoError(t, err)
 	lines, err := collect(rs, func(r rowScanner) (string, error) {
 		var line string
@@ -223,6 +222,9 @@ func explainMode(t *testing.T, b *bundle, mode, query string, args ...any) strin
 	require.NoError(t, err)
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// explainModeSeq numbers explainMode's prepared statements.
+var explainModeSeq atomic.Int64
 
 // explainIn is the EXPLAIN text of query in tx.
 func explainIn(t *testing.T, tx pgx.Tx, query string, args pgx.NamedArgs) string {
