@@ -227,7 +227,9 @@ func (s *Server) rememberWorker(id uuid.UUID, banned bool, gen uint64, start tim
 	if w.m == nil || len(w.m) >= workerCacheMax {
 		w.m = map[uuid.UUID]*workerEntry{}
 	}
-	if len(w.m) == 0 {
+	if len(w.m) == 0 || start.Before(w.asOf) {
+		// as old as its oldest read: a read begun before the one that
+		// set asOf may end after it
 		w.asOf = start
 	}
 	w.m[id] = &workerEntry{banned: banned, used: true}
