@@ -188,7 +188,13 @@ func judgeJoins(batch []*judgeQueued, c *judgeQueued) bool {
 // is waited for by the insert and then not returned (ON CONFLICT DO
 // NOTHING): that judgment has no state, as before (errNoQualityState).
 // The pool and the contributor are checked first, as in qualityStateLock,
-// so that an unknown one makes no row and no foreign key violation.
+// so that an unknown one makes no row and no foreign key violation; and
+// a state is made only for a contributor whose assignment of the batch
+// (@assignments[i], the one judgment of @ids[i] the batch takes) the
+// judgment's statement will accept — ACTIVE, the contributor's, in the
+// pool, not expired at the judgment's time — so a judgment refused for
+// those reasons (a released or expired assignment submitted again and
+// again) makes no state and does not roll the batch back.
 //
 // The locks of existing rows are all taken (locked, read whole by made's
 // NOT IN before its first insert) before any row is inserted, each set in
@@ -200,11 +206,38 @@ var judgmentStatesLockSQL = compileNamed(`WITH locked AS (
 	WHERE pool_id = @pool AND contributor_id = ANY(@ids::uuid[]) ORDER BY contributor_id FOR UPDATE
 ), made AS (
 	INSERT INTO docket_pool_contributors (pool_id, contributor_id, updated_at)
-	SELECT @pool, n.id, n.at FROM unnest(@ids::uuid[], @nows::timestamptz[]) AS n (id, at)
+	SELECT @pool, n.id, n.at FROM unnest(@ids::uuid[], @nows::timestamptz[], @assignments::uuid[]) AS n (id, at, assignment)
 	WHERE n.id NOT IN (SELECT contributor_id FROM locked)
 		AND EXISTS (SELECT 1 FROM docket_pools WHERE id = @pool)
 		AND EXISTS (SELECT 1 FROM docket_contributors k WHERE k.id = n.id)
+		AND EXISTS (SELECT 1 FROM docket_assignments a WHERE a.id = n.assignment AND a.contributor_id = n.id
+			AND a.pool_id = @pool AND a.` + assignmentActive + ` AND a.expires_at >= n.at)
 	ORDER BY n.id
+	ON CONFLICT (pool_id, contributor_id) DO NOTHING
+	RETURNING ` + qualityStateColumns + `
+)
+SELECT ` + qualityStateColumns + `, false FROM locked
+UNION ALL
+SELECT ` + qualityStateColumns + `, true FROM made`)
+
+// judgmentStateLockOneSQL is judgmentStatesLockSQL for one contributor
+// (@id, their judgment's time @now, its assignment @assignment), as the piped transaction of a
+// judgment alone sends it: scalars, not arrays, so that no custom plan
+// sees a count and PostgreSQL keeps the cached generic plan whatever the
+// pool's size (with arrays it planned at every execution once the pool
+// held a few thousand states: TestBatchStateLockPlansCached). Its rows
+// are judgmentStatesLockSQL's (scanQualityStates).
+var judgmentStateLockOneSQL = compileNamed(`WITH locked AS (
+	SELECT ` + qualityStateColumns + ` FROM docket_pool_contributors
+	WHERE pool_id = @pool AND contributor_id = @id FOR UPDATE
+), made AS (
+	INSERT INTO docket_pool_contributors (pool_id, contributor_id, updated_at)
+	SELECT @pool::uuid, @id::uuid, @now::timestamptz
+	WHERE NOT EXISTS (SELECT 1 FROM locked)
+		AND EXISTS (SELECT 1 FROM docket_pools WHERE id = @pool)
+		AND EXISTS (SELECT 1 FROM docket_contributors k WHERE k.id = @id)
+		AND EXISTS (SELECT 1 FROM docket_assignments a WHERE a.id = @assignment AND a.contributor_id = @id
+			AND a.pool_id = @pool AND a.` + assignmentActive + ` AND a.expires_at >= @now)
 	ON CONFLICT (pool_id, contributor_id) DO NOTHING
 	RETURNING ` + qualityStateColumns + `
 )
@@ -456,12 +489,13 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	shardN := rand.IntN(poolShards)
 	ctx = context.WithValue(ctx, txShardKey{}, shardN)
 	var (
-		contributors, runs, units, judged []uuid.UUID
-		stateNows                         []time.Time
+		contributors, stateAssignments, runs, units, judged []uuid.UUID
+		stateNows                                           []time.Time
 	)
 	for _, i := range order {
 		p := batch[i].c.p
 		contributors = append(contributors, p.Insert.ContributorID)
+		stateAssignments = append(stateAssignments, p.Insert.AssignmentID)
 		stateNows = append(stateNows, dbTime(p.Insert.Now))
 		if len(judged) == 0 || judged[len(judged)-1] != p.UnitID {
 			judged = append(judged, p.UnitID)
@@ -479,7 +513,8 @@ func (s *Store) judgeBatch(ctx context.Context, batch []*judgeQueued, running *i
 	defer pc.Release() // a connection left in a transaction is closed, not reused
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pool, "ids": contributors, "nows": stateNows})...)
+	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pool, "ids": contributors, "nows": stateNows,
+		"assignments": stateAssignments})...)
 	lockRuns := len(runs) > 0 || len(units) > 0
 	if lockRuns {
 		b.Queue(judgmentRunsLockSQL.sql, judgmentRunsLockSQL.args(pgx.NamedArgs{"runs": runs, "units": units})...)

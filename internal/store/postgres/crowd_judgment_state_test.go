@@ -69,9 +69,10 @@ func TestJudgeGroupMakesStates(t *testing.T) {
 }
 
 // TestJudgeMakesNoStateForRefused: a first judgment that is refused (its
-// assignment released) makes no quality state, in a batch (which rolls
-// back: each judgment runs alone, the others are stored) and alone; so
-// does a batch that rolls back for any other reason.
+// assignment released) makes no quality state, in a batch (which is not
+// rolled back for it: the others are stored in it and make theirs; the
+// refused one is answered errNoQualityState and then refused alone) and
+// alone; so does a batch that rolls back for any other reason.
 func TestJudgeMakesNoStateForRefused(t *testing.T) {
 	t.Parallel()
 	g := setupCrowdPool(t, crowdPoolParams{Units: 2, Slots: 3, Contributors: 3})
@@ -89,24 +90,25 @@ func TestJudgeMakesNoStateForRefused(t *testing.T) {
 	g.s.judgeSend(g.ctx, calls)
 	for i, c := range calls {
 		a := <-c.done
-		require.True(t, a.alone, "judgment %d: %+v", i, a)
-	}
-	require.Zero(t, g.statesOf(t, g.contributors...), "the batch rolled back whole")
-
-	// Alone (as the group's caller runs them then): the refused one is
-	// refused and makes no state; the others make theirs.
-	for i, a := range as {
-		err := g.s.JudgmentInTx(g.ctx, judgeParams(g.pool, a), finalizing(js[i], nil))
+		require.False(t, a.alone, "judgment %d: the batch is not rolled back for a refused one: %+v", i, a)
 		if i == 1 {
-			var ae *crowd.AssignmentError
-			require.ErrorAs(t, err, &ae)
-			require.Equal(t, crowd.RefusedNotActive, ae.Reason)
+			require.ErrorIs(t, a.err, errNoQualityState, "the refused one has no state made for it")
 			continue
 		}
-		require.NoError(t, err)
+		require.NoError(t, a.err, "judgment %d", i)
+		require.NotNil(t, js[i].begun, "judgment %d stored in the batch", i)
+		require.NotNil(t, js[i].begun.Inserted, "judgment %d stored in the batch", i)
 	}
 	require.Equal(t, 0, g.statesOf(t, g.contributors[1]))
 	require.Equal(t, 2, g.statesOf(t, g.contributors[0], g.contributors[2]))
+
+	// Alone (as the group's caller runs it after errNoQualityState): the
+	// refused one is refused and makes no state.
+	err = g.s.JudgmentInTx(g.ctx, judgeParams(g.pool, as[1]), finalizing(js[1], nil))
+	var ae *crowd.AssignmentError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, crowd.RefusedNotActive, ae.Reason)
+	require.Equal(t, 0, g.statesOf(t, g.contributors[1]))
 
 	// The piped transaction alone, refused: no state either.
 	err = g.s.judgmentInTxPiped(g.ctx, judgeParams(g.pool, as[1]), finalizing(&judged{}, nil))

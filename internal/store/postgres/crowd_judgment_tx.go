@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -86,8 +85,8 @@ func (s *Store) judgmentInTxPiped(ctx context.Context, p *store.JudgmentInTxPara
 	ins.Trust = nil // the statement reads the locked state's
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": p.PoolID,
-		"ids": []uuid.UUID{ins.ContributorID}, "nows": []time.Time{dbTime(ins.Now)}})...)
+	b.Queue(judgmentStateLockOneSQL.sql, judgmentStateLockOneSQL.args(pgx.NamedArgs{"pool": p.PoolID,
+		"id": ins.ContributorID, "now": dbTime(ins.Now), "assignment": ins.AssignmentID})...)
 	lockRun := p.RunID != uuid.Nil || p.RunOfUnit != uuid.Nil
 	if lockRun {
 		b.Queue(runLockSQL, nullUUID(p.RunID), nullUUID(p.RunOfUnit))

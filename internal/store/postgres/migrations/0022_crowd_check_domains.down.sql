@@ -34,6 +34,9 @@ ALTER TABLE docket_pool_contributors
     ADD CONSTRAINT docket_pool_contributors_agreed_check CHECK (agreed >= 0),
     ADD CONSTRAINT docket_pool_contributors_judged_check CHECK (judged >= 0);
 
+-- ALTER COLUMN TYPE dropped the columns' statistics (see the up migration).
+ANALYZE docket_units, docket_assignments, docket_pool_contributors;
+
 DROP DOMAIN docket_unit_state;
 DROP DOMAIN docket_assignment_state;
 DROP DOMAIN docket_count;

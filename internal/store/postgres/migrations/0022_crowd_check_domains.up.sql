@@ -60,3 +60,8 @@ ALTER TABLE docket_pool_contributors
     ALTER COLUMN too_fast TYPE docket_count,
     ALTER COLUMN agreed TYPE docket_count,
     ALTER COLUMN judged TYPE docket_count;
+
+-- ALTER COLUMN TYPE drops the retyped columns' statistics; the take's and
+-- the judgment's plans read them, and autovacuum may not analyze a large,
+-- settled table for a long time.
+ANALYZE docket_units, docket_assignments, docket_pool_contributors;
