@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,6 +12,11 @@ import (
 // keyReadTimeout bounds one read of keys, which every request whose key
 // is in it waits for (each also stops with its own request).
 const keyReadTimeout = 5 * time.Second
+
+// keyReadMaxSecret is the longest secret read together with others: a
+// generated one is 43 bytes, an imported one any length from 16 (a
+// passphrase); longer ones are read alone.
+const keyReadMaxSecret = 256
 
 // manyAuthenticator is an Authenticator that reads many keys in one
 // query (docket.Client is one).
@@ -79,16 +85,24 @@ func (s *Server) readKey(ctx context.Context, many manyAuthenticator, secret str
 	return key, nil
 }
 
-// sendKeyRead reads r's keys and caches those found.
+// sendKeyRead reads r's keys and caches those found. A panic of the read
+// is its error: the requests waiting for it are answered, and the reads
+// after it still go (a read that never ended would hold every key
+// missing from the cache from then on).
 func (s *Server) sendKeyRead(many manyAuthenticator, r *keyRead) {
+	defer close(r.done)
+	defer func() {
+		if p := recover(); p != nil {
+			r.keys, r.err = nil, fmt.Errorf("read API keys: panic: %v", p)
+		}
+	}()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.ctx, keyReadTimeout)
+	defer cancel()
 	r.keys, r.err = many.AuthenticateAPIKeys(ctx, r.secrets)
-	cancel()
 	if r.err == nil {
 		s.rememberKeys(r.keys, start)
 	}
-	close(r.done)
 }
 
 // nextKeyRead, at the end of a read, sends the next one when keys wait

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +108,57 @@ func TestKeyReadsTogether(t *testing.T) {
 		require.ErrorIs(t, err, docket.ErrNotFound)
 		require.Equal(t, 2, reads(), "missing alone: read at once")
 	})
+}
+
+// panickyKeys is the client's key reads, but a read of many keys panics
+// while panics is set.
+type panickyKeys struct {
+	*docket.Client
+	panics atomic.Bool
+}
+
+func (p *panickyKeys) AuthenticateAPIKeys(ctx context.Context, secrets []string) (map[string]*docket.APIKey, error) {
+	if p.panics.Load() {
+		panic("a read of keys went wrong")
+	}
+	return p.Client.AuthenticateAPIKeys(ctx, secrets)
+}
+
+// TestKeyReadPanicsAndLongSecrets: a read of keys that panics answers its
+// waiters with an error and leaves no read in flight (the next miss is
+// read); a secret longer than keyReadMaxSecret is read by its own
+// request, never with others.
+func TestKeyReadPanicsAndLongSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: testdb.SQLiteURL(t), AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	auth := &panickyKeys{Client: client}
+	s := New(Config{Client: client, Auth: auth})
+	secret, k, err := client.CreateAPIKey(ctx, "short", docket.RoleViewer)
+	require.NoError(t, err)
+	reads := func() int {
+		s.keyReads.mu.Lock()
+		defer s.keyReads.mu.Unlock()
+		return s.keyReads.reads
+	}
+
+	auth.panics.Store(true)
+	_, err = s.authenticate(ctx, secret)
+	require.ErrorContains(t, err, "panic: a read of keys went wrong")
+	s.keyReads.mu.Lock()
+	require.False(t, s.keyReads.reading, "no read left in flight")
+	s.keyReads.mu.Unlock()
+	auth.panics.Store(false)
+	got, err := s.authenticate(ctx, secret)
+	require.NoError(t, err, "the next miss is read")
+	require.Equal(t, k.ID, got.ID)
+	require.Equal(t, 2, reads())
+
+	long := "dk_" + strings.Repeat("x", keyReadMaxSecret)
+	auth.panics.Store(true) // a read of many would panic: it is not one
+	_, err = s.authenticate(ctx, long)
+	require.ErrorIs(t, err, docket.ErrNotFound)
+	require.Equal(t, 2, reads(), "read alone")
 }

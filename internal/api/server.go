@@ -279,7 +279,10 @@ func equalFold(a, b string) bool {
 // does not cost a query per request; a revoked key stops working within
 // authCacheTTL (an answer is kept for authCacheTTL from the start of the
 // read that gave it). Keys missing from the cache at the same time are
-// read together (keys.go) when the Authenticator can (docket.Client can).
+// read together (keys.go) when the Authenticator can (docket.Client can),
+// but for a secret longer than any generated one: it is read by its own
+// request, which hashes it, so that nobody's oversized bearer token costs
+// the requests sharing its read the time to hash it.
 func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKey, error) {
 	now := time.Now()
 	s.authMu.Lock()
@@ -288,7 +291,7 @@ func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKe
 	if ok && now.Before(e.expires) {
 		return e.key, nil
 	}
-	if many, ok := s.cfg.Auth.(manyAuthenticator); ok {
+	if many, ok := s.cfg.Auth.(manyAuthenticator); ok && len(secret) <= keyReadMaxSecret {
 		return s.readKey(ctx, many, secret)
 	}
 	key, err := s.cfg.Auth.AuthenticateAPIKey(ctx, secret)
