@@ -122,14 +122,15 @@ func TestKeyReadsTogether(t *testing.T) {
 }
 
 // gatedKeys reads keys through many once release is closed, after
-// closing entered (one read only).
+// closing entered (at its first read).
 type gatedKeys struct {
 	many             manyAuthenticator
 	entered, release chan struct{}
+	once             sync.Once
 }
 
 func (g *gatedKeys) AuthenticateAPIKeys(ctx context.Context, secrets []string) (map[string]*docket.APIKey, error) {
-	close(g.entered)
+	g.once.Do(func() { close(g.entered) })
 	select {
 	case <-g.release:
 	case <-ctx.Done():
