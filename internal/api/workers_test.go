@@ -192,7 +192,16 @@ func TestTakeReadsNewWorker(t *testing.T) {
 		r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": taken.AssignmentID, "data": map[string]any{"same": "yes"}})
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 		require.Zero(t, readsOfOne())
-		require.Zero(t, readsOfAll(), "what the server knows is fresh")
+		// No read of all: what the server knows is as of the take, younger
+		// than workerStateTTL at the submit — when the take and the submit
+		// took less than that (a loaded machine may be slower: then a read
+		// of all is due, and the check says nothing; asOf above is the
+		// check that does not depend on the suite's speed).
+		if time.Since(before) < workerStateTTL {
+			require.Zero(t, readsOfAll(), "what the server knows is fresh")
+		} else {
+			t.Logf("take and submit took %s, longer than workerStateTTL: the read of all is not checked", time.Since(before))
+		}
 
 		// Banned elsewhere before their first request: the take refuses
 		// them, and the answer is the ban.
