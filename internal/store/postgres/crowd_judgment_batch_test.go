@@ -269,7 +269,7 @@ func TestJudgeBatchUnitStates(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return g.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted
 			AND transactionid::text = $1`, xid) > 0
-	}, 10*time.Second, 5*time.Millisecond, "the batch waits for the unit")
+	}, time.Minute, 20*time.Millisecond, "the batch waits for the unit")
 	require.NoError(t, tx.Commit(g.ctx))
 	<-sent
 	states := []crowd.UnitState{crowd.UnitCanceled, crowd.UnitPaused, crowd.UnitCanceled, crowd.UnitJudgable}

@@ -48,7 +48,7 @@ func TestReleaseLockOrderWithJudgeBatch(t *testing.T) {
 	require.Eventually(t, func() bool {
 		err := g.s.Pool().QueryRow(g.ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, ypid).Scan(&rpid)
 		return err == nil
-	}, 10*time.Second, 5*time.Millisecond, "the release waits for the shard")
+	}, time.Minute, 20*time.Millisecond, "the release waits for the shard")
 	// The release waits for the shard holding its assignment only: the unit is free.
 	x, err := g.s.Pool().Begin(g.ctx)
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestReleaseLockOrderWithJudgeBatch(t *testing.T) {
 		}
 		xerr <- err
 	}()
-	require.Eventually(t, func() bool { return waiting(ypid, rpid) == 2 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return waiting(ypid, rpid) == 2 }, time.Minute, 20*time.Millisecond,
 		"the batch's statement waits too: for the release's unit, or (locked in the other order) for the shard")
 	require.NoError(t, y.Commit(g.ctx))
 	require.NoError(t, <-rerr, "release")
