@@ -99,6 +99,9 @@ func TestBatchPlansCached(t *testing.T) {
 		// rolled back.
 		tx, err := b.s.Pool().Begin(b.ctx)
 		require.NoError(t, err)
+		// Rolled back on failure too: a connection left in use blocks the
+		// pool's Close at cleanup, a hang instead of a failure.
+		defer func() { _ = tx.Rollback(b.ctx) }()
 		const runs = 24
 		for i := range runs {
 			rs, err := tx.Query(b.ctx, tc.sql.sql, tc.sql.args(tc.args(1+i%8))...)
