@@ -387,8 +387,11 @@ FROM j JOIN ja ON ja.judgment_id = j.id ORDER BY ja.ord`)
 // cached generic plan after its first five (TestBatchPlansCached;
 // docs/benchmarks.md, "Seventh round: PostgreSQL's executor per
 // judgment"). The locks of the quality states and runs keep a plain
-// array: the quality states' ran on its generic plan in that form, and
-// through a subquery the benchmark planned it at every execution.
+// array: through a subquery the benchmark planned the quality states'
+// at every execution, where with the plain array it ran on its generic
+// plan in the benchmark's pool of 500 states (in a pool of thousands it
+// is planned at every execution either way; the judgment alone sends a
+// scalar statement instead: TestBatchStateLockPlansCached).
 var judgmentsReachedSQL = compileNamed(`SELECT ` + judgmentColumns + ` FROM docket_judgments
 	WHERE unit_id IN (SELECT id FROM docket_units WHERE id = ANY((SELECT @units::uuid[])::uuid[]) AND state = 'JUDGABLE' AND NOT golden
 		AND judgment_count >= judgments_per_unit)
