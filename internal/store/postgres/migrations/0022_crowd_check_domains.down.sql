@@ -34,8 +34,15 @@ ALTER TABLE docket_pool_contributors
     ADD CONSTRAINT docket_pool_contributors_agreed_check CHECK (agreed >= 0),
     ADD CONSTRAINT docket_pool_contributors_judged_check CHECK (judged >= 0);
 
--- ALTER COLUMN TYPE dropped the columns' statistics (see the up migration).
-ANALYZE docket_units, docket_assignments, docket_pool_contributors;
+-- ALTER COLUMN TYPE dropped the columns' statistics (see the up
+-- migration): the tables that hold rows are analyzed again.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM docket_units) THEN ANALYZE docket_units; END IF;
+    IF EXISTS (SELECT 1 FROM docket_assignments) THEN ANALYZE docket_assignments; END IF;
+    IF EXISTS (SELECT 1 FROM docket_pool_contributors) THEN ANALYZE docket_pool_contributors; END IF;
+END
+$$;
 
 DROP DOMAIN docket_unit_state;
 DROP DOMAIN docket_assignment_state;
