@@ -96,27 +96,34 @@ func TestBatchPlansCached(t *testing.T) {
 				require.NotContains(t, plan, "Seq Scan on "+table+" ", "%s (%s)", tc.name, mode)
 			}
 		}
-		// Batches of 1 to 8 rows, on one connection (a prepared
-		// statement's plans are the connection's), in a transaction
-		// rolled back.
-		tx, err := b.s.Pool().Begin(b.ctx)
-		require.NoError(t, err)
-		// Rolled back on failure too: a connection left in use blocks the
-		// pool's Close at cleanup, a hang instead of a failure.
-		defer func() { _ = tx.Rollback(b.ctx) }()
+		// Batches of 1 to 8 rows.
 		const runs = 24
-		for i := range runs {
-			rs, err := tx.Query(b.ctx, tc.sql.sql, tc.sql.args(tc.args(1+i%8))...)
-			require.NoError(t, err, tc.name)
-			rs.Close()
-			require.NoError(t, rs.Err(), tc.name)
-		}
-		var generic, custom int64
-		require.NoError(t, tx.QueryRow(b.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-			tc.sql.sql).Scan(&generic, &custom), tc.name)
-		require.NoError(t, tx.Rollback(b.ctx))
+		generic, custom := preparedPlans(t, b, tc.sql.sql, runs, func(i int) []any { return tc.sql.args(tc.args(1 + i%8)) })
 		t.Logf("%s: %d generic, %d custom plans of %d runs", tc.name, generic, custom, runs)
 		assert.Equal(t, int64(5), custom, "%s: custom plans", tc.name)
 		assert.Equal(t, int64(runs-5), generic, "%s: generic plans", tc.name)
 	}
+}
+
+// preparedPlans runs stmt runs times, with args(i) the i-th time, on a
+// connection of its own (a prepared statement's plans are its
+// connection's) in a transaction rolled back, and returns how many
+// generic and custom plans PostgreSQL made for it there.
+func preparedPlans(t *testing.T, b *bundle, stmt string, runs int, args func(i int) []any) (generic, custom int64) {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(b.ctx) }()
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	for i := range runs {
+		rs, err := tx.Query(b.ctx, stmt, args(i)...)
+		require.NoError(t, err, "run %d", i)
+		rs.Close()
+		require.NoError(t, rs.Err(), "run %d", i)
+	}
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+		stmt).Scan(&generic, &custom))
+	return generic, custom
 }

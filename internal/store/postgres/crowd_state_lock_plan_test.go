@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -45,46 +44,11 @@ func TestBatchStateLockPlansCached(t *testing.T) {
 		require.NoError(t, err)
 		return out
 	}
-	for _, tc := range []struct {
-		name string
-		size func(i int) int
-		one  bool // judgmentStateLockOneSQL, as the piped transaction sends it
-	}{
-		{"alone (piped)", func(int) int { return 1 }, true},
-	} {
-		// A connection of its own: a prepared statement's plans are its
-		// connection's.
-		conn, err := pgx.Connect(b.ctx, b.url)
-		require.NoError(t, err)
-		tx, err := conn.Begin(b.ctx)
-		require.NoError(t, err)
-		const runs = 24
-		for i := range runs {
-			cs := ids(tc.size(i))
-			nows := make([]time.Time, len(cs))
-			for k := range nows {
-				nows[k] = testBase
-			}
-			sql, args := judgmentStatesLockSQL.sql, judgmentStatesLockSQL.args(pgx.NamedArgs{"pool": pools[0], "ids": cs, "nows": nows, "assignments": make([]uuid.UUID, len(cs))})
-			if tc.one {
-				sql, args = judgmentStateLockOneSQL.sql, judgmentStateLockOneSQL.args(pgx.NamedArgs{"pool": pools[0], "id": cs[0], "now": testBase, "assignment": uuid.Nil})
-			}
-			rs, err := tx.Query(b.ctx, sql, args...)
-			require.NoError(t, err, tc.name)
-			rs.Close()
-			require.NoError(t, rs.Err(), tc.name)
-		}
-		var generic, custom int64
-		stmt := judgmentStatesLockSQL.sql
-		if tc.one {
-			stmt = judgmentStateLockOneSQL.sql
-		}
-		require.NoError(t, tx.QueryRow(b.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-			stmt).Scan(&generic, &custom), tc.name)
-		require.NoError(t, tx.Rollback(b.ctx))
-		require.NoError(t, conn.Close(b.ctx))
-		t.Logf("%s: %d generic, %d custom plans of %d runs", tc.name, generic, custom, runs)
-		assert.Equal(t, int64(5), custom, "%s: custom plans", tc.name)
-		assert.Equal(t, int64(runs-5), generic, "%s: generic plans", tc.name)
-	}
+	const runs = 24
+	generic, custom := preparedPlans(t, b, judgmentStateLockOneSQL.sql, runs, func(int) []any {
+		return judgmentStateLockOneSQL.args(pgx.NamedArgs{"pool": pools[0], "id": ids(1)[0], "now": testBase, "assignment": uuid.Nil})
+	})
+	t.Logf("alone (piped): %d generic, %d custom plans of %d runs", generic, custom, runs)
+	assert.Equal(t, int64(5), custom, "custom plans")
+	assert.Equal(t, int64(runs-5), generic, "generic plans")
 }

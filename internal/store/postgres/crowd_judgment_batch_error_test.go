@@ -6,10 +6,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReviewJudgeBatchStatementError: the batch's one statement failing
+// TestJudgeBatchStatementError: the batch's one statement failing
 // (a judgment id already stored) rolls the batch back: nothing of it is
 // written and every judgment is told to run alone.
-func TestReviewJudgeBatchStatementError(t *testing.T) {
+func TestJudgeBatchStatementError(t *testing.T) {
 	t.Parallel()
 	g := setupJudge(t, 2, 4, 3)
 	var first judged
