@@ -138,36 +138,20 @@ func TestAnalyzeGrownQuotedSchema(t *testing.T) {
 func TestAnalyzeGrownRefresh(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	u, err := url.Parse(b.url)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("default_statistics_target", "10")
-	u.RawQuery = q.Encode()
-	s := openAt(t, u.String())
+	s := openAtStatisticsTarget10(t, b)
+	var err error
 	// Autovacuum on (a size refresh is only for a table autovacuum
 	// analyzes whole), but not coming during the test.
 	_, err = s.Pool().Exec(b.ctx, `ALTER TABLE docket_jobs SET (autovacuum_analyze_threshold = 2000000000,
 		autovacuum_vacuum_threshold = 2000000000, autovacuum_vacuum_insert_threshold = 2000000000)`)
 	require.NoError(t, err)
-	queueMCV := func() string {
-		t.Helper()
-		var v string
-		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT coalesce(most_common_vals::text, '') FROM pg_stats
-			WHERE schemaname = current_schema() AND tablename = 'docket_jobs' AND attname = 'queue'`).Scan(&v))
-		return v
-	}
+	queueMCV := func() string { return jobsQueueMCV(t, b, s) }
 	size := func() (pages int, rows float64) {
 		t.Helper()
 		require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT relpages, reltuples FROM pg_class WHERE oid = 'docket_jobs'::regclass`).Scan(&pages, &rows))
 		return pages, rows
 	}
-	insert := func(queue string, n int) {
-		t.Helper()
-		for range n / 500 {
-			_, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs(queue, 500), Now: testBase})
-			require.NoError(t, err)
-		}
-	}
+	insert := func(queue string, n int) { insertJobs(t, b, s, queue, n) }
 	grown := func() {
 		t.Helper()
 		tables, err := s.AnalyzeGrown(b.ctx)
@@ -223,4 +207,63 @@ func TestAnalyzeGrownRefresh(t *testing.T) {
 	tables, err := s.AnalyzeGrown(b.ctx)
 	require.NoError(t, err)
 	require.Empty(t, tables, "nothing grew since")
+}
+
+// TestAnalyzeGrownVacuumedSmall: with autovacuum off for a table,
+// AnalyzeGrown analyzes it whole at every doubling, even when a VACUUM
+// (or CREATE INDEX) since its last ANALYZE counted enough rows in pg_class
+// for a size refresh: the statistics of its first 2,000 rows would
+// otherwise stay for good, nothing else analyzing it. (With autovacuum
+// on, such a table gets a size refresh and autovacuum's next analysis
+// refreshes the columns: AnalyzeGrown's comment.)
+func TestAnalyzeGrownVacuumedSmall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := openAtStatisticsTarget10(t, b)
+	_, err := s.Pool().Exec(b.ctx, `ALTER TABLE docket_jobs SET (autovacuum_enabled = off)`)
+	require.NoError(t, err)
+	insert := func(queue string, n int) { insertJobs(t, b, s, queue, n) }
+	mcv := func() string { return jobsQueueMCV(t, b, s) }
+	insert("first", 2000)
+	_, err = s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, "{first}", mcv())
+	insert("second", 2000)
+	_, err = s.Pool().Exec(b.ctx, `VACUUM docket_jobs`)
+	require.NoError(t, err)
+	insert("third", 8000)
+	tables, err := s.AnalyzeGrown(b.ctx)
+	require.NoError(t, err)
+	require.Contains(t, tables, "docket_jobs")
+	require.Contains(t, mcv(), "third", "statistics from 2,000 rows are made again whole")
+}
+
+// openAtStatisticsTarget10 is a second store on b's schema whose
+// sessions analyze at statistics target 10 (a full sample: 3,000 rows).
+func openAtStatisticsTarget10(t *testing.T, b *bundle) *Store {
+	t.Helper()
+	u, err := url.Parse(b.url)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("default_statistics_target", "10")
+	u.RawQuery = q.Encode()
+	return openAt(t, u.String())
+}
+
+// insertJobs inserts n jobs (a multiple of 500) of queue.
+func insertJobs(t *testing.T, b *bundle, s *Store, queue string, n int) {
+	t.Helper()
+	for range n / 500 {
+		_, err := s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: newJobs(queue, 500), Now: testBase})
+		require.NoError(t, err)
+	}
+}
+
+// jobsQueueMCV is the most common queues of docket_jobs' statistics.
+func jobsQueueMCV(t *testing.T, b *bundle, s *Store) string {
+	t.Helper()
+	var v string
+	require.NoError(t, s.Pool().QueryRow(b.ctx, `SELECT coalesce(most_common_vals::text, '') FROM pg_stats
+		WHERE schemaname = current_schema() AND tablename = 'docket_jobs' AND attname = 'queue'`).Scan(&v))
+	return v
 }
