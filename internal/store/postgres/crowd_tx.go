@@ -77,13 +77,10 @@ func (t *storeTx) UnitFinalize(ctx context.Context, p *store.UnitFinalizeParams)
 // batch's countingTx sends the queue before its next statement and its
 // COMMIT), UnitFinalize at once otherwise.
 func (t *storeTx) UnitFinalizeLater(ctx context.Context, p *store.UnitFinalizeParams, done func(*crowd.Unit)) error {
-	if t.tx == nil {
-		return errTxDone
-	}
 	if ct, ok := t.tx.(*countingTx); ok {
 		return ct.queueFinalize(ctx, p, done)
 	}
-	u, err := unitFinalize(ctx, t.tx, p)
+	u, err := t.UnitFinalize(ctx, p)
 	if err != nil {
 		return err
 	}
