@@ -72,6 +72,10 @@ func (a *analyzeState) failed(name string, now time.Time) {
 // relpages. A table that fails is left alone for analyzeBackoff; the
 // others are still analyzed, and the errors are returned together.
 //
+// A full ANALYZE of docket_jobs samples only the columns plans read: the
+// others have statistics target 0 (migration 0023), which cut the first
+// pass over a fresh table of a 200,000-job burn by about 40 %.
+//
 // A table analyzed whole before (a column besides its one-column primary
 // key has statistics) that pg_class counts at least as many rows in as a
 // full ANALYZE samples (300 × default_statistics_target: 30,000 by
