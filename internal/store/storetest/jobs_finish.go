@@ -134,6 +134,66 @@ func testFinish(t *testing.T, open opener) {
 			tr(c, job.StateRunning, job.StateRetry))
 	})
 
+	// The batch's one event names every job it ended with its own type,
+	// queue, attempt and the state it ended in, however the writer groups
+	// them: jobs that differ only in one of those, a RETRY that a cancel
+	// request turns CANCELED next to a CANCELED, a fenced job left out.
+	t.Run("EventOfManyKinds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		q1, q2 := newQueue(), newQueue()
+		kind := func(queue, typ string) *store.JobInsertParams {
+			p := newJob(queue)
+			p.Type = typ
+			return p
+		}
+		// second is in its second attempt: acquired, retried, scheduled
+		// and acquired again with the others.
+		second := kind(q1, "email")
+		b.insertOne(t, second)
+		first := b.acquire(t, q1, 1, setupAcquire)
+		require.Len(t, first, 1)
+		retry := finishParams(first[0], job.StateRetry)
+		retry.RunAt = setupFinish
+		require.Equal(t, []bool{true}, b.finish(t, setupFinish, retry))
+		_, err := b.s.JobSchedule(b.ctx, &store.JobScheduleParams{Now: at(3 * time.Second), Max: 10})
+		require.NoError(t, err)
+		ps := []*store.JobInsertParams{
+			kind(q1, "email"), kind(q1, "email"), kind(q1, "email"), kind(q1, "email"), kind(q1, "email"),
+			kind(q1, "sms"), kind(q2, "email"), kind(q2, "email"), kind(q1, "email"),
+		}
+		b.insert(t, ps...)
+		require.Len(t, b.acquire(t, q1, 20, at(4*time.Second)), 8)
+		require.Len(t, b.acquire(t, q2, 20, at(4*time.Second)), 2)
+		rows := make([]*job.Row, 0, len(ps)+1)
+		for _, p := range append(ps, second) {
+			rows = append(rows, b.get(t, p.ID))
+		}
+		require.Equal(t, 2, rows[len(rows)-1].Attempt)
+		canceling := rows[2]
+		_, err = b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: canceling.ID, Now: at(5 * time.Second)})
+		require.NoError(t, err)
+		fenced := finishParams(rows[8], job.StateSuccess)
+		fenced.Attempt = 7
+		mark := b.outboxMark(t)
+		ended := b.finishEnded(t, later,
+			finishParams(rows[0], job.StateSuccess), finishParams(rows[1], job.StateSuccess),
+			finishParams(canceling, job.StateRetry), finishParams(rows[3], job.StateCanceled),
+			finishParams(rows[4], job.StateDead), finishParams(rows[5], job.StateSuccess),
+			finishParams(rows[6], job.StateSuccess), finishParams(rows[7], job.StateRetry),
+			fenced, finishParams(rows[9], job.StateSuccess))
+		want := []job.State{job.StateSuccess, job.StateSuccess, job.StateCanceled, job.StateCanceled,
+			job.StateDead, job.StateSuccess, job.StateSuccess, job.StateRetry, "", job.StateSuccess}
+		require.Equal(t, want, ended)
+		var trs []job.Transition
+		for i, to := range want {
+			if to != "" {
+				trs = append(trs, tr(rows[i], job.StateRunning, to))
+			}
+		}
+		b.requireOneStateChanged(t, mark, trs...)
+	})
+
 	t.Run("SameJobTwiceInBatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
