@@ -18,13 +18,18 @@ import (
 //	{"transitions":[{"jobId":…,"jobType":…,"queue":…,"from":…,"to":…,"attempt":…},…]}
 //	{"groups":[{"jobType":…,"queue":…,"from":…,"to":…,"attempt":…,"jobIds":[…]},…]}
 //
-// The first is what the SQL of the finishing statement builds (json_agg);
-// the second is what Go writes (MarshalJSON, StateChangedEncoder): a run of
-// consecutive transitions that share everything but the job id is one
-// group, so the row of a bulk insert or an acquisition, all of one type and
-// queue, is about a third of the size — a third of the bytes the database
-// receives, checks as JSON and compresses in the transaction that makes it.
-// Groups keep the transitions' order, which event ids depend on.
+// The first is what PostgreSQL's statements built in SQL until round six
+// of issue 16 (json_agg of a record per job), and rows of it stay in
+// existing outboxes; every writer now makes the second. Go writes it
+// (MarshalJSON, StateChangedEncoder) with a run of consecutive transitions
+// that share everything but the job id as one group, so the row of a bulk
+// insert or an acquisition, all of one type and queue, is about a third of
+// the size — a third of the bytes the database receives, checks as JSON
+// and compresses in the transaction that makes it. Groups keep the
+// transitions' order, which event ids depend on. PostgreSQL's statements
+// build it in SQL (outboxStateChanged in the postgres store) with one group
+// per type, queue, states and attempt, in no particular order, as their
+// long form's transitions were.
 
 // MarshalJSON encodes d in the grouped form, without reflection: a
 // state_changed row of a large batch is encoded in the transaction that
