@@ -49,15 +49,24 @@ func newCompleter(e *Engine) *completer {
 	if h := e.cfg.JobsEndedTx; h != nil && h.Concurrency > 1 {
 		inline = h.Concurrency
 	}
-	c := &completer{e: e, in: make(chan pendingFinish, e.cfg.CompleteBatch), slots: make(chan struct{}, inline)}
+	// Room for every execution the engine may hold at once (each holds
+	// its slot until its completion is written): add never waits.
+	n := 0
+	for _, k := range e.cfg.Queues {
+		n += k
+	}
+	n = max(n, e.cfg.CompleteBatch)
+	c := &completer{e: e, in: make(chan pendingFinish, n), slots: make(chan struct{}, inline)}
 	open := make(chan struct{}) // until the first Start: nothing completes before it
 	c.stopped.Store(&open)
 	return c
 }
 
-// add queues one completion. It blocks while the queue is full (back
-// pressure on handlers when the database is slow). After Stop the
-// completion is dropped: its lease was given back at shutdown, so the
+// add queues one completion. The queue has room for every execution the
+// engine may hold, so it does not wait: an executor is free for the next
+// attempt at once (back pressure when the database is slow comes from the
+// slots, which a job holds until its completion is written). After Stop
+// the completion is dropped: its lease was given back at shutdown, so the
 // attempt no longer counts.
 func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
 	select {

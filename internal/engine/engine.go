@@ -50,8 +50,9 @@ type Engine struct {
 
 	mu      sync.Mutex
 	running map[job.Ref]*execution
-	idle    *sync.Cond     // signalled when running shrinks
-	wg      sync.WaitGroup // executions
+	idle    *sync.Cond // signalled when running shrinks
+
+	executors *executors // run the attempts
 }
 
 // New makes an engine. handlers maps job types to their handlers.
@@ -69,6 +70,7 @@ func New(st Store, cfg Config, handlers map[string]*Handler) (*Engine, error) {
 		running:   map[job.Ref]*execution{},
 	}
 	e.idle = sync.NewCond(&e.mu)
+	e.executors = newExecutors(e.execute)
 	e.completer = newCompleter(e)
 	e.heartbeat = newHeartbeat(e)
 	for q, n := range cfg.Queues {
@@ -158,6 +160,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.heartbeat.Stop()
 	service.StopAll(e.services...)
 	service.StopAll(e.cfg.Services...)
+	e.executors.close()
 }
 
 // waitIdle waits until nothing runs (true) or ctx is done (false).

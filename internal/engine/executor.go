@@ -11,35 +11,33 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// launch starts one goroutine per acquired job. The execution stays in the
-// running set (and keeps its lease renewed) until its completion is flushed.
+// launch hands acquired jobs to the executors. The execution stays in the
+// running set (and keeps its lease renewed) until its completion is
+// flushed.
 func (e *Engine) launch(ctx context.Context, p *producer, rows []*job.Row) {
 	// Handlers outlive the producer's context: one parent without its
 	// cancellation for the whole batch.
 	base := context.WithoutCancel(ctx)
-	for _, row := range rows {
-		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
-		h := e.handlers[row.Type]
+	exs := make([]*execution, len(rows))
+	for i, row := range rows {
 		ex := &execution{
-			row: row, ref: ref, handler: h, producer: p,
-			store: e.store, now: e.cfg.Now,
+			row: row, ref: job.Ref{ID: row.ID, Attempt: row.Attempt}, handler: e.handlers[row.Type],
+			producer: p, store: e.store, now: e.cfg.Now,
 		}
 		ex.actx.ex, ex.actx.parent = ex, base
 		ex.leaseExpires.Store(row.LeaseExpiresAt.UnixNano())
-		e.mu.Lock()
-		e.running[ref] = ex
-		e.mu.Unlock()
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			growStack(0)
-			e.execute(ex)
-		}()
+		exs[i] = ex
 	}
+	e.mu.Lock()
+	for _, ex := range exs {
+		e.running[ex.ref] = ex
+	}
+	e.mu.Unlock()
+	e.executors.launch(exs)
 }
 
-// growStack makes a new goroutine's stack big enough for an attempt while
-// the goroutine is still shallow. A goroutine starts with a small stack and
+// growStack makes an executor's stack big enough for an attempt while the
+// goroutine is still shallow. A goroutine starts with a small stack and
 // the runtime doubles it by copying when a call needs more; an attempt
 // (contexts, the handler, decoding its arguments) outgrows the start size
 // deep in its calls, where the copy has many frames to walk and adjust: a
