@@ -182,13 +182,14 @@ func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(f
 		defer rs.Close()
 		// One pair of destinations for every row, the state read as the
 		// driver's bytes and given as one of job.States: no allocation
-		// per job.
+		// per job (a slice of Scan's arguments per call was one).
 		var (
 			ord   int
 			state pgtype.DriverBytes
 		)
+		dest := []any{&ord, &state} // Scan's arguments, made once
 		for rs.Next() {
-			if err := rs.Scan(&ord, &state); err != nil {
+			if err := rs.Scan(dest...); err != nil {
 				return err
 			}
 			applied[order[ord-1]] = knownState(state)
