@@ -2,10 +2,12 @@ package docket
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"sync"
 	"time"
 
@@ -160,6 +162,7 @@ type HandlerOpts struct {
 func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) error, opts ...HandlerOpts) {
 	var zero T
 	typ := zero.JobType()
+	emptyDecodesToZero := emptyObjectIsZero[T]()
 	var o HandlerOpts
 	if len(opts) > 0 {
 		o = opts[0]
@@ -169,8 +172,10 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 		Backoff: backoff.Policy{Base: o.RetryBackoffBase, Max: o.RetryBackoffMax},
 		Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
 			var args T
-			if err := json.Unmarshal(row.Payload, &args); err != nil {
-				return nil, Fatal(fmt.Errorf("decode payload of job type %q: %w", typ, err))
+			if !(emptyDecodesToZero && string(row.Payload) == "{}") {
+				if err := json.Unmarshal(row.Payload, &args); err != nil {
+					return nil, Fatal(fmt.Errorf("decode payload of job type %q: %w", typ, err))
+				}
 			}
 			return nil, fn(ctx, &Job[T]{JobRow: row, Args: args})
 		},
@@ -184,6 +189,22 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 		panic(fmt.Sprintf("docket: AddHandler for job type %q on a running worker: register handlers before Start", typ))
 	}
 	w.handlers[typ] = h
+}
+
+// emptyObjectIsZero reports whether json.Unmarshal of {} into a zero T
+// leaves it as it is, without error: T is a struct that decodes itself by
+// no method of its own. The handler then skips decoding a payload of {}
+// (arguments with no fields set, the payload of a type without any): the
+// decoder's state and scan were about two allocations and a tenth of a
+// no-op job's CPU in the handler.
+func emptyObjectIsZero[T any]() bool {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Struct {
+		return false // a map becomes empty, not nil; a slice is an error
+	}
+	p := reflect.PointerTo(t) // its method set holds T's
+	return !p.Implements(reflect.TypeFor[json.Unmarshaler]()) &&
+		!p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
 }
 
 // Start begins working. It returns once the worker's services run, and
