@@ -194,9 +194,8 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 // emptyObjectIsZero reports whether json.Unmarshal of {} into a zero T
 // leaves it as it is, without error: T is a struct that decodes itself by
 // no method of its own. The handler then skips decoding a payload of {}
-// (arguments with no fields set, the payload of a type without any): the
-// decoder's state and scan were about two allocations and a tenth of a
-// no-op job's CPU in the handler.
+// (arguments with no fields set, the payload of a type without any),
+// whose decoder and scanner state were about two allocations a job.
 func emptyObjectIsZero[T any]() bool {
 	t := reflect.TypeFor[T]()
 	if t.Kind() != reflect.Struct {
