@@ -7,7 +7,10 @@
 //
 //	go run ./bench/insertprobe --database-url postgres://postgres@127.0.0.1:54344/probe --reps 5
 //
-// Lines: jobs/s, then µs per job of wall, client CPU and server CPU.
+// Lines: jobs/s, then µs per job of wall, client CPU and server CPU, the
+// WAL bytes per job and the cluster's WAL flushes during the inserts with
+// their mean time (pg_stat_wal: the time is 0 unless the cluster sets
+// track_wal_io_timing).
 package main
 
 import (
@@ -76,6 +79,7 @@ func main() {
 		for i := range ps {
 			ps[i].Args = noop{}
 		}
+		w0 := walStats(ctx, conn)
 		s0, c0, t0 := clusterCPU(pm), bench.SelfCPU(), time.Now()
 		for n := *jobs; n > 0; n -= *batch {
 			if _, err := c.InsertMany(ctx, ps[:min(n, *batch)]); err != nil {
@@ -84,8 +88,10 @@ func main() {
 		}
 		wall, cl, sv := time.Since(t0), bench.SelfCPU()-c0, clusterCPU(pm)-s0
 		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(*jobs) }
-		fmt.Printf("jobs/s %.0f  wall %.2f µs  client %.2f µs  server %.2f µs\n",
-			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv))
+		w1 := walStats(ctx, conn)
+		fmt.Printf("jobs/s %.0f  wall %.2f µs  client %.2f µs  server %.2f µs  WAL %.0f B, %d syncs of %.2f ms\n",
+			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv),
+			(w1.bytes-w0.bytes)/float64(*jobs), w1.syncs-w0.syncs, (w1.syncMs-w0.syncMs)/float64(max(1, w1.syncs-w0.syncs)))
 	}
 	// The backends of this database, for a profiler's pid filter.
 	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
@@ -156,4 +162,19 @@ func clusterCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(total / tick * float64(time.Second))
+}
+
+// walCounters are the cluster's pg_stat_wal totals.
+type walCounters struct {
+	bytes  float64
+	syncs  int64
+	syncMs float64
+}
+
+func walStats(ctx context.Context, c *pgx.Conn) walCounters {
+	var w walCounters
+	if err := c.QueryRow(ctx, "SELECT wal_bytes::float8, wal_sync, wal_sync_time FROM pg_stat_wal").Scan(&w.bytes, &w.syncs, &w.syncMs); err != nil {
+		log.Fatal(err)
+	}
+	return w
 }
