@@ -120,10 +120,10 @@ type JobInsertParams struct {
 type JobInsertManyParams struct {
 	Jobs []*JobInsertParams
 	Now  time.Time
-	// Prepare, when set, fills Jobs[i] (allocated, zero until then): a
-	// store calls it once for each job, in order, before it reads the job,
-	// stops at its first error and then writes nothing, and never calls it
-	// once it has returned. PostgreSQL calls it as it streams a batch of
+	// Prepare, when set, sets Jobs[i] (nil until then): a store calls it
+	// once for each job, in order, before it reads the job, stops at its
+	// first error and then writes nothing, and never calls it once it has
+	// returned. PostgreSQL calls it as it streams a batch of
 	// its own transaction with COPY, so the caller's work on the next jobs
 	// overlaps the server's on the first; every other path prepares the
 	// whole batch first (PrepareAll). Only for batches without idempotency

@@ -151,15 +151,15 @@ func (p *insertPlan) first(i int) int {
 // in, and returns it: after preparing and checking the job, when the plan
 // prepares its jobs as they are sent.
 func (p *insertPlan) row(i int) (*job.Row, error) {
-	jp := p.params[i]
 	if p.prepare != nil {
 		if err := p.batch.Prepared(i, p.prepare); err != nil {
 			return nil, err
 		}
-		if err := checkInsert(i, jp); err != nil {
+		if err := checkInsert(i, p.params[i]); err != nil {
 			return nil, err
 		}
 	}
+	jp := p.params[i]
 	state := jp.State
 	if state == "" {
 		state = job.StateQueued

@@ -250,17 +250,14 @@ func testInsert(t *testing.T, open opener) {
 				want[i] = newJob(q)
 				want[i].Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
 			}
-			all := make([]store.JobInsertParams, n)
+			// Jobs[i] is nil until Prepare sets it. Prepare may run on a
+			// goroutine of the store's: the order is checked once the store
+			// returned.
 			p := &store.JobInsertManyParams{Jobs: make([]*store.JobInsertParams, n), Now: base}
-			for i := range all {
-				p.Jobs[i] = &all[i]
-			}
-			// Prepare may run on a goroutine of the store's (pgconn's COPY
-			// reader): the order is checked once the store returned.
 			var order []int
 			p.Prepare = func(i int) error {
 				order = append(order, i)
-				all[i] = *want[i]
+				p.Jobs[i] = want[i]
 				return nil
 			}
 			mark := b.outboxMark(t)
