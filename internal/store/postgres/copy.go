@@ -166,5 +166,7 @@ func appendTimestamp(b []byte, unixMicros int64) []byte {
 	return binary.BigEndian.AppendUint64(appendLen(b, 8), uint64(unixMicros-pgEpochMicros))
 }
 
-// micros is t in Unix microseconds, truncated as PostgreSQL stores it.
-func micros(t time.Time) int64 { return dbTime(t).UnixMicro() }
+// micros is t in Unix microseconds, truncated as PostgreSQL stores it:
+// dbTime(t).UnixMicro(), which t.UnixMicro() is without dbTime's work (it
+// rounds down too, before 1970 as after; TestCopyEdgeCases).
+func micros(t time.Time) int64 { return t.UnixMicro() }
