@@ -52,8 +52,13 @@ type copyReader struct {
 	seenQueue map[string]bool
 }
 
-// copyChunk is how many bytes of rows copyReader encodes at a time.
-const copyChunk = 64 << 10
+// copyChunk is how many bytes of rows copyReader encodes at a time;
+// copyFirstChunk for the first chunk, which the server waits for (~45
+// rows, where a whole chunk is ~340, ~0.4 ms of the client's work).
+const (
+	copyChunk      = 64 << 10
+	copyFirstChunk = 8 << 10
+)
 
 // copySignature opens a binary COPY stream: the signature, then a zero
 // flags field and a zero header extension length.
@@ -111,7 +116,11 @@ func (r *copyReader) fill() error {
 		r.buf, r.off = r.buf[:0], 0
 	}
 	n := len(r.plan.rows)
-	for len(r.buf) < copyChunk && r.next < n {
+	chunk := copyChunk
+	if r.next == 0 {
+		chunk = copyFirstChunk
+	}
+	for len(r.buf) < chunk && r.next < n {
 		j, err := r.plan.row(r.next)
 		if err != nil {
 			return err
