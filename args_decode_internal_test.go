@@ -16,11 +16,17 @@ type (
 	valueDecoder   struct{ set *bool }
 	textDecoder    struct{ S string }
 	objectMap      map[string]int
+	fromDecoder    struct{ Set bool }
 )
 
 func (d *pointerDecoder) UnmarshalJSON([]byte) error { d.Set = true; return nil }
 func (d valueDecoder) UnmarshalJSON([]byte) error    { *d.set = true; return nil }
 func (d *textDecoder) UnmarshalText([]byte) error    { return errors.New("not text") }
+
+// UnmarshalJSONFrom stands for jsonv2's json.UnmarshalerFrom, which
+// json.Unmarshal honours under GOEXPERIMENT=jsonv2 (not in this build, so
+// it is not checked against json.Unmarshal below).
+func (d *fromDecoder) UnmarshalJSONFrom(any) error { d.Set = true; return nil }
 
 // A handler skips decoding a payload of {} exactly for the types json
 // decodes it into as nothing at all: no error, the zero value left as it
@@ -59,6 +65,7 @@ func TestEmptyObjectIsZero(t *testing.T) {
 	t.Run("map", func(t *testing.T) {
 		check(t, emptyObjectIsZero[objectMap](), func() (bool, error) { return unmarshal(new(objectMap)) })
 	})
+	require.False(t, emptyObjectIsZero[fromDecoder](), "a type with UnmarshalJSONFrom is decoded")
 	require.True(t, emptyObjectIsZero[noFields]())
 	require.True(t, emptyObjectIsZero[someFields]())
 }

@@ -156,6 +156,12 @@ type HandlerOpts struct {
 // (DEAD once attempts are used up). ctx carries the attempt's deadline and is
 // canceled with cause ErrCancelRequested when the job is canceled.
 //
+// Attempts run on goroutines the worker keeps between attempts: a handler
+// must leave its goroutine as it found it (a runtime.LockOSThread without
+// its UnlockOSThread keeps that thread for the attempts after it, where a
+// goroutine of its own used to take the thread with it; so do profiler
+// labels set with pprof.SetGoroutineLabels).
+//
 // Handlers are registered before Start (or after Stop, for the next Start):
 // AddHandler on a running worker panics, as registering while jobs are being
 // taken is a programming error (the new type's queue would not be worked).
@@ -202,7 +208,10 @@ func emptyObjectIsZero[T any]() bool {
 		return false // a map becomes empty, not nil; a slice is an error
 	}
 	p := reflect.PointerTo(t) // its method set holds T's
-	return !p.Implements(reflect.TypeFor[json.Unmarshaler]()) &&
+	// UnmarshalJSONFrom: the decoding method json.Unmarshal also honours
+	// when built with GOEXPERIMENT=jsonv2.
+	_, from := p.MethodByName("UnmarshalJSONFrom")
+	return !from && !p.Implements(reflect.TypeFor[json.Unmarshaler]()) &&
 		!p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
 }
 

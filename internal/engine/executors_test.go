@@ -170,9 +170,12 @@ func TestPanicKeepsExecutor(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, job.StateRetry, row.State)
 		require.Contains(t, row.LastError, "panic: boom")
+		// No executor has exited: had the panic ended its executor, a
+		// second would have been started for the jobs after it. (Not
+		// started == 1: a launch in the moment between a slot's release and
+		// its executor's return may start a second one.)
 		live, _, started := e.executors.counts()
-		require.Equal(t, 1, started, "executors started")
-		require.Equal(t, 1, live)
+		require.Equal(t, started, live, "executors started and still live")
 
 		e.Stop(ctx)
 		live, _, _ = e.executors.counts()
