@@ -29,8 +29,9 @@ func TestCheckDomainsKeepStatistics(t *testing.T) {
 				AND attname IN ('state', 'slots_taken', 'judgments_per_unit')`).Scan(&n))
 		return n
 	}
-	_, err := b.s.Migrate(b.ctx, &store.MigrateParams{Direction: store.Down, Steps: stepsDownTo(t, b, 22)})
+	down, err := b.s.Migrate(b.ctx, &store.MigrateParams{Direction: store.Down, Steps: stepsDownTo(t, b, 22)})
 	require.NoError(t, err)
+	require.Equal(t, "crowd_check_domains", down[len(down)-1].Name, "migration 0022 reverted")
 	b.s.Pool().Reset()
 	_, err = b.s.Pool().Exec(b.ctx, `ANALYZE docket_units`)
 	require.NoError(t, err)
