@@ -7,10 +7,13 @@
 //
 //	go run ./bench/insertprobe --database-url postgres://postgres@127.0.0.1:54344/probe --reps 5
 //
-// Lines: jobs/s, then µs per job of wall, client CPU and server CPU, the
-// WAL bytes per job and the cluster's WAL flushes during the inserts with
+// Lines: jobs/s, then µs per job of wall, client CPU, server CPU and (of
+// that) the client's own backends' CPU, the WAL bytes per job and the cluster's WAL flushes during the inserts with
 // their mean time (pg_stat_wal: the time is 0 unless the cluster sets
 // track_wal_io_timing).
+//
+// --setup runs SQL after each rep's migrations, before its inserts: a
+// schema variant to alternate with the plain schema, one probe each.
 package main
 
 import (
@@ -41,6 +44,7 @@ func main() {
 	batch := flag.Int("batch", 5000, "jobs per InsertMany")
 	reps := flag.Int("reps", 3, "repetitions (the database is reset before each)")
 	profile := flag.String("cpuprofile", "", "write the process's CPU profile here")
+	setup := flag.String("setup", "", "SQL run after the migrations of each rep, before its inserts (a variant's schema change)")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -72,25 +76,31 @@ func main() {
 		if _, err := c.Migrate(ctx, docket.MigrateUp, 0); err != nil {
 			log.Fatal(err)
 		}
+		if *setup != "" {
+			if _, err := conn.Exec(ctx, *setup); err != nil {
+				log.Fatal(err)
+			}
+		}
 		if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 			log.Fatal(err)
 		}
+		backends := clientBackends(ctx, conn)
 		ps := make([]docket.InsertParams, *batch)
 		for i := range ps {
 			ps[i].Args = noop{}
 		}
 		w0 := walStats(ctx, conn)
-		s0, c0, t0 := clusterCPU(pm), bench.SelfCPU(), time.Now()
+		s0, c0, b0, t0 := clusterCPU(pm), bench.SelfCPU(), backendsCPU(backends), time.Now()
 		for n := *jobs; n > 0; n -= *batch {
 			if _, err := c.InsertMany(ctx, ps[:min(n, *batch)]); err != nil {
 				log.Fatal(err)
 			}
 		}
-		wall, cl, sv := time.Since(t0), bench.SelfCPU()-c0, clusterCPU(pm)-s0
+		wall, cl, sv, bk := time.Since(t0), bench.SelfCPU()-c0, clusterCPU(pm)-s0, backendsCPU(backends)-b0
 		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(*jobs) }
 		w1 := walStats(ctx, conn)
-		fmt.Printf("jobs/s %.0f  wall %.2f µs  client %.2f µs  server %.2f µs  WAL %.0f B, %d syncs of %.2f ms\n",
-			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv),
+		fmt.Printf("jobs/s %.0f  wall %.2f µs  client %.2f µs  server %.2f µs (backends %.2f)  WAL %.0f B, %d syncs of %.2f ms\n",
+			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv), per(bk),
 			(w1.bytes-w0.bytes)/float64(*jobs), w1.syncs-w0.syncs, (w1.syncMs-w0.syncMs)/float64(max(1, w1.syncs-w0.syncs)))
 	}
 	// The backends of this database, for a profiler's pid filter.
@@ -162,6 +172,35 @@ func clusterCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(total / tick * float64(time.Second))
+}
+
+// clientBackends are the pids of the client's connections: this
+// database's backends but the probe's own.
+func clientBackends(ctx context.Context, c *pgx.Conn) []int32 {
+	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		log.Fatal(err)
+	}
+	return pids
+}
+
+// backendsCPU is the CPU the processes pids have run, from the
+// scheduler's nanosecond count (/proc/PID/schedstat).
+func backendsCPU(pids []int32) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			continue
+		}
+		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+		total += time.Duration(ns)
+	}
+	return total
 }
 
 // walCounters are the cluster's pg_stat_wal totals.
