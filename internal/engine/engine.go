@@ -241,13 +241,17 @@ func (e *Engine) finished(ex *execution) {
 }
 
 // runningRefs lists the attempts this node holds (including those whose
-// completion is waiting for the next flush: they still need their lease).
-func (e *Engine) runningRefs() []job.Ref {
+// completion is waiting for the next flush: they still need their lease)
+// whose lease ends at or before until (unix nanoseconds, engine clock);
+// until math.MaxInt64 lists them all.
+func (e *Engine) runningRefs(until int64) []job.Ref {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	refs := make([]job.Ref, 0, len(e.running))
-	for ref := range e.running {
-		refs = append(refs, ref)
+	for ref, ex := range e.running {
+		if ex.leaseExpires.Load() <= until {
+			refs = append(refs, ref)
+		}
 	}
 	return refs
 }

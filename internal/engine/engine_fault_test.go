@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/job"
@@ -24,6 +26,9 @@ type faultyStore struct {
 	finishDown    atomic.Bool
 	nodeDown      atomic.Bool  // the node cannot register
 	nodeBeats     atomic.Int64 // NodeHeartbeat calls
+
+	mu      sync.Mutex
+	renewed map[uuid.UUID]int // JobHeartbeat calls that included each job, counted as they return
 }
 
 var errInjected = errors.New("injected: database unreachable")
@@ -32,7 +37,16 @@ func (f *faultyStore) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatPar
 	if f.heartbeatDown.Load() {
 		return nil, errInjected
 	}
-	return f.Store.JobHeartbeat(ctx, p)
+	res, err := f.Store.JobHeartbeat(ctx, p)
+	f.mu.Lock() // counted once written: the test reads the row after
+	if f.renewed == nil {
+		f.renewed = map[uuid.UUID]int{}
+	}
+	for _, r := range p.Jobs {
+		f.renewed[r.ID]++
+	}
+	f.mu.Unlock()
+	return res, err
 }
 
 func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
@@ -89,6 +103,62 @@ func TestHandlerStopsWhenLeaseRunsOutUnrenewed(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the handler kept running past its lease")
 		}
+	})
+}
+
+// renewals is how many JobHeartbeat calls included the job id.
+func (f *faultyStore) renewals(id uuid.UUID) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewed[id]
+}
+
+// A heartbeat tick leaves a lease taken less than a sixth of the lease
+// duration ago alone (most short jobs end before it needs renewing), and
+// renews it once it is older: before, every tick rewrote the row of every
+// attempt in flight.
+func TestHeartbeatSkipsFreshLeases(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		ctx := context.Background()
+		id := b.insert(t, "fresh", 1)[0]
+		started, release := make(chan struct{}), make(chan struct{})
+		var releaseOnce sync.Once
+		releaseHandler := func() { releaseOnce.Do(func() { close(release) }) }
+		cfg := b.config(map[string]int{"fresh": 1})
+		e, err := New(fs, cfg, map[string]*Handler{
+			"fresh": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				close(started)
+				<-release
+				return nil, nil
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		defer releaseHandler() // before Stop, which waits for the handler
+		<-started
+		acquired, err := b.store.JobGet(ctx, id)
+		require.NoError(t, err)
+
+		// The engine's clock stands still: two ticks (a third of the
+		// lease each) find the lease as fresh as when it was taken.
+		time.Sleep(2*cfg.LeaseDuration/3 + 200*time.Millisecond)
+		require.Zero(t, fs.renewals(id), "a fresh lease was renewed")
+
+		b.clock.Advance(freshLease(cfg.LeaseDuration) + time.Millisecond)
+		waitFor(t, "the lease renewed", func() bool { return fs.renewals(id) > 0 })
+		row, err := b.store.JobGet(ctx, id)
+		require.NoError(t, err)
+		require.True(t, row.LeaseExpiresAt.After(acquired.LeaseExpiresAt), "lease %v, acquired with %v", row.LeaseExpiresAt, acquired.LeaseExpiresAt)
+		releaseHandler()
+		waitFor(t, "the job to succeed", func() bool {
+			row, err := b.store.JobGet(ctx, id)
+			require.NoError(t, err)
+			return row.State == job.StateSuccess
+		})
 	})
 }
 
