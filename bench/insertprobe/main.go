@@ -26,6 +26,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,6 +175,8 @@ func clusterCPU(pid int) time.Duration {
 	return time.Duration(total / tick * float64(time.Second))
 }
 
+var warnSchedstat sync.Once
+
 // clientBackends are the pids of the client's connections: this
 // database's backends but the probe's own.
 func clientBackends(ctx context.Context, c *pgx.Conn) []int32 {
@@ -190,11 +193,14 @@ func clientBackends(ctx context.Context, c *pgx.Conn) []int32 {
 
 // backendsCPU is the CPU the processes pids have run, from the
 // scheduler's nanosecond count (/proc/PID/schedstat).
+// A pid it cannot read (the server is not on this machine, or in a
+// container of its own) is reported once on stderr and counts 0.
 func backendsCPU(pids []int32) time.Duration {
 	var total time.Duration
 	for _, pid := range pids {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
 		if err != nil {
+			warnSchedstat.Do(func() { log.Printf("backends' CPU not counted: %v", err) })
 			continue
 		}
 		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)

@@ -242,14 +242,14 @@ func (e *Engine) finished(ex *execution) {
 
 // runningRefs lists the attempts this node holds (including those whose
 // completion is waiting for the next flush: they still need their lease)
-// whose lease ends at or before until (unix nanoseconds, engine clock);
-// until math.MaxInt64 lists them all.
-func (e *Engine) runningRefs(until int64) []job.Ref {
+// that keep is true of, given the end of their lease as last known (unix
+// nanoseconds, engine clock).
+func (e *Engine) runningRefs(keep func(ref job.Ref, leaseExpires int64) bool) []job.Ref {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	refs := make([]job.Ref, 0, len(e.running))
+	var refs []job.Ref
 	for ref, ex := range e.running {
-		if ex.leaseExpires.Load() <= until {
+		if keep(ref, ex.leaseExpires.Load()) {
 			refs = append(refs, ref)
 		}
 	}

@@ -27,8 +27,20 @@ type faultyStore struct {
 	nodeDown      atomic.Bool  // the node cannot register
 	nodeBeats     atomic.Int64 // NodeHeartbeat calls
 
+	// quietCancels: Subscribe's cancel wakeups never arrive. The channel's
+	// name is one per database, and the tests share one: a cancel in
+	// another test (or a listener's reconnect) would wake this engine too.
+	quietCancels bool
+
 	mu      sync.Mutex
 	renewed map[uuid.UUID]int // JobHeartbeat calls that included each job, counted as they return
+}
+
+func (f *faultyStore) Subscribe(topic store.Topic) (<-chan string, func()) {
+	if topic == store.TopicJobCancel && f.quietCancels {
+		return make(chan string), func() {}
+	}
+	return f.Store.Subscribe(topic)
 }
 
 var errInjected = errors.New("injected: database unreachable")
@@ -113,15 +125,14 @@ func (f *faultyStore) renewals(id uuid.UUID) int {
 	return f.renewed[id]
 }
 
-// A heartbeat tick leaves a lease taken less than a sixth of the lease
-// duration ago alone (most short jobs end before it needs renewing), and
-// renews it once it is older: before, every tick rewrote the row of every
-// attempt in flight.
+// The heartbeat leaves a lease alone until a third of the lease duration
+// has passed (most short jobs end before that), and renews it then: before,
+// every tick rewrote the row of every attempt in flight.
 func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
 		b := setup(t, backend)
-		fs := &faultyStore{Store: b.store}
+		fs := &faultyStore{Store: b.store, quietCancels: true}
 		ctx := context.Background()
 		id := b.insert(t, "fresh", 1)[0]
 		started, release := make(chan struct{}), make(chan struct{})
@@ -143,12 +154,16 @@ func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 		acquired, err := b.store.JobGet(ctx, id)
 		require.NoError(t, err)
 
-		// The engine's clock stands still: two ticks (a third of the
-		// lease each) find the lease as fresh as when it was taken.
-		time.Sleep(2*cfg.LeaseDuration/3 + 200*time.Millisecond)
+		// The engine's clock stands still: four looks (a sixth of the
+		// lease apart) find the lease as fresh as when it was taken.
+		time.Sleep(4*heartbeatEvery(cfg.LeaseDuration) + 200*time.Millisecond)
 		require.Zero(t, fs.renewals(id), "a fresh lease was renewed")
 
-		b.clock.Advance(freshLease(cfg.LeaseDuration) + time.Millisecond)
+		b.clock.Advance(renewAge(cfg.LeaseDuration) - time.Millisecond)
+		time.Sleep(2*heartbeatEvery(cfg.LeaseDuration) + 200*time.Millisecond)
+		require.Zero(t, fs.renewals(id), "a lease renewed before a third of it had passed")
+
+		b.clock.Advance(2 * time.Millisecond)
 		waitFor(t, "the lease renewed", func() bool { return fs.renewals(id) > 0 })
 		row, err := b.store.JobGet(ctx, id)
 		require.NoError(t, err)
@@ -160,6 +175,73 @@ func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 			return row.State == job.StateSuccess
 		})
 	})
+}
+
+// A cancel wakeup renews the leases of the jobs it names, however fresh,
+// which is how their handlers learn of the request at once; the other
+// leases are left to the ticks.
+func TestCancelWakeupRenewsItsJobOnly(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		fs := &faultyStore{Store: b.store}
+		ctx := context.Background()
+		ids := b.insert(t, "wake", 2)
+		started := make(chan uuid.UUID, 2)
+		causes := make(chan error, 2)
+		release := make(chan struct{})
+		cfg := b.config(map[string]int{"wake": 2})
+		cfg.LeaseDuration = time.Minute // no tick renews anything while the test runs
+		e, err := New(fs, cfg, map[string]*Handler{
+			"wake": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				started <- row.ID
+				select {
+				case <-ctx.Done():
+					causes <- context.Cause(ctx)
+					return nil, ctx.Err()
+				case <-release:
+					return nil, nil
+				}
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		defer close(release) // before Stop, which waits for the handlers
+		<-started
+		<-started
+		_, err = b.store.JobCancel(ctx, &store.JobCancelParams{ID: ids[0], Now: b.clock.Now()})
+		require.NoError(t, err)
+		select {
+		case cause := <-causes:
+			require.ErrorIs(t, cause, ErrCancelRequested)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the canceled job's handler was not told")
+		}
+		require.Positive(t, fs.renewals(ids[0]), "the canceled job's lease renewed")
+		require.Zero(t, fs.renewals(ids[1]), "the other job's lease renewed by a wakeup that did not name it")
+		require.Eventually(t, func() bool {
+			row, err := b.store.JobGet(ctx, ids[0])
+			require.NoError(t, err)
+			return row.State == job.StateCanceled
+		}, 20*time.Second, 10*time.Millisecond)
+	})
+}
+
+func TestCanceledIDs(t *testing.T) {
+	a, b := uuid.New(), uuid.New()
+	more := make(chan string, 3)
+	more <- b.String()
+	ids, all := canceledIDs(a.String(), more)
+	require.False(t, all)
+	require.Equal(t, map[uuid.UUID]bool{a: true, b: true}, ids, "the wakeups queued behind the first are read too")
+	require.Empty(t, more)
+
+	more <- ""
+	_, all = canceledIDs(a.String(), more)
+	require.True(t, all, "a wakeup naming no job renews every lease")
+	_, all = canceledIDs("not-an-id", more)
+	require.True(t, all)
 }
 
 // Canceling the context given to Start stops acquisition only: a running

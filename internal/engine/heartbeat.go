@@ -2,29 +2,36 @@ package engine
 
 import (
 	"context"
-	"math"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
 )
 
-// heartbeat renews the leases of the attempts this node holds, every third
-// of the lease duration, in one statement. It learns of cancel requests the
-// same way, and at once when a cancel wakeup arrives. A lease found lost has
-// its handler's context canceled: the attempt no longer counts.
+// heartbeat renews the leases of the attempts this node holds, in one
+// statement. A lease is renewed once a third of the lease duration has
+// passed since it was taken or last renewed (renewAge), and the heartbeat
+// looks every sixth of it, so a lease is renewed when between a third and
+// half of it has passed.
 //
-// A tick skips the leases taken or renewed less than a sixth of the lease
-// duration ago (freshLease): most attempts of short jobs end before their
-// lease needs renewing, and renewing them anyway rewrote every row in flight
-// every tick (a new row version and two index entries each, and row locks
-// the finishing statement then waits on). A skipped lease has more than
-// half the duration left at the next tick, so two renewals in a row can
-// still fail before it is lost, as without the skip; the last try then
-// has more than a sixth of the duration left instead of a third. A cancel
-// wakeup renews every lease: that is how the attempt learns of the
-// request (a tick is the fallback when a wakeup is missed, for a fresh
-// lease one tick later than before).
+// Most attempts of short jobs therefore end without a renewal. Renewing
+// every lease at every tick, as before, rewrote the row of every attempt in
+// flight (a new row version and two index entries each, and row locks the
+// finishing statement then waits on) only to find most of them finished a
+// moment later. With the ticks twice as frequent, a lease first due for
+// renewal has more than half the duration left, so three renewals in a row
+// can fail (the database unreachable) before it is lost; renewing everything
+// every third left room for two.
+//
+// The heartbeat learns of cancel requests the same way: at once when a
+// cancel wakeup arrives, by renewing the leases of the jobs it names (all of
+// them when a wakeup names none: anything may have changed), else at the
+// job's next renewal, at most half the duration after it was taken or last
+// renewed. A lease found lost has its handler's context canceled: the
+// attempt no longer counts.
 type heartbeat struct {
 	e    *Engine
 	kick chan struct{}
@@ -48,35 +55,61 @@ func (h *heartbeat) Start(ctx context.Context) error {
 
 func (h *heartbeat) Stop() { h.life.Stop() }
 
+// renewAge: a lease is renewed once this much of it has passed (a third of
+// the lease duration); heartbeatEvery: how often the heartbeat looks.
+func renewAge(lease time.Duration) time.Duration       { return lease / 3 }
+func heartbeatEvery(lease time.Duration) time.Duration { return lease / 6 }
+
 func (h *heartbeat) run(ctx context.Context, cancels <-chan string) {
-	t := time.NewTicker(h.e.cfg.LeaseDuration / 3)
+	lease := h.e.cfg.LeaseDuration
+	t := time.NewTicker(heartbeatEvery(lease))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			h.beat(ctx, h.e.cfg.Now().Add(h.e.cfg.LeaseDuration-freshLease(h.e.cfg.LeaseDuration)).UnixNano())
-		case <-cancels:
-			h.beat(ctx, math.MaxInt64)
+			due := h.e.cfg.Now().Add(lease - renewAge(lease)).UnixNano()
+			h.beat(ctx, h.e.runningRefs(func(_ job.Ref, leaseExpires int64) bool { return leaseExpires <= due }))
+		case id := <-cancels:
+			ids, all := canceledIDs(id, cancels)
+			h.beat(ctx, h.e.runningRefs(func(ref job.Ref, _ int64) bool { return all || ids[ref.ID] }))
 		}
 	}
 }
 
-// freshLease: a tick does not renew a lease taken or renewed less than
-// this long ago (a sixth of the lease duration).
-func freshLease(lease time.Duration) time.Duration { return lease / 6 }
+// canceledIDs are the job ids of a cancel wakeup whose payload is first and
+// of the wakeups already queued behind it; all when one of them names no
+// job (or not a valid id): then every lease is renewed.
+func canceledIDs(first string, more <-chan string) (ids map[uuid.UUID]bool, all bool) {
+	ids = map[uuid.UUID]bool{}
+	add := func(s string) {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			all = true
+			return
+		}
+		ids[id] = true
+	}
+	add(first)
+	for {
+		select {
+		case s := <-more:
+			add(s)
+		default:
+			return ids, all
+		}
+	}
+}
 
-// beat renews the leases that end at or before until (unix nanoseconds,
-// engine clock).
-func (h *heartbeat) beat(ctx context.Context, until int64) {
+// beat renews the leases of refs.
+func (h *heartbeat) beat(ctx context.Context, refs []job.Ref) {
 	defer h.expire()
-	refs := h.e.runningRefs(until)
 	if len(refs) == 0 {
 		return
 	}
 	// A renewal that takes longer than a third of the lease is useless:
-	// give up and try again at the next tick.
+	// give up and try again at a later tick.
 	ctx, cancel := context.WithTimeout(ctx, h.e.cfg.LeaseDuration/3)
 	defer cancel()
 	res, err := h.e.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{
