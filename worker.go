@@ -26,8 +26,8 @@ type WorkerConfig struct {
 	NodeID string
 	// Queues maps queue names to how many of their jobs run at once here.
 	Queues map[string]int
-	// LeaseDuration of acquired jobs, renewed once a third of it has passed;
-	// default 30 s.
+	// LeaseDuration of acquired jobs, renewed once a quarter of it has
+	// passed; default 30 s.
 	LeaseDuration time.Duration
 	// JobTimeout is the default deadline of one attempt; default 5 min.
 	JobTimeout time.Duration

@@ -180,7 +180,7 @@ var warnSchedstat sync.Once
 // clientBackends are the pids of the client's connections: this
 // database's backends but the probe's own.
 func clientBackends(ctx context.Context, c *pgx.Conn) []int32 {
-	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -91,7 +91,7 @@ var serveSettings = []setting{
 	{"database-url", "DOCKET_DATABASE_URL", docket.DatabaseURLDefault, "database: postgres://… or sqlite:PATH", func(c *serveConfig) any { return &c.DatabaseURL }},
 	{"node-id", "DOCKET_NODE_ID", "", "name of this process in leases, attempts and the nodes table (default hostname-pid-random)", func(c *serveConfig) any { return &c.NodeID }},
 	{"admin-key", "DOCKET_ADMIN_KEY", "", "bootstrap admin API key (at least 16 characters), imported as key \"bootstrap\"; prefer the environment variable: arguments are visible to other users", func(c *serveConfig) any { return &c.AdminKey }},
-	{"lease-seconds", "DOCKET_LEASE_SECONDS", "30", "lease of jobs taken by in-process workers, in seconds; renewed once a third of it has passed", func(c *serveConfig) any { return &c.LeaseSeconds }},
+	{"lease-seconds", "DOCKET_LEASE_SECONDS", "30", "lease of jobs taken by in-process workers, in seconds; renewed once a quarter of it has passed", func(c *serveConfig) any { return &c.LeaseSeconds }},
 	{"job-timeout", "DOCKET_JOB_TIMEOUT", "5m", "default deadline of one attempt run by an in-process worker", func(c *serveConfig) any { return &c.JobTimeout }},
 	{"rescue-interval", "DOCKET_RESCUE_INTERVAL", "15s", "how often the leader looks for expired leases", func(c *serveConfig) any { return &c.RescueInterval }},
 	{"scheduler-interval", "DOCKET_SCHEDULER_INTERVAL", "1s", "how often RETRY jobs whose backoff is over are queued again", func(c *serveConfig) any { return &c.SchedulerInterval }},

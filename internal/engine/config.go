@@ -45,8 +45,8 @@ type Config struct {
 	// Queues maps each queue this node works to its concurrency (handlers
 	// running at once). Empty: the engine only does maintenance.
 	Queues map[string]int
-	// LeaseDuration of acquired jobs; the worker renews a lease once a third
-	// of it has passed (it looks every sixth). Default 30 s.
+	// LeaseDuration of acquired jobs; the worker renews a lease once a
+	// quarter of it has passed (it looks every sixth). Default 30 s.
 	LeaseDuration time.Duration
 	// JobTimeout is the default per-attempt deadline. Default 5 min.
 	JobTimeout time.Duration

@@ -33,7 +33,7 @@ type faultyStore struct {
 	quietCancels bool
 
 	mu      sync.Mutex
-	renewed map[uuid.UUID]int // JobHeartbeat calls that included each job, counted as they return
+	renewed map[uuid.UUID]int // JobHeartbeat calls that renewed each job's lease
 }
 
 func (f *faultyStore) Subscribe(topic store.Topic) (<-chan string, func()) {
@@ -50,15 +50,20 @@ func (f *faultyStore) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatPar
 		return nil, errInjected
 	}
 	res, err := f.Store.JobHeartbeat(ctx, p)
-	f.mu.Lock() // counted once written: the test reads the row after
+	if err != nil {
+		return res, err
+	}
+	f.mu.Lock() // counted once written: the tests read the rows after
 	if f.renewed == nil {
 		f.renewed = map[uuid.UUID]int{}
 	}
-	for _, r := range p.Jobs {
-		f.renewed[r.ID]++
+	for _, r := range res {
+		if r.Extended {
+			f.renewed[r.Ref.ID]++
+		}
 	}
 	f.mu.Unlock()
-	return res, err
+	return res, nil
 }
 
 func (f *faultyStore) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
@@ -118,14 +123,14 @@ func TestHandlerStopsWhenLeaseRunsOutUnrenewed(t *testing.T) {
 	})
 }
 
-// renewals is how many JobHeartbeat calls included the job id.
+// renewals is how many JobHeartbeat calls renewed the job's lease.
 func (f *faultyStore) renewals(id uuid.UUID) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.renewed[id]
 }
 
-// The heartbeat leaves a lease alone until a third of the lease duration
+// The heartbeat leaves a lease alone until a quarter of the lease duration
 // has passed (most short jobs end before that), and renews it then: before,
 // every tick rewrote the row of every attempt in flight.
 func TestHeartbeatSkipsFreshLeases(t *testing.T) {
@@ -150,7 +155,7 @@ func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
 		defer releaseHandler() // before Stop, which waits for the handler
-		<-started
+		receive(t, started)
 		acquired, err := b.store.JobGet(ctx, id)
 		require.NoError(t, err)
 
@@ -161,7 +166,7 @@ func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 
 		b.clock.Advance(renewAge(cfg.LeaseDuration) - time.Millisecond)
 		time.Sleep(2*heartbeatEvery(cfg.LeaseDuration) + 200*time.Millisecond)
-		require.Zero(t, fs.renewals(id), "a lease renewed before a third of it had passed")
+		require.Zero(t, fs.renewals(id), "a lease renewed before a quarter of it had passed")
 
 		b.clock.Advance(2 * time.Millisecond)
 		waitFor(t, "the lease renewed", func() bool { return fs.renewals(id) > 0 })
@@ -208,8 +213,8 @@ func TestCancelWakeupRenewsItsJobOnly(t *testing.T) {
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
 		defer close(release) // before Stop, which waits for the handlers
-		<-started
-		<-started
+		receive(t, started)
+		receive(t, started)
 		_, err = b.store.JobCancel(ctx, &store.JobCancelParams{ID: ids[0], Now: b.clock.Now()})
 		require.NoError(t, err)
 		select {
@@ -220,12 +225,39 @@ func TestCancelWakeupRenewsItsJobOnly(t *testing.T) {
 		}
 		require.Positive(t, fs.renewals(ids[0]), "the canceled job's lease renewed")
 		require.Zero(t, fs.renewals(ids[1]), "the other job's lease renewed by a wakeup that did not name it")
-		require.Eventually(t, func() bool {
+		waitFor(t, "the canceled job to end CANCELED", func() bool {
 			row, err := b.store.JobGet(ctx, ids[0])
 			require.NoError(t, err)
 			return row.State == job.StateCanceled
-		}, 20*time.Second, 10*time.Millisecond)
+		})
 	})
+}
+
+// The schedule's promises (heartbeat.go, docs/operations.md): a lease is
+// renewed with more than half of it left, a cancel missed by its wakeup is
+// learned within half a lease, and the fourth renewal in a row still starts
+// before the lease ends when each of the three before it hangs until it
+// gives up.
+func TestLeaseRenewalSchedule(t *testing.T) {
+	for _, lease := range []time.Duration{LeaseDurationMin, 3 * time.Second, LeaseDurationDefault, time.Hour} {
+		latest := renewAge(lease) + heartbeatEvery(lease) // the latest a lease is first seen due
+		require.Greater(t, lease-latest, lease/2, "%v: renewed with more than half left", lease)
+		require.Less(t, latest, lease/2, "%v: a cancel learned within half a lease", lease)
+		require.Greater(t, lease-latest-3*heartbeatEvery(lease), time.Duration(0), "%v: a fourth try after three hung ones", lease)
+		require.Greater(t, renewAge(lease), heartbeatEvery(lease), "%v: a lease taken just before a look is not renewed at it", lease)
+	}
+}
+
+// receive waits for a value on ch, failing the test after 20 s.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for a handler to start")
+		panic("unreachable")
+	}
 }
 
 func TestCanceledIDs(t *testing.T) {

@@ -12,26 +12,28 @@ import (
 )
 
 // heartbeat renews the leases of the attempts this node holds, in one
-// statement. A lease is renewed once a third of the lease duration has
+// statement. A lease is renewed once a quarter of the lease duration has
 // passed since it was taken or last renewed (renewAge), and the heartbeat
-// looks every sixth of it, so a lease is renewed when between a third and
-// half of it has passed.
+// looks every sixth of it (heartbeatEvery), so a lease is renewed when
+// between a quarter and five twelfths of it has passed: with more than
+// seven twelfths of it left.
 //
 // Most attempts of short jobs therefore end without a renewal. Renewing
-// every lease at every tick, as before, rewrote the row of every attempt in
-// flight (a new row version and two index entries each, and row locks the
-// finishing statement then waits on) only to find most of them finished a
-// moment later. With the ticks twice as frequent, a lease first due for
-// renewal has more than half the duration left, so three renewals in a row
-// can fail (the database unreachable) before it is lost; renewing everything
-// every third left room for two.
+// every lease every third of the duration, as before, rewrote the row of
+// every attempt in flight (a new row version and two index entries each,
+// and row locks the finishing statement then waits on) only to find most
+// of them finished a moment later. A renewal gives up after a sixth of the
+// duration, so even when each one hangs until then, the fourth try in a
+// row still starts before the lease ends: three renewals in a row can fail
+// (the database unreachable) before it is lost. Renewing everything every
+// third, with a third as the timeout, left room for two.
 //
 // The heartbeat learns of cancel requests the same way: at once when a
 // cancel wakeup arrives, by renewing the leases of the jobs it names (all of
 // them when a wakeup names none: anything may have changed), else at the
-// job's next renewal, at most half the duration after it was taken or last
-// renewed. A lease found lost has its handler's context canceled: the
-// attempt no longer counts.
+// job's next renewal, at most five twelfths of the duration after it was
+// taken or last renewed. A lease found lost has its handler's context
+// canceled: the attempt no longer counts.
 type heartbeat struct {
 	e    *Engine
 	kick chan struct{}
@@ -55,9 +57,10 @@ func (h *heartbeat) Start(ctx context.Context) error {
 
 func (h *heartbeat) Stop() { h.life.Stop() }
 
-// renewAge: a lease is renewed once this much of it has passed (a third of
-// the lease duration); heartbeatEvery: how often the heartbeat looks.
-func renewAge(lease time.Duration) time.Duration       { return lease / 3 }
+// renewAge: a lease is renewed once this much of it has passed (a quarter
+// of the lease duration); heartbeatEvery: how often the heartbeat looks,
+// and how long a renewal may take.
+func renewAge(lease time.Duration) time.Duration       { return lease / 4 }
 func heartbeatEvery(lease time.Duration) time.Duration { return lease / 6 }
 
 func (h *heartbeat) run(ctx context.Context, cancels <-chan string) {
@@ -108,9 +111,9 @@ func (h *heartbeat) beat(ctx context.Context, refs []job.Ref) {
 	if len(refs) == 0 {
 		return
 	}
-	// A renewal that takes longer than a third of the lease is useless:
-	// give up and try again at a later tick.
-	ctx, cancel := context.WithTimeout(ctx, h.e.cfg.LeaseDuration/3)
+	// A renewal that takes longer than the time between two looks holds
+	// up the next: give up and try again at once.
+	ctx, cancel := context.WithTimeout(ctx, heartbeatEvery(h.e.cfg.LeaseDuration))
 	defer cancel()
 	res, err := h.e.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{
 		Jobs: refs, LeaseDuration: h.e.cfg.LeaseDuration, Now: h.e.cfg.Now(),
