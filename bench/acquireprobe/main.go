@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/bench"
 	"github.com/docket-run/docket/internal/job"
 )
 
@@ -249,13 +250,11 @@ func run(ctx context.Context, admin *pgx.Conn, dbURL func(string) string, jobs i
 	return m
 }
 
-// cpu is the backend's CPU time so far, µs (/proc/PID/schedstat).
+// cpu is the backend's CPU time so far, µs (bench.ProcessCPU).
 func cpu(pid uint32) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	d, err := bench.ProcessCPU(int(pid))
 	check(err)
-	ns, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	check(err)
-	return ns / 1000
+	return float64(d.Nanoseconds()) / 1000
 }
 
 // floorSQL is the floor's acquisition (../shared/bench/floor), $1 queue, $2 max.

@@ -104,16 +104,8 @@ func main() {
 			float64(*jobs)/wall.Seconds(), per(wall), per(cl), per(sv), per(bk),
 			(w1.bytes-w0.bytes)/float64(*jobs), w1.syncs-w0.syncs, (w1.syncMs-w0.syncMs)/float64(max(1, w1.syncs-w0.syncs)))
 	}
-	// The backends of this database, for a profiler's pid filter.
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-	if err != nil {
-		log.Fatal(err)
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Fprintln(os.Stderr, "backends:", pids)
+	// The client's backends, for a profiler's pid filter.
+	fmt.Fprintln(os.Stderr, "backends:", clientBackends(ctx, conn))
 }
 
 // postmaster is the cluster's postmaster pid, from its data directory.
@@ -191,20 +183,18 @@ func clientBackends(ctx context.Context, c *pgx.Conn) []int32 {
 	return pids
 }
 
-// backendsCPU is the CPU the processes pids have run, from the
-// scheduler's nanosecond count (/proc/PID/schedstat).
+// backendsCPU is the CPU the processes pids have run (bench.ProcessCPU).
 // A pid it cannot read (the server is not on this machine, or in a
 // container of its own) is reported once on stderr and counts 0.
 func backendsCPU(pids []int32) time.Duration {
 	var total time.Duration
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		d, err := bench.ProcessCPU(int(pid))
 		if err != nil {
 			warnSchedstat.Do(func() { log.Printf("backends' CPU not counted: %v", err) })
 			continue
 		}
-		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-		total += time.Duration(ns)
+		total += d
 	}
 	return total
 }

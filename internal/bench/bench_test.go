@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,5 +201,29 @@ func TestStepLatencies(t *testing.T) {
 	}
 	if _, err := StepLatencies(ShapeDiamond, jobs[1:], starts); err == nil || !strings.Contains(err.Error(), "parent top") {
 		t.Fatalf("err = %v, want the missing parent", err)
+	}
+}
+
+// ProcessCPU reads a live process's CPU, which grows as it runs, and
+// fails for a pid that does not exist.
+func TestProcessCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no /proc/PID/schedstat here")
+	}
+	c0, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for t0 := time.Now(); time.Since(t0) < 20*time.Millisecond; {
+	}
+	c1, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1 <= c0 {
+		t.Fatalf("CPU %v after spinning, %v before", c1, c0)
+	}
+	if _, err := ProcessCPU(-1); err == nil {
+		t.Fatal("no error for pid -1")
 	}
 }
