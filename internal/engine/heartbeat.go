@@ -36,13 +36,10 @@ import (
 // canceled: the attempt no longer counts.
 type heartbeat struct {
 	e    *Engine
-	kick chan struct{}
 	life service.Lifecycle
 }
 
-func newHeartbeat(e *Engine) *heartbeat {
-	return &heartbeat{e: e, kick: make(chan struct{}, 1)}
-}
+func newHeartbeat(e *Engine) *heartbeat { return &heartbeat{e: e} }
 
 func (h *heartbeat) Start(ctx context.Context) error {
 	return h.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
