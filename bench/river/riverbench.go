@@ -1,7 +1,10 @@
 // Package riverbench adapts River (github.com/riverqueue/river) to docket's
 // bench harness (internal/bench), so that River and `docket bench` are
 // measured on the same workloads with the same counting: no-op jobs,
-// completions counted as committed in the database.
+// completions counted as committed (from River's subscription to completed
+// jobs, which it sends after the completing statement returns, checked
+// against the database at the end; with -count-in-database, by counting
+// the table every -interval).
 //
 // It is a module of its own, as are the two programs that use it
 // (postgres/ with the latest River, sqlite/ with riversqlite, whose latest
@@ -46,6 +49,7 @@ func ParseFlags() (*Flags, error) {
 	flag.IntVar(&f.Config.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertManyFast call")
 	flag.IntVar(&f.Config.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertManyFast calls in flight at once")
 	flag.DurationVar(&f.Config.Interval, "interval", bench.IntervalDefault, "progress and sample period")
+	flag.BoolVar(&f.Config.CountInDatabase, "count-in-database", false, "count completions in the database every -interval, not from River's completed-job events")
 	flag.IntVar(&f.Workers, "workers", 5000, "MaxWorkers of the queue")
 	flag.IntVar(new(int), "batch", 0, "ignored: River fetches up to its free worker slots")
 	flag.DurationVar(&f.FetchCooldown, "fetch-cooldown", 0, "River FetchCooldown (0: River's default, 100ms)")
@@ -116,7 +120,21 @@ type system[TTx any] struct {
 
 	client *river.Client[TTx] // inserts only
 	worker *river.Client[TTx]
+
+	unsubscribe func()        // ends the subscription to completed jobs
+	forwarded   chan struct{} // closed when its events are all reported
 }
+
+// subscribeChanSize is the subscription's buffer. River drops an event
+// its subscriber's buffer cannot take (and logs a warning); the harness
+// then fails the run, as its reports stop short. The forwarding loop only
+// adds to a counter, and River's completer hands over at most 5,000
+// completions at once.
+const subscribeChanSize = 1 << 17
+
+// ReportsCommits implements bench.CommitReporter: StartWorkers reports
+// River's completed-job events.
+func (s *system[TTx]) ReportsCommits() bool { return true }
 
 func (s *system[TTx]) Name() string    { return "river" }
 func (s *system[TTx]) Backend() string { return s.backend }
@@ -151,7 +169,20 @@ func (s *system[TTx]) StartWorkers(ctx context.Context, h *bench.Hooks) error {
 	if err != nil {
 		return err
 	}
+	// River sends a job's completed event after the statement that
+	// completed it returned (its batch completer, autocommitted).
+	events, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{
+		Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: subscribeChanSize,
+	})
+	s.unsubscribe, s.forwarded = unsubscribe, make(chan struct{})
+	go func() {
+		defer close(s.forwarded)
+		for range events {
+			h.Committed(1)
+		}
+	}()
 	if err := c.Start(ctx); err != nil {
+		unsubscribe()
 		return err
 	}
 	s.worker = c
@@ -162,7 +193,10 @@ func (s *system[TTx]) StopWorkers(ctx context.Context) error {
 	if s.worker == nil {
 		return nil
 	}
-	return s.worker.Stop(ctx)
+	err := s.worker.Stop(ctx)
+	s.unsubscribe()
+	<-s.forwarded
+	return err
 }
 
 // The counts read the whole table grouped by state, as docket's

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -97,8 +98,12 @@ A database with unfinished jobs (a continuous run leaves some) is refused;
 applied again: every job, key and webhook there is lost), so back-to-back
 runs on one database are one command each.
 
-Completions are counted in the database, as committed, not as handler
-returns. Progress goes to stderr every --interval; the result to stdout as
+Completions are counted as committed, not as handler returns: in burn and
+continuous modes from the client's OnJobFinished, which runs after each
+commit, checked against the database at the end (the run fails if the
+database holds fewer); --count-in-database counts the jobs table every
+--interval instead, which costs the server a scan of the table each time.
+Progress goes to stderr every --interval; the result to stdout as
 docket_insert_jobs_per_sec=… and docket_jobs_per_sec=… lines (and latency
 percentiles), or as JSON with -o json.`,
 		Args: cobra.NoArgs,
@@ -128,6 +133,7 @@ percentiles), or as JSON with -o json.`,
 	f.IntVar(&cfg.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertMany call")
 	f.IntVar(&cfg.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertMany calls in flight at once")
 	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
+	f.BoolVar(&cfg.CountInDatabase, "count-in-database", false, "count completions in the database every --interval, not from the client's commit reports")
 	f.IntVar(&workers, "workers", benchWorkersDefault, "handlers running at once")
 	f.IntVar(&batch, "batch", benchBatchDefault, "most jobs acquired per query")
 	f.IntVar(&flush, "complete-batch", 0, "most completions written per statement (0: the worker default)")
@@ -153,7 +159,10 @@ percentiles), or as JSON with -o json.`,
 			return fmt.Errorf("--output %q: want text or json", output)
 		}
 		ctx := cmd.Context()
-		client, err := openClient(ctx, *url, true, slog.LevelWarn)
+		var commits benchCommits
+		client, err := openClientConfig(ctx, docket.Config{
+			DatabaseURL: *url, AutoMigrate: true, OnJobFinished: commits.finished,
+		}, slog.LevelWarn)
 		if err != nil {
 			return err
 		}
@@ -208,7 +217,7 @@ percentiles), or as JSON with -o json.`,
 			fc.Shapes = shapes
 			_, err = bench.RunFlows(ctx, &benchFlowSystem{client: client, workers: workers, batch: batch, flush: flush}, fc)
 		} else {
-			_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush}, cfg)
+			_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush, commits: &commits}, cfg)
 		}
 		if errors.Is(err, bench.ErrNotFresh) {
 			return fmt.Errorf("%w, or pass --reset to empty this one first", err)
@@ -243,7 +252,21 @@ type benchSystem struct {
 	batch   int
 	flush   int
 	worker  *docket.Worker
+	commits *benchCommits // the client's OnJobFinished
 }
+
+// benchCommits reports the client's committed successes to the hooks of
+// the running benchmark (bench.CommitReporter): Config.OnJobFinished runs
+// after each finishing statement's commit, once per job it applied.
+type benchCommits struct{ hooks atomic.Pointer[bench.Hooks] }
+
+func (c *benchCommits) finished(e docket.JobFinishedEvent) {
+	if h := c.hooks.Load(); h != nil && e.State == docket.JobStateSuccess {
+		h.Committed(1)
+	}
+}
+
+func (s *benchSystem) ReportsCommits() bool { return s.commits != nil }
 
 func (s *benchSystem) Name() string    { return "docket" }
 func (s *benchSystem) Backend() string { return s.client.Backend() }
@@ -266,6 +289,9 @@ func (s *benchSystem) InsertOne(ctx context.Context) (string, error) {
 }
 
 func (s *benchSystem) StartWorkers(ctx context.Context, h *bench.Hooks) error {
+	if s.commits != nil {
+		s.commits.hooks.Store(h)
+	}
 	w := docket.NewWorker(s.client, docket.WorkerConfig{
 		Queues:     map[string]int{benchArgs{}.JobType(): s.workers},
 		FetchBatch: s.batch, CompleteBatch: s.flush,

@@ -296,3 +296,44 @@ func TestCrowdContributeFirstPause(t *testing.T) {
 	require.ErrorContains(t, err, "POST /v1/assignments")
 	require.Eventually(t, func() bool { return accepted.Load() > 0 }, 5*time.Second, time.Millisecond, "without think time the first take goes at once")
 }
+
+// docket bench counts a burn's and a continuous run's completions from the
+// client's commit reports (OnJobFinished) and checks them against the
+// database; --count-in-database counts the table instead. Both backends.
+func TestBenchCountsReportedCommits(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			u := backend.URL(t)
+			for _, tc := range []struct {
+				args    []string
+				counted string
+			}{
+				{[]string{"--mode", "burn", "--jobs", "300"}, "reports"},
+				{[]string{"--mode", "burn", "--jobs", "300", "--count-in-database"}, "database"},
+				{[]string{"--mode", "continuous", "--duration", "300ms"}, "reports"},
+			} {
+				args := append([]string{"bench", "--database-url", u, "--reset", "--workers", "20", "--batch", "50",
+					"--interval", "50ms", "-o", "json"}, tc.args...)
+				out, err := runDocket(t, args...)
+				require.NoError(t, err, out)
+				// Progress lines, then the result: one indented JSON object.
+				at := strings.Index(out, "\n{")
+				require.GreaterOrEqual(t, at, 0, out)
+				var res struct {
+					Mode      string `json:"mode"`
+					Counted   string `json:"counted"`
+					Completed int    `json:"completed"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(out[at:]), &res), out)
+				require.Equal(t, tc.counted, res.Counted, "%v", tc.args)
+				if res.Mode == "burn" {
+					require.Equal(t, 300, res.Completed, "%v", tc.args)
+				} else {
+					require.Positive(t, res.Completed, "%v", tc.args)
+				}
+			}
+		})
+	}
+}

@@ -50,6 +50,11 @@ func databaseURLFlag(cmd *cobra.Command, def string) *string {
 
 // openClient opens the database; logs go to stderr at level and above.
 func openClient(ctx context.Context, url string, migrate bool, level slog.Level) (*docket.Client, error) {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: migrate, Logger: logger})
+	return openClientConfig(ctx, docket.Config{DatabaseURL: url, AutoMigrate: migrate}, level)
+}
+
+// openClientConfig is openClient with more of the client's Config.
+func openClientConfig(ctx context.Context, cfg docket.Config, level slog.Level) (*docket.Client, error) {
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return docket.NewClient(ctx, cfg)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +26,14 @@ type fakeQueue struct {
 	stop       chan struct{}
 	wg         sync.WaitGroup
 	unfinished int
+	counts     int // CountCompleted calls
+
+	reports bool // a CommitReporter
+	phantom int  // completions reported with the first batch that never commit
+	silent  bool // reports nothing although it says it does
 }
+
+func (f *fakeQueue) ReportsCommits() bool { return f.reports }
 
 func (f *fakeQueue) Name() string    { return "fake" }
 func (f *fakeQueue) Backend() string { return "memory" }
@@ -76,6 +84,10 @@ func (f *fakeQueue) StartWorkers(_ context.Context, h *Hooks) error {
 			f.mu.Lock()
 			f.done += len(batch)
 			f.mu.Unlock()
+			if f.reports && !f.silent && len(batch) > 0 {
+				h.Committed(len(batch) + f.phantom)
+				f.phantom = 0
+			}
 		}
 	}()
 	return nil
@@ -90,6 +102,7 @@ func (f *fakeQueue) StopWorkers(context.Context) error {
 func (f *fakeQueue) CountCompleted(context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.counts++
 	return f.done, nil
 }
 
@@ -101,9 +114,14 @@ func (f *fakeQueue) CountUnfinished(context.Context) (int, error) {
 
 func run(t *testing.T, cfg Config) (*Result, string) {
 	t.Helper()
+	return runOn(t, &fakeQueue{}, cfg)
+}
+
+func runOn(t *testing.T, q *fakeQueue, cfg Config) (*Result, string) {
+	t.Helper()
 	var out bytes.Buffer
 	cfg.Out, cfg.Interval = &out, 50*time.Millisecond
-	res, err := Run(t.Context(), &fakeQueue{}, cfg)
+	res, err := Run(t.Context(), q, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +145,68 @@ func TestBurnCountsCommittedCompletions(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output %q lacks %q", out, want)
 		}
+	}
+}
+
+// A CommitReporter's burn is counted from its reports: the database is
+// read before the run and once to check the reports, never while the
+// workers run.
+func TestBurnCountsReportedCommits(t *testing.T) {
+	t.Parallel()
+	q := &fakeQueue{reports: true}
+	res, _ := runOn(t, q, Config{Mode: ModeBurn, Jobs: 3000, InsertBatch: 700})
+	if res.Completed != 3000 || res.Counted != CountedFromReports {
+		t.Fatalf("completed %d, counted from %q; want 3000 from reports", res.Completed, res.Counted)
+	}
+	if last := res.Samples[len(res.Samples)-1]; last.Completed != 3000 || last.Seconds != res.WorkSeconds {
+		t.Fatalf("last sample %+v, work seconds %v", last, res.WorkSeconds)
+	}
+	if q.counts != 2 {
+		t.Fatalf("the database was counted %d times, want 2 (before the run, the check)", q.counts)
+	}
+
+	q = &fakeQueue{reports: true}
+	res, _ = runOn(t, q, Config{Mode: ModeBurn, Jobs: 3000, InsertBatch: 700, CountInDatabase: true})
+	if res.Completed != 3000 || res.Counted != CountedInDatabase || q.counts < 3 {
+		t.Fatalf("CountInDatabase: completed %d, counted from %q, %d counts", res.Completed, res.Counted, q.counts)
+	}
+}
+
+// Reports the database does not back fail the run, as do reports that
+// stop short.
+func TestBurnChecksTheReports(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	_, err := Run(t.Context(), &fakeQueue{reports: true, phantom: 10},
+		Config{Mode: ModeBurn, Jobs: 3000, Out: &out, Interval: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "3010 completions were reported committed, but the database holds 3000") {
+		t.Fatalf("phantom reports: %v", err)
+	}
+	_, err = Run(t.Context(), &fakeQueue{reports: true, phantom: 10},
+		Config{Mode: ModeContinuous, Duration: 300 * time.Millisecond, Out: &out, Interval: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "completions were reported committed, but the database holds") {
+		t.Fatalf("continuous, phantom reports: %v", err)
+	}
+}
+
+func TestBurnGivesUpOnSilentReports(t *testing.T) {
+	wait := commitReportWait
+	commitReportWait = 200 * time.Millisecond
+	t.Cleanup(func() { commitReportWait = wait })
+	var out bytes.Buffer
+	_, err := Run(t.Context(), &fakeQueue{reports: true, silent: true},
+		Config{Mode: ModeBurn, Jobs: 1000, Out: &out, Interval: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "only 0 of 1000 commits were reported") {
+		t.Fatalf("silent reports: %v", err)
+	}
+}
+
+func TestContinuousCountsReportedCommits(t *testing.T) {
+	t.Parallel()
+	q := &fakeQueue{reports: true}
+	res, _ := runOn(t, q, Config{Mode: ModeContinuous, Duration: 600 * time.Millisecond})
+	if res.Completed <= 0 || res.Counted != CountedFromReports || q.counts != 2 {
+		t.Fatalf("completed %d, counted from %q, %d counts", res.Completed, res.Counted, q.counts)
 	}
 }
 
@@ -205,20 +285,30 @@ func TestStepLatencies(t *testing.T) {
 }
 
 // ProcessCPU reads a live process's CPU, which grows as it runs, and
-// fails for a pid that does not exist.
+// fails for a pid that does not exist. The process is a single-threaded
+// shell loop, as a PostgreSQL backend is single-threaded: the test's own
+// process would not do, since its spinning goroutine may run on a thread
+// other than the main one, whose time the file counts.
 func TestProcessCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skip("no /proc/PID/schedstat here")
 	}
-	c0, err := ProcessCPU(os.Getpid())
+	spin := exec.Command("sh", "-c", "while :; do :; done")
+	if err := spin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = spin.Process.Kill(); _ = spin.Wait() })
+	c0, err := ProcessCPU(spin.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for t0 := time.Now(); time.Since(t0) < 20*time.Millisecond; {
-	}
-	c1, err := ProcessCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
+	// The loop gets a core for some of any 100 ms, however busy the
+	// machine; a bound keeps a starved one from hanging the test.
+	c1 := c0
+	for t0 := time.Now(); c1 <= c0 && time.Since(t0) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
+		if c1, err = ProcessCPU(spin.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if c1 <= c0 {
 		t.Fatalf("CPU %v after spinning, %v before", c1, c0)
