@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs docket and River back to back on fresh databases and prints a table
 # of medians (docs/benchmarks.md shows one). Every run counts completions as
-# committed in the database (internal/bench).
+# committed: from each library's after-commit reports, checked against the
+# database at the end (internal/bench).
 #
 #   bench/run.sh                    everything (about 25 minutes with REPS=3)
 #   MODES="burn" BACKENDS=postgres REPS=1 bench/run.sh
