@@ -126,10 +126,11 @@ type system[TTx any] struct {
 }
 
 // subscribeChanSize is the subscription's buffer. River drops an event
-// its subscriber's buffer cannot take (and logs a warning); the harness
-// then fails the run, as its reports stop short. The forwarding loop only
-// adds to a counter, and River's completer hands over at most 5,000
-// completions at once.
+// its subscriber's buffer cannot take (v0.51.1 logs a warning, v0.31.0,
+// which the SQLite program uses, says nothing); the harness then fails
+// the run, as the reports fall short of the database. The forwarding loop
+// only adds to a counter, and River's completer hands over one completed
+// batch at a time (up to a few thousand jobs).
 const subscribeChanSize = 1 << 17
 
 // ReportsCommits implements bench.CommitReporter: StartWorkers reports

@@ -101,7 +101,7 @@ runs on one database are one command each.
 Completions are counted as committed, not as handler returns: in burn and
 continuous modes from the client's OnJobFinished, which runs after each
 commit, checked against the database at the end (the run fails if the
-database holds fewer); --count-in-database counts the jobs table every
+database holds a different number); --count-in-database counts the jobs table every
 --interval instead, which costs the server a scan of the table each time.
 Progress goes to stderr every --interval; the result to stdout as
 docket_insert_jobs_per_sec=… and docket_jobs_per_sec=… lines (and latency
@@ -159,10 +159,14 @@ percentiles), or as JSON with -o json.`,
 			return fmt.Errorf("--output %q: want text or json", output)
 		}
 		ctx := cmd.Context()
+		// Burn and continuous count completions from the client's commit
+		// reports; the other modes leave OnJobFinished unset, as before.
 		var commits benchCommits
-		client, err := openClientConfig(ctx, docket.Config{
-			DatabaseURL: *url, AutoMigrate: true, OnJobFinished: commits.finished,
-		}, slog.LevelWarn)
+		ccfg := docket.Config{DatabaseURL: *url, AutoMigrate: true}
+		if cfg.Mode == bench.ModeBurn || cfg.Mode == bench.ModeContinuous {
+			ccfg.OnJobFinished = commits.finished
+		}
+		client, err := openClientConfig(ctx, ccfg, slog.LevelWarn)
 		if err != nil {
 			return err
 		}

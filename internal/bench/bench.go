@@ -260,7 +260,8 @@ func Run(ctx context.Context, sys System, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("the database holds %d unfinished jobs: %w", n, ErrNotFresh)
 	}
 	r := &runner{sys: sys, cfg: cfg, res: &Result{System: sys.Name(), Backend: sys.Backend(), Mode: cfg.Mode, Counted: CountedInDatabase}}
-	if cr, ok := sys.(CommitReporter); ok && cr.ReportsCommits() && !cfg.CountInDatabase {
+	// Latency mode counts its few completions in the database, once.
+	if cr, ok := sys.(CommitReporter); ok && cr.ReportsCommits() && !cfg.CountInDatabase && cfg.Mode != ModeLatency {
 		r.reports = true
 		r.res.Counted = CountedFromReports
 	}
@@ -292,6 +293,7 @@ type runner struct {
 	res     *Result
 	base    int  // completed before the run
 	reports bool // count from the System's commit reports (CommitReporter)
+	stopped bool // the workers were stopped
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -452,7 +454,7 @@ var commitReportWait = 30 * time.Second
 
 // burnReported is burn's wait for a CommitReporter: it samples the reports
 // every tick and ends at the report that makes the count whole, then checks
-// the database holds at least that many completions.
+// the reports against the database (checkReports).
 func (r *runner) burnReported(ctx context.Context, hooks *Hooks, start time.Time, tick <-chan time.Time) error {
 	n := r.cfg.Jobs
 	all := hooks.all             // read once: nil after it closed
@@ -476,18 +478,23 @@ func (r *runner) burnReported(ctx context.Context, hooks *Hooks, start time.Time
 	}
 	r.sample(time.Since(start), int(hooks.committed.Load()), n)
 	r.burnDone(int(hooks.committed.Load()))
-	return r.checkReports(ctx, int(hooks.committed.Load()))
+	return r.checkReports(ctx, hooks)
 }
 
-// checkReports fails when the database holds fewer committed completions
-// of this run than the System reported: its reports would have inflated
-// the figure.
-func (r *runner) checkReports(ctx context.Context, reported int) error {
+// checkReports stops the workers, then fails unless the database holds
+// as many committed completions of this run as the System reported.
+func (r *runner) checkReports(ctx context.Context, hooks *Hooks) error {
+	// Stopped, the workers commit and report nothing more: every report
+	// is in, and an honest System's database holds exactly as many
+	// completions. More reports would have inflated the figure; fewer
+	// (events lost on the way) would have deflated it.
+	r.stop(ctx)
+	reported := int(hooks.committed.Load())
 	done, err := r.completed(ctx)
 	if err != nil {
 		return err
 	}
-	if done < reported {
+	if done != reported {
 		return fmt.Errorf("%d completions were reported committed, but the database holds %d", reported, done)
 	}
 	return nil
@@ -502,7 +509,13 @@ func (r *runner) burnDone(done int) {
 	r.res.JobsPerSec = float64(done) / last.Seconds
 }
 
+// stop stops the workers, once (checkReports stops them before the
+// deferred call).
 func (r *runner) stop(ctx context.Context) {
+	if r.stopped {
+		return
+	}
+	r.stopped = true
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.sys.StopWorkers(sctx); err != nil {
@@ -526,12 +539,7 @@ func (r *runner) continuous(ctx context.Context) error {
 	if err := r.sys.StartWorkers(ctx, hooks); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			r.stop(ctx)
-		}
-	}()
+	defer r.stop(ctx)
 	r.sample(0, 0, 0)
 
 	// Top up: every TopUpInterval, bring what is available (inserted but
@@ -621,11 +629,7 @@ loop:
 		return err
 	}
 	if r.reports {
-		// Stopped, the workers report nothing more: every report is in,
-		// and an honest System's database holds at least as many.
-		r.stop(ctx)
-		stopped = true
-		if err := r.checkReports(ctx, int(hooks.committed.Load())); err != nil {
+		if err := r.checkReports(ctx, hooks); err != nil {
 			return err
 		}
 	}

@@ -30,6 +30,7 @@ type fakeQueue struct {
 
 	reports bool // a CommitReporter
 	phantom int  // completions reported with the first batch that never commit
+	lose    int  // commits of the first batch never reported
 	silent  bool // reports nothing although it says it does
 }
 
@@ -85,8 +86,8 @@ func (f *fakeQueue) StartWorkers(_ context.Context, h *Hooks) error {
 			f.done += len(batch)
 			f.mu.Unlock()
 			if f.reports && !f.silent && len(batch) > 0 {
-				h.Committed(len(batch) + f.phantom)
-				f.phantom = 0
+				h.Committed(len(batch) + f.phantom - min(f.lose, len(batch)))
+				f.phantom, f.lose = 0, 0
 			}
 		}
 	}()
@@ -186,6 +187,12 @@ func TestBurnChecksTheReports(t *testing.T) {
 		Config{Mode: ModeContinuous, Duration: 300 * time.Millisecond, Out: &out, Interval: 50 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "completions were reported committed, but the database holds") {
 		t.Fatalf("continuous, phantom reports: %v", err)
+	}
+	// Lost reports would lower a continuous figure: they fail the run too.
+	_, err = Run(t.Context(), &fakeQueue{reports: true, lose: 3},
+		Config{Mode: ModeContinuous, Duration: 300 * time.Millisecond, Out: &out, Interval: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "completions were reported committed, but the database holds") {
+		t.Fatalf("continuous, lost reports: %v", err)
 	}
 }
 
