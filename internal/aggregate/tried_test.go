@@ -5,8 +5,10 @@ package aggregate
 // TestTriedVariants can reproduce the recorded figures; none is shipped.
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -995,6 +997,15 @@ func triedVariants(short bool) []triedVariant {
 		{"ds, pooled row as prior mean, the default's strength", func(x *index, o Options) *Result {
 			return genericDS(x, o, pooledFixedPlan, 1)
 		}, 7798, 959},
+		// Fourth round.
+		{"ds from a spectral start (Zhang et al. 2014)", func(x *index, o Options) *Result {
+			r, _ := spectralDS(x, o, spectralDefault)
+			return r
+		}, 7808, 960},
+		{"ds with item difficulty, Beta(1,9)", func(x *index, o Options) *Result {
+			r, _ := difficultyDS(x, o, difficultyDefault)
+			return r
+		}, 7778, 957},
 	}
 	if short {
 		return vs
@@ -1117,9 +1128,737 @@ func TestTriedItemDiff(t *testing.T) {
 	}
 }
 
+// TestTriedFourthRound: the two models of the fourth round against ds on
+// the five data sets (docs/aggregation.md): whether the spectral start was
+// used, how good it is alone, iterations, and the items where each
+// disagrees with ds (how many, ds right, the model right).
+func TestTriedFourthRound(t *testing.T) {
+	if os.Getenv("DOCKET_AGG_TRIED") == "" {
+		t.Skip("set DOCKET_AGG_TRIED=1 to re-count the variants docs/aggregation.md lists as tried")
+	}
+	t.Parallel()
+	sets := []dataset{loadDataset(t, "d_product"), loadDataset(t, "d_possent")}
+	for _, tc := range [][5]int{{1, 3000, 400, 5, 3}, {2, 3000, 1500, 5, 4}, {3, 2000, 300, 3, 4}} {
+		in, tr := synthetic(uint64(tc[0]), tc[1], tc[2], tc[3], tc[4])
+		sets = append(sets, dataset{in, tr})
+	}
+	type diff struct{ n, dsRight, right int }
+	type row struct {
+		start                int // items right from the spectral start alone
+		spectral, difficulty diff
+		spIt, dfIt           int
+		dfConverged          bool
+	}
+	want := []row{
+		{7723, diff{0, 0, 0}, diff{62, 46, 16}, 65, 500, false},
+		{958, diff{0, 0, 0}, diff{7, 5, 2}, 18, 374, true},
+		{2751, diff{0, 0, 0}, diff{2, 1, 1}, 119, 366, true},
+		{2470, diff{5, 4, 1}, diff{0, 0, 0}, 274, 425, true},
+		{1199, diff{0, 0, 0}, diff{0, 0, 0}, 178, 341, true},
+	}
+	opts := Options{}.WithDefaults()
+	for n, d := range sets {
+		x, err := newIndex(d.judgments, opts)
+		require.NoError(t, err)
+		ds := dawidSkene(MethodDS, x, opts)
+		against := func(r *Result) diff {
+			var v diff
+			for i, it := range r.Items {
+				if it.Label != ds.Items[i].Label {
+					v.n++
+					v.dsRight += b2i(ds.Items[i].Label == d.truth[it.Item])
+					v.right += b2i(it.Label == d.truth[it.Item])
+				}
+			}
+			return v
+		}
+		post, ok := spectralStart(x, spectralDefault)
+		require.True(t, ok, "set %d: the spectral start is used", n)
+		start, _ := accuracy(newResult(x, post), d.truth)
+		sp, _ := spectralDS(x, opts, spectralDefault)
+		df, dd := difficultyDS(x, opts, difficultyDefault)
+		var dMax, dMean float64
+		for _, v := range dd {
+			dMax = max(dMax, v)
+			dMean += v / float64(len(dd))
+		}
+		got := row{start, against(sp), against(df), sp.Iterations, df.Iterations, df.Converged}
+		t.Logf("set %d: %+v; difficulty d mean %.4f, max %.4f", n, got, dMean, dMax)
+		require.Equal(t, want[n], got, "set %d", n)
+	}
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
+}
+
+// Fourth round (docs/aggregation.md): two new models rather than new
+// priors, each with its settings fixed before it was run.
+
+// spectralConfig fixes the spectral start (Zhang, Chen, Zhou, Jordan,
+// "Spectral Methods Meet EM", NeurIPS 2014 / JMLR 2016, Algorithm 1).
+type spectralConfig struct {
+	starts, steps int    // robust tensor power method: random starts, power steps per start (and as many to refine)
+	seed          uint64 // seed of the starts (math/rand/v2 PCG): the result is deterministic
+}
+
+var spectralDefault = spectralConfig{starts: 20, steps: 50, seed: 1}
+
+// spectralDS is Dawid-Skene's MAP EM (ds's smoothing, tolerance and cap)
+// started from a method-of-moments estimate instead of the majority vote:
+//
+//  1. The workers, sorted by id, fall into three groups by rank mod 3.
+//     Group g's aggregated label of item j is Z_gj = (1/|G_g|) Σ_{i∈G_g}
+//     e(z_ij) (one-hot, zero where worker i did not judge j); means are
+//     over all items.
+//  2. For each (a, b, c) of (1,2,0), (2,0,1), (0,1,2): Z'_a = E[Z_c Z_bᵀ]
+//     E[Z_a Z_bᵀ]⁻¹ Z_a and Z'_b = E[Z_c Z_aᵀ] E[Z_b Z_aᵀ]⁻¹ Z_b; M2 =
+//     E[Z'_a Z'_bᵀ] (symmetrised), M3 = E[Z'_a ⊗ Z'_b ⊗ Z_c] (symmetrised
+//     over its six index orders). Whiten with Q = U|D|^(-1/2) (M2 = UDUᵀ,
+//     Jacobi), decompose M3(Q,Q,Q) by the robust tensor power method
+//     (cfg.starts seeded random starts of cfg.steps steps, the start with
+//     the largest eigenvalue refined cfg.steps more, then deflation), and
+//     read w_h = λ_h⁻², μ_h = Q⁻ᵀ λ_h v_h = U|D|^(1/2) λ_h v_h. Column l of
+//     group c's aggregated confusion C_c is the μ_h whose normalised l-th
+//     entry is largest (greedily, each h used once: largest entry first).
+//     The class prior is the mean of the three w, normalised.
+//  3. Worker i of group g, with a = (g+1) mod 3: C_i = E[e(z_i) Z_aᵀ]
+//     (W C_aᵀ)⁻¹; each column (true class h) clipped at 0 and normalised
+//     (uniform if nothing is left) is the worker's row h.
+//  4. Those rows, as n_i·w_h expected judgments of class h, get ds's
+//     Dirichlet pseudo-counts (2 diagonal, 0.5 off); the prior gets +1 per
+//     class over the items; one E-step gives the starting posteriors, from
+//     which ds's EM runs unchanged.
+//
+// Where a step cannot be done (fewer than three workers, a singular
+// moment matrix, a non-finite value) it starts from the majority-vote
+// shares, as ds does; ok reports whether the spectral start was used.
+func spectralDS(x *index, opts Options, cfg spectralConfig) (res *Result, ok bool) {
+	k := x.nClasses()
+	post := make([]float64, len(x.items)*k)
+	ones := make([]float64, len(x.workers))
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	start, ok := spectralStart(x, cfg)
+	if ok {
+		post = start
+	}
+	return runEMFrom(MethodDS, x, opts, smoothingDefault, post), ok
+}
+
+func spectralStart(x *index, cfg spectralConfig) ([]float64, bool) {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	if nW < 3 || k < 2 {
+		return nil, false
+	}
+	order := make([]int, nW)
+	for w := range order {
+		order[w] = w
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(x.workers[a], x.workers[b]) })
+	group := make([]int, nW)
+	var size [3]float64
+	for rank, w := range order {
+		group[w] = rank % 3
+		size[rank%3]++
+	}
+	var items []int
+	for i := range x.items {
+		if x.gold[i] < 0 && x.start[i+1] > x.start[i] {
+			items = append(items, i)
+		}
+	}
+	n := float64(len(items))
+	if n == 0 {
+		return nil, false
+	}
+	// Z[g][j*k+l]
+	var Z [3][]float64
+	for g := range Z {
+		Z[g] = make([]float64, len(items)*k)
+	}
+	for jj, i := range items {
+		for j := x.start[i]; j < x.start[i+1]; j++ {
+			g := group[x.worker[j]]
+			Z[g][jj*k+int(x.label[j])] += 1 / size[g]
+		}
+	}
+	pair := func(a, b int) []float64 { // E[Z_a Z_bᵀ]
+		m := make([]float64, kk)
+		for jj := range items {
+			za, zb := Z[a][jj*k:(jj+1)*k], Z[b][jj*k:(jj+1)*k]
+			for r, va := range za {
+				if va == 0 {
+					continue
+				}
+				for c, vb := range zb {
+					m[r*k+c] += va * vb / n
+				}
+			}
+		}
+		return m
+	}
+	var conf [3][]float64 // C_g, row-major: conf[g][l*k+h] = μ_gh[l]
+	var wSum = make([]float64, k)
+	for _, abc := range [3][3]int{{1, 2, 0}, {2, 0, 1}, {0, 1, 2}} {
+		a, b, c := abc[0], abc[1], abc[2]
+		invAB, ok1 := invert(pair(a, b), k)
+		invBA, ok2 := invert(pair(b, a), k)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		Ta := mul(pair(c, b), invAB, k)
+		Tb := mul(pair(c, a), invBA, k)
+		M2 := make([]float64, kk)
+		M3 := make([]float64, kk*k)
+		za, zb := make([]float64, k), make([]float64, k)
+		for jj := range items {
+			apply(Ta, Z[a][jj*k:(jj+1)*k], za, k)
+			apply(Tb, Z[b][jj*k:(jj+1)*k], zb, k)
+			zc := Z[c][jj*k : (jj+1)*k]
+			for p, va := range za {
+				for q, vb := range zb {
+					M2[p*k+q] += va * vb / n
+					for r, vc := range zc {
+						if vc != 0 {
+							M3[(p*k+q)*k+r] += va * vb * vc / n
+						}
+					}
+				}
+			}
+		}
+		for p := 0; p < k; p++ {
+			for q := p + 1; q < k; q++ {
+				s := (M2[p*k+q] + M2[q*k+p]) / 2
+				M2[p*k+q], M2[q*k+p] = s, s
+			}
+		}
+		vals, vecs := jacobiEigen(M2, k)
+		Q := make([]float64, kk)    // U|D|^(-1/2)
+		Qinv := make([]float64, kk) // Q⁻ᵀ = U|D|^(1/2)
+		top := 0.0
+		for _, v := range vals {
+			top = max(top, math.Abs(v))
+		}
+		for h, v := range vals {
+			if math.Abs(v) <= 1e-12*top || top == 0 {
+				return nil, false
+			}
+			for p := 0; p < k; p++ {
+				Q[p*k+h] = vecs[p*k+h] / math.Sqrt(math.Abs(v))
+				Qinv[p*k+h] = vecs[p*k+h] * math.Sqrt(math.Abs(v))
+			}
+		}
+		T := make([]float64, kk*k)
+		for p := 0; p < k; p++ {
+			for q := 0; q < k; q++ {
+				for r := 0; r < k; r++ {
+					var s float64
+					for u := 0; u < k; u++ {
+						for v := 0; v < k; v++ {
+							for y := 0; y < k; y++ {
+								s += M3[(u*k+v)*k+y] * Q[u*k+p] * Q[v*k+q] * Q[y*k+r]
+							}
+						}
+					}
+					T[(p*k+q)*k+r] = s
+				}
+			}
+		}
+		symmetrise3(T, k)
+		lams, vs := tensorPower(T, k, cfg)
+		mus := make([][]float64, k)
+		for h := range k {
+			mu := make([]float64, k)
+			for p := 0; p < k; p++ {
+				for q := 0; q < k; q++ {
+					mu[p] += Qinv[p*k+q] * lams[h] * vs[h][q]
+				}
+			}
+			mus[h] = mu
+		}
+		// Columns to classes, greedily by the largest normalised entry.
+		cg := make([]float64, kk)
+		usedH, usedL := make([]bool, k), make([]bool, k)
+		for range k {
+			bh, bl, best := -1, -1, math.Inf(-1)
+			for h := range k {
+				if usedH[h] {
+					continue
+				}
+				var s float64
+				for _, v := range mus[h] {
+					s += v
+				}
+				for l := range k {
+					if usedL[l] {
+						continue
+					}
+					v := mus[h][l]
+					if s != 0 {
+						v /= s
+					}
+					if v > best {
+						bh, bl, best = h, l, v
+					}
+				}
+			}
+			usedH[bh], usedL[bl] = true, true
+			for p := 0; p < k; p++ {
+				cg[p*k+bl] = mus[bh][p]
+			}
+			wSum[bl] += 1 / (lams[bh] * lams[bh])
+		}
+		conf[c] = cg
+	}
+	var wTot float64
+	for _, v := range wSum {
+		wTot += v
+	}
+	w := make([]float64, k)
+	for h := range w {
+		w[h] = wSum[h] / wTot
+	}
+	// Per worker: E[e(z_i) Z_aᵀ] (W C_aᵀ)⁻¹.
+	var inv [3][]float64
+	for g := range inv {
+		wc := make([]float64, kk) // W C_gᵀ: row h = w_h μ_gh
+		for h := 0; h < k; h++ {
+			for l := 0; l < k; l++ {
+				wc[h*k+l] = w[h] * conf[g][l*k+h]
+			}
+		}
+		var ok bool
+		if inv[g], ok = invert(wc, k); !ok {
+			return nil, false
+		}
+	}
+	E := make([]float64, nW*kk)
+	for jj, i := range items {
+		for j := x.start[i]; j < x.start[i+1]; j++ {
+			wk := int(x.worker[j])
+			a := (group[wk] + 1) % 3
+			row := E[wk*kk+int(x.label[j])*k:]
+			for l, v := range Z[a][jj*k : (jj+1)*k] {
+				row[l] += v / n
+			}
+		}
+	}
+	logConf := make([]float64, nW*kk)
+	ci := make([]float64, kk)
+	for wk := range nW {
+		ci = mulInto(ci, E[wk*kk:(wk+1)*kk], inv[(group[wk]+1)%3], k)
+		nw := float64(x.count[wk])
+		for h := 0; h < k; h++ {
+			var s float64
+			for l := 0; l < k; l++ {
+				s += max(ci[l*k+h], 0)
+			}
+			var tot float64
+			row := logConf[wk*kk+h*k : wk*kk+(h+1)*k]
+			for l := 0; l < k; l++ {
+				p := 1 / float64(k)
+				if s > 0 {
+					p = max(ci[l*k+h], 0) / s
+				}
+				alpha := smoothingDefault.off
+				if l == h {
+					alpha = smoothingDefault.diag
+				}
+				row[l] = nw*w[h]*p + alpha
+				tot += row[l]
+			}
+			for l := range row {
+				row[l] = math.Log(row[l] / tot)
+			}
+		}
+	}
+	logPrior := make([]float64, k)
+	nI := float64(len(x.items))
+	for h := range logPrior {
+		logPrior[h] = math.Log((nI*w[h] + smoothingDefault.prior) / (nI + smoothingDefault.prior*float64(k)))
+	}
+	for _, v := range logConf {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, false
+		}
+	}
+	for _, v := range logPrior {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, false
+		}
+	}
+	post := make([]float64, len(x.items)*k)
+	voteShares(x, make([]float64, nW), post) // gold clamped; the rest overwritten
+	emExpect(x, logConf, logPrior, post)
+	return post, true
+}
+
+// invert is the inverse of a k×k row-major matrix by Gauss-Jordan with
+// partial pivoting; false if a pivot is below 1e-12 of the largest entry.
+func invert(m []float64, k int) ([]float64, bool) {
+	a := slices.Clone(m)
+	inv := make([]float64, k*k)
+	var top float64
+	for _, v := range a {
+		top = max(top, math.Abs(v))
+	}
+	for p := 0; p < k; p++ {
+		inv[p*k+p] = 1
+	}
+	for col := 0; col < k; col++ {
+		piv := col
+		for r := col + 1; r < k; r++ {
+			if math.Abs(a[r*k+col]) > math.Abs(a[piv*k+col]) {
+				piv = r
+			}
+		}
+		if top == 0 || math.Abs(a[piv*k+col]) <= 1e-12*top {
+			return nil, false
+		}
+		for c := 0; c < k; c++ {
+			a[col*k+c], a[piv*k+c] = a[piv*k+c], a[col*k+c]
+			inv[col*k+c], inv[piv*k+c] = inv[piv*k+c], inv[col*k+c]
+		}
+		d := a[col*k+col]
+		for c := 0; c < k; c++ {
+			a[col*k+c] /= d
+			inv[col*k+c] /= d
+		}
+		for r := 0; r < k; r++ {
+			if r == col {
+				continue
+			}
+			f := a[r*k+col]
+			for c := 0; c < k; c++ {
+				a[r*k+c] -= f * a[col*k+c]
+				inv[r*k+c] -= f * inv[col*k+c]
+			}
+		}
+	}
+	return inv, true
+}
+
+func mul(a, b []float64, k int) []float64 { return mulInto(make([]float64, k*k), a, b, k) }
+
+func mulInto(dst, a, b []float64, k int) []float64 {
+	for r := 0; r < k; r++ {
+		for c := 0; c < k; c++ {
+			var s float64
+			for m := 0; m < k; m++ {
+				s += a[r*k+m] * b[m*k+c]
+			}
+			dst[r*k+c] = s
+		}
+	}
+	return dst
+}
+
+func apply(m, v, dst []float64, k int) {
+	for r := 0; r < k; r++ {
+		var s float64
+		for c := 0; c < k; c++ {
+			s += m[r*k+c] * v[c]
+		}
+		dst[r] = s
+	}
+}
+
+// jacobiEigen: eigenvalues and eigenvectors (columns of vecs, row-major)
+// of a symmetric k×k matrix by cyclic Jacobi rotations.
+func jacobiEigen(m []float64, k int) (vals, vecs []float64) {
+	a := slices.Clone(m)
+	vecs = make([]float64, k*k)
+	for p := 0; p < k; p++ {
+		vecs[p*k+p] = 1
+	}
+	for range 100 {
+		var off, tot float64
+		for p := 0; p < k; p++ {
+			for q := 0; q < k; q++ {
+				tot += a[p*k+q] * a[p*k+q]
+				if p != q {
+					off += a[p*k+q] * a[p*k+q]
+				}
+			}
+		}
+		if off <= 1e-30*tot {
+			break
+		}
+		for p := 0; p < k; p++ {
+			for q := p + 1; q < k; q++ {
+				if a[p*k+q] == 0 {
+					continue
+				}
+				theta := (a[q*k+q] - a[p*k+p]) / (2 * a[p*k+q])
+				t := 1 / (math.Abs(theta) + math.Sqrt(theta*theta+1))
+				if theta < 0 {
+					t = -t
+				}
+				c := 1 / math.Sqrt(t*t+1)
+				s := t * c
+				for r := 0; r < k; r++ { // A ← A J
+					arp, arq := a[r*k+p], a[r*k+q]
+					a[r*k+p], a[r*k+q] = c*arp-s*arq, s*arp+c*arq
+				}
+				for r := 0; r < k; r++ { // A ← Jᵀ A
+					apr, aqr := a[p*k+r], a[q*k+r]
+					a[p*k+r], a[q*k+r] = c*apr-s*aqr, s*apr+c*aqr
+				}
+				for r := 0; r < k; r++ {
+					vrp, vrq := vecs[r*k+p], vecs[r*k+q]
+					vecs[r*k+p], vecs[r*k+q] = c*vrp-s*vrq, s*vrp+c*vrq
+				}
+			}
+		}
+	}
+	vals = make([]float64, k)
+	for p := range vals {
+		vals[p] = a[p*k+p]
+	}
+	return vals, vecs
+}
+
+// symmetrise3 averages a k×k×k tensor over the six orders of its indices.
+func symmetrise3(t []float64, k int) {
+	s := make([]float64, len(t))
+	at := func(p, q, r int) float64 { return t[(p*k+q)*k+r] }
+	for p := 0; p < k; p++ {
+		for q := 0; q < k; q++ {
+			for r := 0; r < k; r++ {
+				s[(p*k+q)*k+r] = (at(p, q, r) + at(p, r, q) + at(q, p, r) + at(q, r, p) + at(r, p, q) + at(r, q, p)) / 6
+			}
+		}
+	}
+	copy(t, s)
+}
+
+// tensorPower is the robust tensor power method (Anandkumar et al., JMLR
+// 2014) on a symmetric k×k×k tensor: k eigenpairs, each the best of
+// cfg.starts seeded starts, refined, then deflated. Eigenvalues are made
+// positive by the sign of the vector.
+func tensorPower(t []float64, k int, cfg spectralConfig) ([]float64, [][]float64) {
+	t = slices.Clone(t)
+	r := rand.New(rand.NewPCG(cfg.seed, 3))
+	tvv := func(v, dst []float64) {
+		for p := 0; p < k; p++ {
+			var s float64
+			for q := 0; q < k; q++ {
+				for u := 0; u < k; u++ {
+					s += t[(p*k+q)*k+u] * v[q] * v[u]
+				}
+			}
+			dst[p] = s
+		}
+	}
+	value := func(v []float64) float64 {
+		tmp := make([]float64, k)
+		tvv(v, tmp)
+		var s float64
+		for p := range v {
+			s += tmp[p] * v[p]
+		}
+		return s
+	}
+	iterate := func(v []float64, steps int) {
+		tmp := make([]float64, k)
+		for range steps {
+			tvv(v, tmp)
+			var nrm float64
+			for _, x := range tmp {
+				nrm += x * x
+			}
+			nrm = math.Sqrt(nrm)
+			if nrm == 0 {
+				return
+			}
+			for p := range v {
+				v[p] = tmp[p] / nrm
+			}
+		}
+	}
+	lams := make([]float64, k)
+	vs := make([][]float64, k)
+	for h := range k {
+		var best []float64
+		bestVal := math.Inf(-1)
+		for range cfg.starts {
+			v := make([]float64, k)
+			var nrm float64
+			for p := range v {
+				v[p] = r.NormFloat64()
+				nrm += v[p] * v[p]
+			}
+			for p := range v {
+				v[p] /= math.Sqrt(nrm)
+			}
+			iterate(v, cfg.steps)
+			if val := value(v); val > bestVal {
+				best, bestVal = v, val
+			}
+		}
+		iterate(best, cfg.steps)
+		lam := value(best)
+		if lam < 0 {
+			for p := range best {
+				best[p] = -best[p]
+			}
+			lam = -lam
+		}
+		lams[h], vs[h] = lam, best
+		for p := 0; p < k; p++ {
+			for q := 0; q < k; q++ {
+				for u := 0; u < k; u++ {
+					t[(p*k+q)*k+u] -= lam * best[p] * best[q] * best[u]
+				}
+			}
+		}
+	}
+	return lams, vs
+}
+
+// difficultyConfig: the prior on item difficulty.
+type difficultyConfig struct {
+	a, b float64 // Beta(a, b) prior on d_i
+}
+
+var difficultyDefault = difficultyConfig{a: 1, b: 9}
+
+// difficultyDS is Dawid-Skene with item difficulty: worker w answers item
+// i of true class t with label l with probability (1−d_i)·π_w[t][l] +
+// d_i/k — on a hard item anyone may guess uniformly. d_i ∈ [0,1) has a
+// Beta(a, b) prior (MAP), π_w and the class prior ds's Dirichlet
+// smoothing. EM over the true class and, per judgment, whether it was a
+// guess: an item's guesses G_i = Σ_t q_i(t) Σ_j g_ijt with g_ijt =
+// (d_i/k)/((1−d_i)π[t][l_j] + d_i/k); the M-step counts q_i(t)(1−g_ijt)
+// towards π_w[t][l_j] and sets d_i = (G_i + a − 1)/(n_i + a + b − 2).
+// Start: the majority-vote shares, no guesses counted in the first π, d_i
+// = a/(a+b) (the prior mean); ds's tolerance (largest posterior change)
+// and cap.
+func difficultyDS(x *index, opts Options, cfg difficultyConfig) (*Result, []float64) {
+	k := x.nClasses()
+	kk := k * k
+	nW := len(x.workers)
+	nI := len(x.items)
+	s := smoothingDefault
+	post := make([]float64, nI*k)
+	ones := make([]float64, nW)
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+	d := make([]float64, nI)
+	for i := range d {
+		d[i] = cfg.a / (cfg.a + cfg.b)
+	}
+	guessed := make([]float64, nI)   // G_i
+	honest := make([]float64, nW*kk) // expected non-guessed counts
+	conf := make([]float64, nW*kk)
+	prior := make([]float64, k)
+	buf := make([]float64, k)
+	first := true
+	maximise := func() {
+		if first {
+			clear(honest)
+			for i := range nI {
+				q := post[i*k : (i+1)*k]
+				for j := x.start[i]; j < x.start[i+1]; j++ {
+					row := honest[int(x.worker[j])*kk+int(x.label[j]):]
+					for t, p := range q {
+						row[t*k] += p
+					}
+				}
+			}
+			first = false
+		} else {
+			for i := range nI {
+				ni := float64(x.start[i+1] - x.start[i])
+				if ni == 0 {
+					continue
+				}
+				d[i] = max(guessed[i]+cfg.a-1, 0) / (ni + cfg.a + cfg.b - 2)
+			}
+		}
+		for w := range nW {
+			for t := 0; t < k; t++ {
+				var tot float64
+				for l := 0; l < k; l++ {
+					a := s.off
+					if l == t {
+						a = s.diag
+					}
+					tot += honest[w*kk+t*k+l] + a
+				}
+				for l := 0; l < k; l++ {
+					a := s.off
+					if l == t {
+						a = s.diag
+					}
+					conf[w*kk+t*k+l] = (honest[w*kk+t*k+l] + a) / tot
+				}
+			}
+		}
+		clear(prior)
+		for i := range nI {
+			for t, p := range post[i*k : (i+1)*k] {
+				prior[t] += p
+			}
+		}
+		for t := range prior {
+			prior[t] = (prior[t] + s.prior) / (float64(nI) + s.prior*float64(k))
+		}
+	}
+	// expect updates the posteriors and the expected counts (guesses per
+	// item, honest answers per worker cell); returns the largest change.
+	expect := func() float64 {
+		clear(honest)
+		var delta float64
+		uk := 1 / float64(k)
+		for i := range nI {
+			q := post[i*k : (i+1)*k]
+			if x.gold[i] < 0 {
+				for t := range buf {
+					buf[t] = math.Log(prior[t])
+				}
+				for j := x.start[i]; j < x.start[i+1]; j++ {
+					w, l := int(x.worker[j]), int(x.label[j])
+					for t := range buf {
+						buf[t] += math.Log((1-d[i])*conf[w*kk+t*k+l] + d[i]*uk)
+					}
+				}
+				delta = max(delta, normaliseLog(buf, q))
+			}
+			guessed[i] = 0
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				w, l := int(x.worker[j]), int(x.label[j])
+				row := honest[w*kk+l:]
+				for t, p := range q {
+					h := (1 - d[i]) * conf[w*kk+t*k+l]
+					g := d[i] * uk / (h + d[i]*uk)
+					guessed[i] += p * g
+					row[t*k] += p * (1 - g)
+				}
+			}
+		}
+		return delta
+	}
+	it, converged := 0, false
+	for it < opts.MaxIterations {
+		it++
+		maximise()
+		if expect() < opts.Tolerance {
+			converged = true
+			break
+		}
+	}
+	out := newResult(x, post)
+	out.Iterations, out.Converged = it, converged
+	return out, d
 }
