@@ -1185,6 +1185,14 @@ func TestTriedFourthRound(t *testing.T) {
 		got := row{start, against(sp), against(df), sp.Iterations, df.Iterations, df.Converged}
 		t.Logf("set %d: %+v; difficulty d mean %.4f, max %.4f", n, got, dMean, dMax)
 		require.Equal(t, want[n], got, "set %d", n)
+		if n == 0 {
+			// Past ds's cap: it converges, and to the same count.
+			o := opts
+			o.MaxIterations = 3000
+			long, _ := difficultyDS(x, o, difficultyDefault)
+			c, _ := accuracy(long, d.truth)
+			require.Equal(t, []any{7778, 1094, true}, []any{c, long.Iterations, long.Converged})
+		}
 	}
 }
 
