@@ -111,15 +111,10 @@ func TestHandlerStopsWhenLeaseRunsOutUnrenewed(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
-		<-started
+		receive(t, "the handler to start", started)
 		fs.heartbeatDown.Store(true)
 		b.clock.Advance(cfg.LeaseDuration + time.Second)
-		select {
-		case cause := <-causes:
-			require.ErrorIs(t, cause, errLeaseLost)
-		case <-time.After(20 * time.Second):
-			t.Fatal("the handler kept running past its lease")
-		}
+		require.ErrorIs(t, receive(t, "the handler to stop past its lease", causes), errLeaseLost)
 	})
 }
 
@@ -155,7 +150,7 @@ func TestHeartbeatSkipsFreshLeases(t *testing.T) {
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
 		defer releaseHandler() // before Stop, which waits for the handler
-		receive(t, started)
+		receive(t, "a handler to start", started)
 		acquired, err := b.store.JobGet(ctx, id)
 		require.NoError(t, err)
 
@@ -213,16 +208,11 @@ func TestCancelWakeupRenewsItsJobOnly(t *testing.T) {
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
 		defer close(release) // before Stop, which waits for the handlers
-		receive(t, started)
-		receive(t, started)
+		receive(t, "a handler to start", started)
+		receive(t, "a handler to start", started)
 		_, err = b.store.JobCancel(ctx, &store.JobCancelParams{ID: ids[0], Now: b.clock.Now()})
 		require.NoError(t, err)
-		select {
-		case cause := <-causes:
-			require.ErrorIs(t, cause, ErrCancelRequested)
-		case <-time.After(20 * time.Second):
-			t.Fatal("the canceled job's handler was not told")
-		}
+		require.ErrorIs(t, receive(t, "the canceled job's handler to be told", causes), ErrCancelRequested)
 		require.Positive(t, fs.renewals(ids[0]), "the canceled job's lease renewed")
 		require.Zero(t, fs.renewals(ids[1]), "the other job's lease renewed by a wakeup that did not name it")
 		waitFor(t, "the canceled job to end CANCELED", func() bool {
@@ -248,14 +238,15 @@ func TestLeaseRenewalSchedule(t *testing.T) {
 	}
 }
 
-// receive waits for a value on ch, failing the test after 20 s.
-func receive[T any](t *testing.T, ch <-chan T) T {
+// receive waits for a value on ch, failing the test after 20 s with what
+// it waited for.
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
 	case <-time.After(20 * time.Second):
-		t.Fatal("timed out waiting for a handler to start")
+		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
 }
@@ -294,7 +285,7 @@ func TestStartContextCancelKeepsCompletions(t *testing.T) {
 		require.NoError(t, err)
 		startCtx, cancel := context.WithCancel(context.Background())
 		require.NoError(t, e.Start(startCtx))
-		<-started
+		receive(t, "the handler to start", started)
 		cancel()
 		close(release)
 		waitFor(t, "the success to be written", func() bool {
