@@ -31,11 +31,7 @@ func ebcc(x *index, opts Options, cfg ebccConfig) *Result {
 	km := k * m
 	// Start: vote shares, split over subtypes at seeded random.
 	z := make([]float64, nI*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, z)
+	majorityShares(x, z)
 	zg := make([]float64, nI*km)
 	r := rand.New(rand.NewPCG(cfg.seed, cfg.seed))
 	for i := range nI {

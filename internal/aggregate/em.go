@@ -32,14 +32,8 @@ func dawidSkene(method Method, x *index, opts Options) *Result {
 }
 
 func runEM(method Method, x *index, opts Options, s smoothing) *Result {
-	k := x.nClasses()
-	nW := len(x.workers)
-	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	post := make([]float64, len(x.items)*x.nClasses())
+	majorityShares(x, post)
 	return runEMFrom(method, x, opts, s, post)
 }
 

@@ -21,11 +21,7 @@ func glad(x *index, opts Options) *Result {
 	k := x.nClasses()
 	nI, nW := len(x.items), len(x.workers)
 	post := make([]float64, nI*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	alpha := make([]float64, nW)
 	for w := range alpha {
 		alpha[w] = gladAbilityMean

@@ -43,11 +43,7 @@ func hierDS(x *index, opts Options, cfg hierConfig) (*Result, []float64) {
 	kk := k * k
 	nW := len(x.workers)
 	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	alpha := make([]float64, kk)
 	for r := 0; r < k; r++ {
 		for c := 0; c < k; c++ {
@@ -247,11 +243,7 @@ func cavityDS(x *index, opts Options, cfg cavityConfig) *Result {
 	nI := len(x.items)
 	post := make([]float64, nI*k)
 	next := make([]float64, nI*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	alpha := make([]float64, kk)
 	for r := 0; r < k; r++ {
 		for c := 0; c < k; c++ {
@@ -344,11 +336,7 @@ func mace(x *index, opts Options, cfg maceConfig) *Result {
 	kk := k * k
 	nW := len(x.workers)
 	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	theta := make([]float64, nW)
 	xi := make([]float64, nW*k)
 	spam := make([]float64, nW)
@@ -443,11 +431,7 @@ func communityDS(x *index, opts Options, nC int) *Result {
 	kk := k * k
 	nW := len(x.workers)
 	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	agree := agreement(x, argmaxes(x, post))
 	order := make([]int, nW)
 	for w := range order {
@@ -608,11 +592,7 @@ type alphaPlan func(x *index, counts, prior []float64) func(w, r, c int) float64
 // of the class prior.
 func genericDS(x *index, opts Options, plan alphaPlan, priorCount float64) *Result {
 	post := make([]float64, len(x.items)*x.nClasses())
-	ones := make([]float64, len(x.workers))
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	return genericDSFrom(x, opts, plan, priorCount, post)
 }
 
@@ -722,11 +702,7 @@ func crowdKitDS(x *index, tol float64, nIter int) *Result {
 	kk := k * k
 	nW := len(x.workers)
 	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	counts := make([]float64, nW*kk)
 	logConf := make([]float64, nW*kk)
 	logPrior := make([]float64, k)
@@ -1247,11 +1223,7 @@ var spectralDefault = spectralConfig{starts: 20, steps: 50, seed: 1}
 func spectralDS(x *index, opts Options, cfg spectralConfig) (res *Result, ok bool) {
 	k := x.nClasses()
 	post := make([]float64, len(x.items)*k)
-	ones := make([]float64, len(x.workers))
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	start, ok := spectralStart(x, cfg)
 	if ok {
 		post = start
@@ -1757,11 +1729,7 @@ func difficultyDS(x *index, opts Options, cfg difficultyConfig) (*Result, []floa
 	nI := len(x.items)
 	s := smoothingDefault
 	post := make([]float64, nI*k)
-	ones := make([]float64, nW)
-	for w := range ones {
-		ones[w] = 1
-	}
-	voteShares(x, ones, post)
+	majorityShares(x, post)
 	d := make([]float64, nI)
 	for i := range d {
 		d[i] = cfg.a / (cfg.a + cfg.b)

@@ -48,6 +48,17 @@ func vote(method Method, x *index, opts Options) *Result {
 	return res
 }
 
+// majorityShares writes into post each item's majority-vote shares (every
+// worker counts 1; gold items get their known answer): the fixed start of
+// the iterative methods.
+func majorityShares(x *index, post []float64) {
+	ones := make([]float64, len(x.workers))
+	for w := range ones {
+		ones[w] = 1
+	}
+	voteShares(x, ones, post)
+}
+
 // voteShares writes into post each item's weighted vote shares; gold items
 // get their known answer.
 func voteShares(x *index, weights, post []float64) {
