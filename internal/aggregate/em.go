@@ -15,6 +15,14 @@ type smoothing struct {
 	prior float64 // pseudo-count on each class of the class prior
 }
 
+// cell is the pseudo-count of confusion cell (true r, label c).
+func (s smoothing) cell(r, c int) float64 {
+	if r == c {
+		return s.diag
+	}
+	return s.off
+}
+
 // smoothingDefault is used by MethodDS and MethodZenCrowd: each confusion
 // row starts as if the worker had been right twice and wrong half a time
 // per other class, and each class as if seen once. Almost no smoothing
@@ -133,19 +141,11 @@ func emMaximise(method Method, x *index, post []float64, s smoothing, counts, lo
 		for r := 0; r < k; r++ {
 			var total float64
 			for c := 0; c < k; c++ {
-				a := s.off
-				if c == r {
-					a = s.diag
-				}
-				total += cw[r*k+c] + a
+				total += cw[r*k+c] + s.cell(r, c)
 			}
 			lt := math.Log(total)
 			for c := 0; c < k; c++ {
-				a := s.off
-				if c == r {
-					a = s.diag
-				}
-				lw[r*k+c] = math.Log(cw[r*k+c]+a) - lt
+				lw[r*k+c] = math.Log(cw[r*k+c]+s.cell(r, c)) - lt
 			}
 		}
 	}

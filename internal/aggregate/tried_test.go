@@ -247,10 +247,7 @@ func cavityDS(x *index, opts Options, cfg cavityConfig) *Result {
 	alpha := make([]float64, kk)
 	for r := 0; r < k; r++ {
 		for c := 0; c < k; c++ {
-			alpha[r*k+c] = cfg.s.off
-			if r == c {
-				alpha[r*k+c] = cfg.s.diag
-			}
+			alpha[r*k+c] = cfg.s.cell(r, c)
 		}
 	}
 	counts := make([]float64, nW*kk)
@@ -1448,11 +1445,7 @@ func spectralStart(x *index, cfg spectralConfig) ([]float64, bool) {
 				if s > 0 {
 					p = max(ci[l*k+h], 0) / s
 				}
-				alpha := smoothingDefault.off
-				if l == h {
-					alpha = smoothingDefault.diag
-				}
-				row[l] = nw*w[h]*p + alpha
+				row[l] = nw*w[h]*p + smoothingDefault.cell(h, l)
 				tot += row[l]
 			}
 			for l := range row {
@@ -1766,18 +1759,10 @@ func difficultyDS(x *index, opts Options, cfg difficultyConfig) (*Result, []floa
 			for t := 0; t < k; t++ {
 				var tot float64
 				for l := 0; l < k; l++ {
-					a := s.off
-					if l == t {
-						a = s.diag
-					}
-					tot += honest[w*kk+t*k+l] + a
+					tot += honest[w*kk+t*k+l] + s.cell(t, l)
 				}
 				for l := 0; l < k; l++ {
-					a := s.off
-					if l == t {
-						a = s.diag
-					}
-					conf[w*kk+t*k+l] = (honest[w*kk+t*k+l] + a) / tot
+					conf[w*kk+t*k+l] = (honest[w*kk+t*k+l] + s.cell(t, l)) / tot
 				}
 			}
 		}
