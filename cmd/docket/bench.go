@@ -161,9 +161,10 @@ percentiles), or as JSON with -o json.`,
 		ctx := cmd.Context()
 		// Burn and continuous count completions from the client's commit
 		// reports; the other modes leave OnJobFinished unset, as before.
-		var commits benchCommits
+		var commits *benchCommits // nil: the harness counts in the database
 		ccfg := docket.Config{DatabaseURL: *url, AutoMigrate: true}
 		if cfg.Mode == bench.ModeBurn || cfg.Mode == bench.ModeContinuous {
+			commits = &benchCommits{}
 			ccfg.OnJobFinished = commits.finished
 		}
 		client, err := openClientConfig(ctx, ccfg, slog.LevelWarn)
@@ -221,7 +222,7 @@ percentiles), or as JSON with -o json.`,
 			fc.Shapes = shapes
 			_, err = bench.RunFlows(ctx, &benchFlowSystem{client: client, workers: workers, batch: batch, flush: flush}, fc)
 		} else {
-			_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush, commits: &commits}, cfg)
+			_, err = bench.Run(ctx, &benchSystem{client: client, workers: workers, batch: batch, flush: flush, commits: commits}, cfg)
 		}
 		if errors.Is(err, bench.ErrNotFresh) {
 			return fmt.Errorf("%w, or pass --reset to empty this one first", err)
@@ -256,7 +257,7 @@ type benchSystem struct {
 	batch   int
 	flush   int
 	worker  *docket.Worker
-	commits *benchCommits // the client's OnJobFinished
+	commits *benchCommits // the client's OnJobFinished; nil when it has none (latency mode)
 }
 
 // benchCommits reports the client's committed successes to the hooks of
