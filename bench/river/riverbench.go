@@ -133,9 +133,14 @@ type system[TTx any] struct {
 // batch at a time (up to a few thousand jobs).
 const subscribeChanSize = 1 << 17
 
-// ReportsCommits implements bench.CommitReporter: StartWorkers reports
-// River's completed-job events.
-func (s *system[TTx]) ReportsCommits() bool { return true }
+// ReportsCommits implements bench.CommitReporter: in burn and continuous
+// modes, unless -count-in-database, StartWorkers reports River's
+// completed-job events (as docket bench sets OnJobFinished in those modes
+// only, so that neither side pays for reports the harness does not read).
+func (s *system[TTx]) ReportsCommits() bool {
+	c := s.flags.Config
+	return (c.Mode == bench.ModeBurn || c.Mode == bench.ModeContinuous) && !c.CountInDatabase
+}
 
 func (s *system[TTx]) Name() string    { return "river" }
 func (s *system[TTx]) Backend() string { return s.backend }
@@ -170,20 +175,26 @@ func (s *system[TTx]) StartWorkers(ctx context.Context, h *bench.Hooks) error {
 	if err != nil {
 		return err
 	}
-	// River sends a job's completed event after the statement that
-	// completed it returned (its batch completer, autocommitted).
-	events, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{
-		Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: subscribeChanSize,
-	})
-	s.unsubscribe, s.forwarded = unsubscribe, make(chan struct{})
-	go func() {
-		defer close(s.forwarded)
-		for range events {
-			h.Committed(1)
-		}
-	}()
+	s.unsubscribe = func() {}
+	s.forwarded = make(chan struct{})
+	if s.ReportsCommits() {
+		// River sends a job's completed event after the statement that
+		// completed it returned (its batch completer, autocommitted).
+		var events <-chan *river.Event
+		events, s.unsubscribe = c.SubscribeConfig(&river.SubscribeConfig{
+			Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: subscribeChanSize,
+		})
+		go func() {
+			defer close(s.forwarded)
+			for range events {
+				h.Committed(1)
+			}
+		}()
+	} else {
+		close(s.forwarded)
+	}
 	if err := c.Start(ctx); err != nil {
-		unsubscribe()
+		s.unsubscribe()
 		return err
 	}
 	s.worker = c

@@ -160,10 +160,11 @@ percentiles), or as JSON with -o json.`,
 		}
 		ctx := cmd.Context()
 		// Burn and continuous count completions from the client's commit
-		// reports; the other modes leave OnJobFinished unset, as before.
+		// reports; the other modes, and --count-in-database, leave
+		// OnJobFinished unset, as before.
 		var commits *benchCommits // nil: the harness counts in the database
 		ccfg := docket.Config{DatabaseURL: *url, AutoMigrate: true}
-		if cfg.Mode == bench.ModeBurn || cfg.Mode == bench.ModeContinuous {
+		if (cfg.Mode == bench.ModeBurn || cfg.Mode == bench.ModeContinuous) && !cfg.CountInDatabase {
 			commits = &benchCommits{}
 			ccfg.OnJobFinished = commits.finished
 		}
@@ -257,7 +258,7 @@ type benchSystem struct {
 	batch   int
 	flush   int
 	worker  *docket.Worker
-	commits *benchCommits // the client's OnJobFinished; nil when it has none (latency mode)
+	commits *benchCommits // the client's OnJobFinished; nil when it has none
 }
 
 // benchCommits reports the client's committed successes to the hooks of
