@@ -157,7 +157,10 @@ func runDocExamples(t *testing.T, name, path string) {
 
 	key := servertest.NewAdminKey()
 	dbURL := testdb.SQLiteURL(t)
-	srv := servertest.Start(t, servertest.Options{DatabaseURL: dbURL, Env: map[string]string{"DOCKET_ADMIN_KEY": key}})
+	// The examples test what the docs say the server answers; its races are
+	// other tests' subject, so it runs without the race detector (see
+	// servertest.PlainBinary), as does the docket command they run.
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: dbURL, Env: map[string]string{"DOCKET_ADMIN_KEY": key}, Plain: true})
 	var seeded map[string]string
 	if seed := docSeeds[name]; seed != nil {
 		seeded = seed(t, dbURL)
@@ -172,7 +175,8 @@ func runDocExamples(t *testing.T, name, path string) {
 	}
 	// Generous: human-work.md's walkthrough has 8 simulated contributors
 	// judge 1,000 units three times, which under -race on SQLite, beside
-	// the rest of the suite on two cores, took 1.5–2.5 minutes.
+	// the rest of the suite on two cores, took 1.5–5.4 minutes; without it,
+	// less than one.
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
@@ -184,7 +188,7 @@ func runDocExamples(t *testing.T, name, path string) {
 	}
 	// The docket command of the examples is the binary under test.
 	cmd.Env = append(cmd.Env, "DOCKET="+srv.URL, "KEY="+key, "DOC_STATUS="+statusFile,
-		"PATH="+filepath.Dir(servertest.Binary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+		"PATH="+filepath.Dir(servertest.PlainBinary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for k, v := range seeded {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

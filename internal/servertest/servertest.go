@@ -46,19 +46,27 @@ const (
 	httpTimeout  = 60 * time.Second // above the longest long poll (30 s)
 )
 
+// A build of the docket command, made once per test process.
+type build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
+	// raceBuild is built with -race when the tests are; plainBuild never is.
+	raceBuild, plainBuild build
 )
 
-// Main runs the package's tests, then removes the built binary. Use it as
-// the package's TestMain.
+// Main runs the package's tests, then removes the built binaries. Use it
+// as the package's TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
+	for _, b := range []*build{&raceBuild, &plainBuild} {
+		if b.dir != "" {
+			_ = os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -67,26 +75,42 @@ func Main(m *testing.M) {
 // path. When the tests run with -race, so does the binary.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "docket-servertest-")
-		if buildErr != nil {
+	return raceBuild.path(t, raceEnabled)
+}
+
+// PlainBinary is Binary built without the race detector, whatever the
+// tests run with: for long runs whose subject is what the server answers,
+// not its concurrency (the docs' examples, whose walkthrough judges 1,000
+// units three times: 5.4 minutes of a 6-minute limit under -race on SQLite
+// beside the suite). Its packages are compiled already when go vet ran
+// first, as in scripts/test.sh, so it costs a link.
+func PlainBinary(t testing.TB) string {
+	t.Helper()
+	return plainBuild.path(t, false)
+}
+
+func (b *build) path(t testing.TB, race bool) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "docket-servertest-")
+		if b.err != nil {
 			return
 		}
-		buildBin = filepath.Join(buildDir, "docket")
-		args := []string{"build", "-o", buildBin}
-		if raceEnabled {
+		b.bin = filepath.Join(b.dir, "docket")
+		args := []string{"build", "-o", b.bin}
+		if race {
 			args = append(args, "-race")
 		}
 		args = append(args, "github.com/docket-run/docket/cmd/docket")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/docket: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build cmd/docket: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildBin
+	return b.bin
 }
 
 // FastEnv is short engine timings for tests: leases are rescued, retries
@@ -124,6 +148,8 @@ type Options struct {
 	// Args are more flags of docket serve. --listen 127.0.0.1:0 is always
 	// given first (a later --listen wins).
 	Args []string
+	// Plain runs PlainBinary instead of Binary.
+	Plain bool
 }
 
 // Server is one running `docket serve`.
@@ -158,6 +184,9 @@ const bootstrapNotice = "no API key existed"
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := Binary(t)
+	if opts.Plain {
+		bin = PlainBinary(t)
+	}
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
