@@ -291,7 +291,7 @@ func TestCLIWorkerExec(t *testing.T) {
 // back.
 func TestCLIWorkerCancelAndShutdown(t *testing.T) {
 	t.Parallel()
-	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: servertest.FastEnv()})
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteMigratedURL(t), Env: servertest.FastEnv()})
 	gates := t.TempDir()
 	ids := map[string]string{}
 	for _, typ := range []string{"forever", "gated"} {
@@ -368,7 +368,7 @@ func TestCLIWorkerShutdownReleasesLastAttempt(t *testing.T) {
 // retrying forever.
 func TestCLIWorkerRefusals(t *testing.T) {
 	t.Parallel()
-	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t), Env: servertest.FastEnv()})
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteMigratedURL(t), Env: servertest.FastEnv()})
 	viewer := srv.CreateKey(t, "viewer", "cli-viewer")
 
 	res := cli(t, srv, viewer, "worker", "--queue", "q", "--exec", "cat")

@@ -24,7 +24,7 @@ import (
 // counts) and the jobs list.
 func TestServeMountsDashboard(t *testing.T) {
 	t.Parallel()
-	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteURL(t)})
+	srv := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteMigratedURL(t)})
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	client := &http.Client{Jar: jar}
