@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -243,8 +244,9 @@ func explainIn(t *testing.T, tx pgx.Tx, query string, args pgx.NamedArgs) string
 	return s
 }
 
-// TestFindWorkPlan: among 10,000 open pools (storetest.SeedFindWork) and
-// 2,000 completed ones, with 10,000 assignments, finding work
+// TestFindWorkPlan: among 10,000 pools (storetest.SeedFindWork's data,
+// written in bulk: seedFindWork), 2,000 of them then completed, with
+// 10,000 assignments, finding work
 // (PoolListEligible) finds the pools through the partial GIN index of the
 // open pools' skills (the channels are checked on the few rows it finds),
 // in custom and generic plans, and reads no table of pools, units or
@@ -255,8 +257,19 @@ func TestFindWorkPlan(t *testing.T) {
 	}
 	t.Parallel()
 	b := setup(t)
-	ids, err := storetest.SeedFindWork(b.ctx, b.s, storetest.FindWorkShape{Pools: 10_000, UnitsPerPool: 1, Contributors: 200})
+	ids := seedFindWork(t, b, storetest.FindWorkShape{Pools: 10_000, UnitsPerPool: 1, Contributors: 200})
+	var open int
+	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT count(*) FROM docket_pools p WHERE status = 'OPEN'
+		AND EXISTS (SELECT 1 FROM docket_units u WHERE u.pool_id = p.id AND `+openUnit+`)
+		AND (SELECT sum(units_judgable) FROM docket_pool_counters c WHERE c.pool_id = p.id) = 1`).Scan(&open))
+	require.Equal(t, 10_000, open, "every pool seeded OPEN with its open unit, counted")
+	c, err := b.s.ContributorGet(b.ctx, ids[0])
 	require.NoError(t, err)
+	require.NotEmpty(t, c.Skills, "the contributor has skills: the skills index is what finds their pools")
+	var eligible int
+	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT count(*) FROM docket_pools p, docket_contributors c
+		WHERE c.id = $1 AND p.skills <@ c.skills AND (p.channels && c.channels OR p.channels = '{}')`, ids[0]).Scan(&eligible))
+	require.Equal(t, 2559, eligible, "the first contributor's pools, as storetest.FindWorkShape tells of SeedFindWork's data")
 	_, err = b.s.Pool().Exec(b.ctx, `
 		UPDATE docket_pools SET status = 'COMPLETED' WHERE id IN (SELECT id FROM docket_pools ORDER BY id LIMIT 2000);
 		INSERT INTO docket_assignments (id, unit_id, pool_id, contributor_id, state, started_at, expires_at, heartbeat_at)
@@ -285,6 +298,87 @@ func TestFindWorkPlan(t *testing.T) {
 	ps, err := b.s.PoolListEligible(b.ctx, &store.PoolListEligibleParams{ContributorID: ids[0], Limit: 50})
 	require.NoError(t, err)
 	require.NotEmpty(t, ps)
+}
+
+// seedFindWork writes storetest.SeedFindWork's data (storetest.DrawFindWork:
+// the same pools, units and contributors) in a few statements instead of
+// through the store pool by pool, five round trips each (a pool, its
+// read-back, and its units' lock, insert and count) and contributor by
+// contributor: the same rows, a pool's counter shards and pool.updated
+// outbox row included, with each pool's units counted on shard 0. It
+// returns the contributors' ids.
+func seedFindWork(t *testing.T, b *bundle, shape storetest.FindWorkShape) []uuid.UUID {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Second)
+	require.NoError(t, storetest.SeedFindWorkDefinitions(b.ctx, b.s, now))
+	d := storetest.DrawFindWork(shape, now)
+	var (
+		pools, units, unitPools, unitRuns, ids []uuid.UUID
+		steps, skills, channels, externals     []string
+		cSkills, cChannels                     []string
+		priorities, unitCounts                 []int32
+		created                                []time.Time
+		keys                                   []int64
+	)
+	for _, fp := range d.Pools {
+		p := fp.Pool
+		pools = append(pools, p.ID)
+		steps = append(steps, p.Step)
+		priorities = append(priorities, int32(p.Priority))
+		skills = append(skills, strings.Join(p.Skills, ","))
+		channels = append(channels, strings.Join(p.Channels, ","))
+		created = append(created, dbTime(p.Now))
+		unitCounts = append(unitCounts, int32(len(fp.Units)))
+		for _, u := range fp.Units {
+			units = append(units, u.ID)
+			unitPools = append(unitPools, p.ID)
+			unitRuns = append(unitRuns, u.RunID)
+			keys = append(keys, rand.Int64())
+		}
+	}
+	for _, c := range d.Contributors {
+		ids = append(ids, c.ID)
+		externals = append(externals, c.ExternalID)
+		cSkills = append(cSkills, strings.Join(c.Skills, ","))
+		cChannels = append(cChannels, strings.Join(c.Channels, ","))
+	}
+	tx, err := b.s.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		// string_to_array('', ',') is the empty array, as a pool without
+		// skills or channels has.
+		{`INSERT INTO docket_pools (id, workflow, workflow_version, step, task, task_version, status, priority,
+			skills, channels, judgments_per_unit, assignment_seconds, settings, created_at, updated_at)
+		SELECT id, 'findwork', 1, step, 'findwork', 1, 'OPEN', priority,
+			string_to_array(skills, ','), string_to_array(channels, ','), 3, 900, '{}', created, created
+		FROM unnest($1::uuid[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::timestamptz[])
+			AS p(id, step, priority, skills, channels, created)`, []any{pools, steps, priorities, skills, channels, created}},
+		{`INSERT INTO docket_pool_counters (pool_id, shard, units_judgable)
+		SELECT p.id, g, CASE WHEN g = 0 THEN p.n ELSE 0 END
+		FROM unnest($1::uuid[], $2::integer[]) AS p(id, n), generate_series(0, ` + fmt.Sprint(poolShards-1) + `) AS g`,
+			[]any{pools, unitCounts}},
+		{`INSERT INTO docket_outbox (event_type, data, created_at)
+		SELECT 'pool.updated', json_build_object('poolId', id, 'to', 'OPEN'), created
+		FROM unnest($1::uuid[], $2::timestamptz[]) AS p(id, created)`, []any{pools, created}},
+		{`INSERT INTO docket_units (id, pool_id, run_id, step_index, input, state, golden, pick_key, judgments_per_unit,
+			created_at, updated_at)
+		SELECT id, pool_id, run_id, 0, '{}', 'JUDGABLE', false, pick_key, 3, $5, $5
+		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bigint[]) AS u(id, pool_id, run_id, pick_key)`,
+			[]any{units, unitPools, unitRuns, keys, dbTime(now)}},
+		{`INSERT INTO docket_contributors (id, external_id, skills, channels, state, created_at, updated_at)
+		SELECT id, external_id, string_to_array(skills, ','), string_to_array(channels, ','), 'active', $5, $5
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS c(id, external_id, skills, channels)`,
+			[]any{ids, externals, cSkills, cChannels, dbTime(now)}},
+	} {
+		_, err := tx.Exec(b.ctx, q.sql, q.args...)
+		require.NoError(t, err, q.sql)
+	}
+	require.NoError(t, tx.Commit(b.ctx))
+	return ids
 }
 
 // planPools makes the two pools the plan tests share (workflows wf0 and

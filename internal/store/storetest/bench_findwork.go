@@ -51,50 +51,76 @@ func draw(r *rand.Rand, vocab []string, k int) []string {
 	return out
 }
 
-// SeedFindWork fills s with shape through the store (pools and units in
-// transactions of 500 pools, contributors one by one) and returns the
-// contributors' ids. The store needs a workflow and a task: it creates
-// workflow "findwork" (one version; each pool is one of its steps) and
-// task "findwork".
-func SeedFindWork(ctx context.Context, s store.Store, shape FindWorkShape) ([]uuid.UUID, error) {
-	now := time.Now().UTC().Truncate(time.Second)
-	if _, _, err := s.WorkflowPut(ctx, &store.WorkflowPutParams{Name: "findwork", Definition: json.RawMessage(`{}`), Hash: "findwork", Now: now}); err != nil {
-		return nil, fmt.Errorf("seed: workflow: %w", err)
-	}
-	if _, _, err := s.TaskPut(ctx, &store.TaskPutParams{Name: "findwork", Definition: json.RawMessage(`{}`), Hash: "findwork", Now: now}); err != nil {
-		return nil, fmt.Errorf("seed: task: %w", err)
-	}
+// FindWorkData is the data of shape, drawn (seeded): the pools, each with
+// its units, and the contributors, in the order SeedFindWork creates them.
+// The pools are steps of workflow "findwork" and use task "findwork".
+type FindWorkData struct {
+	Pools        []FindWorkPool
+	Contributors []*store.ContributorCreateParams
+}
+
+// FindWorkPool is one pool of FindWorkData and its JUDGABLE units.
+type FindWorkPool struct {
+	Pool  *store.PoolCreateParams
+	Units []*store.UnitInsertParams
+}
+
+// DrawFindWork draws shape's data, now being the newest pool's creation.
+func DrawFindWork(shape FindWorkShape, now time.Time) *FindWorkData {
 	r := rand.New(rand.NewPCG(17, 4))
 	skills, channels := names("skill", 20), names("channel", 8)
+	d := &FindWorkData{Pools: make([]FindWorkPool, shape.Pools), Contributors: make([]*store.ContributorCreateParams, shape.Contributors)}
+	for i := range d.Pools {
+		k := 0
+		switch x := r.IntN(10); {
+		case x >= 8:
+			k = 2
+		case x >= 3:
+			k = 1
+		}
+		var ch []string
+		if r.IntN(2) == 1 {
+			ch = draw(r, channels, 1+r.IntN(2))
+		}
+		units := make([]*store.UnitInsertParams, shape.UnitsPerPool)
+		for j := range units {
+			units[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
+		}
+		d.Pools[i] = FindWorkPool{Pool: &store.PoolCreateParams{
+			ID: uuid.Must(uuid.NewV7()), Workflow: "findwork", WorkflowVersion: 1, Step: "s" + strconv.Itoa(i),
+			Task: "findwork", TaskVersion: 1, Priority: r.IntN(10), Skills: draw(r, skills, k), Channels: ch,
+			JudgmentsPerUnit: 3, AssignmentSeconds: 900, Now: now.Add(-time.Duration(r.IntN(86400)) * time.Second),
+		}, Units: units}
+	}
+	for i := range d.Contributors {
+		d.Contributors[i] = &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()),
+			ExternalID: "findwork-" + strconv.Itoa(i), Skills: draw(r, skills, 3+r.IntN(4)),
+			Channels: draw(r, channels, 1+r.IntN(2)), Now: now}
+	}
+	return d
+}
+
+// SeedFindWork fills s with shape (DrawFindWork) through the store (pools
+// and units in transactions of 500 pools, contributors one by one) and
+// returns the contributors' ids. The store needs a workflow and a task: it
+// creates workflow "findwork" (one version; each pool is one of its steps)
+// and task "findwork".
+func SeedFindWork(ctx context.Context, s store.Store, shape FindWorkShape) ([]uuid.UUID, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := SeedFindWorkDefinitions(ctx, s, now); err != nil {
+		return nil, err
+	}
+	d := DrawFindWork(shape, now)
 	const batch = 500
-	for from := 0; from < shape.Pools; from += batch {
+	for from := 0; from < len(d.Pools); from += batch {
 		err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			for i := from; i < min(from+batch, shape.Pools); i++ {
-				k := 0
-				switch x := r.IntN(10); {
-				case x >= 8:
-					k = 2
-				case x >= 3:
-					k = 1
-				}
-				var ch []string
-				if r.IntN(2) == 1 {
-					ch = draw(r, channels, 1+r.IntN(2))
-				}
-				p, _, err := tx.PoolCreate(ctx, &store.PoolCreateParams{
-					ID: uuid.Must(uuid.NewV7()), Workflow: "findwork", WorkflowVersion: 1, Step: "s" + strconv.Itoa(i),
-					Task: "findwork", TaskVersion: 1, Priority: r.IntN(10), Skills: draw(r, skills, k), Channels: ch,
-					JudgmentsPerUnit: 3, AssignmentSeconds: 900, Now: now.Add(-time.Duration(r.IntN(86400)) * time.Second),
-				})
+			for _, fp := range d.Pools[from:min(from+batch, len(d.Pools))] {
+				p, _, err := tx.PoolCreate(ctx, fp.Pool)
 				if err != nil {
 					return err
 				}
-				units := make([]*store.UnitInsertParams, shape.UnitsPerPool)
-				for j := range units {
-					units[j] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: json.RawMessage(`{}`)}
-				}
-				if len(units) > 0 {
-					if _, err := tx.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: units, Now: now}); err != nil {
+				if len(fp.Units) > 0 {
+					if _, err := tx.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: fp.Units, Now: now}); err != nil {
 						return err
 					}
 				}
@@ -105,17 +131,27 @@ func SeedFindWork(ctx context.Context, s store.Store, shape FindWorkShape) ([]uu
 			return nil, fmt.Errorf("seed: pools: %w", err)
 		}
 	}
-	ids := make([]uuid.UUID, shape.Contributors)
-	for i := range ids {
-		c, err := s.ContributorCreate(ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()),
-			ExternalID: "findwork-" + strconv.Itoa(i), Skills: draw(r, skills, 3+r.IntN(4)),
-			Channels: draw(r, channels, 1+r.IntN(2)), Now: now})
+	ids := make([]uuid.UUID, len(d.Contributors))
+	for i, cp := range d.Contributors {
+		c, err := s.ContributorCreate(ctx, cp)
 		if err != nil {
 			return nil, fmt.Errorf("seed: contributors: %w", err)
 		}
 		ids[i] = c.ID
 	}
 	return ids, nil
+}
+
+// SeedFindWorkDefinitions creates the workflow and the task of
+// DrawFindWork's pools.
+func SeedFindWorkDefinitions(ctx context.Context, s store.Store, now time.Time) error {
+	if _, _, err := s.WorkflowPut(ctx, &store.WorkflowPutParams{Name: "findwork", Definition: json.RawMessage(`{}`), Hash: "findwork", Now: now}); err != nil {
+		return fmt.Errorf("seed: workflow: %w", err)
+	}
+	if _, _, err := s.TaskPut(ctx, &store.TaskPutParams{Name: "findwork", Definition: json.RawMessage(`{}`), Hash: "findwork", Now: now}); err != nil {
+		return fmt.Errorf("seed: task: %w", err)
+	}
+	return nil
 }
 
 // BenchmarkFindWork measures PoolListEligible (GET /v1/me/pools, limit
