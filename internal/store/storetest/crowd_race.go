@@ -53,9 +53,9 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 	ctx, cancel := context.WithTimeout(b.ctx, cfg.Timeout)
 	defer cancel()
 	var (
-		judged, abandoned, expired atomic.Int64
-		wg                         sync.WaitGroup
-		errs                       = make(chan error, cfg.Contributors+1)
+		judged, abandoned, expired, refused atomic.Int64
+		wg                                  sync.WaitGroup
+		errs                                = make(chan error, cfg.Contributors+1)
 	)
 	done := func() bool { return judged.Load() >= int64(want) }
 	// The reaper: its now is past the abandoned assignments' second and
@@ -80,29 +80,40 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 	if len(strategies) == 0 {
 		strategies = crowd.Strategies
 	}
+	perStrategy := make([]atomic.Int64, len(strategies))
 	for i := range cfg.Contributors {
 		c, err := s.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: newID(), ExternalID: fmt.Sprintf("race-%d-%s", i, uuid.NewString()),
 			Skills: p.Skills, Channels: p.Channels, Now: base})
 		require.NoError(t, err)
 		wg.Add(1)
-		go func(strategy crowd.Strategy) {
+		go func(k int) {
 			defer wg.Done()
-			if err := raceContributor(ctx, s, p.ID, c.ID, strategy, cfg.AbandonEvery, done, &judged, &abandoned); err != nil {
-				errs <- fmt.Errorf("contributor %s (%s): %w", c.ID, strategy, err)
+			if err := raceContributor(ctx, s, p.ID, c.ID, strategies[k], cfg.AbandonEvery, done,
+				&raceCounts{judged: &judged, abandoned: &abandoned, refused: &refused, byStrategy: &perStrategy[k]}); err != nil {
+				errs <- fmt.Errorf("contributor %s (%s): %w", c.ID, strategies[k], err)
 			}
-		}(strategies[i%len(strategies)])
+		}(i % len(strategies))
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	t.Logf("%s %v: %d judgments (%d abandoned assignments, %d expired) by %d contributors in %v: %.0f judgments/s",
-		s.Backend(), strategies, judged.Load(), abandoned.Load(), expired.Load(), cfg.Contributors, elapsed.Round(time.Millisecond),
-		float64(judged.Load())/elapsed.Seconds())
+	byStrategy := make([]int64, len(strategies))
+	for k := range perStrategy {
+		byStrategy[k] = perStrategy[k].Load()
+	}
+	t.Logf("%s %v: %d judgments (%v by strategy; %d abandoned assignments, %d expired; %d takes found no unit) by %d contributors in %v: %.0f judgments/s",
+		s.Backend(), strategies, judged.Load(), byStrategy, abandoned.Load(), expired.Load(), refused.Load(), cfg.Contributors,
+		elapsed.Round(time.Millisecond), float64(judged.Load())/elapsed.Seconds())
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
 	}
 	require.NoError(t, ctx.Err(), "the race did not finish: %d of %d judgments", judged.Load(), want)
 	require.EqualValues(t, want, judged.Load(), "judgments accepted")
+	// Every strategy raced the others (a race too small for that would
+	// prove one strategy against itself).
+	for k, n := range byStrategy {
+		require.Positive(t, n, "no judgment through strategy %s", strategies[k])
+	}
 	if cfg.AbandonEvery > 0 {
 		require.Positive(t, abandoned.Load(), "some assignments were abandoned")
 		require.Equal(t, abandoned.Load(), expired.Load(), "the reaper expired every abandoned assignment")
@@ -138,16 +149,23 @@ func RunCrowdRace(t *testing.T, s store.Store, cfg CrowdRaceConfig) uuid.UUID {
 	return p.ID
 }
 
+// raceCounts are what raceContributor counts: judgments accepted,
+// assignments abandoned, takes that found no unit, and the judgments of
+// the contributor's strategy.
+type raceCounts struct {
+	judged, abandoned, refused, byStrategy *atomic.Int64
+}
+
 // raceContributor loops take → judgment until every slot of the pool is
 // judged.
 func raceContributor(ctx context.Context, s store.Store, poolID, contributorID uuid.UUID, strategy crowd.Strategy,
-	abandonEvery int, done func() bool, judged, abandoned *atomic.Int64) error {
+	abandonEvery int, done func() bool, n *raceCounts) error {
 	var cache []uuid.UUID
-	for n := 1; !done(); n++ {
+	for take := 1; !done(); take++ {
 		if ctx.Err() != nil {
 			return nil // RunCrowdRace reports the timeout
 		}
-		abandon := abandonEvery > 0 && n%abandonEvery == 0
+		abandon := abandonEvery > 0 && take%abandonEvery == 0
 		p := &store.AssignmentTakeParams{ID: newID(), PoolID: poolID, ContributorID: contributorID,
 			Duration: time.Hour, Strategy: strategy, Now: base}
 		if abandon {
@@ -169,6 +187,7 @@ func raceContributor(ctx context.Context, s store.Store, poolID, contributorID u
 		}
 		tk, err := s.AssignmentTake(ctx, p)
 		if errors.Is(err, crowd.ErrNoUnit) {
+			n.refused.Add(1)
 			cache = nil // stale: refill
 			wait(ctx, time.Millisecond)
 			continue
@@ -186,7 +205,7 @@ func raceContributor(ctx context.Context, s store.Store, poolID, contributorID u
 			}
 		}
 		if abandon {
-			abandoned.Add(1)
+			n.abandoned.Add(1)
 			continue
 		}
 		// As JudgmentSubmit sends it (the unit known: on PostgreSQL the
@@ -205,7 +224,8 @@ func raceContributor(ctx context.Context, s store.Store, poolID, contributorID u
 		if !ins.Created {
 			return fmt.Errorf("judgment through a fresh assignment %s was a repeat", tk.Assignment.ID)
 		}
-		judged.Add(1)
+		n.judged.Add(1)
+		n.byStrategy.Add(1)
 	}
 	return nil
 }
