@@ -356,7 +356,10 @@ func testRunInsert(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		wf := b.workflow(t)
-		const n = 10_000
+		n := 10_000
+		if b.s.Backend() == "sqlite" {
+			n = batchRunsSQLite // fewer under the race detector (size_race.go)
+		}
 		ps := make([]*store.RunInsertParams, n)
 		for i := range ps {
 			ps[i] = newRun(wf)

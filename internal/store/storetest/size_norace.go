@@ -4,3 +4,6 @@ package storetest
 
 // judgeFinalizeSQLite: see size_race.go.
 const judgeFinalizeSQLite = 400
+
+// batchRunsSQLite: see size_race.go.
+const batchRunsSQLite = 10_000
