@@ -25,7 +25,8 @@ import (
 
 // TestCrowdRacePostgres: 200 goroutine contributors over HTTP against two
 // `docket serve` processes on one PostgreSQL, one pool of 2,000 units × 3
-// judgments, each contributor sending every request to the other process
+// judgments (600 units under the race detector:
+// crowdrace_size_race_test.go), each contributor sending every request to the other process
 // than the one before; one process takes at random (the default), the
 // other through its candidate cache. Afterwards, on the tables: no slot assigned twice,
 // no contributor twice on a unit, no lost slot (every unit FINALIZED with
@@ -33,10 +34,11 @@ import (
 // the pool's counters exact (internal/crowdcheck).
 func TestCrowdRacePostgres(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.PostgresURL(t), []string{"random", "candidates"}, 2000, 200)
+	crowdRace(t, testdb.PostgresURL(t), []string{"random", "candidates"}, crowdRacePostgresUnits, 200)
 }
 
-// TestCrowdRaceSQLite is the smaller one on SQLite, also with two serve
+// TestCrowdRaceSQLite is the smaller one on SQLite (300 units, 60 under
+// the race detector; 30 contributors), also with two serve
 // processes on one file: SQLite's file lock serializes their writes (each
 // waits up to its busy timeout), and the outbox relay and maintenance are
 // leaderships in the database, so two processes may share a file; each
@@ -44,7 +46,7 @@ func TestCrowdRacePostgres(t *testing.T) {
 // other through its candidate cache.
 func TestCrowdRaceSQLite(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.SQLiteURL(t), []string{"ordered", "candidates"}, 300, 30)
+	crowdRace(t, testdb.SQLiteURL(t), []string{"ordered", "candidates"}, crowdRaceSQLiteUnits, 30)
 }
 
 // crowdRace runs one serve process per take strategy of strategies on
@@ -84,11 +86,29 @@ func crowdRace(t *testing.T, databaseURL string, strategies []string, units, con
 	}
 	_, err = c.UnitsAdd(ctx, pool.ID, inputs)
 	require.NoError(t, err)
+	// The contributors and their keys, eight at a time (setup, not the
+	// race: one by one, PostgreSQL's 200 took seconds of round trips).
 	keys := make([]string, contributors)
+	keyErrs := make([]error, contributors)
+	var setup sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		setup.Go(func() {
+			for i := range next {
+				who, err := c.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "racer-" + strconv.Itoa(i)})
+				if err == nil {
+					keys[i], _, err = c.CreateContributorKey(ctx, who.ID, "racer "+strconv.Itoa(i))
+				}
+				keyErrs[i] = err
+			}
+		})
+	}
 	for i := range keys {
-		who, err := c.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "racer-" + strconv.Itoa(i)})
-		require.NoError(t, err)
-		keys[i], _, err = c.CreateContributorKey(ctx, who.ID, "racer "+strconv.Itoa(i))
+		next <- i
+	}
+	close(next)
+	setup.Wait()
+	for _, err := range keyErrs {
 		require.NoError(t, err)
 	}
 
