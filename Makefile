@@ -7,7 +7,7 @@ help: ## Show this help
 build: ## Build the docket binary into ./bin
 	go build -o bin/docket ./cmd/docket
 
-test: ## The whole suite: start PostgreSQL, lint, every test on both backends with -race
+test: ## The whole suite: start PostgreSQL, lint, every test on both backends with -race (see scripts/test.sh)
 	./scripts/test.sh
 
 race: testdb ## go test -race on the packages with concurrency

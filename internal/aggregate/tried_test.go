@@ -1013,8 +1013,8 @@ func triedVariants(short bool) []triedVariant {
 // With AGG_TRIED_SYNTHETIC=1 it also logs each variant's accuracy on the
 // crowds of TestSyntheticCrowds.
 func TestTriedVariants(t *testing.T) {
-	// A record of research, not a check of shipped code: minutes under the
-	// race detector, so the suite leaves it out unless asked.
+	// A record of research, not a check of shipped code, and minutes long:
+	// the suite leaves it out unless asked.
 	if os.Getenv("DOCKET_AGG_TRIED") == "" {
 		t.Skip("set DOCKET_AGG_TRIED=1 to re-count the variants docs/aggregation.md lists as tried")
 	}

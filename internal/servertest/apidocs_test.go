@@ -174,9 +174,9 @@ func runDocExamples(t *testing.T, name, path string) {
 		fmt.Fprintf(&script, "printf '\\n::doc-example %d\\n'\necho '::%d' >> \"$DOC_STATUS\"\n%s\n", i, i, ex.Script)
 	}
 	// Generous: human-work.md's walkthrough has 8 simulated contributors
-	// judge 1,000 units three times, which under -race on SQLite, beside
-	// the rest of the suite on two cores, took 1.5–5.4 minutes; without it,
-	// less than one.
+	// judge 1,000 units three times; with a race-built server on SQLite,
+	// beside the rest of the suite on two cores, that took 1.5–5.4 minutes,
+	// and the plain build it runs now takes about one.
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())

@@ -2,5 +2,6 @@
 
 package servertest
 
-// raceEnabled: the tests run with -race, and so does the server they start.
+// raceEnabled: the tests run with -race, and so does the server they start
+// (unless Options.Plain).
 const raceEnabled = true

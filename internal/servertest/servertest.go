@@ -187,9 +187,11 @@ const bootstrapNotice = "no API key existed"
 // stopped when the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	bin := Binary(t)
+	var bin string
 	if opts.Plain {
 		bin = PlainBinary(t)
+	} else {
+		bin = Binary(t)
 	}
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()

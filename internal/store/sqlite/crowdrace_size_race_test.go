@@ -10,7 +10,8 @@ package sqlite_test
 // raced for, and the last ones by all thirty), abandoning every fourth
 // take (so dozens of assignments are abandoned and expired while the
 // others take; RunCrowdRace requires some, and judgments through every
-// strategy).
+// strategy). CI (scripts/test.sh) runs with -race, so these are the sizes
+// CI proves; the !race file's run in a plain go test.
 const (
 	crowdRaceUnits        = 60
 	crowdRaceContributors = 30

@@ -46,8 +46,10 @@ func migrated(t testing.TB, path string) *sqlite.Store {
 // open makes a migrated, empty store on a file of its own: a copy of a
 // migrated database (testdb.SQLiteMigratedFile), since migrating costs
 // 0.6–0.8 s under the race detector and the conformance suite opens
-// hundreds. Migrations themselves are tested by TestMigrateUpDownUp and
-// the suite's Store/Migration group, which migrate their own.
+// hundreds. Migrating from an empty file is tested by TestMigrateUpDownUp
+// (and testdb's TestSQLiteMigratedFile compares a copy with it); the
+// suite's Store/Migration group starts from the copy, then goes down and
+// up again.
 func open(t *testing.T) store.Store {
 	path := filepath.Join(t.TempDir(), "docket.db")
 	testdb.SQLiteMigratedFile(t, path)

@@ -1,5 +1,9 @@
 //go:build race
 
+// CI (scripts/test.sh) runs every package with -race, so these are the
+// sizes CI proves; the larger ones, in size_norace.go, run in a plain
+// go test.
+
 package storetest
 
 // judgeFinalizeSQLite is how many transactions JudgeAndFinalizeConcurrently
