@@ -15,8 +15,10 @@ import (
 )
 
 // TestSQLiteMigratedFile: a copy of the template is what migrating a new
-// file gives: every migration applied (so migrating again changes
-// nothing), no jobs, and a store that works; and each copy is its own.
+// file gives: the same schema (every table, index and trigger, as SQLite
+// stores their statements), every migration applied (so migrating again
+// changes nothing), no jobs, and a store that works; and each copy is its
+// own.
 func TestSQLiteMigratedFile(t *testing.T) {
 	ctx := context.Background()
 	open := func(path string) *sqlite.Store {
@@ -31,12 +33,30 @@ func TestSQLiteMigratedFile(t *testing.T) {
 	want, err := fresh.MigrationStatus(ctx)
 	require.NoError(t, err)
 
+	schema := func(s *sqlite.Store) []string {
+		t.Helper()
+		rows, err := s.DB().QueryContext(ctx, `SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema ORDER BY type, name`)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			out = append(out, line)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	wantSchema := schema(fresh)
+	require.NotEmpty(t, wantSchema)
+
 	var copies []*sqlite.Store
 	for range 2 {
 		u := testdb.SQLiteMigratedURL(t)
 		path, ok := strings.CutPrefix(u, "sqlite:")
 		require.True(t, ok, u)
 		s := open(path)
+		require.Equal(t, wantSchema, schema(s), "a copy's schema differs from a fresh migration's")
 		got, err := s.MigrationStatus(ctx)
 		require.NoError(t, err)
 		require.Len(t, got, len(want))
