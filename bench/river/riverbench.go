@@ -133,14 +133,10 @@ type system[TTx any] struct {
 // batch at a time (up to a few thousand jobs).
 const subscribeChanSize = 1 << 17
 
-// ReportsCommits implements bench.CommitReporter: in burn and continuous
-// modes, unless -count-in-database, StartWorkers reports River's
-// completed-job events (as docket bench sets OnJobFinished in those modes
-// only, so that neither side pays for reports the harness does not read).
-func (s *system[TTx]) ReportsCommits() bool {
-	c := s.flags.Config
-	return (c.Mode == bench.ModeBurn || c.Mode == bench.ModeContinuous) && !c.CountInDatabase
-}
+// ReportsCommits implements bench.CommitReporter: StartWorkers reports
+// River's completed-job events when the harness counts them
+// (bench.Config.CountsReports), as docket bench sets OnJobFinished.
+func (s *system[TTx]) ReportsCommits() bool { return s.flags.Config.CountsReports() }
 
 func (s *system[TTx]) Name() string    { return "river" }
 func (s *system[TTx]) Backend() string { return s.backend }

@@ -164,7 +164,7 @@ percentiles), or as JSON with -o json.`,
 		// OnJobFinished unset, as before.
 		var commits *benchCommits // nil: the harness counts in the database
 		ccfg := docket.Config{DatabaseURL: *url, AutoMigrate: true}
-		if (cfg.Mode == bench.ModeBurn || cfg.Mode == bench.ModeContinuous) && !cfg.CountInDatabase {
+		if cfg.CountsReports() {
 			commits = &benchCommits{}
 			ccfg.OnJobFinished = commits.finished
 		}

@@ -173,6 +173,15 @@ type Config struct {
 	Log             io.Writer // progress
 }
 
+// CountsReports reports whether a run of c counts completions from a
+// CommitReporter's reports: burn and continuous, unless CountInDatabase.
+// Latency mode counts its few completions in the database, once. A System
+// installs its reports only then, so that neither side pays for reports
+// the harness does not read.
+func (c Config) CountsReports() bool {
+	return (c.Mode == ModeBurn || c.Mode == ModeContinuous) && !c.CountInDatabase
+}
+
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
 	if c.Mode == "" {
@@ -260,8 +269,7 @@ func Run(ctx context.Context, sys System, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("the database holds %d unfinished jobs: %w", n, ErrNotFresh)
 	}
 	r := &runner{sys: sys, cfg: cfg, res: &Result{System: sys.Name(), Backend: sys.Backend(), Mode: cfg.Mode, Counted: CountedInDatabase}}
-	// Latency mode counts its few completions in the database, once.
-	if cr, ok := sys.(CommitReporter); ok && cr.ReportsCommits() && !cfg.CountInDatabase && cfg.Mode != ModeLatency {
+	if cr, ok := sys.(CommitReporter); ok && cr.ReportsCommits() && cfg.CountsReports() {
 		r.reports = true
 		r.res.Counted = CountedFromReports
 	}
