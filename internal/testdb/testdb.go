@@ -90,42 +90,31 @@ func SQLiteMigratedFile(t testing.TB, path string) {
 	}
 }
 
-var migrated struct {
-	once sync.Once
-	data []byte
-	err  error
-}
-
 // sqliteTemplate migrates a database in a directory of its own, closes it
 // and returns its file's bytes, once per test binary. Closing the last
 // connection checkpoints the write-ahead log into the file and removes it;
 // a log left behind (which would hold part of the schema) is an error.
-func sqliteTemplate() ([]byte, error) {
-	migrated.once.Do(func() {
-		migrated.data, migrated.err = func() ([]byte, error) {
-			dir, err := os.MkdirTemp("", "docket-testdb-")
-			if err != nil {
-				return nil, err
-			}
-			defer os.RemoveAll(dir)
-			path := filepath.Join(dir, "template.db")
-			ctx := context.Background()
-			s, err := sqlite.Open(ctx, path, store.Options{})
-			if err != nil {
-				return nil, err
-			}
-			_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
-			if err = errors.Join(err, s.Close()); err != nil {
-				return nil, err
-			}
-			if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
-				return nil, fmt.Errorf("%s-wal holds %d bytes after the store closed", path, fi.Size())
-			}
-			return os.ReadFile(path)
-		}()
-	})
-	return migrated.data, migrated.err
-}
+var sqliteTemplate = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "docket-testdb-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "template.db")
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	if err = errors.Join(err, s.Close()); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+		return nil, fmt.Errorf("%s-wal holds %d bytes after the store closed", path, fi.Size())
+	}
+	return os.ReadFile(path)
+})
 
 // ServerURL returns the test server's URL, skipping (or, under CI,
 // failing) the test when there is none.
