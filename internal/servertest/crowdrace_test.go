@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/crowdcheck"
@@ -26,8 +27,8 @@ import (
 // TestCrowdRacePostgres: 200 goroutine contributors over HTTP against two
 // `docket serve` processes on one PostgreSQL, one pool of 2,000 units × 3
 // judgments (600 units under the race detector:
-// crowdrace_size_race_test.go), each contributor sending every request to the other process
-// than the one before; one process takes at random (the default), the
+// crowdrace_size_race_test.go), each contributor sending every request to
+// the other process than the one before; one process takes at random (the default), the
 // other through its candidate cache. Afterwards, on the tables: no slot assigned twice,
 // no contributor twice on a unit, no lost slot (every unit FINALIZED with
 // exactly 3 judgments), every judgment tied to its submitted assignment,
@@ -89,28 +90,19 @@ func crowdRace(t *testing.T, databaseURL string, strategies []string, units, con
 	// The contributors and their keys, eight at a time (setup, not the
 	// race: one by one, PostgreSQL's 200 took seconds of round trips).
 	keys := make([]string, contributors)
-	keyErrs := make([]error, contributors)
-	var setup sync.WaitGroup
-	next := make(chan int)
-	for range 8 {
-		setup.Go(func() {
-			for i := range next {
-				who, err := c.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "racer-" + strconv.Itoa(i)})
-				if err == nil {
-					keys[i], _, err = c.CreateContributorKey(ctx, who.ID, "racer "+strconv.Itoa(i))
-				}
-				keyErrs[i] = err
+	var setup errgroup.Group
+	setup.SetLimit(8)
+	for i := range keys {
+		setup.Go(func() error {
+			who, err := c.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "racer-" + strconv.Itoa(i)})
+			if err != nil {
+				return err
 			}
+			keys[i], _, err = c.CreateContributorKey(ctx, who.ID, "racer "+strconv.Itoa(i))
+			return err
 		})
 	}
-	for i := range keys {
-		next <- i
-	}
-	close(next)
-	setup.Wait()
-	for _, err := range keyErrs {
-		require.NoError(t, err)
-	}
+	require.NoError(t, setup.Wait())
 
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConns: 2 * contributors, MaxIdleConnsPerHost: contributors}}
 	defer hc.CloseIdleConnections()
