@@ -377,8 +377,49 @@ func seedFindWork(t *testing.T, b *bundle, shape storetest.FindWorkShape) []uuid
 		_, err := tx.Exec(b.ctx, q.sql, q.args...)
 		require.NoError(t, err, q.sql)
 	}
+	requireSeedAsStore(t, b, tx, d.Pools[0], now)
 	require.NoError(t, tx.Commit(b.ctx))
 	return ids
+}
+
+// requireSeedAsStore fails unless seedFindWork wrote fp (in tx) as the
+// store writes a pool and its units: the same pool made through the store
+// (PoolCreate, UnitInsertMany, as storetest.SeedFindWork makes it; in a
+// savepoint rolled back after) must have the same pool row but for its id
+// and step, the same counters summed over its shards, the same units but
+// for their ids and pick keys, and the same outbox events but for the
+// pool's id. So the hand-written statements cannot drift from the store's.
+func requireSeedAsStore(t *testing.T, b *bundle, tx pgx.Tx, fp storetest.FindWorkPool, now time.Time) {
+	t.Helper()
+	ref, err := tx.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, ref.Rollback(b.ctx)) }()
+	st := &storeTx{s: b.s, tx: ref}
+	params := *fp.Pool
+	params.ID, params.Step = uuid.Must(uuid.NewV7()), "seed-reference"
+	p, _, err := st.PoolCreate(b.ctx, &params)
+	require.NoError(t, err)
+	units := make([]*store.UnitInsertParams, len(fp.Units))
+	for i := range units {
+		units[i] = &store.UnitInsertParams{ID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), Input: fp.Units[i].Input}
+	}
+	_, err = st.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable, Units: units, Now: now})
+	require.NoError(t, err)
+	for _, q := range []struct{ what, sql string }{
+		{"pool", `SELECT to_jsonb(p) - 'id' - 'step' FROM docket_pools p WHERE id = $1`},
+		{"counters", `SELECT to_jsonb(c) FROM (SELECT count(*) AS shards, sum(units_new) AS new, sum(units_judgable) AS judgable,
+			sum(units_paused) AS paused, sum(units_finalized) AS finalized, sum(units_canceled) AS canceled,
+			sum(units_golden) AS golden, sum(judgments) AS judgments, sum(active_assignments) AS active
+			FROM docket_pool_counters WHERE pool_id = $1) c`},
+		{"units", `SELECT coalesce(jsonb_agg(to_jsonb(u) - 'id' - 'pool_id' - 'run_id' - 'pick_key'), '[]') FROM docket_units u WHERE pool_id = $1`},
+		{"outbox", `SELECT coalesce(jsonb_agg(jsonb_build_object('type', event_type, 'data', data::jsonb - 'poolId') ORDER BY id), '[]')
+			FROM docket_outbox WHERE data::jsonb ->> 'poolId' = $1::text`},
+	} {
+		var want, got string
+		require.NoError(t, ref.QueryRow(b.ctx, q.sql, p.ID).Scan(&want), q.what)
+		require.NoError(t, ref.QueryRow(b.ctx, q.sql, fp.Pool.ID).Scan(&got), q.what)
+		require.JSONEq(t, want, got, "%s: seedFindWork's rows differ from the store's", q.what)
+	}
 }
 
 // planPools makes the two pools the plan tests share (workflows wf0 and
