@@ -2,6 +2,7 @@ package testdb_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,11 +86,18 @@ func TestSQLiteMigratedFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, nil, 0o644))
 	ft := &fatalT{TB: t}
 	func() {
-		defer func() { _ = recover() }()
+		defer func() {
+			if r := recover(); r != nil && r != errFatal {
+				panic(r)
+			}
+		}()
 		testdb.SQLiteMigratedFile(ft, path)
 	}()
 	require.True(t, ft.failed, "SQLiteMigratedFile wrote over an existing file")
 }
+
+// errFatal is what fatalT's Fatalf panics with, to end the call under test.
+var errFatal = errors.New("fatal")
 
 // fatalT records a Fatalf instead of ending the test.
 type fatalT struct {
@@ -99,7 +107,7 @@ type fatalT struct {
 
 func (f *fatalT) Fatalf(format string, args ...any) {
 	f.failed = true
-	panic("fatal")
+	panic(errFatal)
 }
 
 func (f *fatalT) Helper() {}
