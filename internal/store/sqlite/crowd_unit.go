@@ -81,7 +81,12 @@ func (s *Store) UnitInsertMany(ctx context.Context, p *store.UnitInsertManyParam
 	return out, err
 }
 
-// unitInsertMany writes the units with one prepared statement and counts
+// insertUnitSQL inserts one unit.
+const insertUnitSQL = `INSERT INTO docket_units (id, pool_id, run_id, step_index, parent_unit_id,
+		input, state, golden, answer, pick_key, judgments_per_unit, created_at, updated_at, feedback)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// unitInsertMany writes the units one statement each and counts
 // them.
 func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyParams) ([]*crowd.Unit, error) {
 	if err := p.Validate(); err != nil {
@@ -98,13 +103,6 @@ func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyPara
 	if st := crowd.PoolStatus(status); st == crowd.PoolClosed || st == crowd.PoolCompleted {
 		return nil, fmt.Errorf("insert units: %w", &crowd.PoolNotOpenError{PoolID: p.PoolID, Status: st})
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO docket_units (id, pool_id, run_id, step_index, parent_unit_id,
-		input, state, golden, answer, pick_key, judgments_per_unit, created_at, updated_at, feedback)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, fmt.Errorf("insert units: %w", err)
-	}
-	defer func() { _ = stmt.Close() }()
 	now := fromMicros(micros(p.Now))
 	units := make([]*crowd.Unit, len(p.Units))
 	regular, golden := 0, 0
@@ -127,7 +125,7 @@ func unitInsertMany(ctx context.Context, tx *sql.Tx, p *store.UnitInsertManyPara
 		if u.RunID != uuid.Nil {
 			stepIndex = u.StepIndex
 		}
-		if _, err := stmt.ExecContext(ctx, u.ID.String(), p.PoolID.String(), nullUUID(u.RunID), stepIndex,
+		if _, err := tx.ExecContext(ctx, insertUnitSQL, u.ID.String(), p.PoolID.String(), nullUUID(u.RunID), stepIndex,
 			nullUUID(u.ParentUnitID), string(u.Input), string(u.State), boolInt(u.Golden), nullJSON(u.Answer),
 			rand.Int64(), u.JudgmentsPerUnit, micros(now), micros(now), nullString(u.Feedback)); err != nil {
 			if isUnique(err) {

@@ -201,7 +201,11 @@ func (s *Store) RunInsertMany(ctx context.Context, p *store.RunInsertManyParams)
 	return out, err
 }
 
-// runInsertMany inserts the runs one prepared statement each; a run whose
+// insertRunSQL inserts one run; a taken idempotency key inserts nothing.
+const insertRunSQL = `INSERT INTO docket_runs (id, workflow, version, state, input, idempotency_key, created_at, updated_at)
+		VALUES (?, ?, ?, 'RUNNING', ?, ?, ?, ?) ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+
+// runInsertMany inserts the runs one statement each; a run whose
 // key exists is not inserted (ON CONFLICT DO NOTHING) and read instead.
 func runInsertMany(ctx context.Context, tx *sql.Tx, p *store.RunInsertManyParams) ([]*store.RunInsertResult, error) {
 	for i, r := range p.Runs {
@@ -213,16 +217,10 @@ func runInsertMany(ctx context.Context, tx *sql.Tx, p *store.RunInsertManyParams
 		}
 	}
 	now := micros(p.Now)
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO docket_runs (id, workflow, version, state, input, idempotency_key, created_at, updated_at)
-		VALUES (?, ?, ?, 'RUNNING', ?, ?, ?, ?) ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`)
-	if err != nil {
-		return nil, fmt.Errorf("insert runs: %w", err)
-	}
-	defer func() { _ = stmt.Close() }()
 	out := make([]*store.RunInsertResult, len(p.Runs))
 	var trs []flow.RunTransition
 	for i, r := range p.Runs {
-		res, err := stmt.ExecContext(ctx, r.ID.String(), r.Workflow, r.Version, string(r.Input),
+		res, err := tx.ExecContext(ctx, insertRunSQL, r.ID.String(), r.Workflow, r.Version, string(r.Input),
 			nullString(r.IdempotencyKey), now, now)
 		if err != nil {
 			return nil, fmt.Errorf("insert run %s: %w", r.ID, err)
@@ -422,6 +420,11 @@ func (s *Store) StepInsertMany(ctx context.Context, p *store.StepInsertManyParam
 	return out, err
 }
 
+// insertStepSQL inserts one step instance; an existing one is kept.
+const insertStepSQL = `INSERT INTO docket_steps (run_id, step, step_index, kind, state, job_id, unit_id,
+			created_at, updated_at, started_at, timeout_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, step_index) DO NOTHING`
+
 func stepInsertMany(ctx context.Context, tx *sql.Tx, p *store.StepInsertManyParams) ([]*store.StepInsertResult, error) {
 	for i, sp := range p.Steps {
 		if sp == nil {
@@ -432,13 +435,6 @@ func stepInsertMany(ctx context.Context, tx *sql.Tx, p *store.StepInsertManyPara
 		}
 	}
 	now := micros(p.Now)
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO docket_steps (run_id, step, step_index, kind, state, job_id, unit_id,
-			created_at, updated_at, started_at, timeout_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, step_index) DO NOTHING`)
-	if err != nil {
-		return nil, fmt.Errorf("insert steps: %w", err)
-	}
-	defer func() { _ = stmt.Close() }()
 	out := make([]*store.StepInsertResult, len(p.Steps))
 	var trs []flow.StepTransition
 	for i, sp := range p.Steps {
@@ -450,7 +446,7 @@ func stepInsertMany(ctx context.Context, tx *sql.Tx, p *store.StepInsertManyPara
 				timeout = micros(sp.TimeoutAt)
 			}
 		}
-		res, err := stmt.ExecContext(ctx, sp.RunID.String(), sp.Step, sp.Index, string(sp.Kind), string(sp.State),
+		res, err := tx.ExecContext(ctx, insertStepSQL, sp.RunID.String(), sp.Step, sp.Index, string(sp.Kind), string(sp.State),
 			nullUUID(sp.JobID), nullUUID(sp.UnitID), now, now, started, timeout)
 		if err != nil {
 			return nil, fmt.Errorf("insert step %s: %w", id, err)

@@ -50,17 +50,13 @@ func (s *Store) JobAcquire(ctx context.Context, p *store.JobAcquireParams) ([]*j
 	if !due {
 		return nil, nil
 	}
-	acquire, err := s.prepare(ctx, acquireSQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare acquire: %w", err)
-	}
 	type acquired struct {
 		row    *job.Row
 		sortAt int64
 	}
 	var got []acquired
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.StmtContext(ctx, acquire).QueryContext(ctx,
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, acquireSQL,
 			p.Owner, micros(p.Now.Add(p.LeaseDuration)), now, p.Queue, p.Max)
 		if err != nil {
 			return fmt.Errorf("acquire jobs from queue %q: %w", p.Queue, err)

@@ -177,11 +177,6 @@ type attemptKey struct {
 
 // JobFinishMany implements store.Store: one write transaction.
 func (s *Store) JobFinishMany(ctx context.Context, p *store.JobFinishManyParams) ([]job.State, error) {
-	for _, q := range []string{finishUpdateSQL, finishAttemptsSQL} {
-		if _, err := s.prepare(ctx, q); err != nil { // cached for stmtIn
-			return nil, fmt.Errorf("prepare finish: %w", err)
-		}
-	}
 	return s.jobFinishMany(ctx, p, func(fn func(tx *sql.Tx) error) error { return s.write(ctx, fn) })
 }
 
@@ -245,11 +240,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 	}
 	err := in(func(tx *sql.Tx) error {
 		clear(applied)
-		update, err := s.stmtIn(ctx, tx, finishUpdateSQL)
-		if err != nil {
-			return fmt.Errorf("prepare finish: %w", err)
-		}
-		moved, err := finishUpdate(ctx, update, string(updatesJSON), len(updates), now, expiredOnly)
+		moved, err := finishUpdate(ctx, tx, string(updatesJSON), len(updates), now, expiredOnly)
 		if err != nil {
 			return err
 		}
@@ -264,7 +255,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 		}
 		if len(retry) > 0 {
 			retryJSON := appendFinishElems(nil, retry)
-			more, err := finishUpdate(ctx, update, string(retryJSON), len(retry), now, expiredOnly)
+			more, err := finishUpdate(ctx, tx, string(retryJSON), len(retry), now, expiredOnly)
 			if err != nil {
 				return err
 			}
@@ -298,11 +289,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 			if err != nil {
 				return fmt.Errorf("finish jobs: %w", err)
 			}
-			record, err := s.stmtIn(ctx, tx, finishAttemptsSQL)
-			if err != nil {
-				return fmt.Errorf("prepare finish: %w", err)
-			}
-			if _, err := record.ExecContext(ctx, string(attemptsJSON)); err != nil {
+			if _, err := tx.ExecContext(ctx, finishAttemptsSQL, string(attemptsJSON)); err != nil {
 				return fmt.Errorf("record %d finished attempts: %w", len(attempts), err)
 			}
 		}
@@ -316,8 +303,8 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 
 // finishUpdate runs finishUpdateSQL and returns the jobs it moved.
 // n is the batch's length.
-func finishUpdate(ctx context.Context, st *sql.Stmt, updatesJSON string, n int, now int64, expiredOnly int) (map[attemptKey]*finished, error) {
-	rows, err := st.QueryContext(ctx, updatesJSON, now, expiredOnly)
+func finishUpdate(ctx context.Context, tx *sql.Tx, updatesJSON string, n int, now int64, expiredOnly int) (map[attemptKey]*finished, error) {
+	rows, err := tx.QueryContext(ctx, finishUpdateSQL, updatesJSON, now, expiredOnly)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -366,16 +353,11 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 	if len(p.Jobs) == 0 {
 		return out, nil
 	}
-	heartbeat, err := s.prepare(ctx, heartbeatSQL)
-	if err != nil {
-		return nil, fmt.Errorf("prepare heartbeat: %w", err)
-	}
 	expires := fromMicros(micros(p.Now.Add(p.LeaseDuration)))
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		heartbeat := tx.StmtContext(ctx, heartbeat)
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		for _, r := range out {
 			var cancel, expiresAt int64
-			err := heartbeat.QueryRowContext(ctx, r.Ref.ID.String(), r.Ref.Attempt,
+			err := tx.QueryRowContext(ctx, heartbeatSQL, r.Ref.ID.String(), r.Ref.Attempt,
 				micros(expires), micros(p.Now)).Scan(&cancel, &expiresAt)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue

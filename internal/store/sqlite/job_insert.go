@@ -36,25 +36,29 @@ var insertKeyedSQL = insertRowsSQL(1) +
 
 const jobByKeySQL = `SELECT ` + jobColumns + ` FROM docket_jobs WHERE idempotency_key = ?`
 
-// stmtFunc gives a statement usable in the current transaction.
-type stmtFunc func(ctx context.Context, query string) (*sql.Stmt, error)
+// stmtFunc gives query's statement in the current transaction.
+type stmtFunc func(ctx context.Context, query string) (stmt, error)
 
-// insertQueries lists every statement insertMany will use for p.
-func insertQueries(p *store.JobInsertManyParams) []string {
-	keyless := 0
-	for _, j := range p.Jobs {
-		if j.IdempotencyKey == "" {
-			keyless++
-		}
-	}
-	qs := []string{insertKeyedSQL, jobByKeySQL}
-	for _, n := range insertChunks {
-		if keyless >= n {
-			qs = append(qs, insertRowsSQL(n))
-			keyless %= n
-		}
-	}
-	return qs
+// stmt is a statement that insertMany runs: a *sql.Stmt, or a query run
+// on the store's own transaction, whose connection keeps its statements
+// (txStmt).
+type stmt interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+// txStmt runs query on tx.
+type txStmt struct {
+	tx    *sql.Tx
+	query string
+}
+
+func (t txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.query, args...)
+}
+
+func (t txStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.query, args...)
 }
 
 // JobInsertMany implements store.Store. Writes are serialised (one writer
@@ -68,20 +72,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if len(p.Jobs) == 0 {
 		return []*store.JobInsertResult{}, nil
 	}
-	// Prepare before beginning: the transaction holds the one connection.
-	prepared := map[string]*sql.Stmt{}
-	for _, q := range insertQueries(p) {
-		st, err := s.prepare(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("prepare job insert: %w", err)
-		}
-		prepared[q] = st
-	}
 	var out []*store.JobInsertResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt := func(ctx context.Context, q string) (*sql.Stmt, error) {
-			return tx.StmtContext(ctx, prepared[q]), nil
-		}
+		stmt := func(_ context.Context, q string) (stmt, error) { return txStmt{tx, q}, nil }
 		var err error
 		out, err = s.insertMany(ctx, tx, stmt, p)
 		return err
@@ -109,7 +102,9 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 			_ = st.Close()
 		}
 	}()
-	stmt := func(ctx context.Context, q string) (*sql.Stmt, error) {
+	// The caller's connection may not keep statements: each is prepared
+	// once for the call.
+	stmt := func(ctx context.Context, q string) (stmt, error) {
 		if st, ok := prepared[q]; ok {
 			return st, nil
 		}

@@ -17,7 +17,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -41,8 +41,9 @@ type Store struct {
 	hub         store.Hub
 	hints       rowidHints
 
-	mu    sync.Mutex
-	stmts map[string]*sql.Stmt // prepared on writer, by query text
+	// prepares counts the statements the connections' caches prepared
+	// (see cachingConnector).
+	prepares *atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -57,10 +58,12 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		return nil, fmt.Errorf("open sqlite: path must be a file path, got %q", path)
 	}
 	opts = opts.WithDefaults()
-	writer, err := sql.Open("sqlite", dsn(path, true))
+	prepares := new(atomic.Int64)
+	wc, err := newCachingConnector(dsn(path, true), prepares)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite writer %q: %w", path, err)
 	}
+	writer := sql.OpenDB(wc)
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -71,11 +74,12 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		_ = writer.Close()
 		return nil, fmt.Errorf("connect sqlite writer %q: %w", path, err)
 	}
-	reader, err := sql.Open("sqlite", dsn(path, false))
+	rc, err := newCachingConnector(dsn(path, false), prepares)
 	if err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("open sqlite reader %q: %w", path, err)
 	}
+	reader := sql.OpenDB(rc)
 	n := max(4, runtime.GOMAXPROCS(0))
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
@@ -89,7 +93,7 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		reader:      reader,
 		opts:        opts,
 		agingMicros: opts.PriorityAging.Microseconds(),
-		stmts:       make(map[string]*sql.Stmt),
+		prepares:    prepares,
 	}, nil
 }
 
@@ -142,15 +146,7 @@ func (s *Store) AnalyzeGrown(context.Context) ([]string, error) { return nil, ni
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	var errs []error
-	for _, st := range s.stmts {
-		errs = append(errs, st.Close())
-	}
-	s.stmts = map[string]*sql.Stmt{}
-	s.mu.Unlock()
-	errs = append(errs, s.reader.Close(), s.writer.Close())
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(s.reader.Close(), s.writer.Close()); err != nil {
 		return fmt.Errorf("close sqlite store: %w", err)
 	}
 	return nil
@@ -161,47 +157,6 @@ func (s *Store) Close() error {
 // find work by polling.
 func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
 	return s.hub.Subscribe(topic)
-}
-
-// prepare returns query prepared on the writer, preparing it on first use;
-// use it inside a write transaction with tx.StmtContext. Call it before
-// beginning the transaction: the writer has one connection, which the
-// transaction holds. Statements are prepared lazily because the schema may not
-// exist yet at Open.
-func (s *Store) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
-	s.mu.Lock()
-	st, ok := s.stmts[query]
-	s.mu.Unlock()
-	if ok {
-		return st, nil
-	}
-	// Prepared without holding s.mu: preparing waits for the writer, and
-	// a transaction holding the writer may look up the cache (stmtIn).
-	st, err := s.writer.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if first, ok := s.stmts[query]; ok {
-		_ = st.Close() // prepared meanwhile by another caller
-		return first, nil
-	}
-	s.stmts[query] = st
-	return st, nil
-}
-
-// stmtIn returns query's statement on tx: the cached one, or, when it is
-// not cached yet, one prepared on tx (it ends with tx). It never prepares
-// on the writer, which tx holds: inside InTx that would wait forever.
-func (s *Store) stmtIn(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
-	s.mu.Lock()
-	st, ok := s.stmts[query]
-	s.mu.Unlock()
-	if ok {
-		return tx.StmtContext(ctx, st), nil
-	}
-	return tx.PrepareContext(ctx, query)
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.

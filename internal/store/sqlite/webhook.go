@@ -140,10 +140,6 @@ ON CONFLICT (webhook_id, event_id) DO NOTHING`
 
 // WebhookFanOut implements store.Store.
 func (s *Store) WebhookFanOut(ctx context.Context, p *store.WebhookFanOutParams) (int, error) {
-	ins, err := s.prepare(ctx, insertDeliverySQL)
-	if err != nil {
-		return 0, fmt.Errorf("fan out to webhooks: prepare: %w", err)
-	}
 	outboxIDs, err := json.Marshal(p.OutboxIDs)
 	if err != nil {
 		return 0, err
@@ -151,9 +147,8 @@ func (s *Store) WebhookFanOut(ctx context.Context, p *store.WebhookFanOutParams)
 	now := micros(p.Now)
 	var inserted int64
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		stmt := tx.StmtContext(ctx, ins)
 		for _, d := range p.Deliveries {
-			res, err := stmt.ExecContext(ctx, d.ID.String(), d.WebhookID.String(), d.EventID, d.EventType,
+			res, err := tx.ExecContext(ctx, insertDeliverySQL, d.ID.String(), d.WebhookID.String(), d.EventID, d.EventType,
 				d.OutboxID, d.EventIndex, string(d.Payload), now)
 			if err != nil {
 				return err

@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-run/docket/internal/store"
+)
+
+// openCacheStore opens a Store on a new file with a table t(n) of the
+// numbers 1..5.
+func openCacheStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cache.db"), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	_, err = s.writer.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`)
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO t (n) VALUES (1), (2), (3), (4), (5)`)
+	require.NoError(t, err)
+	return s
+}
+
+// TestStmtCacheReuses: a query run again, on the writer inside and outside
+// transactions and on the readers, is prepared once per connection, and
+// gives the right answers every time.
+func TestStmtCacheReuses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openCacheStore(t)
+	const q = `SELECT count(*), coalesce(sum(n), 0) FROM t WHERE n >= ?`
+	before := s.prepares.Load()
+	for i := range 50 {
+		from := i%6 + 1
+		want := 0
+		for n := from; n <= 5; n++ {
+			want += n
+		}
+		var count, sum int
+		require.NoError(t, s.reader.QueryRowContext(ctx, q, from).Scan(&count, &sum))
+		require.Equal(t, want, sum, "reader, from %d", from)
+		require.NoError(t, s.write(ctx, func(tx *sql.Tx) error {
+			if err := tx.QueryRowContext(ctx, q, from).Scan(&count, &sum); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE t SET n = n WHERE n = ?`, from)
+			return err
+		}))
+		require.Equal(t, want, sum, "writer, from %d", from)
+	}
+	// The query on the writer and on each reader connection used (the
+	// readers' pool may open several), and the UPDATE once.
+	readers := int64(s.reader.Stats().OpenConnections)
+	require.LessOrEqual(t, s.prepares.Load()-before, 2+readers)
+}
+
+// TestStmtCacheNested: the same text queried again while its rows are open
+// (a lookup inside the loop over a listing) runs beside the kept statement
+// instead of resetting it under the open rows.
+func TestStmtCacheNested(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openCacheStore(t)
+	const q = `SELECT n FROM t WHERE n >= ? ORDER BY n`
+	var pairs []string
+	require.NoError(t, s.write(ctx, func(tx *sql.Tx) error {
+		outer, err := tx.QueryContext(ctx, q, 4)
+		if err != nil {
+			return err
+		}
+		defer outer.Close()
+		for outer.Next() {
+			var a int
+			if err := outer.Scan(&a); err != nil {
+				return err
+			}
+			inner, err := tx.QueryContext(ctx, q, 5)
+			if err != nil {
+				return err
+			}
+			for inner.Next() {
+				var b int
+				if err := inner.Scan(&b); err != nil {
+					return err
+				}
+				pairs = append(pairs, fmt.Sprint(a, b))
+			}
+			if err := inner.Close(); err != nil {
+				return err
+			}
+		}
+		return outer.Err()
+	}))
+	require.Equal(t, []string{"4 5", "5 5"}, pairs)
+	// The kept statement is free again once the outer rows closed.
+	var n int
+	require.NoError(t, s.writer.QueryRowContext(ctx, q, 3).Scan(&n))
+	require.Equal(t, 3, n)
+}
+
+// TestStmtCacheEvicts: more distinct texts than the cache holds evict the
+// least recently used; an evicted statement whose rows are open keeps
+// them working and is closed with them.
+func TestStmtCacheEvicts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openCacheStore(t)
+	const q = `SELECT n FROM t ORDER BY n`
+	conn, err := s.writer.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	rows, err := conn.QueryContext(ctx, q)
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+	// Only the rows' own connection may run statements meanwhile: the
+	// writer has one. So the others go through conn too, which database/sql
+	// allows while rows are open only for other texts.
+	before := s.prepares.Load()
+	for i := range stmtCacheSize + 10 {
+		var got int
+		require.NoError(t, conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT %d + n FROM t WHERE n = 1`, i)).Scan(&got))
+		require.Equal(t, i+1, got)
+	}
+	require.Equal(t, int64(stmtCacheSize+10), s.prepares.Load()-before)
+	var ns []int
+	for {
+		var n int
+		require.NoError(t, rows.Scan(&n))
+		ns = append(ns, n)
+		if !rows.Next() {
+			break
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.NoError(t, rows.Close())
+	require.Equal(t, []int{1, 2, 3, 4, 5}, ns)
+	// q was evicted: running it again prepares it again; the most recent
+	// text was kept and does not.
+	before = s.prepares.Load()
+	var n int
+	require.NoError(t, conn.QueryRowContext(ctx, q).Scan(&n))
+	require.NoError(t, conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT %d + n FROM t WHERE n = 1`, stmtCacheSize+9)).Scan(&n))
+	require.Equal(t, int64(1), s.prepares.Load()-before)
+}
+
+// TestStmtCacheErrors: a failing statement leaves its kept statement
+// usable, and a column's type is still reported through the cache's rows.
+func TestStmtCacheErrors(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openCacheStore(t)
+	const insert = `INSERT INTO t (n) VALUES (?)`
+	_, err := s.writer.ExecContext(ctx, insert, 1)
+	require.ErrorContains(t, err, "UNIQUE")
+	_, err = s.writer.ExecContext(ctx, insert, 6)
+	require.NoError(t, err)
+	rows, err := s.reader.QueryContext(ctx, `SELECT n FROM t WHERE n = ?`, 6)
+	require.NoError(t, err)
+	types, err := rows.ColumnTypes()
+	require.NoError(t, err)
+	require.Equal(t, "INTEGER", types[0].DatabaseTypeName())
+	require.True(t, rows.Next())
+	require.NoError(t, rows.Close())
+}
