@@ -76,16 +76,21 @@ func runChild(role string) int {
 			_, err := log.WriteString(line) // one write, O_APPEND: lines never interleave
 			return err
 		})
-	case "flowrace":
+	case "flowrace-left", "flowrace-right":
 		log, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1
 		}
 		defer log.Close()
-		cfg.Queues = map[string]int{stepArgs{}.JobType(): 8}
+		// Both work the shared queue; only this one works its side's.
+		cfg.Queues = map[string]int{stepArgs{}.JobType(): 8, "race2-" + strings.TrimPrefix(role, "flowrace-"): 8}
 		cfg.FetchBatch = 8
-		cfg.WorkflowSweepInterval = 200 * time.Millisecond
+		// No sweep during the test: the sweeper is for a process that
+		// died between a job's end and its advancement, and would also
+		// release a join the advancement lost in a race, hiding it. So a
+		// lost join stalls its run and fails the test.
+		cfg.WorkflowSweepInterval = time.Hour
 		w = docket.NewWorker(client, cfg)
 		h := &stepHandler{}
 		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[stepArgs]) error {
@@ -302,11 +307,18 @@ func TestCrashInHandler(t *testing.T) {
 }
 
 // TestRunRaceTwoProcesses: two OS processes with 8 workers each drive
-// diamond runs (1,000 on PostgreSQL, 300 on SQLite) on one database.
-// Afterwards, by SQL on the tables themselves: every run SUCCEEDED; every
-// step instance is unique, SUCCEEDED in its first generation and has its
-// own job; every step job has exactly one attempt, and it succeeded; and
-// the handler logs show each job ran once, in both processes.
+// diamond runs (1,000 on PostgreSQL, 300 on SQLite) on one database. Both
+// work the queue of the top and join steps; the left step runs in a queue
+// only the first process works, the right one in a queue only the second
+// works, so every join is released from two processes: each records its
+// parent's end, and the later of the two must release the join once.
+// (When every step shared one queue, both parents of a join ended in
+// different processes in 6 of 300 SQLite runs.) Afterwards, by SQL on the
+// tables themselves: every run SUCCEEDED; every step instance is unique,
+// SUCCEEDED in its first generation and has its own job; every step job
+// has exactly one attempt, and it succeeded; and the handler logs show
+// each job ran once, both processes ran top and join steps, and every
+// run's left and right steps ran in different processes.
 func TestRunRaceTwoProcesses(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -316,7 +328,14 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 		}
 		b := setup(t, backend, fastConfig())
 		ctx := context.Background()
-		_, _, err := b.client.WorkflowPut(ctx, diamond(t, "race2"))
+		def, err := docket.NewWorkflow("race2").
+			Job("top", "wf.step").
+			Job("left", "wf.step", docket.After("top"), docket.StepQueue("race2-left")).
+			Job("right", "wf.step", docket.After("top"), docket.StepQueue("race2-right")).
+			Job("join", "wf.step", docket.After("left", "right")).
+			Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
 		require.NoError(t, err)
 		params := make([]docket.RunStartParams, n)
 		for i := range params {
@@ -327,8 +346,8 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 
 		dir := t.TempDir()
 		var children []*exec.Cmd
-		for i := range 2 {
-			children = append(children, startChild(t, "flowrace", b.url, filepath.Join(dir, fmt.Sprintf("exec-%d.log", i))))
+		for i, role := range []string{"flowrace-left", "flowrace-right"} {
+			children = append(children, startChild(t, role, b.url, filepath.Join(dir, fmt.Sprintf("exec-%d.log", i))))
 		}
 		eventually(t, 4*time.Minute, "every run to finish", func() bool {
 			open, err := b.client.RunList(ctx, docket.RunListParams{States: []docket.RunState{docket.RunRunning, docket.RunPaused}, Limit: 1})
@@ -364,12 +383,16 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 			WHERE j.state = 'SUCCESS' AND j.attempt = 1 AND j.attempt_base = 0`))
 		require.Zero(t, count("attempts that did not succeed", `SELECT count(*) FROM docket_job_attempts`))
 		var jobIDs []string
-		rows, err := db.QueryContext(ctx, `SELECT job_id FROM docket_steps`)
+		type stepOf struct{ run, step string }
+		steps := map[string]stepOf{} // job id → its run and step
+		rows, err := db.QueryContext(ctx, `SELECT job_id, run_id, step FROM docket_steps`)
 		require.NoError(t, err)
 		for rows.Next() {
 			var id string
-			require.NoError(t, rows.Scan(&id))
+			var st stepOf
+			require.NoError(t, rows.Scan(&id, &st.run, &st.step))
 			jobIDs = append(jobIDs, id)
+			steps[id] = st
 		}
 		require.NoError(t, rows.Err())
 		require.NoError(t, rows.Close())
@@ -382,7 +405,8 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 
 		// Executions, from the handler logs of both processes.
 		ran := map[string]int{}
-		nodes := map[string]bool{}
+		nodes := map[string]map[string]bool{}   // step → the processes that ran it
+		sides := map[string]map[string]string{} // run → left/right → process
 		for i := range children {
 			data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("exec-%d.log", i)))
 			require.NoError(t, err)
@@ -393,11 +417,28 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 				_, err := fmt.Sscan(sc.Text(), &id, &attempt, &node)
 				require.NoError(t, err, sc.Text())
 				ran[id]++
-				nodes[node] = true
+				st := steps[id]
+				if nodes[st.step] == nil {
+					nodes[st.step] = map[string]bool{}
+				}
+				nodes[st.step][node] = true
+				if st.step == "left" || st.step == "right" {
+					if sides[st.run] == nil {
+						sides[st.run] = map[string]string{}
+					}
+					sides[st.run][st.step] = node
+				}
 			}
 		}
 		require.Len(t, ran, 4*n, "every step job ran")
-		require.Len(t, nodes, 2, "both processes did work")
+		for _, step := range []string{"top", "join"} {
+			require.Len(t, nodes[step], 2, "both processes ran %s steps", step)
+		}
+		require.Len(t, sides, n)
+		for run, side := range sides {
+			require.Len(t, side, 2, "run %s", run)
+			require.NotEqual(t, side["left"], side["right"], "run %s: left and right ran in different processes", run)
+		}
 		for id, times := range ran {
 			require.Equal(t, 1, times, "job %s ran %d times", id, times)
 		}
