@@ -89,8 +89,13 @@ func runChild(role string) int {
 		// No sweep during the test: the sweeper is for a process that
 		// died between a job's end and its advancement, and would also
 		// release a join the advancement lost in a race, hiding it. So a
-		// lost join stalls its run and fails the test.
+		// lost join stalls its run and fails the test. The sweeper runs
+		// once when its process is elected, before any step has ended,
+		// and then hourly; a leadership held for a minute is not lost
+		// (and taken over, with a sweep) while the test runs, as one of
+		// 300 ms was on a busy SQLite writer.
 		cfg.WorkflowSweepInterval = time.Hour
+		cfg.LeaderTTL = time.Minute
 		w = docket.NewWorker(client, cfg)
 		h := &stepHandler{}
 		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[stepArgs]) error {
@@ -317,8 +322,9 @@ func TestCrashInHandler(t *testing.T) {
 // tables themselves: every run SUCCEEDED; every step instance is unique,
 // SUCCEEDED in its first generation and has its own job; every step job
 // has exactly one attempt, and it succeeded; and the handler logs show
-// each job ran once, both processes ran top and join steps, and every
-// run's left and right steps ran in different processes.
+// each job ran once, and every run's left and right steps ran in
+// different processes. (Which process takes the shared queue's steps is
+// up to timing: one may take every top step before the other starts.)
 func TestRunRaceTwoProcesses(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -405,7 +411,6 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 
 		// Executions, from the handler logs of both processes.
 		ran := map[string]int{}
-		nodes := map[string]map[string]bool{}   // step → the processes that ran it
 		sides := map[string]map[string]string{} // run → left/right → process
 		for i := range children {
 			data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("exec-%d.log", i)))
@@ -417,12 +422,7 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 				_, err := fmt.Sscan(sc.Text(), &id, &attempt, &node)
 				require.NoError(t, err, sc.Text())
 				ran[id]++
-				st := steps[id]
-				if nodes[st.step] == nil {
-					nodes[st.step] = map[string]bool{}
-				}
-				nodes[st.step][node] = true
-				if st.step == "left" || st.step == "right" {
+				if st := steps[id]; st.step == "left" || st.step == "right" {
 					if sides[st.run] == nil {
 						sides[st.run] = map[string]string{}
 					}
@@ -431,9 +431,6 @@ func TestRunRaceTwoProcesses(t *testing.T) {
 			}
 		}
 		require.Len(t, ran, 4*n, "every step job ran")
-		for _, step := range []string{"top", "join"} {
-			require.Len(t, nodes[step], 2, "both processes ran %s steps", step)
-		}
 		require.Len(t, sides, n)
 		for run, side := range sides {
 			require.Len(t, side, 2, "run %s", run)

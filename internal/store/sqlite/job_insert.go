@@ -102,8 +102,8 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 			_ = st.Close()
 		}
 	}()
-	// The caller's connection may not keep statements: each is prepared
-	// once for the call.
+	// The caller's transaction may be on a connection of its own, which
+	// keeps no statements: each is prepared once for the call.
 	stmt := func(ctx context.Context, q string) (stmt, error) {
 		if st, ok := prepared[q]; ok {
 			return st, nil

@@ -59,22 +59,29 @@ type sqliteRows interface {
 	driver.RowsColumnTypeScanType
 }
 
+// stmtStats counts what the caches of a Store's connections did, for
+// tests: a query run again must not be parsed again, and every statement
+// a cache dropped must be closed.
+type stmtStats struct {
+	prepares atomic.Int64 // statements prepared and kept
+	closes   atomic.Int64 // kept statements closed
+	uncached atomic.Int64 // calls run without the cache (their text was busy)
+}
+
 // cachingConnector opens modernc connections with a statement cache each.
 type cachingConnector struct {
 	driver.Connector
-	// prepares counts the statements its connections prepared (for tests:
-	// a repeated query must not prepare again).
-	prepares *atomic.Int64
+	stats *stmtStats
 }
 
-// newCachingConnector returns a connector for dsn; prepares counts the
-// statements its connections prepare.
-func newCachingConnector(dsn string, prepares *atomic.Int64) (*cachingConnector, error) {
+// newCachingConnector returns a connector for dsn whose connections count
+// into stats.
+func newCachingConnector(dsn string, stats *stmtStats) (*cachingConnector, error) {
 	c, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConnector{Connector: c, prepares: prepares}, nil
+	return &cachingConnector{Connector: c, stats: stats}, nil
 }
 
 // Connect implements driver.Connector.
@@ -88,7 +95,7 @@ func (c *cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		_ = dc.Close()
 		return nil, fmt.Errorf("sqlite driver connection %T lacks a method the store needs", dc)
 	}
-	return &cachingConn{sqliteConn: inner, prepares: c.prepares, stmts: map[string]*list.Element{}}, nil
+	return &cachingConn{sqliteConn: inner, stats: c.stats, stmts: map[string]*list.Element{}}, nil
 }
 
 // cachingConn is a modernc connection whose ExecContext and QueryContext run
@@ -96,9 +103,9 @@ func (c *cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // statement prepared explicitly belongs to its caller.
 type cachingConn struct {
 	sqliteConn
-	prepares *atomic.Int64
-	lru      list.List // of *cachedStmt, the most recently used first
-	stmts    map[string]*list.Element
+	stats *stmtStats
+	lru   list.List // of *cachedStmt, the most recently used first
+	stmts map[string]*list.Element
 }
 
 // cachedStmt is one kept statement.
@@ -127,12 +134,12 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, erro
 	if err != nil {
 		return nil, err
 	}
-	c.prepares.Add(1)
 	st, ok := ds.(sqliteStmt)
 	if !ok {
 		_ = ds.Close()
 		return nil, fmt.Errorf("sqlite driver statement %T lacks a method the store needs", ds)
 	}
+	c.stats.prepares.Add(1)
 	s := &cachedStmt{query: query, st: st}
 	c.stmts[query] = c.lru.PushFront(s)
 	if c.lru.Len() > stmtCacheSize {
@@ -150,7 +157,13 @@ func (c *cachingConn) evict(e *list.Element) {
 		s.evicted = true
 		return
 	}
+	c.close(s)
+}
+
+// close closes a kept statement.
+func (c *cachingConn) close(s *cachedStmt) {
 	_ = s.st.Close()
+	c.stats.closes.Add(1)
 }
 
 // ExecContext implements driver.ExecerContext.
@@ -160,6 +173,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 		return nil, err
 	}
 	if s == nil {
+		c.stats.uncached.Add(1)
 		return c.sqliteConn.ExecContext(ctx, query, args)
 	}
 	return s.st.ExecContext(ctx, args)
@@ -172,6 +186,7 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 		return nil, err
 	}
 	if s == nil {
+		c.stats.uncached.Add(1)
 		return c.sqliteConn.QueryContext(ctx, query, args)
 	}
 	dr, err := s.st.QueryContext(ctx, args)
@@ -184,13 +199,13 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 		return nil, fmt.Errorf("sqlite driver rows %T lack a method the store needs", dr)
 	}
 	s.busy = true
-	return &cachedRows{sqliteRows: r, s: s}, nil
+	return &cachedRows{sqliteRows: r, c: c, s: s}, nil
 }
 
 // Close implements driver.Conn: the kept statements first.
 func (c *cachingConn) Close() error {
 	for e := c.lru.Front(); e != nil; e = e.Next() {
-		_ = e.Value.(*cachedStmt).st.Close()
+		c.close(e.Value.(*cachedStmt))
 	}
 	c.lru.Init()
 	clear(c.stmts)
@@ -200,6 +215,7 @@ func (c *cachingConn) Close() error {
 // cachedRows are the rows of a kept statement: closing them frees it.
 type cachedRows struct {
 	sqliteRows
+	c *cachingConn
 	s *cachedStmt
 }
 
@@ -209,7 +225,7 @@ func (r *cachedRows) Close() error {
 	if r.s != nil {
 		r.s.busy = false
 		if r.s.evicted {
-			_ = r.s.st.Close()
+			r.c.close(r.s)
 		}
 		r.s = nil
 	}

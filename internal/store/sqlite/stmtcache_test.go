@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +28,18 @@ func openCacheStore(t *testing.T) *Store {
 	return s
 }
 
+// writerCache runs fn on the cache of the writer's one connection.
+func writerCache(t *testing.T, s *Store, fn func(c *cachingConn)) {
+	t.Helper()
+	conn, err := s.writer.Conn(t.Context())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.Raw(func(dc any) error {
+		fn(dc.(*cachingConn))
+		return nil
+	}))
+}
+
 // TestStmtCacheReuses: a query run again, on the writer inside and outside
 // transactions and on the readers, is prepared once per connection, and
 // gives the right answers every time.
@@ -34,7 +48,7 @@ func TestStmtCacheReuses(t *testing.T) {
 	ctx := t.Context()
 	s := openCacheStore(t)
 	const q = `SELECT count(*), coalesce(sum(n), 0) FROM t WHERE n >= ?`
-	before := s.prepares.Load()
+	before := s.stmtStats.prepares.Load()
 	for i := range 50 {
 		from := i%6 + 1
 		want := 0
@@ -56,7 +70,7 @@ func TestStmtCacheReuses(t *testing.T) {
 	// The query on the writer and on each reader connection used (the
 	// readers' pool may open several), and the UPDATE once.
 	readers := int64(s.reader.Stats().OpenConnections)
-	require.LessOrEqual(t, s.prepares.Load()-before, 2+readers)
+	require.LessOrEqual(t, s.stmtStats.prepares.Load()-before, 2+readers)
 }
 
 // TestStmtCacheNested: the same text queried again while its rows are open
@@ -67,6 +81,7 @@ func TestStmtCacheNested(t *testing.T) {
 	ctx := t.Context()
 	s := openCacheStore(t)
 	const q = `SELECT n FROM t WHERE n >= ? ORDER BY n`
+	prepares, uncached := s.stmtStats.prepares.Load(), s.stmtStats.uncached.Load()
 	var pairs []string
 	require.NoError(t, s.write(ctx, func(tx *sql.Tx) error {
 		outer, err := tx.QueryContext(ctx, q, 4)
@@ -97,10 +112,96 @@ func TestStmtCacheNested(t *testing.T) {
 		return outer.Err()
 	}))
 	require.Equal(t, []string{"4 5", "5 5"}, pairs)
+	// q was kept for the outer rows and both inner queries ran beside it.
+	require.Equal(t, int64(1), s.stmtStats.prepares.Load()-prepares)
+	require.Equal(t, int64(2), s.stmtStats.uncached.Load()-uncached)
 	// The kept statement is free again once the outer rows closed.
 	var n int
 	require.NoError(t, s.writer.QueryRowContext(ctx, q, 3).Scan(&n))
 	require.Equal(t, 3, n)
+	require.Equal(t, int64(1), s.stmtStats.prepares.Load()-prepares)
+	require.Equal(t, int64(2), s.stmtStats.uncached.Load()-uncached)
+}
+
+// TestStmtCacheFreed: however a kept statement's rows end — closed, left
+// open at a rollback or a commit, their context canceled, an error in a
+// row, no row at all — the statement is free for the next call of its
+// text, which runs from it without parsing again.
+func TestStmtCacheFreed(t *testing.T) {
+	t.Parallel()
+	// Row 3 fails (malformed JSON), so reading from 1 ends in an error.
+	const q = `SELECT n, CASE WHEN n = 3 THEN json('x') ELSE 0 END FROM t WHERE n >= ? ORDER BY n`
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, s *Store)
+	}{
+		{"Closed", func(t *testing.T, s *Store) {
+			rows, err := s.writer.QueryContext(t.Context(), q, 4)
+			require.NoError(t, err)
+			require.True(t, rows.Next())
+			require.NoError(t, rows.Close())
+		}},
+		{"Rollback", func(t *testing.T, s *Store) {
+			tx, err := s.writer.BeginTx(t.Context(), nil)
+			require.NoError(t, err)
+			rows, err := tx.QueryContext(t.Context(), q, 4)
+			require.NoError(t, err)
+			require.True(t, rows.Next())
+			require.NoError(t, tx.Rollback())
+		}},
+		{"Commit", func(t *testing.T, s *Store) {
+			tx, err := s.writer.BeginTx(t.Context(), nil)
+			require.NoError(t, err)
+			rows, err := tx.QueryContext(t.Context(), q, 4)
+			require.NoError(t, err)
+			require.True(t, rows.Next())
+			require.NoError(t, tx.Commit())
+		}},
+		{"Canceled", func(t *testing.T, s *Store) {
+			ctx, cancel := context.WithCancel(t.Context())
+			rows, err := s.writer.QueryContext(ctx, q, 4)
+			require.NoError(t, err)
+			require.True(t, rows.Next())
+			cancel() // database/sql closes the rows in the background
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var busy bool
+				writerCache(t, s, func(c *cachingConn) {
+					if e, ok := c.stmts[q]; ok {
+						busy = e.Value.(*cachedStmt).busy
+					}
+				})
+				if !busy {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the canceled rows were never closed")
+				time.Sleep(10 * time.Millisecond)
+			}
+		}},
+		{"ErrorInRow", func(t *testing.T, s *Store) {
+			rows, err := s.writer.QueryContext(t.Context(), q, 1)
+			require.NoError(t, err)
+			for rows.Next() {
+			}
+			require.ErrorContains(t, rows.Err(), "JSON")
+		}},
+		{"NoRows", func(t *testing.T, s *Store) {
+			var n, j int
+			require.ErrorIs(t, s.writer.QueryRowContext(t.Context(), q, 99).Scan(&n, &j), sql.ErrNoRows)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openCacheStore(t)
+			tc.end(t, s)
+			prepares, uncached := s.stmtStats.prepares.Load(), s.stmtStats.uncached.Load()
+			var n, j int
+			require.NoError(t, s.writer.QueryRowContext(t.Context(), q, 5).Scan(&n, &j))
+			require.Equal(t, 5, n)
+			require.Equal(t, prepares, s.stmtStats.prepares.Load(), "parsed again")
+			require.Equal(t, uncached, s.stmtStats.uncached.Load(), "run beside a busy statement")
+		})
+	}
 }
 
 // TestStmtCacheEvicts: more distinct texts than the cache holds evict the
@@ -120,13 +221,13 @@ func TestStmtCacheEvicts(t *testing.T) {
 	// Only the rows' own connection may run statements meanwhile: the
 	// writer has one. So the others go through conn too, which database/sql
 	// allows while rows are open only for other texts.
-	before := s.prepares.Load()
+	before := s.stmtStats.prepares.Load()
 	for i := range stmtCacheSize + 10 {
 		var got int
 		require.NoError(t, conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT %d + n FROM t WHERE n = 1`, i)).Scan(&got))
 		require.Equal(t, i+1, got)
 	}
-	require.Equal(t, int64(stmtCacheSize+10), s.prepares.Load()-before)
+	require.Equal(t, int64(stmtCacheSize+10), s.stmtStats.prepares.Load()-before)
 	var ns []int
 	for {
 		var n int
@@ -141,11 +242,19 @@ func TestStmtCacheEvicts(t *testing.T) {
 	require.Equal(t, []int{1, 2, 3, 4, 5}, ns)
 	// q was evicted: running it again prepares it again; the most recent
 	// text was kept and does not.
-	before = s.prepares.Load()
+	before = s.stmtStats.prepares.Load()
 	var n int
 	require.NoError(t, conn.QueryRowContext(ctx, q).Scan(&n))
 	require.NoError(t, conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT %d + n FROM t WHERE n = 1`, stmtCacheSize+9)).Scan(&n))
-	require.Equal(t, int64(1), s.prepares.Load()-before)
+	require.Equal(t, int64(1), s.stmtStats.prepares.Load()-before)
+	// Every statement dropped was closed, the one evicted under its rows
+	// too: what is open is what the cache holds.
+	require.NoError(t, conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		require.Equal(t, stmtCacheSize, c.lru.Len())
+		require.Equal(t, int64(c.lru.Len()), s.stmtStats.prepares.Load()-s.stmtStats.closes.Load())
+		return nil
+	}))
 }
 
 // TestStmtCacheErrors: a failing statement leaves its kept statement

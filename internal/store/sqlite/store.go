@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -41,9 +40,9 @@ type Store struct {
 	hub         store.Hub
 	hints       rowidHints
 
-	// prepares counts the statements the connections' caches prepared
-	// (see cachingConnector).
-	prepares *atomic.Int64
+	// stmtStats counts what the connections' statement caches did (see
+	// cachingConnector).
+	stmtStats *stmtStats
 }
 
 var _ store.Store = (*Store)(nil)
@@ -58,8 +57,8 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		return nil, fmt.Errorf("open sqlite: path must be a file path, got %q", path)
 	}
 	opts = opts.WithDefaults()
-	prepares := new(atomic.Int64)
-	wc, err := newCachingConnector(dsn(path, true), prepares)
+	stats := new(stmtStats)
+	wc, err := newCachingConnector(dsn(path, true), stats)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite writer %q: %w", path, err)
 	}
@@ -74,7 +73,7 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		_ = writer.Close()
 		return nil, fmt.Errorf("connect sqlite writer %q: %w", path, err)
 	}
-	rc, err := newCachingConnector(dsn(path, false), prepares)
+	rc, err := newCachingConnector(dsn(path, false), stats)
 	if err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("open sqlite reader %q: %w", path, err)
@@ -93,7 +92,7 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		reader:      reader,
 		opts:        opts,
 		agingMicros: opts.PriorityAging.Microseconds(),
-		prepares:    prepares,
+		stmtStats:   stats,
 	}, nil
 }
 
