@@ -276,3 +276,37 @@ func TestStmtCacheErrors(t *testing.T) {
 	require.True(t, rows.Next())
 	require.NoError(t, rows.Close())
 }
+
+// TestStmtCacheSchemaChange: a statement kept by one Store runs again
+// after another process's connection changed the schema (a column added,
+// an index made), with the new schema's answer and no error.
+func TestStmtCacheSchemaChange(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a := openCacheStore(t)
+	var path string
+	require.NoError(t, a.writer.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path))
+	b, err := Open(ctx, path, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+
+	const q = `SELECT * FROM t WHERE n = ?`
+	columns := func() []string {
+		t.Helper()
+		rows, err := a.writer.QueryContext(ctx, q, 2) // one connection: the same cache each time
+		require.NoError(t, err)
+		defer rows.Close()
+		cols, err := rows.Columns()
+		require.NoError(t, err)
+		require.True(t, rows.Next())
+		return cols
+	}
+	require.Equal(t, []string{"n"}, columns())
+	prepares := a.stmtStats.prepares.Load()
+	_, err = b.writer.ExecContext(ctx, `ALTER TABLE t ADD COLUMN m TEXT NOT NULL DEFAULT 'x'`)
+	require.NoError(t, err)
+	_, err = b.writer.ExecContext(ctx, `CREATE INDEX t_m ON t (m)`)
+	require.NoError(t, err)
+	require.Equal(t, []string{"n", "m"}, columns())
+	require.Equal(t, prepares, a.stmtStats.prepares.Load(), "the kept statement was compiled again by SQLite, not dropped")
+}
