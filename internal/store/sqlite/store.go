@@ -6,7 +6,9 @@
 // transaction takes SQLite's write lock up front, and a pool of readers for
 // read-only queries (WAL mode lets them run beside the writer). Several
 // processes may open the same file; their writes are serialised by SQLite's
-// file locks and busy_timeout.
+// file locks and busy_timeout. Every connection keeps the statements it ran,
+// so the store runs queries given as text and each is parsed once per
+// connection (stmtcache.go).
 package sqlite
 
 import (
