@@ -1,4 +1,5 @@
-// Command chaos is docket's chaos run: a throwaway PostgreSQL, an external
+// Command chaos is docket's chaos run: a throwaway PostgreSQL (or, with
+// -backend sqlite, one SQLite file every process opens), an external
 // nats-server, several `docket serve` processes, in-process Go workers and
 // `docket worker --exec` workers, while processes are killed, paused and
 // restarted on a seeded random schedule; then every invariant is checked.
@@ -49,6 +50,7 @@ func run() int {
 	flag.DurationVar(&cfg.FaultGap, "fault-gap", 3*time.Second, "mean pause between faults")
 	flag.StringVar(&cfg.DocketBin, "docket", "", "docket binary (default: built from ./cmd/docket)")
 	flag.StringVar(&cfg.TestDBScript, "testdb", "scripts/testdb.sh", "the throwaway PostgreSQL script")
+	flag.StringVar(&cfg.Backend, "backend", chaos.BackendPostgres, "database every process shares: postgres (a throwaway cluster, restarted among the faults) or sqlite (one file, opened by every process)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and NATS storage (default a temporary one, kept on failure)")
 	flag.Parse()
 	cfg.Log = os.Stderr

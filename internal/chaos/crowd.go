@@ -692,7 +692,7 @@ func humanSummary(s *CrowdSnapshot) string {
 // the pool's counters equal to the tables. It fills the report's human
 // work lines.
 func (r *run) checkCrowd(ctx context.Context, snap *Snapshot, expectRuns map[string]flow.RunState, rep *Report) ([]Violation, error) {
-	db, err := crowdcheck.Open(r.pg.url())
+	db, err := crowdcheck.Open(r.dbURL)
 	if err != nil {
 		return nil, err
 	}

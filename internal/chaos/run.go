@@ -27,6 +27,7 @@ import (
 	"github.com/docket-run/docket/internal/spawn"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/store/postgres"
+	"github.com/docket-run/docket/internal/store/sqlite"
 	"github.com/docket-run/docket/internal/workflow"
 )
 
@@ -61,6 +62,11 @@ type Config struct {
 	DocketBin, WorkerBin string
 	// TestDBScript is scripts/testdb.sh.
 	TestDBScript string
+	// Backend is the database every process shares: BackendPostgres (the
+	// default, a throwaway cluster that the faults restart) or
+	// BackendSQLite (one file in Dir, opened by every process; no
+	// database restarts among the faults).
+	Backend string
 	// Dir holds the logs and the NATS storage; a new temporary directory
 	// when "" (removed unless the run found violations or failed).
 	Dir string
@@ -127,6 +133,12 @@ const (
 
 var faultKinds = []string{FaultKillServe, FaultKillWorker, FaultKillExec, FaultPGFast, FaultPGImmediate, FaultNATSStop, FaultPauseWorker}
 
+// Backends of Config.Backend.
+const (
+	BackendPostgres = "postgres"
+	BackendSQLite   = "sqlite"
+)
+
 // String is the summary of the report.
 func (r *Report) String() string {
 	var b strings.Builder
@@ -174,8 +186,9 @@ func countsOf[K ~string](m map[K]int) string {
 type run struct {
 	cfg      Config
 	dir      string
-	rnd      *mrand.Rand // fault schedule; used by the injector only
-	pg       *postgresCluster
+	rnd      *mrand.Rand      // fault schedule; used by the injector only
+	pg       *postgresCluster // nil on SQLite
+	dbURL    string           // the database every process opens
 	nats     *proc
 	natsURL  string
 	adminKey string
@@ -224,6 +237,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.QuiesceTimeout == 0 {
 		cfg.QuiesceTimeout = 2 * time.Minute
+	}
+	switch cfg.Backend {
+	case "":
+		cfg.Backend = BackendPostgres
+	case BackendPostgres, BackendSQLite:
+	default:
+		return nil, fmt.Errorf("chaos: backend %q: want %s or %s", cfg.Backend, BackendPostgres, BackendSQLite)
 	}
 	began := time.Now()
 	r := &run{
@@ -329,19 +349,9 @@ func (r *run) onCrash(name string, err error) {
 }
 
 func (r *run) startAll(ctx context.Context) error {
-	pgPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	bin, err := pgBinDir()
-	if err != nil {
-		return err
-	}
-	// Outside r.dir: the postgres user must reach it.
-	pgDir := filepath.Join(os.TempDir(), "docket-chaos-pg-"+randomHex(4))
-	r.pg = &postgresCluster{script: r.cfg.TestDBScript, dir: pgDir, port: pgPort, bin: bin}
-	r.logf("starting PostgreSQL on port %d in %s", pgPort, pgDir)
-	if err := r.pg.start(); err != nil {
+	if r.cfg.Backend == BackendSQLite {
+		r.dbURL = "sqlite:" + filepath.Join(r.dir, "chaos.db")
+	} else if err := r.startPostgres(); err != nil {
 		return err
 	}
 
@@ -364,7 +374,7 @@ func (r *run) startAll(ctx context.Context) error {
 		// restarts keep it (startServer).
 		p := &proc{
 			name: fmt.Sprintf("serve%d", i+1), dir: r.dir, log: filepath.Join(r.dir, fmt.Sprintf("serve%d.log", i+1)),
-			argv: []string{r.cfg.DocketBin, "serve", "--listen", "127.0.0.1:0", "--database-url", r.pg.url(),
+			argv: []string{r.cfg.DocketBin, "serve", "--listen", "127.0.0.1:0", "--database-url", r.dbURL,
 				"--addr-file", filepath.Join(r.dir, fmt.Sprintf("serve%d.addr", i+1))},
 			env: append(slices.Clone(base),
 				"DOCKET_ADMIN_KEY="+r.adminKey, "DOCKET_NATS_URL="+r.natsURL, "DOCKET_NODE_ID="+fmt.Sprintf("serve%d", i+1),
@@ -389,7 +399,7 @@ func (r *run) startAll(ctx context.Context) error {
 		p := &proc{
 			name: name, dir: r.dir, log: filepath.Join(r.dir, name+".log"),
 			argv:    []string{r.cfg.WorkerBin, RoleWorker},
-			env:     append(slices.Clone(base), envDatabaseURL+"="+r.pg.url(), envNodeID+"="+name),
+			env:     append(slices.Clone(base), envDatabaseURL+"="+r.dbURL, envNodeID+"="+name),
 			onCrash: r.onCrash,
 		}
 		r.goW = append(r.goW, p)
@@ -412,11 +422,16 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.st, err = postgres.Open(ctx, r.pg.url(), store.Options{}); err != nil {
+	if r.pg != nil {
+		r.st, err = postgres.Open(ctx, r.dbURL, store.Options{})
+	} else {
+		r.st, err = sqlite.Open(ctx, strings.TrimPrefix(r.dbURL, "sqlite:"), store.Options{})
+	}
+	if err != nil {
 		return fmt.Errorf("open the database: %w", err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if r.client, err = docket.NewClient(ctx, docket.Config{DatabaseURL: r.pg.url(), Logger: quiet}); err != nil {
+	if r.client, err = docket.NewClient(ctx, docket.Config{DatabaseURL: r.dbURL, Logger: quiet}); err != nil {
 		return fmt.Errorf("open a client of the database: %w", err)
 	}
 	if err := r.putWorkflows(ctx); err != nil {
@@ -427,7 +442,28 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
-	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, PostgreSQL %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.pg.url())
+	r.logf("up: %d servers %v, %d Go workers, %d exec workers, NATS %s, database %s", len(r.servers), r.urls, len(r.goW), len(r.execW), r.natsURL, r.dbURL)
+	return nil
+}
+
+// startPostgres starts the throwaway cluster every process shares.
+func (r *run) startPostgres() error {
+	pgPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	bin, err := pgBinDir()
+	if err != nil {
+		return err
+	}
+	// Outside r.dir: the postgres user must reach it.
+	pgDir := filepath.Join(os.TempDir(), "docket-chaos-pg-"+randomHex(4))
+	r.pg = &postgresCluster{script: r.cfg.TestDBScript, dir: pgDir, port: pgPort, bin: bin}
+	r.logf("starting PostgreSQL on port %d in %s", pgPort, pgDir)
+	if err := r.pg.start(); err != nil {
+		return err
+	}
+	r.dbURL = r.pg.url()
 	return nil
 }
 
@@ -660,6 +696,9 @@ func (r *run) call(method, path string, body []byte, server int, out any, ok ...
 // kind once, in a seeded order, so even a short run injects each kind.
 func (r *run) injectFaults(ctx context.Context) {
 	kinds := faultKinds
+	if r.pg == nil {
+		kinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultPGFast || k == FaultPGImmediate })
+	}
 	if r.crowd != nil {
 		kinds = append(slices.Clone(kinds), FaultKillServeJudging)
 	}

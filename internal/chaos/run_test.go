@@ -21,13 +21,33 @@ const chaosSeed = 7
 const chaosHumanRuns = 20
 
 // TestChaosShort is a short chaos run: 3 servers, 2 Go workers and one
-// exec worker on a PostgreSQL and a NATS of its own, running 200 jobs and
-// 40 workflow runs of every shape and 20 runs with a human step worked
-// by simulated contributors under a seeded schedule of kills,
+// exec worker on a PostgreSQL and a NATS of their own, running 200 jobs
+// and 40 workflow runs of every shape and 20 runs with a human step
+// worked by simulated contributors under a seeded schedule of kills,
 // pauses and restarts; every invariant must hold.
 // The binaries are built without -race: the run is about processes
 // dying, and race-built ones would make it too slow for 2 cores.
 func TestChaosShort(t *testing.T) {
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(m) == 0 && !testing.Short() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("PostgreSQL is needed (scripts/testdb.sh start installs it)")
+		}
+		t.Skip("PostgreSQL is needed (scripts/testdb.sh start installs it)")
+	}
+	runChaosShort(t, chaos.BackendPostgres, 45*time.Second)
+}
+
+// TestChaosShortSQLite is the same run on one SQLite file that every
+// process opens (several processes on one file is a supported way to run
+// docket), shorter, and without the database restarts: a SQLite file
+// has no server to restart.
+func TestChaosShortSQLite(t *testing.T) {
+	runChaosShort(t, chaos.BackendSQLite, 30*time.Second)
+}
+
+// runChaosShort runs the short chaos run on backend for d and checks its
+// report.
+func runChaosShort(t *testing.T, backend string, d time.Duration) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
@@ -38,12 +58,6 @@ func TestChaosShort(t *testing.T) {
 			}
 			t.Skip("nats-server is needed (apt-get install nats-server)")
 		}
-	}
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(m) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PostgreSQL is needed (scripts/testdb.sh start installs it)")
-		}
-		t.Skip("PostgreSQL is needed (scripts/testdb.sh start installs it)")
 	}
 	bin := t.TempDir()
 	for _, b := range []struct{ out, pkg string }{
@@ -58,7 +72,7 @@ func TestChaosShort(t *testing.T) {
 
 	rep, err := chaos.Run(t.Context(), chaos.Config{
 		Seed:           chaosSeed,
-		Duration:       45 * time.Second,
+		Duration:       d,
 		Jobs:           200,
 		Runs:           40,
 		HumanRuns:      chaosHumanRuns,
@@ -67,6 +81,7 @@ func TestChaosShort(t *testing.T) {
 		DocketBin:      filepath.Join(bin, "docket"),
 		WorkerBin:      filepath.Join(bin, "chaos"),
 		TestDBScript:   script,
+		Backend:        backend,
 		Log:            tWriter{t},
 	})
 	require.NoError(t, err)
@@ -89,9 +104,16 @@ func TestChaosShort(t *testing.T) {
 	require.NotZero(t, rep.Crowd.Unflags, "no spammer was forgiven")
 	require.NotZero(t, rep.Crowd.ResultChanges, "no finalized result was repaired")
 	require.NotZero(t, rep.StepJobsByExec, "no step job ran on the exec worker: the lease API's advancement went untested")
-	for _, kind := range []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec, chaos.FaultPGFast,
-		chaos.FaultPGImmediate, chaos.FaultNATSStop, chaos.FaultPauseWorker, chaos.FaultKillServeJudging} {
+	kinds := []string{chaos.FaultKillServe, chaos.FaultKillWorker, chaos.FaultKillExec,
+		chaos.FaultNATSStop, chaos.FaultPauseWorker, chaos.FaultKillServeJudging}
+	if backend == chaos.BackendPostgres {
+		kinds = append(kinds, chaos.FaultPGFast, chaos.FaultPGImmediate)
+	}
+	for _, kind := range kinds {
 		require.NotZero(t, rep.Faults[kind], "fault %s was never injected", kind)
+	}
+	if backend == chaos.BackendSQLite {
+		require.Zero(t, rep.Faults[chaos.FaultPGFast]+rep.Faults[chaos.FaultPGImmediate], "a database restart on SQLite")
 	}
 }
 
