@@ -21,8 +21,8 @@ lint: ## gofmt, go vet, staticcheck
 testdb: ## Start the throwaway PostgreSQL for tests (installs it if missing)
 	scripts/testdb.sh start
 
-chaos: ## Chaos run: jobs, workflow runs and human work (simulated contributors) under kills, pauses, database and bus restarts, then the invariant check (SEED=…, DURATION=10m)
-	go run ./bench/chaos -seed $${SEED:-1} -duration $${DURATION:-10m} -jobs $${JOBS:-4000} -runs $${RUNS:-1000}
+chaos: ## Chaos run: jobs, workflow runs and human work (simulated contributors) under kills, pauses, database and bus restarts, then the invariant check (SEED=…, DURATION=10m, BACKEND=postgres|sqlite)
+	go run ./bench/chaos -seed $${SEED:-1} -duration $${DURATION:-10m} -jobs $${JOBS:-4000} -runs $${RUNS:-1000} -backend $${BACKEND:-postgres}
 
 demo: ## Run the demo on the embedded SQLite default
 	go run ./cmd/docket demo

@@ -1,8 +1,9 @@
 // Package chaos proves docket's reliability promises: a checker of the
 // invariants that must hold on any docket database, and a chaos run that
-// starts several docket processes on one PostgreSQL and an external NATS,
-// kills, pauses and restarts them on a seeded random schedule while jobs are
-// submitted, then checks the invariants once everything is quiet.
+// starts several docket processes on one PostgreSQL (or one SQLite file)
+// and an external NATS, kills, pauses and restarts them on a seeded random
+// schedule while jobs are submitted, then checks the invariants once
+// everything is quiet.
 package chaos
 
 import (
