@@ -51,7 +51,7 @@ func run() int {
 	flag.StringVar(&cfg.DocketBin, "docket", "", "docket binary (default: built from ./cmd/docket)")
 	flag.StringVar(&cfg.TestDBScript, "testdb", "scripts/testdb.sh", "the throwaway PostgreSQL script")
 	flag.StringVar(&cfg.Backend, "backend", chaos.BackendPostgres, "database every process shares: postgres (a throwaway cluster, restarted among the faults) or sqlite (one file, opened by every process)")
-	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and NATS storage (default a temporary one, kept on failure)")
+	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs, NATS storage and the SQLite database (default a temporary one, kept on failure)")
 	flag.Parse()
 	cfg.Log = os.Stderr
 

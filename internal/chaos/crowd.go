@@ -131,7 +131,7 @@ type CrowdReport struct {
 }
 
 func (c *CrowdReport) String() string {
-	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, database restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment, %d kill_serve_judging faults that caught a judgment as it was sent; quality control: %d flags, %d forgivenesses sent, %d un-flags, %d takes refused to a flagged spammer, %d judgments tainted, %d finalized results changed",
+	return fmt.Sprintf("%d takes, %d judgments (%d sent twice on purpose, same judgment back), %d invalid refused 422, %d released, %d abandoned, %d late refused 409; %d requests cut (server killed or down, or PostgreSQL restarting) and sent again, among them %d judgments (%d had committed: 200 on the resend; %d had not: 202); %d kill_serve faults aimed at a server in the middle of a contributor's take → judgment, %d kill_serve_judging faults that caught a judgment as it was sent; quality control: %d flags, %d forgivenesses sent, %d un-flags, %d takes refused to a flagged spammer, %d judgments tainted, %d finalized results changed",
 		c.Takes, c.Judgments, c.Repeats, c.Invalid, c.Releases, c.Abandoned, c.LateRefuse, c.Cut, c.CutCommitted+c.CutLost, c.CutCommitted, c.CutLost, c.KillsDuringWork, c.KillsMidJudgment,
 		c.Flags, c.Forgives, c.Unflags, c.Refused, c.Tainted, c.ResultChanges)
 }

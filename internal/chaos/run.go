@@ -67,7 +67,9 @@ type Config struct {
 	// BackendSQLite (one file in Dir, opened by every process; no
 	// database restarts among the faults).
 	Backend string
-	// Dir holds the logs and the NATS storage; a new temporary directory
+	// Dir holds the logs, the NATS storage and, on SQLite, the database
+	// (made afresh: a file left by an earlier run is removed); a new
+	// temporary directory
 	// when "" (removed unless the run found violations or failed).
 	Dir string
 	// Log receives progress lines; nil for none.
@@ -77,6 +79,7 @@ type Config struct {
 // Report is the outcome of a run.
 type Report struct {
 	Seed      uint64
+	Backend   string        // Config.Backend
 	Duration  time.Duration // whole run, start to checked
 	Jobs      int
 	Resubmits int
@@ -142,7 +145,7 @@ const (
 // String is the summary of the report.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos: seed %d, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
+	fmt.Fprintf(&b, "chaos: seed %d, %s, %v, %d jobs (%d resubmitted by the client)\n", r.Seed, r.Backend, r.Duration.Round(time.Second), r.Jobs, r.Resubmits)
 	fmt.Fprintf(&b, "  scripts: %s\n", countsOf(r.Scripts))
 	fmt.Fprintf(&b, "  end states: %s\n", countsOf(r.States))
 	fmt.Fprintf(&b, "  workflow runs: %d (%d answered as duplicates of a lost answer), %d step jobs (%d succeeded on the exec worker)\n", r.Runs, r.RunResubmits, r.StepJobs, r.StepJobsByExec)
@@ -254,7 +257,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	keep := false
 	r.dir = cfg.Dir
-	if r.dir == "" {
+	if r.dir != "" {
+		// Absolute: the processes run in it and are given paths in it.
+		d, err := filepath.Abs(r.dir)
+		if err != nil {
+			return nil, err
+		}
+		r.dir = d
+	} else {
 		d, err := os.MkdirTemp("", "docket-chaos-")
 		if err != nil {
 			return nil, err
@@ -350,7 +360,16 @@ func (r *run) onCrash(name string, err error) {
 
 func (r *run) startAll(ctx context.Context) error {
 	if r.cfg.Backend == BackendSQLite {
-		r.dbURL = "sqlite:" + filepath.Join(r.dir, "chaos.db")
+		// A database of its own: keys depend on the seed only, so an
+		// earlier run's file in the same directory would answer this
+		// run's submissions as duplicates.
+		path := filepath.Join(r.dir, "chaos.db")
+		for _, f := range []string{path, path + "-wal", path + "-shm"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		r.dbURL = "sqlite:" + path
 	} else if err := r.startPostgres(); err != nil {
 		return err
 	}
@@ -422,10 +441,10 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.pg != nil {
-		r.st, err = postgres.Open(ctx, r.dbURL, store.Options{})
-	} else {
+	if r.cfg.Backend == BackendSQLite {
 		r.st, err = sqlite.Open(ctx, strings.TrimPrefix(r.dbURL, "sqlite:"), store.Options{})
+	} else {
+		r.st, err = postgres.Open(ctx, r.dbURL, store.Options{})
 	}
 	if err != nil {
 		return fmt.Errorf("open the database: %w", err)
@@ -696,7 +715,7 @@ func (r *run) call(method, path string, body []byte, server int, out any, ok ...
 // kind once, in a seeded order, so even a short run injects each kind.
 func (r *run) injectFaults(ctx context.Context) {
 	kinds := faultKinds
-	if r.pg == nil {
+	if r.cfg.Backend == BackendSQLite {
 		kinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultPGFast || k == FaultPGImmediate })
 	}
 	if r.crowd != nil {
@@ -828,7 +847,7 @@ func (r *run) finish(ctx context.Context) (*Report, error) {
 	st := r.st
 	r.mu.Lock()
 	expect := maps.Clone(r.expect)
-	rep := &Report{Seed: r.cfg.Seed, Jobs: len(r.expect), Resubmits: r.resubmits,
+	rep := &Report{Seed: r.cfg.Seed, Backend: r.cfg.Backend, Jobs: len(r.expect), Resubmits: r.resubmits,
 		Scripts: map[Script]int{}, Faults: maps.Clone(r.faults), Crashes: maps.Clone(r.crashes), States: map[job.State]int{},
 		Runs: len(r.expectRuns), RunResubmits: r.runResubmits, RunShapes: map[string]int{}, RunStates: map[flow.RunState]int{}}
 	expectRuns := map[string]flow.RunState{}

@@ -28,28 +28,27 @@ const chaosHumanRuns = 20
 // The binaries are built without -race: the run is about processes
 // dying, and race-built ones would make it too slow for 2 cores.
 func TestChaosShort(t *testing.T) {
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(m) == 0 && !testing.Short() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PostgreSQL is needed (scripts/testdb.sh start installs it)")
-		}
-		t.Skip("PostgreSQL is needed (scripts/testdb.sh start installs it)")
-	}
-	runChaosShort(t, chaos.BackendPostgres, 45*time.Second)
+	runChaosShort(t, chaos.BackendPostgres)
 }
 
 // TestChaosShortSQLite is the same run on one SQLite file that every
 // process opens (several processes on one file is a supported way to run
-// docket), shorter, and without the database restarts: a SQLite file
-// has no server to restart.
+// docket), without the database restarts: a SQLite file has no server to
+// restart.
 func TestChaosShortSQLite(t *testing.T) {
-	runChaosShort(t, chaos.BackendSQLite, 30*time.Second)
+	runChaosShort(t, chaos.BackendSQLite)
 }
 
-// runChaosShort runs the short chaos run on backend for d and checks its
-// report.
-func runChaosShort(t *testing.T, backend string, d time.Duration) {
+// runChaosShort runs the short chaos run on backend and checks its report.
+func runChaosShort(t *testing.T, backend string) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
+	}
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(m) == 0 && backend == chaos.BackendPostgres {
+		if os.Getenv("CI") != "" {
+			t.Fatal("PostgreSQL is needed (scripts/testdb.sh start installs it)")
+		}
+		t.Skip("PostgreSQL is needed (scripts/testdb.sh start installs it)")
 	}
 	if _, err := exec.LookPath("nats-server"); err != nil {
 		if _, err := os.Stat("/usr/sbin/nats-server"); err != nil {
@@ -72,7 +71,7 @@ func runChaosShort(t *testing.T, backend string, d time.Duration) {
 
 	rep, err := chaos.Run(t.Context(), chaos.Config{
 		Seed:           chaosSeed,
-		Duration:       d,
+		Duration:       45 * time.Second,
 		Jobs:           200,
 		Runs:           40,
 		HumanRuns:      chaosHumanRuns,
@@ -86,6 +85,7 @@ func runChaosShort(t *testing.T, backend string, d time.Duration) {
 	})
 	require.NoError(t, err)
 	t.Log(rep)
+	require.Equal(t, backend, rep.Backend)
 	require.Empty(t, rep.Violations, "logs kept in %s", rep.Dir)
 	require.Equal(t, 200, rep.Jobs)
 	require.Equal(t, 40+chaosHumanRuns, rep.Runs)

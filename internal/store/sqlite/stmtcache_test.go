@@ -278,8 +278,9 @@ func TestStmtCacheErrors(t *testing.T) {
 }
 
 // TestStmtCacheSchemaChange: a statement kept by one Store runs again
-// after another process's connection changed the schema (a column added,
-// an index made), with the new schema's answer and no error.
+// after another Store's connection changed the schema (a column added, an
+// index made; SQLite sees the change through the file, as it would from
+// another process), with the new schema's answer and no error.
 func TestStmtCacheSchemaChange(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
