@@ -26,20 +26,18 @@ import (
 
 // TestCrowdRacePostgres: 200 goroutine contributors over HTTP against two
 // `docket serve` processes on one PostgreSQL, one pool of 2,000 units × 3
-// judgments (600 units under the race detector:
-// crowdrace_size_race_test.go), each contributor sending every request to
-// the other process than the one before; one process takes at random (the default), the
+// judgments, each contributor sending every request to the other process
+// than the one before; one process takes at random (the default), the
 // other through its candidate cache. Afterwards, on the tables: no slot assigned twice,
 // no contributor twice on a unit, no lost slot (every unit FINALIZED with
 // exactly 3 judgments), every judgment tied to its submitted assignment,
 // the pool's counters exact (internal/crowdcheck).
 func TestCrowdRacePostgres(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.PostgresURL(t), []string{"random", "candidates"}, crowdRacePostgresUnits, 200)
+	crowdRace(t, testdb.PostgresURL(t), []string{"random", "candidates"}, 2000, 200)
 }
 
-// TestCrowdRaceSQLite is the smaller one on SQLite (300 units, 60 under
-// the race detector; 30 contributors), also with two serve
+// TestCrowdRaceSQLite is the smaller one on SQLite, also with two serve
 // processes on one file: SQLite's file lock serializes their writes (each
 // waits up to its busy timeout), and the outbox relay and maintenance are
 // leaderships in the database, so two processes may share a file; each
@@ -47,7 +45,7 @@ func TestCrowdRacePostgres(t *testing.T) {
 // other through its candidate cache.
 func TestCrowdRaceSQLite(t *testing.T) {
 	t.Parallel()
-	crowdRace(t, testdb.SQLiteURL(t), []string{"ordered", "candidates"}, crowdRaceSQLiteUnits, 30)
+	crowdRace(t, testdb.SQLiteURL(t), []string{"ordered", "candidates"}, 300, 30)
 }
 
 // crowdRace runs one serve process per take strategy of strategies on

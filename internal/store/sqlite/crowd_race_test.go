@@ -12,15 +12,13 @@ import (
 )
 
 // TestCrowdRace is the PostgreSQL race, smaller: 30 contributors on one
-// pool of 300 units × 3 judgments (60 units under the race detector,
-// crowdrace_size_race_test.go). Afterwards it breaks the tables on
+// pool of 300 units × 3 judgments. Afterwards it breaks the tables on
 // purpose, to show the checks catch what they look for.
 func TestCrowdRace(t *testing.T) {
 	t.Parallel()
 	s := migrated(t, filepath.Join(t.TempDir(), "docket.db"))
 	pool := storetest.RunCrowdRace(t, s, storetest.CrowdRaceConfig{
-		Units: crowdRaceUnits, JudgmentsPerUnit: 3, Contributors: crowdRaceContributors, AbandonEvery: crowdRaceAbandonEvery,
-		Timeout: 3 * time.Minute,
+		Units: 300, JudgmentsPerUnit: 3, Contributors: 30, AbandonEvery: 10, Timeout: 3 * time.Minute,
 	})
 	checks := storetest.CrowdRaceChecks(pool, 3)
 	count := func(name string) int {

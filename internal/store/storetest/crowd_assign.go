@@ -53,10 +53,7 @@ func testAssignments(t *testing.T, open opener) {
 		// PostgreSQL each holds one counter row, so none deadlocks).
 		t.Parallel()
 		b := setup(t, open)
-		n := 400 // without one counter row per transaction, PostgreSQL deadlocked in most runs
-		if b.s.Backend() == "sqlite" {
-			n = judgeFinalizeSQLite // fewer under the race detector (size_race.go)
-		}
+		const n = 400 // without one counter row per transaction, PostgreSQL deadlocked in most runs
 		p := b.pool(t, 1)
 		b.units(t, p.ID, n, crowd.UnitJudgable)
 		taken := make([]*crowd.Taken, n)

@@ -356,10 +356,7 @@ func testRunInsert(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		wf := b.workflow(t)
-		n := 10_000
-		if b.s.Backend() == "sqlite" {
-			n = batchRunsSQLite // fewer under the race detector (size_race.go)
-		}
+		const n = 10_000
 		ps := make([]*store.RunInsertParams, n)
 		for i := range ps {
 			ps[i] = newRun(wf)
