@@ -13,11 +13,9 @@ package docket
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,8 +23,7 @@ import (
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/store/storeurl"
 )
 
 // DatabaseURLDefault is used when Config.DatabaseURL is empty: an SQLite
@@ -114,7 +111,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.RetryBackoffMax < cfg.RetryBackoffBase {
 		cfg.RetryBackoffMax = max(engine.RetryBackoffMaxDefault, cfg.RetryBackoffBase)
 	}
-	st, err := openStore(ctx, cfg.DatabaseURL, store.Options{PriorityAging: cfg.PriorityAging})
+	st, err := storeurl.Open(ctx, cfg.DatabaseURL, store.Options{PriorityAging: cfg.PriorityAging})
 	if err != nil {
 		return nil, err
 	}
@@ -129,42 +126,6 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		}
 	}
 	return c, nil
-}
-
-func openStore(ctx context.Context, url string, opts store.Options) (store.Store, error) {
-	opts = opts.WithDefaults()
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		st, err := postgres.Open(ctx, url, opts)
-		if err != nil {
-			return nil, fmt.Errorf("open postgres: %w", err)
-		}
-		return st, nil
-	case strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-		if path == "" {
-			return nil, errors.New(`database url "sqlite:" needs a file path, e.g. sqlite:docket.db`)
-		}
-		st, err := sqlite.Open(ctx, path, opts)
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-		}
-		return st, nil
-	}
-	return nil, fmt.Errorf("database url %q: scheme must be postgres://, postgresql:// or sqlite:PATH", redact(url))
-}
-
-// redact hides a password in a URL for error messages.
-func redact(url string) string {
-	at := strings.LastIndex(url, "@")
-	scheme := strings.Index(url, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return url
-	}
-	if colon := strings.Index(url[scheme+3:at], ":"); colon >= 0 {
-		return url[:scheme+3+colon] + ":xxxxx" + url[at:]
-	}
-	return url
 }
 
 // Close releases the database connections.

@@ -26,8 +26,7 @@ import (
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/spawn"
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/store/storeurl"
 	"github.com/docket-run/docket/internal/workflow"
 )
 
@@ -441,12 +440,7 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.cfg.Backend == BackendSQLite {
-		r.st, err = sqlite.Open(ctx, strings.TrimPrefix(r.dbURL, "sqlite:"), store.Options{})
-	} else {
-		r.st, err = postgres.Open(ctx, r.dbURL, store.Options{})
-	}
-	if err != nil {
+	if r.st, err = storeurl.Open(ctx, r.dbURL, store.Options{}); err != nil {
 		return fmt.Errorf("open the database: %w", err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

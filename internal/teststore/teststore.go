@@ -5,14 +5,12 @@ package teststore
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/store"
-	"github.com/docket-run/docket/internal/store/postgres"
-	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/store/storeurl"
 )
 
 // Open opens url ("sqlite:PATH" or a postgres:// URL) with the default
@@ -20,15 +18,7 @@ import (
 func Open(t testing.TB, url string) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	var (
-		st  store.Store
-		err error
-	)
-	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		st, err = sqlite.Open(ctx, path, store.Options{}.WithDefaults())
-	} else {
-		st, err = postgres.Open(ctx, url, store.Options{}.WithDefaults())
-	}
+	st, err := storeurl.Open(ctx, url, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
