@@ -129,6 +129,7 @@ for rep in $(seq 1 "$reps"); do
       SELECT round((total_exec_time * 1000 / $jobs)::numeric, 2) AS us_per_job,
              round(calls::numeric / $jobs, 4) AS calls_per_job,
              round(wal_bytes::numeric / $jobs, 1) AS wal_per_job,
+             round((shared_blks_hit + shared_blks_read)::numeric / $jobs, 2) AS buffers_per_job,
              left(regexp_replace(query, '\s+', ' ', 'g'), 110)
       FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')
@@ -137,3 +138,4 @@ for rep in $(seq 1 "$reps"); do
 done
 echo "pg µs, cli µs: CPU time per job of PostgreSQL and of the benchmark process; WAL B: WAL bytes per job;" >&2
 echo "heap B: docket_jobs' size at the end of the run per job (docket only)" >&2
+echo "statements: server µs per job, calls per job, WAL bytes per job, shared buffers (hit + read) per job" >&2
