@@ -797,3 +797,49 @@ func TestAttemptHistoryAfterManualRetry(t *testing.T) {
 		require.Equal(t, time.Second, a.Duration())
 	}
 }
+
+// TestQueryExecModes: the modes in which pgx does not ask the server for
+// parameter types are refused at Open, naming the parameter and what to
+// use instead; in the modes that describe, the statements whose
+// parameters only the server's description types (COPY's outbox event as
+// bytes, the finishing statement's arrays, a judgment's JSON) work. The
+// whole conformance suite passes in describe_exec as well (run once by
+// hand: storetest.Run with "&default_query_exec_mode=describe_exec").
+func TestQueryExecModes(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		_, err := Open(context.Background(), testdb.PostgresURL(t)+"&default_query_exec_mode="+mode, store.Options{})
+		require.Error(t, err, mode)
+		require.ErrorContains(t, err, "default_query_exec_mode="+mode+" is not supported")
+		require.ErrorContains(t, err, "describe_exec")
+	}
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := openAt(t, testdb.PostgresURL(t)+"&default_query_exec_mode="+mode)
+			_, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+			require.NoError(t, err)
+			// 1,200 jobs go through COPY, 3 through the unnest INSERT.
+			_, err = s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: newJobs("modes", 1200), Now: testBase})
+			require.NoError(t, err)
+			_, err = s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: newJobs("modes", 3), Now: testBase})
+			require.NoError(t, err)
+			rows, err := s.JobAcquire(ctx, &store.JobAcquireParams{Queue: "modes", Max: 2000, Owner: "n1", Now: testBase, LeaseDuration: time.Minute})
+			require.NoError(t, err)
+			require.Len(t, rows, 1203)
+			fins := make([]*store.JobFinishParams, len(rows))
+			for i, r := range rows {
+				fins[i] = &store.JobFinishParams{ID: r.ID, Attempt: r.Attempt, State: job.StateSuccess, Result: json.RawMessage(`{"ok":true}`)}
+			}
+			applied, err := s.JobFinishMany(ctx, &store.JobFinishManyParams{Jobs: fins, Now: testBase})
+			require.NoError(t, err)
+			for i, st := range applied {
+				require.Equal(t, job.StateSuccess, st, "job %d", i)
+			}
+			evs, err := s.OutboxList(ctx, &store.OutboxListParams{Limit: 100})
+			require.NoError(t, err)
+			require.Len(t, evs, 4) // two inserts, the acquisition, the finish
+		})
+	}
+}

@@ -92,6 +92,9 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	if err := checkExecMode(cfg.ConnConfig.DefaultQueryExecMode); err != nil {
+		return nil, err
+	}
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		registerUUID(c.TypeMap())
 		return nil
@@ -108,6 +111,24 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 		pingInterval: listenerPingInterval,
 		pingTimeout:  listenerPingTimeout,
 	}, nil
+}
+
+// checkExecMode refuses the query modes in which pgx does not ask the
+// server for a statement's parameter types (default_query_exec_mode=exec
+// or simple_protocol in the URL): the store's statements pass JSON as
+// bytes, arrays and values whose type only the server's description
+// gives, so in those modes some of them would fail at run time (a bulk
+// insert's outbox event first), after the process has started. The three
+// modes that describe work, the conformance suite having run in
+// describe_exec too; describe_exec is the one for a pooler that cannot
+// keep prepared statements (PgBouncer's transaction mode before 1.21).
+func checkExecMode(m pgx.QueryExecMode) error {
+	name := map[pgx.QueryExecMode]string{pgx.QueryExecModeExec: "exec", pgx.QueryExecModeSimpleProtocol: "simple_protocol"}[m]
+	if name == "" {
+		return nil
+	}
+	return fmt.Errorf("database url: default_query_exec_mode=%s is not supported: docket's statements need the server to describe their parameters; "+
+		"use cache_statement (the default), cache_describe, or describe_exec (no prepared statements kept, for a transaction pooler)", name)
 }
 
 // Pool is the connection pool, for tests and for callers that begin their
