@@ -97,6 +97,7 @@ func Open(ctx context.Context, url string, opts store.Options) (*Store, error) {
 	}
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		registerUUID(c.TypeMap())
+		registerBinaryArrays(c.TypeMap())
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
