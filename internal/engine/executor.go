@@ -93,7 +93,6 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	defer ex.actx.end()
 
 	result, err, panicked := callHandler(&ex.actx, ex)
-	cause := ex.actx.causeNow()
 	switch {
 	case errors.Is(ex.actx.execCauseNow(), errLeaseLost):
 		return nil
@@ -106,6 +105,13 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 			Outcome: job.OutcomeSuccess, Result: result, FinishedAt: e.cfg.Now(),
 		}
 		return &ex.success
+	}
+	// The context's cause only matters for a failure: read after a
+	// success it cost a clock reading (pastDeadline), ~1 % of the
+	// process's CPU in the burn benchmark, where reading the clock is
+	// slow.
+	cause := ex.actx.causeNow()
+	switch {
 	case errors.Is(cause, ErrCancelRequested):
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateCanceled,
