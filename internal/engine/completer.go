@@ -333,8 +333,8 @@ func (c *completer) settle(batch []pendingFinish, applied []job.State) {
 			c.e.log.Warn("completion fenced: the lease was lost before it was written",
 				attrService, "completer", attrJobID, p.fin.ID.String(), attrAttempt, p.fin.Attempt)
 		}
-		c.e.finished(p.ex)
 	}
+	c.e.finishedAll(batch)
 }
 
 // jobsEnded hands the jobs of a committed batch that ended to

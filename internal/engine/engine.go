@@ -240,6 +240,45 @@ func (e *Engine) finished(ex *execution) {
 	}
 }
 
+// finishedAll is finished for every execution of a committed batch: the
+// running set locked once, and each producer's slots freed in one step
+// (a lock and a wakeup per job were 3 % of the process's CPU in the burn
+// benchmark).
+func (e *Engine) finishedAll(batch []pendingFinish) {
+	type freed struct {
+		p *producer
+		n int
+	}
+	var (
+		local [4]freed // producers are few: one per queue
+		frees = local[:0]
+	)
+	e.mu.Lock()
+	for _, pf := range batch {
+		ex := pf.ex
+		_, ok := e.running[ex.ref]
+		delete(e.running, ex.ref)
+		if !ok || ex.producer == nil {
+			continue
+		}
+		i := 0
+		for i < len(frees) && frees[i].p != ex.producer {
+			i++
+		}
+		if i == len(frees) {
+			frees = append(frees, freed{p: ex.producer})
+		}
+		frees[i].n++
+	}
+	if len(e.running) == 0 {
+		e.idle.Broadcast()
+	}
+	e.mu.Unlock()
+	for _, f := range frees {
+		f.p.slotsFreed(f.n)
+	}
+}
+
 // runningRefs lists the attempts this node holds (including those whose
 // completion is waiting for the next flush: they still need their lease)
 // that keep is true of, given the end of their lease as last known (unix
