@@ -133,7 +133,7 @@ func (c *completer) take(batch []pendingFinish, max int) []pendingFinish {
 func (c *completer) Start(ctx context.Context) error {
 	return c.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
 		c.mu.Lock()
-		c.closed = false
+		c.closed, c.eager = false, true // as run starts
 		c.mu.Unlock()
 		r.Go(func() { c.run(ctx) })
 		r.OnStop(func(context.Context) {
