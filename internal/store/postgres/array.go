@@ -77,7 +77,36 @@ func (c binaryArrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, va
 		}
 		return nil
 	}
-	return c.Codec.PlanEncode(m, oid, format, value)
+	if plan := c.Codec.PlanEncode(m, oid, format, value); plan != nil {
+		return plan
+	}
+	if _, ok := value.(string); ok && format == pgtype.BinaryFormatCode {
+		// An array literal in binary format: only CopyFrom asks for
+		// that (a query sends a string as text). pgx then parses the
+		// literal into a pgtype.Array, keeping its dimensions, but only
+		// when the type's codec is exactly its *pgtype.ArrayCodec; past
+		// this wrapper it would flatten {{a,b},{c,d}} into {a,b,c,d}.
+		// So the wrapper does the same for the store's pool
+		// (TestBinaryArrayCopyFromLiteral).
+		return encodeArrayLiteral{m: m, oid: oid}
+	}
+	return nil
+}
+
+// encodeArrayLiteral encodes an array literal (a string in the text
+// format) in the binary format, through a pgtype.Array that keeps its
+// dimensions.
+type encodeArrayLiteral struct {
+	m   *pgtype.Map
+	oid uint32
+}
+
+func (e encodeArrayLiteral) Encode(value any, buf []byte) ([]byte, error) {
+	var arr pgtype.Array[any]
+	if err := e.m.Scan(e.oid, pgtype.TextFormatCode, []byte(value.(string)), &arr); err != nil {
+		return nil, err
+	}
+	return e.m.Encode(e.oid, pgtype.BinaryFormatCode, arr, buf)
 }
 
 type encodeBinaryArray struct{}

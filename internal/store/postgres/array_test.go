@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 )
@@ -152,4 +154,35 @@ func TestBinaryArrayRoundTrip(t *testing.T) {
 	require.Equal(t, []string{"a", "é"}, back)
 	require.NoError(t, b.s.Pool().QueryRow(b.ctx, `SELECT $1::uuid[]`, c.ids).Scan(&gotIDs))
 	require.Equal(t, c.ids, gotIDs)
+}
+
+// TestBinaryArrayCopyFromLiteral: a caller of Store.Pool() copying array
+// literals (strings) into its own table gets what a plain pgx connection
+// gives, dimensions kept, although the store's connections wrap the array
+// codecs (binaryArrayCodec). Without encodeArrayLiteral the 2×2 array is
+// stored flattened, [1:4].
+func TestBinaryArrayCopyFromLiteral(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.s.Pool().Exec(ctx, `CREATE TABLE copy_literal (n int, a text[], u uuid[], i int4[], ts timestamptz[])`)
+	require.NoError(t, err)
+	plain, err := pgx.Connect(ctx, b.url)
+	require.NoError(t, err)
+	defer plain.Close(ctx)
+	row := func(n int) []any {
+		return []any{n, "{{a,b},{c,NULL}}", "{00000000-0000-0000-0000-000000000001,NULL}", "{{1},{2}}", `{"2026-01-01 00:00:00+00"}`}
+	}
+	cols := []string{"n", "a", "u", "i", "ts"}
+	_, err = plain.CopyFrom(ctx, pgx.Identifier{"copy_literal"}, cols, pgx.CopyFromRows([][]any{row(1)}))
+	require.NoError(t, err)
+	_, err = b.s.Pool().CopyFrom(ctx, pgx.Identifier{"copy_literal"}, cols, pgx.CopyFromRows([][]any{row(2)}))
+	require.NoError(t, err)
+	var got [2]string
+	for i := range got {
+		require.NoError(t, b.s.Pool().QueryRow(ctx,
+			`SELECT array_dims(a) || a::text || array_dims(u) || u::text || array_dims(i) || i::text || ts::text FROM copy_literal WHERE n = $1`, i+1).Scan(&got[i]))
+	}
+	require.Equal(t, `[1:2][1:2]{{a,b},{c,NULL}}[1:2]{00000000-0000-0000-0000-000000000001,NULL}[1:2][1:1]{{1},{2}}{"2026-01-01 00:00:00+00"}`, got[0])
+	require.Equal(t, got[0], got[1], "the store's pool stores what a plain connection stores")
 }
