@@ -172,6 +172,13 @@ func (c *completer) run(ctx context.Context) {
 	timer.Stop()
 	eager := true
 	for {
+		// Once stopped, whatever is pending is written by drain, which
+		// closes the queue in the same step: with completions still
+		// arriving, the loop below would otherwise keep flushing them.
+		if ctx.Err() != nil {
+			c.drain(ctx)
+			return
+		}
 		// Wait for the first completion.
 		n, urgent := c.look()
 		for n == 0 {

@@ -105,3 +105,51 @@ func TestCompletionAfterStopIsDropped(t *testing.T) {
 	waitFor(t, "a completion after a new Start to be taken", func() bool { return held() == 0 })
 	c.Stop()
 }
+
+// TestStopWhileCompletionsArrive: Stop ends the completer although
+// completions keep arriving (each flush finding more pending would
+// otherwise keep it writing); everything handed in is then written or
+// dropped, and every execution let go.
+func TestStopWhileCompletionsArrive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ctx := context.Background()
+	cfg := b.config(map[string]int{"q": 1})
+	cfg.CompleteBatch = 8
+	cfg.CompleteInterval = time.Millisecond
+	e, err := New(b.store, cfg, map[string]*Handler{})
+	require.NoError(t, err)
+	c := e.completer
+	require.NoError(t, c.Start(ctx))
+	var stop atomic.Bool
+	adding := make(chan struct{})
+	go func() {
+		defer close(adding)
+		for !stop.Load() {
+			id := uuid.Must(uuid.NewV7())
+			ex := &execution{row: &job.Row{ID: id, Type: "q", Queue: "q", Attempt: 1}, ref: job.Ref{ID: id, Attempt: 1}}
+			e.mu.Lock()
+			e.running[ex.ref] = ex
+			e.mu.Unlock()
+			c.add(ex, &store.JobFinishParams{ID: id, Attempt: 1, State: job.StateSuccess, Outcome: job.OutcomeSuccess, FinishedAt: b.clock.Now()})
+		}
+	}()
+	waitFor(t, "completions to be written", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.pending) > 0
+	})
+	stopped := make(chan struct{})
+	go func() { c.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not return while completions kept arriving")
+	}
+	stop.Store(true)
+	<-adding
+	e.mu.Lock()
+	held := len(e.running)
+	e.mu.Unlock()
+	require.Zero(t, held, "every execution handed in is let go")
+}
