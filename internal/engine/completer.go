@@ -28,8 +28,9 @@ type completer struct {
 	// the burn benchmark).
 	mu      sync.Mutex
 	pending []pendingFinish
-	// urgent: pending holds a completion Config.JobsEndedTx matches.
-	urgent bool
+	// urgent counts the pending completions Config.JobsEndedTx matches
+	// (marked as such by add, so that take need not match them again).
+	urgent int
 	// eager is run's mode (see eagerBelow), for add to tell when an
 	// urgent completion must wake it.
 	eager bool
@@ -52,8 +53,9 @@ type completer struct {
 }
 
 type pendingFinish struct {
-	ex  *execution
-	fin *store.JobFinishParams
+	ex     *execution
+	fin    *store.JobFinishParams
+	urgent bool // JobsEndedTx matches the job (isUrgent)
 }
 
 func newCompleter(e *Engine) *completer {
@@ -77,10 +79,12 @@ func (c *completer) add(ex *execution, fin *store.JobFinishParams) {
 		c.e.finished(ex)
 		return
 	}
-	c.pending = append(c.pending, pendingFinish{ex: ex, fin: fin})
+	c.pending = append(c.pending, pendingFinish{ex: ex, fin: fin, urgent: urgent})
 	n := len(c.pending)
-	wake := n == 1 || n == c.e.cfg.CompleteBatch || urgent && c.eager && !c.urgent
-	c.urgent = c.urgent || urgent
+	wake := n == 1 || n == c.e.cfg.CompleteBatch || urgent && c.eager && c.urgent == 0
+	if urgent {
+		c.urgent++
+	}
 	c.mu.Unlock()
 	if wake {
 		signal(c.wake)
@@ -99,7 +103,7 @@ func (c *completer) isUrgent(ex *execution) bool {
 func (c *completer) look() (n int, urgent bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pending), c.urgent
+	return len(c.pending), c.urgent > 0
 }
 
 // take returns up to max pending completions, the oldest first, in batch
@@ -110,18 +114,16 @@ func (c *completer) take(batch []pendingFinish, max int) []pendingFinish {
 	defer c.mu.Unlock()
 	if len(c.pending) <= max {
 		batch, c.pending = c.pending, batch[:0]
-		c.urgent = false
+		c.urgent = 0
 	} else {
 		batch = append(batch[:0], c.pending[:max]...)
 		rest := copy(c.pending, c.pending[max:])
 		clear(c.pending[rest:])
 		c.pending = c.pending[:rest]
-		c.urgent = false
-		if c.e.cfg.JobsEndedTx != nil {
-			for _, p := range c.pending {
-				if c.isUrgent(p.ex) {
-					c.urgent = true
-					break
+		if c.urgent > 0 {
+			for _, p := range batch {
+				if p.urgent {
+					c.urgent--
 				}
 			}
 		}
@@ -257,7 +259,7 @@ func (c *completer) run(ctx context.Context) {
 func (c *completer) drain(ctx context.Context) {
 	c.mu.Lock()
 	batch := c.pending
-	c.pending, c.urgent, c.closed = nil, false, true
+	c.pending, c.urgent, c.closed = nil, 0, true
 	c.mu.Unlock()
 	if len(batch) > 0 {
 		c.flush(ctx, batch)
