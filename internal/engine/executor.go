@@ -107,9 +107,9 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 		return &ex.success
 	}
 	// The context's cause only matters for a failure: read after a
-	// success it cost a clock reading (pastDeadline), ~1 % of the
-	// process's CPU in the burn benchmark, where reading the clock is
-	// slow.
+	// success it cost a clock reading (pastDeadline), one of five a
+	// successful attempt made, where the clock was 2.6 % of the process's
+	// CPU in the burn benchmark (docs/benchmarks.md, round nine).
 	cause := ex.actx.causeNow()
 	switch {
 	case errors.Is(cause, ErrCancelRequested):
