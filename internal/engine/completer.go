@@ -289,7 +289,7 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 		applied, err := c.e.store.JobFinishMany(wctx, &store.JobFinishManyParams{Jobs: params, Now: c.e.cfg.Now()})
 		cancel()
 		if err == nil {
-			c.jobsEnded(batch, applied, nil)
+			c.jobsEnded(batch, applied, false)
 			c.settle(batch, applied)
 			return
 		}
@@ -307,9 +307,7 @@ func (c *completer) flush(ctx context.Context, batch []pendingFinish) {
 			return
 		}
 		if ctx.Err() != nil && try >= 3 {
-			for _, p := range batch {
-				c.e.finished(p.ex)
-			}
+			c.e.finishedAll(batch)
 			return
 		}
 		select {
@@ -331,13 +329,8 @@ func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool
 	if hook == nil || ctx.Err() != nil {
 		return false
 	}
-	matched := make([]bool, len(batch))
-	some := false
-	for i, p := range batch {
-		matched[i] = hook.Match(p.ex.row)
-		some = some || matched[i]
-	}
-	if !some {
+	// add marked the jobs the hook matches (urgent).
+	if !slices.ContainsFunc(batch, func(p pendingFinish) bool { return p.urgent }) {
 		return false
 	}
 	params := make([]*store.JobFinishParams, len(batch))
@@ -349,8 +342,8 @@ func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool
 	err := c.e.store.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
 		if hook.Lock != nil {
 			var rows []*job.Row
-			for i, p := range batch {
-				if matched[i] {
+			for _, p := range batch {
+				if p.urgent {
 					rows = append(rows, p.ex.row)
 				}
 			}
@@ -365,7 +358,7 @@ func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool
 		}
 		var rows []*job.Row
 		for i, p := range batch {
-			if matched[i] && applied[i] != "" && applied[i].Terminal() {
+			if p.urgent && applied[i] != "" && applied[i].Terminal() {
 				rows = append(rows, p.ex.row)
 			}
 		}
@@ -382,7 +375,7 @@ func (c *completer) flushInline(ctx context.Context, batch []pendingFinish) bool
 		}
 		return false
 	}
-	c.jobsEnded(batch, applied, matched)
+	c.jobsEnded(batch, applied, true)
 	c.settle(batch, applied)
 	return true
 }
@@ -406,9 +399,9 @@ func (c *completer) settle(batch []pendingFinish, applied []job.State) {
 // reused): the callback tells step jobs by their payload's first bytes and
 // queues only their runs, so a batch without step jobs costs a few byte
 // comparisons per job.
-// handled, when set, marks the jobs handled in the batch's transaction
-// already (Config.JobsEndedTx): they are left out.
-func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State, handled []bool) {
+// inTx: the batch was written with Config.JobsEndedTx's handling of the
+// jobs it matches (marked urgent by add), which are then left out.
+func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State, inTx bool) {
 	if c.e.cfg.OnJobsEnded == nil {
 		return
 	}
@@ -416,7 +409,7 @@ func (c *completer) jobsEnded(batch []pendingFinish, applied []job.State, handle
 	defer c.endedMu.Unlock()
 	c.ended = c.ended[:0]
 	for i, p := range batch {
-		if applied[i] != "" && applied[i].Terminal() && (handled == nil || !handled[i]) {
+		if applied[i] != "" && applied[i].Terminal() && !(inTx && p.urgent) {
 			c.ended = append(c.ended, p.ex.row)
 		}
 	}

@@ -227,23 +227,12 @@ func (e *Engine) observe(row *job.Row, fin *store.JobFinishParams) {
 }
 
 // finished removes an execution from the running set and frees its slot.
-func (e *Engine) finished(ex *execution) {
-	e.mu.Lock()
-	_, ok := e.running[ex.ref]
-	delete(e.running, ex.ref)
-	if len(e.running) == 0 {
-		e.idle.Broadcast()
-	}
-	e.mu.Unlock()
-	if ok && ex.producer != nil {
-		ex.producer.slotFreed()
-	}
-}
+func (e *Engine) finished(ex *execution) { e.finishedAll([]pendingFinish{{ex: ex}}) }
 
-// finishedAll is finished for every execution of a committed batch: the
-// running set locked once, and each producer's slots freed in one step
-// (a lock and a wakeup per job were 3 % of the process's CPU in the burn
-// benchmark).
+// finishedAll removes the executions of a batch from the running set and
+// frees their slots: the running set locked once, and each producer's
+// slots freed in one step (a lock and a wakeup per job were 3 % of the
+// process's CPU in the burn benchmark).
 func (e *Engine) finishedAll(batch []pendingFinish) {
 	type freed struct {
 		p *producer

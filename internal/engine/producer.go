@@ -58,8 +58,6 @@ func (p *producer) Start(ctx context.Context) error {
 // Stop stops acquiring. Jobs already running are the engine's to finish.
 func (p *producer) Stop() { p.life.Stop() }
 
-func (p *producer) slotFreed() { p.slotsFreed(1) }
-
 func (p *producer) slotsFreed(n int) {
 	p.mu.Lock()
 	p.active -= n
