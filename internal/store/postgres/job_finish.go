@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -183,22 +184,20 @@ func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(f
 		w.text(p.Jobs[k].Error)
 	}
 	errs := w.end()
+	orNow := func(t time.Time) time.Time { // a zero time means now
+		if t.IsZero() {
+			return now
+		}
+		return t
+	}
 	w.begin(pgtype.TimestamptzOID, n)
 	for _, k := range order {
-		t := now
-		if f := p.Jobs[k]; !f.RunAt.IsZero() {
-			t = f.RunAt
-		}
-		w.timestamptz(t)
+		w.timestamptz(orNow(p.Jobs[k].RunAt))
 	}
 	runAts := w.end()
 	w.begin(pgtype.TimestamptzOID, n)
 	for _, k := range order {
-		t := now
-		if f := p.Jobs[k]; !f.FinishedAt.IsZero() {
-			t = f.FinishedAt
-		}
-		w.timestamptz(t)
+		w.timestamptz(orNow(p.Jobs[k].FinishedAt))
 	}
 	finishedAts := w.end()
 	ids.reserve = len(w.b) + 64 // all of them, and now
