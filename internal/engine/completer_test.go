@@ -41,16 +41,7 @@ func TestFullBatchIsWrittenAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
-		waitFor(t, "every job to succeed", func() bool {
-			counts, err := b.store.JobCount(ctx)
-			require.NoError(t, err)
-			for _, c := range counts {
-				if c.State == job.StateSuccess {
-					return c.Count == n
-				}
-			}
-			return false
-		})
+		b.waitSucceeded(t, n)
 	})
 }
 

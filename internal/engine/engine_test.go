@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,21 @@ func (b *bundle) insert(t *testing.T, typ string, n int) []uuid.UUID {
 		ids[i] = r.Job.ID
 	}
 	return ids
+}
+
+// waitSucceeded waits until n jobs are SUCCESS.
+func (b *bundle) waitSucceeded(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d jobs to succeed", n), func() bool {
+		counts, err := b.store.JobCount(context.Background())
+		require.NoError(t, err)
+		for _, c := range counts {
+			if c.State == job.StateSuccess {
+				return c.Count == n
+			}
+		}
+		return false
+	})
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -168,16 +184,7 @@ func TestCompletionsAreBatched(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.Start(ctx))
 		defer e.Stop(ctx)
-		waitFor(t, "all jobs to succeed", func() bool {
-			counts, err := b.store.JobCount(ctx)
-			require.NoError(t, err)
-			for _, c := range counts {
-				if c.State == job.StateSuccess {
-					return c.Count == n
-				}
-			}
-			return false
-		})
+		b.waitSucceeded(t, n)
 		events, err := b.store.OutboxList(ctx, &store.OutboxListParams{Limit: 10000})
 		require.NoError(t, err)
 		finishes, finished := 0, 0
