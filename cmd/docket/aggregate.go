@@ -50,8 +50,9 @@ items that have a truth and at least one judgment goes to stderr, with the
 count of truth items that had no judgment; --method all prints one row per
 method instead of answers (and that count after the table).
 
-Categorical methods: majority, weighted (needs --trust, columns
-worker,trust), wawa, zencrowd, ds, glad, ebcc, auto (the default, ds; see
+Categorical methods: majority, weighted (votes weighed by --trust,
+columns worker,trust; a worker not in it, or every worker without it,
+counts 1), wawa, zencrowd, ds, glad, ebcc, auto (the default, ds; see
 docs/aggregation.md). With --numeric the labels are numbers and the methods
 are mean, median and weighted (bias and variance per worker; auto means
 weighted); --truth then reports MAE and RMSE as well.`,
