@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -473,6 +474,7 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	var result bytes.Buffer // a CSV row's result, compacted
 	for {
 		units, err := s.client.UnitList(r.Context(), pool.ID, p)
 		if err != nil {
@@ -490,7 +492,14 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 				if u.RunID != uuid.Nil {
 					run = u.RunID.String()
 				}
-				if err := cw.Write([]string{u.ID.String(), run, string(u.State), string(u.Result), conf,
+				// The result as compact JSON text, as the JSON lines have
+				// it: PostgreSQL's jsonb spells it with spaces, SQLite not.
+				result.Reset()
+				if err := json.Compact(&result, u.Result); err != nil {
+					result.Reset()
+					result.Write(u.Result)
+				}
+				if err := cw.Write([]string{u.ID.String(), run, string(u.State), result.String(), conf,
 					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano), strconv.FormatBool(u.LowConfidence)}); err != nil {
 					return // the client is gone: read no more pages
 				}
