@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,10 +77,10 @@ func (req *createContributorRequest) Validate() error {
 		errs = append(errs, FieldError{Field: "externalId", Message: "is required: the id you know the person by"})
 	case len(req.ExternalID) > maxNameBytes:
 		errs = append(errs, FieldError{Field: "externalId", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
+	case hasNUL(req.ExternalID):
+		errs = append(errs, FieldError{Field: "externalId", Message: nulProblem})
 	}
-	if len(req.Name) > maxNameBytes {
-		errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
-	}
+	errs = append(errs, checkName(req.Name)...)
 	errs = append(errs, checkTags("skills", req.Skills)...)
 	errs = append(errs, checkTags("channels", req.Channels)...)
 	if len(errs) > 0 {
@@ -100,6 +101,8 @@ func checkTags(field string, tags []string) []FieldError {
 		switch {
 		case t == "" || len(t) > maxTagBytes:
 			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("must be 1 to %d bytes", maxTagBytes)})
+		case hasNUL(t):
+			errs = append(errs, FieldError{Field: f, Message: nulProblem})
 		case seen[t]:
 			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("%q appears twice", t)})
 		}
@@ -107,6 +110,23 @@ func checkTags(field string, tags []string) []FieldError {
 	}
 	return errs
 }
+
+// checkName names a contributor's name that is too long or holds NUL.
+func checkName(name string) []FieldError {
+	switch {
+	case len(name) > maxNameBytes:
+		return []FieldError{{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)}}
+	case hasNUL(name):
+		return []FieldError{{Field: "name", Message: nulProblem}}
+	}
+	return nil
+}
+
+// nulProblem refuses text holding the NUL character: PostgreSQL cannot
+// store it in a text column (SQLite could), so both backends refuse it.
+const nulProblem = "must not contain the NUL character, which the database cannot store"
+
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func (s *Server) createContributor(ctx context.Context, r *http.Request, req *createContributorRequest) (int, *contributorView, error) {
 	if err := noQuery(r, nil); err != nil {
@@ -168,8 +188,8 @@ type patchContributorRequest struct {
 // Validate implements Validator.
 func (req *patchContributorRequest) Validate() error {
 	var errs []FieldError
-	if req.Name != nil && len(*req.Name) > maxNameBytes {
-		errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("must be at most %d bytes", maxNameBytes)})
+	if req.Name != nil {
+		errs = append(errs, checkName(*req.Name)...)
 	}
 	if req.Skills != nil {
 		errs = append(errs, checkTags("skills", *req.Skills)...)
@@ -261,8 +281,11 @@ func (*createKeyRequest) bodyOptional() {}
 
 // Validate implements Validator.
 func (req *createKeyRequest) Validate() error {
-	if len(req.Name) > 128 {
+	switch {
+	case len(req.Name) > 128:
 		return invalidField("name", "must be at most 128 bytes")
+	case hasNUL(req.Name):
+		return invalidField("name", nulProblem)
 	}
 	return nil
 }

@@ -260,6 +260,33 @@ func TestContributors(t *testing.T) {
 	})
 }
 
+// TestContributorTextTheDatabaseCannotStore: a NUL in a contributor's
+// text is refused by name, not answered 500 by PostgreSQL (which cannot
+// store it) and stored by SQLite.
+func TestContributorTextTheDatabaseCannotStore(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend)
+		named := func(p *Problem) []string {
+			var f []string
+			for _, e := range p.Errors {
+				f = append(f, e.Field)
+			}
+			return f
+		}
+		p := cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{
+			"externalId": "a\x00b", "name": "n\x00", "skills": []string{"en", "f\x00r"}, "channels": []string{"\x00"}}).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"externalId", "name", "skills[1]", "channels[0]"}, named(p))
+
+		w := cb.newWorker(t, "ext-nul")
+		p = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"name": "\x00", "skills": []string{"\x00"}}).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"name", "skills[0]"}, named(p))
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+w.id+"/keys", map[string]any{"name": "k\x00"}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"name"}, named(p))
+
+	})
+}
+
 // TestRolesByRoute sends every route of the server as every role and
 // checks who gets past authorization: admin, producer and viewer keep
 // their rights, workers only lease, and a contributor key reaches only the
