@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -313,7 +314,13 @@ func (s *Server) createContributorKey(ctx context.Context, r *http.Request, req 
 	if name == "" {
 		name = "contributor " + c.ExternalID
 		if len(name) > 128 {
-			name = name[:128]
+			// Cut at a character: half of one is not UTF-8, which
+			// PostgreSQL refuses.
+			n := 128
+			for n > 0 && !utf8.RuneStart(name[n]) {
+				n--
+			}
+			name = name[:n]
 		}
 	}
 	secret, k, err := s.client.CreateContributorKey(ctx, c.ID, name)

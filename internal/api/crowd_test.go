@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -262,7 +263,8 @@ func TestContributors(t *testing.T) {
 
 // TestContributorTextTheDatabaseCannotStore: a NUL in a contributor's
 // text is refused by name, not answered 500 by PostgreSQL (which cannot
-// store it) and stored by SQLite.
+// store it) and stored by SQLite; and a key's default name, cut from a
+// long external id, is cut at a character, not inside one.
 func TestContributorTextTheDatabaseCannotStore(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -284,6 +286,18 @@ func TestContributorTextTheDatabaseCannotStore(t *testing.T) {
 		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+w.id+"/keys", map[string]any{"name": "k\x00"}).Problem(t, http.StatusBadRequest)
 		require.Equal(t, []string{"name"}, named(p))
 
+		// "contributor " and 115 bytes, then a two-byte é across byte 128.
+		ext := strings.Repeat("a", 115) + "é" + strings.Repeat("b", 10)
+		var c contributorView
+		r := cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": ext})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r.JSON(t, &c)
+		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+c.ContributorID.String()+"/keys", nil)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var k contributorKeyView
+		r.JSON(t, &k)
+		require.True(t, utf8.ValidString(k.Name), "%q", k.Name)
+		require.Equal(t, "contributor "+strings.Repeat("a", 115), k.Name)
 	})
 }
 
