@@ -629,11 +629,16 @@ func testUnits(t *testing.T, open opener) {
 		nul := newGolden(2)
 		nul.Input, nul.Answer = json.RawMessage(`{"a":"x\u0000"}`), json.RawMessage(`"\u0000"`)
 		nul.Feedback = "x\x00"
+		// Nor an unpaired UTF-16 surrogate escape (SQLite would store it).
+		lone := newGolden(3)
+		lone.Input, lone.Answer = json.RawMessage(`{"a":"\ud800x","b":"\\ud800"}`), json.RawMessage(`{"a":"\uDC00"}`)
+		paired := newGolden(4)
+		paired.Input, paired.Answer = json.RawMessage(`{"a":"\ud83d\ude00"}`), json.RawMessage(`{"a":"\\udc00"}`)
 		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: newID(), State: crowd.UnitNew,
-			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul}, Now: base})
+			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul, lone, paired}, Now: base})
 		requireFields(t, err, "units[1].unitId", "units[1].stepIndex", "units[1].input", "units[1].answer",
 			"units[1].feedback", "units[1].judgmentsPerUnit", "units[2]", "units[3].answer", "units[4].input", "units[4].answer",
-			"units[4].feedback")
+			"units[4].feedback", "units[5].input", "units[5].answer")
 		_, err = b.s.UnitList(b.ctx, &store.UnitListParams{States: []crowd.UnitState{"x"}})
 		requireFields(t, err, "poolId", "state[0]")
 		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{From: "x", To: "y"})
