@@ -432,6 +432,30 @@ type GoldenUnit struct {
 // explanation too long or not text, named units[i].feedback); nothing is
 // added when one is invalid.
 func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []GoldenUnit) ([]*Unit, error) {
+	units, err := c.goldenUnits(ctx, poolID, golden)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
+	if err == nil && len(out) > 0 {
+		c.golden.set(poolID, true) // test questions from the next take on
+	}
+	return out, err
+}
+
+// GoldenCheck validates golden units as GoldenAdd does — every answer
+// against the pool's task, every explanation — and adds none: nil when
+// GoldenAdd would find nothing wrong with them (the store may still
+// refuse an input), a *CrowdValidationError naming each problem when it
+// would. It lets a caller that found other problems with a request name
+// these too.
+func (c *Client) GoldenCheck(ctx context.Context, poolID uuid.UUID, golden []GoldenUnit) error {
+	_, err := c.goldenUnits(ctx, poolID, golden)
+	return err
+}
+
+// goldenUnits validates golden units for poolID and makes their inserts.
+func (c *Client) goldenUnits(ctx context.Context, poolID uuid.UUID, golden []GoldenUnit) ([]*store.UnitInsertParams, error) {
 	pool, err := c.store.PoolGet(ctx, poolID)
 	if err != nil {
 		return nil, err
@@ -469,11 +493,7 @@ func (c *Client) GoldenAdd(ctx context.Context, poolID uuid.UUID, golden []Golde
 	if err := pr.Err(); err != nil {
 		return nil, err
 	}
-	out, err := c.store.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: poolID, State: UnitJudgable, Units: units, Now: c.cfg.Now()})
-	if err == nil && len(out) > 0 {
-		c.golden.set(poolID, true) // test questions from the next take on
-	}
-	return out, err
+	return units, nil
 }
 
 // UnitGet reads a unit; ErrNotFound when there is none.

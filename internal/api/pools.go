@@ -186,16 +186,23 @@ type goldenItem struct {
 	feedback string
 }
 
-// Validate implements Validator: the shapes; the answers are checked
-// against the pool's task by the client.
+// Validate implements Validator: the list; the shape of each unit is
+// checked by unitProblems, and the answers against the pool's task by the
+// client, so that the handler names both at once.
 func (req *goldenRequest) Validate() error {
-	var errs []FieldError
 	switch {
 	case len(req.Units) == 0:
-		errs = append(errs, FieldError{Field: "units", Message: "must list at least one unit"})
+		return invalidField("units", "must list at least one unit")
 	case len(req.Units) > MaxGoldenUnits:
-		errs = append(errs, FieldError{Field: "units", Message: fmt.Sprintf("lists at most %d units per request", MaxGoldenUnits)})
+		return invalidField("units", fmt.Sprintf("lists at most %d units per request", MaxGoldenUnits))
 	}
+	return nil
+}
+
+// unitProblems names each unit's input that is not an object, answer
+// that is missing and explanation that is not a string or is refused.
+func (req *goldenRequest) unitProblems() []FieldError {
+	var errs []FieldError
 	for i, u := range req.Units {
 		if !isObject(u.Input) {
 			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].input", i), Message: "must be a JSON object: the unit's data"})
@@ -216,10 +223,7 @@ func (req *goldenRequest) Validate() error {
 			break
 		}
 	}
-	if len(errs) > 0 {
-		return invalidFields(errs)
-	}
-	return nil
+	return errs
 }
 
 func isObject(b json.RawMessage) bool {
@@ -246,13 +250,28 @@ func (s *Server) addGolden(ctx context.Context, r *http.Request, req *goldenRequ
 	if err != nil {
 		return 0, nil, err
 	}
+	shape := req.unitProblems()
 	golden := make([]docket.GoldenUnit, len(req.Units))
 	for i, u := range req.Units {
 		golden[i] = docket.GoldenUnit{Input: u.Input, Answer: u.Answer, Feedback: u.feedback}
 	}
-	units, err := s.client.GoldenAdd(ctx, id, golden)
+	var units []*docket.Unit
+	if len(shape) > 0 {
+		// Nothing is added; the answers are checked all the same, so
+		// that every bad field is named in one answer.
+		err = s.client.GoldenCheck(ctx, id, golden)
+	} else {
+		units, err = s.client.GoldenAdd(ctx, id, golden)
+	}
 	if errors.Is(err, docket.ErrNotFound) {
 		return 0, nil, notFound("no pool " + id.String())
+	}
+	var ve *docket.CrowdValidationError
+	switch {
+	case len(shape) > 0 && errors.As(err, &ve):
+		return 0, nil, invalidFields(addFields(shape, crowdFields(ve)...))
+	case len(shape) > 0 && err == nil:
+		return 0, nil, invalidFields(shape)
 	}
 	if err != nil {
 		return 0, nil, err
