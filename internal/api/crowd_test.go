@@ -411,6 +411,16 @@ func TestPools(t *testing.T) {
 		// The input that is not an object and the answers the task
 		// refuses, together.
 		require.ElementsMatch(t, []string{"units[0].answer.same", "units[1].input", "units[2].answer.color"}, named)
+		// A key a unit does not know is named with its path, every one.
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{
+			map[string]any{"input": map[string]any{}, "answer": map[string]any{"same": "yes"}, "colour": "red", "notes": 1},
+			map[string]any{"input": map[string]any{}, "answer": map[string]any{"same": "no"}, "bogus": true},
+		}}).Problem(t, http.StatusBadRequest)
+		named = nil
+		for _, e := range p.Errors {
+			named = append(named, e.Field)
+		}
+		require.ElementsMatch(t, []string{"units[0].colour", "units[0].notes", "units[1].bogus"}, named)
 		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid, nil).JSON(t, &got)
 		require.Equal(t, 0, got.Counts.Golden)
 		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -184,6 +185,39 @@ type goldenItem struct {
 	// type is named with its unit's index.
 	Feedback json.RawMessage `json:"feedback"`
 	feedback string
+	// unknown are the keys of the unit that are none of the above, and
+	// notObject is set when the unit is not an object: named by
+	// unitProblems with the unit's index (the request's decoder would
+	// name an unknown key without its path, and only the first).
+	unknown   []string
+	notObject bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler: the known keys, and the
+// others kept to be named.
+func (g *goldenItem) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		g.notObject = true
+		return nil
+	}
+	for k, v := range m {
+		switch k {
+		case "input":
+			g.Input = v
+		case "answer":
+			g.Answer = v
+		case "feedback":
+			g.Feedback = v
+		default:
+			g.unknown = append(g.unknown, k)
+		}
+	}
+	slices.Sort(g.unknown)
+	return nil
 }
 
 // Validate implements Validator: the list; the shape of each unit is
@@ -204,6 +238,13 @@ func (req *goldenRequest) Validate() error {
 func (req *goldenRequest) unitProblems() []FieldError {
 	var errs []FieldError
 	for i, u := range req.Units {
+		if u.notObject {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d]", i), Message: "must be an object with input and answer"})
+			continue
+		}
+		for _, k := range u.unknown {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].%s", i, k), Message: "is not a known field (known: input, answer, feedback)"})
+		}
 		if !isObject(u.Input) {
 			errs = append(errs, FieldError{Field: fmt.Sprintf("units[%d].input", i), Message: "must be a JSON object: the unit's data"})
 		}
