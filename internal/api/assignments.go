@@ -82,10 +82,18 @@ type takeRequest struct {
 func (req *takeRequest) Validate() error {
 	id, err := uuid.Parse(req.PoolID)
 	if err != nil || len(req.PoolID) != 36 {
-		return invalidField("poolId", "is required: the UUID of a pool (GET /v1/me/pools lists them)")
+		return invalidField("poolId", requiredUUID(req.PoolID, "a pool (GET /v1/me/pools lists them)"))
 	}
 	req.poolID = id
 	return nil
+}
+
+// requiredUUID is the problem of an id that is missing or not a UUID.
+func requiredUUID(given, of string) string {
+	if given == "" {
+		return "is required: the UUID of " + of
+	}
+	return fmt.Sprintf("must be the UUID of %s, not %q", of, given)
 }
 
 type takenUnitView struct {
@@ -348,7 +356,7 @@ func (req *judgmentRequest) Validate() error {
 	var errs []FieldError
 	id, err := uuid.Parse(req.AssignmentID)
 	if err != nil || len(req.AssignmentID) != 36 {
-		errs = append(errs, FieldError{Field: "assignmentId", Message: "is required: the UUID of your assignment"})
+		errs = append(errs, FieldError{Field: "assignmentId", Message: requiredUUID(req.AssignmentID, "your assignment")})
 	}
 	req.assignmentID = id
 	if len(req.Data) == 0 || string(req.Data) == "null" {

@@ -512,7 +512,9 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 		}
 		cb.as(t, noSkill.secret, "POST", "/v1/assignments", map[string]any{"poolId": pid}).Problem(t, http.StatusForbidden)
 
-		cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": "x"}).Problem(t, http.StatusBadRequest)
+		// An id that is given but not a UUID is not said to be missing.
+		p := cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": "x"}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []FieldError{{Field: "poolId", Message: `must be the UUID of a pool (GET /v1/me/pools lists them), not "x"`}}, p.Errors)
 		cb.as(t, a.secret, "POST", "/v1/assignments", map[string]any{"poolId": uuid.NewString()}).Problem(t, http.StatusNotFound)
 
 		ta, _ := cb.take(t, a, pid)
@@ -525,7 +527,7 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 
 		// The same unit is never given twice to one person.
 		_, r := cb.take(t, a, pid)
-		p := r.Problem(t, http.StatusNotFound)
+		p = r.Problem(t, http.StatusNotFound)
 		require.Contains(t, p.Type, "no-unit")
 
 		// Heartbeat and extend: own assignments only.
@@ -546,7 +548,9 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 			named = append(named, e.Field)
 		}
 		require.ElementsMatch(t, []string{"data.same", "data.extra"}, named)
-		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": "x"}).Problem(t, http.StatusBadRequest)
+		p = cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": "x"}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []FieldError{{Field: "assignmentId", Message: `must be the UUID of your assignment, not "x"`},
+			{Field: "data", Message: "is required: the answer, an object keyed by field name"}}, p.Errors)
 		// Another's assignment is not found.
 		cb.as(t, b.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes"}}).Problem(t, http.StatusNotFound)
 
