@@ -1025,3 +1025,31 @@ func TestBatchedRunEndFollowsStepEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestSignalPastTimeoutRefused: a signal that comes after its step's
+// timeout is late even when the sweeper has not recorded the timeout
+// yet: it is a conflict, nothing changes, and the sweeper then fails
+// the step as it would have without the signal.
+func TestSignalPastTimeoutRefused(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"late","steps":[
+			{"name":"approve","signal":{"timeout":"1h"}},
+			{"name":"publish","after":["approve"],"job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		b.advanceClock(time.Hour)
+		_, err := b.adv.Signal(b.ctx, b.st, run.ID, "approve", json.RawMessage(`{"ok":true}`))
+		require.ErrorIs(t, err, workflow.ErrConflict, "past its timeout")
+		require.ErrorContains(t, err, "timed out")
+		got, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunRunning, got.State)
+		require.Equal(t, R, steps["approve"][0].State, "nothing changed")
+		require.Zero(t, b.work(t, map[string]handler{"echo": echo}), "publish was not released")
+
+		sw := &workflow.Sweeper{Advancer: b.advancer, Store: b.st, Log: discard(), Now: b.now}
+		sw.Sweep(b.ctx)
+		got, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, got.State)
+		require.Equal(t, F, steps["approve"][0].State)
+	})
+}
