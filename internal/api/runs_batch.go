@@ -397,6 +397,13 @@ func decodeBatchCSV(body io.Reader, keyColumn string, bad *batchProblems) ([]bat
 		}
 		if keyAt >= 0 {
 			run.key = rec[keyAt]
+			if run.key == "" {
+				// A run without a key would start again when the batch
+				// is resent.
+				line, _ := cr.FieldPos(keyAt)
+				bad.add(index, FieldError{Field: "idempotencyKey", Message: fmt.Sprintf("line %d: the key column %q is empty", line, keyColumn)})
+				run.bad = true
+			}
 		}
 		runs = append(runs, run)
 	}

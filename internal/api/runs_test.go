@@ -302,6 +302,12 @@ func TestRunBatch(t *testing.T) {
 		p = batch("text/csv", "", "a,a,\n1,2,3\n").Problem(t, http.StatusBadRequest)
 		require.Len(t, p.Errors, 2, p.Detail)
 		batch("text/csv", "?keyColumn=zz", "a\n1\n").Problem(t, http.StatusBadRequest)
+		// An empty key cell would start a run without a key, which a
+		// resent batch would start again.
+		p = batch("text/csv", "?keyColumn=id", "id,x\np9,1\n,2\n").Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 1, p.Detail)
+		require.Equal(t, "runs[1].idempotencyKey", p.Errors[0].Field)
+		require.Contains(t, p.Errors[0].Message, "line 3")
 		batch("application/json", "?keyColumn=a", `{"runs": [{}]}`).Problem(t, http.StatusBadRequest)
 		batch("text/csv", "", "a\n").Problem(t, http.StatusBadRequest)
 		batch("application/json", "", `{"runs": []}`).Problem(t, http.StatusBadRequest)
