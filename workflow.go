@@ -143,6 +143,9 @@ func (b *WorkflowBuilder) Human(name, task string, opts ...StepOption) *Workflow
 
 func (b *WorkflowBuilder) add(s WorkflowStep, opts []StepOption) *WorkflowBuilder {
 	for _, opt := range opts {
+		if opt == nil {
+			continue // an option chosen by a condition that chose none
+		}
 		if err := opt(&s); err != nil {
 			b.problems = append(b.problems, FieldError{
 				Field:   fmt.Sprintf("steps[%d]", len(b.def.Steps)),

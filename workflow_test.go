@@ -112,6 +112,20 @@ func TestWorkflowBuilderProblems(t *testing.T) {
 	}
 }
 
+// TestWorkflowBuilderNilOption: a nil StepOption (an option chosen by a
+// condition that chose none) is no option, not a panic.
+func TestWorkflowBuilderNilOption(t *testing.T) {
+	t.Parallel()
+	var none docket.StepOption
+	def, err := docket.NewWorkflow("w").Job("a", "t", none, docket.StepMaxAttempts(3)).Signal("b", none).Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Steps[0].Job.MaxAttempts != 3 || def.Steps[1].Signal == nil {
+		t.Fatalf("steps %+v", def.Steps)
+	}
+}
+
 // TestWhereCELEnters: the public package links CEL, because every process
 // that completes jobs advances workflow runs and evaluates their `if` and
 // `forEach` (docs/dependencies.md). It enters through one door: of the
