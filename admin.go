@@ -2,10 +2,13 @@ package docket
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/workflow"
 )
 
 // Get returns one job; ErrNotFound when there is none.
@@ -64,9 +67,38 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
 
 // Retry puts a DEAD or CANCELED job back in its queue with attempts reset.
 // A job that is waiting or running is returned unchanged; a job that
-// succeeded gives *InvalidTransitionError.
+// succeeded gives *InvalidTransitionError. The DEAD or CANCELED job of a
+// workflow step is ErrRunConflict, nothing changed: its end would reach
+// no step (the step ended with the job), so it would run after its run
+// was canceled, or once for nothing and again when its run is retried.
+// Retry the run (RunRetry) instead.
 func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	if err := c.refuseStepJobRetry(ctx, id); err != nil {
+		return nil, err
+	}
 	return c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.cfg.Now()})
+}
+
+// refuseStepJobRetry is ErrRunConflict for an ended job of a step of a
+// run that exists (a plain job whose payload merely looks like a step's
+// is retried as any other).
+func (c *Client) refuseStepJobRetry(ctx context.Context, id uuid.UUID) error {
+	row, err := c.store.JobGet(ctx, id)
+	if err != nil || (row.State != JobStateDead && row.State != JobStateCanceled) {
+		return nil // JobRetry reports a missing job, and changes no other
+	}
+	ref, ok := workflow.StepRefOf(row.Payload)
+	if !ok {
+		return nil
+	}
+	if _, err := c.store.RunGet(ctx, ref.RunID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return fmt.Errorf("retry job %s: %w: it is the job of step %q[%d] of run %s, which ended with it; retry the run instead (RunRetry, POST /v1/runs/%s/retry)",
+		id, ErrRunConflict, ref.Step, ref.Index, ref.RunID, ref.RunID)
 }
 
 // QueueInfo is a queue's pause flag and job counts by state.

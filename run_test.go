@@ -400,3 +400,61 @@ func TestRunGetStepStates(t *testing.T) {
 		require.Equal(t, map[string]docket.StepState{"a": S, "wait": R, "skipped": K, "c": R, "d": P}, states(), "retried: d may run again")
 	})
 }
+
+// TestRunStepJobNotRetriedAlone: the job of a workflow step is not put
+// back in its queue by the job API (Client.Retry): its end would reach no
+// step (the instance ended already), so a canceled run's step would run
+// after the cancel, and a failed run's step would run once for nothing
+// and again when the run is retried. It is ErrRunConflict, nothing
+// changes; the run is what is retried.
+func TestRunStepJobNotRetriedAlone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig()) // no worker started
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("alone").Job("a", "alone.step", docket.StepMaxAttempts(1)).Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
+		require.NoError(t, err)
+
+		// A DEAD step job of a FAILED run.
+		failed, err := b.client.RunStart(ctx, "alone", nil, nil)
+		require.NoError(t, err)
+		ls, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"alone.step"}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		_, err = b.client.LeaseFail(ctx, ls[0].ID, "broken", false)
+		require.NoError(t, err)
+		run := waitRun(t, b.client, failed.Run.ID, docket.RunFailed)
+		_, err = b.client.Retry(ctx, run.Steps[0].JobID)
+		require.ErrorIs(t, err, docket.ErrRunConflict)
+		require.ErrorContains(t, err, "retry the run")
+		row, err := b.client.Get(ctx, run.Steps[0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateDead, row.State, "nothing changed")
+
+		// A CANCELED step job of a CANCELED run.
+		canceled, err := b.client.RunStart(ctx, "alone", nil, nil)
+		require.NoError(t, err)
+		run, err = b.client.RunCancel(ctx, canceled.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunCanceled, run.State)
+		run, err = b.client.RunGet(ctx, canceled.Run.ID)
+		require.NoError(t, err)
+		_, err = b.client.Retry(ctx, run.Steps[0].JobID)
+		require.ErrorIs(t, err, docket.ErrRunConflict)
+		row, err = b.client.Get(ctx, run.Steps[0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateCanceled, row.State, "nothing changed")
+
+		// A plain job is retried as before, even one whose payload looks
+		// like a step's but names no run.
+		spoof, err := b.client.Insert(ctx, docket.RawArgs{Type: "alone.plain", Payload: json.RawMessage(`{"run":{"id":"` + uuid.NewString() + `","step":"a","index":0}}`)}, nil)
+		require.NoError(t, err)
+		_, err = b.client.Cancel(ctx, spoof.Job.ID)
+		require.NoError(t, err)
+		row, err = b.client.Retry(ctx, spoof.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, row.State)
+	})
+}

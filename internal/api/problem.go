@@ -173,6 +173,9 @@ func problemOf(err error) *Problem {
 			"the database aborted this request's transaction to resolve a conflict with another one; nothing was written, the same request again should succeed")
 		p.RetryAfter = 1
 		return p
+	case errors.Is(err, docket.ErrRunConflict):
+		// Client.Retry of a step's job (runProblem maps the run calls').
+		return conflict("run-conflict", err.Error())
 	case errors.Is(err, docket.ErrLeaseLost):
 		return conflict("lease-lost", "the lease is no longer held: it expired, was rescued, or the job moved on")
 	case crowdProblem(err) != nil:

@@ -194,7 +194,7 @@ func (h *Handler) bulkDo(ctx context.Context, action string, ids []uuid.UUID, do
 		switch {
 		case errors.Is(err, docket.ErrNotFound):
 			res.Missing++
-		case errors.As(err, &inv):
+		case errors.As(err, &inv), errors.Is(err, docket.ErrRunConflict): // a step's job: its run is retried
 			res.Refused++
 			note(id, err)
 		default:

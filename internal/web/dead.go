@@ -233,6 +233,9 @@ func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n int, more boo
 		if errors.As(err, &inv) || errors.Is(err, docket.ErrNotFound) {
 			return nil // it moved meanwhile
 		}
+		if errors.Is(err, docket.ErrRunConflict) {
+			return nil // a step's job: its run is retried, not the job
+		}
 		if err == nil {
 			n++
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -141,5 +142,40 @@ func TestQueuesPage(t *testing.T) {
 		// The message names only a queue name that could be one.
 		r = admin.get(t, "/queues?done=paused&queue=%3Cfree+text%3E")
 		require.Nil(t, find(r.Doc, "p", "queues-message"))
+	})
+}
+
+// TestDeadRetrySkipsStepJobs: a DEAD job of a workflow step is not
+// retried on its own (Client.Retry refuses it: its run is retried), and a
+// bulk retry that meets one goes on without it instead of failing.
+func TestDeadRetrySkipsStepJobs(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend)
+		def, err := docket.NewWorkflow("deadstep").Job("a", "deadstep.a", docket.StepMaxAttempts(1)).Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
+		require.NoError(t, err)
+		_, err = b.client.RunStart(ctx, "deadstep", nil, nil)
+		require.NoError(t, err)
+		ls, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{"deadstep.a"}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		_, err = b.client.LeaseFail(ctx, ls[0].ID, "broken", false)
+		require.NoError(t, err)
+		plain := dead(t, b.client, "deadstep.a")
+
+		producer := b.signIn(t, docket.RoleProducer)
+		r := producer.post(t, "/dead/retry", url.Values{"scope": {"filter"}, "queue": {"deadstep.a"}, "confirm": {"retry"}})
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		r = producer.get(t, r.Header.Get("Location"))
+		require.Contains(t, text(find(r.Doc, "p", "dead-message")), "Retried 1 DEAD jobs")
+		row, err := b.client.Get(ctx, ls[0].Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateDead, row.State, "the step's job stays DEAD")
+		row, err = b.client.Get(ctx, plain.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, row.State)
 	})
 }

@@ -187,7 +187,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, verb string, do fu
 		h.renderError(w, r, http.StatusNotFound, "No job "+id.String()+".")
 	case err != nil:
 		var inv *docket.InvalidTransitionError
-		if errors.As(err, &inv) {
+		if errors.As(err, &inv) || errors.Is(err, docket.ErrRunConflict) { // a step's job: its run is retried
 			h.showJob(w, r, http.StatusConflict, "Cannot "+verb+": "+err.Error())
 			return
 		}
