@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -193,8 +194,20 @@ func (a *Advancer) loaded(ctx context.Context, tx store.Tx, run *flow.Run, list 
 
 func (adv *advance) advance(ctx context.Context) error {
 	if adv.c.err != nil {
-		if adv.run.State.Terminal() {
+		// A version that no longer compiles releases nothing; what it
+		// released ends as in any run, and the run fails (or, being
+		// canceled, is canceled).
+		if !adv.fresh {
+			if err := adv.recordJobEnds(ctx); err != nil {
+				return err
+			}
+		}
+		switch {
+		case adv.run.State.Terminal():
 			return nil
+		case adv.run.CancelRequested:
+			_, err := adv.cancelWhenIdle(ctx)
+			return err
 		}
 		return adv.finish(ctx, flow.RunFailed, nil, adv.c.err.Error())
 	}
@@ -483,6 +496,16 @@ func (adv *advance) cancelWhenIdle(ctx context.Context) ([]uuid.UUID, error) {
 	return nil, nil
 }
 
+// stepOrder is the run's steps, parents first; for a version whose
+// structure no longer decodes (no graph), the steps it has instances of,
+// by name.
+func (adv *advance) stepOrder() []string {
+	if adv.c.g != nil {
+		return adv.c.g.Order()
+	}
+	return slices.Sorted(maps.Keys(adv.steps))
+}
+
 // cancelNotStarted cancels the RUNNING instances whose work has not
 // started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
 // signal wait. It returns the jobs that are RUNNING: they may finish.
@@ -494,7 +517,7 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 		}
 	}
 	var running []uuid.UUID
-	for _, name := range adv.c.g.Order() {
+	for _, name := range adv.stepOrder() {
 		for _, st := range slices.Clone(adv.steps[name]) {
 			if st.State != flow.StepRunning {
 				continue

@@ -1053,3 +1053,83 @@ func TestSignalPastTimeoutRefused(t *testing.T) {
 		require.Equal(t, F, steps["approve"][0].State)
 	})
 }
+
+// TestVersionThatNoLongerCompiles: a run of a version that no longer
+// compiles (stored by an older docket: its expressions, or even its
+// structure, fail today's rules) fails at its next advancement, and is
+// canceled by Cancel, without a panic, and either way the work it
+// released stops: its queued job is CANCELED, its signal wait ends.
+func TestVersionThatNoLongerCompiles(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		for name, def := range map[string]string{
+			// An expression that does not compile.
+			"stale-expr": `{"name":"stale-expr","steps":[
+				{"name":"work","job":{"type":"stale.work"}},
+				{"name":"wait","signal":{}},
+				{"name":"after","after":["work"],"if":"no_such_function()","job":{"type":"stale.work"}}]}`,
+			// A structure that does not either (a cycle): no graph.
+			"stale-graph": `{"name":"stale-graph","steps":[
+				{"name":"work","job":{"type":"stale.work"}},
+				{"name":"wait","signal":{}},
+				{"name":"x","after":["y"],"job":{"type":"stale.work"}},
+				{"name":"y","after":["x"],"job":{"type":"stale.work"}}]}`,
+		} {
+			// Stored as it was, unchecked.
+			_, _, err := b.st.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(def), Hash: "sha256:" + name, Now: b.now()})
+			require.NoError(t, err)
+			_, err = b.adv.Start(b.ctx, b.st, []*workflow.StartParams{{Workflow: name}})
+			require.Error(t, err, "no new run starts on it")
+
+			// Runs started before, their first steps released.
+			started := func() (uuid.UUID, uuid.UUID) {
+				runID, jobID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+				_, err := b.st.RunInsertMany(b.ctx, &store.RunInsertManyParams{Runs: []*store.RunInsertParams{{ID: runID, Workflow: name, Version: 1, Input: json.RawMessage(`{}`)}}, Now: b.now()})
+				require.NoError(t, err)
+				_, err = b.st.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{{ID: jobID, Type: "stale.work", Queue: "stale.work", Priority: 1,
+					Payload: json.RawMessage(`{"run":{"id":"` + runID.String() + `","step":"work","index":0},"input":{},"steps":{}}`), State: job.StateQueued, MaxAttempts: 1}}, Now: b.now()})
+				require.NoError(t, err)
+				_, err = b.st.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+					{RunID: runID, Step: "work", Kind: flow.KindJob, State: flow.StepRunning, JobID: jobID},
+					{RunID: runID, Step: "wait", Kind: flow.KindSignal, State: flow.StepRunning}}, Now: b.now()})
+				require.NoError(t, err)
+				return runID, jobID
+			}
+			check := func(runID, jobID uuid.UUID, want flow.RunState) {
+				t.Helper()
+				run, steps := b.get(t, runID)
+				require.Equal(t, want, run.State, name)
+				require.Equal(t, C, steps["work"][0].State, name)
+				require.Equal(t, C, steps["wait"][0].State, name)
+				row, err := b.st.JobGet(b.ctx, jobID)
+				require.NoError(t, err)
+				require.Equal(t, job.StateCanceled, row.State, "%s: its job does not run", name)
+			}
+
+			failing, failingJob := started()
+			_, err = b.adv.AdvanceRun(b.ctx, b.st, failing)
+			require.NoError(t, err)
+			check(failing, failingJob, flow.RunFailed)
+
+			canceled, canceledJob := started()
+			_, err = b.adv.Cancel(b.ctx, b.st, canceled)
+			require.NoError(t, err)
+			check(canceled, canceledJob, flow.RunCanceled)
+
+			// A wait past its timeout is not left to the sweeper's list
+			// for ever: the sweep fails its run.
+			waiting := uuid.Must(uuid.NewV7())
+			_, err = b.st.RunInsertMany(b.ctx, &store.RunInsertManyParams{Runs: []*store.RunInsertParams{{ID: waiting, Workflow: name, Version: 1, Input: json.RawMessage(`{}`)}}, Now: b.now()})
+			require.NoError(t, err)
+			_, err = b.st.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+				{RunID: waiting, Step: "wait", Kind: flow.KindSignal, State: flow.StepRunning, TimeoutAt: b.now().Add(time.Minute)}}, Now: b.now()})
+			require.NoError(t, err)
+			b.advanceClock(2 * time.Minute)
+			sw := &workflow.Sweeper{Advancer: b.advancer, Store: b.st, Log: discard(), Now: b.now}
+			sw.Sweep(b.ctx)
+			run, steps := b.get(t, waiting)
+			require.Equal(t, flow.RunFailed, run.State, name)
+			require.Equal(t, C, steps["wait"][0].State, name)
+		}
+	})
+}

@@ -27,7 +27,9 @@ import (
 // compiled is one workflow version, decoded and with its expressions
 // compiled; nil wf with err set when the stored definition does not
 // compile (it was valid when stored, so only a change of the rules makes
-// that happen: its runs fail with err).
+// that happen: its runs fail with err). g is kept when only the
+// expressions fail, so that what such a run released can be stopped by
+// the graph's order; nil when the structure does not decode either.
 type compiled struct {
 	wf  *expr.Workflow
 	g   *flow.Graph
@@ -90,7 +92,8 @@ func (c *cache) compile(raw json.RawMessage) *compiled {
 	}
 	wf, err := c.env.Compile(def)
 	if err != nil {
-		return &compiled{err: err}
+		g, _ := flow.NewGraph(def) // nil when the structure fails too
+		return &compiled{g: g, err: err}
 	}
 	return &compiled{wf: wf, g: wf.Graph()}
 }

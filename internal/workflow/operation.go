@@ -86,7 +86,7 @@ func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) er
 // runningJobs lists the jobs of the run's RUNNING job step instances.
 func (adv *advance) runningJobs() []uuid.UUID {
 	var ids []uuid.UUID
-	for _, name := range adv.c.g.Order() {
+	for _, name := range adv.stepOrder() {
 		for _, st := range adv.steps[name] {
 			if st.State == flow.StepRunning && st.JobID != uuid.Nil {
 				ids = append(ids, st.JobID)
@@ -288,13 +288,6 @@ func (a *Advancer) Cancel(ctx context.Context, st Store, runID uuid.UUID) (*flow
 			return adv.runningJobs(), nil
 		case adv.run.State.Terminal():
 			return nil, conflict("run %s is %s: only a RUNNING or PAUSED run can be canceled", adv.run.ID, adv.run.State)
-		}
-		if adv.c.err != nil {
-			run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{
-				ID: adv.run.ID, From: adv.run.State, To: flow.RunCanceled, Error: "canceled", Now: adv.now,
-			})
-			adv.run = run
-			return nil, err
 		}
 		if err := adv.recordJobEnds(ctx); err != nil {
 			return nil, err

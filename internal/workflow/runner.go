@@ -203,7 +203,14 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		}
 		g, err := adv.Graph(ctx, s.Store, w.Workflow, w.Version)
 		if err != nil {
-			continue // the run fails on its next advancement
+			// A version that no longer compiles: its advancement fails
+			// the run and ends the wait, which would else stay listed,
+			// first, at every round.
+			done[w.RunID] = true
+			if _, err := adv.AdvanceRun(ctx, s.Store, w.RunID); err != nil {
+				s.warn(ctx, "time out a signal", err)
+			}
+			continue
 		}
 		step := g.Step(w.Step)
 		if step == nil || step.Signal == nil {
