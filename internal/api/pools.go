@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/crowdexport"
 )
 
 func (s *Server) poolRoutes() []route {
@@ -493,14 +493,11 @@ func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (
 	return http.StatusOK, unitResultOf(u), nil
 }
 
-// exportPage is how many units the export reads per query.
-const exportPage = 1000
-
 // exportResults streams the results of a pool's finalized regular units,
-// newest first: JSON lines (one unitResultView with runId and input per
+// newest first: JSON lines (the unit's result view with runId and input per
 // line) or CSV (unitId, runId, state, result, confidence, judgmentCount,
-// finalizedAt, lowConfidence; result as JSON text). It pages through the units by id, so
-// it holds one page in memory whatever the pool's size.
+// finalizedAt, lowConfidence; result as compact JSON text), written by
+// crowdexport, as the dashboard's download is.
 func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r, []string{"format"}); err != nil {
 		s.fail(w, r, err)
@@ -519,73 +516,8 @@ func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	regular := false
-	p := docket.UnitListParams{States: []docket.UnitState{docket.UnitFinalized}, Golden: &regular, Limit: exportPage}
-	var cw *csv.Writer
-	var enc *json.Encoder
-	if format == "csv" {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"unitId", "runId", "state", "result", "confidence", "judgmentCount", "finalizedAt", "lowConfidence"})
-	} else {
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		enc = json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
+	if err := crowdexport.Write(r.Context(), w, s.client, pool.ID, format); err != nil {
+		// The status is sent: the stream just ends early.
+		s.cfg.Logger.Error("export results failed", "pool", pool.ID, "error", err)
 	}
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	var result bytes.Buffer // a CSV row's result, compacted
-	for {
-		units, err := s.client.UnitList(r.Context(), pool.ID, p)
-		if err != nil {
-			// The status is sent: the stream just ends early.
-			s.cfg.Logger.Error("export results failed", "pool", pool.ID, "error", err)
-			return
-		}
-		for _, u := range units {
-			if cw != nil {
-				conf := ""
-				if u.Confidence != nil {
-					conf = strconv.FormatFloat(*u.Confidence, 'g', -1, 64)
-				}
-				run := ""
-				if u.RunID != uuid.Nil {
-					run = u.RunID.String()
-				}
-				// The result as compact JSON text, as the JSON lines have
-				// it: PostgreSQL's jsonb spells it with spaces, SQLite not.
-				result.Reset()
-				if err := json.Compact(&result, u.Result); err != nil {
-					result.Reset()
-					result.Write(u.Result)
-				}
-				if err := cw.Write([]string{u.ID.String(), run, string(u.State), result.String(), conf,
-					strconv.Itoa(u.JudgmentCount), u.FinalizedAt.UTC().Format(time.RFC3339Nano), strconv.FormatBool(u.LowConfidence)}); err != nil {
-					return // the client is gone: read no more pages
-				}
-				continue
-			}
-			if err := enc.Encode(exportLine{unitResultView: unitResultOf(u), RunID: idOrNull(u.RunID), Input: u.Input}); err != nil {
-				return // the client is gone: read no more pages
-			}
-		}
-		if cw != nil {
-			if cw.Flush(); cw.Error() != nil {
-				return
-			}
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if len(units) < exportPage {
-			return
-		}
-		p.Before = units[len(units)-1].ID
-	}
-}
-
-type exportLine struct {
-	*unitResultView
-	RunID *uuid.UUID      `json:"runId"`
-	Input json.RawMessage `json:"input"`
 }
