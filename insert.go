@@ -261,8 +261,8 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	payload, err := json.Marshal(args)
 	if err != nil {
 		errs = append(errs, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()})
-	} else if jsonHasNUL(payload) {
-		errs = append(errs, &ValidationError{Field: "payload", Message: nulMessage})
+	} else if msg := jsonUnstorable(payload); msg != "" {
+		errs = append(errs, &ValidationError{Field: "payload", Message: msg})
 	}
 	queue := opts.Queue
 	if queue == "" {

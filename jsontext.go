@@ -2,27 +2,79 @@ package docket
 
 import (
 	"bytes"
-	"encoding/json"
-	"strings"
+	"unicode/utf8"
 )
 
-// jsonHasNUL reports whether a valid JSON text has a string or key holding
-// U+0000. PostgreSQL's jsonb cannot store it, so docket refuses it on every
-// backend alike — at the edge, never in the middle of a batch.
-func jsonHasNUL(data []byte) bool {
-	if !bytes.Contains(data, []byte(`\u0000`)) {
-		return false // the only way to write NUL in JSON
+// jsonUnstorable says why PostgreSQL's jsonb could not store a valid JSON
+// text, or returns "" when it can: a string or key holding U+0000, an
+// unpaired UTF-16 surrogate escape ("\ud800"), or bytes that are not UTF-8
+// (encoding/json passes a json.RawMessage through unchecked). docket
+// refuses such a text on every backend alike — at the edge, never in the
+// middle of a batch.
+func jsonUnstorable(data []byte) string {
+	if !utf8.Valid(data) {
+		return utf8Message
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
+	if !bytes.Contains(data, []byte(`\u`)) {
+		return "" // NUL and surrogates can only be written as escapes
+	}
+	// In valid JSON a backslash appears only in a string, as an escape.
+	for i := 0; i < len(data)-1; i++ {
+		if data[i] != '\\' {
+			continue
 		}
-		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
-			return true
+		i++
+		if data[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(data[i+1:])
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r == 0:
+			return nulMessage
+		case r >= 0xdc00 && r <= 0xdfff:
+			return surrogateMessage // a low half without a high one
+		case r >= 0xd800 && r <= 0xdbff:
+			// A high half must be followed by a low half.
+			if len(data) < i+7 || data[i+1] != '\\' || data[i+2] != 'u' {
+				return surrogateMessage
+			}
+			lo, ok := hex4(data[i+3:])
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return surrogateMessage
+			}
+			i += 6
 		}
 	}
+	return ""
 }
 
-const nulMessage = `must not contain the NUL character (\u0000) in a string`
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+const (
+	nulMessage       = `must not contain the NUL character (\u0000) in a string`
+	surrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
+	utf8Message      = "must be valid UTF-8"
+)

@@ -235,8 +235,8 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	if len(result) > 0 && !json.Valid(result) {
 		return &ValidationError{Field: "result", Message: "is not valid JSON"}
 	}
-	if jsonHasNUL(result) {
-		return &ValidationError{Field: "result", Message: nulMessage}
+	if msg := jsonUnstorable(result); msg != "" {
+		return &ValidationError{Field: "result", Message: msg}
 	}
 	// The job is read first (one read by primary key, on SQLite from the
 	// readers): its payload tells a step job, whose run is advanced in

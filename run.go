@@ -198,8 +198,8 @@ func runStartParams(r RunStartParams) (*workflow.StartParams, error) {
 	input, err := json.Marshal(r.Input)
 	if err != nil {
 		errs = append(errs, &ValidationError{Field: "input", Message: "cannot be encoded as JSON: " + err.Error()})
-	} else if jsonHasNUL(input) {
-		errs = append(errs, &ValidationError{Field: "input", Message: nulMessage})
+	} else if msg := jsonUnstorable(input); msg != "" {
+		errs = append(errs, &ValidationError{Field: "input", Message: msg})
 	}
 	opts := r.Opts
 	if opts == nil {
@@ -383,8 +383,8 @@ func (c *Client) RunSignal(ctx context.Context, id uuid.UUID, step string, outpu
 	if err != nil {
 		return nil, &ValidationError{Field: "output", Message: "cannot be encoded as JSON: " + err.Error()}
 	}
-	if jsonHasNUL(b) {
-		return nil, &ValidationError{Field: "output", Message: nulMessage}
+	if msg := jsonUnstorable(b); msg != "" {
+		return nil, &ValidationError{Field: "output", Message: msg}
 	}
 	return c.runOp(ctx, "signal", id, func(a *workflow.Advancer) (*flow.Run, error) {
 		return a.Signal(ctx, c.store, id, step, b)

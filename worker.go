@@ -292,8 +292,8 @@ func SetResult(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode job result: %w", err)
 	}
-	if jsonHasNUL(b) {
-		return &ValidationError{Field: "result", Message: nulMessage}
+	if msg := jsonUnstorable(b); msg != "" {
+		return &ValidationError{Field: "result", Message: msg}
 	}
 	return engine.SetResult(ctx, b)
 }

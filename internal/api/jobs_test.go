@@ -275,6 +275,10 @@ func TestSubmitValidation(t *testing.T) {
 			{"timeoutSeconds too big", `{"jobType":"a","timeoutSeconds":604801}`, "timeoutSeconds"},
 			{"idempotencyKey too long", `{"jobType":"a","idempotencyKey":"` + strings.Repeat("k", 256) + `"}`, "idempotencyKey"},
 			{"payload with NUL", `{"jobType":"a","payload":{"s":"a\u0000b"}}`, "payload"},
+			{"payload not UTF-8", "{\"jobType\":\"a\",\"payload\":{\"s\":\"a\xffb\"}}", "payload"},
+			{"payload with a lone surrogate", `{"jobType":"a","payload":{"s":"a\ud800b"}}`, "payload"},
+			{"payload with a lone low surrogate", `{"jobType":"a","payload":["\udc00"]}`, "payload"},
+			{"payload with a reversed pair", `{"jobType":"a","payload":"\udc00\ud800"}`, "payload"},
 			{"unknown field", `{"jobType":"a","color":"red"}`, "color"},
 			{"malformed JSON", `{"jobType":"a",`, ""},
 			{"not JSON", `jobType=a`, ""},
@@ -294,10 +298,13 @@ func TestSubmitValidation(t *testing.T) {
 		// A NUL written as an escaped backslash is just text.
 		r := b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"a","payload":{"s":"a\\u0000b"}}`)
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		// So is an escaped surrogate pair, one character.
+		r = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"a","payload":{"s":"\ud83d\ude00 \\ud800"}}`)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 
 		rows, err := b.client.List(context.Background(), docket.ListParams{})
 		require.NoError(t, err)
-		require.Len(t, rows, 1, "nothing invalid was written")
+		require.Len(t, rows, 2, "nothing invalid was written")
 	})
 }
 

@@ -70,6 +70,10 @@ func TestLeaseProtocol(t *testing.T) {
 		// A result PostgreSQL could not store is refused up front, on every backend.
 		nul := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/complete", `{"result":{"s":"a\u0000b"}}`).Problem(t, http.StatusBadRequest)
 		require.Equal(t, "result", nul.Errors[0].Field)
+		for _, bad := range []string{"{\"result\":\"\xff\"}", `{"result":"\ud800"}`, `{"result":{"k":"\udfff"}}`} {
+			p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/complete", bad).Problem(t, http.StatusBadRequest)
+			require.Equal(t, "result", p.Errors[0].Field, bad)
+		}
 
 		// The same lease again is fenced: 409, nothing changes.
 		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/complete", nil).Problem(t, http.StatusConflict)

@@ -124,8 +124,10 @@ func TestRunStartGetAndOperations(t *testing.T) {
 			fields = append(fields, fe.Field)
 		}
 		require.ElementsMatch(t, []string{"extra", "idempotencyKey", "version"}, fields, p.Detail)
-		p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", `{"input": "a\u0000b"}`).Problem(t, http.StatusBadRequest)
-		require.Equal(t, "input", p.Errors[0].Field)
+		for _, bad := range []string{`{"input": "a\u0000b"}`, `{"input": "a\ud800b"}`, "{\"input\": \"a\xffb\"}"} {
+			p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", bad).Problem(t, http.StatusBadRequest)
+			require.Equal(t, "input", p.Errors[0].Field, bad)
+		}
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/0190c3a5-0000-7000-8000-000000000000", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/x", nil).Problem(t, http.StatusBadRequest)
 		b.do(t, docket.RoleProducer, "POST", "/v1/runs/0190c3a5-0000-7000-8000-000000000000/cancel", nil).Problem(t, http.StatusNotFound)
