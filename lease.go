@@ -109,11 +109,13 @@ func ParseLeaseID(s string) (uuid.UUID, int, error) {
 	if err != nil {
 		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "job id is not a UUID"}
 	}
-	attempt, err := strconv.Atoi(att)
+	// An attempt is counted in 32 bits by the databases: a larger one
+	// was never leased.
+	attempt, err := strconv.ParseInt(att, 10, 32)
 	if err != nil || attempt < 1 {
-		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "attempt must be a positive integer"}
+		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "attempt must be an integer between 1 and 2147483647"}
 	}
-	return jobID, attempt, nil
+	return jobID, int(attempt), nil
 }
 
 func parseRef(leaseID string) (job.Ref, error) {

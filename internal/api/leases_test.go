@@ -279,3 +279,23 @@ func mustRaw(t *testing.T, body []byte, key string) json.RawMessage {
 	require.NoError(t, json.Unmarshal(body, &m))
 	return m[key]
 }
+
+// TestLeaseIDOutOfRange: a lease id whose attempt no job can reach (beyond
+// the database's 32-bit attempt counter) is malformed on every backend,
+// not a database error.
+func TestLeaseIDOutOfRange(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		for _, action := range []string{"heartbeat", "complete", "fail", "release"} {
+			var body any
+			if action == "fail" {
+				body = map[string]any{"error": "x", "retryable": true}
+			}
+			for _, attempt := range []string{"2147483648", "9223372036854775807"} {
+				p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000."+attempt+"/"+action, body).Problem(t, http.StatusBadRequest)
+				require.Equal(t, "leaseId", p.Errors[0].Field, attempt)
+			}
+		}
+	})
+}
