@@ -137,3 +137,32 @@ func TestHealthAndErrors(t *testing.T) {
 		b.do(t, "", "DELETE", "/healthz", nil).Problem(t, http.StatusMethodNotAllowed)
 	})
 }
+
+// TestParametersNotText: a path or query value that is not UTF-8, or
+// holds NUL, is a 400 naming the parameter on every backend (PostgreSQL
+// refused it: a 500), and the key is checked first.
+func TestParametersNotText(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		for _, c := range []struct {
+			method, path string
+			fields       []string
+		}{
+			{"GET", "/v1/jobs?queue=%ff", []string{"queue"}},
+			{"GET", "/v1/jobs?jobType=a%00&queue=b&queue=%ff", []string{"jobType", "queue"}},
+			{"GET", "/v1/runs?workflow=%00", []string{"workflow"}},
+			{"GET", "/v1/dead-letters?consumer=%00", []string{"consumer"}},
+			{"GET", "/v1/workflows/%00", []string{"name"}},
+			{"POST", "/v1/dead-letters/%00/1-%ff/retry", []string{"consumer", "eventId"}},
+		} {
+			p := b.do(t, docket.RoleAdmin, c.method, c.path, nil).Problem(t, http.StatusBadRequest)
+			var fields []string
+			for _, fe := range p.Errors {
+				fields = append(fields, fe.Field)
+			}
+			require.Equal(t, c.fields, fields, c.path)
+			b.do(t, "", c.method, c.path, nil).Problem(t, http.StatusUnauthorized)
+		}
+	})
+}

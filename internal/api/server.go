@@ -8,12 +8,14 @@ package api
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/docket-run/docket"
 )
@@ -157,7 +159,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.assignmentRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
-		h := rt.Handler
+		h := textOnly(rt.Path, rt.Handler)
 		if rt.Perm != permPublic {
 			h = s.authorize(rt.Perm, h)
 		}
@@ -193,6 +195,54 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
+}
+
+// textMessage is the problem of a path or query value that is not text.
+const textMessage = "must be UTF-8 text without the NUL character"
+
+// textOnly refuses, before next runs, a request whose path values (the
+// {names} of pattern) or query values are not UTF-8 or hold NUL: no name,
+// id or filter can, and PostgreSQL refuses such a parameter (a 500 where
+// SQLite found nothing). Every offending parameter is named.
+func textOnly(pattern string, next http.Handler) http.Handler {
+	var names []string
+	for rest := pattern; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			break
+		}
+		names = append(names, strings.TrimSuffix(rest[i+1:i+j], "..."))
+		rest = rest[i+j+1:]
+	}
+	bad := func(v string) bool { return !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var errs []FieldError
+		for _, n := range names {
+			if bad(r.PathValue(n)) {
+				errs = append(errs, FieldError{Field: n, Message: textMessage})
+			}
+		}
+		q := r.URL.Query()
+		keys := slices.Sorted(maps.Keys(q))
+		for _, k := range keys {
+			if bad(k) {
+				errs = append(errs, FieldError{Field: strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", "\uFFFD"), "\uFFFD"), Message: "(a query parameter's name) " + textMessage})
+				continue
+			}
+			if slices.ContainsFunc(q[k], bad) {
+				errs = append(errs, FieldError{Field: k, Message: textMessage})
+			}
+		}
+		if len(errs) > 0 {
+			writeProblem(w, invalidFields(errs))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // allowed is the Allow header of a 405: the methods of the routes of
