@@ -292,6 +292,8 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	}
 	if len(opts.IdempotencyKey) > 255 {
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
+	} else if !storableText(opts.IdempotencyKey) {
+		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: textMessage})
 	}
 	if len(errs) == 1 {
 		return errs[0]

@@ -2,6 +2,7 @@ package docket
 
 import (
 	"bytes"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -78,3 +79,11 @@ const (
 	surrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
 	utf8Message      = "must be valid UTF-8"
 )
+
+// storableText reports whether PostgreSQL can store s as text: UTF-8
+// without NUL.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+const textMessage = "must be UTF-8 text without the NUL character"

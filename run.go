@@ -207,6 +207,8 @@ func runStartParams(r RunStartParams) (*workflow.StartParams, error) {
 	}
 	if len(opts.IdempotencyKey) > 255 {
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
+	} else if !storableText(opts.IdempotencyKey) {
+		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: textMessage})
 	}
 	if opts.Version < 0 {
 		errs = append(errs, &ValidationError{Field: "version", Message: "must be at least 1 (0 or absent: the latest)"})

@@ -275,6 +275,7 @@ func TestSubmitValidation(t *testing.T) {
 			{"timeoutSeconds too big", `{"jobType":"a","timeoutSeconds":604801}`, "timeoutSeconds"},
 			{"idempotencyKey too long", `{"jobType":"a","idempotencyKey":"` + strings.Repeat("k", 256) + `"}`, "idempotencyKey"},
 			{"payload with NUL", `{"jobType":"a","payload":{"s":"a\u0000b"}}`, "payload"},
+			{"idempotencyKey with NUL", `{"jobType":"a","idempotencyKey":"a\u0000b"}`, "idempotencyKey"},
 			{"payload not UTF-8", "{\"jobType\":\"a\",\"payload\":{\"s\":\"a\xffb\"}}", "payload"},
 			{"payload with a lone surrogate", `{"jobType":"a","payload":{"s":"a\ud800b"}}`, "payload"},
 			{"payload with a lone low surrogate", `{"jobType":"a","payload":["\udc00"]}`, "payload"},

@@ -128,6 +128,8 @@ func TestRunStartGetAndOperations(t *testing.T) {
 			p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", bad).Problem(t, http.StatusBadRequest)
 			require.Equal(t, "input", p.Errors[0].Field, bad)
 		}
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", `{"idempotencyKey": "a\u0000b"}`).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "idempotencyKey", p.Errors[0].Field)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/0190c3a5-0000-7000-8000-000000000000", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/x", nil).Problem(t, http.StatusBadRequest)
 		b.do(t, docket.RoleProducer, "POST", "/v1/runs/0190c3a5-0000-7000-8000-000000000000/cancel", nil).Problem(t, http.StatusNotFound)
