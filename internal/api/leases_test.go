@@ -299,3 +299,32 @@ func TestLeaseIDOutOfRange(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseTextWithNUL: a worker's error, release reason or progress
+// message holding NUL (a program's output, say) is recorded, the NUL as
+// U+FFFD, on every backend; PostgreSQL refused it (a 500, the failure
+// not recorded, the heartbeat's lease renewed but its progress not).
+func TestLeaseTextWithNUL(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		for range 2 {
+			_, err := b.client.Insert(ctx, docket.RawArgs{Type: "remote.echo"}, &docket.InsertOpts{MaxAttempts: 3})
+			require.NoError(t, err)
+		}
+		leases := b.lease(t, 2)
+		require.Len(t, leases, 2)
+		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/heartbeat", `{"progress": 10, "message": "a\u0000b"}`)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/fail", `{"error": "exit 1: \u0000\u0001", "retryable": true}`)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		row, err := b.client.Get(ctx, leases[0].JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRetry, row.State)
+		require.Equal(t, "exit 1: \uFFFD\u0001", row.LastError)
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[1].LeaseID+"/release", `{"reason": "\u0000"}`)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, "\uFFFD", mustAttempts(t, b, &docket.JobRow{ID: leases[1].JobID})[0].Error)
+	})
+}
