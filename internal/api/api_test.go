@@ -166,3 +166,12 @@ func TestParametersNotText(t *testing.T) {
 		}
 	})
 }
+
+// problemFields are the fields a problem names, in order.
+func problemFields(p *Problem) []string {
+	var fields []string
+	for _, fe := range p.Errors {
+		fields = append(fields, fe.Field)
+	}
+	return fields
+}

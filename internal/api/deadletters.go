@@ -75,13 +75,17 @@ func (s *Server) deadLetters() (DeadLetters, error) {
 // listDeadLetters: GET /v1/dead-letters?consumer=&limit=, oldest first.
 func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLettersResponse, error) {
 	q := r.URL.Query()
+	bad := noQuery(r, []string{"consumer", "limit"})
 	limit := deadLetterLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > deadLetterLimitMax {
-			return 0, nil, invalidField("limit", "must be an integer from 1 to "+strconv.Itoa(deadLetterLimitMax))
+			bad = errors.Join(bad, invalidField("limit", "must be an integer from 1 to "+strconv.Itoa(deadLetterLimitMax)))
 		}
 		limit = n
+	}
+	if bad != nil {
+		return 0, nil, bad
 	}
 	st, err := s.deadLetters()
 	if err != nil {

@@ -71,6 +71,12 @@ func TestDeadLetters(t *testing.T) {
 		require.Len(t, list.Items, 1)
 		p := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?limit=0", nil).Problem(t, http.StatusBadRequest)
 		require.Equal(t, "limit", p.Errors[0].Field)
+		// A misspelt or repeated parameter is refused, not ignored (which
+		// listed every consumer's), together with a bad limit.
+		p = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumr=qc&limit=0", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"consumr", "limit"}, problemFields(p))
+		p = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumer=qc&consumer=aggregate", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"consumer"}, problemFields(p))
 
 		// Retry: 202, the request is recorded for the consumer to take up.
 		r = b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/qc/10-0/retry", nil)

@@ -427,7 +427,7 @@ type attemptsResponse struct {
 
 func (s *Server) listAttempts(ctx context.Context, r *http.Request, _ *Empty) (int, *attemptsResponse, error) {
 	id, err := jobID(r)
-	if err != nil {
+	if err = errors.Join(err, noQuery(r, nil)); err != nil {
 		return 0, nil, err
 	}
 	attempts, err := s.client.Attempts(ctx, id)
@@ -606,7 +606,10 @@ type summaryResponse struct {
 	ByQueue  map[string]stateCounts `json:"byQueue"`
 }
 
-func (s *Server) jobSummary(ctx context.Context, _ *http.Request, _ *Empty) (int, *summaryResponse, error) {
+func (s *Server) jobSummary(ctx context.Context, r *http.Request, _ *Empty) (int, *summaryResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	counts, err := s.client.CountByQueue(ctx)
 	if err != nil {
 		return 0, nil, err

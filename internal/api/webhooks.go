@@ -149,7 +149,10 @@ func (s *Server) createWebhook(ctx context.Context, _ *http.Request, req *webhoo
 }
 
 // listWebhooks: GET /v1/webhooks, oldest first.
-func (s *Server) listWebhooks(ctx context.Context, _ *http.Request, _ *Empty) (int, *webhooksResponse, error) {
+func (s *Server) listWebhooks(ctx context.Context, r *http.Request, _ *Empty) (int, *webhooksResponse, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	svc, err := s.webhooks()
 	if err != nil {
 		return 0, nil, err
@@ -167,6 +170,9 @@ func (s *Server) listWebhooks(ctx context.Context, _ *http.Request, _ *Empty) (i
 
 // getWebhook: GET /v1/webhooks/{webhookId}.
 func (s *Server) getWebhook(ctx context.Context, r *http.Request, _ *Empty) (int, *webhookView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	svc, err := s.webhooks()
 	if err != nil {
 		return 0, nil, err
@@ -210,11 +216,12 @@ func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) 
 		return 0, nil, err
 	}
 	q := r.URL.Query()
+	errs := []error{noQuery(r, []string{"status", "limit"})}
 	limit := deliveryLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > deliveryLimitMax {
-			return 0, nil, invalidField("limit", "must be an integer from 1 to "+strconv.Itoa(deliveryLimitMax))
+			errs = append(errs, invalidField("limit", "must be an integer from 1 to "+strconv.Itoa(deliveryLimitMax)))
 		}
 		limit = n
 	}
@@ -222,7 +229,10 @@ func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) 
 	switch state {
 	case "", docket.WebhookDeliveryPending, docket.WebhookDeliveryDelivered, docket.WebhookDeliveryDead:
 	default:
-		return 0, nil, invalidField("status", "must be PENDING, DELIVERED or DEAD")
+		errs = append(errs, invalidField("status", "must be PENDING, DELIVERED or DEAD"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, nil, err
 	}
 	ds, err := svc.Deliveries(ctx, id, docket.WebhookDeliveriesParams{State: state, Limit: limit})
 	if err != nil {

@@ -218,3 +218,34 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestUnknownQueryParameters: a query parameter an endpoint does not take
+// is a 400 naming it (docs/api.md, Errors), with every other bad one; it
+// was ignored by these endpoints.
+func TestUnknownQueryParameters(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, withWebhooks(t))
+		res, err := b.client.Insert(context.Background(), docket.RawArgs{Type: "a"}, nil)
+		require.NoError(t, err)
+		r := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", map[string]any{"url": "http://127.0.0.1:9/hook", "eventTypes": []string{"*"}, "secret": hookSecret})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var hook webhookView
+		r.JSON(t, &hook)
+		for _, c := range []struct {
+			path   string
+			fields []string
+		}{
+			{"/v1/jobs/summary?queue=a", []string{"queue"}},
+			{"/v1/jobs/" + res.Job.ID.String() + "/attempts?limit=1", []string{"limit"}},
+			{"/v1/queues?name=a", []string{"name"}},
+			{"/v1/webhooks?limit=1", []string{"limit"}},
+			{"/v1/webhooks/" + hook.ID.String() + "?x=1", []string{"x"}},
+			{"/v1/webhooks/" + hook.ID.String() + "/deliveries?state=DEAD&limit=0&status=X", []string{"state", "limit", "status"}},
+			{"/v1/webhooks/" + hook.ID.String() + "/deliveries?limit=1&limit=2", []string{"limit"}},
+		} {
+			p := b.do(t, docket.RoleAdmin, "GET", c.path, nil).Problem(t, http.StatusBadRequest)
+			require.Equal(t, c.fields, problemFields(p), c.path)
+		}
+	})
+}
