@@ -252,6 +252,14 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 		require.ElementsMatch(t, c.fields, got, "%s %v", c.path, c.body)
 	}
 	b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", "text/plain").Problem(t, http.StatusUnsupportedMediaType)
+	// Only application/json is JSON: not every type that begins with it.
+	for _, ct := range []string{"application/jsonl", "application/json-patch+json", "application/json;;"} {
+		b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", ct).Problem(t, http.StatusUnsupportedMediaType)
+	}
+	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON"} {
+		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", ct).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "queues", p.Errors[0].Field, ct)
+	}
 
 	// Only workers and admins speak the lease protocol.
 	for role, status := range map[docket.Role]int{
