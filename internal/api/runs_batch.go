@@ -371,7 +371,7 @@ func decodeBatchCSV(body io.Reader, keyColumn string, bad *batchProblems) ([]bat
 				// A broken quote: the rest of the body cannot be split
 				// into rows reliably.
 				bad.add(index, FieldError{Message: fmt.Sprintf("line %d: %v", pe.StartLine, pe.Err)})
-				return runs, nil
+				return append(runs, batchRun{bad: true}), nil
 			}
 			return nil, err
 		}

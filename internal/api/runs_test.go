@@ -307,6 +307,13 @@ func TestRunBatch(t *testing.T) {
 		require.Len(t, p.Errors, 2, p.Detail)
 		require.Equal(t, "runs[1]", p.Errors[0].Field)
 		require.Contains(t, p.Errors[0].Message, "line 3")
+		// A broken quote is named by its row, the first row's too (it was
+		// "the batch has no runs").
+		for body, field := range map[string]string{"a,b\n\"1,2\n": "runs[0]", "a,b\n1,2\n3,\"4\n": "runs[1]"} {
+			p = batch("text/csv", "", body).Problem(t, http.StatusBadRequest)
+			require.Equal(t, []string{field}, problemFields(p), p.Detail)
+			require.Contains(t, p.Errors[0].Message, "quote", p.Detail)
+		}
 		p = batch("text/csv", "", "a,a,\n1,2,3\n").Problem(t, http.StatusBadRequest)
 		require.Len(t, p.Errors, 2, p.Detail)
 		batch("text/csv", "?keyColumn=zz", "a\n1\n").Problem(t, http.StatusBadRequest)
