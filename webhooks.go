@@ -148,7 +148,8 @@ type WebhookCreateParams struct {
 }
 
 // Validate checks everything but whether the URL's host is an allowed
-// target (Create checks that): a *ValidationError names the field.
+// target (Create checks that): a *ValidationError names each wrong field
+// (several are joined).
 func (p *WebhookCreateParams) Validate() error {
 	cp := webhook.CreateParams{URL: p.URL, EventTypes: p.EventTypes, Secret: p.Secret}
 	return webhookError(cp.Validate())
@@ -264,8 +265,17 @@ func deliveryOf(d *store.WebhookDelivery) *WebhookDelivery {
 	}
 }
 
-// webhookError turns the service's validation errors into ValidationError.
+// webhookError turns the service's validation errors, one or joined, into
+// ValidationError.
 func webhookError(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = webhookError(e)
+		}
+		return errors.Join(out...)
+	}
 	var verr *webhook.ValidationError
 	if errors.As(err, &verr) {
 		return &ValidationError{Field: verr.Field, Message: verr.Message}

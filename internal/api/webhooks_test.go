@@ -249,3 +249,26 @@ func TestUnknownQueryParameters(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookValidationEveryField: one 400 names every bad field of a
+// subscription (it named the first), on every backend; a secret holding
+// NUL is one (PostgreSQL refused it: a 500).
+func TestWebhookValidationEveryField(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, withWebhooks(t))
+		for _, tc := range []struct {
+			body   string
+			fields []string
+		}{
+			{`{}`, []string{"url", "eventTypes", "secret"}},
+			{`{"url":"ftp://x","eventTypes":["job.x","*","job.y"],"secret":"short"}`, []string{"url", "eventTypes[0]", "eventTypes[2]", "secret"}},
+			{`{"url":"http://127.0.0.1/x","eventTypes":["*"],"secret":"` + hookSecret + `\u0000"}`, []string{"secret"}},
+		} {
+			p := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", tc.body).Problem(t, http.StatusBadRequest)
+			require.Equal(t, tc.fields, problemFields(p), tc.body)
+		}
+		r := b.do(t, docket.RoleAdmin, "GET", "/v1/webhooks", nil)
+		require.JSONEq(t, `{"items":[]}`, string(r.Body), "nothing was written")
+	})
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -38,32 +40,38 @@ type CreateParams struct {
 	Secret     string
 }
 
-// Validate checks everything but the URL's host (Create checks that).
+// Validate checks everything but the URL's host (Create checks that):
+// every wrong field is named, a *ValidationError each (joined).
 func (p *CreateParams) Validate() error {
+	var errs []error
 	switch {
 	case p.URL == "":
-		return &ValidationError{"url", "is required"}
+		errs = append(errs, &ValidationError{"url", "is required"})
 	case len(p.URL) > urlMaxLen:
-		return &ValidationError{"url", fmt.Sprintf("must be at most %d characters", urlMaxLen)}
-	}
-	if _, err := parseTarget(p.URL); err != nil {
-		return &ValidationError{"url", err.Error()}
+		errs = append(errs, &ValidationError{"url", fmt.Sprintf("must be at most %d characters", urlMaxLen)})
+	default:
+		if _, err := parseTarget(p.URL); err != nil {
+			errs = append(errs, &ValidationError{"url", err.Error()})
+		}
 	}
 	if len(p.EventTypes) == 0 {
-		return &ValidationError{"eventTypes", `must list at least one event type, or "*" for all`}
+		errs = append(errs, &ValidationError{"eventTypes", `must list at least one event type, or "*" for all`})
 	}
 	for i, t := range p.EventTypes {
 		if t != "*" && !slices.Contains(EventTypes, t) {
-			return &ValidationError{fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; known: %v or \"*\"", t, EventTypes)}
+			errs = append(errs, &ValidationError{fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; known: %v or \"*\"", t, EventTypes)})
 		}
 	}
 	switch {
 	case len(p.Secret) < SecretMinLen:
-		return &ValidationError{"secret", fmt.Sprintf("must be at least %d characters (it has %d)", SecretMinLen, len(p.Secret))}
+		errs = append(errs, &ValidationError{"secret", fmt.Sprintf("must be at least %d characters (it has %d)", SecretMinLen, len(p.Secret))})
 	case len(p.Secret) > secretMaxLen:
-		return &ValidationError{"secret", fmt.Sprintf("must be at most %d characters", secretMaxLen)}
+		errs = append(errs, &ValidationError{"secret", fmt.Sprintf("must be at most %d characters", secretMaxLen)})
+	case !utf8.ValidString(p.Secret) || strings.ContainsRune(p.Secret, 0):
+		// PostgreSQL cannot store it as text.
+		errs = append(errs, &ValidationError{"secret", "must be UTF-8 text without the NUL character"})
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Create validates and records a subscription. The URL's host must be an
