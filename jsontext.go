@@ -87,14 +87,3 @@ func storableText(s string) bool {
 }
 
 const textMessage = "must be UTF-8 text without the NUL character"
-
-// storableString is s as PostgreSQL can store it: NUL and bytes that are
-// not UTF-8 become U+FFFD. It keeps a worker's error text, which may quote
-// a program's output, rather than refuse it (a refused failure would leave
-// the job to its lease's expiry).
-func storableString(s string) string {
-	if storableText(s) {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}

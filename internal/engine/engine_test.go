@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -214,6 +215,35 @@ func TestConfigValidate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), `invalid Leaderships: "default"`)
 	cfg.Leaderships = map[string][]service.Service{leader.Events: nil}
 	require.NoError(t, cfg.Validate())
+}
+
+// A handler's error is recorded whatever bytes it holds: NUL and bytes
+// that are not UTF-8 (a program's output) become U+FFFD. PostgreSQL
+// refused them: the failure was lost and the job ran again after its
+// lease expired.
+func TestHandlerErrorNotText(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		ids := b.insert(t, "bytes", 1)
+		e, err := New(b.store, b.config(map[string]int{"bytes": 1}), map[string]*Handler{
+			"bytes": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				return nil, &FatalError{Err: errors.New("exit 1: a\x00b\xff")}
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		waitFor(t, "the job to be DEAD", func() bool {
+			row, err := b.store.JobGet(ctx, ids[0])
+			require.NoError(t, err)
+			return row.State == job.StateDead
+		})
+		row, err := b.store.JobGet(ctx, ids[0])
+		require.NoError(t, err)
+		require.Equal(t, "fatal: exit 1: a\uFFFDb\uFFFD", row.LastError)
+	})
 }
 
 // One completion the database refuses (PostgreSQL cannot store a NUL in
