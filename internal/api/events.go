@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,11 +38,11 @@ func (s *Server) eventRoutes() []route {
 // now on (or, with Last-Event-ID, right after that one), as Server-Sent
 // Events.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
-	f, err := eventFilter(r)
-	if err == nil && r.URL.Query().Get("jobId") != "" {
-		f.JobID, err = uuid.Parse(r.URL.Query().Get("jobId"))
-		if err != nil {
-			err = invalidField("jobId", "must be a job id (UUID)")
+	f, err := eventFilter(r, "jobId")
+	if id := r.URL.Query().Get("jobId"); id != "" {
+		var perr error
+		if f.JobID, perr = uuid.Parse(id); perr != nil {
+			err = errors.Join(err, invalidField("jobId", "must be a job id (UUID)"))
 		}
 	}
 	if err != nil {
@@ -76,9 +77,23 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 
 // eventFilter reads ?types=a,b (a list: comma-separated or repeated). An
 // unknown type is refused, as webhook subscriptions refuse it, rather than
-// streaming nothing forever.
-func eventFilter(r *http.Request) (docket.EventFilter, error) {
+// streaming nothing forever; so is a parameter the stream does not take
+// (types, lastEventId and the names in more, each of those once), rather
+// than streaming what it did not ask for.
+func eventFilter(r *http.Request, more ...string) (docket.EventFilter, error) {
 	var f docket.EventFilter
+	q := r.URL.Query()
+	var bad []error
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case name == "types":
+		case name != lastEventIDParam && !slices.Contains(more, name):
+			known := append([]string{"types", lastEventIDParam}, more...)
+			bad = append(bad, invalidField(name, "is not a known query parameter (known: "+strings.Join(known, ", ")+")"))
+		case len(q[name]) > 1:
+			bad = append(bad, invalidField(name, "takes one value"))
+		}
+	}
 	var unknown []string
 	for _, t := range splitList(r.URL.Query()["types"]) {
 		if !slices.Contains(docket.WebhookEventTypes(), t) {
@@ -88,9 +103,9 @@ func eventFilter(r *http.Request) (docket.EventFilter, error) {
 		f.Types = append(f.Types, t)
 	}
 	if len(unknown) > 0 {
-		return f, invalidField("types", fmt.Sprintf("%s: not an event type; known: %s", strings.Join(unknown, ", "), strings.Join(docket.WebhookEventTypes(), ", ")))
+		bad = append(bad, invalidField("types", fmt.Sprintf("%s: not an event type; known: %s", strings.Join(unknown, ", "), strings.Join(docket.WebhookEventTypes(), ", "))))
 	}
-	return f, nil
+	return f, errors.Join(bad...)
 }
 
 // stream writes the history after the start cursor (or after the event of

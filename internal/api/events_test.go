@@ -300,6 +300,14 @@ func TestSSEErrors(t *testing.T) {
 	require.Equal(t, "types", p.Errors[0].Field)
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?jobId=42", nil).Problem(t, http.StatusBadRequest)
 	require.Equal(t, "jobId", p.Errors[0].Field)
+	// A misspelt or repeated parameter is refused, not ignored (which
+	// streamed every event): every bad one is named.
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?type=job.progress&jobId=42&jobId=43&types=x", nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, []string{"jobId", "type", "types"}, problemFields(p), p.Detail)
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events?jobId="+ids[0].String(), nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, []string{"jobId"}, problemFields(p), p.Detail)
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?lastEventId=1-0&lastEventId=2-0", nil).Problem(t, http.StatusBadRequest)
+	require.Equal(t, []string{"lastEventId"}, problemFields(p), p.Detail)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events", nil).Problem(t, http.StatusBadRequest)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+uuid.Must(uuid.NewV7()).String()+"/events", nil).Problem(t, http.StatusNotFound)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events", nil, "Last-Event-ID", "5-x").Problem(t, http.StatusBadRequest)
