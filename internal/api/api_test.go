@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,14 @@ func TestParametersNotText(t *testing.T) {
 			require.Equal(t, c.fields, fields, c.path)
 			b.do(t, "", c.method, c.path, nil).Problem(t, http.StatusUnauthorized)
 		}
+		// A query string that does not parse is refused whole: Go's
+		// r.URL.Query dropped what it could not read, and the filter with it.
+		many := strings.Repeat("jobType=a&", 10001)
+		for _, q := range []string{"status=%zz", "status=DEAD;x", "queue=q%", many} {
+			p := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs?"+q, nil).Problem(t, http.StatusBadRequest)
+			require.Contains(t, p.Detail, "the query string is malformed", q[:min(len(q), 20)])
+		}
+		b.do(t, docket.RoleProducer, "POST", "/v1/workflows/w/runs:batch?keyColumn=%zz", "a\n1\n", "Content-Type", "text/csv").Problem(t, http.StatusBadRequest)
 	})
 }
 

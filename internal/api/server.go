@@ -200,10 +200,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // textMessage is the problem of a path or query value that is not text.
 const textMessage = "must be UTF-8 text without the NUL character"
 
-// textOnly refuses, before next runs, a request whose path values (the
-// {names} of pattern) or query values are not UTF-8 or hold NUL: no name,
-// id or filter can, and PostgreSQL refuses such a parameter (a 500 where
-// SQLite found nothing). Every offending parameter is named.
+// textOnly refuses, before next runs, a request whose query string does
+// not parse (a bad escape, a semicolon, more parameters than Go reads:
+// r.URL.Query would drop them, and a filter or an idempotency column be
+// silently ignored), or whose path values (the {names} of pattern) or query
+// values are not UTF-8 or hold NUL: no name, id or filter can, and
+// PostgreSQL refuses such a parameter (a 500 where SQLite found nothing).
+// Every offending parameter is named.
 func textOnly(pattern string, next http.Handler) http.Handler {
 	var names []string
 	for rest := pattern; ; {
@@ -226,7 +229,11 @@ func textOnly(pattern string, next http.Handler) http.Handler {
 				errs = append(errs, FieldError{Field: n, Message: textMessage})
 			}
 		}
-		q := r.URL.Query()
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeProblem(w, badRequest("the query string is malformed: "+err.Error()))
+			return
+		}
 		keys := slices.Sorted(maps.Keys(q))
 		for _, k := range keys {
 			if bad(k) {
