@@ -16,6 +16,9 @@ func jsonUnstorable(data []byte) string {
 	if !utf8.Valid(data) {
 		return utf8Message
 	}
+	if tooDeep(data) {
+		return depthMessage
+	}
 	if !bytes.Contains(data, []byte(`\u`)) {
 		return "" // NUL and surrogates can only be written as escapes
 	}
@@ -53,6 +56,41 @@ func jsonUnstorable(data []byte) string {
 	return ""
 }
 
+// jsonDepthMax is how deeply a payload, result or run input may nest
+// objects and arrays: SQLite's JSON functions refuse deeper text
+// ("malformed JSON"), so one such payload made every jobs search that read
+// it fail.
+const jsonDepthMax = 1000
+
+// tooDeep reports whether valid JSON text nests objects and arrays more
+// than jsonDepthMax deep. Only a text with that many brackets is walked.
+func tooDeep(data []byte) bool {
+	if bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= jsonDepthMax {
+		return false
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > jsonDepthMax {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
 // hex4 reads the four hex digits of a \u escape.
 func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
@@ -78,6 +116,7 @@ const (
 	nulMessage       = `must not contain the NUL character (\u0000) in a string`
 	surrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
 	utf8Message      = "must be valid UTF-8"
+	depthMessage     = "must not nest objects and arrays more than 1000 deep"
 )
 
 // storableText reports whether PostgreSQL can store s as text: UTF-8

@@ -280,6 +280,7 @@ func TestSubmitValidation(t *testing.T) {
 			{"payload with a lone surrogate", `{"jobType":"a","payload":{"s":"a\ud800b"}}`, "payload"},
 			{"payload with a lone low surrogate", `{"jobType":"a","payload":["\udc00"]}`, "payload"},
 			{"payload with a reversed pair", `{"jobType":"a","payload":"\udc00\ud800"}`, "payload"},
+			{"payload nested too deep", `{"jobType":"a","payload":` + strings.Repeat(`{"a":`, 1000) + `[]` + strings.Repeat(`}`, 1000) + `}`, "payload"},
 			{"unknown field", `{"jobType":"a","color":"red"}`, "color"},
 			{"malformed JSON", `{"jobType":"a",`, ""},
 			{"not JSON", `jobType=a`, ""},
@@ -302,10 +303,17 @@ func TestSubmitValidation(t *testing.T) {
 		// So is an escaped surrogate pair, one character.
 		r = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"a","payload":{"s":"\ud83d\ude00 \\ud800"}}`)
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		// 1000 levels are stored, and searched on every backend (SQLite's
+		// JSON functions refuse one more: a deeper payload, once stored,
+		// made every search that read it a 500).
+		r = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"a","payload":`+strings.Repeat(`{"a":`, 999)+`"[{\"}"`+strings.Repeat(`}`, 999)+`}`)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		r = b.do(t, docket.RoleViewer, "GET", "/v1/jobs?search=args.a:1", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 
 		rows, err := b.client.List(context.Background(), docket.ListParams{})
 		require.NoError(t, err)
-		require.Len(t, rows, 2, "nothing invalid was written")
+		require.Len(t, rows, 3, "nothing invalid was written")
 	})
 }
 
