@@ -344,7 +344,14 @@ func (s *Server) getJob(ctx context.Context, r *http.Request, _ *Empty) (int, *j
 // parseInclude reads ?include=a,b (or repeated include=).
 func parseInclude(r *http.Request) ([]string, error) {
 	var out []string
-	for _, v := range r.URL.Query()["include"] {
+	q := r.URL.Query()
+	for name := range q {
+		if name != "include" {
+			// A misspelt ?includ=payload would answer without the payload.
+			return nil, invalidField(name, "is not a known query parameter (known: include)")
+		}
+	}
+	for _, v := range q["include"] {
 		for part := range strings.SplitSeq(v, ",") {
 			part = strings.TrimSpace(part)
 			switch part {
