@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -215,11 +217,35 @@ type JobFinishParams struct {
 	Outcome job.Outcome
 	Result  json.RawMessage // SUCCESS only; nil for none
 	// Error becomes last_error for RETRY, DEAD and CANCELED, even when it
-	// is "" (job.SetsLastError); SUCCESS keeps last_error.
+	// is "" (job.SetsLastError); SUCCESS keeps last_error. It is stored as
+	// ErrorText: free text (a handler's error, a program's stderr) need
+	// not be UTF-8.
 	Error string
 	RunAt time.Time // RETRY: when the job becomes due again
 	// FinishedAt is when the attempt ended (handler return); zero means Now.
 	FinishedAt time.Time
+}
+
+// ErrorText is Error as every backend stores it: each NUL and each byte
+// that is not part of valid UTF-8 becomes U+FFFD (PostgreSQL's text can
+// hold neither, and one such error must not fail the batch it is in).
+func (p *JobFinishParams) ErrorText() string { return CleanText(p.Error) }
+
+// CleanText is s with each NUL and each byte that is not part of valid
+// UTF-8 replaced by U+FFFD; s itself when it has none.
+func CleanText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for _, r := range s { // an invalid byte is one utf8.RuneError
+		if r == 0 {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Validate checks p against the state machine: a finish ends a RUNNING

@@ -181,7 +181,7 @@ func jobFinishMany(ctx context.Context, p *store.JobFinishManyParams, run func(f
 	results := w.end()
 	w.begin(pgtype.TextOID, n)
 	for _, k := range order {
-		w.text(p.Jobs[k].Error)
+		w.text(p.Jobs[k].ErrorText())
 	}
 	errs := w.end()
 	orNow := func(t time.Time) time.Time { // a zero time means now

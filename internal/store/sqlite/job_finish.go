@@ -221,7 +221,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 			u.result, u.hasResult = string(f.Result), true
 		}
 		if job.SetsLastError(job.StateRunning, f.State, f.Error) {
-			u.lastError, u.hasLastError = f.Error, true
+			u.lastError, u.hasLastError = f.ErrorText(), true
 		}
 		if f.State == job.StateRetry {
 			u.runAt, u.hasRunAt = micros(orNow(f.RunAt, p.Now)), true
@@ -279,7 +279,7 @@ func (s *Store) jobFinishMany(ctx context.Context, p *store.JobFinishManyParams,
 				started = m.attemptedAt.Int64
 			}
 			if outcome := job.OutcomeOf(f.State, f.Outcome); m.to != job.StateSuccess || outcome != job.OutcomeSuccess {
-				attempts = append(attempts, []any{ids[i], f.Attempt, m.owner, started, at, outcome, f.Error})
+				attempts = append(attempts, []any{ids[i], f.Attempt, m.owner, started, at, outcome, f.ErrorText()})
 			}
 			ts = append(ts, job.Transition{JobID: f.ID, JobType: m.jobType, Queue: m.queue,
 				From: job.StateRunning, To: m.to, Attempt: f.Attempt})

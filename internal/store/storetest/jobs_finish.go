@@ -62,6 +62,29 @@ func testFinish(t *testing.T, open opener) {
 		requireNoLease(t, got)
 	})
 
+	// An error is free text from a handler or a remote worker (a program's
+	// stderr): a NUL or bytes that are not UTF-8 are kept as U+FFFD on
+	// every backend (PostgreSQL's text cannot hold them), and the finish
+	// of the batch they are in goes through.
+	t.Run("ErrorNotUTF8", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		bad, good := b.jobIn(t, job.StateRunning), b.jobIn(t, job.StateRunning)
+		p := finishParams(bad, job.StateDead)
+		p.Error = "bad\x00thing\xff\xfe here"
+		q := finishParams(good, job.StateRetry)
+		q.RunAt, q.Error = later.Add(time.Minute), "plain"
+		require.Equal(t, []bool{true, true}, b.finish(t, later, p, q))
+		want := "bad\uFFFDthing\uFFFD\uFFFD here"
+		got := b.get(t, bad.ID)
+		require.Equal(t, job.StateDead, got.State)
+		require.Equal(t, want, got.LastError)
+		attempts, err := b.s.JobAttemptList(b.ctx, bad.ID)
+		require.NoError(t, err)
+		require.Equal(t, want, attempts[len(attempts)-1].Error)
+		require.Equal(t, "plain", b.get(t, good.ID).LastError)
+	})
+
 	t.Run("Canceled", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
