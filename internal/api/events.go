@@ -20,6 +20,9 @@ import (
 const (
 	eventHeartbeatDefault = 15 * time.Second
 	eventPollDefault      = time.Second
+	// eventWriteTimeoutDefault: a client that has not taken a write in
+	// this long is cut off (it resumes with Last-Event-ID).
+	eventWriteTimeoutDefault = 30 * time.Second
 	// eventPage bounds the outbox rows one read of the history takes.
 	eventPage = 500
 	// lastEventIDParam is the query form of the Last-Event-ID header, for
@@ -144,10 +147,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 	}
 
 	rc := http.NewResponseController(w)
+	// A client that stops reading must not hold its stream, and the
+	// server's shutdown, forever: every write has EventWriteTimeout to go
+	// through, and the request's end (the client gone, the server
+	// shutting down) cuts a write that is stuck.
+	writeTimeout := orDefault(s.cfg.EventWriteTimeout, eventWriteTimeoutDefault)
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	stopCut := context.AfterFunc(ctx, func() { _ = rc.SetWriteDeadline(time.Now()) })
+	defer stopCut()
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no") // no buffering in nginx
+	extend()
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprint(w, "retry: 1000\n\n"); err != nil || rc.Flush() != nil {
 		return
@@ -166,6 +178,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 			return // the client reconnects with Last-Event-ID
 		}
 		for i := range evs {
+			extend()
 			if err := writeEvent(w, &evs[i]); err != nil {
 				return
 			}
@@ -183,6 +196,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 		case <-wake:
 		case <-poll.C:
 		case <-heartbeat.C:
+			extend()
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}

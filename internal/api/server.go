@@ -61,6 +61,9 @@ type Config struct {
 	// no wakeup came. Defaults 15 s and 1 s.
 	EventHeartbeat time.Duration
 	EventPoll      time.Duration
+	// EventWriteTimeout: how long a write to an SSE stream may wait for a
+	// client that does not read before the stream is ended. Default 30 s.
+	EventWriteTimeout time.Duration
 	// Webhooks serves /v1/webhooks; default none (503).
 	Webhooks *docket.Webhooks
 }
