@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -458,11 +459,31 @@ func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.
 }
 
 func (w *remoteWorker) complete(ctx context.Context, l remote.Lease, log *slog.Logger, result json.RawMessage) {
+	var refused error
 	if w.report(ctx, log, remote.ActionComplete, func(ctx context.Context) error {
-		return w.api.Complete(ctx, l.LeaseID, result)
+		err := w.api.Complete(ctx, l.LeaseID, result)
+		if resultRefused(err) {
+			refused = err
+			return nil
+		}
+		return err
 	}) {
-		log.Info("job succeeded")
+		if refused == nil {
+			log.Info("job succeeded")
+			return
+		}
+		// Sending it again would be refused again, and the job would
+		// stay RUNNING until its lease expired: it fails, as a result
+		// that is not JSON does.
+		w.fail(ctx, l, log, "the server refused the program's result: "+refused.Error(), false)
 	}
+}
+
+// resultRefused reports whether err is the server refusing a completion's
+// result for good: invalid (400) or too large (413).
+func resultRefused(err error) bool {
+	var p *remote.Error
+	return errors.As(err, &p) && (p.Status == http.StatusBadRequest || p.Status == http.StatusRequestEntityTooLarge)
 }
 
 func (w *remoteWorker) fail(ctx context.Context, l remote.Lease, log *slog.Logger, message string, retryable bool) {

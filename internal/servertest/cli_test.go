@@ -178,6 +178,8 @@ case "$DOCKET_JOB_TYPE" in
   busy) echo "noise first" >&2; echo "still busy, try later" >&2; exit 75 ;;
   broken) echo "noise first" >&2; echo "boom" >&2; exit 1 ;;
   notjson) echo "hello" ;;
+  refused) printf '{"s":"a\\u0000b"}' ;;
+  garbled) printf 'bad\000thing\377' >&2; exit 1 ;;
   gated) while [ ! -e "$GATES/$DOCKET_JOB_ID" ]; do sleep 0.02; done; echo '{"released":true}' ;;
   forever) while true; do sleep 0.02; done ;;
   *) echo "unknown job type $DOCKET_JOB_TYPE" >&2; exit 2 ;;
@@ -257,7 +259,7 @@ func TestCLIWorkerExec(t *testing.T) {
 		ids := map[string]string{}
 		for typ, payload := range map[string]string{
 			"echo": `{"n": 1, "s": "ünïcode \"quoted\"", "list": [1, 2]}`, "whoami": `{}`,
-			"busy": `{}`, "broken": `{}`, "notjson": `{}`,
+			"busy": `{}`, "broken": `{}`, "notjson": `{}`, "refused": `{}`, "garbled": `{}`,
 		} {
 			var j jobDetail
 			cliJSON(t, srv, producer, &j, "job", "submit", typ, payload, "--queue", "exec", "--max-attempts", "5")
@@ -283,6 +285,17 @@ func TestCLIWorkerExec(t *testing.T) {
 
 		j = awaitStatus(t, srv, ids["notjson"], "DEAD")
 		require.Contains(t, j.LastError, "not JSON")
+
+		// A result the server refuses (PostgreSQL could not store it) fails
+		// the job, rather than leaving it RUNNING until its lease expires.
+		j = awaitStatus(t, srv, ids["refused"], "DEAD")
+		require.Equal(t, 1, j.Attempt)
+		require.Contains(t, j.LastError, "refused the program's result")
+		require.Contains(t, j.LastError, "NUL")
+
+		// A NUL or bytes that are not UTF-8 on stderr are kept as U+FFFD.
+		j = awaitStatus(t, srv, ids["garbled"], "DEAD")
+		require.Equal(t, "bad\uFFFDthing\uFFFD", j.LastError)
 	})
 }
 
