@@ -48,7 +48,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			err = errors.Join(err, invalidField("jobId", "must be a job id (UUID)"))
 		}
 	}
-	if err != nil {
+	if err = errors.Join(err, checkLastEventID(r)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -60,11 +60,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("jobId"))
 	if err != nil {
-		s.fail(w, r, invalidField("jobId", "must be a job id (UUID)"))
-		return
+		err = invalidField("jobId", "must be a job id (UUID)")
 	}
-	f, err := eventFilter(r)
-	if err != nil {
+	f, ferr := eventFilter(r)
+	if err = errors.Join(err, ferr, checkLastEventID(r)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -76,6 +75,29 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, f, func(context.Context, *docket.EventHistory) (docket.EventCursor, error) {
 		return docket.EventCursor{}, nil
 	})
+}
+
+// lastEventID is the event a client resumes after: the Last-Event-ID
+// header, or the lastEventId query parameter; "" for none. field names
+// where it came from.
+func lastEventID(r *http.Request) (id, field string) {
+	if id = r.Header.Get("Last-Event-ID"); id != "" {
+		return id, "Last-Event-ID"
+	}
+	return r.URL.Query().Get(lastEventIDParam), lastEventIDParam
+}
+
+// checkLastEventID refuses a malformed Last-Event-ID, naming the header
+// or parameter it came in.
+func checkLastEventID(r *http.Request) error {
+	id, field := lastEventID(r)
+	if id == "" {
+		return nil
+	}
+	if err := docket.CheckEventID(id); err != nil {
+		return invalidField(field, err.Error())
+	}
+	return nil
 }
 
 // eventFilter reads ?types=a,b (a list: comma-separated or repeated). An
@@ -124,15 +146,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 
 	var cur docket.EventCursor
 	var err error
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = r.URL.Query().Get(lastEventIDParam)
-	}
-	if last != "" {
-		if perr := docket.CheckEventID(last); perr != nil {
-			s.fail(w, r, invalidField("Last-Event-ID", perr.Error()))
-			return
-		}
+	if last, _ := lastEventID(r); last != "" { // checked by checkLastEventID
 		cur, err = h.After(ctx, last)
 		if errors.Is(err, docket.ErrEventNotInHistory) {
 			err = problem(http.StatusGone, "event-gone", "Event not in the history",

@@ -308,6 +308,11 @@ func TestSSEErrors(t *testing.T) {
 	require.Equal(t, []string{"jobId"}, problemFields(p), p.Detail)
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?lastEventId=1-0&lastEventId=2-0", nil).Problem(t, http.StatusBadRequest)
 	require.Equal(t, []string{"lastEventId"}, problemFields(p), p.Detail)
+	// A malformed Last-Event-ID is named with the others, as it was given.
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?types=nope&jobId=42&lastEventId=x", nil).Problem(t, http.StatusBadRequest)
+	require.ElementsMatch(t, []string{"types", "jobId", "lastEventId"}, problemFields(p), p.Detail)
+	p = b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events?types=nope", nil, "Last-Event-ID", "x").Problem(t, http.StatusBadRequest)
+	require.ElementsMatch(t, []string{"jobId", "types", "Last-Event-ID"}, problemFields(p), p.Detail)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events", nil).Problem(t, http.StatusBadRequest)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+uuid.Must(uuid.NewV7()).String()+"/events", nil).Problem(t, http.StatusNotFound)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events", nil, "Last-Event-ID", "5-x").Problem(t, http.StatusBadRequest)
