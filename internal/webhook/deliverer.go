@@ -152,7 +152,12 @@ func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.W
 			d.releaseAll(ctx, batch[i:], s.cfg.Now())
 			return
 		}
-		d.record(ctx, w, dl, res)
+		if !d.record(ctx, w, dl, res) {
+			// The delivery is gone (its subscription was deleted) or
+			// was taken over: this claim sends no more of the batch.
+			d.releaseAll(ctx, batch[i+1:], s.cfg.Now())
+			return
+		}
 	}
 }
 
@@ -196,8 +201,10 @@ func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookD
 }
 
 // record stores the outcome of an attempt: DELIVERED on a 2xx; otherwise
-// PENDING after a backoff, or DEAD after the last attempt.
-func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery, r result) {
+// PENDING after a backoff, or DEAD after the last attempt. It returns
+// false when the delivery was no longer this claim's to record (deleted
+// with its subscription, or claimed again after this claim's lease).
+func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery, r result) bool {
 	s := d.s
 	now := s.cfg.Now()
 	p := &store.WebhookDeliveryFinishParams{ID: dl.ID, Attempt: dl.Attempts, StatusCode: r.status, Now: now}
@@ -219,6 +226,7 @@ func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.Webh
 	case !ok:
 		s.log.Info("webhook delivery changed while it was sent; outcome not recorded",
 			attrDelivery, dl.ID.String(), attrEventID, dl.EventID)
+		return false
 	case p.State == store.DeliveryDead:
 		s.log.Warn("webhook delivery is dead", attrWebhook, w.ID.String(), attrDelivery, dl.ID.String(),
 			attrEventID, dl.EventID, "attempts", dl.Attempts, attrError, p.Error)
@@ -226,6 +234,7 @@ func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.Webh
 		s.log.Info("webhook delivery failed; will retry", attrWebhook, w.ID.String(), attrDelivery, dl.ID.String(),
 			attrEventID, dl.EventID, "attempt", dl.Attempts, "next_attempt_at", p.NextAttemptAt, attrError, p.Error)
 	}
+	return true
 }
 
 // releaseAll gives back claimed attempts that were not made.

@@ -412,3 +412,29 @@ func TestLeaderOnlyAndFailover(t *testing.T) {
 		waitFor(t, "the new leader", third.Leading)
 	})
 }
+
+// A subscription deleted while a batch of its deliveries is being sent
+// gets no request after the one in flight.
+func TestDeleteStopsTheBatchInFlight(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		inFlight, deleted := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, func(n int, _ *http.Request) int {
+			if n == 1 {
+				once.Do(func() { close(inFlight) })
+				<-deleted
+			}
+			return http.StatusOK
+		})
+		w := b.subscribe(t, rc.srv.URL+"/hook")
+		b.insertJobs(t, 5) // five deliveries, claimed as one batch
+		b.start(t)
+		<-inFlight
+		require.NoError(t, b.svc.Delete(b.ctx, w.ID))
+		close(deleted)
+		require.Never(t, func() bool { return len(rc.requests()) > 1 }, time.Second, 10*time.Millisecond,
+			"a request was sent for a deleted subscription")
+	})
+}
