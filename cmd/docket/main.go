@@ -35,7 +35,28 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(migrateCommand(), demoCommand(), keysCommand(), benchCommand(), serveCommand(), jobCommand(), workerCommand(), workflowCommand(), runCommand())
 	root.AddCommand(aggregateCommand())
 	root.AddCommand(taskCommand(), contributorCommand(), poolCommand(), crowdCommand())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (docket migrate, docket keys, …) refuse a word that names none of them:
+// cobra checks that on the root only, and shows the help and exits 0
+// below it, so a mistyped "docket migrate upp" would pass in a script.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
 }
 
 // databaseURLFlag adds --database-url, defaulting to $DOCKET_DATABASE_URL,
