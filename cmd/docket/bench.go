@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -141,6 +142,43 @@ percentiles), or as JSON with -o json.`,
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	reset := f.Bool("reset", false, "empty docket's tables first (drops every job, key and webhook of this database)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// Bad values are refused before the database is touched: the
+		// harness would take a zero or negative one for its default.
+		var bad []error
+		switch cfg.Mode {
+		case bench.ModeBurn, bench.ModeContinuous, bench.ModeLatency, bench.ModeWorkflow, bench.ModeWorkflowLatency, "crowd":
+		default:
+			bad = append(bad, fmt.Errorf("--mode %q: want burn, continuous, latency, workflow, workflow-latency or crowd", cfg.Mode))
+		}
+		for _, n := range []struct {
+			flag string
+			v    int
+		}{
+			{"jobs", cfg.Jobs}, {"rate", cfg.Rate}, {"insert-batch", cfg.InsertBatch},
+			{"insert-concurrency", cfg.InsertConcurrency}, {"workers", workers}, {"batch", batch},
+			{"runs", runs}, {"run-batch", runBatch}, {"units", crowd.Units}, {"contributors", crowd.Contributors},
+		} {
+			if n.v < 1 {
+				bad = append(bad, fmt.Errorf("--%s %d: must be at least 1", n.flag, n.v))
+			}
+		}
+		if flush < 0 {
+			bad = append(bad, fmt.Errorf("--complete-batch %d: must not be negative (0: the worker default)", flush))
+		}
+		for _, d := range []struct {
+			flag string
+			v    time.Duration
+		}{{"duration", cfg.Duration}, {"interval", cfg.Interval}} {
+			if d.v <= 0 {
+				bad = append(bad, fmt.Errorf("--%s %s: must be positive", d.flag, d.v))
+			}
+		}
+		if crowd.Think < 0 {
+			bad = append(bad, fmt.Errorf("--think %s: must not be negative", crowd.Think))
+		}
+		if len(bad) > 0 {
+			return errors.Join(bad...)
+		}
 		var shapes []bench.Shape
 		switch shape {
 		case "":

@@ -333,3 +333,22 @@ func TestBenchCountsReportedCommits(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchRefusesBadValues: a zero or negative count or duration, or an
+// unknown mode, is an error naming the flag before the database is
+// touched, not the harness's default (--jobs -5 ran 100,000 jobs).
+func TestBenchRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--jobs", "-5"}, {"--jobs", "0"}, {"--workers", "0"}, {"--duration", "-1s"}, {"--rate", "0"},
+		{"--interval", "0s"}, {"--batch", "0"}, {"--insert-batch", "-1"}, {"--insert-concurrency", "0"},
+		{"--runs", "0"}, {"--run-batch", "0"}, {"--units", "0"}, {"--contributors", "-2"},
+		{"--complete-batch", "-1"}, {"--think", "-1s"}, {"--mode", "workflows"},
+	} {
+		path := filepath.Join(t.TempDir(), "bench.db")
+		_, err := runDocket(t, append([]string{"bench", "--database-url", "sqlite:" + path}, args...)...)
+		require.ErrorContains(t, err, args[0]+" ", "%v", args)
+		_, statErr := os.Stat(path)
+		require.ErrorIs(t, statErr, os.ErrNotExist, "%v: the database was opened", args)
+	}
+}
