@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -115,6 +116,11 @@ func parseTarget(raw string) (string, error) {
 	}
 	if u.Hostname() == "" {
 		return "", errors.New("must name a host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("port %s: must be 1 to 65535", p)
+		}
 	}
 	return u.Hostname(), nil
 }

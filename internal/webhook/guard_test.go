@@ -55,7 +55,7 @@ func TestGuardRules(t *testing.T) {
 			require.ErrorIs(t, err, ErrHostNotAllowed, tc.url)
 		}
 	}
-	for _, bad := range []string{"ftp://127.0.0.1/", "127.0.0.1:80", "/relative", "http:///nohost", "http://[::1"} {
+	for _, bad := range []string{"ftp://127.0.0.1/", "127.0.0.1:80", "/relative", "http:///nohost", "http://[::1", "http://127.0.0.1:99999/", "http://127.0.0.1:0/"} {
 		err := g.checkURL(ctx, bad)
 		require.Error(t, err, bad)
 		require.NotErrorIs(t, err, ErrHostNotAllowed, bad)
