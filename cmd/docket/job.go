@@ -70,7 +70,7 @@ type submitRequest struct {
 	Queue          string          `json:"queue,omitempty"`
 	Priority       *int            `json:"priority,omitempty"`
 	RunAt          *time.Time      `json:"runAt,omitempty"`
-	MaxAttempts    int             `json:"maxAttempts,omitempty"`
+	MaxAttempts    *int            `json:"maxAttempts,omitempty"`
 	TimeoutSeconds int             `json:"timeoutSeconds,omitempty"`
 }
 
@@ -124,6 +124,7 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 	var (
 		req      submitRequest
 		priority int
+		attempts int
 		runAt    string
 		delay    time.Duration
 		timeout  time.Duration
@@ -131,7 +132,7 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&req.Queue, "queue", "", "queue (default: the job type)")
 	f.IntVar(&priority, "priority", 1, "0 (runs first) .. 9")
-	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the job is DEAD (default: the server's, 25)")
+	f.IntVar(&attempts, "max-attempts", 0, "attempts before the job is DEAD (default: the server's, 25)")
 	f.StringVar(&runAt, "run-at", "", "do not run before this instant (RFC 3339)")
 	f.DurationVar(&delay, "delay", 0, "do not run before this long from now")
 	f.DurationVar(&timeout, "timeout", 0, "deadline of each attempt (whole seconds; default: the worker's)")
@@ -147,6 +148,9 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 		}
 		if cmd.Flags().Changed("priority") {
 			req.Priority = &priority
+		}
+		if cmd.Flags().Changed("max-attempts") {
+			req.MaxAttempts = &attempts
 		}
 		switch {
 		case runAt != "" && delay != 0:

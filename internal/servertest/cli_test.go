@@ -160,6 +160,9 @@ func TestCLIJobCommands(t *testing.T) {
 		cliProblem(t, srv, producer, "docket: 400 Invalid request: ", "job", "cancel", "not-a-uuid")
 		msg := cliProblem(t, srv, producer, "docket: 400 Invalid request: ", "job", "submit", "email.send", "--priority", "12")
 		require.Contains(t, msg, "priority")
+		// An explicit zero is sent, and refused, not taken for the default.
+		msg = cliProblem(t, srv, producer, "docket: 400 Invalid request: ", "job", "submit", "email.send", "--max-attempts", "0")
+		require.Contains(t, msg, "maxAttempts")
 		cliProblem(t, srv, producer, "docket: 422 ", "job", "submit", "email.send", `{"to": "bob@example.com"}`, "--queue", "mail", "--priority", "2", "--idempotency-key", "welcome-ada")
 		cliProblem(t, srv, viewer, "docket: 403 Forbidden: ", "job", "submit", "email.send")
 		cliProblem(t, srv, producer, "docket: 403 Forbidden: ", "job", "get", first.JobID, "--include", "payload")
