@@ -380,6 +380,12 @@ func (w *remoteWorker) execute(ctx context.Context, l remote.Lease) (json.RawMes
 	done := isolate(cmd, w.cfg.KillGrace)
 	err := cmd.Run()
 	done()
+	if errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil {
+		// The program exited 0, but a process it started (a daemon
+		// run with &) still holds its stdout or stderr: the program's
+		// answer stands, with what it printed.
+		err = nil
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case err != nil && ctx.Err() != nil:

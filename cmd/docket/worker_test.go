@@ -113,3 +113,21 @@ func TestExecEnvironment(t *testing.T) {
 	require.Equal(t, []string{"A=1", "DOCKET_QUEUE=x", "B=docket_api_key="},
 		childEnviron([]string{"A=1", "DOCKET_API_KEY=k", "DOCKET_QUEUE=x", "docket_admin_key=k", "B=docket_api_key=", "DOCKET_ADMIN_KEY="}))
 }
+
+// TestExecLeftoverChild: a program that exits 0 but leaves a process of
+// its own holding its stdout (a daemon started with &) succeeded with what
+// it printed; it is not a failure to retry (each retry leaving one more).
+func TestExecLeftoverChild(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	w := &remoteWorker{cfg: workerConfig{
+		Argv:      []string{sh, "-c", `sleep 4 & echo '{"done":true}'`},
+		KillGrace: time.Millisecond, // the pipes are let go 2 s after the exit
+	}}
+	jobID := uuid.MustParse("0192f0c4-7a5e-7cc1-9e3f-3b2a1c0d9e8f")
+	out, execErr := w.execute(t.Context(), remote.Lease{LeaseID: jobID.String() + ".1", JobID: jobID, JobType: "t", Queue: "q", Attempt: 1})
+	require.Nil(t, execErr)
+	require.JSONEq(t, `{"done":true}`, string(out))
+}
