@@ -173,6 +173,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no") // no buffering in nginx
+	// The connection ends with the stream: the write deadlines set below
+	// must not outlive it on a connection kept alive for another request.
+	hd.Set("Connection", "close")
 	extend()
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprint(w, "retry: 1000\n\n"); err != nil || rc.Flush() != nil {

@@ -44,6 +44,7 @@ func (b *bundle) stream(t *testing.T, role docket.Role, path string, headers ...
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	require.True(t, res.Close, "the connection ends with the stream")
 	s := &sseStream{res: res, events: make(chan sseEvent, 1000)}
 	go func() {
 		defer close(s.events)
