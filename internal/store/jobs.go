@@ -288,9 +288,13 @@ type JobHeartbeatResult struct {
 type JobProgressParams struct {
 	Ref      job.Ref
 	Progress float64 // 0..100
-	Message  string
+	Message  string  // stored, and sent in the event, as MessageText
 	Now      time.Time
 }
+
+// MessageText is Message as every backend stores it (see CleanText): free
+// text from a remote worker need not be UTF-8.
+func (p *JobProgressParams) MessageText() string { return CleanText(p.Message) }
 
 // JobTransitionParams asks for one state change.
 type JobTransitionParams struct {

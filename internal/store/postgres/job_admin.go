@@ -640,7 +640,7 @@ SELECT count(*) FROM p`
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
 	var n int
 	err := s.pool.QueryRow(ctx, progressSQL,
-		p.Ref.ID, p.Ref.Attempt, p.Progress, p.Message, dbTime(p.Now)).Scan(&n)
+		p.Ref.ID, p.Ref.Attempt, p.Progress, p.MessageText(), dbTime(p.Now)).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("record progress of job %s: %w", p.Ref.ID, err)
 	}

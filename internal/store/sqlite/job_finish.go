@@ -381,7 +381,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 		res, err := tx.ExecContext(ctx, `UPDATE docket_jobs SET
 			progress = ?3, progress_message = ?4, updated_at = ?5, version = version + 1
 			WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2`,
-			p.Ref.ID.String(), p.Ref.Attempt, p.Progress, p.Message, micros(p.Now))
+			p.Ref.ID.String(), p.Ref.Attempt, p.Progress, p.MessageText(), micros(p.Now))
 		if err != nil {
 			return fmt.Errorf("record progress of job %s: %w", p.Ref.ID, err)
 		}
@@ -391,7 +391,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 			return fmt.Errorf("record progress of job %s attempt %d: %w", p.Ref.ID, p.Ref.Attempt, store.ErrLeaseLost)
 		}
 		return insertOutbox(ctx, tx, job.EventProgress, job.ProgressData{
-			JobID: p.Ref.ID, Attempt: p.Ref.Attempt, Progress: p.Progress, Message: p.Message,
+			JobID: p.Ref.ID, Attempt: p.Ref.Attempt, Progress: p.Progress, Message: p.MessageText(),
 		}, p.Now)
 	})
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -117,6 +118,24 @@ func testHeartbeatProgress(t *testing.T, open opener) {
 		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 99.5, Now: at(20 * time.Second)}))
 		got = b.get(t, row.ID)
 		require.InDelta(t, 99.5, got.Progress, 1e-9)
+	})
+
+	// A progress message is free text from a remote worker: a NUL or bytes
+	// that are not UTF-8 are kept as U+FFFD on every backend, in the row
+	// and in the event.
+	t.Run("ProgressMessageNotUTF8", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		mark := b.outboxMark(t)
+		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 5, Message: "half\x00way\xff", Now: at(10 * time.Second)}))
+		require.Equal(t, "half\uFFFDway\uFFFD", b.get(t, row.ID).ProgressMsg)
+		evs := b.outboxSince(t, mark)
+		require.Len(t, evs, 1)
+		var data job.ProgressData
+		require.NoError(t, json.Unmarshal(evs[0].Data, &data))
+		require.Equal(t, "half\uFFFDway\uFFFD", data.Message)
 	})
 
 	t.Run("ProgressLeaseLost", func(t *testing.T) {
