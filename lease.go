@@ -220,7 +220,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 		return nil, ErrLeaseLost
 	}
 	if progress != nil {
-		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: *progress, Message: job.ErrorText(message), Now: now})
+		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: *progress, Message: message, Now: now})
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +270,7 @@ func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryab
 		return "", err
 	}
 	now := c.cfg.Now()
-	fin := &store.JobFinishParams{ID: ref.ID, Attempt: ref.Attempt, Outcome: job.OutcomeError, Error: job.ErrorText(message), FinishedAt: now}
+	fin := &store.JobFinishParams{ID: ref.ID, Attempt: ref.Attempt, Outcome: job.OutcomeError, Error: message, FinishedAt: now}
 	switch {
 	case row.CancelRequested:
 		fin.State, fin.Outcome = job.StateCanceled, job.OutcomeCanceled
@@ -320,7 +320,6 @@ func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobS
 	if reason == "" {
 		reason = leaseReleasedDefault
 	}
-	reason = job.ErrorText(reason)
 	row, err := c.heldJob(ctx, ref)
 	if err != nil {
 		return "", err

@@ -115,7 +115,7 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	case errors.Is(cause, ErrCancelRequested):
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateCanceled,
-			Outcome: job.OutcomeCanceled, Error: job.ErrorText("canceled while running: " + err.Error()), FinishedAt: e.cfg.Now(),
+			Outcome: job.OutcomeCanceled, Error: "canceled while running: " + err.Error(), FinishedAt: e.cfg.Now(),
 		}
 	case errors.Is(cause, errShutdown):
 		return e.retryOrDead(ex, job.OutcomeInterrupted, "interrupted by worker shutdown: "+err.Error(), true)
@@ -127,7 +127,7 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	if fatal := (*FatalError)(nil); errors.As(err, &fatal) {
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateDead,
-			Outcome: job.OutcomeError, Error: job.ErrorText(err.Error()), FinishedAt: e.cfg.Now(),
+			Outcome: job.OutcomeError, Error: err.Error(), FinishedAt: e.cfg.Now(),
 		}
 	}
 	return e.retryOrDead(ex, job.OutcomeError, err.Error(), false)
@@ -155,7 +155,7 @@ func (e *Engine) retryOrDead(ex *execution, outcome job.Outcome, msg string, now
 func (e *Engine) failure(row *job.Row, h *Handler, outcome job.Outcome, msg string, now bool) *store.JobFinishParams {
 	t := e.cfg.Now()
 	fin := &store.JobFinishParams{
-		ID: row.ID, Attempt: row.Attempt, Outcome: outcome, Error: job.ErrorText(msg), FinishedAt: t,
+		ID: row.ID, Attempt: row.Attempt, Outcome: outcome, Error: msg, FinishedAt: t,
 	}
 	// An interrupted attempt (the worker shut down) is refunded by the
 	// store, so it never uses up the budget: always RETRY.

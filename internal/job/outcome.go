@@ -1,10 +1,5 @@
 package job
 
-import (
-	"strings"
-	"unicode/utf8"
-)
-
 // What a change writes besides the state: the attempt's outcome and the
 // job's last error. Both stores follow these rules, so a job reads the same
 // on PostgreSQL and on SQLite after the same changes.
@@ -47,15 +42,4 @@ func SetsLastError(from, to State, msg string) bool {
 	default:
 		return msg != ""
 	}
-}
-
-// ErrorText is msg as both stores record it: NUL and bytes that are not
-// UTF-8 (a program's output quoted in an error, say) become U+FFFD, since
-// PostgreSQL's text cannot hold them; a failure is never refused for its
-// message.
-func ErrorText(msg string) string {
-	if utf8.ValidString(msg) && !strings.ContainsRune(msg, 0) {
-		return msg
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
 }
