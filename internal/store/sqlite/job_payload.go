@@ -37,5 +37,9 @@ func payloadWindow(where []string, args []any, m *store.PayloadMatch) (string, [
 		or = append(or, "json_type(payload, ?) = ?")
 		args = append(args, p, m.Literal)
 	}
-	return q, []string{"(" + strings.Join(or, " OR ") + ")"}, args
+	// A payload SQLite's JSON functions cannot read (nested deeper than
+	// 1,000: the API refuses those, but a workflow step's payload wraps
+	// its run's input two levels deeper) is not matched, instead of
+	// failing the search; CASE, unlike AND, evaluates json_valid first.
+	return q, []string{"CASE WHEN json_valid(payload) THEN (" + strings.Join(or, " OR ") + ") ELSE 0 END"}, args
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,26 @@ func testListPayload(t *testing.T, open opener) {
 		require.NoError(t, err, tc.name)
 		require.Equal(t, pick(tc.want...), append([]uuid.UUID{}, ids(rows)...), tc.name)
 	}
+}
+
+// testListPayloadDeep: a payload nested deeper than SQLite's JSON
+// functions read (1,000) does not fail a search that reaches it; it is
+// only not matched there. The API refuses such payloads, but a workflow
+// step's payload wraps the run's input and its parents' outputs two
+// levels deeper, so one can reach the table; before, every search over it
+// failed on SQLite ("malformed JSON").
+func testListPayloadDeep(t *testing.T, open opener) {
+	b := setup(t, open)
+	q := newQueue()
+	deep := newJob(q)
+	deep.Payload = json.RawMessage(`{"tag": "x", "d": ` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`)
+	b.insert(t, deep)
+	flat := newJob(q)
+	flat.Payload = json.RawMessage(`{"tag": "x"}`)
+	b.insert(t, flat)
+	rows, err := b.s.JobList(b.ctx, &store.JobListParams{Queues: []string{q},
+		Payload: &store.PayloadMatch{Path: []string{"tag"}, Text: "x", Within: 100}})
+	require.NoError(t, err)
+	require.NotEmpty(t, rows)
+	require.Equal(t, flat.ID, rows[0].ID)
 }

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Maintenance", testMaintenance},
 			{"List", testList},
 			{"ListPayload", testListPayload},
+			{"ListPayloadDeep", testListPayloadDeep},
 			{"ListPayloadNumber", testListPayloadNumber},
 			{"Queue", testQueue},
 			{"Overview", testOverview},
