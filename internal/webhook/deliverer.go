@@ -193,7 +193,9 @@ func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookD
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg := "HTTP " + resp.Status
 		if len(bytes.TrimSpace(snippet)) > 0 {
-			msg += ": " + string(bytes.ToValidUTF8(bytes.TrimSpace(snippet), []byte("?")))
+			// As the database stores it: a NUL or bytes that are not
+			// UTF-8 in a receiver's answer would fail the attempt's record.
+			msg += ": " + store.CleanText(string(bytes.TrimSpace(snippet)))
 		}
 		return result{status: resp.StatusCode, err: errors.New(msg)}
 	}

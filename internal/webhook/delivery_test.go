@@ -239,6 +239,23 @@ func (s *webhookListCounter) WebhookList(ctx context.Context) ([]*store.Webhook,
 	return s.Store.WebhookList(ctx)
 }
 
+// A receiver's answer holding NUL or bytes that are not UTF-8 is recorded
+// with U+FFFD in their place; PostgreSQL refused it, so the attempt and
+// its error were never recorded.
+func TestDeliveryErrorNotText(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, func(c *Config) { c.MaxAttempts = 1 })
+		rc := newReceiver(t, func(int, *http.Request) int { return http.StatusInternalServerError })
+		rc.body = "a\x00b\xff"
+		w := b.subscribe(t, rc.srv.URL)
+		b.start(t)
+		b.insertJobs(t, 1)
+		d := b.waitStates(t, w, 1, store.DeliveryDead)[0]
+		require.Equal(t, "HTTP 500 Internal Server Error: a\uFFFDb\uFFFD", d.LastError)
+	})
+}
+
 // A delivery that keeps failing is DEAD after MaxAttempts; redelivery
 // brings it back.
 func TestDeadThenRedeliver(t *testing.T) {

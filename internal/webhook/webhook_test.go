@@ -178,7 +178,8 @@ type received struct {
 // receiver is a real HTTP endpoint on loopback. fail decides, per request
 // (numbered from 1), which status to answer.
 type receiver struct {
-	srv *httptest.Server
+	srv  *httptest.Server
+	body string // a failing answer's body, set before use; default "not now"
 
 	mu   sync.Mutex
 	got  []received
@@ -200,7 +201,11 @@ func newReceiver(t *testing.T, fail func(n int, r *http.Request) int) *receiver 
 		}
 		w.WriteHeader(status)
 		if status >= 300 {
-			_, _ = io.WriteString(w, "not now")
+			if rc.body != "" {
+				_, _ = io.WriteString(w, rc.body)
+			} else {
+				_, _ = io.WriteString(w, "not now")
+			}
 		}
 	}))
 	t.Cleanup(rc.srv.Close)
