@@ -71,6 +71,9 @@ func (p *CreateParams) Validate() error {
 		// PostgreSQL cannot store it as text.
 		errs = append(errs, &ValidationError{"secret", "must be UTF-8 text without the NUL character"})
 	}
+	if len(errs) == 1 {
+		return errs[0] // a *ValidationError, as before several were named
+	}
 	return errors.Join(errs...)
 }
 
