@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -286,7 +287,7 @@ func (p *PoolCreateParams) Validate() error {
 	return pr.Err()
 }
 
-// checkJSON records a value that is not valid JSON, or that holds a NUL
+// checkJSON records a value that is not valid JSON or not UTF-8, or that holds a NUL
 // character (\u0000) or an unpaired UTF-16 surrogate escape ("\ud800"):
 // PostgreSQL's jsonb cannot store either, so both backends refuse them
 // alike.
@@ -294,6 +295,8 @@ func checkJSON(pr *crowd.Problems, field string, b json.RawMessage) {
 	switch {
 	case !json.Valid(b):
 		pr.Add(field, "must be valid JSON")
+	case !utf8.Valid(b):
+		pr.Add(field, "must be valid UTF-8")
 	case bytes.Contains(b, []byte(`\u0000`)):
 		pr.Add(field, `must not contain the NUL character (\u0000)`)
 	case hasLoneSurrogate(b):

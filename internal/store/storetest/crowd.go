@@ -634,11 +634,14 @@ func testUnits(t *testing.T, open opener) {
 		lone.Input, lone.Answer = json.RawMessage(`{"a":"\ud800x","b":"\\ud800"}`), json.RawMessage(`{"a":"\uDC00"}`)
 		paired := newGolden(4)
 		paired.Input, paired.Answer = json.RawMessage(`{"a":"\ud83d\ude00"}`), json.RawMessage(`{"a":"\\udc00"}`)
+		// Nor bytes that are not UTF-8 (PostgreSQL refused them: a 500).
+		raw := newGolden(5)
+		raw.Input, raw.Answer = json.RawMessage("{\"a\":\"\xff\"}"), json.RawMessage("\"\xfe\"")
 		_, err = b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: newID(), State: crowd.UnitNew,
-			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul, lone, paired}, Now: base})
+			Units: []*store.UnitInsertParams{newUnit(0), bad, nil, golden, nul, lone, paired, raw}, Now: base})
 		requireFields(t, err, "units[1].unitId", "units[1].stepIndex", "units[1].input", "units[1].answer",
 			"units[1].feedback", "units[1].judgmentsPerUnit", "units[2]", "units[3].answer", "units[4].input", "units[4].answer",
-			"units[4].feedback", "units[5].input", "units[5].answer")
+			"units[4].feedback", "units[5].input", "units[5].answer", "units[7].input", "units[7].answer")
 		_, err = b.s.UnitList(b.ctx, &store.UnitListParams{States: []crowd.UnitState{"x"}})
 		requireFields(t, err, "poolId", "state[0]")
 		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{From: "x", To: "y"})
