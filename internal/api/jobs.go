@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -345,11 +346,17 @@ func (s *Server) getJob(ctx context.Context, r *http.Request, _ *Empty) (int, *j
 func parseInclude(r *http.Request) ([]string, error) {
 	var out []string
 	q := r.URL.Query()
-	for name := range q {
+	// A misspelt ?includ=payload would answer without the payload: each
+	// unknown parameter is named, in order (include may repeat, so not
+	// noQuery).
+	var unknown []error
+	for _, name := range slices.Sorted(maps.Keys(q)) {
 		if name != "include" {
-			// A misspelt ?includ=payload would answer without the payload.
-			return nil, invalidField(name, "is not a known query parameter (known: include)")
+			unknown = append(unknown, invalidField(name, "is not a known query parameter (known: include)"))
 		}
+	}
+	if len(unknown) > 0 {
+		return nil, errors.Join(unknown...)
 	}
 	for _, v := range q["include"] {
 		for part := range strings.SplitSeq(v, ",") {

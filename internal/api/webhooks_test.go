@@ -238,6 +238,7 @@ func TestUnknownQueryParameters(t *testing.T) {
 		}{
 			{"/v1/jobs/summary?queue=a", []string{"queue"}},
 			{"/v1/jobs/" + res.Job.ID.String() + "?includ=payload", []string{"includ"}},
+			{"/v1/jobs/" + res.Job.ID.String() + "?z=1&include=payload&includ=payload", []string{"includ", "z"}},
 			{"/v1/jobs/" + res.Job.ID.String() + "/attempts?limit=1", []string{"limit"}},
 			{"/v1/queues?name=a", []string{"name"}},
 			{"/v1/webhooks?limit=1", []string{"limit"}},
