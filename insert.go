@@ -261,7 +261,7 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	payload, err := json.Marshal(args)
 	if err != nil {
 		errs = append(errs, &ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()})
-	} else if msg := jsonUnstorable(payload); msg != "" {
+	} else if msg := store.JSONUnstorable(payload); msg != "" {
 		errs = append(errs, &ValidationError{Field: "payload", Message: msg})
 	}
 	queue := opts.Queue
@@ -292,8 +292,8 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	}
 	if len(opts.IdempotencyKey) > 255 {
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
-	} else if !storableText(opts.IdempotencyKey) {
-		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: textMessage})
+	} else if !store.TextStorable(opts.IdempotencyKey) {
+		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: store.TextMessage})
 	}
 	if len(errs) == 1 {
 		return errs[0]

@@ -237,7 +237,7 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	if len(result) > 0 && !json.Valid(result) {
 		return &ValidationError{Field: "result", Message: "is not valid JSON"}
 	}
-	if msg := jsonUnstorable(result); msg != "" {
+	if msg := store.JSONUnstorable(result); msg != "" {
 		return &ValidationError{Field: "result", Message: msg}
 	}
 	// The job is read first (one read by primary key, on SQLite from the

@@ -198,7 +198,7 @@ func runStartParams(r RunStartParams) (*workflow.StartParams, error) {
 	input, err := json.Marshal(r.Input)
 	if err != nil {
 		errs = append(errs, &ValidationError{Field: "input", Message: "cannot be encoded as JSON: " + err.Error()})
-	} else if msg := jsonUnstorable(input); msg != "" {
+	} else if msg := store.JSONUnstorable(input); msg != "" {
 		errs = append(errs, &ValidationError{Field: "input", Message: msg})
 	}
 	opts := r.Opts
@@ -207,8 +207,8 @@ func runStartParams(r RunStartParams) (*workflow.StartParams, error) {
 	}
 	if len(opts.IdempotencyKey) > 255 {
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})
-	} else if !storableText(opts.IdempotencyKey) {
-		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: textMessage})
+	} else if !store.TextStorable(opts.IdempotencyKey) {
+		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: store.TextMessage})
 	}
 	if opts.Version < 0 {
 		errs = append(errs, &ValidationError{Field: "version", Message: "must be at least 1 (0 or absent: the latest)"})
@@ -385,7 +385,7 @@ func (c *Client) RunSignal(ctx context.Context, id uuid.UUID, step string, outpu
 	if err != nil {
 		return nil, &ValidationError{Field: "output", Message: "cannot be encoded as JSON: " + err.Error()}
 	}
-	if msg := jsonUnstorable(b); msg != "" {
+	if msg := store.JSONUnstorable(b); msg != "" {
 		return nil, &ValidationError{Field: "output", Message: msg}
 	}
 	return c.runOp(ctx, "signal", id, func(a *workflow.Advancer) (*flow.Run, error) {

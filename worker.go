@@ -14,6 +14,7 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/store"
 )
 
 // WorkerConfig configures a Worker. Zero fields take the documented
@@ -292,7 +293,7 @@ func SetResult(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode job result: %w", err)
 	}
-	if msg := jsonUnstorable(b); msg != "" {
+	if msg := store.JSONUnstorable(b); msg != "" {
 		return &ValidationError{Field: "result", Message: msg}
 	}
 	return engine.SetResult(ctx, b)

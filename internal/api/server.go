@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/store"
 )
 
 // Defaults of Config.
@@ -200,8 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// textMessage is the problem of a path or query value that is not text.
-const textMessage = "must be UTF-8 text without the NUL character"
+// textMessage is the problem of a path or query value that is not text,
+// in the words the store uses for any text it cannot take.
+const textMessage = store.TextMessage
 
 // textOnly refuses, before next runs, a request whose query string does
 // not parse (a bad escape, a semicolon, more parameters than Go reads:

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -287,79 +285,16 @@ func (p *PoolCreateParams) Validate() error {
 	return pr.Err()
 }
 
-// checkJSON records a value that is not valid JSON or not UTF-8, or that holds a NUL
-// character (\u0000) or an unpaired UTF-16 surrogate escape ("\ud800"):
-// PostgreSQL's jsonb cannot store either, so both backends refuse them
-// alike.
+// checkJSON records a value that is not valid JSON, or that the databases
+// cannot store alike (JSONUnstorable: a NUL character or an unpaired
+// UTF-16 surrogate escape in a string, bytes that are not UTF-8, nesting
+// over 1,000): both backends refuse them.
 func checkJSON(pr *crowd.Problems, field string, b json.RawMessage) {
-	switch {
-	case !json.Valid(b):
+	if !json.Valid(b) {
 		pr.Add(field, "must be valid JSON")
-	case !utf8.Valid(b):
-		pr.Add(field, "must be valid UTF-8")
-	case bytes.Contains(b, []byte(`\u0000`)):
-		pr.Add(field, `must not contain the NUL character (\u0000)`)
-	case hasLoneSurrogate(b):
-		pr.Add(field, `must not contain an unpaired UTF-16 surrogate escape ("\ud800")`)
+	} else if msg := JSONUnstorable(b); msg != "" {
+		pr.Add(field, "%s", msg)
 	}
-}
-
-// hasLoneSurrogate reports whether valid JSON text b has a \uXXXX escape
-// of a UTF-16 surrogate that is not a high one followed by a low one.
-// In valid JSON a backslash is always an escape inside a string.
-func hasLoneSurrogate(b []byte) bool {
-	if !bytes.Contains(b, []byte(`\u`)) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		i++ // the escaped byte
-		if i >= len(b) || b[i] != 'u' {
-			continue
-		}
-		r, ok := hex4(b[i+1:])
-		if !ok {
-			continue
-		}
-		i += 4
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true // a low surrogate first
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+2 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
-				return true
-			}
-			lo, ok := hex4(b[i+3:])
-			if !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return true
-			}
-			i += 6
-		}
-	}
-	return false
-}
-
-// hex4 reads the 4 hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // checkNames records an empty element of a list of skills or channels.

@@ -1,4 +1,11 @@
-package docket
+package store
+
+// The text and JSON the databases can store, checked the same way for
+// every backend: what PostgreSQL refuses (NUL, bytes that are not UTF-8,
+// unpaired surrogate escapes in jsonb) and SQLite's JSON functions cannot
+// read (nesting over 1,000) is refused at the edge, never in the middle of
+// a batch, or cleaned (CleanText) where the text is a message that must
+// not be lost.
 
 import (
 	"bytes"
@@ -6,18 +13,18 @@ import (
 	"unicode/utf8"
 )
 
-// jsonUnstorable says why PostgreSQL's jsonb could not store a valid JSON
+// JSONUnstorable says why PostgreSQL's jsonb could not store a valid JSON
 // text, or returns "" when it can: a string or key holding U+0000, an
 // unpaired UTF-16 surrogate escape ("\ud800"), or bytes that are not UTF-8
 // (encoding/json passes a json.RawMessage through unchecked). docket
 // refuses such a text on every backend alike — at the edge, never in the
 // middle of a batch.
-func jsonUnstorable(data []byte) string {
+func JSONUnstorable(data []byte) string {
 	if !utf8.Valid(data) {
-		return utf8Message
+		return UTF8Message
 	}
 	if tooDeep(data) {
-		return depthMessage
+		return DepthMessage
 	}
 	if !bytes.Contains(data, []byte(`\u`)) {
 		return "" // NUL and surrogates can only be written as escapes
@@ -38,17 +45,17 @@ func jsonUnstorable(data []byte) string {
 		i += 4
 		switch {
 		case r == 0:
-			return nulMessage
+			return NULMessage
 		case r >= 0xdc00 && r <= 0xdfff:
-			return surrogateMessage // a low half without a high one
+			return SurrogateMessage // a low half without a high one
 		case r >= 0xd800 && r <= 0xdbff:
 			// A high half must be followed by a low half.
 			if len(data) < i+7 || data[i+1] != '\\' || data[i+2] != 'u' {
-				return surrogateMessage
+				return SurrogateMessage
 			}
 			lo, ok := hex4(data[i+3:])
 			if !ok || lo < 0xdc00 || lo > 0xdfff {
-				return surrogateMessage
+				return SurrogateMessage
 			}
 			i += 6
 		}
@@ -56,16 +63,16 @@ func jsonUnstorable(data []byte) string {
 	return ""
 }
 
-// jsonDepthMax is how deeply a payload, result or run input may nest
+// JSONDepthMax is how deeply a payload, result or run input may nest
 // objects and arrays: SQLite's JSON functions refuse deeper text
 // ("malformed JSON"), so one such payload made every jobs search that read
 // it fail.
-const jsonDepthMax = 1000
+const JSONDepthMax = 1000
 
 // tooDeep reports whether valid JSON text nests objects and arrays more
-// than jsonDepthMax deep. Only a text with that many brackets is walked.
+// than JSONDepthMax deep. Only a text with that many brackets is walked.
 func tooDeep(data []byte) bool {
-	if bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= jsonDepthMax {
+	if bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= JSONDepthMax {
 		return false
 	}
 	depth, inString := 0, false
@@ -81,7 +88,7 @@ func tooDeep(data []byte) bool {
 		case c == '"':
 			inString = true
 		case c == '{' || c == '[':
-			if depth++; depth > jsonDepthMax {
+			if depth++; depth > JSONDepthMax {
 				return true
 			}
 		case c == '}' || c == ']':
@@ -112,17 +119,19 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// What JSONUnstorable returns.
 const (
-	nulMessage       = `must not contain the NUL character (\u0000) in a string`
-	surrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
-	utf8Message      = "must be valid UTF-8"
-	depthMessage     = "must not nest objects and arrays more than 1000 deep"
+	NULMessage       = `must not contain the NUL character (\u0000) in a string`
+	SurrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
+	UTF8Message      = "must be valid UTF-8"
+	DepthMessage     = "must not nest objects and arrays more than 1000 deep"
 )
 
-// storableText reports whether PostgreSQL can store s as text: UTF-8
+// TextStorable reports whether PostgreSQL can store s as text: UTF-8
 // without NUL.
-func storableText(s string) bool {
+func TextStorable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
-const textMessage = "must be UTF-8 text without the NUL character"
+// TextMessage refuses text TextStorable does not take.
+const TextMessage = "must be UTF-8 text without the NUL character"
