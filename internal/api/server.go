@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/docket-run/docket"
-	"github.com/docket-run/docket/internal/store"
 )
 
 // Defaults of Config.
@@ -202,8 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // textMessage is the problem of a path or query value that is not text,
-// in the words the store uses for any text it cannot take.
-const textMessage = store.TextMessage
+// in the words of store.TextMessage (the API stays behind the public
+// boundary: TestPublicBoundary).
+const textMessage = "must be UTF-8 text without the NUL character"
 
 // textOnly refuses, before next runs, a request whose query string does
 // not parse (a bad escape, a semicolon, more parameters than Go reads:
