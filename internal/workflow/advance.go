@@ -348,15 +348,11 @@ func (adv *advance) timeOutSignals(ctx context.Context) error {
 	}
 	for _, name := range adv.c.g.Order() {
 		s := adv.c.g.Step(name)
-		if s.Signal == nil || s.Signal.Timeout == "" {
+		if s.Signal == nil {
 			continue
 		}
-		timeout, err := s.Signal.Timeout.Parse()
-		if err != nil || timeout <= 0 {
-			continue // refused by validation
-		}
 		for _, st := range adv.steps[name] {
-			if st.State != flow.StepRunning || adv.now.Before(st.StartedAt.Add(timeout)) {
+			if st.State != flow.StepRunning || !signalTimedOut(s, st, adv.now) {
 				continue
 			}
 			to := flow.StepFailed
@@ -370,6 +366,17 @@ func (adv *advance) timeOutSignals(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// signalTimedOut reports whether st, a wait of signal step s, is past
+// s's timeout at now: the sweeper then fails it (timeOutSignals), and a
+// signal is refused from that moment (Signal), before the sweep.
+func signalTimedOut(s *flow.Step, st *flow.StepInstance, now time.Time) bool {
+	if s.Signal.Timeout == "" {
+		return false
+	}
+	timeout, err := s.Signal.Timeout.Parse()
+	return err == nil && timeout > 0 && !now.Before(st.StartedAt.Add(timeout)) // an unparsable one is refused by validation
 }
 
 // record folds the instances of a step into what flow's rules read.

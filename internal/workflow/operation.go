@@ -431,9 +431,8 @@ func (a *Advancer) Signal(ctx context.Context, st Store, runID uuid.UUID, step s
 			return nil, conflict("run %s: signal step %q is %s, not waiting", adv.run.ID, step, inst.State)
 		}
 		// Past its timeout the wait is over even before the sweeper
-		// records it (timeOutSignals, by the same rule): a late signal
-		// must not decide the run.
-		if timeout, err := s.Signal.Timeout.Parse(); s.Signal.Timeout != "" && err == nil && timeout > 0 && !adv.now.Before(inst.StartedAt.Add(timeout)) {
+		// records it: a late signal must not decide the run.
+		if signalTimedOut(s, inst, adv.now) {
 			return nil, conflict("run %s: signal step %q timed out: no signal within its timeout of %s", adv.run.ID, step, s.Signal.Timeout)
 		}
 		if len(output) == 0 {
