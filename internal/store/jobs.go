@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -230,23 +228,6 @@ type JobFinishParams struct {
 // that is not part of valid UTF-8 becomes U+FFFD (PostgreSQL's text can
 // hold neither, and one such error must not fail the batch it is in).
 func (p *JobFinishParams) ErrorText() string { return CleanText(p.Error) }
-
-// CleanText is s with each NUL and each byte that is not part of valid
-// UTF-8 replaced by U+FFFD; s itself when it has none.
-func CleanText(s string) string {
-	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for _, r := range s { // an invalid byte is one utf8.RuneError
-		if r == 0 {
-			r = utf8.RuneError
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 // Validate checks p against the state machine: a finish ends a RUNNING
 // attempt in SUCCESS, RETRY, DEAD or CANCELED; anything else is an

@@ -135,3 +135,22 @@ func TextStorable(s string) bool {
 
 // TextMessage refuses text TextStorable does not take.
 const TextMessage = "must be UTF-8 text without the NUL character"
+
+// CleanText is s with each NUL and each byte that is not part of valid
+// UTF-8 replaced by U+FFFD; s itself when TextStorable(s). It keeps a
+// message that must not be lost for what it holds (an attempt's error, a
+// progress message, a webhook receiver's answer).
+func CleanText(s string) string {
+	if TextStorable(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for _, r := range s { // an invalid byte is one utf8.RuneError
+		if r == 0 {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -67,9 +65,8 @@ func (p *CreateParams) Validate() error {
 		errs = append(errs, &ValidationError{"secret", fmt.Sprintf("must be at least %d characters (it has %d)", SecretMinLen, len(p.Secret))})
 	case len(p.Secret) > secretMaxLen:
 		errs = append(errs, &ValidationError{"secret", fmt.Sprintf("must be at most %d characters", secretMaxLen)})
-	case !utf8.ValidString(p.Secret) || strings.ContainsRune(p.Secret, 0):
-		// PostgreSQL cannot store it as text.
-		errs = append(errs, &ValidationError{"secret", "must be UTF-8 text without the NUL character"})
+	case !store.TextStorable(p.Secret):
+		errs = append(errs, &ValidationError{"secret", store.TextMessage})
 	}
 	if len(errs) == 1 {
 		return errs[0] // a *ValidationError, as before several were named
