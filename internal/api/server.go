@@ -234,13 +234,15 @@ func textOnly(pattern string, next http.Handler) http.Handler {
 				errs = append(errs, FieldError{Field: n, Message: textMessage})
 			}
 		}
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			writeProblem(w, badRequest("the query string is malformed: "+err.Error()))
-			return
+		var q url.Values
+		if r.URL.RawQuery != "" { // most requests, the lease calls among them, have none
+			var err error
+			if q, err = url.ParseQuery(r.URL.RawQuery); err != nil {
+				writeProblem(w, badRequest("the query string is malformed: "+err.Error()))
+				return
+			}
 		}
-		keys := slices.Sorted(maps.Keys(q))
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(q)) {
 			if bad(k) {
 				errs = append(errs, FieldError{Field: strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", "\uFFFD"), "\uFFFD"), Message: "(a query parameter's name) " + textMessage})
 				continue
