@@ -84,8 +84,13 @@ func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*JobRow, error) {
 // is retried as any other).
 func (c *Client) refuseStepJobRetry(ctx context.Context, id uuid.UUID) error {
 	row, err := c.store.JobGet(ctx, id)
-	if err != nil || (row.State != JobStateDead && row.State != JobStateCanceled) {
-		return nil // JobRetry reports a missing job, and changes no other
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // JobRetry reports it
+	case err != nil:
+		return fmt.Errorf("retry job %s: %w", id, err)
+	case row.State != JobStateDead && row.State != JobStateCanceled:
+		return nil // JobRetry changes no other
 	}
 	ref, ok := workflow.StepRefOf(row.Payload)
 	if !ok {
