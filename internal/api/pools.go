@@ -464,22 +464,13 @@ func (s *Server) getUnit(ctx context.Context, r *http.Request, _ *Empty) (int, *
 	return http.StatusOK, unitViewOf(u), nil
 }
 
-// unitResultView is a unit's aggregated answer; result, confidence and
-// finalizedAt are null until it is FINALIZED, lowConfidence says the
-// confidence is under the task's target (docket.Unit.LowConfidence).
-type unitResultView struct {
-	UnitID        uuid.UUID       `json:"unitId"`
-	State         string          `json:"state"`
-	Result        json.RawMessage `json:"result"`
-	Confidence    *float64        `json:"confidence"`
-	LowConfidence bool            `json:"lowConfidence"`
-	JudgmentCount int             `json:"judgmentCount"`
-	FinalizedAt   *time.Time      `json:"finalizedAt"`
-}
+// unitResultView is a unit's aggregated answer: the export's lines hold
+// the same fields (crowdexport.Result).
+type unitResultView = crowdexport.Result
 
 func unitResultOf(u *docket.Unit) *unitResultView {
-	return &unitResultView{UnitID: u.ID, State: string(u.State), Result: jsonOrNull(u.Result), Confidence: u.Confidence,
-		LowConfidence: u.LowConfidence, JudgmentCount: u.JudgmentCount, FinalizedAt: timeOrNull(u.FinalizedAt)}
+	r := crowdexport.ResultOf(u)
+	return &r
 }
 
 func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (int, *unitResultView, error) {

@@ -21,10 +21,11 @@ import (
 // page is how many units the export reads per query.
 const page = 1000
 
-// Line is one JSON line of the export: the unit's aggregated answer (the
-// fields of GET /v1/units/{id}/result, in its order), its run and its
-// input.
-type Line struct {
+// Result is a unit's aggregated answer, the body of GET
+// /v1/units/{id}/result: result, confidence and finalizedAt are null until
+// the unit is FINALIZED, lowConfidence says the confidence is under the
+// task's target (docket.Unit.LowConfidence).
+type Result struct {
 	UnitID        uuid.UUID       `json:"unitId"`
 	State         string          `json:"state"`
 	Result        json.RawMessage `json:"result"`
@@ -32,21 +33,33 @@ type Line struct {
 	LowConfidence bool            `json:"lowConfidence"`
 	JudgmentCount int             `json:"judgmentCount"`
 	FinalizedAt   *time.Time      `json:"finalizedAt"`
-	RunID         *uuid.UUID      `json:"runId"`
-	Input         json.RawMessage `json:"input"`
+}
+
+// ResultOf is u's Result.
+func ResultOf(u *docket.Unit) Result {
+	r := Result{UnitID: u.ID, State: string(u.State), Result: u.Result, Confidence: u.Confidence,
+		LowConfidence: u.LowConfidence, JudgmentCount: u.JudgmentCount}
+	if len(r.Result) == 0 {
+		r.Result = json.RawMessage("null")
+	}
+	if !u.FinalizedAt.IsZero() {
+		t := u.FinalizedAt.UTC()
+		r.FinalizedAt = &t
+	}
+	return r
+}
+
+// Line is one JSON line of the export: the unit's Result, its run and
+// its input.
+type Line struct {
+	Result
+	RunID *uuid.UUID      `json:"runId"`
+	Input json.RawMessage `json:"input"`
 }
 
 // LineOf is u's line.
 func LineOf(u *docket.Unit) Line {
-	l := Line{UnitID: u.ID, State: string(u.State), Result: u.Result, Confidence: u.Confidence,
-		LowConfidence: u.LowConfidence, JudgmentCount: u.JudgmentCount, Input: u.Input}
-	if len(l.Result) == 0 {
-		l.Result = json.RawMessage("null")
-	}
-	if !u.FinalizedAt.IsZero() {
-		t := u.FinalizedAt.UTC()
-		l.FinalizedAt = &t
-	}
+	l := Line{Result: ResultOf(u), Input: u.Input}
 	if u.RunID != uuid.Nil {
 		l.RunID = &u.RunID
 	}
