@@ -60,7 +60,11 @@ func (h *Handler) jobOverview(ctx context.Context) (*docket.JobOverview, time.Ti
 		return c.o, c.at, c.err
 	}
 	now := h.cfg.Now()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// The read serves every view for a second, so the request that happens
+	// to make it does not cancel it: a browser gone meanwhile would leave
+	// its "context canceled" cached for the others to show (a 500 on the
+	// queues page). It stays bounded by its own timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	c.o, c.err = h.cfg.Overview(ctx, &docket.OverviewParams{
 		Cap: overviewCap, Since: now.Add(-overviewWindow), FinishedCap: overviewFinishedCap, LatencyOf: overviewLatencyOf,

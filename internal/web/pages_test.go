@@ -207,6 +207,39 @@ func TestOverview(t *testing.T) {
 	})
 }
 
+// TestOverviewReadOutlivesItsRequest: the overview's read serves every
+// view for a second, so the request that happens to make it must not
+// decide its fate: a view whose browser went away meanwhile (a tab
+// closed, a live fragment's fetch aborted) leaves a read the next view
+// can use, not its own "context canceled" for everyone to show.
+func TestOverviewReadOutlivesItsRequest(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{Client: nil, Auth: noAuth{}, Overview: func(ctx context.Context, _ *docket.OverviewParams) (*docket.JobOverview, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return &docket.JobOverview{Queues: []*docket.QueueDepth{{Name: "mail", Queued: 2}}}, nil
+	}})
+	require.NoError(t, err)
+	ss := h.sessions.create(&docket.APIKey{Name: "v", Role: docket.RoleViewer}, "x")
+	get := func(ctx context.Context, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequestWithContext(ctx, "GET", path, nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: h.sessions.cookieValue(ss.id)})
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	get(gone, "/queues")
+	rec := get(context.Background(), "/queues")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `data-queue="mail"`)
+	rec = get(context.Background(), "/overview/panel")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotContains(t, rec.Body.String(), "canceled")
+}
+
 func TestChartScales(t *testing.T) {
 	t.Parallel()
 	c := drawBars([]queueRow{
