@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,5 +287,61 @@ func TestBrowserStartOnce(t *testing.T) {
 	require.Equal(t, 1, active())
 	for _, m := range messages() {
 		require.NotContains(t, m, "Content Security Policy")
+	}
+}
+
+// TestBrowserHeartbeatTrouble: a heartbeat the server fails to record (a
+// 500: the database busy a moment) does not tell the contributor the unit
+// is gone, nor stop the beats — only a refusal does (docs/web.md: 409
+// when the unit is no longer held, and the page says so).
+func TestBrowserHeartbeatTrouble(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ctx, messages := headless(t)
+	// assignmentSeconds 30: a beat every 3 s.
+	makeWorkPoolOf(t, b.client, strings.Replace(workTask, `"assignmentSeconds": 60`, `"assignmentSeconds": 30`, 1), 2, "/static/favicon.svg")
+	var failed atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /work/a/{id}/heartbeat", func(w http.ResponseWriter, r *http.Request) {
+		if failed.Add(1) == 1 { // the first beat fails as a store error makes it fail
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"state":"ACTIVE","expiresAt":"2000-01-01T00:00:00Z","now":"2000-01-01T00:00:00Z","error":"the heartbeat failed"}` + "\n"))
+			return
+		}
+		b.handler.ServeHTTP(w, r)
+	})
+	mux.Handle("/", b.handler)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/work"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("button.start")),
+		chromedp.Click(chromedp.CSS("button.start")),
+		chromedp.WaitVisible(chromedp.ID("work-form")),
+	))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("lease-status").dataset.beats >= "1"`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "a failed beat stopped the beats")
+	require.GreaterOrEqual(t, failed.Load(), int32(2), "the first beat failed, a later one went through")
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("lease-status").textContent + "|" + document.getElementById("countdown").className`))
+	require.NoError(t, err)
+	require.Equal(t, "|", status, "a beat recorded: no warning, the countdown not expired")
+
+	// A refusal still ends it: the unit given back, the next beat's 409
+	// says so and the beats stop.
+	action, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("work-form").getAttribute("action")`))
+	require.NoError(t, err)
+	_, err = b.client.AssignmentRelease(context.Background(), assignmentOf(t, strings.TrimSuffix(action, "/submit")), b.contributor.ID)
+	require.NoError(t, err)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("lease-status").textContent.indexOf("no longer yours") >= 0`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "a 409 says the unit is gone")
+	for _, m := range messages() {
+		require.NotContains(t, m, "Content Security Policy")
+		require.False(t, strings.HasPrefix(m, "exception"), m)
 	}
 }

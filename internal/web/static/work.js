@@ -226,10 +226,23 @@
       return res.json().catch(function () {
         return {};
       }).then(function (v) {
-        if (!res.ok) {
+        if (res.status === 401) {
+          lost = true;
+          status.textContent = "You are signed out: sign in again to go on.";
+          return;
+        }
+        if (res.status === 403 || res.status === 404 || res.status === 409) {
+          // Refused: the unit is no longer held (409), not this
+          // contributor's (404), or they are banned (403).
           lost = true;
           status.textContent = "This unit is no longer yours: " + (v.error || res.status) + " Take another from your pools.";
           cd.classList.add("expired");
+          return;
+        }
+        if (!res.ok) {
+          // The server could not record the beat (a 5xx): the unit is
+          // still held; the next beat tries again.
+          status.textContent = "Cannot reach the server; still trying.";
           return;
         }
         expires = Date.parse(v.expiresAt);
