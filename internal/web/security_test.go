@@ -2,9 +2,12 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -121,6 +124,68 @@ func TestRevokedKeyEndsSession(t *testing.T) {
 		}
 	}
 	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status, "checked again only after recheckKeyEvery")
+	b.clock.Add(recheckKeyEvery)
+	require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
+}
+
+// flakyAuth is the client's authentication, failing on demand as a
+// database that cannot answer for a moment does.
+type flakyAuth struct {
+	Authenticator
+	fail atomic.Bool
+}
+
+func (a *flakyAuth) AuthenticateAPIKey(ctx context.Context, secret string) (*docket.APIKey, error) {
+	if a.fail.Load() {
+		return nil, errors.New("read api key: connection reset by peer")
+	}
+	return a.Authenticator.AuthenticateAPIKey(ctx, secret)
+}
+
+// TestKeyRecheckTrouble: a session ends when its key is revoked, not when
+// the re-check of the key cannot be made — the request that happens to
+// make it was canceled (the browser navigated away, a live stream closed
+// with its tab), or the database failed that read — and the next request
+// checks again.
+func TestKeyRecheckTrouble(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	auth := &flakyAuth{Authenticator: b.client}
+	h, err := New(Config{Client: b.client, Auth: auth, Now: b.clock.Now})
+	require.NoError(t, err)
+	b.server = httptest.NewServer(h)
+	t.Cleanup(b.server.Close)
+	br := b.signIn(t, docket.RoleViewer)
+	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status)
+
+	// The re-check falls on a request whose browser is gone.
+	u, err := url.Parse(b.server.URL)
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(gone, "GET", "/jobs", nil)
+	for _, c := range br.http.Jar.Cookies(u) {
+		req.AddCookie(c)
+	}
+	b.clock.Add(recheckKeyEvery)
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status, "a canceled request's re-check does not sign the session out")
+
+	// The database fails the re-check's read.
+	b.clock.Add(recheckKeyEvery)
+	auth.fail.Store(true)
+	require.NotEqual(t, http.StatusSeeOther, br.get(t, "/jobs").Status, "a failed re-check does not sign the session out")
+	auth.fail.Store(false)
+	require.Equal(t, http.StatusOK, br.get(t, "/jobs").Status)
+
+	// Revoked: the next re-check ends the session.
+	keys, err := b.client.APIKeys(context.Background())
+	require.NoError(t, err)
+	for _, k := range keys {
+		if k.Role == docket.RoleViewer {
+			require.NoError(t, b.client.RevokeAPIKey(context.Background(), k.ID))
+		}
+	}
 	b.clock.Add(recheckKeyEvery)
 	require.Equal(t, http.StatusSeeOther, br.get(t, "/jobs").Status)
 }

@@ -136,7 +136,9 @@ func (s *sessions) delete(id string) {
 }
 
 // stillValid re-authenticates the session's key at most every
-// recheckKeyEvery; a revoked key ends the session.
+// recheckKeyEvery; a revoked key ends the session. A re-check that could
+// not be made — the request canceled (its browser gone), the database
+// failing the read — ends nothing: the next request checks again.
 func (h *Handler) stillValid(ctx context.Context, ss *session) bool {
 	now := h.cfg.Now()
 	h.sessions.mu.Lock()
@@ -146,6 +148,12 @@ func (h *Handler) stillValid(ctx context.Context, ss *session) bool {
 		return true
 	}
 	key, err := h.cfg.Auth.AuthenticateAPIKey(ctx, ss.secret)
+	if err != nil && !errors.Is(err, docket.ErrNotFound) {
+		if ctx.Err() == nil {
+			h.cfg.Logger.Warn("web: re-checking a session's key failed; checking again on its next request", "error", err)
+		}
+		return true
+	}
 	if err != nil || key.ID != ss.key.ID {
 		h.sessions.delete(ss.id)
 		return false
