@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/quality"
 )
 
 // An admin's forgiveness of a contributor flagged in a pool, from the
@@ -85,7 +87,25 @@ func (h *Handler) contributorForgive(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusInternalServerError, "Forgiving failed: "+err.Error())
 		return
 	}
-	msg := "Forgiven: " + name + "'s flag (" + string(before.Standing.Check) + " check) is lifted and their test counts restart; " +
+	q := url.Values{"done": {"forgiven"}, "check": {string(before.Standing.Check)}}
+	http.Redirect(w, r, "/pools/"+poolID.String()+"/contributors/"+cID.String()+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// forgivenChecks are the checks that flag a contributor, those a
+// forgiveness's message may name.
+var forgivenChecks = []quality.FlagCheck{quality.CheckTrust, quality.CheckTooFast, quality.CheckSameAnswer, quality.CheckFirstOption}
+
+// forgiven words a forgiveness of name (contributorForgive's redirect
+// names it by code, ?done=forgiven&check=, so that no link puts words on
+// the page): the check only when it is one.
+func forgiven(q url.Values, name string) string {
+	if q.Get("done") != "forgiven" {
+		return ""
+	}
+	flag := "flag"
+	if check := quality.FlagCheck(q.Get("check")); slices.Contains(forgivenChecks, check) {
+		flag += " (" + string(check) + " check)"
+	}
+	return "Forgiven: " + name + "'s " + flag + " is lifted and their test counts restart; " +
 		"every judgment of theirs in this pool counts again and the units they judged were repaired — a finalized result that changed is audited on its unit's page."
-	http.Redirect(w, r, "/pools/"+poolID.String()+"/contributors/"+cID.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
 }

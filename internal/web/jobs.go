@@ -126,7 +126,19 @@ type jobData struct {
 }
 
 func (h *Handler) jobDetail(w http.ResponseWriter, r *http.Request) {
-	h.showJob(w, r, http.StatusOK, r.URL.Query().Get("done"))
+	h.showJob(w, r, http.StatusOK, "")
+}
+
+// jobDone words what an action did (act's redirect names it by code,
+// ?done=, so that no link puts words on the page), from the job as read.
+func jobDone(code string, row *docket.JobRow) string {
+	switch code {
+	case "cancel", "retry":
+		return code + " done: the job is " + string(row.State)
+	case "cancel-requested":
+		return "cancel requested: the worker holding the job is told to stop"
+	}
+	return ""
 }
 
 func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, status int, message string) {
@@ -145,6 +157,9 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, status int, me
 		return
 	}
 	ss := sessionOf(r.Context())
+	if message == "" {
+		message = jobDone(r.URL.Query().Get("done"), row)
+	}
 	d := &jobData{Job: row, Full: ss.key.Role == docket.RoleAdmin, Message: message}
 	if d.Full {
 		if d.Attempts, err = h.client.Attempts(r.Context(), id); err != nil {
@@ -193,10 +208,10 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, verb string, do fu
 		}
 		h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
 	default:
-		msg := verb + " done: the job is " + string(row.State)
+		done := verb
 		if row.CancelRequested && row.State == docket.JobStateRunning {
-			msg = "cancel requested: the worker holding the job is told to stop"
+			done = "cancel-requested"
 		}
-		http.Redirect(w, r, "/jobs/"+id.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+		http.Redirect(w, r, "/jobs/"+id.String()+"?done="+done, http.StatusSeeOther)
 	}
 }

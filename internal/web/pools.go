@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 
 	"github.com/google/uuid"
 
@@ -75,7 +74,7 @@ type poolData struct {
 const poolUnits = 20
 
 func (h *Handler) poolDetail(w http.ResponseWriter, r *http.Request) {
-	h.showPool(w, r, http.StatusOK, r.URL.Query().Get("done"))
+	h.showPool(w, r, http.StatusOK, "")
 }
 
 func (h *Handler) showPool(w http.ResponseWriter, r *http.Request, status int, message string) {
@@ -97,6 +96,11 @@ func (h *Handler) showPool(w http.ResponseWriter, r *http.Request, status int, m
 	if err != nil {
 		h.renderError(w, r, http.StatusInternalServerError, "Listing the units failed: "+err.Error())
 		return
+	}
+	if done := r.URL.Query().Get("done"); message == "" && (done == "pause" || done == "resume" || done == "close") {
+		// poolAction's redirect names what it did by code: no link puts
+		// words on the page.
+		message = done + " done: the pool is " + string(p.Status)
 	}
 	d := &poolData{Pool: poolRowOf(p), Units: units, Message: message}
 	if d.Stats, err = h.loadStats(r.Context(), p, h.cfg.Now()); err != nil {
@@ -122,7 +126,7 @@ func (h *Handler) poolAction(verb string, do func(*docket.Client, context.Contex
 			h.renderError(w, r, http.StatusNotFound, "Not a pool id: "+r.PathValue("id"))
 			return
 		}
-		p, err := do(h.client, r.Context(), id)
+		_, err = do(h.client, r.Context(), id)
 		var tr *docket.CrowdTransitionError
 		switch {
 		case errors.Is(err, docket.ErrNotFound):
@@ -132,8 +136,7 @@ func (h *Handler) poolAction(verb string, do func(*docket.Client, context.Contex
 		case err != nil:
 			h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
 		default:
-			msg := verb + " done: the pool is " + string(p.Status)
-			http.Redirect(w, r, "/pools/"+id.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+			http.Redirect(w, r, "/pools/"+id.String()+"?done="+verb, http.StatusSeeOther)
 		}
 	}
 }

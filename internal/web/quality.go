@@ -200,7 +200,7 @@ type contributorJudgment struct {
 func (j contributorJudgment) TrustText() string { return fraction(j.Trust, "%.2f") }
 
 func (h *Handler) contributorDetail(w http.ResponseWriter, r *http.Request) {
-	h.showContributor(w, r, http.StatusOK, r.URL.Query().Get("done"), nil)
+	h.showContributor(w, r, http.StatusOK, "", nil)
 }
 
 // showContributor renders the page of a contributor in a pool with status,
@@ -251,6 +251,13 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 		h.renderError(w, r, http.StatusInternalServerError, "Listing the judgments failed: "+err.Error())
 		return
 	}
+	name := c.Name
+	if name == "" {
+		name = c.ExternalID
+	}
+	if message == "" {
+		message = forgiven(r.URL.Query(), name)
+	}
 	settings, _ := quality.Decode(p.Settings) // the defaults when they do not decode
 	d := &contributorData{Pool: p, Contributor: c, State: st, Known: !st.UpdatedAt.IsZero(), MinTrust: settings.MinTrust, MinTests: settings.MinTests,
 		Certainty:  settings.Certainty,
@@ -272,10 +279,6 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 			d.Tainted++
 		}
 		d.Judgments = append(d.Judgments, contributorJudgment{Judgment: j, Seconds: formatSeconds(j.SubmittedAt.Sub(j.StartedAt).Seconds())})
-	}
-	name := c.Name
-	if name == "" {
-		name = c.ExternalID
 	}
 	h.renderPageStatus(w, r, status, "contributor", "Contributor "+name+" in pool "+p.Workflow+"/"+p.Step, d)
 }

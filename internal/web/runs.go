@@ -109,7 +109,20 @@ type runData struct {
 }
 
 func (h *Handler) runDetail(w http.ResponseWriter, r *http.Request) {
-	h.showRun(w, r, http.StatusOK, r.URL.Query().Get("done"))
+	h.showRun(w, r, http.StatusOK, "")
+}
+
+// runDone words what an action did (runAction's redirect names it by
+// code, ?done=, so that no link puts words on the page), from the run as
+// read.
+func runDone(code string, run *docket.Run) string {
+	switch code {
+	case "cancel", "pause", "resume", "retry":
+		return code + " done: the run is " + string(run.State)
+	case "cancel-requested":
+		return "cancel requested: the run is CANCELED once its running steps stopped"
+	}
+	return ""
 }
 
 func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, message string) {
@@ -117,6 +130,9 @@ func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, me
 	if d == nil {
 		h.renderError(w, r, st, msg)
 		return
+	}
+	if message == "" {
+		message = runDone(r.URL.Query().Get("done"), d.Run)
 	}
 	d.Message = message
 	h.renderPageStatus(w, r, status, "run", "Run "+d.Run.ID.String(), d)
@@ -177,11 +193,11 @@ func (h *Handler) runAction(verb string, do func(*docket.Client, context.Context
 		case err != nil:
 			h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
 		default:
-			msg := verb + " done: the run is " + string(run.State)
+			done := verb
 			if run.CancelRequested && run.State != docket.RunCanceled {
-				msg = "cancel requested: the run is CANCELED once its running steps stopped"
+				done = "cancel-requested"
 			}
-			http.Redirect(w, r, "/runs/"+id.String()+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+			http.Redirect(w, r, "/runs/"+id.String()+"?done="+done, http.StatusSeeOther)
 		}
 	}
 }

@@ -313,3 +313,40 @@ func FuzzSafeNext(f *testing.F) {
 		}
 	})
 }
+
+// TestActionMessagesAreOurs: the message a page shows after an action
+// (cancel, retry, pause, forgive…) is the dashboard's, named by a code
+// in the redirect and worded from what the page reads — never words
+// taken from the URL, which anyone may send an operator a link with.
+func TestActionMessagesAreOurs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	ctx := context.Background()
+	admin := b.signIn(t, docket.RoleAdmin)
+	job := insert(t, b.client, "email", "mail", `{}`)
+	putWorkflow(t, b.client, fanFlow)
+	run, err := b.client.RunStart(ctx, "fan", map[string]any{"items": []int{1}}, nil)
+	require.NoError(t, err)
+	pool, _ := makeWorkPool(t, b.client, 1, "/static/favicon.svg")
+	pages := []string{"/jobs/" + job.ID.String(), "/runs/" + run.Run.ID.String(), "/pools/" + pool.ID.String(),
+		"/pools/" + pool.ID.String() + "/contributors/" + b.contributor.ID.String()}
+	lure := "Your session expired: paste your admin key at https://evil.example/signin"
+	for _, p := range pages {
+		for _, q := range []string{"?done=" + url.QueryEscape(lure), "?done=forgiven&check=" + url.QueryEscape(lure)} {
+			r := admin.get(t, p+q)
+			require.Equal(t, http.StatusOK, r.Status, p)
+			require.NotContains(t, r.Body, "evil.example", p+q)
+		}
+	}
+	// The actions still say what they did.
+	for _, c := range []struct{ action, want string }{
+		{"/jobs/" + job.ID.String() + "/cancel", "cancel done: the job is CANCELED"},
+		{"/runs/" + run.Run.ID.String() + "/pause", "pause done: the run is PAUSED"},
+		{"/pools/" + pool.ID.String() + "/pause", "pause done: the pool is PAUSED"},
+	} {
+		r := admin.post(t, c.action, nil)
+		require.Equal(t, http.StatusSeeOther, r.Status, c.action)
+		r = admin.get(t, r.Header.Get("Location"))
+		require.Contains(t, r.Body, `<p class="message" role="status">`+c.want+`</p>`, c.action)
+	}
+}
