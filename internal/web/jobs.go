@@ -46,6 +46,8 @@ func parseJobsQuery(q url.Values) (d *jobsData, p docket.ListParams, open uuid.U
 		st := docket.JobState(strings.ToUpper(d.State))
 		if !st.Valid() {
 			d.Errors = append(d.Errors, "state: unknown state "+d.State)
+		} else {
+			d.State = string(st) // as the form's options spell it, so the form keeps it
 		}
 		p.States = []docket.JobState{st}
 	}

@@ -71,6 +71,9 @@ func TestJobsList(t *testing.T) {
 		require.Equal(t, []string{resize.ID.String(), gone.ID.String()}, ids(br.get(t, "/jobs?queue=images")))
 		r = br.get(t, "/jobs?state=DEAD&queue=images")
 		require.Contains(t, r.Body, `<option value="DEAD" selected>`, "the filter shows what is filtered")
+		// A state typed in lower case filters, and the form shows it, so
+		// filtering again (by type, say) keeps it.
+		require.Contains(t, br.get(t, "/jobs?state=dead").Body, `<option value="DEAD" selected>`)
 		require.Equal(t, "images", formValue(r.Doc, "queue"))
 		// Search by id opens the job; a bad id or state names its field.
 		r = br.get(t, "/jobs?id="+resize.ID.String())

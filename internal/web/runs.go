@@ -35,6 +35,8 @@ func parseRunsQuery(q url.Values) (*runsData, docket.RunListParams) {
 		st := docket.RunState(strings.ToUpper(d.State))
 		if !st.Valid() {
 			d.Errors = append(d.Errors, "state: unknown run state "+d.State)
+		} else {
+			d.State = string(st) // as the form's options spell it, so the form keeps it
 		}
 		p.States = []docket.RunState{st}
 	}
