@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -149,10 +150,27 @@ type signinData struct {
 }
 
 func (h *Handler) signinPage(w http.ResponseWriter, r *http.Request) {
-	token := randomToken()
-	h.setCookie(w, signinCookie, token, 3600)
+	token := h.signinToken(w, r)
 	h.render(w, http.StatusOK, "signin", "layout", &view{Title: "Sign in",
 		Data: signinData{CSRF: token, Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+// signinToken is the sign-in form's CSRF token: the one the browser's
+// sign-in cookie holds, when it holds one of ours, so that every sign-in
+// form open in the browser's tabs stays good; else a new one, set.
+func (h *Handler) signinToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(signinCookie); err == nil && isToken(c.Value) {
+		return c.Value
+	}
+	token := randomToken()
+	h.setCookie(w, signinCookie, token, 3600)
+	return token
+}
+
+// isToken reports whether s has the form of randomToken's tokens.
+func isToken(s string) bool {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	return err == nil && len(b) == 32
 }
 
 // signin checks the form's CSRF token against the sign-in cookie, then
@@ -166,8 +184,7 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostFormValue("next"))
 	fail := func(msg string) {
-		token := randomToken()
-		h.setCookie(w, signinCookie, token, 3600)
+		token := h.signinToken(w, r)
 		h.render(w, http.StatusUnauthorized, "signin", "layout", &view{Title: "Sign in",
 			Data: signinData{CSRF: token, Next: next, Error: msg}})
 	}

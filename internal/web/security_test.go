@@ -112,6 +112,27 @@ func TestSignIn(t *testing.T) {
 	})
 }
 
+// TestSignInTwoTabs: two tabs sent to the sign-in page (a session ended
+// under both) each show the form; signing in from the first one opened
+// works, as from the second.
+func TestSignInTwoTabs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	br := b.browser(t)
+	br.get(t, "/signin")
+	first := br.csrf
+	br.get(t, "/signin")
+	r := br.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleViewer]}, "csrf": {first}})
+	require.Equal(t, http.StatusSeeOther, r.Status, "the first tab's form: %s", r.Body)
+	// After a refused key the form works again, from either tab.
+	br = b.browser(t)
+	br.get(t, "/signin")
+	first = br.csrf
+	require.Equal(t, http.StatusUnauthorized, br.post(t, "/signin", url.Values{"key": {"dk_nope-nope-nope-nope"}}).Status)
+	r = br.post(t, "/signin", url.Values{"key": {b.keys[docket.RoleViewer]}, "csrf": {first}})
+	require.Equal(t, http.StatusSeeOther, r.Status, "the other tab's form after a refusal: %s", r.Body)
+}
+
 func TestRevokedKeyEndsSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testdb.Backends()[0])
