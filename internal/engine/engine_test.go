@@ -246,6 +246,54 @@ func TestHandlerErrorNotText(t *testing.T) {
 	})
 }
 
+// nilPtrError is an error whose Error method dereferences its receiver:
+// a nil *nilPtrError returned as an error (the typed-nil mistake) panics
+// when its text is read.
+type nilPtrError struct{ msg string }
+
+func (e *nilPtrError) Error() string { return e.msg }
+
+// A handler's error whose text cannot be read — Fatal(nil), or a typed nil
+// pointer whose Error method dereferences it — is the handler's fault: the
+// attempt ends (Fatal: DEAD; the other: a panic, retried), and the worker
+// process goes on, where reading the text outside the handler's recover
+// crashed it.
+func TestHandlerErrorWhoseTextPanics(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		fatal := b.insert(t, "fatalnil", 1)[0]
+		typedNil := b.insert(t, "typednil", 1)[0]
+		e, err := New(b.store, b.config(map[string]int{"fatalnil": 1, "typednil": 1}), map[string]*Handler{
+			"fatalnil": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				return nil, &FatalError{}
+			}},
+			"typednil": {Work: func(ctx context.Context, row *job.Row) (json.RawMessage, error) {
+				var err *nilPtrError
+				return nil, err
+			}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		waitFor(t, "both jobs to end their first attempt", func() bool {
+			f, err := b.store.JobGet(ctx, fatal)
+			require.NoError(t, err)
+			n, err := b.store.JobGet(ctx, typedNil)
+			require.NoError(t, err)
+			return f.State == job.StateDead && n.State == job.StateRetry
+		})
+		row, err := b.store.JobGet(ctx, fatal)
+		require.NoError(t, err)
+		require.Equal(t, "fatal", row.LastError)
+		atts, err := b.store.JobAttemptList(ctx, typedNil)
+		require.NoError(t, err)
+		require.Equal(t, job.OutcomePanic, atts[0].Outcome)
+		require.Contains(t, atts[0].Error, "nil pointer dereference")
+	})
+}
+
 // One completion the database refuses (PostgreSQL cannot store a NUL in
 // jsonb) must not stall the others written in the same batch.
 func TestRefusedCompletionDoesNotStallOthers(t *testing.T) {

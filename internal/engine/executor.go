@@ -142,6 +142,12 @@ func callHandler(ctx context.Context, ex *execution) (result []byte, err error, 
 		}
 	}()
 	result, err = ex.handler.Work(ctx, ex.row)
+	if err != nil {
+		// Its text is read first here, under the recover: an Error method
+		// that panics (a typed nil pointer) is a panic of the handler,
+		// where run, reading it to record the attempt, crashed the process.
+		_ = err.Error()
+	}
 	return result, err, false
 }
 

@@ -30,7 +30,12 @@ type Handler struct {
 // to DEAD at once.
 type FatalError struct{ Err error }
 
-func (e *FatalError) Error() string { return "fatal: " + e.Err.Error() }
+func (e *FatalError) Error() string {
+	if e.Err == nil { // Fatal(nil): a fatal end with nothing more to say
+		return "fatal"
+	}
+	return "fatal: " + e.Err.Error()
+}
 func (e *FatalError) Unwrap() error { return e.Err }
 
 // ErrCancelRequested is the cause of a handler context canceled because the
