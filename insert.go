@@ -108,6 +108,9 @@ func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParam
 // InsertSQLTx records one job inside the caller's database/sql transaction
 // (PostgreSQL through the pgx stdlib driver, or SQLite).
 func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	if tx == nil { // not a nil any: insertOneTx would not see it
+		return nil, errors.New("insert in transaction: tx is nil")
+	}
 	return c.insertOneTx(ctx, tx, args, opts)
 }
 

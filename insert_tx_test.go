@@ -65,6 +65,11 @@ func TestInsertInCallersTransaction(t *testing.T) {
 
 func checkSQLTx(t *testing.T, b *bundle, db *sql.DB) {
 	ctx := context.Background()
+	// No transaction is refused as InsertTx refuses one, on both backends
+	// (PostgreSQL's store used to panic on a nil *sql.Tx).
+	_, err := b.client.InsertSQLTx(ctx, nil, echoArgs{N: 1}, nil)
+	require.EqualError(t, err, "insert in transaction: tx is nil")
+
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	rolled, err := b.client.InsertSQLTx(ctx, tx, echoArgs{N: 1}, nil)

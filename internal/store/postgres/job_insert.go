@@ -257,6 +257,9 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 		}
 		return s.insertUnnest(ctx, pgxQuerier{tx}, plan)
 	case *sql.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("insert jobs: nil %T: %w", tx, store.ErrUnsupportedTx)
+		}
 		q = sqlQuerier{tx}
 	default:
 		return nil, fmt.Errorf("insert jobs: %T: %w", tx, store.ErrUnsupportedTx)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -356,6 +357,12 @@ func testInsert(t *testing.T, open opener) {
 		b := setup(t, open)
 		p := newJob(newQueue())
 		_, err := b.s.JobInsertManyTx(b.ctx, struct{}{}, &store.JobInsertManyParams{
+			Jobs: []*store.JobInsertParams{p}, Now: base,
+		})
+		require.True(t, errors.Is(err, store.ErrUnsupportedTx), "want ErrUnsupportedTx, got %v", err)
+		// No transaction of a supported type is refused as well, not
+		// dereferenced.
+		_, err = b.s.JobInsertManyTx(b.ctx, (*sql.Tx)(nil), &store.JobInsertManyParams{
 			Jobs: []*store.JobInsertParams{p}, Now: base,
 		})
 		require.True(t, errors.Is(err, store.ErrUnsupportedTx), "want ErrUnsupportedTx, got %v", err)
