@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -45,7 +46,8 @@ type Config struct {
 	// RetryBackoffBase and RetryBackoffMax: the retry policy of jobs failed
 	// through remote leases, and the default of every Worker. The delay after
 	// attempt n is uniform in [c/2, c], c = min(base × 2^(n-1), max).
-	// Defaults 1 s and 1 h.
+	// Defaults 1 s and 1 h, each on its own (a max alone below 1 s is the
+	// base too).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 	// Logger; default slog.Default().
@@ -105,12 +107,13 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if !cfg.TakeStrategy.Valid() {
 		return nil, fmt.Errorf("docket: take strategy %q: want one of %v", cfg.TakeStrategy, TakeStrategies)
 	}
-	if cfg.RetryBackoffBase <= 0 {
-		cfg.RetryBackoffBase = engine.RetryBackoffBaseDefault
+	// Each field defaults on its own: a Max alone caps the default Base.
+	retry := backoff.Policy{Base: cfg.RetryBackoffBase, Max: cfg.RetryBackoffMax}.Or(
+		backoff.Policy{Base: engine.RetryBackoffBaseDefault, Max: engine.RetryBackoffMaxDefault})
+	if retry.Max < retry.Base {
+		retry.Max = max(engine.RetryBackoffMaxDefault, retry.Base)
 	}
-	if cfg.RetryBackoffMax < cfg.RetryBackoffBase {
-		cfg.RetryBackoffMax = max(engine.RetryBackoffMaxDefault, cfg.RetryBackoffBase)
-	}
+	cfg.RetryBackoffBase, cfg.RetryBackoffMax = retry.Base, retry.Max
 	st, err := storeurl.Open(ctx, cfg.DatabaseURL, store.Options{PriorityAging: cfg.PriorityAging})
 	if err != nil {
 		return nil, err

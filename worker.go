@@ -58,8 +58,8 @@ type WorkerConfig struct {
 	CompleteBatch    int
 	CompleteInterval time.Duration
 	// RetryBackoffBase and RetryBackoffMax: the delay after attempt n is
-	// uniform in [c/2, c], c = min(base × 2^(n-1), max); default the
-	// client's (1 s and 1 h).
+	// uniform in [c/2, c], c = min(base × 2^(n-1), max); each defaults on
+	// its own to the client's (1 s and 1 h).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 	// WorkflowSweepInterval: how often the maintenance leader looks for
@@ -99,9 +99,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,
 		OnFinish: client.engineObserver(), Leaderships: c.leaderships(),
 	}
-	if cfg.RetryBackoff.Base == 0 {
-		cfg.RetryBackoff = client.retryPolicy()
-	}
+	cfg.RetryBackoff = cfg.RetryBackoff.Or(client.retryPolicy())
 	c.workflowRuntime(client, &cfg)
 	cfg.Maintenance = append(cfg.Maintenance, client.assignmentReaper(c.AssignmentReapInterval),
 		client.poolCompleter(c.AssignmentReapInterval), client.poolEstimator(c.PoolEstimateInterval))
@@ -145,8 +143,8 @@ type HandlerOpts struct {
 	// timeout (InsertOpts.Timeout) wins over both.
 	Timeout time.Duration
 	// RetryBackoffBase and RetryBackoffMax: the retry delay after attempt n
-	// is uniform in [c/2, c] with c = min(base × 2^(n-1), max). Default the
-	// worker's RetryBackoff.
+	// is uniform in [c/2, c] with c = min(base × 2^(n-1), max). Each
+	// defaults on its own to the worker's.
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 }
@@ -188,7 +186,7 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 			return nil, fn(ctx, &Job[T]{JobRow: row, Args: args})
 		},
 	}
-	if h.Backoff.Base > 0 && h.Backoff.Max < h.Backoff.Base {
+	if h.Backoff.Base > 0 && h.Backoff.Max > 0 && h.Backoff.Max < h.Backoff.Base {
 		h.Backoff.Max = h.Backoff.Base
 	}
 	w.mu.Lock()

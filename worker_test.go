@@ -573,3 +573,70 @@ func TestAddHandlerWhileRunningPanics(t *testing.T) {
 		b.waitState(t, fatal.Job.ID, docket.JobStateSuccess)
 	})
 }
+
+// Each of RetryBackoffBase and RetryBackoffMax defaults on its own (to the
+// worker's, the client's, then 1 s and 1 h), so one set alone is honoured:
+// a Max alone caps the delays (it was dropped, the defaults kept, when the
+// Base was not set too), and a Base alone grows up to the default Max (a
+// handler's was capped at its own Base: a constant delay).
+func TestRetryBackoffFieldsDefaultAlone(t *testing.T) {
+	t.Parallel()
+	sqlite := testdb.Backend{Name: "sqlite", URL: testdb.SQLiteURL}
+	// delayAfter fails a job until its attempt n+1 and returns the delay
+	// the retry after attempt n was given: the run-at of the attempt after
+	// it less the end of attempt n.
+	delayAfter := func(t *testing.T, cfg docket.Config, wcfg docket.WorkerConfig, opts docket.HandlerOpts, n int) time.Duration {
+		t.Helper()
+		ctx := context.Background()
+		cfg.DatabaseURL, cfg.AutoMigrate = sqlite.URL(t), true
+		client, err := docket.NewClient(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, client.Close()) })
+		wcfg.PollInterval, wcfg.SchedulerInterval = 10*time.Millisecond, 10*time.Millisecond
+		w := docket.NewWorker(client, wcfg)
+		runAt := make(chan time.Time, 1)
+		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[flakyArgs]) error {
+			if j.Attempt <= n {
+				return errors.New("again")
+			}
+			runAt <- j.RunAt
+			return nil
+		}, opts)
+		require.NoError(t, w.Start(ctx))
+		t.Cleanup(func() { w.Stop(ctx) })
+		res, err := client.Insert(ctx, flakyArgs{}, &docket.InsertOpts{MaxAttempts: n + 1})
+		require.NoError(t, err)
+		var due time.Time
+		select {
+		case due = <-runAt:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("attempt %d did not run", n+1)
+		}
+		atts, err := client.Attempts(ctx, res.Job.ID)
+		require.NoError(t, err)
+		return due.Sub(atts[n-1].FinishedAt)
+	}
+	const capped = 50 * time.Millisecond
+	t.Run("worker Max alone", func(t *testing.T) {
+		t.Parallel()
+		d := delayAfter(t, docket.Config{}, docket.WorkerConfig{RetryBackoffMax: capped}, docket.HandlerOpts{}, 1)
+		require.LessOrEqual(t, d, capped)
+	})
+	t.Run("handler Max alone", func(t *testing.T) {
+		t.Parallel()
+		d := delayAfter(t, docket.Config{}, docket.WorkerConfig{}, docket.HandlerOpts{RetryBackoffMax: capped}, 1)
+		require.LessOrEqual(t, d, capped)
+	})
+	t.Run("client Max alone", func(t *testing.T) {
+		t.Parallel()
+		d := delayAfter(t, docket.Config{RetryBackoffMax: capped}, docket.WorkerConfig{}, docket.HandlerOpts{}, 1)
+		require.LessOrEqual(t, d, capped)
+	})
+	t.Run("handler Base alone", func(t *testing.T) {
+		t.Parallel()
+		// After attempt 7 the ceiling is 1 ms × 2^6 = 64 ms under the
+		// worker's Max (1 h), so the delay is at least 32 ms.
+		d := delayAfter(t, docket.Config{}, docket.WorkerConfig{}, docket.HandlerOpts{RetryBackoffBase: time.Millisecond}, 7)
+		require.GreaterOrEqual(t, d, 32*time.Millisecond)
+	})
+}

@@ -15,6 +15,21 @@ type Policy struct {
 	Max  time.Duration
 }
 
+// Or returns p with each field it leaves unset (zero or less) taken from
+// def, on its own: a Base alone grows up to def's Max (or stays at itself,
+// when larger), and a Max alone caps def's Base.
+func (p Policy) Or(def Policy) Policy {
+	switch {
+	case p.Base <= 0 && p.Max <= 0:
+		return def
+	case p.Base <= 0:
+		p.Base = min(def.Base, p.Max)
+	case p.Max <= 0:
+		p.Max = max(def.Max, p.Base)
+	}
+	return p
+}
+
 // Delay returns the delay before the retry that follows attempt (1-based).
 func (p Policy) Delay(attempt int) time.Duration {
 	return p.delay(attempt, rand.Int64N)

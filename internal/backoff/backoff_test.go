@@ -28,3 +28,20 @@ func TestZeroBase(t *testing.T) {
 		t.Fatalf("zero policy gave %v", d)
 	}
 }
+
+func TestOrFillsEachFieldAlone(t *testing.T) {
+	def := Policy{Base: time.Second, Max: time.Hour}
+	for _, c := range []struct{ p, want Policy }{
+		{Policy{}, def},
+		{Policy{Base: -1, Max: -1}, def},
+		{Policy{Max: 50 * time.Millisecond}, Policy{Base: 50 * time.Millisecond, Max: 50 * time.Millisecond}},
+		{Policy{Max: time.Minute}, Policy{Base: time.Second, Max: time.Minute}},
+		{Policy{Base: time.Millisecond}, Policy{Base: time.Millisecond, Max: time.Hour}},
+		{Policy{Base: 2 * time.Hour}, Policy{Base: 2 * time.Hour, Max: 2 * time.Hour}},
+		{Policy{Base: time.Millisecond, Max: time.Second}, Policy{Base: time.Millisecond, Max: time.Second}},
+	} {
+		if got := c.p.Or(def); got != c.want {
+			t.Errorf("%+v.Or(%+v) = %+v, want %+v", c.p, def, got, c.want)
+		}
+	}
+}

@@ -173,8 +173,8 @@ func (e *Engine) failure(row *job.Row, h *Handler, outcome job.Outcome, msg stri
 	fin.RunAt = t
 	if !now {
 		policy := e.cfg.RetryBackoff
-		if h != nil && h.Backoff.Base > 0 {
-			policy = h.Backoff
+		if h != nil {
+			policy = h.Backoff.Or(policy)
 		}
 		fin.RunAt = t.Add(policy.Delay(row.Attempt))
 	}

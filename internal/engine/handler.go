@@ -22,7 +22,8 @@ type Handler struct {
 	// Timeout overrides Config.JobTimeout for this type (a job's own
 	// timeout overrides both).
 	Timeout time.Duration
-	// Backoff overrides Config.RetryBackoff for this type when Base > 0.
+	// Backoff overrides Config.RetryBackoff for this type, field by field
+	// (an unset field is the Config's: backoff.Policy.Or).
 	Backoff backoff.Policy
 }
 
