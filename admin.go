@@ -110,13 +110,20 @@ func (c *Client) refuseStepJobRetry(ctx context.Context, id uuid.UUID) error {
 type QueueInfo = store.Queue
 
 // PauseQueue stops every worker from acquiring jobs of queue (running jobs
-// finish). ResumeQueue undoes it.
+// finish). ResumeQueue undoes it. A name no queue can have (see
+// InsertOpts.Queue) is a *ValidationError.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
 	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: true, Now: c.cfg.Now()})
 }
 
 // ResumeQueue lets workers acquire jobs of queue again.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
 	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: false, Now: c.cfg.Now()})
 }
 

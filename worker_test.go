@@ -540,6 +540,19 @@ func TestPausedQueueIsNotWorked(t *testing.T) {
 		require.True(t, qs[0].Paused)
 		require.NoError(t, b.client.ResumeQueue(ctx, "test.echo"))
 		b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+
+		// A name no job's queue can have is refused, as the HTTP API
+		// refuses it, and leaves no queue behind (SQLite kept one named
+		// "", PostgreSQL refused it; both kept "no such queue").
+		for _, name := range []string{"", "no such queue"} {
+			var ve *docket.ValidationError
+			require.ErrorAs(t, b.client.PauseQueue(ctx, name), &ve, "pause %q", name)
+			require.Equal(t, "queue", ve.Field)
+			require.ErrorAs(t, b.client.ResumeQueue(ctx, name), &ve, "resume %q", name)
+		}
+		qs, err = b.client.Queues(ctx)
+		require.NoError(t, err)
+		require.Len(t, qs, 1)
 	})
 }
 

@@ -11,6 +11,9 @@ import (
 
 // QueueSetPaused implements store.Store. Resuming a queue wakes its workers.
 func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
+	if p.Name == "" {
+		return fmt.Errorf("set queue paused: empty queue name")
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO docket_queues (name, paused, updated_at)
 			VALUES (?, ?, ?)

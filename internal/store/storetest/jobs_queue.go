@@ -41,6 +41,11 @@ func testQueue(t *testing.T, open opener) {
 		got = queueMap(t, b)
 		require.False(t, got[f.q1].Paused)
 		requireTime(t, at(3*time.Minute), got[f.q1].UpdatedAt)
+
+		// No queue has an empty name: pausing one is refused on both
+		// backends (SQLite stored it).
+		require.Error(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: "", Paused: true, Now: at(4 * time.Minute)}))
+		require.NotContains(t, queueMap(t, b), "")
 	})
 }
 
