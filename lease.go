@@ -202,7 +202,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	if d < LeaseDurationMin || d > LeaseDurationMax {
 		errs = append(errs, leaseSecondsError())
 	}
-	if progress != nil && (*progress < 0 || *progress > remote.ProgressMax) {
+	if progress != nil && !(*progress >= 0 && *progress <= remote.ProgressMax) { // NaN too
 		errs = append(errs, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)})
 	}
 	if len(message) > remote.MessageMaxBytes {

@@ -3,6 +3,7 @@ package docket_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -314,6 +315,9 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	_, err = c.Lease(ctx, docket.LeaseParams{Queues: []string{"q"}, Max: 1000, Duration: time.Hour * 24})
 	require.Equal(t, []string{"max", "leaseSeconds", "workerId"}, validationFields(t, err))
 	progress := 101.0
+	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
+	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
+	progress = math.NaN() // not between 0 and 100 either (PostgreSQL stored it)
 	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
 	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
 }

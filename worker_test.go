@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,6 +356,30 @@ func TestProgressAndCancelRunningJob(t *testing.T) {
 
 // A result PostgreSQL cannot store (a NUL in a string) is refused by
 // SetResult, so it can never poison a batch of completions.
+// Progress that is not a number is refused like progress out of range, on
+// both backends: PostgreSQL stored NaN (a job whose progress no JSON can
+// carry), SQLite refused it with a constraint error.
+func TestProgressRefusesNaN(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		errs := make(chan [2]error, 1)
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error {
+			errs <- [2]error{docket.Progress(ctx, 101, ""), docket.Progress(ctx, math.NaN(), "0/0")}
+			return nil
+		})
+		b.start(t)
+		res, err := b.client.Insert(context.Background(), echoArgs{}, nil)
+		require.NoError(t, err)
+		got := <-errs
+		require.EqualError(t, got[0], "progress must be between 0 and 100")
+		require.EqualError(t, got[1], got[0].Error())
+		row := b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+		require.Zero(t, row.Progress)
+		require.Empty(t, row.ProgressMsg)
+	})
+}
+
 func TestSetResultRefusesNUL(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {

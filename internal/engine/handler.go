@@ -98,7 +98,7 @@ func ReportProgress(ctx context.Context, percent float64, message string) error 
 	if ex == nil {
 		return ErrNotInJob
 	}
-	if percent < 0 || percent > 100 {
+	if !(percent >= 0 && percent <= 100) { // NaN too
 		return errors.New("progress must be between 0 and 100")
 	}
 	return ex.store.JobProgress(ctx, &store.JobProgressParams{
