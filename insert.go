@@ -55,7 +55,7 @@ type InsertOpts struct {
 	Priority *int
 	// MaxAttempts; default 25.
 	MaxAttempts int
-	// RunAt: not run before this instant; default now.
+	// RunAt: not run before this instant (years 1 to 9999); default now.
 	RunAt time.Time
 	// Timeout of each attempt; default the worker's JobTimeout (5 min).
 	Timeout time.Duration
@@ -289,6 +289,9 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	}
 	if maxAttempts < 1 || maxAttempts > 1000 {
 		errs = append(errs, &ValidationError{Field: "maxAttempts", Message: "must be between 1 and 1000"})
+	}
+	if y := opts.RunAt.UTC().Year(); y < 1 || y > 9999 { // what both backends store (and RFC 3339 writes)
+		errs = append(errs, &ValidationError{Field: "runAt", Message: "must be within the years 1 to 9999 (UTC)"})
 	}
 	if opts.Timeout < 0 {
 		errs = append(errs, &ValidationError{Field: "timeout", Message: "must not be negative"})

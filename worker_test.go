@@ -467,6 +467,29 @@ func TestIdempotentInsert(t *testing.T) {
 	})
 }
 
+// A RunAt past what both backends store is refused: SQLite wrapped year
+// 300000 into year -284555 (the job ran at once), PostgreSQL answered
+// "timestamp out of range".
+func TestInsertRunAtOutOfRange(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		for _, at := range []time.Time{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)} {
+			_, err := b.client.Insert(ctx, echoArgs{}, &docket.InsertOpts{RunAt: at})
+			var verr *docket.ValidationError
+			require.ErrorAs(t, err, &verr, "runAt %v", at)
+			require.Equal(t, "runAt", verr.Field)
+		}
+		last := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+		res, err := b.client.Insert(ctx, echoArgs{}, &docket.InsertOpts{RunAt: last})
+		require.NoError(t, err)
+		row, err := b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.True(t, row.RunAt.Equal(last), "run at %v, want %v", row.RunAt, last)
+	})
+}
+
 func TestInsertValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testdb.Backends()[0], fastConfig())
