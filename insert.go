@@ -57,7 +57,8 @@ type InsertOpts struct {
 	MaxAttempts int
 	// RunAt: not run before this instant (years 1 to 9999); default now.
 	RunAt time.Time
-	// Timeout of each attempt; default the worker's JobTimeout (5 min).
+	// Timeout of each attempt, at least 1 ms, kept to the millisecond;
+	// default the worker's JobTimeout (5 min).
 	Timeout time.Duration
 	// IdempotencyKey: inserting again with the same key returns the
 	// existing job instead of a new one. Unique in the database.
@@ -293,8 +294,11 @@ func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *
 	if y := opts.RunAt.UTC().Year(); y < 1 || y > 9999 { // what both backends store (and RFC 3339 writes)
 		errs = append(errs, &ValidationError{Field: "runAt", Message: "must be within the years 1 to 9999 (UTC)"})
 	}
-	if opts.Timeout < 0 {
+	switch {
+	case opts.Timeout < 0:
 		errs = append(errs, &ValidationError{Field: "timeout", Message: "must not be negative"})
+	case opts.Timeout > 0 && opts.Timeout < time.Millisecond: // stored in milliseconds: it would read as 0, the worker's
+		errs = append(errs, &ValidationError{Field: "timeout", Message: "must be at least 1ms (or 0: the worker's)"})
 	}
 	if len(opts.IdempotencyKey) > 255 {
 		errs = append(errs, &ValidationError{Field: "idempotencyKey", Message: "must be at most 255 bytes"})

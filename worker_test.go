@@ -505,6 +505,8 @@ func TestInsertValidation(t *testing.T) {
 		"bad queue":    {echoArgs{}, &docket.InsertOpts{Queue: strings.Repeat("q", 200)}, "queue"},
 		"bad priority": {echoArgs{}, &docket.InsertOpts{Priority: &bad}, "priority"},
 		"bad attempts": {echoArgs{}, &docket.InsertOpts{MaxAttempts: -1}, "maxAttempts"},
+		// Stored in milliseconds, it read as 0: the worker's 5 minutes.
+		"tiny timeout": {echoArgs{}, &docket.InsertOpts{Timeout: time.Microsecond}, "timeout"},
 		"bad payload":  {docket.RawArgs{Type: "x", Payload: json.RawMessage("{")}, nil, "payload"},
 	}
 	for name, c := range cases {
