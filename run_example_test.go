@@ -31,7 +31,8 @@ func (PriceStep) JobType() string { return "price.step" }
 
 // Run a diamond — quote, then tax and discount side by side, then total —
 // with Go handlers on SQLite: each handler reads its parents' outputs and
-// returns its own, and the run's output is the output of total.
+// returns its own; the run's output holds the output of total, its only
+// step without dependents ({"total": …}).
 func ExampleClient_RunStart() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "docket-example")
