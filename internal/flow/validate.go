@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -270,6 +271,11 @@ func validateJob(p *Problems, f, who string, j *JobStep) {
 		p.Add(f+".maxAttempts", "%s: maxAttempts must be between 1 and 1000 (0 or absent: the default)", who)
 	}
 	checkTimeout(p, f+".timeout", who, j.Timeout)
+	// The job keeps its timeout to the millisecond: under one it would
+	// read as none (the worker's).
+	if v, err := j.Timeout.Parse(); err == nil && v > 0 && v < time.Millisecond {
+		p.Add(f+".timeout", "%s: timeout must be at least 1ms", who)
+	}
 }
 
 func checkTimeout(p *Problems, f, who string, d Duration) {

@@ -91,6 +91,10 @@ func TestValidationNamesFieldAndStep(t *testing.T) {
 				{"steps[0].job.maxAttempts", "between 1 and 1000"},
 				{"steps[0].job.timeout", `"soon" is not a duration`},
 			}},
+		// A job's timeout is kept to the millisecond: under one it read as
+		// none (the worker's 5 minutes).
+		{"job timeout under a millisecond", `{"name":"w","steps":[{"name":"a","job":{"type":"t","timeout":"500us"}}]}`,
+			[]want{{"steps[0].job.timeout", `step "a": timeout must be at least 1ms`}}},
 		{"signal timeout", `{"name":"w","steps":[{"name":"a","signal":{"timeout":"-1s"}}]}`,
 			[]want{{"steps[0].signal.timeout", "positive"}}},
 		{"human fields", `{"name":"w","steps":[{"name":"a","human":{"task":"","overrides":[1]}}]}`,
