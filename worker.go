@@ -194,6 +194,9 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 	if w.engine != nil {
 		panic(fmt.Sprintf("docket: AddHandler for job type %q on a running worker: register handlers before Start", typ))
 	}
+	if w.handlers == nil { // a Worker not made by NewWorker: Start says so
+		w.handlers = map[string]*engine.Handler{}
+	}
 	w.handlers[typ] = h
 }
 
@@ -226,6 +229,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	defer w.mu.Unlock()
 	if w.engine != nil {
 		return errors.New("worker already started")
+	}
+	if w.client == nil {
+		return errors.New("docket: worker has no client: make it with NewWorker(client, …)")
 	}
 	cfg := w.cfg.engineConfig(w.client)
 	queues := make(map[string]int, len(cfg.Queues)+len(w.handlers))

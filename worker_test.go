@@ -703,3 +703,16 @@ func TestRetryBackoffFieldsDefaultAlone(t *testing.T) {
 		require.GreaterOrEqual(t, d, 32*time.Millisecond)
 	})
 }
+
+// A Worker not made by NewWorker (the zero value) or made without a client
+// is a mistake Start reports, not a nil map or pointer that panics (in
+// AddHandler, in Start).
+func TestWorkerWithoutClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, w := range map[string]*docket.Worker{"zero": {}, "nil client": docket.NewWorker(nil, docket.WorkerConfig{})} {
+		docket.AddHandler(w, func(ctx context.Context, j *docket.Job[echoArgs]) error { return nil })
+		require.EqualError(t, w.Start(ctx), "docket: worker has no client: make it with NewWorker(client, …)", name)
+		w.Stop(ctx)
+	}
+}
