@@ -36,6 +36,7 @@ func Normalize(def *Definition) *Definition {
 			After:   slices.Clone(s.After),
 			If:      strings.TrimSpace(s.If),
 			ForEach: strings.TrimSpace(s.ForEach),
+			Input:   strings.TrimSpace(s.Input),
 		}
 		slices.Sort(n.After)
 		if len(n.After) == 0 {

@@ -29,6 +29,8 @@ func TestHashIgnoresFormAndOrder(t *testing.T) {
 		`{"steps":[{"signal":{"timeout":"24h"},"name":"c"},
 		  {"human":{"overrides":{ "j":[ true ], "k":1 },"task":"x"},"if":"  steps.a.output.ok ","name":"b","after":["c","a"]},
 		  {"job":{"timeout":"1m30s","type":"t"},"name":"a"}],"name":"w"}`,
+		// an empty input is none
+		strings.Replace(base, `"name":"a",`, `"name":"a","input":"",`, 1),
 		// defaults spelled out
 		`{"name":"w","steps":[
 		{"name":"a","job":{"type":"t","queue":"t","timeout":"90s"},"trigger":"all_success","onFailure":"fail","after":[]},
@@ -52,6 +54,7 @@ func TestHashIgnoresFormAndOrder(t *testing.T) {
 		strings.Replace(base, `"type":"t"`, `"type":"t","queue":"q"`, 1),
 		strings.Replace(base, `"name":"c",`, `"name":"c","onFailure":"continue",`, 1),
 		strings.Replace(base, `"name":"w"`, `"name":"w2"`, 1),
+		strings.Replace(base, `"name":"a",`, `"name":"a","input":"input.x",`, 1),
 	}
 	for i, doc := range different {
 		if got := hashOf(t, doc); got == want {
@@ -62,7 +65,7 @@ func TestHashIgnoresFormAndOrder(t *testing.T) {
 
 func TestCanonicalForm(t *testing.T) {
 	t.Parallel()
-	def, err := Decode([]byte(`{"name":"w","steps":[{"name":"b","after":["a"],"if":"steps.a.output.n < 3","job":{"type":"t","queue":"t"}},{"name":"a","signal":{"timeout":"60m"},"trigger":"all_done"}]}`))
+	def, err := Decode([]byte(`{"name":"w","steps":[{"name":"b","after":["a"],"if":"steps.a.output.n < 3","input":" {'n': steps.a.output.n} ","job":{"type":"t","queue":"t"}},{"name":"a","signal":{"timeout":"60m"},"trigger":"all_done"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestCanonicalForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"name":"w","steps":[{"name":"a","signal":{"timeout":"1h"},"trigger":"all_done"},{"name":"b","job":{"type":"t"},"after":["a"],"if":"steps.a.output.n < 3"}]}`
+	want := `{"name":"w","steps":[{"name":"a","signal":{"timeout":"1h"},"trigger":"all_done"},{"name":"b","job":{"type":"t"},"after":["a"],"if":"steps.a.output.n < 3","input":"{'n': steps.a.output.n}"}]}`
 	if string(got) != want {
 		t.Fatalf("canonical\n got %s\nwant %s", got, want)
 	}

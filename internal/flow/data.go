@@ -22,7 +22,9 @@ type Item struct {
 // For a fan-out parent, output and confidence are lists in index order
 // (null for an instance without one, e.g. a skipped one). confidence is
 // null for job and signal steps. item and index are present only in a
-// fan-out instance.
+// fan-out instance. A step with an `input` expression carries
+// InstanceInput's shape instead: the expression's value as "input", and
+// no "steps".
 type Input struct {
 	Input json.RawMessage     `json:"input"`
 	Steps map[string]StepView `json:"steps"`
@@ -94,6 +96,22 @@ func joinArray(elems []json.RawMessage) json.RawMessage {
 // byte, so numbers keep their precision. A missing record counts as a
 // PENDING step; an output that is not valid JSON is an error.
 func StepInput(runInput []byte, records map[string]*Record, include []string, item *Item) ([]byte, error) {
+	in, err := NewInputs(runInput, records, include)
+	if err != nil {
+		return nil, err
+	}
+	return in.Instance(item)
+}
+
+// Inputs builds the step inputs of the instances of one step (StepInput):
+// the part they share, "input" and "steps", is encoded once, so a fan-out
+// costs its shared part once and each instance only its item.
+type Inputs struct {
+	shared []byte // {"input":…,"steps":{…}}
+}
+
+// NewInputs encodes the part of the step input the instances share.
+func NewInputs(runInput []byte, records map[string]*Record, include []string) (*Inputs, error) {
 	in := Input{Input: jsonOrNull(runInput), Steps: make(map[string]StepView, len(include))}
 	for _, name := range include {
 		r := records[name]
@@ -102,11 +120,77 @@ func StepInput(runInput []byte, records map[string]*Record, include []string, it
 		}
 		in.Steps[name] = r.View()
 	}
-	if item != nil {
-		in.Item = jsonOrNull(item.Value)
-		in.Index = &item.Index
-	}
 	b, err := marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("build step input: %w", err)
+	}
+	return &Inputs{shared: b}, nil
+}
+
+// Instance returns the step input of the instance of item (nil: the one
+// instance of a step without forEach).
+func (s *Inputs) Instance(item *Item) ([]byte, error) {
+	tail, err := itemTail(item)
+	if err != nil {
+		return nil, err
+	}
+	return splice(s.shared, tail), nil
+}
+
+// Len is len(Instance(item)), without building it.
+func (s *Inputs) Len(item *Item) (int, error) {
+	tail, err := itemTail(item)
+	if err != nil {
+		return 0, err
+	}
+	if tail == nil {
+		return len(s.shared), nil
+	}
+	return len(s.shared) + len(tail) - 1, nil
+}
+
+// itemTail is {"item":…,"index":N}, nil without item.
+func itemTail(item *Item) ([]byte, error) {
+	if item == nil {
+		return nil, nil
+	}
+	b, err := marshal(struct {
+		Item  json.RawMessage `json:"item"`
+		Index int             `json:"index"`
+	}{jsonOrNull(item.Value), item.Index})
+	if err != nil {
+		return nil, fmt.Errorf("build step input: item %d: %w", item.Index, err)
+	}
+	return b, nil
+}
+
+// splice joins two JSON objects' members: {a} and {b} make {a,b}; a nil
+// tail leaves head as it is.
+func splice(head, tail []byte) []byte {
+	if tail == nil {
+		return head
+	}
+	b := make([]byte, 0, len(head)+len(tail))
+	b = append(b, head[:len(head)-1]...)
+	b = append(b, ',')
+	return append(b, tail[1:]...)
+}
+
+// InstanceInput is the step input of an instance of a step with an `input`
+// expression: value (its JSON) in place of the run's input, no "steps",
+// and the item and index of a fan-out instance:
+//
+//	{"input": <value>, "item": …, "index": 0}
+func InstanceInput(value []byte, item *Item) ([]byte, error) {
+	doc := struct {
+		Input json.RawMessage `json:"input"`
+		Item  json.RawMessage `json:"item,omitempty"`
+		Index *int            `json:"index,omitempty"`
+	}{Input: jsonOrNull(value)}
+	if item != nil {
+		doc.Item, doc.Index = jsonOrNull(item.Value), &item.Index
+	}
+	b, err := marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("build step input: %w", err)
 	}

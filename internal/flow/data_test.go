@@ -73,3 +73,54 @@ func TestRunOutput(t *testing.T) {
 		t.Fatalf("run output %s, want %s", out, want)
 	}
 }
+
+// TestInputsInstance: the shared part encoded once gives, per instance,
+// what StepInput gives byte for byte, and Len is its length.
+func TestInputsInstance(t *testing.T) {
+	t.Parallel()
+	records := map[string]*Record{"fetch": {Instances: []Instance{{State: StepSucceeded, Output: []byte(`{"a": [1, 2], "b": "<&>"}`)}}}}
+	in, err := NewInputs([]byte(`{"sku": 1, "x": 1e3}`), records, []string{"fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range []*Item{nil, {Value: []byte(`{"u": "a<b"}`), Index: 0}, {Value: nil, Index: 7}, {Value: []byte(` 12 `), Index: 10000}} {
+		want, err := StepInput([]byte(`{"sku": 1, "x": 1e3}`), records, []string{"fetch"}, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := in.Instance(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("instance %+v\n got %s\nwant %s", item, got, want)
+		}
+		n, err := in.Len(item)
+		if err != nil || n != len(want) {
+			t.Fatalf("Len(%+v) = %d, %v; want %d", item, n, err, len(want))
+		}
+	}
+	if _, err := in.Instance(&Item{Value: []byte(`{`)}); err == nil {
+		t.Fatal("an item that is not JSON accepted")
+	}
+}
+
+// TestInstanceInput: the shape of a step with an `input` expression.
+func TestInstanceInput(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		value []byte
+		item  *Item
+		want  string
+	}{
+		{[]byte(`{"url":"a<b"}`), nil, `{"input":{"url":"a<b"}}`},
+		{nil, nil, `{"input":null}`},
+		{[]byte(`"x"`), &Item{Value: []byte(`{"id":3}`), Index: 2}, `{"input":"x","item":{"id":3},"index":2}`},
+		{[]byte(`1`), &Item{Value: []byte(`0`), Index: 0}, `{"input":1,"item":0,"index":0}`},
+	} {
+		got, err := InstanceInput(c.value, c.item)
+		if err != nil || string(got) != c.want {
+			t.Fatalf("InstanceInput(%s, %+v) = %s, %v; want %s", c.value, c.item, got, err, c.want)
+		}
+	}
+}

@@ -5,8 +5,9 @@
 // and the construction of step inputs and run outputs.
 //
 // It has no database and no CEL: the expressions of a definition (`if`,
-// `forEach`) are compiled and evaluated by the sibling package flow/expr, so
-// that only the packages that compile or run expressions link CEL.
+// `forEach`, `input`) are compiled and evaluated by the sibling package
+// flow/expr, so that only the packages that compile or run expressions
+// link CEL.
 package flow
 
 import (
@@ -31,12 +32,20 @@ const (
 	// MaxWorkflowNameLen is the longest workflow, job type, queue or task
 	// name, in bytes.
 	MaxWorkflowNameLen = 128
-	// MaxExprLen is the longest `if` or `forEach` expression, in bytes.
+	// MaxExprLen is the longest `if`, `forEach` or `input` expression, in
+	// bytes.
 	MaxExprLen = 4096
 	// MaxForEachItems is the most instances one fan-out step may have in one
 	// run. More is a run-time error of the step, not a validation error: the
 	// list is only known when the step is released.
 	MaxForEachItems = 10_000
+	// MaxFanOutBytes is the most bytes the instances of one fan-out step
+	// may carry in all: the sum of their job payloads (or unit inputs),
+	// written in the one transaction that releases the step. More is a
+	// run-time error of the step, as too many items is: every instance
+	// carries the run's input and its parents' outputs unless the step's
+	// `input` says what it carries instead.
+	MaxFanOutBytes = 64 << 20
 	// MaxDefinitionBytes is the largest JSON document Decode accepts.
 	MaxDefinitionBytes = 1 << 20
 )
@@ -61,6 +70,11 @@ type Step struct {
 	If string `json:"if,omitempty"`
 	// ForEach is a CEL expression yielding a list: one instance per element.
 	ForEach string `json:"forEach,omitempty"`
+	// Input is a CEL expression whose value is what each instance of a job
+	// or human step carries as "input", in place of the run's input and
+	// its parents' outputs ("steps" is then left out; see InstanceInput).
+	// Empty: the whole step input.
+	Input string `json:"input,omitempty"`
 	// Trigger: when the step may run given its parents' ends; default
 	// TriggerAllSuccess.
 	Trigger Trigger `json:"trigger,omitempty"`

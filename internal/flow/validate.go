@@ -247,6 +247,10 @@ func validateStep(p *Problems, def *Definition, i int, index map[string]int) {
 	if s.ForEach != "" && s.Signal != nil {
 		p.Add(f+".forEach", "%s: a signal step cannot fan out (a signal is sent to one step instance)", who)
 	}
+	checkExpr(p, f+".input", who, "input", s.Input)
+	if s.Input != "" && s.Signal != nil {
+		p.Add(f+".input", "%s: a signal step has no input (only job and human steps carry one)", who)
+	}
 	if s.Trigger != "" && s.Trigger != TriggerAllSuccess && s.Trigger != TriggerAllDone {
 		p.Add(f+".trigger", "%s: trigger must be %q or %q, not %q", who, TriggerAllSuccess, TriggerAllDone, s.Trigger)
 	}
