@@ -39,8 +39,8 @@ type refs struct {
 	badJ   bool     // judges used other than as judges.<name> or judges["<name>"]
 }
 
-// compile parses and checks src, the `if` or `forEach` (field) of the step,
-// and returns its program, or nil after recording its problems.
+// compile parses and checks src, the `if`, `forEach` or `input` (field) of
+// the step, and returns its program, or nil after recording its problems.
 func (c *compiler) compile(field, src string) (cel.Program, refs) {
 	if len(src) > flow.MaxExprLen || strings.TrimSpace(src) == "" {
 		return nil, refs{} // reported by flow.Validate

@@ -1,5 +1,5 @@
 // Package expr compiles and evaluates the CEL expressions of workflow
-// definitions (a step's `if` and `forEach`) with cel.dev/cel-go, the Common
+// definitions (a step's `if`, `forEach` and `input`) with cel.dev/cel-go, the Common
 // Expression Language. It is apart from package flow so that only the
 // packages that compile or run expressions link CEL (internal/workflow,
 // which advances runs, and through it the public docket package).
@@ -80,7 +80,8 @@ type stepPrograms struct {
 	cond        cel.Program // nil without `if`
 	perInstance bool        // `if` uses item or index
 	forEach     cel.Program // nil without `forEach`
-	judges      []string    // judges.<name> read by either
+	input       cel.Program // nil without `input`
+	judges      []string    // judges.<name> read by any of them
 }
 
 // Validate checks def structurally (flow.Validate) and compiles its
@@ -97,9 +98,10 @@ func Validate(def *flow.Definition) error {
 
 // Compile validates def and compiles its expressions. The error is a
 // *flow.ValidationError listing every problem: the structural ones, then,
-// per step, those of `if` and `forEach`: parse and type errors, an `if`
-// that is not a bool, a `forEach` that is not a list, a reference to a step
-// that is not an ancestor, item or index outside a fan-out `if`. (The
+// per step, those of `if`, `forEach` and `input`: parse and type errors,
+// an `if` that is not a bool, a `forEach` that is not a list, a reference
+// to a step that is not an ancestor, item or index in `forEach` or outside
+// a fan-out step. (The
 // ancestor check needs a sound graph, so it runs only when the structure is
 // valid.)
 func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
@@ -142,6 +144,18 @@ func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
 				c.add("forEach", "forEach cannot use item or index: they are the elements it yields")
 			}
 		}
+		if s.Input != "" && s.Signal == nil { // a signal step's is refused by flow.Validate
+			var uses refs
+			sp.input, uses = c.compile("input", s.Input)
+			for _, j := range uses.judges {
+				if !slices.Contains(sp.judges, j) {
+					sp.judges = append(sp.judges, j)
+				}
+			}
+			if uses.item && s.ForEach == "" {
+				c.add("input", "item and index exist only in a fan-out step (one with forEach)")
+			}
+		}
 		if _, dup := w.steps[s.Name]; !dup {
 			w.steps[s.Name] = sp
 		}
@@ -170,7 +184,7 @@ func (w *Workflow) HasCondition(step string) (has, perInstance bool) {
 // this error; the process goes on.
 type EvalError struct {
 	Step  string
-	Field string // "if" or "forEach"
+	Field string // "if", "forEach" or "input"
 	Err   error
 }
 
@@ -191,6 +205,18 @@ func (w *Workflow) Condition(ctx context.Context, step string, input []byte) (bo
 // ConditionOfRun is Condition for a step of run runID: sample() draws
 // with the run's id and the step's name.
 func (w *Workflow) ConditionOfRun(ctx context.Context, runID, step string, input []byte) (bool, error) {
+	if sp := w.steps[step]; sp != nil && sp.cond == nil {
+		return true, nil // nothing to decode
+	}
+	v, err := DecodeVars(input)
+	if err != nil {
+		return false, &EvalError{Step: step, Field: "if", Err: err}
+	}
+	return w.ConditionVars(ctx, runID, step, v)
+}
+
+// ConditionVars is ConditionOfRun on variables decoded already.
+func (w *Workflow) ConditionVars(ctx context.Context, runID, step string, vars *Vars) (bool, error) {
 	sp := w.steps[step]
 	if sp == nil {
 		return false, &EvalError{Step: step, Field: "if", Err: errors.New("no such step")}
@@ -198,7 +224,7 @@ func (w *Workflow) ConditionOfRun(ctx context.Context, runID, step string, input
 	if sp.cond == nil {
 		return true, nil
 	}
-	v, err := eval(ctx, sp.cond, input, runID, step)
+	v, err := eval(ctx, sp.cond, vars, runID, step)
 	if err != nil {
 		return false, &EvalError{Step: step, Field: "if", Err: err}
 	}
@@ -207,6 +233,30 @@ func (w *Workflow) ConditionOfRun(ctx context.Context, runID, step string, input
 		return false, &EvalError{Step: step, Field: "if", Err: fmt.Errorf("yielded a %s, not a bool", v.Type().TypeName())}
 	}
 	return bool(b), nil
+}
+
+// HasInput reports whether step has an `input` expression.
+func (w *Workflow) HasInput(step string) bool {
+	sp := w.steps[step]
+	return sp != nil && sp.input != nil
+}
+
+// Input evaluates the `input` of step (HasInput) on vars, the variables
+// of one instance of a step of run runID, and returns the value as JSON.
+// A failure, or a value with no JSON form, is an *EvalError.
+func (w *Workflow) Input(ctx context.Context, runID, step string, vars *Vars) ([]byte, error) {
+	sp := w.steps[step]
+	if sp == nil || sp.input == nil {
+		return nil, &EvalError{Step: step, Field: "input", Err: errors.New("the step has no input")}
+	}
+	v, err := eval(ctx, sp.input, vars, runID, step)
+	if err == nil {
+		var b []byte
+		if b, err = toJSON(v); err == nil {
+			return b, nil
+		}
+	}
+	return nil, &EvalError{Step: step, Field: "input", Err: err}
 }
 
 // Items evaluates the `forEach` of step against input and returns the
@@ -218,7 +268,11 @@ func (w *Workflow) Items(ctx context.Context, step string, input []byte) ([][]by
 		return nil, &EvalError{Step: step, Field: "forEach", Err: errors.New("the step has no forEach")}
 	}
 	fail := func(err error) ([][]byte, error) { return nil, &EvalError{Step: step, Field: "forEach", Err: err} }
-	v, err := eval(ctx, sp.forEach, input, "", step)
+	vars, err := DecodeVars(input)
+	if err != nil {
+		return fail(err)
+	}
+	v, err := eval(ctx, sp.forEach, vars, "", step)
 	if err != nil {
 		return fail(err)
 	}
@@ -257,11 +311,21 @@ func toJSON(v ref.Val) ([]byte, error) {
 	return json.Marshal(native.(*structpb.Value).AsInterface())
 }
 
-// eval runs prg on the variables of the input document. A panic inside
-// CEL is turned into an error: a bad expression fails its step, never the
-// process.
-// runID and step make the key of sample().
-func eval(ctx context.Context, prg cel.Program, input []byte, runID, step string) (v ref.Val, err error) {
+// Vars are the variables of a step instance's expressions, decoded from
+// its flow.Input document. A fan-out decodes its step's document once and
+// adds each instance's item (WithItem), instead of decoding a document per
+// instance that repeats the run's input and the ancestors' outputs.
+type Vars struct {
+	input  any
+	steps  map[string]any
+	judges map[string]any
+	item   any
+	index  *int64
+}
+
+// DecodeVars decodes the variables of a flow.Input document (with
+// "judges" when the runtime added them).
+func DecodeVars(input []byte) (*Vars, error) {
 	var doc struct {
 		Input  any            `json:"input"`
 		Steps  map[string]any `json:"steps"`
@@ -272,26 +336,52 @@ func eval(ctx context.Context, prg cel.Program, input []byte, runID, step string
 	if err := json.Unmarshal(input, &doc); err != nil {
 		return nil, fmt.Errorf("decode the step input: %w", err)
 	}
-	vars := map[string]any{"input": doc.Input, "steps": doc.Steps}
-	if doc.Steps == nil {
-		vars["steps"] = map[string]any{}
+	v := &Vars{input: doc.Input, steps: doc.Steps, judges: doc.Judges}
+	if v.steps == nil {
+		v.steps = map[string]any{}
+	}
+	if v.judges == nil {
+		v.judges = map[string]any{}
 	}
 	if doc.Index != nil {
-		vars["item"], vars["index"] = doc.Item, *doc.Index
+		v.item, v.index = doc.Item, doc.Index
 	}
-	vars[sampleKeyVar] = SampleKey(runID, step, doc.Index)
-	vars[judgesVar] = doc.Judges
-	if doc.Judges == nil {
-		vars[judgesVar] = map[string]any{}
+	return v, nil
+}
+
+// WithItem returns the variables of the fan-out instance index whose
+// element is item (JSON): v's, with item and index set. v is not changed;
+// the two share what they have in common, which evaluation only reads.
+func (v *Vars) WithItem(item []byte, index int) (*Vars, error) {
+	var it any
+	if len(item) > 0 {
+		if err := json.Unmarshal(item, &it); err != nil {
+			return nil, fmt.Errorf("decode item %d: %w", index, err)
+		}
 	}
+	out := *v
+	i := int64(index)
+	out.item, out.index = it, &i
+	return &out, nil
+}
+
+// eval runs prg on vars. A panic inside CEL is turned into an error: a
+// bad expression fails its step, never the process.
+// runID and step make the key of sample().
+func eval(ctx context.Context, prg cel.Program, v *Vars, runID, step string) (val ref.Val, err error) {
+	vars := map[string]any{"input": v.input, "steps": v.steps, judgesVar: v.judges}
+	if v.index != nil {
+		vars["item"], vars["index"] = v.item, *v.index
+	}
+	vars[sampleKeyVar] = SampleKey(runID, step, v.index)
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("evaluation failed: %v", r)
+			val, err = nil, fmt.Errorf("evaluation failed: %v", r)
 		}
 	}()
-	v, _, err = prg.ContextEval(ctx, vars)
+	val, _, err = prg.ContextEval(ctx, vars)
 	if err != nil {
 		return nil, err
 	}
-	return v, nil
+	return val, nil
 }

@@ -292,3 +292,104 @@ func TestPerInstanceCondition(t *testing.T) {
 		t.Fatal("a condition without item is per instance")
 	}
 }
+
+// defInput is def with c's `input` set.
+func defInput(forEach, in string) *flow.Definition {
+	d := def("", forEach)
+	d.Steps[2].Input = in
+	return d
+}
+
+// TestCompileInput: `input` compiles over the `if` variables, any type;
+// its problems are named steps[i].input.
+func TestCompileInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name, forEach, in string
+		field, message    string // "" field: valid
+	}{
+		{"map", "", "{'sku': input.sku, 'n': steps.a.output.n}", "", ""},
+		{"scalar", "", "steps.b.confidence", "", ""},
+		{"item", "input.xs", "{'x': item, 'i': index, 'cfg': input.cfg}", "", ""},
+		{"syntax", "", "{'a': ", "steps[2].input", `step "c": input: Syntax error`},
+		{"not ancestor", "", "steps.d.output", "steps[2].input", `steps.d is not an ancestor of "c"`},
+		{"whole steps", "", "steps", "steps[2].input", "steps may be used only as steps.<name>"},
+		{"item without fan-out", "", "item", "steps[2].input", "item and index exist only in a fan-out step"},
+		{"undeclared", "input.xs", "url", "steps[2].input", "undeclared reference to 'url'"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w, err := b.env.Compile(defInput(tc.forEach, tc.in))
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("valid input refused: %v", err)
+				}
+				if !w.HasInput("c") || w.HasInput("b") {
+					t.Fatal("HasInput")
+				}
+				return
+			}
+			var ve *flow.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("error %v is not a *flow.ValidationError", err)
+			}
+			if len(ve.Errors) == 0 || ve.Errors[0].Field != tc.field || !strings.Contains(ve.Errors[0].Message, tc.message) {
+				t.Fatalf("problems %+v, want field %q and message containing %q", ve.Errors, tc.field, tc.message)
+			}
+		})
+	}
+}
+
+// TestInputValue: the value of `input` on the step's variables, decoded
+// once and given each instance's item; failures are EvalErrors.
+func TestInputValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	w, err := b.env.Compile(defInput("input.xs", "{'x': item.u, 'i': index, 'k': input.k, 'n': steps.a.output.n}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars, err := DecodeVars(input(t, `{"k":"<kept>","xs":[]}`, `{}`, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, item := range []string{`{"u":"a"}`, `{"u":"b"}`} {
+		iv, err := vars.WithItem([]byte(item), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.Input(ctx, "run", "c", iv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]string{0: `{"i":0,"k":"\u003ckept\u003e","n":1,"x":"a"}`, 1: `{"i":1,"k":"\u003ckept\u003e","n":1,"x":"b"}`}[i]
+		if string(got) != want {
+			t.Fatalf("instance %d: %s, want %s", i, got, want)
+		}
+	}
+	iv, err := vars.WithItem([]byte(`{"v":1}`), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Input(ctx, "run", "c", iv)
+	var ee *EvalError
+	if !errors.As(err, &ee) || ee.Step != "c" || ee.Field != "input" || !strings.Contains(err.Error(), "no such key: u") {
+		t.Fatalf("missing key: %v", err)
+	}
+	if _, err := vars.WithItem([]byte(`{`), 0); err == nil {
+		t.Fatal("an item that is not JSON decoded")
+	}
+	w, err = b.env.Compile(defInput("", "[1, int]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Input(ctx, "run", "c", vars); !errors.As(err, &ee) || !strings.Contains(err.Error(), "no JSON form") {
+		t.Fatalf("a value with no JSON form: %v", err)
+	}
+	if _, err := w.Input(ctx, "run", "b", vars); err == nil {
+		t.Fatal("a step without input evaluated")
+	}
+}
