@@ -14,7 +14,9 @@ import (
 
 	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
+	"github.com/docket-run/docket/internal/flow/expr"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/jsonappend"
 	"github.com/docket-run/docket/internal/store"
 )
 
@@ -617,6 +619,11 @@ type planned struct {
 	unitID uuid.UUID // a human step's unit
 	output json.RawMessage
 	err    string
+	// item is the instance's element (nil when the step does not fan
+	// out), input what it carries when the step has an `input` (nil: the
+	// step input of its parents, built when its job or unit is made).
+	item  *flow.Item
+	input []byte
 }
 
 // releaseStep evaluates the step's `if` and `forEach` and creates its
@@ -643,106 +650,184 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 			return adv.endStep(ctx, name, flow.StepSkipped, fmt.Sprintf("step %q: if %q is false", name, s.If))
 		}
 	}
-	if s.ForEach == "" {
-		p, err := adv.plan(ctx, s, recs, nil, false)
+	items := []*flow.Item{nil}
+	if s.ForEach != "" {
+		list, err := wf.Items(ctx, name, celInput)
 		if err != nil {
-			return err
+			return adv.endStep(ctx, name, flow.StepFailed, err.Error())
 		}
-		return adv.putInstances(ctx, name, []*planned{p}, false)
+		if len(list) == 0 {
+			return adv.putInstances(ctx, name, []*planned{{index: 0, state: flow.StepSucceeded, output: json.RawMessage("[]")}}, true)
+		}
+		items = make([]*flow.Item, len(list))
+		for i, v := range list {
+			items[i] = &flow.Item{Value: v, Index: i}
+		}
 	}
-	items, err := wf.Items(ctx, name, celInput)
+	plans, err := adv.planInputs(ctx, s, recs, celInput, items, has && perInstance)
+	if errors.As(err, &sf) {
+		return adv.endStep(ctx, name, flow.StepFailed, sf.msg)
+	}
 	if err != nil {
-		return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+		return err
 	}
-	if len(items) == 0 {
-		return adv.putInstances(ctx, name, []*planned{{index: 0, state: flow.StepSucceeded, output: json.RawMessage("[]")}}, true)
-	}
-	plans := make([]*planned, len(items))
-	for i, item := range items {
-		p, err := adv.plan(ctx, s, recs, &flow.Item{Value: item, Index: i}, perInstance)
-		if err != nil {
+	var shared *flow.Inputs // the step input of the parents, once for every instance
+	for _, p := range plans {
+		if p.state != flow.StepRunning {
+			continue
+		}
+		if p.input == nil && s.Kind() != flow.KindSignal {
+			if shared == nil {
+				if shared, err = flow.NewInputs(adv.run.Input, recs, g.Parents(name)); err != nil {
+					return adv.endStep(ctx, name, flow.StepFailed, err.Error())
+				}
+			}
+			if p.input, err = shared.Instance(p.item); err != nil {
+				p.state, p.err = flow.StepFailed, err.Error()
+				continue
+			}
+		}
+		if err := adv.plan(ctx, s, p); err != nil {
 			return err
 		}
-		plans[i] = p
 	}
-	return adv.putInstances(ctx, name, plans, true)
+	return adv.putInstances(ctx, name, plans, s.ForEach != "")
 }
 
-// plan decides one instance: its per-instance `if`, then its job, wait or
-// unit (human.go).
-func (adv *advance) plan(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, item *flow.Item, cond bool) (*planned, error) {
-	p := &planned{state: flow.StepRunning}
-	if item != nil {
-		p.index = item.Index
-	}
-	g := adv.c.g
-	if cond {
-		celInput, err := adv.celInput(ctx, s.Name, recs, item)
-		var sf *stepFailure
-		if errors.As(err, &sf) {
-			p.state, p.err = flow.StepFailed, sf.msg
-			return p, nil
-		}
+// planInputs decides, for each item (a nil item: the one instance of a
+// step without forEach), whether its instance runs — its per-instance
+// `if` (cond) — and what it carries: the value of the step's `input`
+// (InstanceInput) when it has one. It writes nothing. A *stepFailure fails
+// the step instead: its `input` failed for an instance, or the instances
+// of a fan-out would carry more than flow.MaxFanOutBytes in all (counted
+// without building the step inputs they share). The variables of the
+// expressions are decoded from celInput once, and each instance adds its
+// item to them.
+func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, celInput []byte, items []*flow.Item, cond bool) ([]*planned, error) {
+	wf := adv.c.wf
+	custom := wf.HasInput(s.Name)
+	runID := adv.run.ID.String()
+	var vars *expr.Vars
+	if cond || custom {
+		v, err := expr.DecodeVars(celInput)
 		if err != nil {
-			return nil, err
+			return nil, &stepFailure{fmt.Sprintf("step %q: %v", s.Name, err)}
 		}
-		ok, err := adv.c.wf.ConditionOfRun(ctx, adv.run.ID.String(), s.Name, celInput)
-		switch {
-		case err != nil:
-			p.state, p.err = flow.StepFailed, err.Error()
-			return p, nil
-		case !ok:
-			p.state, p.err = flow.StepSkipped, fmt.Sprintf("step %q[%d]: if %q is false", s.Name, p.index, s.If)
-			return p, nil
+		vars = v
+	}
+	var shared *flow.Inputs // to count the step inputs the instances would share
+	plans := make([]*planned, len(items))
+	total := 0
+	for i, item := range items {
+		p := &planned{state: flow.StepRunning, item: item}
+		plans[i] = p
+		if item != nil {
+			p.index = item.Index
+		}
+		iv := vars
+		if vars != nil && item != nil {
+			v, err := vars.WithItem(item.Value, item.Index)
+			if err != nil {
+				p.state, p.err = flow.StepFailed, fmt.Sprintf("step %q[%d]: %v", s.Name, p.index, err)
+				continue
+			}
+			iv = v
+		}
+		if cond {
+			ok, err := wf.ConditionVars(ctx, runID, s.Name, iv)
+			switch {
+			case err != nil:
+				p.state, p.err = flow.StepFailed, err.Error()
+				continue
+			case !ok:
+				p.state, p.err = flow.StepSkipped, fmt.Sprintf("step %q[%d]: if %q is false", s.Name, p.index, s.If)
+				continue
+			}
+		}
+		if s.Kind() == flow.KindSignal {
+			continue
+		}
+		var n int
+		if custom {
+			v, err := wf.Input(ctx, runID, s.Name, iv)
+			if err != nil {
+				var ee *expr.EvalError
+				if item != nil && errors.As(err, &ee) {
+					return nil, &stepFailure{fmt.Sprintf("step %q[%d]: input: %v", s.Name, p.index, ee.Err)}
+				}
+				return nil, &stepFailure{err.Error()}
+			}
+			if p.input, err = flow.InstanceInput(v, item); err != nil {
+				return nil, &stepFailure{fmt.Sprintf("step %q: input: %v", s.Name, err)}
+			}
+			n = len(p.input)
+		} else {
+			if shared == nil {
+				var err error
+				if shared, err = flow.NewInputs(adv.run.Input, recs, adv.c.g.Parents(s.Name)); err != nil {
+					return nil, &stepFailure{err.Error()}
+				}
+			}
+			var err error
+			if n, err = shared.Len(item); err != nil {
+				p.state, p.err = flow.StepFailed, err.Error()
+				continue
+			}
+		}
+		if s.Job != nil {
+			n += len(payloadHead(adv.run.ID, s.Name, p.index)) - 1 // the head replaces the input's {
+		}
+		total += n
+		if item != nil && custom && total > flow.MaxFanOutBytes {
+			return nil, &stepFailure{fmt.Sprintf("step %q: its instances would carry more than %d bytes (64 MiB, the most a fan-out carries in all), past it at instance %d of %d: make its input smaller",
+				s.Name, flow.MaxFanOutBytes, p.index, len(items))}
 		}
 	}
+	if items[0] != nil && total > flow.MaxFanOutBytes {
+		return nil, &stepFailure{fmt.Sprintf("step %q: its %d instances would carry %d bytes, each the run's input and its parents' outputs; a fan-out carries at most %d bytes (64 MiB) in all: give the step an input expression that keeps what one instance needs",
+			s.Name, len(items), total, flow.MaxFanOutBytes)}
+	}
+	return plans, nil
+}
+
+// plan makes the job, unit (human.go) or wait of instance p, which is
+// RUNNING and carries p.input.
+func (adv *advance) plan(ctx context.Context, s *flow.Step, p *planned) error {
 	switch s.Kind() {
 	case flow.KindSignal:
-		return p, nil
+		return nil
 	case flow.KindHuman:
-		if err := adv.planHuman(ctx, s, recs, item, p); err != nil {
-			return nil, err
-		}
-		return p, nil
+		return adv.planHuman(ctx, s, p)
 	}
-	payload, err := adv.payload(s.Name, recs, g.Parents(s.Name), item)
-	if err != nil {
-		p.state, p.err = flow.StepFailed, err.Error()
-		return p, nil
-	}
-	p.job, err = jobParams(s.Job, payload)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	var err error
+	p.job, err = jobParams(s.Job, adv.payload(s.Name, p.index, p.input))
+	return err
 }
 
-// payload is a step job's payload: the step input of its parents, with
+// payload is a step job's payload: in, the instance's step input, with
 // the run, step and index in front:
 //
 //	{"run":{"id":"…","step":"…","index":0},"input":…,"steps":{…},"item":…,"index":…}
 //
 // "run" comes first so that the completer tells a step job from a plain
 // job by the payload's first bytes (IsStepPayload), without a query.
-func (adv *advance) payload(step string, recs map[string]*flow.Record, parents []string, item *flow.Item) ([]byte, error) {
-	in, err := flow.StepInput(adv.run.Input, recs, parents, item)
-	if err != nil {
-		return nil, err
-	}
-	index := 0
-	if item != nil {
-		index = item.Index
-	}
-	b := make([]byte, 0, len(in)+96)
+func (adv *advance) payload(step string, index int, in []byte) []byte {
+	head := payloadHead(adv.run.ID, step, index)
+	return append(head, in[1:]...) // in is {"input":…}
+}
+
+// payloadHead is the start of a step job's payload, up to the comma after
+// its "run" member; its capacity leaves room for the rest.
+func payloadHead(runID uuid.UUID, step string, index int) []byte {
+	b := make([]byte, 0, 96)
 	b = append(b, stepPayloadPrefix...)
-	b = append(b, adv.run.ID.String()...)
+	b = jsonappend.UUID(b, runID)
 	b = append(b, `","step":`...)
 	name, _ := json.Marshal(step) // a step name is [a-z0-9_]: no escapes
 	b = append(b, name...)
 	b = append(b, `,"index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
-	b = append(b, "},"...)
-	return append(b, in[1:]...), nil // in is {"input":…}
+	return append(b, "},"...)
 }
 
 // stepPayloadPrefix starts the payload of every step job.

@@ -102,9 +102,10 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 	return pool, nil
 }
 
-// planHuman inserts the unit of one instance of human step s and sets it
-// on p; a failure of the step (not of the store) sets p FAILED instead.
-func (adv *advance) planHuman(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, item *flow.Item, p *planned) error {
+// planHuman inserts the unit of one instance of human step s, with
+// p.input as its input, and sets it on p; a failure of the step (not of
+// the store) sets p FAILED instead.
+func (adv *advance) planHuman(ctx context.Context, s *flow.Step, p *planned) error {
 	pool, err := adv.ensurePool(ctx, s)
 	var sf *stepFailure
 	if errors.As(err, &sf) {
@@ -114,11 +115,7 @@ func (adv *advance) planHuman(ctx context.Context, s *flow.Step, recs map[string
 	if err != nil {
 		return err
 	}
-	in, err := flow.StepInput(adv.run.Input, recs, adv.c.g.Parents(s.Name), item)
-	if err != nil {
-		p.state, p.err = flow.StepFailed, err.Error()
-		return nil
-	}
+	in := p.input
 	if s.Human.Review != "" {
 		var skip string
 		if in, skip, err = adv.reviewInput(ctx, s, in); err != nil {
