@@ -36,7 +36,9 @@ import (
 //	 "steps": {"<parent>": {"state": …, "output": …, "confidence": …}},
 //	 "item": …, "index": …}
 //
-// (item and index only in a fan-out instance); its handler's result
+// (item and index only in a fan-out instance), or, for a step with an
+// input expression (StepInput), {"run": …, "input": <its value>, "item":
+// …, "index": …}; its handler's result
 // (SetResult, or a remote worker's result) is the step's output. RunOf
 // tells a Go handler which run and step it works for.
 
@@ -408,10 +410,12 @@ type RunContext struct {
 //	func (PublishArgs) JobType() string { return "publish" }
 type StepPayload struct {
 	Run RunContext `json:"run"`
-	// Input is the run's input.
+	// Input is the run's input, or, when the step has an input
+	// expression (StepInput), its value.
 	Input json.RawMessage `json:"input"`
 	// Steps has what the step's parents gave: their state, output (a list
-	// in index order for a fan-out parent) and confidence.
+	// in index order for a fan-out parent) and confidence. Nil when the
+	// step has an input expression.
 	Steps map[string]StepView `json:"steps"`
 	// Item and Index: the element of a fan-out instance and its position;
 	// absent otherwise.

@@ -199,6 +199,26 @@ func ForEach(expr string) StepOption {
 	}
 }
 
+// StepInput sets the step's CEL input expression (`input`): its value,
+// over the variables of If and ForEach (input, steps, and item and index
+// in a fan-out), is what each instance carries as its payload's (or unit
+// input's) "input", in place of the run's input, and the payload has no
+// "steps". A fan-out over a list in the run's input then carries each
+// instance what it needs instead of the whole input every time:
+//
+//	docket.ForEach("input.urls"), docket.StepInput("{'url': item, 'size': input.size}")
+//
+// Job and human steps only.
+func StepInput(expr string) StepOption {
+	return func(s *WorkflowStep) error {
+		if s.Signal != nil {
+			return fmt.Errorf("StepInput applies to job and human steps only")
+		}
+		s.Input = expr
+		return nil
+	}
+}
+
 // OnAllDone sets the trigger all_done: the step runs once every parent has
 // ended, whatever the end (instead of all_success).
 func OnAllDone() StepOption {

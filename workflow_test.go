@@ -112,6 +112,53 @@ func TestWorkflowBuilderProblems(t *testing.T) {
 	}
 }
 
+// TestWorkflowBuilderStepInput: StepInput is the JSON form's "input";
+// on a signal step it is a problem.
+func TestWorkflowBuilderStepInput(t *testing.T) {
+	t.Parallel()
+	fromJSON, err := docket.DecodeWorkflow([]byte(`{"name":"w","steps":[
+		{"name":"each","forEach":"input.urls","input":"{'url': item}","job":{"type":"fetch"}},
+		{"name":"label","input":"input.pair","human":{"task":"same"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := docket.NewWorkflow("w").
+		Job("each", "fetch", docket.ForEach("input.urls"), docket.StepInput("{'url': item}")).
+		Human("label", "same", docket.StepInput("input.pair")).
+		Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1, h2 := mustWorkflowHash(t, fromJSON), mustWorkflowHash(t, built); h1 != h2 {
+		t.Fatalf("JSON form %s, builder %s", h1, h2)
+	}
+	if err := docket.ValidateWorkflow(built); err != nil {
+		t.Fatal(err)
+	}
+	_, err = docket.NewWorkflow("w").Signal("wait", docket.StepInput("input")).Definition()
+	var ve *docket.WorkflowValidationError
+	if !errors.As(err, &ve) || ve.Errors[0].Field != "steps[0]" || !strings.Contains(ve.Errors[0].Message, "StepInput applies to job and human steps only") {
+		t.Fatalf("StepInput on a signal step: %v", err)
+	}
+	_, err = docket.NewWorkflow("w").Job("a", "t", docket.StepInput("item")).Definition()
+	if err != nil {
+		t.Fatalf("the structure is valid (the expression is checked when stored): %v", err)
+	}
+	if err := docket.ValidateWorkflow(mustDefinition(t, docket.NewWorkflow("w").Job("a", "t", docket.StepInput("item")))); !errors.As(err, &ve) ||
+		ve.Errors[0].Field != "steps[0].input" || !strings.Contains(ve.Errors[0].Message, "item and index exist only in a fan-out step") {
+		t.Fatalf("item outside a fan-out: %v", err)
+	}
+}
+
+func mustWorkflowHash(t *testing.T, def *docket.WorkflowDefinition) string {
+	t.Helper()
+	h, err := docket.WorkflowHash(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // TestWorkflowBuilderNilOption: a nil StepOption (an option chosen by a
 // condition that chose none) is no option, not a panic.
 func TestWorkflowBuilderNilOption(t *testing.T) {

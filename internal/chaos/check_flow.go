@@ -439,6 +439,9 @@ const droppedPrefix = "not an item of this generation"
 // order, each equal to the instance's output (null for none).
 func checkFanIn(r *flow.Run, g *flow.Graph, byStep map[string][]*flow.StepInstance, jobs map[uuid.UUID]*job.Row, add func(string, *flow.Run, string, ...any)) {
 	for _, name := range g.Order() {
+		if g.Step(name).Input != "" {
+			continue // its payload carries its input expression's value, not its parents'
+		}
 		for _, in := range byStep[name] {
 			j := jobs[in.JobID]
 			if in.JobID == uuid.Nil || j == nil {

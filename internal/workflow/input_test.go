@@ -127,7 +127,7 @@ func TestFanOutByteCap(t *testing.T) {
 		run, steps := b.get(t, run.ID)
 		require.Equal(t, flow.RunRunning, run.State, "slim runs")
 
-		require.Len(t, steps["whole"], 1)
+		require.Equal(t, 1, len(steps["whole"]))
 		require.Equal(t, F, steps["whole"][0].State)
 		msg := steps["whole"][0].Error
 		require.Contains(t, msg, `step "whole": its 1700 instances would carry `)
@@ -138,7 +138,7 @@ func TestFanOutByteCap(t *testing.T) {
 		require.Greater(t, total, n*pad)
 		require.Less(t, total, n*(pad+len(jsonIndexes(n))+200))
 
-		require.Len(t, steps["fat"], 1)
+		require.Equal(t, 1, len(steps["fat"]))
 		require.Equal(t, F, steps["fat"][0].State)
 		require.Contains(t, steps["fat"][0].Error, `step "fat": its instances would carry more than 67108864 bytes (64 MiB, the most a fan-out carries in all), past it at instance `)
 		jobs, err := b.st.JobList(b.ctx, &store.JobListParams{Types: []string{"heavy"}, Limit: 10})
