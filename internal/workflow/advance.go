@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,28 +248,28 @@ func (adv *advance) advance(ctx context.Context) error {
 	return nil // a finished run only records the ends of what still ran
 }
 
-// set replaces the instance st.Step[st.Index] by st.
+// set replaces the instance st.Step[st.Index] by st, or adds it. A step's
+// instances are kept in index order, so both are a binary search (and
+// the instances of a fan-out, added in order, an append each).
 func (adv *advance) set(st *flow.StepInstance) {
 	insts := adv.steps[st.Step]
-	for i, in := range insts {
-		if in.Index == st.Index {
-			insts[i] = st
-			return
-		}
+	i, found := slices.BinarySearchFunc(insts, st.Index, byIndex)
+	if found {
+		insts[i] = st
+		return
 	}
-	insts = append(insts, st)
-	slices.SortFunc(insts, func(x, y *flow.StepInstance) int { return x.Index - y.Index })
-	adv.steps[st.Step] = insts
+	adv.steps[st.Step] = slices.Insert(insts, i, st)
 }
 
 func (adv *advance) instance(step string, index int) *flow.StepInstance {
-	for _, in := range adv.steps[step] {
-		if in.Index == index {
-			return in
-		}
+	insts := adv.steps[step]
+	if i, found := slices.BinarySearchFunc(insts, index, byIndex); found {
+		return insts[i]
 	}
 	return nil
 }
+
+func byIndex(in *flow.StepInstance, index int) int { return cmp.Compare(in.Index, index) }
 
 // transition changes one instance; a refusal (another advancement got
 // there first, which the run lock makes impossible, or a stale generation)
