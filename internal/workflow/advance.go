@@ -627,9 +627,11 @@ type planned struct {
 	input []byte
 }
 
-// releaseStep evaluates the step's `if` and `forEach` and creates its
-// instances: a job for each instance of a job step, a wait for a signal.
-// An expression that fails fails the step with the expression's error.
+// releaseStep evaluates the step's `if`, `forEach` and `input` and
+// creates its instances: a job for each instance of a job step, a unit for
+// a human step, a wait for a signal. An expression that fails fails the
+// step with the expression's error, as does a fan-out past
+// flow.MaxFanOutBytes.
 func (adv *advance) releaseStep(ctx context.Context, name string, recs map[string]*flow.Record) error {
 	g, wf := adv.c.g, adv.c.wf
 	s := g.Step(name)
@@ -665,24 +667,18 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 			items[i] = &flow.Item{Value: v, Index: i}
 		}
 	}
-	plans, err := adv.planInputs(ctx, s, recs, celInput, items, has && perInstance)
+	plans, shared, err := adv.planInputs(ctx, s, recs, celInput, items, has && perInstance)
 	if errors.As(err, &sf) {
 		return adv.endStep(ctx, name, flow.StepFailed, sf.msg)
 	}
 	if err != nil {
 		return err
 	}
-	var shared *flow.Inputs // the step input of the parents, once for every instance
 	for _, p := range plans {
 		if p.state != flow.StepRunning {
 			continue
 		}
-		if p.input == nil && s.Kind() != flow.KindSignal {
-			if shared == nil {
-				if shared, err = flow.NewInputs(adv.run.Input, recs, g.Parents(name)); err != nil {
-					return adv.endStep(ctx, name, flow.StepFailed, err.Error())
-				}
-			}
+		if p.input == nil && shared != nil {
 			if p.input, err = shared.Instance(p.item); err != nil {
 				p.state, p.err = flow.StepFailed, err.Error()
 				continue
@@ -703,21 +699,25 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 // of a fan-out would carry more than flow.MaxFanOutBytes in all (counted
 // without building the step inputs they share). The variables of the
 // expressions are decoded from celInput once, and each instance adds its
-// item to them.
-func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, celInput []byte, items []*flow.Item, cond bool) ([]*planned, error) {
+// item to them. shared, when the step has no `input`, holds the part of
+// the step input of its parents that every instance carries, encoded
+// once.
+func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[string]*flow.Record, celInput []byte, items []*flow.Item, cond bool) (plans []*planned, shared *flow.Inputs, err error) {
 	wf := adv.c.wf
 	custom := wf.HasInput(s.Name)
 	runID := adv.run.ID.String()
 	var vars *expr.Vars
 	if cond || custom {
-		v, err := expr.DecodeVars(celInput)
-		if err != nil {
-			return nil, &stepFailure{fmt.Sprintf("step %q: %v", s.Name, err)}
+		if vars, err = expr.DecodeVars(celInput); err != nil {
+			return nil, nil, &stepFailure{fmt.Sprintf("step %q: %v", s.Name, err)}
 		}
-		vars = v
 	}
-	var shared *flow.Inputs // to count the step inputs the instances would share
-	plans := make([]*planned, len(items))
+	if !custom && s.Kind() != flow.KindSignal {
+		if shared, err = flow.NewInputs(adv.run.Input, recs, adv.c.g.Parents(s.Name)); err != nil {
+			return nil, nil, &stepFailure{err.Error()}
+		}
+	}
+	plans = make([]*planned, len(items))
 	total := 0
 	for i, item := range items {
 		p := &planned{state: flow.StepRunning, item: item}
@@ -754,22 +754,15 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 			if err != nil {
 				var ee *expr.EvalError
 				if item != nil && errors.As(err, &ee) {
-					return nil, &stepFailure{fmt.Sprintf("step %q[%d]: input: %v", s.Name, p.index, ee.Err)}
+					return nil, nil, &stepFailure{fmt.Sprintf("step %q[%d]: input: %v", s.Name, p.index, ee.Err)}
 				}
-				return nil, &stepFailure{err.Error()}
+				return nil, nil, &stepFailure{err.Error()}
 			}
 			if p.input, err = flow.InstanceInput(v, item); err != nil {
-				return nil, &stepFailure{fmt.Sprintf("step %q: input: %v", s.Name, err)}
+				return nil, nil, &stepFailure{fmt.Sprintf("step %q: input: %v", s.Name, err)}
 			}
 			n = len(p.input)
 		} else {
-			if shared == nil {
-				var err error
-				if shared, err = flow.NewInputs(adv.run.Input, recs, adv.c.g.Parents(s.Name)); err != nil {
-					return nil, &stepFailure{err.Error()}
-				}
-			}
-			var err error
 			if n, err = shared.Len(item); err != nil {
 				p.state, p.err = flow.StepFailed, err.Error()
 				continue
@@ -780,15 +773,15 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 		}
 		total += n
 		if item != nil && custom && total > flow.MaxFanOutBytes {
-			return nil, &stepFailure{fmt.Sprintf("step %q: its instances would carry more than %d bytes (64 MiB, the most a fan-out carries in all), past it at instance %d of %d: make its input smaller",
+			return nil, nil, &stepFailure{fmt.Sprintf("step %q: its instances would carry more than %d bytes (64 MiB, the most a fan-out carries in all), past it at instance %d of %d: make its input smaller",
 				s.Name, flow.MaxFanOutBytes, p.index, len(items))}
 		}
 	}
 	if items[0] != nil && total > flow.MaxFanOutBytes {
-		return nil, &stepFailure{fmt.Sprintf("step %q: its %d instances would carry %d bytes, each the run's input and its parents' outputs; a fan-out carries at most %d bytes (64 MiB) in all: give the step an input expression that keeps what one instance needs",
+		return nil, nil, &stepFailure{fmt.Sprintf("step %q: its %d instances would carry %d bytes, each the run's input and its parents' outputs; a fan-out carries at most %d bytes (64 MiB) in all: give the step an input expression that keeps what one instance needs",
 			s.Name, len(items), total, flow.MaxFanOutBytes)}
 	}
-	return plans, nil
+	return plans, shared, nil
 }
 
 // plan makes the job, unit (human.go) or wait of instance p, which is
@@ -809,6 +802,9 @@ func (adv *advance) plan(ctx context.Context, s *flow.Step, p *planned) error {
 // the run, step and index in front:
 //
 //	{"run":{"id":"…","step":"…","index":0},"input":…,"steps":{…},"item":…,"index":…}
+//
+// (with an `input` expression, in is flow.InstanceInput's shape, without
+// "steps").
 //
 // "run" comes first so that the completer tells a step job from a plain
 // job by the payload's first bytes (IsStepPayload), without a query.
