@@ -196,7 +196,7 @@ func TestWorkflowPutProblems(t *testing.T) {
 		require.Equal(t, `is "other" but the path names "mine": send the same name, or none`, message(t, p, "name"))
 		require.Equal(t, `step "a": must be an integer, not a string`, message(t, p, "steps[0].job.priority"))
 		require.Equal(t, `step "a": must be an integer, not 2.5`, message(t, p, "steps[0].job.maxAttempts"))
-		require.Contains(t, message(t, p, "steps[0].jb"), `step "a": unknown field "jb" (known: name, job, signal, human, after, if, forEach, trigger, onFailure)`)
+		require.Contains(t, message(t, p, "steps[0].jb"), `step "a": unknown field "jb" (known: name, job, signal, human, after, if, forEach, input, trigger, onFailure)`)
 		require.Equal(t, `step "g": unknown field "Job" (did you mean "job"?)`, message(t, p, "steps[7].Job"))
 		require.Equal(t, `step "g": must be an array, not a string`, message(t, p, "steps[7].after"))
 		require.Equal(t, `step 8: must be an object, not the number 7`, message(t, p, "steps[8]"))
