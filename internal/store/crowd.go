@@ -236,6 +236,7 @@ type TaskGetParams struct {
 func (p *TaskGetParams) Validate() error {
 	pr := problemsOf("get task")
 	pr.Check(p.Name == "", "name", "is required")
+	checkText(pr, "name", p.Name)
 	pr.Check(p.Version < 0, "version", "must be 0 (the latest) or more")
 	return pr.Err()
 }
@@ -244,6 +245,13 @@ func (p *TaskGetParams) Validate() error {
 type TaskListParams struct {
 	AfterName string // cursor: only names strictly greater
 	Limit     int    // non-positive: no limit
+}
+
+// Validate refuses a cursor that is not text (checkText).
+func (p *TaskListParams) Validate() error {
+	pr := problemsOf("list tasks")
+	checkText(pr, "after", p.AfterName)
+	return pr.Err()
 }
 
 // ---- Pools ----
@@ -301,6 +309,7 @@ func checkJSON(pr *crowd.Problems, field string, b json.RawMessage) {
 func checkNames(pr *crowd.Problems, field string, names []string) {
 	for i, n := range names {
 		pr.Check(n == "", fmt.Sprintf("%s[%d]", field, i), "must not be empty")
+		checkText(pr, fmt.Sprintf("%s[%d]", field, i), n)
 	}
 }
 
@@ -316,6 +325,8 @@ type PoolListParams struct {
 // Validate names every invalid field.
 func (p *PoolListParams) Validate() error {
 	pr := problemsOf("list pools")
+	checkText(pr, "workflow", p.Workflow)
+	checkText(pr, "step", p.Step)
 	for i, s := range p.Statuses {
 		pr.Check(!s.Valid(), fmt.Sprintf("status[%d]", i), "%q is not a pool status", s)
 	}
@@ -593,6 +604,8 @@ func (p *ContributorCreateParams) Validate() error {
 	pr := problemsOf("create contributor")
 	pr.Check(p.ID == uuid.Nil, "contributorId", "is required")
 	pr.Check(p.ExternalID == "", "externalId", "is required")
+	checkText(pr, "externalId", p.ExternalID)
+	checkText(pr, "name", p.Name)
 	checkNames(pr, "skills", p.Skills)
 	checkNames(pr, "channels", p.Channels)
 	pr.Check(p.Now.IsZero(), "now", "is required")
@@ -613,6 +626,9 @@ type ContributorUpdateParams struct {
 func (p *ContributorUpdateParams) Validate() error {
 	pr := problemsOf("update contributor")
 	pr.Check(p.ID == uuid.Nil, "contributorId", "is required")
+	if p.Name != nil {
+		checkText(pr, "name", *p.Name)
+	}
 	if p.Skills != nil {
 		checkNames(pr, "skills", *p.Skills)
 	}

@@ -210,10 +210,24 @@ type WorkflowGetParams struct {
 	Version int
 }
 
+// Validate refuses a name that is not text (checkText).
+func (p *WorkflowGetParams) Validate() error {
+	pr := problemsOf("get workflow")
+	checkText(pr, "name", p.Name)
+	return pr.Err()
+}
+
 // WorkflowListParams pages through workflows by name.
 type WorkflowListParams struct {
 	AfterName string // cursor: only names strictly greater ("" = from the first)
 	Limit     int    // non-positive: no limit
+}
+
+// Validate refuses a cursor that is not text (checkText).
+func (p *WorkflowListParams) Validate() error {
+	pr := problemsOf("list workflows")
+	checkText(pr, "after", p.AfterName)
+	return pr.Err()
 }
 
 // RunInsertParams describes one run to insert.
@@ -247,6 +261,13 @@ type RunListParams struct {
 	CreatedBefore time.Time // created_at < CreatedBefore
 	BeforeID      uuid.UUID // cursor: only ids strictly less (uuid.Nil = from the newest)
 	Limit         int       // non-positive: no limit
+}
+
+// Validate refuses a workflow name that is not text (checkText).
+func (p *RunListParams) Validate() error {
+	pr := problemsOf("list runs")
+	checkText(pr, "workflow", p.Workflow)
+	return pr.Err()
 }
 
 // RunTransitionParams asks for one state change of a run.

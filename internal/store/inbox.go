@@ -106,11 +106,26 @@ type DeadLetterListParams struct {
 	Limit    int    // 0 = no limit
 }
 
+// Validate refuses a consumer that is not text (checkText).
+func (p *DeadLetterListParams) Validate() error {
+	pr := problemsOf("list dead letters")
+	checkText(pr, "consumer", p.Consumer)
+	return pr.Err()
+}
+
 // DeadLetterRequestRetryParams asks for one dead letter to be retried.
 type DeadLetterRequestRetryParams struct {
 	Consumer string
 	EventID  string
 	Now      time.Time
+}
+
+// Validate refuses a consumer or event id that is not text (checkText).
+func (p *DeadLetterRequestRetryParams) Validate() error {
+	pr := problemsOf("retry dead letter")
+	checkText(pr, "consumer", p.Consumer)
+	checkText(pr, "eventId", p.EventID)
+	return pr.Err()
 }
 
 // DeadLetterClaimRetriesParams claims pending retry requests.

@@ -178,6 +178,14 @@ type JobListParams struct {
 	Payload *PayloadMatch
 }
 
+// Validate names every filter that is not text (checkText).
+func (p *JobListParams) Validate() error {
+	pr := problemsOf("list jobs")
+	checkTexts(pr, "types", p.Types)
+	checkTexts(pr, "queues", p.Queues)
+	return pr.Err()
+}
+
 // PayloadMatch selects jobs by one value in their payload: the value at
 // Path (object keys, outermost first; never array indexes) is the JSON
 // string Text, or the number Number (compared as numbers), or the literal
@@ -347,6 +355,13 @@ type QueueSetPausedParams struct {
 	Name   string
 	Paused bool
 	Now    time.Time
+}
+
+// Validate refuses a queue name that is not text (checkText).
+func (p *QueueSetPausedParams) Validate() error {
+	pr := problemsOf("pause or resume queue")
+	checkText(pr, "queue", p.Name)
+	return pr.Err()
 }
 
 // Queue is a queue's pause flag and job counts by state.

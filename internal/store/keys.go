@@ -52,6 +52,13 @@ type APIKeyInsertParams struct {
 	Now           time.Time
 }
 
+// Validate refuses a name that is not text (checkText).
+func (p *APIKeyInsertParams) Validate() error {
+	pr := problemsOf("insert API key")
+	checkText(pr, "name", p.Name)
+	return pr.Err()
+}
+
 // APIKeyRevokeParams revokes a key.
 type APIKeyRevokeParams struct {
 	ID  uuid.UUID

@@ -9,8 +9,11 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/docket-run/docket/internal/crowd"
 )
 
 // JSONUnstorable says why PostgreSQL's jsonb could not store a valid JSON
@@ -135,6 +138,22 @@ func TextStorable(s string) bool {
 
 // TextMessage refuses text TextStorable does not take.
 const TextMessage = "must be UTF-8 text without the NUL character"
+
+// checkText names field in pr when s is not text TextStorable takes:
+// every params type whose strings reach a statement (a name, a filter, a
+// cursor) checks them in its Validate, so that every entry point, the Go
+// API's as well as the HTTP API's, refuses them alike on both backends
+// (PostgreSQL would fail the statement, SQLite find nothing or store it).
+func checkText(pr *crowd.Problems, field, s string) {
+	pr.Check(!TextStorable(s), field, "%s", TextMessage)
+}
+
+// checkTexts is checkText for each of ss, named field[i].
+func checkTexts(pr *crowd.Problems, field string, ss []string) {
+	for i, s := range ss {
+		checkText(pr, fmt.Sprintf("%s[%d]", field, i), s)
+	}
+}
 
 // CleanText is s with each NUL and each byte that is not part of valid
 // UTF-8 replaced by U+FFFD; s itself when TextStorable(s). It keeps a

@@ -32,6 +32,9 @@ func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 
 // APIKeyInsert implements store.Store.
 func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
 		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), dbTime(p.Now)))

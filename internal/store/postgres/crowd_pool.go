@@ -153,6 +153,9 @@ func taskGet(ctx context.Context, c conn, p *store.TaskGetParams) (*crowd.TaskVe
 
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*crowd.TaskVersion, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	rs, err := s.pool.Query(ctx, `SELECT `+taskColumns+`
 		FROM docket_tasks t JOIN docket_task_versions v ON v.name = t.name AND v.version = t.latest_version
 		WHERE t.name > $1 ORDER BY t.name LIMIT $2`, p.AfterName, limitOrNull(p.Limit))

@@ -117,6 +117,9 @@ func (s *Store) WorkflowGet(ctx context.Context, p *store.WorkflowGetParams) (*f
 }
 
 func workflowGet(ctx context.Context, c conn, p *store.WorkflowGetParams) (*flow.Version, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var row pgx.Row
 	if p.Version == 0 {
 		row = c.QueryRow(ctx, `SELECT `+versionColumns+`
@@ -136,6 +139,9 @@ func workflowGet(ctx context.Context, c conn, p *store.WorkflowGetParams) (*flow
 
 // WorkflowList implements store.Store.
 func (s *Store) WorkflowList(ctx context.Context, p *store.WorkflowListParams) ([]*flow.Version, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	rs, err := s.pool.Query(ctx, `SELECT `+versionColumns+`
 		FROM docket_workflows w JOIN docket_workflow_versions v
 			ON v.name = w.name AND v.version = w.latest_version
@@ -354,6 +360,9 @@ func runGet(ctx context.Context, c conn, id uuid.UUID, lock bool) (*flow.Run, er
 
 // RunList implements store.Store.
 func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*flow.Run, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var (
 		where []string
 		args  []any

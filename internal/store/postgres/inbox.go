@@ -123,6 +123,9 @@ func (s *Store) DeadLetterRecord(ctx context.Context, p *store.DeadLetterRecordP
 
 // DeadLetterList implements store.Store.
 func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	rs, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM docket_dead_letters
 		WHERE ($1 = '' OR consumer = $1) ORDER BY created_at, consumer, event_id LIMIT $2`,
 		p.Consumer, limitOrNull(p.Limit))
@@ -138,6 +141,9 @@ func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParam
 
 // DeadLetterRequestRetry implements store.Store.
 func (s *Store) DeadLetterRequestRetry(ctx context.Context, p *store.DeadLetterRequestRetryParams) (*store.DeadLetter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	d, err := scanDeadLetter(s.pool.QueryRow(ctx, `UPDATE docket_dead_letters
 		SET retry_requested_at = coalesce(retry_requested_at, $3)
 		WHERE consumer = $1 AND event_id = $2 RETURNING `+deadLetterColumns,

@@ -37,6 +37,9 @@ func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
 // JobList implements store.Store. Only the filters given appear in the SQL,
 // so each combination is planned on its own indexes.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if byTypeWaiting(p) {
 		return s.jobListByType(ctx, p)
 	}

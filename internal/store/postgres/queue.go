@@ -21,6 +21,9 @@ SELECT pg_notify('` + channelJobAvailable + `', name) FROM q WHERE NOT paused`
 
 // QueueSetPaused implements store.Store.
 func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	if p.Name == "" {
 		return fmt.Errorf("set queue paused: empty queue name")
 	}

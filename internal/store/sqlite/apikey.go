@@ -37,6 +37,9 @@ func scanAPIKey(row scanner) (*store.APIKey, error) {
 
 // APIKeyInsert implements store.Store.
 func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (*store.APIKey, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var k *store.APIKey
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if p.ContributorID != uuid.Nil {

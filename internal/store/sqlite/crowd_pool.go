@@ -168,6 +168,9 @@ func taskGet(ctx context.Context, c conn, p *store.TaskGetParams) (*crowd.TaskVe
 
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*crowd.TaskVersion, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	out, err := queryAll(ctx, s.reader, scanTask, `SELECT `+taskColumns+`
 		FROM docket_tasks t JOIN docket_task_versions v ON v.name = t.name AND v.version = t.latest_version
 		WHERE t.name > ? ORDER BY t.name LIMIT ?`, p.AfterName, limit(p.Limit))

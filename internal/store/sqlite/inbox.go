@@ -139,6 +139,9 @@ func (s *Store) DeadLetterRecord(ctx context.Context, p *store.DeadLetterRecordP
 
 // DeadLetterList implements store.Store.
 func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM docket_dead_letters
 		WHERE (? = '' OR consumer = ?) ORDER BY created_at, consumer, event_id LIMIT ?`,
 		p.Consumer, p.Consumer, limit(p.Limit))
@@ -154,6 +157,9 @@ func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParam
 
 // DeadLetterRequestRetry implements store.Store.
 func (s *Store) DeadLetterRequestRetry(ctx context.Context, p *store.DeadLetterRequestRetryParams) (*store.DeadLetter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var d *store.DeadLetter
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error

@@ -42,6 +42,9 @@ func listsWaiting(states []job.State) bool {
 
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*job.Row, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if len(p.Types) > 0 && p.Payload == nil && (len(p.States) == 0 || listsWaiting(p.States)) {
 		if p.Limit > 0 {
 			// A common type fills its page from the newest jobs at once.

@@ -11,6 +11,9 @@ import (
 
 // QueueSetPaused implements store.Store. Resuming a queue wakes its workers.
 func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	if p.Name == "" {
 		return fmt.Errorf("set queue paused: empty queue name")
 	}

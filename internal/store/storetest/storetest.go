@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Migration", testMigration},
 			{"Subscribe", testSubscribe},
 			{"Tx", testTx},
+			{"Text", testText},
 		}},
 		{"Jobs", []group{
 			{"Insert", testInsert},
