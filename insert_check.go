@@ -32,6 +32,16 @@ var noClock time.Time
 // field.
 func CheckName(field, name string) error { return validName(field, name) }
 
+// CheckText checks text as every backend can store it (a name, a filter,
+// a cursor): UTF-8 without the NUL character. The error is a
+// *ValidationError naming field.
+func CheckText(field, s string) error {
+	if store.TextStorable(s) {
+		return nil
+	}
+	return &ValidationError{Field: field, Message: store.TextMessage}
+}
+
 // InsertConflict compares existing, the job that holds an idempotency key,
 // with a repeated insert of that key (args and opts, defaults applied as
 // Insert applies them). It returns "" when the insert asks for the same job

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -91,6 +92,32 @@ func (h *Handler) routes() {
 	})
 }
 
+// notText names the path, if it is not text (docket.CheckText: a page's
+// path values are parts of it), and each query or form parameter whose
+// name or a value is not: no name, id or filter can be, and PostgreSQL
+// refuses such a parameter (a 500 where SQLite found nothing).
+func notText(r *http.Request) []string {
+	var problems []string
+	if err := docket.CheckText("path", r.URL.Path); err != nil {
+		problems = append(problems, err.Error())
+	}
+	vals := r.Form // a POST's, with the query's
+	if r.Method != http.MethodPost {
+		vals = r.URL.Query()
+	}
+	bad := func(v string) bool { return docket.CheckText("", v) != nil }
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		switch {
+		case bad(k): // named readably
+			k = strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", "\uFFFD"), "\uFFFD")
+		case !slices.ContainsFunc(vals[k], bad):
+			continue
+		}
+		problems = append(problems, docket.CheckText(k, "\x00").Error()) // "k: <why>"
+	}
+	return problems
+}
+
 // Limits of a posted form.
 const (
 	// formMaxBytes is the most a form may post.
@@ -148,6 +175,10 @@ func (h *Handler) authedLimit(need []access, limit int64, next http.HandlerFunc)
 				h.renderErrorAs(w, r, ss, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
 				return
 			}
+		}
+		if problems := notText(r); problems != nil {
+			h.renderErrorAs(w, r, ss, http.StatusBadRequest, strings.Join(problems, "; "))
+			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ss)))
 	})
