@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/docket-run/docket/internal/jsonfield"
@@ -130,6 +131,9 @@ func decodeJSON(data []byte, into any) error {
 	if _, deep := into.(ownedThroughout); deep {
 		dups = scanAllKeys(data)
 	}
+	if variants := caseVariants(into, keys); variants != nil {
+		return withoutVariants(data, into, addFields(dups, variants...))
+	}
 	errs := dups
 	if derr != nil {
 		if len(keys) == 0 {
@@ -165,6 +169,99 @@ func decodeJSON(data []byte, into any) error {
 	}
 	return invalidFields(errs)
 }
+
+// caseVariants names each of keys (a body's top-level keys) that into,
+// a struct, has no field of, as spelled: encoding/json takes a key for the
+// field whose name it matches in any case ("PROGRESS", "leaseseconds"),
+// where docket's fields are spelled one way (docs/api.md) and every other
+// key is unknown.
+func caseVariants(into any, keys []string) []FieldError {
+	var fe []FieldError
+	if names := fieldNames(reflect.TypeOf(into)); names != nil {
+		for _, k := range keys {
+			if !names[k] {
+				if k == "" {
+					k = `""` // the empty key, named as unknown fields name it
+				}
+				fe = append(fe, FieldError{Field: k, Message: "is not a known field"})
+			}
+		}
+	}
+	return fe
+}
+
+// withoutVariants decodes data again without the keys errs names (case
+// variants, and repeated keys: the keys a decoder would have taken the
+// value of, wrongly) into a zeroed into, so that a field given only as a
+// variant is missing (into's other fields are kept), and answers one problem with errs and whatever else
+// is wrong. It is the rare path: no client of docket's spells a field
+// otherwise.
+func withoutVariants(data []byte, into any, errs []FieldError) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return jsonProblem(err)
+	}
+	for _, fe := range errs {
+		delete(obj, fe.Field)
+		if fe.Field == `""` {
+			delete(obj, "")
+		}
+	}
+	rest, err := json.Marshal(obj)
+	if err != nil {
+		return jsonProblem(err)
+	}
+	// Only the JSON fields: an unexported one holds what prepare set.
+	v := reflect.ValueOf(into).Elem()
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if f.IsExported() && !f.Anonymous {
+			v.FieldByIndex(f.Index).SetZero()
+		}
+	}
+	if err := decodeJSON(rest, into); err != nil {
+		p := problemFor(err)
+		if len(p.Errors) == 0 {
+			return err
+		}
+		errs = addFields(errs, p.Errors...)
+	}
+	return invalidFields(errs)
+}
+
+// fieldNames is the set of JSON names of the fields of t, a struct or a
+// pointer to one, as encoding/json names them (tag, else the Go name;
+// embedded structs' fields promoted); nil when t is no struct or decodes
+// itself.
+func fieldNames(t reflect.Type) map[string]bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	if m, ok := fieldNameCache.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	names := map[string]bool{}
+	for _, f := range reflect.VisibleFields(t) {
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" || !f.IsExported() {
+			continue // its fields are visible themselves
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names[name] = true
+	}
+	fieldNameCache.Store(t, names)
+	return names
+}
+
+// fieldNameCache holds fieldNames by type.
+var fieldNameCache sync.Map
 
 // addFields appends the errors of fields errs does not name yet: a field
 // is named once, by the first thing found wrong with it.

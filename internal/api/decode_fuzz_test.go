@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -15,7 +16,8 @@ import (
 // success or a 4xx problem — never a panic, never a 5xx — and a 400 that
 // names fields names each once, with a message. A body whose top-level
 // object repeats a key is never accepted (keys repeated inside values are
-// the user's JSON).
+// the user's JSON), nor one with a key that is not a field as spelled
+// (encoding/json alone takes "PROGRESS" for "progress").
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`{"queues":["q"],"max":1,"waitSeconds":0,"leaseSeconds":30,"workerId":"w"}`,
@@ -25,6 +27,7 @@ func FuzzDecode(f *testing.F) {
 		`{"jobType":"t","priority":1.5}`, `{"jobType":"","priority":99,"maxAttempts":0}`,
 		`{"jobType":"a","jobType":"b"}`, `{"payload":{"x":[{"y":1,"y":2}]},"jobType":"t"}`,
 		`{"jobs":[{"jobType":"a"},{"jobType":1,"jobType":2}]}`, `{"queues":"q","workerId":7}`,
+		`{"PROGRESS":5}`, `{"Reason":"x"}`, `{"Error":"x","retryable":true}`, `{"reason":"a","Reason":"b"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -33,6 +36,7 @@ func FuzzDecode(f *testing.F) {
 		func() any { return new(heartbeatRequest) },
 		func() any { return new(completeRequest) },
 		func() any { return new(failRequest) },
+		func() any { return new(releaseRequest) },
 		func() any { return new(submitRequest) },
 		func() any { return new(batchRequest) },
 	}
@@ -43,8 +47,14 @@ func FuzzDecode(f *testing.F) {
 			r := httptest.NewRequest("POST", "/", bytes.NewReader(body))
 			err := decodeBody(httptest.NewRecorder(), r, 1<<16, optional, into)
 			if err == nil {
-				if dups, _ := scanKeys(body); len(dups) > 0 {
+				dups, keys := scanKeys(body)
+				if len(dups) > 0 {
 					t.Fatalf("%T: accepted %q although it repeats %s", into, body, dups[0].Field)
+				}
+				for _, k := range keys {
+					if !fieldNames(reflect.TypeOf(into))[k] {
+						t.Fatalf("%T: accepted %q although it has no field %q", into, body, k)
+					}
 				}
 				continue
 			}
