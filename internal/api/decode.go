@@ -99,6 +99,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
+			if v, ok := into.(Validator); ok {
+				return v.Validate() // the zero value, with what prepare set
+			}
 			return nil
 		}
 		return badRequest("the body is empty; send a JSON object")

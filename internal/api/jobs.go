@@ -56,13 +56,39 @@ type submitRequest struct {
 	MaxAttempts    *int            `json:"maxAttempts,omitempty"`
 	TimeoutSeconds *int            `json:"timeoutSeconds,omitempty"`
 
-	runAt time.Time // RunAt parsed by Validate
+	runAt  time.Time // RunAt parsed by Validate
+	header string    // the Idempotency-Key header of POST /v1/jobs
+}
+
+// prepare keeps the Idempotency-Key header, which Validate checks with
+// the body (one problem names every bad field, the header's too).
+func (req *submitRequest) prepare(_ *Server, r *http.Request) {
+	req.header = r.Header.Get(idempotencyHeader)
+}
+
+// idempotencyHeader is the alternative to the body's idempotencyKey.
+const idempotencyHeader = "Idempotency-Key"
+
+// keyFromHeader sets *key to header, the Idempotency-Key header, when it
+// is given; an error when the body's key (*key) is another.
+func keyFromHeader(key *string, header string) error {
+	switch {
+	case header == "":
+	case *key != "" && *key != header:
+		return invalidField("idempotencyKey", "differs from the "+idempotencyHeader+" header; send one or the other")
+	default:
+		*key = header
+	}
+	return nil
 }
 
 // Validate implements Validator with the checks of the HTTP contract, then
 // every check Insert makes.
 func (req *submitRequest) Validate() error {
 	var errs []error
+	if err := keyFromHeader(&req.IdempotencyKey, req.header); err != nil {
+		errs = append(errs, err)
+	}
 	if req.RunAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
 		if err != nil {
@@ -121,16 +147,9 @@ func submitResponseOf(row *docket.JobRow) *submitResponse {
 	}
 }
 
-// idempotencyHeader is the alternative to the body's idempotencyKey.
-const idempotencyHeader = "Idempotency-Key"
-
-func (s *Server) submitJob(ctx context.Context, r *http.Request, req *submitRequest) (int, *submitResponse, error) {
-	if key := r.Header.Get(idempotencyHeader); key != "" {
-		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
-			return 0, nil, invalidField("idempotencyKey", "differs from the "+idempotencyHeader+" header; send one or the other")
-		}
-		req.IdempotencyKey = key
-	}
+// submitJob inserts one job; Validate took the key of the Idempotency-Key
+// header.
+func (s *Server) submitJob(ctx context.Context, _ *http.Request, req *submitRequest) (int, *submitResponse, error) {
 	args, opts := req.insert()
 	res, err := s.client.Insert(ctx, args, opts)
 	if err != nil {
@@ -166,17 +185,27 @@ func idempotencyConflict(existing *docket.JobRow, args docket.RawArgs, opts *doc
 // one so that each is judged on its own.
 type batchRequest struct {
 	Jobs []json.RawMessage `json:"jobs"`
+
+	header bool // an Idempotency-Key header was sent
+}
+
+func (req *batchRequest) prepare(_ *Server, r *http.Request) {
+	req.header = r.Header.Get(idempotencyHeader) != ""
 }
 
 // Validate implements Validator.
 func (req *batchRequest) Validate() error {
+	var errs []error
 	switch {
 	case len(req.Jobs) == 0:
-		return invalidField("jobs", "needs at least one job")
+		errs = append(errs, invalidField("jobs", "needs at least one job"))
 	case len(req.Jobs) > batchMax:
-		return invalidField("jobs", fmt.Sprintf("has %d jobs; at most %d are allowed", len(req.Jobs), batchMax))
+		errs = append(errs, invalidField("jobs", fmt.Sprintf("has %d jobs; at most %d are allowed", len(req.Jobs), batchMax)))
 	}
-	return nil
+	if req.header {
+		errs = append(errs, invalidField(idempotencyHeader, "is not supported on a batch; set idempotencyKey on each job"))
+	}
+	return errors.Join(errs...)
 }
 
 type batchResponse struct {
@@ -194,9 +223,6 @@ type batchItem struct {
 // submitBatch inserts the valid jobs of a batch in one transaction and
 // reports the invalid ones; if the insert fails, none is written.
 func (s *Server) submitBatch(ctx context.Context, r *http.Request, req *batchRequest) (int, *batchResponse, error) {
-	if r.Header.Get(idempotencyHeader) != "" {
-		return 0, nil, invalidField(idempotencyHeader, "is not supported on a batch; set idempotencyKey on each job")
-	}
 	resp := &batchResponse{Items: make([]*batchItem, len(req.Jobs))}
 	var (
 		params  []docket.InsertParams

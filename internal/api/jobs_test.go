@@ -189,6 +189,13 @@ func TestSubmitIdempotency(t *testing.T) {
 		p = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"email"}`, "Idempotency-Key", strings.Repeat("k", 256)).
 			Problem(t, http.StatusBadRequest)
 		requireProblemField(t, p, "idempotencyKey")
+		// A bad header and a bad body: one problem names them all.
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"bad type","priority":99}`, "Idempotency-Key", strings.Repeat("k", 256)).
+			Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"jobType", "priority", "idempotencyKey"}, problemFields(p), p.Detail)
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"bad type","idempotencyKey":"a","extra":1}`, "Idempotency-Key", "b").
+			Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"jobType", "idempotencyKey", "extra"}, problemFields(p), p.Detail)
 
 		rows, err := b.client.List(context.Background(), docket.ListParams{})
 		require.NoError(t, err)
@@ -409,6 +416,8 @@ func TestSubmitBatch(t *testing.T) {
 		requireProblemField(t, b.do(t, docket.RoleProducer, "POST", "/v1/jobs:batch", `{"jobs":{}}`).Problem(t, http.StatusBadRequest), "jobs")
 		requireProblemField(t, b.do(t, docket.RoleProducer, "POST", "/v1/jobs:batch", `{"jobs":[{"jobType":"a"}]}`, "Idempotency-Key", "x").
 			Problem(t, http.StatusBadRequest), "Idempotency-Key")
+		p := b.do(t, docket.RoleProducer, "POST", "/v1/jobs:batch", `{"jobs":[],"extra":1}`, "Idempotency-Key", "x").Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"jobs", "extra", "Idempotency-Key"}, problemFields(p), p.Detail)
 		b.do(t, docket.RoleProducer, "POST", "/v1/jobs:batch", `{"jobs":[`).Problem(t, http.StatusBadRequest)
 		tooMany := make([]map[string]any, batchMax+1)
 		for i := range tooMany {

@@ -133,17 +133,20 @@ type startRunRequest struct {
 	Version int `json:"version,omitempty"`
 
 	workflow string
+	header   string // the Idempotency-Key header of a single run's start
 }
 
 func (*startRunRequest) bodyOptional() {}
 
 func (req *startRunRequest) prepare(_ *Server, r *http.Request) {
 	req.workflow = r.PathValue("name")
+	req.header = r.Header.Get(idempotencyHeader)
 }
 
-// Validate implements Validator with RunStart's checks.
+// Validate implements Validator with RunStart's checks, and takes the key
+// of the Idempotency-Key header: one problem names every bad field.
 func (req *startRunRequest) Validate() error {
-	return docket.ValidateRunStart(req.params())
+	return errors.Join(keyFromHeader(&req.IdempotencyKey, req.header), docket.ValidateRunStart(req.params()))
 }
 
 func (req *startRunRequest) params() docket.RunStartParams {
@@ -163,15 +166,6 @@ type startRunResponse struct {
 func (s *Server) startRun(ctx context.Context, r *http.Request, req *startRunRequest) (int, *startRunResponse, error) {
 	if err := noQuery(r, nil); err != nil {
 		return 0, nil, err
-	}
-	if key := r.Header.Get(idempotencyHeader); key != "" {
-		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
-			return 0, nil, invalidField("idempotencyKey", "differs from the "+idempotencyHeader+" header; send one or the other")
-		}
-		req.IdempotencyKey = key
-		if err := req.Validate(); err != nil {
-			return 0, nil, err
-		}
 	}
 	p := req.params()
 	res, err := s.client.RunStart(ctx, p.Workflow, p.Input, p.Opts)

@@ -56,6 +56,13 @@ func TestRunStartGetAndOperations(t *testing.T) {
 		require.Equal(t, run.RunID, again.RunID)
 		p := b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", `{"idempotencyKey": "a"}`, "Idempotency-Key", "b").Problem(t, http.StatusBadRequest)
 		require.Equal(t, "idempotencyKey", p.Errors[0].Field)
+		// A bad header and a bad body: one problem names them all.
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", `{"version": -1, "extra": 1}`, "Idempotency-Key", strings.Repeat("k", 300)).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"extra", "idempotencyKey", "version"}, problemFields(p), p.Detail)
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", `{"version": -1, "idempotencyKey": "a"}`, "Idempotency-Key", "b").Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"idempotencyKey", "version"}, problemFields(p), p.Detail)
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/approval/runs", nil, "Idempotency-Key", strings.Repeat("k", 300)).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"idempotencyKey"}, problemFields(p), p.Detail)
 		// No body: a run on null.
 		bare := startRun(t, b, "approval", nil, http.StatusAccepted)
 		require.Equal(t, "null", string(bare.Input))
