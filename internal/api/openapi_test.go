@@ -164,6 +164,31 @@ func TestOpenAPIDocument(t *testing.T) {
 	require.Contains(t, bad["content"], "application/problem+json")
 }
 
+// TestOpenAPIQueueMayBeEmpty: a job's queue "" is the default (the job
+// type), as docs/api.md's table and the server have it, and the schema
+// admits it (it said minLength 1).
+func TestOpenAPIQueueMayBeEmpty(t *testing.T) {
+	t.Parallel()
+	_, raw := parseOpenAPI(t, openapiDocument)
+	submit := resolveRef(t, raw, "#/components/schemas/SubmitJobRequest").(map[string]any)
+	queue := submit["properties"].(map[string]any)["queue"].(map[string]any)
+	if ref, ok := queue["$ref"].(string); ok {
+		queue = resolveRef(t, raw, ref).(map[string]any)
+	}
+	min, _ := queue["minLength"].(float64)
+	require.Zero(t, min, "queue: minLength")
+	require.Regexp(t, queue["pattern"].(string), "", "queue: pattern")
+	require.Regexp(t, queue["pattern"].(string), "mail.send:eu/1")
+	require.NotRegexp(t, queue["pattern"].(string), "bad queue")
+
+	b := setup(t, testdb.Backends()[0])
+	var got submitResponse
+	b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"email","queue":""}`).JSON(t, &got)
+	row, err := b.client.Get(t.Context(), got.JobID)
+	require.NoError(t, err)
+	require.Equal(t, "email", row.Queue)
+}
+
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testdb.Backends()[0])
