@@ -143,13 +143,22 @@ func (c *Client) takeScheduled(ctx context.Context, pool *Pool, ct *task.Compile
 	return taken, nil
 }
 
-// putQualityState writes st whole.
+// putQualityState writes st whole, and sets st to the row as written: its
+// times as the database keeps them (microseconds), flaggedAt as the store
+// set or cleared it, so that an answer made of st is what a later read
+// returns.
 func putQualityState(ctx context.Context, tx store.Tx, st *store.QualityState, now time.Time) error {
-	_, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{
+	written, err := tx.QualityStatePut(ctx, &store.QualityStatePutParams{
 		PoolID: st.PoolID, ContributorID: st.ContributorID, Trust: st.Trust, Standing: st.Standing,
 		FlagReason: st.FlagReason, ForgivenAt: st.ForgivenAt, Counts: st.Counts, TooFast: st.TooFast, Now: now,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	history := st.Trust.History // the store's row has none
+	*st = *written
+	st.Trust.History = history
+	return nil
 }
 
 // judgmentQuality is quality control's part of one judgment's

@@ -89,6 +89,11 @@ func TestQualityOverHTTP(t *testing.T) {
 			require.Nil(t, q.FlagCheck)
 			require.NotNil(t, q.ForgivenAt)
 			require.Equal(t, 0, q.TestsAnswered)
+			// The answer is what a later read returns (forgivenAt in the
+			// database's microseconds, not the clock's nanoseconds).
+			var again contributorQualityView
+			cb.do(t, docket.RoleAdmin, "GET", "/v1/pools/"+pid+"/contributors/"+spammer.id, nil).JSON(t, &again)
+			require.Equal(t, q, again)
 			tr, _ := cb.take(t, spammer, pid)
 			require.NotNil(t, tr, "forgiven: work again")
 
