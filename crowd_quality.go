@@ -562,8 +562,12 @@ func (c *Client) repairUnit(ctx context.Context, tx store.Tx, q *judgmentQuality
 // retargeted or finalized, each change of a finalized result audited
 // (unit.result_changed) — all in one transaction. by names who forgave.
 // A contributor who is not flagged is left as they are (the state is
-// returned). ErrNotFound when the pool or the contributor does not exist.
+// returned). ErrNotFound when the pool or the contributor does not exist;
+// a *ValidationError when by is not text (CheckText).
 func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID uuid.UUID, by string) (*ContributorQuality, error) {
+	if err := CheckText("by", by); err != nil {
+		return nil, err // it is written in the trust history and an event
+	}
 	pool, err := c.poolSettings(ctx, poolID)
 	if err != nil {
 		return nil, err

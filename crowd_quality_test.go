@@ -466,3 +466,24 @@ func TestQualityFlaggedJudgmentReachingTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestQualityForgiveByNotText: who forgave is text the databases store
+// (it goes into the trust history's reason and the contributor.unflagged
+// event); a NUL or bytes that are not UTF-8 are a *ValidationError naming
+// "by", on both backends, before anything is read.
+func TestQualityForgiveByNotText(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			f := newCrowdFixture(t, backend)
+			who := f.contributor(t)
+			for _, by := range []string{"a\x00b", "a\xffb"} {
+				_, err := f.c.ContributorForgive(context.Background(), f.pool.ID, who, by)
+				var ve *ValidationError
+				require.ErrorAs(t, err, &ve, "%q", by)
+				require.Equal(t, "by", ve.Field)
+			}
+		})
+	}
+}
