@@ -49,7 +49,8 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*JobRow, error) {
 		}
 		sp.Payload = p.Args.storeMatch()
 	}
-	return c.store.JobList(ctx, sp)
+	rows, err := c.store.JobList(ctx, sp)
+	return rows, fieldErrors(err)
 }
 
 // Attempts lists a job's attempts, oldest first, with the running one.
@@ -116,7 +117,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: true, Now: c.cfg.Now()})
+	return fieldErrors(c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: true, Now: c.cfg.Now()}))
 }
 
 // ResumeQueue lets workers acquire jobs of queue again.
@@ -124,7 +125,7 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	return c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: false, Now: c.cfg.Now()})
+	return fieldErrors(c.store.QueueSetPaused(ctx, &store.QueueSetPausedParams{Name: queue, Paused: false, Now: c.cfg.Now()}))
 }
 
 // Queues lists queues with their counts and pause flags.

@@ -164,7 +164,7 @@ func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secre
 		SecretHash: hashSecret(secret), ContributorID: contributor, Now: c.cfg.Now(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	return apiKeyFrom(k), nil
 }

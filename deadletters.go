@@ -37,7 +37,7 @@ type DeadLetterListParams struct {
 func (c *Client) DeadLetterList(ctx context.Context, p DeadLetterListParams) ([]*DeadLetter, error) {
 	ds, err := c.store.DeadLetterList(ctx, &store.DeadLetterListParams{Consumer: p.Consumer, Limit: p.Limit})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	out := make([]*DeadLetter, len(ds))
 	for i, d := range ds {
@@ -56,7 +56,7 @@ func (c *Client) DeadLetterRetry(ctx context.Context, consumer, eventID string) 
 		Consumer: consumer, EventID: eventID, Now: c.cfg.Now(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	return deadLetterOf(d), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -246,6 +247,22 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// fieldErrors gives the store's list of invalid parameters (a
+// *crowd.ValidationError, e.g. a filter that is not text) the form the
+// job, key, workflow and event calls document: errors.Join of one
+// *ValidationError per field. Any other error is returned as it is.
+func fieldErrors(err error) error {
+	var ve *crowd.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	errs := make([]error, len(ve.Errors))
+	for i, fe := range ve.Errors {
+		errs[i] = &ValidationError{Field: fe.Field, Message: fe.Message}
+	}
+	return errors.Join(errs...)
+}
 
 // insertParams checks one job and fills dst with what the store inserts.
 func insertParams(dst *store.JobInsertParams, id uuid.UUID, args JobArgs, opts *InsertOpts, now time.Time) error {

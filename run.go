@@ -321,7 +321,7 @@ func (c *Client) RunList(ctx context.Context, p RunListParams) ([]*Run, error) {
 		BeforeID: p.Before, Limit: p.Limit,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	out := make([]*Run, len(runs))
 	for i, r := range runs {

@@ -67,7 +67,7 @@ func (c *Client) WorkflowGet(ctx context.Context, name string, version int) (*Wo
 	}
 	stored, err := c.store.WorkflowGet(ctx, &store.WorkflowGetParams{Name: name, Version: version})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	return workflowVersionOf(stored)
 }
@@ -89,7 +89,7 @@ func (c *Client) WorkflowList(ctx context.Context, p WorkflowListParams) ([]*Wor
 	p.Limit = min(p.Limit, 1000)
 	rows, err := c.store.WorkflowList(ctx, &store.WorkflowListParams{AfterName: p.After, Limit: p.Limit})
 	if err != nil {
-		return nil, err
+		return nil, fieldErrors(err)
 	}
 	out := make([]*WorkflowVersion, len(rows))
 	for i, row := range rows {
