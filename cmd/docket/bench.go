@@ -130,7 +130,10 @@ percentiles), or as JSON with -o json.`,
 	f.StringVar(&shape, "shape", "", "workflow modes: chain or diamond (default both)")
 	f.IntVar(&cfg.Jobs, "jobs", bench.JobsDefault, "burn: jobs to insert and work")
 	f.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "continuous, latency: how long to run")
-	f.IntVar(&cfg.Rate, "rate", bench.RateDefault, "latency: jobs inserted per second; workflow-latency: runs started per second (default 100)")
+	// 0 when not given: each mode has its own default, which the usage
+	// states (the flag's own default would name one for both).
+	f.IntVar(&cfg.Rate, "rate", 0, fmt.Sprintf("latency: jobs inserted per second; workflow-latency: runs started per second (default %d for latency, %d for workflow-latency)",
+		bench.RateDefault, bench.RunRateDefault))
 	f.IntVar(&cfg.InsertBatch, "insert-batch", bench.InsertBatchDefault, "jobs per InsertMany call")
 	f.IntVar(&cfg.InsertConcurrency, "insert-concurrency", bench.InsertConcurrencyDefault, "InsertMany calls in flight at once")
 	f.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "progress and sample period")
@@ -154,13 +157,16 @@ percentiles), or as JSON with -o json.`,
 			flag string
 			v    int
 		}{
-			{"jobs", cfg.Jobs}, {"rate", cfg.Rate}, {"insert-batch", cfg.InsertBatch},
+			{"jobs", cfg.Jobs}, {"insert-batch", cfg.InsertBatch},
 			{"insert-concurrency", cfg.InsertConcurrency}, {"workers", workers}, {"batch", batch},
 			{"runs", runs}, {"run-batch", runBatch}, {"units", crowd.Units}, {"contributors", crowd.Contributors},
 		} {
 			if n.v < 1 {
 				bad = append(bad, fmt.Errorf("--%s %d: must be at least 1", n.flag, n.v))
 			}
+		}
+		if f.Changed("rate") && cfg.Rate < 1 {
+			bad = append(bad, fmt.Errorf("--rate %d: must be at least 1", cfg.Rate))
 		}
 		if flush < 0 {
 			bad = append(bad, fmt.Errorf("--complete-batch %d: must not be negative (0: the worker default)", flush))
@@ -254,9 +260,6 @@ percentiles), or as JSON with -o json.`,
 			fc := bench.FlowConfig{
 				Mode: cfg.Mode, Runs: runs, RunBatch: runBatch, Rate: cfg.Rate, Duration: cfg.Duration,
 				Interval: cfg.Interval, JSON: cfg.JSON, Out: cfg.Out, Log: cfg.Log,
-			}
-			if !f.Changed("rate") {
-				fc.Rate = bench.RunRateDefault
 			}
 			fc.Shapes = shapes
 			_, err = bench.RunFlows(ctx, &benchFlowSystem{client: client, workers: workers, batch: batch, flush: flush}, fc)

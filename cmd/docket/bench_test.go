@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/bench"
 	"github.com/docket-run/docket/internal/crowdcheck"
 	"github.com/docket-run/docket/internal/testdb"
 )
@@ -351,4 +353,23 @@ func TestBenchRefusesBadValues(t *testing.T) {
 		_, statErr := os.Stat(path)
 		require.ErrorIs(t, statErr, os.ErrNotExist, "%v: the database was opened", args)
 	}
+}
+
+// TestBenchRateHelp: --rate's help gives each mode's default once: it
+// said "(default 100)" for workflow-latency and the flag added "(default
+// 1000)", the latency mode's, as if it were the only one.
+func TestBenchRateHelp(t *testing.T) {
+	t.Parallel()
+	out, err := runDocket(t, "bench", "--help")
+	require.NoError(t, err)
+	var line string
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, "--rate ") {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, out)
+	require.Equal(t, 1, strings.Count(line, "default"), line)
+	require.Contains(t, line, fmt.Sprintf("%d for latency", bench.RateDefault), line)
+	require.Contains(t, line, fmt.Sprintf("%d for workflow-latency", bench.RunRateDefault), line)
 }
