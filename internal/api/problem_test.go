@@ -53,3 +53,36 @@ func TestProblemForContention(t *testing.T) {
 	require.Equal(t, problemBase+"contention", p.Type)
 	require.Equal(t, 1, p.RetryAfter)
 }
+
+// TestBatchPartialContention: a runs batch whose later chunk the
+// database aborted (a deadlock) says that the earlier runs were started
+// and which to send again, and not the single request's "nothing was
+// written, the same request again should succeed", which would start
+// the runs without a key twice.
+func TestBatchPartialContention(t *testing.T) {
+	t.Parallel()
+	runs := make([]batchRun, 2500)
+	p := batchPartial(fmt.Errorf("start runs: %w", docket.ErrContention), 1000, runs)
+	require.Equal(t, http.StatusServiceUnavailable, p.Status)
+	require.Equal(t, problemBase+"contention", p.Type)
+	require.Equal(t, 1, p.RetryAfter)
+	require.Contains(t, p.Detail, "runs 0 to 999 were started; runs from 1000 on were not")
+	require.NotContains(t, p.Detail, "nothing was written")
+	require.NotContains(t, p.Detail, "the same request again")
+	require.Contains(t, p.Detail, "send runs from 1000 on again after Retry-After")
+	require.Contains(t, p.Detail, "would start runs 0 to 999 again", "runs without keys")
+
+	for i := range runs {
+		runs[i].key = fmt.Sprint("k", i)
+	}
+	p = batchPartial(fmt.Errorf("start runs: %w", docket.ErrContention), 1000, runs)
+	require.Equal(t, 1, p.RetryAfter)
+	require.Contains(t, p.Detail, "runs 0 to 999 were started; runs from 1000 on were not")
+	require.Contains(t, p.Detail, "or the whole batch", "every run has a key: resending it all is safe")
+	require.NotContains(t, p.Detail, "nothing was written")
+
+	// Another error keeps its own detail after what was started.
+	p = batchPartial(notFound(`workflow "w" has no version 3`), 1000, runs)
+	require.Equal(t, http.StatusNotFound, p.Status)
+	require.Equal(t, `runs 0 to 999 were started; runs from 1000 on were not: workflow "w" has no version 3`, p.Detail)
+}

@@ -112,11 +112,7 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResp
 		if err != nil {
 			err = runProblem(err, name, version)
 			if start > 0 {
-				// Earlier chunks are committed: say which, so that a
-				// client resends the rest (or everything, with keys).
-				p := problemFor(err)
-				p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: %s", start-1, start, p.Detail)
-				return nil, p
+				return nil, batchPartial(err, start, runs)
 			}
 			return nil, err
 		}
@@ -130,6 +126,29 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResp
 		}
 	}
 	return resp, nil
+}
+
+// batchPartial is the problem of a batch whose runs before start were
+// started (their chunks are committed) when err stopped the rest: it says
+// which, so that a client resends the rest (or everything, with keys).
+// A deadlock keeps its 503 and Retry-After, but not the detail of a
+// single transaction ("nothing was written, the same request again"):
+// here the earlier runs were written, and the same request again starts
+// those without a key a second time.
+func batchPartial(err error, start int, runs []batchRun) *Problem {
+	p := problemFor(err)
+	if !errors.Is(err, docket.ErrContention) {
+		p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: %s", start-1, start, p.Detail)
+		return p
+	}
+	resend := fmt.Sprintf("send runs from %d on again after Retry-After (%d s)", start, p.RetryAfter)
+	if slices.ContainsFunc(runs, func(r batchRun) bool { return r.key == "" }) {
+		resend += fmt.Sprintf("; the whole batch again would start runs 0 to %d again, as not every run has an idempotencyKey", start-1)
+	} else {
+		resend += ", or the whole batch: every run has an idempotencyKey, so the started ones are not started twice"
+	}
+	p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: the database aborted their transaction to resolve a conflict with another one; %s", start-1, start, resend)
+	return p
 }
 
 // batchFormat reads the Content-Type of a runs batch (default JSON).
