@@ -81,6 +81,9 @@ func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
 	d, p := deadQuery(q)
 	if n, err := strconv.Atoi(q.Get("retried")); err == nil && n >= 0 {
 		d.Message = "Retried " + strconv.Itoa(n) + " DEAD jobs: they are back in their queues."
+		if s, err := strconv.Atoi(q.Get("skipped")); err == nil && s > 0 {
+			d.Message += " Skipped " + strconv.Itoa(s) + " workflow step jobs: a step's job is not retried on its own; retry its run, on the run's page."
+		}
 		if q.Get("more") == "1" {
 			d.Message += " More match the filter: retry again for the next " + strconv.Itoa(retryMax) + "."
 		}
@@ -200,12 +203,15 @@ func (h *Handler) deadRetryPost(w http.ResponseWriter, r *http.Request) {
 		h.renderPageStatus(w, r, http.StatusBadRequest, "dead", "Dead letters", d)
 		return
 	}
-	n, more, err := h.retryDead(r.Context(), dr)
+	n, skipped, more, err := h.retryDead(r.Context(), dr)
 	if err != nil {
 		h.renderError(w, r, http.StatusInternalServerError, "Retrying failed after "+strconv.Itoa(n)+" jobs: "+err.Error())
 		return
 	}
 	q := url.Values{"retried": {strconv.Itoa(n)}}
+	if skipped > 0 {
+		q.Set("skipped", strconv.Itoa(skipped))
+	}
 	if dr.Queue != "" {
 		q.Set("queue", dr.Queue)
 	}
@@ -220,10 +226,11 @@ func (h *Handler) deadRetryPost(w http.ResponseWriter, r *http.Request) {
 
 // retryDead retries the jobs of dr with Client.Retry, one at a time (the
 // same call as a job page's Retry); a job no longer DEAD is left as it is.
-// A filtered retry reads DEAD jobs in batches, newest first, each batch
-// after the last (so it ends even if a retry changes nothing), up to
-// retryMax; more reports that some may remain.
-func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n int, more bool, err error) {
+// A workflow step's job is refused (its run is retried): skipped counts
+// them. A filtered retry reads DEAD jobs in batches, newest first, each
+// batch after the last (so it ends even if a retry changes nothing), up
+// to retryMax; more reports that some may remain.
+func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n, skipped int, more bool, err error) {
 	retry := func(row *docket.JobRow) error {
 		if row.State != docket.JobStateDead {
 			return nil
@@ -234,7 +241,8 @@ func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n int, more boo
 			return nil // it moved meanwhile
 		}
 		if errors.Is(err, docket.ErrRunConflict) {
-			return nil // a step's job: its run is retried, not the job
+			skipped++ // a step's job: its run is retried, not the job
+			return nil
 		}
 		if err == nil {
 			n++
@@ -248,13 +256,13 @@ func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n int, more boo
 				continue
 			}
 			if err != nil {
-				return n, false, err
+				return n, skipped, false, err
 			}
 			if err := retry(row); err != nil {
-				return n, false, err
+				return n, skipped, false, err
 			}
 		}
-		return n, false, nil
+		return n, skipped, false, nil
 	}
 	p := docket.ListParams{States: []docket.JobState{docket.JobStateDead}, Limit: retryBatch}
 	if dr.Queue != "" {
@@ -266,19 +274,19 @@ func (h *Handler) retryDead(ctx context.Context, dr *deadRetry) (n int, more boo
 	for seen := 0; ; {
 		rows, err := h.client.List(ctx, p)
 		if err != nil {
-			return n, false, err
+			return n, skipped, false, err
 		}
 		for _, row := range rows {
 			if seen == retryMax {
-				return n, true, nil
+				return n, skipped, true, nil
 			}
 			seen++
 			if err := retry(row); err != nil {
-				return n, false, err
+				return n, skipped, false, err
 			}
 		}
 		if len(rows) < retryBatch {
-			return n, false, nil
+			return n, skipped, false, nil
 		}
 		p.Before = rows[len(rows)-1].ID
 	}

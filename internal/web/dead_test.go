@@ -147,7 +147,8 @@ func TestQueuesPage(t *testing.T) {
 
 // TestDeadRetrySkipsStepJobs: a DEAD job of a workflow step is not
 // retried on its own (Client.Retry refuses it: its run is retried), and a
-// bulk retry that meets one goes on without it instead of failing.
+// bulk retry that meets one goes on without it instead of failing, and
+// says how many it skipped and why (it had said nothing).
 func TestDeadRetrySkipsStepJobs(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
@@ -167,15 +168,34 @@ func TestDeadRetrySkipsStepJobs(t *testing.T) {
 		plain := dead(t, b.client, "deadstep.a")
 
 		producer := b.signIn(t, docket.RoleProducer)
-		r := producer.post(t, "/dead/retry", url.Values{"scope": {"filter"}, "queue": {"deadstep.a"}, "confirm": {"retry"}})
+		// Ticked: the step's job is skipped, and the page says so.
+		r := producer.post(t, "/dead/retry", url.Values{"scope": {"selected"}, "id": {ls[0].Job.ID.String()}})
 		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		require.Equal(t, "/dead?retried=0&skipped=1", r.Header.Get("Location"))
 		r = producer.get(t, r.Header.Get("Location"))
-		require.Contains(t, text(find(r.Doc, "p", "dead-message")), "Retried 1 DEAD jobs")
+		msg := text(find(r.Doc, "p", "dead-message"))
+		require.Contains(t, msg, "Retried 0 DEAD jobs")
+		require.Contains(t, msg, "Skipped 1 workflow step job", "not silently")
+		require.Contains(t, msg, "retry its run")
+
+		r = producer.post(t, "/dead/retry", url.Values{"scope": {"filter"}, "queue": {"deadstep.a"}, "confirm": {"retry"}})
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		loc, err := url.Parse(r.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Equal(t, "1", loc.Query().Get("retried"))
+		require.Equal(t, "1", loc.Query().Get("skipped"))
+		r = producer.get(t, r.Header.Get("Location"))
+		msg = text(find(r.Doc, "p", "dead-message"))
+		require.Contains(t, msg, "Retried 1 DEAD jobs")
+		require.Contains(t, msg, "Skipped 1 workflow step job")
 		row, err := b.client.Get(ctx, ls[0].Job.ID)
 		require.NoError(t, err)
 		require.Equal(t, docket.JobStateDead, row.State, "the step's job stays DEAD")
 		row, err = b.client.Get(ctx, plain.ID)
 		require.NoError(t, err)
 		require.Equal(t, docket.JobStateQueued, row.State)
+		// Nothing skipped: nothing said of it.
+		r = producer.get(t, "/dead?retried=2")
+		require.NotContains(t, text(find(r.Doc, "p", "dead-message")), "Skipped")
 	})
 }
