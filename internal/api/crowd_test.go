@@ -41,7 +41,7 @@ type crowdBundle struct {
 
 func (cb *crowdBundle) advance(d time.Duration) { cb.now.Add(int64(d)) }
 
-func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
+func setupCrowd(t *testing.T, backend testdb.Backend, opts ...option) *crowdBundle {
 	t.Helper()
 	ctx := context.Background()
 	cb := &crowdBundle{}
@@ -52,7 +52,11 @@ func setupCrowd(t *testing.T, backend testdb.Backend) *crowdBundle {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	srv := httptest.NewServer(New(Config{Client: client}))
+	cfg := Config{Client: client}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(srv.Close)
 	cb.bundle = &bundle{client: client, server: srv, keys: map[docket.Role]string{}}
 	for _, role := range docket.Roles {

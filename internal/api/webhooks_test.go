@@ -274,3 +274,64 @@ func TestWebhookValidationEveryField(t *testing.T) {
 		require.JSONEq(t, `{"items":[]}`, string(r.Body), "nothing was written")
 	})
 }
+
+// TestWebhookCrowdEvents: the crowd's event types can be named in a
+// subscription (they were refused: only "*" received them), and a
+// subscription receives exactly the types it names, delivered for real.
+func TestWebhookCrowdEvents(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		cb := setupCrowd(t, backend, withWebhooks(t))
+		var (
+			mu  sync.Mutex
+			got = map[string][]string{} // path → event types, in order
+		)
+		rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if err := docket.VerifyWebhook(hookSecret, r.Header.Get("X-Docket-Signature"), r.Header.Get("X-Docket-Timestamp"), body); err != nil {
+				t.Errorf("delivery %s: %v", r.Header.Get("X-Docket-Event-Id"), err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got[r.URL.Path] = append(got[r.URL.Path], r.Header.Get("X-Docket-Event-Type"))
+		}))
+		t.Cleanup(rc.Close)
+		subscribe := func(path string, types ...string) {
+			r := cb.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", map[string]any{"url": rc.URL + path, "eventTypes": types, "secret": hookSecret})
+			require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		}
+		subscribe("/judged", "judgment.received", "unit.finalized")
+		subscribe("/pools", "pool.updated")
+		subscribe("/jobs", "job.state_changed")
+		subscribe("/all", "*")
+		// Every crowd and quality type is accepted.
+		subscribe("/quality", "assignment.expired", "test_judgment.evaluated", "contributor.flagged",
+			"contributor.unflagged", "judgment.check_failed", "unit.result_changed")
+
+		pool := cb.newPool(t, "label", 1, strings.Replace(sameProduct, `{"min": 3}`, `{"min": 1}`, 1))
+		w := cb.newWorker(t, "a", "en")
+		ta, r := cb.take(t, w, pool.ID.String())
+		require.NotNil(t, ta, string(r.Body))
+		r = cb.as(t, w.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": ta.AssignmentID.String(), "data": map[string]any{"same": "yes"}})
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Equal(t, http.StatusAccepted, cb.do(t, docket.RoleProducer, "POST", "/v1/jobs", map[string]any{"jobType": "email"}).Status)
+
+		waitUntil(t, "every event delivered to *", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got["/all"]) == 4
+		})
+		waitUntil(t, "the named types delivered", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got["/judged"]) == 2 && len(got["/pools"]) == 1 && len(got["/jobs"]) == 1
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		require.ElementsMatch(t, []string{"pool.updated", "judgment.received", "unit.finalized", "job.state_changed"}, got["/all"])
+		require.ElementsMatch(t, []string{"judgment.received", "unit.finalized"}, got["/judged"])
+		require.Equal(t, []string{"pool.updated"}, got["/pools"])
+		require.Equal(t, []string{"job.state_changed"}, got["/jobs"])
+		require.Empty(t, got["/quality"], "none of its types happened")
+	})
+}

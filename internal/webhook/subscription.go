@@ -8,13 +8,22 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/quality"
 	"github.com/docket-run/docket/internal/store"
 )
 
-// EventTypes are the event types a subscription may name (or "*").
-var EventTypes = []string{job.EventStateChanged, job.EventProgress, flow.EventRunStateChanged, flow.EventStepStateChanged}
+// EventTypes are the event types a subscription may name (or "*"):
+// every type written to the outbox, the crowd's and quality control's
+// too (docs/events.md lists them).
+var EventTypes = []string{
+	job.EventStateChanged, job.EventProgress, flow.EventRunStateChanged, flow.EventStepStateChanged,
+	crowd.EventJudgmentReceived, crowd.EventUnitFinalized, crowd.EventAssignmentExpired, crowd.EventPoolUpdated,
+	quality.EventTestJudgmentEvaluated, quality.EventJudgmentCheckFailed,
+	quality.EventContributorFlagged, quality.EventContributorUnflagged, quality.EventUnitResultChanged,
+}
 
 // Limits of a subscription.
 const (
