@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-run/docket/internal/crowd"
 	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -1130,6 +1131,65 @@ func TestVersionThatNoLongerCompiles(t *testing.T) {
 			run, steps := b.get(t, waiting)
 			require.Equal(t, flow.RunFailed, run.State, name)
 			require.Equal(t, C, steps["wait"][0].State, name)
+		}
+	})
+}
+
+// TestCancelStaleVersionCancelsRedo: canceling a run of a version whose
+// expressions no longer compile, while a review holds a redo of the step
+// it reviews, cancels that redo too: the graph is kept for the cancel
+// (its reviews), not only its order. With the graph dropped the redo's
+// unit stayed open, judgable in its pool, for a canceled run.
+func TestCancelStaleVersionCancelsRedo(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		const name = "stale-review"
+		_, _, err := b.st.TaskPut(b.ctx, &store.TaskPutParams{Name: "stale.label", Definition: json.RawMessage(`{"title":"x"}`), Hash: "sha256:stale.label", Now: b.now()})
+		require.NoError(t, err)
+		// Stored as it was, unchecked: ship's `if` does not compile today.
+		_, _, err = b.st.WorkflowPut(b.ctx, &store.WorkflowPutParams{Name: name, Definition: json.RawMessage(`{"name":"stale-review","steps":[
+			{"name":"label","human":{"task":"stale.label"}},
+			{"name":"review","after":["label"],"human":{"task":"stale.label","review":"label"}},
+			{"name":"ship","after":["review"],"if":"no_such_function()","job":{"type":"stale.work"}}]}`), Hash: "sha256:" + name, Now: b.now()})
+		require.NoError(t, err)
+		pools := map[string]uuid.UUID{}
+		for _, step := range []string{"label", "review"} {
+			pool, _, err := b.st.PoolCreate(b.ctx, &store.PoolCreateParams{ID: uuid.Must(uuid.NewV7()), Workflow: name, WorkflowVersion: 1, Step: step,
+				Task: "stale.label", TaskVersion: 1, JudgmentsPerUnit: 1, AssignmentSeconds: 60, Now: b.now()})
+			require.NoError(t, err)
+			pools[step] = pool.ID
+		}
+		// A run started before: label SUCCEEDED, then its review rejected
+		// it, so label's unit is open again (the redo) while review's
+		// instance waits for it.
+		runID := uuid.Must(uuid.NewV7())
+		_, err = b.st.RunInsertMany(b.ctx, &store.RunInsertManyParams{Runs: []*store.RunInsertParams{{ID: runID, Workflow: name, Version: 1, Input: json.RawMessage(`{}`)}}, Now: b.now()})
+		require.NoError(t, err)
+		units := map[string]uuid.UUID{}
+		for step, pool := range pools {
+			units[step] = uuid.Must(uuid.NewV7())
+			_, err := b.st.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: pool, State: crowd.UnitJudgable, Now: b.now(),
+				Units: []*store.UnitInsertParams{{ID: units[step], RunID: runID, Input: json.RawMessage(`{}`)}}})
+			require.NoError(t, err)
+		}
+		_, err = b.st.StepInsertMany(b.ctx, &store.StepInsertManyParams{Steps: []*store.StepInsertParams{
+			{RunID: runID, Step: "label", Kind: flow.KindHuman, State: flow.StepRunning, UnitID: units["label"]},
+			{RunID: runID, Step: "review", Kind: flow.KindHuman, State: flow.StepRunning, UnitID: units["review"]}}, Now: b.now()})
+		require.NoError(t, err)
+		_, err = b.st.StepTransition(b.ctx, &store.StepTransitionParams{RunID: runID, Step: "label", Generation: 1, From: flow.StepRunning, To: flow.StepSucceeded,
+			Output: json.RawMessage(`{"same":"yes"}`), Now: b.now()})
+		require.NoError(t, err)
+
+		_, err = b.adv.Cancel(b.ctx, b.st, runID)
+		require.NoError(t, err)
+		run, steps := b.get(t, runID)
+		require.Equal(t, flow.RunCanceled, run.State)
+		require.Equal(t, S, steps["label"][0].State)
+		require.Equal(t, C, steps["review"][0].State)
+		for step, id := range units {
+			u, err := b.st.UnitGet(b.ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, crowd.UnitCanceled, u.State, "%s's unit", step)
 		}
 	})
 }
