@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -99,8 +100,13 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResp
 	if err != nil {
 		return nil, err
 	}
-	// The workflow and version exist? The first chunk says so before
-	// anything is written (a chunk is one transaction).
+	// The workflow and every version named exist? Asked before anything
+	// is written: the first chunk, one transaction, would say so for its
+	// own runs only, after which a later run naming a version that does
+	// not exist failed the batch with 1,000 runs started.
+	if err := s.checkBatchVersions(r.Context(), name, runs); err != nil {
+		return nil, err
+	}
 	resp := &runBatchResponse{Workflow: name, Items: make([]*runBatchItem, 0, len(runs))}
 	for start := 0; start < len(runs); start += runChunk {
 		chunk := runs[start:min(start+runChunk, len(runs))]
@@ -126,6 +132,29 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResp
 		}
 	}
 	return resp, nil
+}
+
+// checkBatchVersions reads each version the runs name (0, the latest,
+// for those that name none) once: a 404 naming the first run of a
+// version that does not exist, or of a workflow that does not.
+func (s *Server) checkBatchVersions(ctx context.Context, name string, runs []batchRun) error {
+	seen := map[int]bool{}
+	for i, run := range runs {
+		if seen[run.version] {
+			continue
+		}
+		seen[run.version] = true
+		_, err := s.client.WorkflowGet(ctx, name, run.version)
+		switch {
+		case errors.Is(err, docket.ErrNotFound) && run.version > 0:
+			return notFound(fmt.Sprintf("workflow %q has no version %d (the version of runs[%d]); nothing was started", name, run.version, i))
+		case errors.Is(err, docket.ErrNotFound):
+			return notFound(fmt.Sprintf("no workflow %q: PUT /v1/workflows/%s first", name, name))
+		case err != nil:
+			return err
+		}
+	}
+	return nil
 }
 
 // batchPartial is the problem of a batch whose runs before start were

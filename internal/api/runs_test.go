@@ -335,6 +335,19 @@ func TestRunBatch(t *testing.T) {
 		batch("application/json", "", `{"runs": []}`).Problem(t, http.StatusBadRequest)
 		batch("application/xml", "", `<runs/>`).Problem(t, http.StatusUnsupportedMediaType)
 		batch("application/json", "?version=3", `{"runs": [{}]}`).Problem(t, http.StatusNotFound)
+		// A version that does not exist, named by a run past the first
+		// transaction: refused before any run starts (the first 1,000
+		// were started, and the problem said there was no workflow).
+		lines.Reset()
+		for i := range runChunk {
+			fmt.Fprintf(&lines, "{\"input\": %d}\n", i)
+		}
+		lines.WriteString("{\"input\": 0, \"version\": 9}\n")
+		p = batch("application/x-ndjson", "", lines.String()).Problem(t, http.StatusNotFound)
+		require.Contains(t, p.Detail, `workflow "approval" has no version 9`)
+		require.Contains(t, p.Detail, fmt.Sprintf("runs[%d]", runChunk))
+		require.NotContains(t, p.Detail, "were started")
+		require.Equal(t, 5+runChunk*2+100, count(), "nothing was started")
 		r = b.do(t, docket.RoleProducer, "POST", "/v1/workflows/nope/runs:batch", `{"runs": [{}]}`)
 		r.Problem(t, http.StatusNotFound)
 		require.Equal(t, 5+runChunk*2+100, count(), "nothing was written by a refused batch")
