@@ -108,6 +108,9 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 // the event again in its inbox transaction (success removes the dead
 // letter, failure counts one more delivery). 202 with the dead letter.
 func (s *Server) retryDeadLetter(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLetterView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	st, err := s.deadLetters()
 	if err != nil {
 		return 0, nil, err

@@ -411,6 +411,9 @@ func jobID(r *http.Request) (uuid.UUID, error) {
 }
 
 func (s *Server) cancelJob(ctx context.Context, r *http.Request, _ *Empty) (int, *jobView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	id, err := jobID(r)
 	if err != nil {
 		return 0, nil, err
@@ -423,6 +426,9 @@ func (s *Server) cancelJob(ctx context.Context, r *http.Request, _ *Empty) (int,
 }
 
 func (s *Server) retryJob(ctx context.Context, r *http.Request, _ *Empty) (int, *jobView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	id, err := jobID(r)
 	if err != nil {
 		return 0, nil, err

@@ -249,6 +249,9 @@ func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) 
 // puts a DELIVERED or DEAD delivery back in line (attempts reset); a
 // PENDING one is answered as it is.
 func (s *Server) redeliver(ctx context.Context, r *http.Request, _ *Empty) (int, *deliveryView, error) {
+	if err := noQuery(r, nil); err != nil {
+		return 0, nil, err
+	}
 	svc, err := s.webhooks()
 	if err != nil {
 		return 0, nil, err

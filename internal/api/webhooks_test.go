@@ -252,6 +252,39 @@ func TestUnknownQueryParameters(t *testing.T) {
 	})
 }
 
+// TestUnknownQueryParametersOnOperations: the job, dead letter and
+// delivery operations refuse a query parameter they do not take (a 400
+// naming it, docs/api.md, Errors), as the run operations do, and change
+// nothing; they ignored it and acted.
+func TestUnknownQueryParametersOnOperations(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, withWebhooks(t), func(cfg *Config) { cfg.DeadLetters = cfg.Client })
+		res, err := b.client.Insert(context.Background(), docket.RawArgs{Type: "a"}, nil)
+		require.NoError(t, err)
+		job := "/v1/jobs/" + res.Job.ID.String()
+		r := b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks", map[string]any{"url": "http://127.0.0.1:9/hook", "eventTypes": []string{"*"}, "secret": hookSecret})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var hook webhookView
+		r.JSON(t, &hook)
+		for _, c := range []struct {
+			path   string
+			fields []string
+		}{
+			{job + "/cancel?force=true", []string{"force"}},
+			{job + "/retry?x=1&y=2", []string{"x", "y"}},
+			{"/v1/dead-letters/qc/42-0/retry?all=1", []string{"all"}},
+			{"/v1/webhooks/" + hook.ID.String() + "/deliveries/" + hook.ID.String() + "/redeliver?now=1", []string{"now"}},
+		} {
+			p := b.do(t, docket.RoleAdmin, "POST", c.path, nil).Problem(t, http.StatusBadRequest)
+			require.Equal(t, c.fields, problemFields(p), c.path)
+		}
+		row, err := b.client.Get(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, row.State, "the refused cancel changed nothing")
+	})
+}
+
 // TestWebhookValidationEveryField: one 400 names every bad field of a
 // subscription (it named the first), on every backend; a secret holding
 // NUL is one (PostgreSQL refused it: a 500).
