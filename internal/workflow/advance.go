@@ -317,7 +317,10 @@ func (adv *advance) recordJobEnds(ctx context.Context) error {
 		case job.StateDead:
 			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s is DEAD: %s", e.JobID, e.Error)
 		case job.StateCanceled:
-			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s was canceled: %s", e.JobID, e.Error)
+			to, p.Error = flow.StepFailed, fmt.Sprintf("job %s was canceled", e.JobID)
+			if e.Error != "" { // a cancel by hand records none
+				p.Error += ": " + e.Error
+			}
 			if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
 				to = flow.StepCanceled
 			}

@@ -1193,3 +1193,26 @@ func TestCancelStaleVersionCancelsRedo(t *testing.T) {
 		}
 	})
 }
+
+// TestStepJobCanceledByHand: a step's job canceled on its own (not by
+// its run's cancel) fails its step, which says so without an empty
+// reason: it read "job … was canceled: ", a colon and nothing, since a
+// cancel by hand records no error.
+func TestStepJobCanceledByHand(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"canceled-job","steps":[{"name":"a","job":{"type":"echo"}}]}`)
+		run := b.start(t, name, `{}`)
+		_, steps := b.get(t, run.ID)
+		jobID := steps["a"][0].JobID
+		_, err := b.st.JobCancel(b.ctx, &store.JobCancelParams{ID: jobID, Now: b.now()})
+		require.NoError(t, err)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		got, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, got.State)
+		require.Equal(t, F, steps["a"][0].State)
+		require.Equal(t, "job "+jobID.String()+" was canceled", steps["a"][0].Error)
+		require.Equal(t, `step "a"[0] failed: job `+jobID.String()+" was canceled", got.Error)
+	})
+}
