@@ -61,9 +61,37 @@ func (c *Client) Attempts(ctx context.Context, id uuid.UUID) ([]*JobAttempt, err
 // Cancel cancels a job: at once when it waits (CREATED, QUEUED, RETRY); when
 // it runs, its handler's context is canceled and the holder records
 // CANCELED (the returned row has CancelRequested). Canceling a canceled job
-// changes nothing; SUCCESS and DEAD give *InvalidTransitionError.
+// changes nothing; SUCCESS and DEAD give *InvalidTransitionError. A
+// workflow step's job canceled at once has its run advanced after, as the
+// end of a lease does: its step fails with it, and the run, now rather
+// than at the workflow sweeper's next round.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
-	return c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, err
+	}
+	if row.State == JobStateCanceled {
+		c.advanceStepRun(ctx, row)
+	}
+	return row, nil
+}
+
+// advanceStepRun advances the run of row, when row is a workflow step's
+// job. A failure is logged, not returned: the job's change is committed,
+// and the workflow sweeper advances the run.
+func (c *Client) advanceStepRun(ctx context.Context, row *JobRow) {
+	runID, ok := workflow.IsStepPayload(row.Payload)
+	if !ok {
+		return
+	}
+	adv, err := c.flows()
+	if err == nil {
+		_, err = adv.AdvanceRun(ctx, c.store, runID)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("advance the run of a canceled step job failed; the sweeper advances it",
+			"service", "workflow", "run_id", runID.String(), "job_id", row.ID.String(), "error", err)
+	}
 }
 
 // Retry puts a DEAD or CANCELED job back in its queue with attempts reset.

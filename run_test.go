@@ -458,3 +458,41 @@ func TestRunStepJobNotRetriedAlone(t *testing.T) {
 		require.Equal(t, docket.JobStateQueued, row.State)
 	})
 }
+
+// TestStepJobCancelAdvancesRun: canceling a step's waiting job by hand
+// (Client.Cancel, POST /v1/jobs/{id}/cancel) ends its step and fails the
+// run in the same call, as a lease's end does. The run stayed RUNNING
+// until the workflow sweeper came by (5 s): meanwhile the job's retry
+// said "retry the run instead" and the run's retry changed nothing.
+func TestStepJobCancelAdvancesRun(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig()) // no worker started: no sweeper
+		ctx := context.Background()
+		def, err := docket.NewWorkflow("cancelstep").Job("a", "cancelstep.a").Job("b", "cancelstep.b", docket.After("a")).Definition()
+		require.NoError(t, err)
+		_, _, err = b.client.WorkflowPut(ctx, def)
+		require.NoError(t, err)
+		started, err := b.client.RunStart(ctx, "cancelstep", nil, nil)
+		require.NoError(t, err)
+		run, err := b.client.RunGet(ctx, started.Run.ID)
+		require.NoError(t, err)
+		jobID := run.Steps[0].JobID
+
+		row, err := b.client.Cancel(ctx, jobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateCanceled, row.State)
+		run, err = b.client.RunGet(ctx, started.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunFailed, run.State, "at once")
+		require.Equal(t, docket.StepFailed, run.Steps[0].State)
+
+		run, err = b.client.RunRetry(ctx, started.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.RunRunning, run.State)
+		run, err = b.client.RunGet(ctx, started.Run.ID)
+		require.NoError(t, err)
+		require.Equal(t, 2, run.Steps[0].Generation)
+		require.NotEqual(t, jobID, run.Steps[0].JobID, "a new job")
+	})
+}
