@@ -125,11 +125,17 @@ func (c *Client) refuseStepJobRetry(ctx context.Context, id uuid.UUID) error {
 	if !ok {
 		return nil
 	}
-	if _, err := c.store.RunGet(ctx, ref.RunID); err != nil {
+	run, err := c.store.RunGet(ctx, ref.RunID)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		return err
+	}
+	if run.State == RunCanceled || run.State == RunSucceeded {
+		// RunRetry refuses these too: say what is left to do.
+		return fmt.Errorf("retry job %s: %w: it is the job of step %q[%d] of run %s, which ended with it; run %s is %s, which is not retried: start a new run",
+			id, ErrRunConflict, ref.Step, ref.Index, ref.RunID, ref.RunID, run.State)
 	}
 	return fmt.Errorf("retry job %s: %w: it is the job of step %q[%d] of run %s, which ended with it; retry the run instead (RunRetry, POST /v1/runs/%s/retry)",
 		id, ErrRunConflict, ref.Step, ref.Index, ref.RunID, ref.RunID)

@@ -443,6 +443,11 @@ func TestRunStepJobNotRetriedAlone(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.client.Retry(ctx, run.Steps[0].JobID)
 		require.ErrorIs(t, err, docket.ErrRunConflict)
+		// Not "retry the run": a canceled run is not retried (RunRetry
+		// would be 409 too).
+		require.NotContains(t, err.Error(), "retry the run")
+		require.ErrorContains(t, err, "run "+canceled.Run.ID.String()+" is CANCELED")
+		require.ErrorContains(t, err, "start a new run")
 		row, err = b.client.Get(ctx, run.Steps[0].JobID)
 		require.NoError(t, err)
 		require.Equal(t, docket.JobStateCanceled, row.State, "nothing changed")

@@ -116,10 +116,11 @@ func TestRunStartGetAndOperations(t *testing.T) {
 		got = getRun(t, b, run.RunID)
 		require.NotNil(t, got.FinishedAt)
 		require.Equal(t, docket.StepCanceled, got.Steps[1].Status)
-		// The step's CANCELED job is not retried on its own: the run is.
+		// The step's CANCELED job is not retried on its own, nor is its
+		// CANCELED run: the problem says to start a new one.
 		p = b.do(t, docket.RoleProducer, "POST", "/v1/jobs/"+got.Steps[1].JobID.String()+"/retry", nil).Problem(t, http.StatusConflict)
 		require.Contains(t, p.Type, "run-conflict")
-		require.Contains(t, p.Detail, "retry the run")
+		require.Contains(t, p.Detail, "is CANCELED, which is not retried: start a new run")
 
 		// Errors: unknown workflow and version 404, bad fields 400, no run
 		// 404, viewers may not act.

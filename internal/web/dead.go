@@ -82,7 +82,7 @@ func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
 	if n, err := strconv.Atoi(q.Get("retried")); err == nil && n >= 0 {
 		d.Message = "Retried " + strconv.Itoa(n) + " DEAD jobs: they are back in their queues."
 		if s, err := strconv.Atoi(q.Get("skipped")); err == nil && s > 0 {
-			d.Message += " Skipped " + strconv.Itoa(s) + " workflow step jobs: a step's job is not retried on its own; retry its run, on the run's page."
+			d.Message += " Skipped " + strconv.Itoa(s) + " workflow step jobs: a step's job is not retried on its own; retry its run, on the run's page (a FAILED run; a CANCELED one is not retried)."
 		}
 		if q.Get("more") == "1" {
 			d.Message += " More match the filter: retry again for the next " + strconv.Itoa(retryMax) + "."
