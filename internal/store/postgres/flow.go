@@ -214,12 +214,16 @@ func queryRuns(ctx context.Context, c conn, sql string, args ...any) ([]*flow.Ru
 
 // runInsertSQL inserts a batch from parallel arrays; rows whose
 // idempotency key exists are skipped and read afterwards, in a new
-// snapshot that sees concurrently committed keys.
+// snapshot that sees concurrently committed keys. The rows are inserted in
+// key order: a batch waits on a key another uncommitted batch inserted,
+// and two batches of the same keys taking them in different orders each
+// waited on the other (a deadlock, aborted as ErrContention).
 const runInsertSQL = `
 INSERT INTO docket_runs (id, workflow, version, state, input, idempotency_key, created_at, updated_at)
 SELECT id, workflow, version, 'RUNNING', input::jsonb, NULLIF(key, ''), $6, $6
 FROM unnest($1::uuid[], $2::text[], $3::integer[], $4::text[], $5::text[])
 	AS u(id, workflow, version, input, key)
+ORDER BY workflow, key, id
 ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 
