@@ -43,6 +43,14 @@ type WorkerConfig struct {
 	// deleted; defaults 1 min and 7 days.
 	PruneInterval time.Duration
 	Retention     time.Duration
+	// OutboxMaxAge bounds the event outbox (docs/events.md): every state
+	// change writes an outbox row, and only an event relay (EventRelay)
+	// publishes and later deletes them. Every PruneInterval, rows older
+	// than OutboxMaxAge that were never published (no relay runs, or it
+	// has been down that long) or never fanned out to webhooks are
+	// deleted, so a program that runs no relay keeps a bounded outbox.
+	// Default 7 days; negative keeps them forever.
+	OutboxMaxAge time.Duration
 	// PollInterval: fallback poll for new jobs when no wakeup arrives;
 	// default 1 s.
 	PollInterval time.Duration
@@ -93,7 +101,7 @@ func (c WorkerConfig) engineConfig(client *Client) engine.Config {
 		NodeID: c.NodeID, Queues: c.Queues, LeaseDuration: c.LeaseDuration,
 		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval,
 		SchedulerInterval: c.SchedulerInterval, PruneInterval: c.PruneInterval,
-		Retention: c.Retention, PollInterval: c.PollInterval, LeaderTTL: c.LeaderTTL,
+		Retention: c.Retention, OutboxMaxAge: c.OutboxMaxAge, PollInterval: c.PollInterval, LeaderTTL: c.LeaderTTL,
 		FetchBatch: c.FetchBatch, CompleteBatch: c.CompleteBatch, CompleteInterval: c.CompleteInterval,
 		RetryBackoff: backoff.Policy{Base: c.RetryBackoffBase, Max: c.RetryBackoffMax},
 		Logger:       client.cfg.Logger, Now: client.cfg.Now,

@@ -42,6 +42,7 @@ type serveConfig struct {
 	WorkflowSweep     time.Duration // --workflow-sweep-interval, DOCKET_WORKFLOW_SWEEP_INTERVAL; default 5s
 	PruneInterval     time.Duration // --prune-interval, DOCKET_PRUNE_INTERVAL; default 1m
 	Retention         time.Duration // --retention, DOCKET_RETENTION; default 168h
+	OutboxMaxAge      time.Duration // --outbox-max-age, DOCKET_OUTBOX_MAX_AGE; default 168h, 0 never
 	PollInterval      time.Duration // --poll-interval, DOCKET_POLL_INTERVAL; default 1s
 	LeaderTTL         time.Duration // --leader-ttl, DOCKET_LEADER_TTL; default 15s
 	RetryBackoffBase  time.Duration // --retry-backoff-base, DOCKET_RETRY_BACKOFF_BASE; default 1s
@@ -98,6 +99,7 @@ var serveSettings = []setting{
 	{"workflow-sweep-interval", "DOCKET_WORKFLOW_SWEEP_INTERVAL", "5s", "how often workflow runs whose advancement was missed, and signal steps past their timeout, are looked for", func(c *serveConfig) any { return &c.WorkflowSweep }},
 	{"prune-interval", "DOCKET_PRUNE_INTERVAL", "1m", "how often finished jobs past retention are deleted", func(c *serveConfig) any { return &c.PruneInterval }},
 	{"retention", "DOCKET_RETENTION", "168h", "how long SUCCESS, DEAD and CANCELED jobs are kept", func(c *serveConfig) any { return &c.Retention }},
+	{"outbox-max-age", "DOCKET_OUTBOX_MAX_AGE", "168h", "how long an event no relay published (or no webhook dispatcher took) is kept in the outbox (0: forever)", func(c *serveConfig) any { return &c.OutboxMaxAge }},
 	{"poll-interval", "DOCKET_POLL_INTERVAL", "1s", "fallback poll for due jobs when no wakeup arrives", func(c *serveConfig) any { return &c.PollInterval }},
 	{"leader-ttl", "DOCKET_LEADER_TTL", "15s", "term of each leadership (maintenance, event relay, webhooks); a dead leader is replaced within it", func(c *serveConfig) any { return &c.LeaderTTL }},
 	{"retry-backoff-base", "DOCKET_RETRY_BACKOFF_BASE", "1s", "retry delay after the first failed attempt; doubles per attempt", func(c *serveConfig) any { return &c.RetryBackoffBase }},
@@ -373,10 +375,19 @@ func (c *serveConfig) workerConfig() docket.WorkerConfig {
 	return docket.WorkerConfig{
 		NodeID: c.NodeID, LeaseDuration: time.Duration(c.LeaseSeconds) * time.Second,
 		JobTimeout: c.JobTimeout, RescueInterval: c.RescueInterval, SchedulerInterval: c.SchedulerInterval,
-		PruneInterval: c.PruneInterval, Retention: c.Retention, PollInterval: c.PollInterval,
-		LeaderTTL: c.LeaderTTL, RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
+		PruneInterval: c.PruneInterval, Retention: c.Retention, OutboxMaxAge: c.outboxMaxAge(),
+		PollInterval: c.PollInterval, LeaderTTL: c.LeaderTTL, RetryBackoffBase: c.RetryBackoffBase, RetryBackoffMax: c.RetryBackoffMax,
 		WorkflowSweepInterval: c.WorkflowSweep,
 	}
+}
+
+// outboxMaxAge is DOCKET_OUTBOX_MAX_AGE as WorkerConfig.OutboxMaxAge takes
+// it: 0 (forever) is negative there, where 0 is the default.
+func (c *serveConfig) outboxMaxAge() time.Duration {
+	if c.OutboxMaxAge <= 0 {
+		return -1
+	}
+	return c.OutboxMaxAge
 }
 
 // natsDir is the embedded server's storage: DOCKET_NATS_DIR, by default

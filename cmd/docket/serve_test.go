@@ -42,6 +42,7 @@ func TestServeConfigDefaults(t *testing.T) {
 	require.Equal(t, engine.SchedulerIntervalDefault, w.SchedulerInterval)
 	require.Equal(t, engine.PruneIntervalDefault, w.PruneInterval)
 	require.Equal(t, engine.RetentionDefault, w.Retention)
+	require.Equal(t, engine.OutboxMaxAgeDefault, w.OutboxMaxAge)
 	require.Equal(t, engine.PollIntervalDefault, w.PollInterval)
 	require.Equal(t, engine.LeaderTTLDefault, w.LeaderTTL)
 	require.Equal(t, engine.RetryBackoffBaseDefault, w.RetryBackoffBase)
@@ -67,6 +68,18 @@ func TestServeConfigSources(t *testing.T) {
 	require.Equal(t, 600, rateBurst(c))
 	require.Equal(t, "DEBUG", c.LogLevel.String())
 	require.Equal(t, docket.DatabaseURLDefault, c.DatabaseURL, "an empty variable is unset")
+}
+
+// DOCKET_OUTBOX_MAX_AGE=0 keeps unpublished events forever: the worker's
+// "never" is negative (its 0 is the default of 7 days).
+func TestServeOutboxMaxAgeZeroIsNever(t *testing.T) {
+	t.Parallel()
+	c, err := loadWith(t, map[string]string{"DOCKET_OUTBOX_MAX_AGE": "0"})
+	require.NoError(t, err)
+	require.Negative(t, c.workerConfig().OutboxMaxAge)
+	c, err = loadWith(t, nil, "--outbox-max-age", "36h")
+	require.NoError(t, err)
+	require.Equal(t, 36*time.Hour, c.workerConfig().OutboxMaxAge)
 }
 
 func TestServeConfigErrorsNameTheSetting(t *testing.T) {

@@ -25,6 +25,7 @@ const (
 	PruneIntervalDefault     = time.Minute
 	AnalyzeIntervalDefault   = 2 * time.Second
 	RetentionDefault         = 7 * 24 * time.Hour
+	OutboxMaxAgeDefault      = 7 * 24 * time.Hour
 	PollIntervalDefault      = time.Second
 	FetchCooldownDefault     = 5 * time.Millisecond
 	LeaderTTLDefault         = 15 * time.Second
@@ -61,6 +62,14 @@ type Config struct {
 	// deleted every PruneInterval. Defaults 1 min and 7 days.
 	PruneInterval time.Duration
 	Retention     time.Duration
+	// OutboxMaxAge bounds the outbox of a program that publishes no
+	// events: every PruneInterval, outbox rows older than it that were
+	// never published (no event relay runs, or it has been down that
+	// long) or never fanned out to webhooks are deleted, so the outbox
+	// does not grow without bound. A published row is left to the
+	// relay's retention. Default 7 days (a JetStream stream keeps events
+	// as long); negative keeps the rows forever.
+	OutboxMaxAge time.Duration
 	// AnalyzeInterval: how often the leader looks for tables grown past
 	// their planner statistics and analyzes them (store.StatsRefresher:
 	// the plans of a fresh table's statements read it whole until then).
@@ -152,6 +161,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.PruneInterval, PruneIntervalDefault)
 	def(&c.AnalyzeInterval, AnalyzeIntervalDefault)
 	def(&c.Retention, RetentionDefault)
+	def(&c.OutboxMaxAge, OutboxMaxAgeDefault)
 	def(&c.PollInterval, PollIntervalDefault)
 	def(&c.FetchCooldown, FetchCooldownDefault)
 	def(&c.LeaderTTL, LeaderTTLDefault)

@@ -328,3 +328,53 @@ func TestRefusedCompletionDoesNotStallOthers(t *testing.T) {
 		}
 	})
 }
+
+// Without an event relay nothing publishes the outbox: a prune round
+// deletes the rows older than OutboxMaxAge (in the program the README
+// shows, every state change leaves one), keeps the younger ones, and
+// leaves a published row to the relay's retention. A negative age keeps
+// them all.
+func TestPruneBoundsOutbox(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		outbox := func() []int64 {
+			evs, err := b.store.OutboxList(ctx, &store.OutboxListParams{})
+			require.NoError(t, err)
+			ids := []int64{}
+			for _, ev := range evs {
+				ids = append(ids, ev.ID)
+			}
+			return ids
+		}
+		b.insert(t, "old", 1)
+		b.insert(t, "old", 1)
+		b.insert(t, "old", 1)
+		old := outbox()
+		require.Len(t, old, 3)
+		// Published by a relay (no webhook: fanned out as well).
+		_, err := b.store.OutboxMarkPublished(ctx, &store.OutboxMarkPublishedParams{IDs: old[:1], Now: b.clock.Now()})
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Hour)
+		b.insert(t, "young", 2)
+		young := outbox()[3:]
+		require.Len(t, young, 1)
+
+		never := b.config(nil)
+		never.OutboxMaxAge = -1
+		e, err := New(b.store, never, nil)
+		require.NoError(t, err)
+		e.prune(ctx)
+		require.Equal(t, append(append([]int64{}, old...), young...), outbox(), "a negative age deletes nothing")
+
+		cfg := b.config(nil)
+		cfg.OutboxMaxAge = time.Hour
+		e, err = New(b.store, cfg, nil)
+		require.NoError(t, err)
+		e.prune(ctx)
+		require.Equal(t, append([]int64{old[0]}, young...), outbox())
+		e.prune(ctx)
+		require.Equal(t, append([]int64{old[0]}, young...), outbox(), "a second round deletes no more")
+	})
+}

@@ -159,7 +159,8 @@ func (e *Engine) schedule(ctx context.Context) {
 	}
 }
 
-// prune deletes finished jobs past retention and nodes long gone.
+// prune deletes finished jobs past retention, outbox rows past
+// OutboxMaxAge and nodes long gone.
 func (e *Engine) prune(ctx context.Context) {
 	now := e.cfg.Now()
 	for ctx.Err() == nil {
@@ -174,9 +175,38 @@ func (e *Engine) prune(ctx context.Context) {
 			break
 		}
 	}
+	e.pruneOutbox(ctx, now)
 	stale := now.Add(-max(10*e.cfg.NodeHeartbeat, time.Minute))
 	if _, err := e.store.NodeDeleteStale(ctx, &store.NodeDeleteStaleParams{LastActiveBefore: stale}); err != nil {
 		e.logMaintenance(ctx, "pruner", err)
+	}
+}
+
+// pruneOutbox deletes the outbox rows older than OutboxMaxAge that no
+// relay published or no webhook dispatcher fanned out (store.OutboxStore.
+// OutboxDeleteOld): without a relay, every state change leaves one, and
+// nothing else ever deletes them.
+func (e *Engine) pruneOutbox(ctx context.Context, now time.Time) {
+	if e.cfg.OutboxMaxAge < 0 {
+		return
+	}
+	total := 0
+	for ctx.Err() == nil {
+		n, err := e.store.OutboxDeleteOld(ctx, &store.OutboxDeleteOldParams{
+			CreatedBefore: now.Add(-e.cfg.OutboxMaxAge), Max: maintenanceBatch,
+		})
+		if err != nil {
+			e.logMaintenance(ctx, "pruner", err)
+			break
+		}
+		total += n
+		if n < maintenanceBatch {
+			break
+		}
+	}
+	if total > 0 {
+		e.log.Info("deleted outbox rows past the outbox max age, never published or fanned out to webhooks",
+			attrService, "pruner", attrCount, total, "max_age", e.cfg.OutboxMaxAge)
 	}
 }
 

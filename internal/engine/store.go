@@ -8,8 +8,8 @@ import (
 )
 
 // Store is what the engine needs of the store: the jobs domain, wakeups,
-// transactions (Config.JobsEndedTx), the node registry, the leaderships its electors hold, and a ping to tell
-// a database that is down from one that refuses.
+// transactions (Config.JobsEndedTx), the node registry, the leaderships its electors hold, the outbox's
+// bound by age (Config.OutboxMaxAge), and a ping to tell a database that is down from one that refuses.
 type Store interface {
 	store.JobStore
 	store.Transactor // Config.JobsEndedTx
@@ -19,5 +19,6 @@ type Store interface {
 	NodeHeartbeat(ctx context.Context, p *store.NodeHeartbeatParams) error
 	NodeDelete(ctx context.Context, id string) error
 	NodeDeleteStale(ctx context.Context, p *store.NodeDeleteStaleParams) (int, error)
+	OutboxDeleteOld(ctx context.Context, p *store.OutboxDeleteOldParams) (int, error) // the pruner
 	Ping(ctx context.Context) error
 }

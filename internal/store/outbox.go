@@ -54,6 +54,16 @@ type OutboxStore interface {
 	// nor rows not fanned out to webhooks yet (see WebhookStore), nor the
 	// newest published row: numbering goes on after it.
 	OutboxDeletePublished(ctx context.Context, p *OutboxDeletePublishedParams) (int, error)
+	// OutboxDeleteOld deletes up to Max rows created before CreatedBefore
+	// that OutboxDeletePublished never deletes: rows not published (no
+	// relay runs, or it has been down that long) and rows not fanned out
+	// to webhooks (no dispatcher runs), oldest first. The newest published
+	// row is kept: numbering goes on after it. It reads only the Max
+	// oldest rows of each kind (by id: rows are written in about
+	// created_at order), so a call costs as much however many younger
+	// rows wait; a caller repeats while it returns Max. A non-positive Max
+	// reads and deletes them all.
+	OutboxDeleteOld(ctx context.Context, p *OutboxDeleteOldParams) (int, error)
 }
 
 // TopicOutboxPublished wakes readers of the event history when rows were
@@ -94,6 +104,12 @@ const OutboxWindowDefault = 10000
 type OutboxDeletePublishedParams struct {
 	PublishedBefore time.Time
 	Max             int
+}
+
+// OutboxDeleteOldParams bounds the outbox by age (OutboxDeleteOld).
+type OutboxDeleteOldParams struct {
+	CreatedBefore time.Time
+	Max           int
 }
 
 // PublishedEvent is a published outbox row with its place in the history.

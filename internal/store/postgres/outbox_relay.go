@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/docket-run/docket/internal/store"
 )
@@ -191,6 +192,30 @@ func (s *Store) OutboxDeletePublished(ctx context.Context, p *store.OutboxDelete
 			LIMIT $2))`, dbTime(p.PublishedBefore), limitOrNull(p.Max))
 	if err != nil {
 		return 0, fmt.Errorf("delete published outbox rows: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// OutboxDeleteOld implements store.Store: the heads of the partial indexes
+// of unpublished rows and of rows not fanned out, a bounded read however
+// many young rows wait behind them.
+func (s *Store) OutboxDeleteOld(ctx context.Context, p *store.OutboxDeleteOldParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM docket_outbox
+		WHERE id = ANY(ARRAY(
+			SELECT id FROM (
+				(SELECT id, created_at, publish_seq FROM docket_outbox
+				 WHERE published_at IS NULL ORDER BY id LIMIT $2)
+				UNION
+				(SELECT id, created_at, publish_seq FROM docket_outbox
+				 WHERE webhooks_at IS NULL ORDER BY id LIMIT $2)
+			) head
+			WHERE created_at < $1
+			  AND (publish_seq IS NULL OR publish_seq < (SELECT max(publish_seq) FROM docket_outbox))
+			ORDER BY id
+			LIMIT $2))`, dbTime(p.CreatedBefore), limitOrNull(p.Max))
+	if err != nil {
+		return 0, fmt.Errorf("delete outbox rows created before %s: %w", p.CreatedBefore.Format(time.RFC3339), err)
 	}
 	return int(tag.RowsAffected()), nil
 }

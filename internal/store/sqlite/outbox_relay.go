@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/docket-run/docket/internal/store"
 )
@@ -179,6 +180,32 @@ func (s *Store) OutboxDeletePublished(ctx context.Context, p *store.OutboxDelete
 			ORDER BY publish_seq LIMIT ?)`, micros(p.PublishedBefore), limit(p.Max))
 		if err != nil {
 			return fmt.Errorf("delete published outbox rows: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// OutboxDeleteOld implements store.Store: the heads of the partial indexes
+// of unpublished rows and of rows not fanned out, a bounded read however
+// many young rows wait behind them.
+func (s *Store) OutboxDeleteOld(ctx context.Context, p *store.OutboxDeleteOldParams) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM docket_outbox WHERE id IN (
+			SELECT id FROM (
+				SELECT * FROM (SELECT id, created_at, publish_seq FROM docket_outbox INDEXED BY docket_outbox_unpublished
+					WHERE published_at IS NULL ORDER BY id LIMIT ?2)
+				UNION
+				SELECT * FROM (SELECT id, created_at, publish_seq FROM docket_outbox INDEXED BY docket_outbox_webhooks_pending
+					WHERE webhooks_at IS NULL ORDER BY id LIMIT ?2)
+			)
+			WHERE created_at < ?1
+			  AND (publish_seq IS NULL OR publish_seq < (SELECT max(publish_seq) FROM docket_outbox))
+			ORDER BY id LIMIT ?2)`, micros(p.CreatedBefore), limit(p.Max))
+		if err != nil {
+			return fmt.Errorf("delete outbox rows created before %s: %w", p.CreatedBefore.Format(time.RFC3339), err)
 		}
 		n, err = res.RowsAffected()
 		return err

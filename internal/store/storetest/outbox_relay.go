@@ -279,6 +279,69 @@ func testOutboxRelay(t *testing.T, open opener) {
 		require.Equal(t, []int64{ids[3]}, b.history(t, store.OutboxListPublishedParams{AfterSeq: newest.Seq}))
 	})
 
+	t.Run("DeleteOld", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		mark := b.outboxMark(t)
+		// Six rows, one insert each: ids[0..4] written at base, ids[5] an
+		// hour later.
+		for i := range 6 {
+			now := base
+			if i == 5 {
+				now = at(time.Hour)
+			}
+			b.insertAt(t, now, newJob(newQueue()))
+		}
+		evs := b.outboxSince(t, mark)
+		require.Len(t, evs, 6)
+		ids := make([]int64, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID
+		}
+		// A subscription, so that publishing leaves the rows to the
+		// webhook dispatcher.
+		b.webhook(t, "http://127.0.0.1/hook")
+		b.markPublished(t, at(time.Minute), ids[0], ids[1])
+		b.markPublished(t, at(2*time.Minute), ids[4])
+		_, err := b.s.WebhookFanOut(b.ctx, &store.WebhookFanOutParams{OutboxIDs: []int64{ids[0], ids[2]}, Now: at(time.Minute)})
+		require.NoError(t, err)
+		// ids[0]: published and fanned out, the relay's to prune: kept.
+		// ids[1]: published, not fanned out: deleted.
+		// ids[2]: fanned out, not published: deleted.
+		// ids[3]: neither: deleted.
+		// ids[4]: the newest published row (not fanned out): kept, numbers
+		// go on after it.
+		// ids[5]: young: kept.
+		before := at(30 * time.Minute)
+		n, err := b.s.OutboxDeleteOld(b.ctx, &store.OutboxDeleteOldParams{CreatedBefore: before, Max: 1})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		n, err = b.s.OutboxDeleteOld(b.ctx, &store.OutboxDeleteOldParams{CreatedBefore: before, Max: 10})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		n, err = b.s.OutboxDeleteOld(b.ctx, &store.OutboxDeleteOldParams{CreatedBefore: before})
+		require.NoError(t, err)
+		require.Zero(t, n)
+		left := []int64{}
+		for _, ev := range b.outboxSince(t, mark) {
+			left = append(left, ev.ID)
+		}
+		require.Equal(t, []int64{ids[0], ids[4], ids[5]}, left)
+		require.Equal(t, []int64{ids[5]}, b.unpublishedIDs(t, 0))
+		newest, err := b.s.OutboxGetPublished(b.ctx, ids[4])
+		require.NoError(t, err)
+		b.markPublished(t, at(2*time.Hour), ids[5])
+		require.Equal(t, []int64{ids[5]}, b.history(t, store.OutboxListPublishedParams{AfterSeq: newest.Seq}))
+		// Published, fanned out and past the age: still only the relay's
+		// to prune (after DOCKET_EVENT_RETENTION), so the history is not
+		// cut by the age.
+		_, err = b.s.WebhookFanOut(b.ctx, &store.WebhookFanOutParams{OutboxIDs: []int64{ids[4], ids[5]}, Now: at(2 * time.Hour)})
+		require.NoError(t, err)
+		n, err = b.s.OutboxDeleteOld(b.ctx, &store.OutboxDeleteOldParams{CreatedBefore: at(48 * time.Hour)})
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
 	t.Run("MarkWakesSubscribers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
