@@ -145,6 +145,7 @@ func decodeJSON(data []byte, into any) error {
 		// One field at a time, to name each wrong one.
 		var raw map[string]json.RawMessage
 		_ = json.Unmarshal(data, &raw)
+		var perKey []FieldError // added once: addFields per key costs the square of the keys
 		for _, k := range keys {
 			one, _ := json.Marshal(map[string]json.RawMessage{k: raw[k]})
 			d := json.NewDecoder(bytes.NewReader(one))
@@ -154,9 +155,10 @@ func decodeJSON(data []byte, into any) error {
 				if len(fe) == 0 {
 					fe = []FieldError{{Field: k, Message: "is not valid: " + err.Error()}}
 				}
-				errs = addFields(errs, fe...)
+				perKey = append(perKey, fe...)
 			}
 		}
+		errs = addFields(errs, perKey...)
 	}
 	if v, ok := into.(Validator); ok {
 		if err := v.Validate(); err != nil {
@@ -269,13 +271,31 @@ var fieldNameCache sync.Map
 // addFields appends the errors of fields errs does not name yet: a field
 // is named once, by the first thing found wrong with it.
 func addFields(errs []FieldError, more ...FieldError) []FieldError {
+	if len(errs)+len(more) <= addFieldsLinear {
+		for _, e := range more {
+			if !slices.ContainsFunc(errs, func(o FieldError) bool { return o.Field == e.Field }) {
+				errs = append(errs, e)
+			}
+		}
+		return errs
+	}
+	named := make(map[string]bool, len(errs)+len(more))
+	for _, e := range errs {
+		named[e.Field] = true
+	}
 	for _, e := range more {
-		if !slices.ContainsFunc(errs, func(o FieldError) bool { return o.Field == e.Field }) {
+		if !named[e.Field] {
+			named[e.Field] = true
 			errs = append(errs, e)
 		}
 	}
 	return errs
 }
+
+// addFieldsLinear is how many fields addFields compares one by one; past
+// it, a set (a body of 100,000 unknown keys took minutes comparing each
+// with all before it).
+const addFieldsLinear = 32
 
 // scanKeys reads the keys of data's top-level object, the API's own level:
 // it returns a field error for every key the object repeats and its keys in
