@@ -338,3 +338,34 @@ func jsonFields(typ reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestOpenAPIRequestBodiesAreClosed: the server refuses a body key that is
+// not a field (decodeJSON), so every JSON request body that is an object
+// with properties says additionalProperties: false, as a client
+// generating code from the document must be told.
+func TestOpenAPIRequestBodiesAreClosed(t *testing.T) {
+	t.Parallel()
+	_, raw := parseOpenAPI(t, openapiDocument)
+	var open []string
+	for path, item := range raw["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			body, ok := op.(map[string]any)["requestBody"].(map[string]any)
+			if !ok {
+				continue
+			}
+			media, ok := body["content"].(map[string]any)["application/json"].(map[string]any)
+			if !ok {
+				continue
+			}
+			schema := media["schema"].(map[string]any)
+			if ref, ok := schema["$ref"].(string); ok {
+				schema = resolveRef(t, raw, ref).(map[string]any)
+			}
+			if _, ok := schema["properties"]; ok && schema["additionalProperties"] != false {
+				open = append(open, method+" "+path)
+			}
+		}
+	}
+	slices.Sort(open)
+	require.Empty(t, open, "request bodies without additionalProperties: false")
+}
