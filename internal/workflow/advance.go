@@ -772,7 +772,7 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 			}
 		}
 		if s.Job != nil {
-			n += len(payloadHead(adv.run.ID, s.Name, p.index)) - 1 // the head replaces the input's {
+			n += payloadHeadLen(s.Name, p.index) - 1 // the head replaces the input's {
 		}
 		total += n
 		if item != nil && custom && total > flow.MaxFanOutBytes {
@@ -812,22 +812,22 @@ func (adv *advance) plan(ctx context.Context, s *flow.Step, p *planned) error {
 // "run" comes first so that the completer tells a step job from a plain
 // job by the payload's first bytes (IsStepPayload), without a query.
 func (adv *advance) payload(step string, index int, in []byte) []byte {
-	head := payloadHead(adv.run.ID, step, index)
-	return append(head, in[1:]...) // in is {"input":…}
+	b := make([]byte, 0, payloadHeadLen(step, index)+len(in)-1)
+	b = append(b, stepPayloadPrefix...)
+	b = jsonappend.UUID(b, adv.run.ID)
+	b = append(b, `","step":"`...)
+	b = append(b, step...) // a step name is [a-z][a-z0-9_]*: no escapes
+	b = append(b, `","index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, "},"...)
+	return append(b, in[1:]...) // in is {"input":…}
 }
 
-// payloadHead is the start of a step job's payload, up to the comma after
-// its "run" member; its capacity leaves room for the rest.
-func payloadHead(runID uuid.UUID, step string, index int) []byte {
-	b := make([]byte, 0, 96)
-	b = append(b, stepPayloadPrefix...)
-	b = jsonappend.UUID(b, runID)
-	b = append(b, `","step":`...)
-	name, _ := json.Marshal(step) // a step name is [a-z0-9_]: no escapes
-	b = append(b, name...)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(index), 10)
-	return append(b, "},"...)
+// payloadHeadLen is the length of a step job's payload up to the comma
+// after its "run" member, counted without writing it (a fan-out is
+// measured before it is built).
+func payloadHeadLen(step string, index int) int {
+	return len(stepPayloadPrefix) + 36 + len(`","step":"`) + len(step) + len(`","index":`) + len(strconv.Itoa(index)) + len("},")
 }
 
 // stepPayloadPrefix starts the payload of every step job.
