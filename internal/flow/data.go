@@ -130,27 +130,27 @@ func NewInputs(runInput []byte, records map[string]*Record, include []string) (*
 // Instance returns the step input of the instance of item (nil: the one
 // instance of a step without forEach).
 func (s *Inputs) Instance(item *Item) ([]byte, error) {
-	tail, err := itemTail(item)
+	tail, err := ItemTail(item)
 	if err != nil {
 		return nil, err
 	}
-	return splice(s.shared, tail), nil
+	return s.With(tail), nil
 }
 
-// Len is len(Instance(item)), without building it.
-func (s *Inputs) Len(item *Item) (int, error) {
-	tail, err := itemTail(item)
-	if err != nil {
-		return 0, err
-	}
+// With is the step input of the instance whose ItemTail is tail.
+func (s *Inputs) With(tail []byte) []byte { return splice(s.shared, tail) }
+
+// Len is len(With(tail)), without building it.
+func (s *Inputs) Len(tail []byte) int {
 	if tail == nil {
-		return len(s.shared), nil
+		return len(s.shared)
 	}
-	return len(s.shared) + len(tail) - 1, nil
+	return len(s.shared) + len(tail) - 1
 }
 
-// itemTail is {"item":…,"index":N}, nil without item.
-func itemTail(item *Item) ([]byte, error) {
+// ItemTail is an instance's own part of its step input,
+// {"item":…,"index":N}; nil without item.
+func ItemTail(item *Item) ([]byte, error) {
 	if item == nil {
 		return nil, nil
 	}

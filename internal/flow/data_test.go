@@ -95,9 +95,15 @@ func TestInputsInstance(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("instance %+v\n got %s\nwant %s", item, got, want)
 		}
-		n, err := in.Len(item)
-		if err != nil || n != len(want) {
-			t.Fatalf("Len(%+v) = %d, %v; want %d", item, n, err, len(want))
+		tail, err := ItemTail(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := in.Len(tail); n != len(want) {
+			t.Fatalf("Len of %+v = %d; want %d", item, n, len(want))
+		}
+		if got := in.With(tail); string(got) != string(want) {
+			t.Fatalf("With of %+v\n got %s\nwant %s", item, got, want)
 		}
 	}
 	if _, err := in.Instance(&Item{Value: []byte(`{`)}); err == nil {

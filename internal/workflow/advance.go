@@ -623,11 +623,12 @@ type planned struct {
 	unitID uuid.UUID // a human step's unit
 	output json.RawMessage
 	err    string
-	// item is the instance's element (nil when the step does not fan
-	// out), input what it carries when the step has an `input` (nil: the
-	// step input of its parents, built when its job or unit is made).
-	item  *flow.Item
+	// input is what the instance carries: the value of the step's
+	// `input`, or (nil until its job or unit is made) the step input of
+	// its parents, the part every instance shares joined with tail, the
+	// instance's own part (flow.ItemTail).
 	input []byte
+	tail  []byte
 }
 
 // releaseStep evaluates the step's `if`, `forEach` and `input` and
@@ -682,10 +683,7 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 			continue
 		}
 		if p.input == nil && shared != nil {
-			if p.input, err = shared.Instance(p.item); err != nil {
-				p.state, p.err = flow.StepFailed, err.Error()
-				continue
-			}
+			p.input = shared.With(p.tail)
 		}
 		if err := adv.plan(ctx, s, p); err != nil {
 			return err
@@ -723,7 +721,7 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 	plans = make([]*planned, len(items))
 	total := 0
 	for i, item := range items {
-		p := &planned{state: flow.StepRunning, item: item}
+		p := &planned{state: flow.StepRunning}
 		plans[i] = p
 		if item != nil {
 			p.index = item.Index
@@ -766,10 +764,11 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 			}
 			n = len(p.input)
 		} else {
-			if n, err = shared.Len(item); err != nil {
+			if p.tail, err = flow.ItemTail(item); err != nil {
 				p.state, p.err = flow.StepFailed, err.Error()
 				continue
 			}
+			n = shared.Len(p.tail)
 		}
 		if s.Job != nil {
 			n += payloadHeadLen(s.Name, p.index) - 1 // the head replaces the input's {
