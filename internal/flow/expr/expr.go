@@ -84,6 +84,19 @@ type stepPrograms struct {
 	judges      []string    // judges.<name> read by any of them
 }
 
+// addJudges adds the judges an expression of the step reads, each once.
+func (sp *stepPrograms) addJudges(judges []string) {
+	for _, j := range judges {
+		if !slices.Contains(sp.judges, j) {
+			sp.judges = append(sp.judges, j)
+		}
+	}
+}
+
+// onlyInFanOut refuses item or index in an `if` or `input` of a step
+// without forEach.
+const onlyInFanOut = "item and index exist only in a fan-out step (one with forEach)"
+
 // Validate checks def structurally (flow.Validate) and compiles its
 // expressions; it returns nil or a *flow.ValidationError listing every
 // problem.
@@ -126,20 +139,16 @@ func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
 		if s.If != "" {
 			var uses refs
 			sp.cond, uses = c.compile("if", s.If)
-			sp.judges = uses.judges
+			sp.addJudges(uses.judges)
 			if uses.item && s.ForEach == "" {
-				c.add("if", "item and index exist only in a fan-out step (one with forEach)")
+				c.add("if", onlyInFanOut)
 			}
 			sp.perInstance = uses.item
 		}
 		if s.ForEach != "" {
 			var uses refs
 			sp.forEach, uses = c.compile("forEach", s.ForEach)
-			for _, j := range uses.judges {
-				if !slices.Contains(sp.judges, j) {
-					sp.judges = append(sp.judges, j)
-				}
-			}
+			sp.addJudges(uses.judges)
 			if uses.item {
 				c.add("forEach", "forEach cannot use item or index: they are the elements it yields")
 			}
@@ -147,13 +156,9 @@ func (e *Env) Compile(def *flow.Definition) (*Workflow, error) {
 		if s.Input != "" && s.Signal == nil { // a signal step's is refused by flow.Validate
 			var uses refs
 			sp.input, uses = c.compile("input", s.Input)
-			for _, j := range uses.judges {
-				if !slices.Contains(sp.judges, j) {
-					sp.judges = append(sp.judges, j)
-				}
-			}
+			sp.addJudges(uses.judges)
 			if uses.item && s.ForEach == "" {
-				c.add("input", "item and index exist only in a fan-out step (one with forEach)")
+				c.add("input", onlyInFanOut)
 			}
 		}
 		if _, dup := w.steps[s.Name]; !dup {
