@@ -241,28 +241,36 @@ func fieldNames(t reflect.Type) map[string]bool {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
-		return nil
-	}
-	if m, ok := fieldNameCache.Load(t); ok {
+	if m, ok := fieldNameCache.Load(t); ok { // every body's decoding asks
 		return m.(map[string]bool)
 	}
-	names := map[string]bool{}
-	for _, f := range reflect.VisibleFields(t) {
-		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" || !f.IsExported() {
-			continue // its fields are visible themselves
+	var names map[string]bool
+	if t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		names = map[string]bool{}
+		for _, f := range reflect.VisibleFields(t) {
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+				continue // its fields are visible themselves
+			}
+			if name, ok := jsonName(f); ok {
+				names[name] = true
+			}
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		names[name] = true
 	}
 	fieldNameCache.Store(t, names)
 	return names
+}
+
+// jsonName is the name encoding/json gives the field f (its tag's, else
+// its Go name); false for a field it leaves out (unexported, "-").
+func jsonName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch {
+	case !f.IsExported() || name == "-":
+		return "", false
+	case name == "":
+		return f.Name, true
+	}
+	return name, true
 }
 
 // fieldNameCache holds fieldNames by type.

@@ -295,12 +295,9 @@ func jsonFieldsOf(t reflect.Type) ([]string, map[string]reflect.Type) {
 	types := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
+		name, ok := jsonName(f)
+		if !ok {
 			continue
-		}
-		if name == "" {
-			name = f.Name
 		}
 		names = append(names, name)
 		types[name] = f.Type
