@@ -146,10 +146,12 @@ func (s *Server) checkBatchVersions(ctx context.Context, name string, runs []bat
 		seen[run.version] = true
 		_, err := s.client.WorkflowGet(ctx, name, run.version)
 		switch {
-		case errors.Is(err, docket.ErrNotFound) && run.version > 0:
-			return notFound(fmt.Sprintf("workflow %q has no version %d (the version of runs[%d]); nothing was started", name, run.version, i))
 		case errors.Is(err, docket.ErrNotFound):
-			return notFound(fmt.Sprintf("no workflow %q: PUT /v1/workflows/%s first", name, name))
+			p := problemFor(runProblem(docket.ErrWorkflowNotFound, name, run.version)) // RunStart's own 404
+			if run.version > 0 {
+				p.Detail += fmt.Sprintf(" (the version of runs[%d]); nothing was started", i)
+			}
+			return p
 		case err != nil:
 			return err
 		}
