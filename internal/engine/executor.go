@@ -92,7 +92,7 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	ex.actx.setDeadline(time.Now().Add(remaining))
 	defer ex.actx.end()
 
-	result, err, panicked := callHandler(&ex.actx, ex)
+	result, msg, panicked, err := callHandler(&ex.actx, ex)
 	switch {
 	case errors.Is(ex.actx.execCauseNow(), errLeaseLost):
 		return nil
@@ -115,40 +115,40 @@ func (e *Engine) run(ex *execution) *store.JobFinishParams {
 	case errors.Is(cause, ErrCancelRequested):
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateCanceled,
-			Outcome: job.OutcomeCanceled, Error: "canceled while running: " + err.Error(), FinishedAt: e.cfg.Now(),
+			Outcome: job.OutcomeCanceled, Error: "canceled while running: " + msg, FinishedAt: e.cfg.Now(),
 		}
 	case errors.Is(cause, errShutdown):
-		return e.retryOrDead(ex, job.OutcomeInterrupted, "interrupted by worker shutdown: "+err.Error(), true)
+		return e.retryOrDead(ex, job.OutcomeInterrupted, "interrupted by worker shutdown: "+msg, true)
 	case panicked:
-		return e.retryOrDead(ex, job.OutcomePanic, err.Error(), false)
+		return e.retryOrDead(ex, job.OutcomePanic, msg, false)
 	case errors.Is(cause, errTimeout):
-		return e.retryOrDead(ex, job.OutcomeTimeout, fmt.Sprintf("timed out after %v: %v", e.timeout(ex), err), false)
+		return e.retryOrDead(ex, job.OutcomeTimeout, fmt.Sprintf("timed out after %v: %s", e.timeout(ex), msg), false)
 	}
 	if fatal := (*FatalError)(nil); errors.As(err, &fatal) {
 		return &store.JobFinishParams{
 			ID: ex.ref.ID, Attempt: ex.ref.Attempt, State: job.StateDead,
-			Outcome: job.OutcomeError, Error: err.Error(), FinishedAt: e.cfg.Now(),
+			Outcome: job.OutcomeError, Error: msg, FinishedAt: e.cfg.Now(),
 		}
 	}
-	return e.retryOrDead(ex, job.OutcomeError, err.Error(), false)
+	return e.retryOrDead(ex, job.OutcomeError, msg, false)
 }
 
-// callHandler runs the handler, turning a panic into an error with its stack.
-func callHandler(ctx context.Context, ex *execution) (result []byte, err error, panicked bool) {
+// callHandler runs the handler, turning a panic into an error with its
+// stack. msg is err's text, read once, here, under the recover: an Error
+// method that panics (a typed nil pointer) is a panic of the handler,
+// where run, reading it to record the attempt, crashed the process.
+func callHandler(ctx context.Context, ex *execution) (result []byte, msg string, panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-			panicked = true
+			msg, panicked = err.Error(), true
 		}
 	}()
 	result, err = ex.handler.Work(ctx, ex.row)
 	if err != nil {
-		// Its text is read first here, under the recover: an Error method
-		// that panics (a typed nil pointer) is a panic of the handler,
-		// where run, reading it to record the attempt, crashed the process.
-		_ = err.Error()
+		msg = err.Error()
 	}
-	return result, err, false
+	return result, msg, false, err
 }
 
 // retryOrDead ends an attempt that failed: RETRY after the type's backoff,
