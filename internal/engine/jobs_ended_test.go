@@ -89,6 +89,11 @@ func TestOnJobsEndedAfterRescueOfCanceledJob(t *testing.T) {
 			ended = map[uuid.UUID]bool{}
 		)
 		cfg := b.config(map[string]int{"rescue": 1})
+		// The rescuer runs on the maintenance leader. An election attempt
+		// gets a third of the TTL: the suite's 50 ms, under -race on a
+		// loaded machine, lost the leadership again and again, and the
+		// rescue never came within waitFor's 20 s.
+		cfg.LeaderTTL = 3 * time.Second
 		cfg.OnJobsEnded = func(rows []*job.Row) {
 			mu.Lock()
 			defer mu.Unlock()
