@@ -19,7 +19,7 @@ import (
 
 func (s *Server) assignmentRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/me/pools", Perm: permWork, Handler: endpoint(s, s.myPools)},
+		{Method: "GET", Path: "/v1/me/pools", Perm: permWork, Query: []string{"limit"}, Handler: endpoint(s, s.myPools)},
 		{Method: "POST", Path: "/v1/assignments", Perm: permWork, Handler: endpoint(s, s.takeAssignment)},
 		{Method: "POST", Path: "/v1/assignments/{assignmentId}/heartbeat", Perm: permWork, Handler: endpoint(s, s.heartbeatAssignment)},
 		{Method: "POST", Path: "/v1/assignments/{assignmentId}/extend", Perm: permWork, Handler: endpoint(s, s.extendAssignment)},
@@ -44,9 +44,6 @@ type myPoolsResponse struct {
 }
 
 func (s *Server) myPools(ctx context.Context, r *http.Request, _ *Empty) (int, *myPoolsResponse, error) {
-	if err := noQuery(r, []string{"limit"}); err != nil {
-		return 0, nil, err
-	}
 	q := r.URL.Query()
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
@@ -199,9 +196,6 @@ func (t *takeResponse) appendJSON(b []byte) ([]byte, error) {
 }
 
 func (s *Server) takeAssignment(ctx context.Context, r *http.Request, req *takeRequest) (int, *takeResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	me, unknown, err := s.workerIDOr(ctx, true)
 	if err != nil {
 		return 0, nil, err
@@ -286,9 +280,6 @@ func assignmentViewOf(a *docket.Assignment) *assignmentView {
 // onAssignment runs a fenced change of the contributor's assignment;
 // work (heartbeat, extend) is refused to a banned contributor.
 func (s *Server) onAssignment(ctx context.Context, r *http.Request, work bool, change func(id, me uuid.UUID) (*docket.Assignment, error)) (int, *assignmentView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := pathID(r, "assignmentId")
 	if err != nil {
 		return 0, nil, err
@@ -425,9 +416,6 @@ func testResultViewOf(r *docket.TestResult) *testResultView {
 // 409 for other data or an assignment no longer held, 422 for data the
 // task refuses (the assignment stays active).
 func (s *Server) submitJudgment(ctx context.Context, r *http.Request, req *judgmentRequest) (int, *judgmentResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	me, err := s.workerID(ctx)
 	if err != nil {
 		return 0, nil, err

@@ -17,7 +17,7 @@ import (
 func (s *Server) contributorRoutes() []route {
 	return []route{
 		{Method: "POST", Path: "/v1/contributors", Perm: permAdmin, Handler: endpoint(s, s.createContributor)},
-		{Method: "GET", Path: "/v1/contributors", Perm: permAdmin, Handler: endpoint(s, s.listContributors)},
+		{Method: "GET", Path: "/v1/contributors", Perm: permAdmin, Query: []string{"state", "limit", "cursor"}, Handler: endpoint(s, s.listContributors)},
 		{Method: "GET", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.getContributor)},
 		{Method: "PATCH", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.patchContributor)},
 		{Method: "POST", Path: "/v1/contributors/{contributorId}/keys", Perm: permAdmin, Handler: endpoint(s, s.createContributorKey)},
@@ -130,9 +130,6 @@ const nulProblem = "must not contain the NUL character, which the database canno
 func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func (s *Server) createContributor(ctx context.Context, r *http.Request, req *createContributorRequest) (int, *contributorView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	c, err := s.client.ContributorCreate(ctx, docket.ContributorCreateParams{
 		ExternalID: req.ExternalID, Name: req.Name, Skills: req.Skills, Channels: req.Channels,
 	})
@@ -168,9 +165,6 @@ func (s *Server) contributor(ctx context.Context, r *http.Request) (*docket.Cont
 }
 
 func (s *Server) getContributor(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	c, err := s.contributor(ctx, r)
 	if err != nil {
 		return 0, nil, err
@@ -211,9 +205,6 @@ func (req *patchContributorRequest) Validate() error {
 }
 
 func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *patchContributorRequest) (int, *contributorView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := pathID(r, "contributorId")
 	if err != nil {
 		return 0, nil, err
@@ -237,9 +228,6 @@ func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *pat
 var contributorStates = []string{"active", "flagged", "banned"}
 
 func (s *Server) listContributors(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorsResponse, error) {
-	if err := noQuery(r, []string{"state", "limit", "cursor"}); err != nil {
-		return 0, nil, err
-	}
 	q := r.URL.Query()
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
@@ -303,9 +291,6 @@ type contributorKeyView struct {
 }
 
 func (s *Server) createContributorKey(ctx context.Context, r *http.Request, req *createKeyRequest) (int, *contributorKeyView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	c, err := s.contributor(ctx, r)
 	if err != nil {
 		return 0, nil, err
@@ -362,9 +347,6 @@ func (s *Server) worker(ctx context.Context) (*docket.Contributor, error) {
 }
 
 func (s *Server) getMe(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	c, err := s.me(ctx)
 	if err != nil {
 		return 0, nil, err

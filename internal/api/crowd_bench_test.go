@@ -65,9 +65,6 @@ func BenchmarkCrowdJudgmentRequest(b *testing.B) {
 		if err := decodeBody(w, r, MaxBodyBytesDefault, false, &req); err != nil {
 			b.Fatal(err)
 		}
-		if err := noQuery(r, nil); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 

@@ -26,7 +26,7 @@ type DeadLetters interface {
 
 func (s *Server) deadLetterRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/dead-letters", Perm: permAdmin, Handler: endpoint(s, s.listDeadLetters)},
+		{Method: "GET", Path: "/v1/dead-letters", Perm: permAdmin, Query: []string{"consumer", "limit"}, Handler: endpoint(s, s.listDeadLetters)},
 		{Method: "POST", Path: "/v1/dead-letters/{consumer}/{eventId}/retry", Perm: permAdmin, Handler: endpoint(s, s.retryDeadLetter)},
 	}
 }
@@ -75,7 +75,7 @@ func (s *Server) deadLetters() (DeadLetters, error) {
 // listDeadLetters: GET /v1/dead-letters?consumer=&limit=, oldest first.
 func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLettersResponse, error) {
 	q := r.URL.Query()
-	bad := noQuery(r, []string{"consumer", "limit"})
+	var bad error
 	limit := deadLetterLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -108,9 +108,6 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 // the event again in its inbox transaction (success removes the dead
 // letter, failure counts one more delivery). 202 with the dead letter.
 func (s *Server) retryDeadLetter(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLetterView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	st, err := s.deadLetters()
 	if err != nil {
 		return 0, nil, err

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,9 +33,9 @@ func (s *Server) jobRoutes() []route {
 	return []route{
 		{Method: "POST", Path: "/v1/jobs", Perm: permSubmit, Handler: endpoint(s, s.submitJob)},
 		{Method: "POST", Path: "/v1/jobs:batch", Perm: permSubmit, Handler: endpoint(s, s.submitBatch)},
-		{Method: "GET", Path: "/v1/jobs", Perm: permRead, Handler: endpoint(s, s.listJobs)},
+		{Method: "GET", Path: "/v1/jobs", Perm: permRead, Query: listParams, Lists: listLists, Handler: endpoint(s, s.listJobs)},
 		{Method: "GET", Path: "/v1/jobs/summary", Perm: permRead, Handler: endpoint(s, s.jobSummary)},
-		{Method: "GET", Path: "/v1/jobs/{jobId}", Perm: permRead, Handler: endpoint(s, s.getJob)},
+		{Method: "GET", Path: "/v1/jobs/{jobId}", Perm: permRead, Query: []string{"include"}, Lists: []string{"include"}, Handler: endpoint(s, s.getJob)},
 		{Method: "POST", Path: "/v1/jobs/{jobId}/cancel", Perm: permSubmit, Handler: endpoint(s, s.cancelJob)},
 		{Method: "POST", Path: "/v1/jobs/{jobId}/retry", Perm: permSubmit, Handler: endpoint(s, s.retryJob)},
 		{Method: "GET", Path: "/v1/jobs/{jobId}/attempts", Perm: permAdmin, Handler: endpoint(s, s.listAttempts)},
@@ -371,20 +370,7 @@ func (s *Server) getJob(ctx context.Context, r *http.Request, _ *Empty) (int, *j
 // parseInclude reads ?include=a,b (or repeated include=).
 func parseInclude(r *http.Request) ([]string, error) {
 	var out []string
-	q := r.URL.Query()
-	// A misspelt ?includ=payload would answer without the payload: each
-	// unknown parameter is named, in order (include may repeat, so not
-	// noQuery).
-	var unknown []error
-	for _, name := range slices.Sorted(maps.Keys(q)) {
-		if name != "include" {
-			unknown = append(unknown, invalidField(name, "is not a known query parameter (known: include)"))
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, errors.Join(unknown...)
-	}
-	for _, v := range q["include"] {
+	for _, v := range r.URL.Query()["include"] {
 		for part := range strings.SplitSeq(v, ",") {
 			part = strings.TrimSpace(part)
 			switch part {
@@ -411,9 +397,6 @@ func jobID(r *http.Request) (uuid.UUID, error) {
 }
 
 func (s *Server) cancelJob(ctx context.Context, r *http.Request, _ *Empty) (int, *jobView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := jobID(r)
 	if err != nil {
 		return 0, nil, err
@@ -426,9 +409,6 @@ func (s *Server) cancelJob(ctx context.Context, r *http.Request, _ *Empty) (int,
 }
 
 func (s *Server) retryJob(ctx context.Context, r *http.Request, _ *Empty) (int, *jobView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := jobID(r)
 	if err != nil {
 		return 0, nil, err
@@ -473,7 +453,7 @@ type attemptsResponse struct {
 
 func (s *Server) listAttempts(ctx context.Context, r *http.Request, _ *Empty) (int, *attemptsResponse, error) {
 	id, err := jobID(r)
-	if err = errors.Join(err, noQuery(r, nil)); err != nil {
+	if err != nil {
 		return 0, nil, err
 	}
 	attempts, err := s.client.Attempts(ctx, id)
@@ -489,11 +469,12 @@ type listResponse struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
-// listParams are the query parameters GET /v1/jobs knows.
-var listParams = []string{"status", "jobType", "queue", "priority", "limit", "cursor", "search"}
-
-// singleParams are those of listParams that take one value.
-var singleParams = []string{"priority", "limit", "cursor", "search"}
+// listParams are the query parameters GET /v1/jobs takes (its route
+// refuses others); listLists those that take a list.
+var (
+	listParams = []string{"status", "jobType", "queue", "priority", "limit", "cursor", "search"}
+	listLists  = []string{"status", "jobType", "queue"}
+)
 
 // listJobs pages through jobs newest first. The cursor is the last id of
 // the previous page: ids are UUIDv7, so a job inserted meanwhile sorts
@@ -528,21 +509,12 @@ func parseListQuery(q url.Values) (docket.ListParams, error) {
 	p := docket.ListParams{Limit: ListLimitDefault}
 	var errs []FieldError
 	bad := func(field, message string) { errs = append(errs, FieldError{Field: field, Message: message}) }
-	names := make([]string, 0, len(q))
-	for name := range q {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		vs := q[name]
-		if !slices.Contains(listParams, name) {
-			bad(name, "is not a known query parameter (known: "+strings.Join(listParams, ", ")+")")
-			continue
-		}
-		// status, jobType and queue take lists; the others one value (a
-		// search's value may hold commas).
-		if slices.Contains(singleParams, name) && (len(vs) > 1 || name != "search" && strings.Contains(vs[0], ",")) {
-			bad(name, "takes one value (only status, jobType and queue take lists)")
+	// status, jobType and queue take lists; a comma in priority, limit or
+	// cursor is refused as a second value (the route refuses a parameter
+	// given twice); a search's value may hold commas.
+	for _, name := range []string{"cursor", "limit", "priority"} {
+		if slices.ContainsFunc(q[name], func(v string) bool { return strings.Contains(v, ",") }) {
+			bad(name, oneValue(listLists))
 		}
 	}
 	for _, v := range splitList(q["status"]) {
@@ -653,9 +625,6 @@ type summaryResponse struct {
 }
 
 func (s *Server) jobSummary(ctx context.Context, r *http.Request, _ *Empty) (int, *summaryResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	counts, err := s.client.CountByQueue(ctx)
 	if err != nil {
 		return 0, nil, err

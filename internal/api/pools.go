@@ -19,14 +19,14 @@ import (
 
 func (s *Server) poolRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/pools", Perm: permRead, Handler: endpoint(s, s.listPools)},
+		{Method: "GET", Path: "/v1/pools", Perm: permRead, Query: []string{"workflow", "step", "status", "limit", "cursor"}, Handler: endpoint(s, s.listPools)},
 		{Method: "GET", Path: "/v1/pools/{poolId}", Perm: permRead, Handler: endpoint(s, s.getPool)},
 		{Method: "POST", Path: "/v1/pools/{poolId}/pause", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolPause))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/resume", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolResume))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/close", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolClose))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/golden", Perm: permAdmin, Handler: endpoint(s, s.addGolden)},
-		{Method: "GET", Path: "/v1/pools/{poolId}/units", Perm: permRead, Handler: endpoint(s, s.listUnits)},
-		{Method: "GET", Path: "/v1/pools/{poolId}/results", Perm: permRead, Handler: http.HandlerFunc(s.exportResults)},
+		{Method: "GET", Path: "/v1/pools/{poolId}/units", Perm: permRead, Query: []string{"state", "golden", "runId", "limit", "cursor"}, Handler: endpoint(s, s.listUnits)},
+		{Method: "GET", Path: "/v1/pools/{poolId}/results", Perm: permRead, Query: []string{"format"}, Handler: http.HandlerFunc(s.exportResults)},
 		{Method: "GET", Path: "/v1/units/{unitId}", Perm: permRead, Handler: endpoint(s, s.getUnit)},
 		{Method: "GET", Path: "/v1/units/{unitId}/result", Perm: permRead, Handler: endpoint(s, s.getUnitResult)},
 	}
@@ -82,9 +82,6 @@ type poolsResponse struct {
 var poolStatuses = []string{"OPEN", "PAUSED", "CLOSED", "COMPLETED"}
 
 func (s *Server) listPools(ctx context.Context, r *http.Request, _ *Empty) (int, *poolsResponse, error) {
-	if err := noQuery(r, []string{"workflow", "step", "status", "limit", "cursor"}); err != nil {
-		return 0, nil, err
-	}
 	q := r.URL.Query()
 	var errs []FieldError
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
@@ -136,9 +133,6 @@ func (s *Server) pool(ctx context.Context, r *http.Request) (*docket.Pool, error
 }
 
 func (s *Server) getPool(ctx context.Context, r *http.Request, _ *Empty) (int, *poolView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	p, err := s.pool(ctx, r)
 	if err != nil {
 		return 0, nil, err
@@ -151,9 +145,6 @@ func (s *Server) getPool(ctx context.Context, r *http.Request, _ *Empty) (int, *
 // does not start from.
 func (s *Server) movePool(move func(context.Context, uuid.UUID) (*docket.Pool, error)) func(context.Context, *http.Request, *Empty) (int, *poolView, error) {
 	return func(ctx context.Context, r *http.Request, _ *Empty) (int, *poolView, error) {
-		if err := noQuery(r, nil); err != nil {
-			return 0, nil, err
-		}
 		id, err := pathID(r, "poolId")
 		if err != nil {
 			return 0, nil, err
@@ -284,9 +275,6 @@ type unitsResponse struct {
 }
 
 func (s *Server) addGolden(ctx context.Context, r *http.Request, req *goldenRequest) (int, *unitsResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := pathID(r, "poolId")
 	if err != nil {
 		return 0, nil, err
@@ -381,9 +369,6 @@ func unitViewOf(u *docket.Unit) *unitView {
 var unitStates = []string{"NEW", "JUDGABLE", "PAUSED", "FINALIZED", "CANCELED"}
 
 func (s *Server) listUnits(ctx context.Context, r *http.Request, _ *Empty) (int, *unitsResponse, error) {
-	if err := noQuery(r, []string{"state", "golden", "runId", "limit", "cursor"}); err != nil {
-		return 0, nil, err
-	}
 	id, err := pathID(r, "poolId")
 	if err != nil {
 		return 0, nil, err
@@ -454,9 +439,6 @@ func (s *Server) unit(ctx context.Context, r *http.Request) (*docket.Unit, error
 }
 
 func (s *Server) getUnit(ctx context.Context, r *http.Request, _ *Empty) (int, *unitView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	u, err := s.unit(ctx, r)
 	if err != nil {
 		return 0, nil, err
@@ -474,9 +456,6 @@ func unitResultOf(u *docket.Unit) *unitResultView {
 }
 
 func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (int, *unitResultView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	u, err := s.unit(ctx, r)
 	if err != nil {
 		return 0, nil, err
@@ -490,10 +469,6 @@ func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (
 // finalizedAt, lowConfidence; result as compact JSON text), written by
 // crowdexport, as the dashboard's download is.
 func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
-	if err := noQuery(r, []string{"format"}); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	format := r.URL.Query().Get("format")
 	if format == "" {
 		format = "jsonl"

@@ -63,9 +63,6 @@ func poolContributor(r *http.Request) (poolID, contributorID uuid.UUID, err erro
 }
 
 func (s *Server) getContributorQuality(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorQualityView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	poolID, contributorID, err := poolContributor(r)
 	if err != nil {
 		return 0, nil, err
@@ -88,9 +85,6 @@ func (s *Server) getContributorQuality(ctx context.Context, r *http.Request, _ *
 }
 
 func (s *Server) forgiveContributor(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorQualityView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	poolID, contributorID, err := poolContributor(r)
 	if err != nil {
 		return 0, nil, err
@@ -131,9 +125,6 @@ type unitAuditsResponse struct {
 }
 
 func (s *Server) listUnitAudits(ctx context.Context, r *http.Request, _ *Empty) (int, *unitAuditsResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	u, err := s.unit(ctx, r)
 	if err != nil {
 		return 0, nil, err

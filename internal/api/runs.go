@@ -33,15 +33,15 @@ const (
 func (s *Server) runRoutes() []route {
 	return []route{
 		{Method: "POST", Path: "/v1/workflows/{name}/runs", Perm: permSubmit, Handler: endpoint(s, s.startRun)},
-		{Method: "POST", Path: "/v1/workflows/{name}/runs:batch", Perm: permSubmit, Handler: http.HandlerFunc(s.startRunBatch)},
-		{Method: "GET", Path: "/v1/runs", Perm: permRead, Handler: endpoint(s, s.listRuns)},
+		{Method: "POST", Path: "/v1/workflows/{name}/runs:batch", Perm: permSubmit, Query: []string{"version", "keyColumn"}, Handler: http.HandlerFunc(s.startRunBatch)},
+		{Method: "GET", Path: "/v1/runs", Perm: permRead, Query: runListParams, Lists: runListLists, Handler: endpoint(s, s.listRuns)},
 		{Method: "GET", Path: "/v1/runs/{runId}", Perm: permRead, Handler: endpoint(s, s.getRun)},
 		{Method: "POST", Path: "/v1/runs/{runId}/cancel", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunCancel))},
 		{Method: "POST", Path: "/v1/runs/{runId}/pause", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunPause))},
 		{Method: "POST", Path: "/v1/runs/{runId}/resume", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunResume))},
 		{Method: "POST", Path: "/v1/runs/{runId}/retry", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunRetry))},
 		{Method: "POST", Path: "/v1/runs/{runId}/signals/{step}", Perm: permSubmit, Handler: endpoint(s, s.signalRun)},
-		{Method: "GET", Path: "/v1/runs/{runId}/events", Perm: permRead, Handler: http.HandlerFunc(s.streamRunEvents)},
+		{Method: "GET", Path: "/v1/runs/{runId}/events", Perm: permRead, Query: []string{"types", lastEventIDParam}, Lists: []string{"types"}, Handler: http.HandlerFunc(s.streamRunEvents)},
 	}
 }
 
@@ -164,9 +164,6 @@ type startRunResponse struct {
 }
 
 func (s *Server) startRun(ctx context.Context, r *http.Request, req *startRunRequest) (int, *startRunResponse, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	p := req.params()
 	res, err := s.client.RunStart(ctx, p.Workflow, p.Input, p.Opts)
 	if err != nil {
@@ -201,9 +198,6 @@ func runID(r *http.Request) (uuid.UUID, error) {
 func noRun(id uuid.UUID) *Problem { return notFound(fmt.Sprintf("no run %s", id)) }
 
 func (s *Server) getRun(ctx context.Context, r *http.Request, _ *Empty) (int, *runDetail, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := runID(r)
 	if err != nil {
 		return 0, nil, err
@@ -223,9 +217,6 @@ func (s *Server) getRun(ctx context.Context, r *http.Request, _ *Empty) (int, *r
 // does not allow it.
 func (s *Server) runOp(op func(ctx context.Context, id uuid.UUID) (*docket.Run, error)) func(ctx context.Context, r *http.Request, _ *Empty) (int, *runView, error) {
 	return func(ctx context.Context, r *http.Request, _ *Empty) (int, *runView, error) {
-		if err := noQuery(r, nil); err != nil {
-			return 0, nil, err
-		}
 		id, err := runID(r)
 		if err != nil {
 			return 0, nil, err
@@ -250,9 +241,6 @@ type signalRequest struct {
 func (*signalRequest) bodyOptional() {}
 
 func (s *Server) signalRun(ctx context.Context, r *http.Request, req *signalRequest) (int, *runView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	id, err := runID(r)
 	if err != nil {
 		return 0, nil, err
@@ -273,8 +261,12 @@ type runsResponse struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
-// runListParams are the query parameters GET /v1/runs knows.
-var runListParams = []string{"workflow", "state", "createdAfter", "createdBefore", "limit", "cursor"}
+// runListParams are the query parameters GET /v1/runs takes (its route
+// refuses others); runListLists those that take a list.
+var (
+	runListParams = []string{"workflow", "state", "createdAfter", "createdBefore", "limit", "cursor"}
+	runListLists  = []string{"state"}
+)
 
 // listRuns pages through runs newest first; the cursor is the last id of
 // the previous page (run ids are UUIDv7, as job ids).
@@ -304,12 +296,11 @@ func (s *Server) listRuns(ctx context.Context, r *http.Request, _ *Empty) (int, 
 func parseRunListQuery(q url.Values) (docket.RunListParams, error) {
 	p := docket.RunListParams{Limit: ListLimitDefault}
 	var errs []FieldError
+	// A comma in another parameter is refused as a second value (the
+	// route refuses the parameter given twice), before the values are read.
 	for name, vs := range q {
-		switch {
-		case !slices.Contains(runListParams, name):
-			errs = append(errs, FieldError{Field: name, Message: "is not a known query parameter (known: " + strings.Join(runListParams, ", ") + ")"})
-		case name != "state" && (len(vs) > 1 || strings.Contains(vs[0], ",")):
-			errs = append(errs, FieldError{Field: name, Message: "takes one value (only state takes a list)"})
+		if !slices.Contains(runListLists, name) && slices.ContainsFunc(vs, func(v string) bool { return strings.Contains(v, ",") }) {
+			errs = append(errs, FieldError{Field: name, Message: oneValue(runListLists)})
 		}
 	}
 	if len(errs) > 0 {

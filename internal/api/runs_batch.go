@@ -69,9 +69,6 @@ func (s *Server) startRunBatch(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResponse, error) {
 	name := r.PathValue("name")
-	if err := noQuery(r, []string{"version", "keyColumn"}); err != nil {
-		return nil, err
-	}
 	if r.Header.Get(idempotencyHeader) != "" {
 		return nil, invalidField(idempotencyHeader, "is not supported on a batch; give each run its idempotencyKey (CSV: ?keyColumn=)")
 	}

@@ -8,14 +8,12 @@ package api
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/docket-run/docket"
 )
@@ -115,9 +113,16 @@ var grants = map[docket.Role][]permission{
 // route is one endpoint. The table of routes is the single source of what
 // the server serves; the OpenAPI document is checked against it.
 type route struct {
-	Method  string
-	Path    string // Go 1.22 pattern path, e.g. /v1/jobs/{jobId}
-	Perm    permission
+	Method string
+	Path   string // Go 1.22 pattern path, e.g. /v1/jobs/{jobId}
+	Perm   permission
+	// Query names the query parameters the route takes. A request with
+	// any other is refused before Handler runs (checkParams, params.go),
+	// as is one giving a parameter twice unless Lists names it too.
+	Query []string
+	// Lists names those of Query that may be given more than once (a
+	// filter's values, an include list).
+	Lists   []string
 	Handler http.Handler
 }
 
@@ -162,7 +167,7 @@ func New(cfg Config) *Server {
 	s.routes = append(s.routes, s.assignmentRoutes()...)
 	s.routes = append(s.routes, s.openapiRoutes()...)
 	for _, rt := range s.routes {
-		h := textOnly(rt.Path, rt.Handler)
+		h := checkParams(rt, rt.Handler)
 		if rt.Perm != permPublic {
 			h = s.authorize(rt.Perm, h)
 		}
@@ -198,65 +203,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
-}
-
-// textMessage is the problem of a path or query value that is not text,
-// in the words of store.TextMessage (the API stays behind the public
-// boundary: TestPublicBoundary).
-const textMessage = "must be UTF-8 text without the NUL character"
-
-// textOnly refuses, before next runs, a request whose query string does
-// not parse (a bad escape, a semicolon, more parameters than Go reads:
-// r.URL.Query would drop them, and a filter or an idempotency column be
-// silently ignored), or whose path values (the {names} of pattern) or query
-// values are not UTF-8 or hold NUL: no name, id or filter can, and
-// PostgreSQL refuses such a parameter (a 500 where SQLite found nothing).
-// Every offending parameter is named.
-func textOnly(pattern string, next http.Handler) http.Handler {
-	var names []string
-	for rest := pattern; ; {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			break
-		}
-		names = append(names, strings.TrimSuffix(rest[i+1:i+j], "..."))
-		rest = rest[i+j+1:]
-	}
-	bad := func(v string) bool { return !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 }
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var errs []FieldError
-		for _, n := range names {
-			if bad(r.PathValue(n)) {
-				errs = append(errs, FieldError{Field: n, Message: textMessage})
-			}
-		}
-		var q url.Values
-		if r.URL.RawQuery != "" { // most requests, the lease calls among them, have none
-			var err error
-			if q, err = url.ParseQuery(r.URL.RawQuery); err != nil {
-				writeProblem(w, badRequest("the query string is malformed: "+err.Error()))
-				return
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(q)) {
-			if bad(k) {
-				errs = append(errs, FieldError{Field: strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", "\uFFFD"), "\uFFFD"), Message: "(a query parameter's name) " + textMessage})
-				continue
-			}
-			if slices.ContainsFunc(q[k], bad) {
-				errs = append(errs, FieldError{Field: k, Message: textMessage})
-			}
-		}
-		if len(errs) > 0 {
-			writeProblem(w, invalidFields(errs))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // allowed is the Allow header of a 405: the methods of the routes of

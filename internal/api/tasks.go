@@ -16,8 +16,8 @@ import (
 func (s *Server) taskRoutes() []route {
 	return []route{
 		{Method: "PUT", Path: "/v1/tasks/{name}", Perm: permAdmin, Handler: endpoint(s, s.putTask)},
-		{Method: "GET", Path: "/v1/tasks", Perm: permRead, Handler: endpoint(s, s.listTasks)},
-		{Method: "GET", Path: "/v1/tasks/{name}", Perm: permRead, Handler: endpoint(s, s.getTask)},
+		{Method: "GET", Path: "/v1/tasks", Perm: permRead, Query: []string{"limit", "cursor"}, Handler: endpoint(s, s.listTasks)},
+		{Method: "GET", Path: "/v1/tasks/{name}", Perm: permRead, Query: []string{"version"}, Handler: endpoint(s, s.getTask)},
 	}
 }
 
@@ -86,9 +86,6 @@ func taskFields(ve *docket.TaskValidationError, prefix string) []FieldError {
 // putTask stores the template: 201 with a new version when its content
 // changed (or the task is new), 200 with the latest version otherwise.
 func (s *Server) putTask(ctx context.Context, r *http.Request, req *putTaskRequest) (int, *taskView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	v, created, err := s.client.TaskPut(ctx, r.PathValue("name"), req.template)
 	if err != nil {
 		return 0, nil, err
@@ -101,9 +98,6 @@ func (s *Server) putTask(ctx context.Context, r *http.Request, req *putTaskReque
 }
 
 func (s *Server) getTask(ctx context.Context, r *http.Request, _ *Empty) (int, *taskView, error) {
-	if err := noQuery(r, []string{"version"}); err != nil {
-		return 0, nil, err
-	}
 	name := r.PathValue("name")
 	version := 0
 	if q := r.URL.Query(); q.Has("version") {
@@ -127,9 +121,6 @@ func (s *Server) getTask(ctx context.Context, r *http.Request, _ *Empty) (int, *
 
 // listTasks pages through the tasks by name, the latest version of each.
 func (s *Server) listTasks(ctx context.Context, r *http.Request, _ *Empty) (int, *tasksResponse, error) {
-	if err := noQuery(r, []string{"limit", "cursor"}); err != nil {
-		return 0, nil, err
-	}
 	q := r.URL.Query()
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -22,8 +21,8 @@ import (
 func (s *Server) workflowRoutes() []route {
 	return []route{
 		{Method: "PUT", Path: "/v1/workflows/{name}", Perm: permSubmit, Handler: endpoint(s, s.putWorkflow)},
-		{Method: "GET", Path: "/v1/workflows", Perm: permRead, Handler: endpoint(s, s.listWorkflows)},
-		{Method: "GET", Path: "/v1/workflows/{name}", Perm: permRead, Handler: endpoint(s, s.getWorkflow)},
+		{Method: "GET", Path: "/v1/workflows", Perm: permRead, Query: []string{"limit", "cursor"}, Handler: endpoint(s, s.listWorkflows)},
+		{Method: "GET", Path: "/v1/workflows/{name}", Perm: permRead, Query: []string{"version"}, Handler: endpoint(s, s.getWorkflow)},
 	}
 }
 
@@ -328,9 +327,6 @@ func jsonKindOf(v any) string {
 // content changed (or the workflow is new), 200 with the latest version
 // when it is the same.
 func (s *Server) putWorkflow(ctx context.Context, r *http.Request, req *putWorkflowRequest) (int, *workflowView, error) {
-	if err := noQuery(r, nil); err != nil {
-		return 0, nil, err
-	}
 	v, created, err := s.client.WorkflowPut(ctx, req.def)
 	if err != nil {
 		return 0, nil, err
@@ -342,31 +338,7 @@ func (s *Server) putWorkflow(ctx context.Context, r *http.Request, req *putWorkf
 	return status, workflowViewOf(v), nil
 }
 
-// noQuery refuses query parameters other than known (each given once).
-func noQuery(r *http.Request, known []string) error {
-	if r.URL.RawQuery == "" {
-		return nil // the common case, without parsing an empty query
-	}
-	q := r.URL.Query()
-	names := slices.Sorted(maps.Keys(q))
-	var errs []error
-	for _, name := range names {
-		switch {
-		case !slices.Contains(known, name) && len(known) == 0:
-			errs = append(errs, invalidField(name, "is not a known query parameter (this endpoint takes none)"))
-		case !slices.Contains(known, name):
-			errs = append(errs, invalidField(name, "is not a known query parameter (known: "+strings.Join(known, ", ")+")"))
-		case len(q[name]) > 1:
-			errs = append(errs, invalidField(name, "takes one value"))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 func (s *Server) getWorkflow(ctx context.Context, r *http.Request, _ *Empty) (int, *workflowView, error) {
-	if err := noQuery(r, []string{"version"}); err != nil {
-		return 0, nil, err
-	}
 	name := r.PathValue("name")
 	version := 0
 	if q := r.URL.Query(); q.Has("version") {
@@ -392,9 +364,6 @@ func (s *Server) getWorkflow(ctx context.Context, r *http.Request, _ *Empty) (in
 // each. The cursor is the last name of the previous page: a workflow
 // stored meanwhile shows on a later page or not at all, never twice.
 func (s *Server) listWorkflows(ctx context.Context, r *http.Request, _ *Empty) (int, *workflowsResponse, error) {
-	if err := noQuery(r, []string{"limit", "cursor"}); err != nil {
-		return 0, nil, err
-	}
 	q := r.URL.Query()
 	p := docket.WorkflowListParams{Limit: ListLimitDefault}
 	if v := q.Get("limit"); q.Has("limit") {
