@@ -105,6 +105,55 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
+// TestOpenAPIQueryParameters: for every operation, the query parameters
+// openapi.json declares are exactly those its route takes (route.Query,
+// which the server refuses any other than): a parameter the server takes
+// undocumented, or one documented that it refuses, fails. Every operation
+// documents its 400, since every route can answer one.
+func TestOpenAPIQueryParameters(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	_, raw := parseOpenAPI(t, openapiDocument)
+	documented := map[string][]string{}
+	for path, item := range raw["paths"].(map[string]any) {
+		item := item.(map[string]any)
+		common, _ := item["parameters"].([]any) // the path item's, shared by its operations
+		for method, op := range item {
+			if !slices.Contains(openapiMethods, method) {
+				continue
+			}
+			responses, _ := op.(map[string]any)["responses"].(map[string]any)
+			require.Contains(t, responses, "400", "%s %s: every route refuses an unknown query parameter", method, path)
+			own, _ := op.(map[string]any)["parameters"].([]any)
+			names := []string{}
+			for _, p := range slices.Concat(common, own) {
+				p := p.(map[string]any)
+				if ref, ok := p["$ref"].(string); ok {
+					p = resolveRef(t, raw, ref).(map[string]any)
+				}
+				if p["in"] == "query" {
+					names = append(names, p["name"].(string))
+				}
+			}
+			slices.Sort(names)
+			documented[strings.ToUpper(method)+" "+path] = names
+		}
+	}
+	for _, rt := range s.routes {
+		k := rt.Method + " " + rt.Path
+		want, ok := documented[k]
+		if !ok {
+			continue // TestOpenAPIMatchesRoutes names it
+		}
+		got := append([]string{}, rt.Query...)
+		slices.Sort(got)
+		if len(got) == 0 {
+			got = []string{}
+		}
+		require.Equal(t, want, got, "%s: the query parameters of openapi.json (expected) and of the route (actual)", k)
+	}
+}
+
 // TestOpenAPIDocument checks the document on its own: version, path
 // parameters declared, every $ref resolves, and the server serves it.
 func TestOpenAPIDocument(t *testing.T) {
