@@ -30,6 +30,10 @@ func TestRouteQueryParameters(t *testing.T) {
 	s := New(Config{})
 	require.NotEmpty(t, s.routes)
 	for _, rt := range s.routes {
+		for _, name := range rt.Lists {
+			require.Contains(t, rt.Query, name, "%s %s: a list that is not a parameter", rt.Method, rt.Path)
+		}
+		require.Len(t, slices.Compact(slices.Sorted(slices.Values(rt.Query))), len(rt.Query), "%s %s: a parameter declared twice", rt.Method, rt.Path)
 		ran := false
 		mux := http.NewServeMux()
 		mux.Handle(rt.Method+" "+rt.Path, checkParams(rt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
