@@ -620,7 +620,8 @@ type planned struct {
 	index  int
 	state  flow.StepState // RUNNING (released), SUCCEEDED (an empty fan-out), SKIPPED or FAILED
 	job    *store.JobInsertParams
-	unitID uuid.UUID // a human step's unit
+	unit   *store.UnitInsertParams // a human step's unit, to insert (insertUnits)
+	unitID uuid.UUID               // a human step's unit, inserted
 	output json.RawMessage
 	err    string
 	// input is what the instance carries: the value of the step's
@@ -688,6 +689,9 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 		if err := adv.plan(ctx, s, p); err != nil {
 			return err
 		}
+	}
+	if err := adv.insertUnits(ctx, s, plans); err != nil {
+		return err
 	}
 	return adv.putInstances(ctx, name, plans, s.ForEach != "")
 }

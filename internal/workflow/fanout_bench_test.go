@@ -12,6 +12,7 @@ import (
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/internal/teststore"
 	"github.com/docket-run/docket/internal/workflow"
+	"github.com/google/uuid"
 )
 
 // BenchmarkFanOutStart is the time to start a run whose one step fans out
@@ -27,7 +28,9 @@ import (
 //   - input: 10,000 instances with "input": "{'id': item}";
 //   - if100: a per-instance `if` keeps the first 100 of the 10,000 items,
 //     which carry the whole input (4.9 MB): the cost of evaluating it
-//     10,000 times.
+//     10,000 times;
+//   - human: 10,000 units of a human step with "input": "{'id': item}"
+//     (payload-MB counts the units' inputs).
 //
 // payload-MB is what the instances' job payloads hold in all (one
 // payload's length times the instances released); cpu-ms/op the test
@@ -49,7 +52,9 @@ func BenchmarkFanOutStart(b *testing.B) {
 		{"whole1300", `{"name":"fan","steps":[{"name":"each","forEach":"input.items.filter(x, x < 1300.0)","job":{"type":"t"}}]}`},
 		{"input", `{"name":"fan","steps":[{"name":"each","forEach":"input.items","input":"{'id': item}","job":{"type":"t"}}]}`},
 		{"if100", `{"name":"fan","steps":[{"name":"each","forEach":"input.items","if":"index < 100","job":{"type":"t"}}]}`},
+		{"human", `{"name":"fan","steps":[{"name":"each","forEach":"input.items","input":"{'id': item}","human":{"task":"label"}}]}`},
 	}
+	const labelTask = `{"title": "Label", "fields": [{"name": "ok", "kind": "choice", "required": true, "options": [{"value": "yes"}, {"value": "no"}]}]}`
 	for _, backend := range testdb.Backends() {
 		for _, v := range variants {
 			b.Run(backend.Name+"/"+v.name, func(b *testing.B) {
@@ -65,6 +70,9 @@ func BenchmarkFanOutStart(b *testing.B) {
 				}
 				hash, err := flow.Hash(def)
 				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := st.TaskPut(ctx, &store.TaskPutParams{Name: "label", Definition: json.RawMessage(labelTask), Hash: "sha256:label", Now: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 				if _, _, err := st.WorkflowPut(ctx, &store.WorkflowPutParams{Name: def.Name, Definition: canon, Hash: hash}); err != nil {
@@ -98,6 +106,13 @@ func BenchmarkFanOutStart(b *testing.B) {
 						continue
 					}
 					released++
+					if size == 0 && in.UnitID != uuid.Nil {
+						u, err := st.UnitGet(ctx, in.UnitID)
+						if err != nil {
+							b.Fatal(err)
+						}
+						size = len(u.Input)
+					}
 					if size == 0 {
 						row, err := st.JobGet(ctx, in.JobID)
 						if err != nil {

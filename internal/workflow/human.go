@@ -102,9 +102,11 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 	return pool, nil
 }
 
-// planHuman inserts the unit of one instance of human step s, with
-// p.input as its input, and sets it on p; a failure of the step (not of
-// the store) sets p FAILED instead.
+// planHuman makes the unit of one instance of human step s, with p.input
+// as its input, and sets it on p for insertUnits; a failure of the step
+// (not of the store) sets p FAILED instead. A unit is checked here, alone,
+// so that one instance's bad input fails that instance only, as it did
+// when each unit was inserted by a statement of its own.
 func (adv *advance) planHuman(ctx context.Context, s *flow.Step, p *planned) error {
 	pool, err := adv.ensurePool(ctx, s)
 	var sf *stepFailure
@@ -130,10 +132,8 @@ func (adv *advance) planHuman(ctx context.Context, s *flow.Step, p *planned) err
 	if err != nil {
 		return err
 	}
-	units, err := adv.tx.UnitInsertMany(ctx, &store.UnitInsertManyParams{
-		PoolID: pool.ID, State: crowd.UnitJudgable, Now: adv.now,
-		Units: []*store.UnitInsertParams{{ID: id, RunID: adv.run.ID, StepIndex: p.index, ParentUnitID: adv.parentUnit(s.Name, p.index), Input: in}},
-	})
+	u := &store.UnitInsertParams{ID: id, RunID: adv.run.ID, StepIndex: p.index, ParentUnitID: adv.parentUnit(s.Name, p.index), Input: in}
+	err = (&store.UnitInsertManyParams{PoolID: pool.ID, State: crowd.UnitJudgable, Now: adv.now, Units: []*store.UnitInsertParams{u}}).Validate()
 	var ve *crowd.ValidationError
 	if errors.As(err, &ve) {
 		p.state, p.err = flow.StepFailed, fmt.Sprintf("human step %q: %v", s.Name, err)
@@ -142,7 +142,41 @@ func (adv *advance) planHuman(ctx context.Context, s *flow.Step, p *planned) err
 	if err != nil {
 		return err
 	}
-	p.unitID = units[0].ID
+	p.unit = u
+	return nil
+}
+
+// insertUnits inserts the units planHuman made for the instances of human
+// step s, in one statement (COPY on PostgreSQL for many), and sets each
+// instance's unitID.
+func (adv *advance) insertUnits(ctx context.Context, s *flow.Step, plans []*planned) error {
+	var (
+		units []*store.UnitInsertParams
+		of    []*planned
+	)
+	for _, p := range plans {
+		if p.unit != nil && p.state == flow.StepRunning {
+			units = append(units, p.unit)
+			of = append(of, p)
+		}
+	}
+	if len(units) == 0 {
+		return nil
+	}
+	pool := adv.pools[s.Name]
+	if pool == nil {
+		return fmt.Errorf("human step %q: units without a pool", s.Name)
+	}
+	res, err := adv.tx.UnitInsertMany(ctx, &store.UnitInsertManyParams{PoolID: pool.ID, State: crowd.UnitJudgable, Now: adv.now, Units: units})
+	if err != nil {
+		return fmt.Errorf("human step %q: %w", s.Name, err)
+	}
+	if len(res) != len(units) {
+		return fmt.Errorf("human step %q: %d units inserted of %d", s.Name, len(res), len(units))
+	}
+	for i, p := range of {
+		p.unitID, p.unit = res[i].ID, nil
+	}
 	return nil
 }
 
@@ -168,20 +202,13 @@ func (adv *advance) parentUnit(name string, index int) uuid.UUID {
 			if g.Step(n).Kind() != flow.KindHuman {
 				continue
 			}
-			var first uuid.UUID
+			if in := adv.instance(n, index); in != nil && in.UnitID != uuid.Nil {
+				return in.UnitID
+			}
 			for _, in := range adv.steps[n] {
-				if in.UnitID == uuid.Nil {
-					continue
-				}
-				if in.Index == index {
+				if in.UnitID != uuid.Nil {
 					return in.UnitID
 				}
-				if first == uuid.Nil {
-					first = in.UnitID
-				}
-			}
-			if first != uuid.Nil {
-				return first
 			}
 		}
 		level = next
