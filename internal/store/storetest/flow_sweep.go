@@ -174,7 +174,7 @@ func testStepSweep(t *testing.T, open opener) {
 		ok := change(a, 1, flow.StepSucceeded)
 		ok.Output, ok.Confidence = json.RawMessage(`{"n":1}`), &conf
 		failed := change(d, 1, flow.StepFailed)
-		failed.Error = "boom"
+		failed.Error = "boom: «ünï» <&> \"q\" \\ \t"
 		stale := change(c, 2, flow.StepSucceeded)     // wrong generation
 		notRunning := change(e, 1, flow.StepCanceled) // e is PENDING
 		got, err := b.s.StepTransitionMany(b.ctx, &store.StepTransitionManyParams{
@@ -195,7 +195,7 @@ func testStepSweep(t *testing.T, open opener) {
 				require.Equal(t, a.JobID, st.JobID, "the job is kept")
 			case r2.ID:
 				require.Equal(t, flow.StepFailed, st.State)
-				require.Equal(t, "boom", st.Error)
+				require.Equal(t, failed.Error, st.Error, "the error text as given")
 				require.Nil(t, st.Output)
 			}
 		}
