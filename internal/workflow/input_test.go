@@ -226,3 +226,34 @@ func TestHumanFanOutUnits(t *testing.T) {
 		require.Len(t, units, 4)
 	})
 }
+
+// TestPerInstanceIfEnds: the instances a per-instance `if` skips, and
+// those whose `if` fails, end at release (in one statement) with the
+// message naming the instance, in generation 1, while the others run.
+func TestPerInstanceIfEnds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		const cond = "item.n < 0.5 || (item.n > 1.5 && item.n < 2.5) || (item.n > 3.5 && item.n < 4.5)"
+		name := b.put(t, `{"name":"ifs","steps":[
+			{"name":"each","forEach":"input.items","if":"`+cond+`","job":{"type":"sq"}}]}`)
+		run := b.start(t, name, `{"items":[{"n":0},{"n":1},{"n":2},{"m":3},{"n":4},{"n":5}]}`)
+		_, steps := b.get(t, run.ID)
+		require.Len(t, steps["each"], 6)
+		for _, st := range steps["each"] {
+			require.Equal(t, 1, st.Generation, "instance %d", st.Index)
+			switch st.Index {
+			case 0, 2, 4:
+				require.Equal(t, R, st.State, "instance %d", st.Index)
+				require.NotEqual(t, uuid.Nil, st.JobID)
+			case 1, 5:
+				require.Equal(t, flow.StepSkipped, st.State, "instance %d", st.Index)
+				require.Equal(t, fmt.Sprintf(`step "each"[%d]: if %q is false`, st.Index, cond), st.Error)
+				require.Equal(t, uuid.Nil, st.JobID)
+			case 3:
+				require.Equal(t, flow.StepFailed, st.State)
+				require.Contains(t, st.Error, "no such key")
+				require.Equal(t, uuid.Nil, st.JobID)
+			}
+		}
+	})
+}
