@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Overrides is what a human step's `overrides` may change of its task's
@@ -27,6 +28,8 @@ const (
 	OverrideMaxJudgments         = 100
 	OverrideMinAssignmentSeconds = 30
 	OverrideMaxAssignmentSeconds = 24 * 3600
+	OverrideMaxTags              = 50
+	OverrideMaxTagLen            = 64
 )
 
 // ParseOverrides decodes a human step's overrides; null or empty is none.
@@ -49,7 +52,50 @@ func ParseOverrides(raw json.RawMessage) (*Overrides, error) {
 	case o.Priority != nil && (*o.Priority < 0 || *o.Priority > 9):
 		return nil, errors.New("overrides: priority must be 0 to 9")
 	}
+	// Skills and channels follow a template's rules: a name the pool
+	// cannot store failed every run at the step, and one a template could
+	// not hold matched no contributor.
+	var bad []string
+	bad = append(bad, checkOverrideTags("skills", o.Skills)...)
+	bad = append(bad, checkOverrideTags("channels", o.Channels)...)
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("overrides: %s", strings.Join(bad, "; "))
+	}
 	return o, nil
+}
+
+// checkOverrideTags names every bad skill or channel of an override as a
+// task template does: at most OverrideMaxTags, each 1–OverrideMaxTagLen
+// bytes of letters, digits and . _ - :, none twice.
+func checkOverrideTags(field string, tags []string) []string {
+	if len(tags) > OverrideMaxTags {
+		return []string{fmt.Sprintf("%s: at most %d", field, OverrideMaxTags)}
+	}
+	var bad []string
+	seen := map[string]int{}
+	for i, s := range tags {
+		msg := ""
+		switch first, dup := seen[s]; {
+		case s == "":
+			msg = "is required"
+		case len(s) > OverrideMaxTagLen:
+			msg = fmt.Sprintf("must be at most %d bytes", OverrideMaxTagLen)
+		case dup:
+			msg = fmt.Sprintf("duplicate %q (also %s[%d])", s, field, first)
+		default:
+			for _, r := range s {
+				if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
+					msg = fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - :)", r)
+					break
+				}
+			}
+			seen[s] = i
+		}
+		if msg != "" {
+			bad = append(bad, fmt.Sprintf("%s[%d]: %s", field, i, msg))
+		}
+	}
+	return bad
 }
 
 // OverrideJudgments is the judgments per unit of an override: written as

@@ -13,4 +13,6 @@ func TestOverrideBoundsAgree(t *testing.T) {
 	require.Equal(t, MaxJudgmentsPerUnit, flow.OverrideMaxJudgments)
 	require.Equal(t, MinAssignmentSeconds, flow.OverrideMinAssignmentSeconds)
 	require.Equal(t, MaxAssignmentSeconds, flow.OverrideMaxAssignmentSeconds)
+	require.Equal(t, MaxTags, flow.OverrideMaxTags)
+	require.Equal(t, MaxTokenLen, flow.OverrideMaxTagLen)
 }
