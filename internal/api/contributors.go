@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/task"
 )
 
 func (s *Server) contributorRoutes() []route {
@@ -104,6 +105,10 @@ func checkTags(field string, tags []string) []FieldError {
 			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("must be 1 to %d bytes", maxTagBytes)})
 		case hasNUL(t):
 			errs = append(errs, FieldError{Field: f, Message: nulProblem})
+		case task.CheckToken(t) != "":
+			// A template's skills and channels follow this rule: a
+			// contributor's that did not ("en ", "fr/CA") matched no pool.
+			errs = append(errs, FieldError{Field: f, Message: task.CheckToken(t)})
 		case seen[t]:
 			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("%q appears twice", t)})
 		}

@@ -225,6 +225,16 @@ func TestContributors(t *testing.T) {
 			named = append(named, e.Field)
 		}
 		require.ElementsMatch(t, []string{"externalId", "skills[0]", "skills[2]", "channels"}, named)
+		// A skill or channel a template could not require matched no pool:
+		// refused by the template's rule, each named.
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": "ext-tags", "skills": []string{"en ", "fr:CA", "a/b"}, "channels": []string{"éu"}}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []FieldError{
+			{Field: "skills[0]", Message: "has invalid character ' ' (allowed: letters, digits, . _ - :)"},
+			{Field: "skills[2]", Message: "has invalid character '/' (allowed: letters, digits, . _ - :)"},
+			{Field: "channels[0]", Message: "has invalid character 'é' (allowed: letters, digits, . _ - :)"},
+		}, p.Errors)
+		p = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"channels": []string{"ok", "o k"}}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []FieldError{{Field: "channels[1]", Message: "has invalid character ' ' (allowed: letters, digits, . _ - :)"}}, p.Errors)
 
 		r = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"skills": []string{"de"}, "state": "banned"})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))

@@ -312,6 +312,12 @@ func checkTags(p *problems, path string, tags []string) {
 	}
 }
 
+// CheckToken checks a skill or channel as a template's are: "" when it is
+// 1–MaxTokenLen bytes of letters, digits and . _ - :, else the problem.
+// A contributor's skills and channels follow the same rule, so that each
+// can match a pool's.
+func CheckToken(s string) string { return checkToken(s) }
+
 // checkToken checks a skill or channel: 1–MaxTokenLen bytes of letters,
 // digits and . _ - :
 func checkToken(s string) string {
