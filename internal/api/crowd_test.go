@@ -486,6 +486,13 @@ func TestPools(t *testing.T) {
 		r.JSON(t, &got)
 		require.Equal(t, "CLOSED", got.Status)
 		cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/resume", nil).Problem(t, http.StatusConflict)
+		// A closed pool takes no golden unit: 409 saying so, not that it
+		// "hands out no assignment" (no assignment was asked for).
+		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/golden", map[string]any{"units": []any{
+			map[string]any{"input": map[string]any{"left": "b"}, "answer": map[string]any{"same": "no"}},
+		}}).Problem(t, http.StatusConflict)
+		require.Equal(t, "https://docket.dev/problems/pool-not-open", p.Type)
+		require.Equal(t, "pool "+pid+" is CLOSED: no unit can be added to it, golden units neither", p.Detail)
 	})
 }
 

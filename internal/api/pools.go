@@ -295,6 +295,11 @@ func (s *Server) addGolden(ctx context.Context, r *http.Request, req *goldenRequ
 	if errors.Is(err, docket.ErrNotFound) {
 		return 0, nil, notFound("no pool " + id.String())
 	}
+	// Not crowdProblem's "hands out no assignment": no assignment was
+	// asked for.
+	if notOpen := (*docket.PoolNotOpenError)(nil); errors.As(err, &notOpen) {
+		return 0, nil, conflict("pool-not-open", fmt.Sprintf("pool %s is %s: no unit can be added to it, golden units neither", notOpen.PoolID, notOpen.Status))
+	}
 	var ve *docket.CrowdValidationError
 	switch {
 	case len(shape) > 0 && errors.As(err, &ve):
