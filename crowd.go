@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/flow"
 	"github.com/docket-run/docket/internal/store"
 	"github.com/docket-run/docket/internal/task"
 )
@@ -147,18 +148,10 @@ func (c *Client) TaskPut(ctx context.Context, name string, t *TaskTemplate) (v *
 	return v, created, err
 }
 
-// checkTaskName says what is wrong with a task name, "" when nothing.
-func checkTaskName(name string) string {
-	if name == "" || len(name) > 128 {
-		return "must be 1 to 128 bytes"
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return "may hold only letters, digits, '-', '_' and '.'"
-		}
-	}
-	return ""
-}
+// checkTaskName says what is wrong with a task name, "" when nothing: the
+// rule of a workflow's human step naming it (flow.CheckWorkflowName), so
+// that every task stored can be named by a step.
+func checkTaskName(name string) string { return flow.CheckWorkflowName(name) }
 
 // TaskGet reads version of the task name; 0 reads the latest. ErrNotFound
 // when there is none.

@@ -162,6 +162,16 @@ func TestTaskPutGetList(t *testing.T) {
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=3", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/nope", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?version=x", nil).Problem(t, http.StatusBadRequest)
+		// A name a workflow's human step could not name is refused: "-bad"
+		// was stored, and every step naming it refused.
+		for name, msg := range map[string]string{
+			"-bad": "must start with a letter or digit", "_x": "must start with a letter or digit",
+			"a:b":                    "has invalid character ':' (allowed: letters, digits, . _ -)",
+			strings.Repeat("a", 129): "must be at most 128 bytes",
+		} {
+			p := b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/"+name, sameProduct).Problem(t, http.StatusBadRequest)
+			require.Equal(t, []FieldError{{Field: "name", Message: msg}}, p.Errors, name)
+		}
 		// Every bad query parameter is named, not one of them at random.
 		q := b.do(t, docket.RoleViewer, "GET", "/v1/tasks/same-product?zeta=1&alpha=2&version=1&version=2", nil).Problem(t, http.StatusBadRequest)
 		var named []string
