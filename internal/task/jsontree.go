@@ -2,6 +2,7 @@ package task
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -52,7 +53,12 @@ func parseTree(data []byte, p *problems) (*node, bool) {
 		}
 	}
 	if err != nil {
-		p.add("", "%s", err.Error())
+		var ve *valueError
+		if errors.As(err, &ve) {
+			p.add(ve.field, "%s", ve.msg)
+		} else {
+			p.add("", "%s", err.Error())
+		}
 		return nil, false
 	}
 	for _, fe := range dups.list {
@@ -101,6 +107,18 @@ func (s pathStack) String() string {
 type syntaxError string
 
 func (e syntaxError) Error() string { return string(e) }
+
+// valueError refuses a string of valid JSON the databases cannot store (a
+// NUL character, an unpaired surrogate escape), named by the path of the
+// value holding it (of the object, for a key), so that a judgment's
+// problem says which field (data.note) and not only that one is wrong.
+type valueError struct{ field, msg string }
+
+func (e *valueError) Error() string { return e.msg }
+
+func (ps *parser) valueFail(msg string) error {
+	return &valueError{field: ps.stack.String(), msg: msg}
+}
 
 // fail is a syntax error at the current position; at the end of the data
 // it says the JSON ends too early.
@@ -364,11 +382,11 @@ func (ps *parser) string() (string, error) {
 					}
 				}
 				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return "", ps.fail("an unpaired UTF-16 surrogate escape in a string")
+					return "", ps.valueFail("a string must not contain an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff alone)")
 				}
 			}
 			if r == 0 {
-				return "", syntaxError(`a string must not contain the NUL character (\u0000)`)
+				return "", ps.valueFail(`a string must not contain the NUL character (\u0000)`)
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:

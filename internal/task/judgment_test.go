@@ -65,6 +65,10 @@ func TestJudgmentInvalid(t *testing.T) {
 		{"not an object", `["yes"]`, []string{": a judgment must be a JSON object keyed by field name, not an array"}},
 		{"syntax", `{"same":"yes"`, []string{": the JSON ends too early"}},
 		{"trailing", `{"same":"yes","comment":"x"}]`, []string{": data after the JSON value"}},
+		// A string the databases cannot store is named by its field,
+		// not only as the judgment's ("data" over HTTP).
+		{"NUL", `{"same":"yes","comment":"a\u0000b"}`, []string{`comment: a string must not contain the NUL character (\u0000)`}},
+		{"unpaired surrogate in a box", `{"same":"yes","comment":"x","boxes":[{"label":"car\udc00"}]}`, []string{`boxes[0].label: a string must not contain an unpaired UTF-16 surrogate escape (\ud800 to \udfff alone)`}},
 		{"too large", `{"comment":"` + strings.Repeat("x", MaxJudgmentBytes) + `"}`, []string{": the judgment exceeds 262144 bytes"}},
 		{"required", `{}`, []string{"same: is required", "comment: is required"}},
 		{"required null or empty", `{"same":null,"comment":""}`, []string{"same: is required (null is no answer)", "comment: must not be empty"}},
