@@ -18,7 +18,7 @@ import (
 func (s *Server) contributorRoutes() []route {
 	return []route{
 		{Method: "POST", Path: "/v1/contributors", Perm: permAdmin, Handler: endpoint(s, s.createContributor)},
-		{Method: "GET", Path: "/v1/contributors", Perm: permAdmin, Query: []string{"state", "limit", "cursor"}, Handler: endpoint(s, s.listContributors)},
+		{Method: "GET", Path: "/v1/contributors", Perm: permAdmin, Query: []string{"state", "limit", "cursor"}, Lists: []string{"state"}, Handler: endpoint(s, s.listContributors)},
 		{Method: "GET", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.getContributor)},
 		{Method: "PATCH", Path: "/v1/contributors/{contributorId}", Perm: permAdmin, Handler: endpoint(s, s.patchContributor)},
 		{Method: "POST", Path: "/v1/contributors/{contributorId}/keys", Perm: permAdmin, Handler: endpoint(s, s.createContributorKey)},

@@ -277,6 +277,15 @@ func TestContributors(t *testing.T) {
 		var banned contributorsResponse
 		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned", nil).JSON(t, &banned)
 		require.Len(t, banned.Items, 1)
+		// A list filter may be repeated as well as comma-separated, as
+		// openapi.json says: it was "state: takes one value".
+		var either contributorsResponse
+		r = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=flagged", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &either)
+		require.Len(t, either.Items, 1)
+		p = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=gone&limit=1&limit=2", nil).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []FieldError{{Field: "limit", Message: "takes one value (only state takes a list)"}}, p.Errors)
 		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=gone", nil).Problem(t, http.StatusBadRequest)
 
 		// A contributor key cannot be made by CreateAPIKey.
@@ -476,6 +485,18 @@ func TestPools(t *testing.T) {
 		require.Len(t, more.Items, 1)
 		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=true&state=JUDGABLE", nil).JSON(t, &more)
 		require.Len(t, more.Items, 1)
+		r = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=true&state=FINALIZED&state=JUDGABLE", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &more)
+		require.Len(t, more.Items, 1)
+		var pools poolsResponse
+		r = cb.do(t, docket.RoleViewer, "GET", "/v1/pools?status=CLOSED&status=OPEN", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &pools)
+		var commas poolsResponse
+		cb.do(t, docket.RoleViewer, "GET", "/v1/pools?status=CLOSED,OPEN", nil).JSON(t, &commas)
+		require.NotEmpty(t, pools.Items)
+		require.Equal(t, commas, pools)
 		p = cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/units?golden=maybe&state=DONE&runId=x", nil).Problem(t, http.StatusBadRequest)
 		require.Len(t, p.Errors, 3)
 		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+uuid.NewString()+"/units", nil).Problem(t, http.StatusNotFound)

@@ -19,13 +19,13 @@ import (
 
 func (s *Server) poolRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/pools", Perm: permRead, Query: []string{"workflow", "step", "status", "limit", "cursor"}, Handler: endpoint(s, s.listPools)},
+		{Method: "GET", Path: "/v1/pools", Perm: permRead, Query: []string{"workflow", "step", "status", "limit", "cursor"}, Lists: []string{"status"}, Handler: endpoint(s, s.listPools)},
 		{Method: "GET", Path: "/v1/pools/{poolId}", Perm: permRead, Handler: endpoint(s, s.getPool)},
 		{Method: "POST", Path: "/v1/pools/{poolId}/pause", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolPause))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/resume", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolResume))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/close", Perm: permAdmin, Handler: endpoint(s, s.movePool(s.client.PoolClose))},
 		{Method: "POST", Path: "/v1/pools/{poolId}/golden", Perm: permAdmin, Handler: endpoint(s, s.addGolden)},
-		{Method: "GET", Path: "/v1/pools/{poolId}/units", Perm: permRead, Query: []string{"state", "golden", "runId", "limit", "cursor"}, Handler: endpoint(s, s.listUnits)},
+		{Method: "GET", Path: "/v1/pools/{poolId}/units", Perm: permRead, Query: []string{"state", "golden", "runId", "limit", "cursor"}, Lists: []string{"state"}, Handler: endpoint(s, s.listUnits)},
 		{Method: "GET", Path: "/v1/pools/{poolId}/results", Perm: permRead, Query: []string{"format"}, Handler: http.HandlerFunc(s.exportResults)},
 		{Method: "GET", Path: "/v1/units/{unitId}", Perm: permRead, Handler: endpoint(s, s.getUnit)},
 		{Method: "GET", Path: "/v1/units/{unitId}/result", Perm: permRead, Handler: endpoint(s, s.getUnitResult)},
