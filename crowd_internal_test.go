@@ -191,6 +191,11 @@ func TestAggregateUnit(t *testing.T) {
 		{"tie goes to the first option", judgments(`{"same": "no"}`, `{"same": "yes"}`), `{"same": "yes"}`, 0.5},
 		{"median and keep all", judgments(`{"same": "no", "price": 1, "note": "a"}`, `{"same": "no", "price": 100}`, `{"same": "no", "price": 3, "note": "b"}`),
 			`{"same": "no", "price": 3, "note": ["a", "b"]}`, 1},
+		// Answers near float64's limit: their sum overflowed, and the
+		// unit's result, a mean of +Inf, could not be written, so every
+		// judgment finalizing it failed (500).
+		{"huge numbers", judgments(`{"same": "no", "price": 1.7e308}`, `{"same": "no", "price": 1.7e308}`), `{"same": "no", "price": 1.7e308}`, 1},
+		{"huge numbers of both signs", judgments(`{"same": "no", "price": -1.7e308}`, `{"same": "no", "price": 1.7e308}`), `{"same": "no", "price": 0}`, 1},
 		{"rating and multi choice", judgments(`{"same": "no", "stars": 5, "tags": ["b"]}`, `{"same": "no", "stars": 5, "tags": []}`, `{"same": "no", "stars": 1, "tags": ["b", "a"]}`),
 			`{"same": "no", "stars": 5, "tags": ["b"]}`, 2.0 / 3},
 	} {

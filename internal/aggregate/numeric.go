@@ -80,6 +80,17 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
+	// Values past numericScaleAbove are aggregated divided by the largest
+	// magnitude, and the results multiplied back: their sums and squares
+	// overflowed to ±Inf (two answers of 1e308 had the mean +Inf, which
+	// no JSON can hold, and every judgment finalizing such a unit failed).
+	scale := 1.0
+	for _, j := range judgments {
+		scale = max(scale, math.Abs(j.Value))
+	}
+	if scale <= numericScaleAbove {
+		scale = 1
+	}
 	// Values in the index's item-grouped order.
 	vals := make([]float64, len(judgments))
 	next := slices.Clone(x.start[:len(x.items)])
@@ -89,7 +100,7 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	}
 	for _, j := range judgments {
 		i := itemOf[j.Item]
-		vals[next[i]] = j.Value
+		vals[next[i]] = j.Value / scale
 		next[i]++
 	}
 
@@ -122,7 +133,31 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	case NumericWeighted:
 		res.Iterations = biasVariance(x, vals, res, opts)
 	}
+	if scale != 1 {
+		for i := range res.Items {
+			it := &res.Items[i]
+			it.Value, it.StdErr = unscale(it.Value, scale), unscale(it.StdErr, scale)
+		}
+		for w := range res.Workers {
+			wk := &res.Workers[w]
+			wk.Bias, wk.StdDev = unscale(wk.Bias, scale), unscale(wk.StdDev, scale)
+		}
+	}
 	return res, nil
+}
+
+// numericScaleAbove is the largest magnitude Numeric aggregates as it is:
+// its squares, and sums of many of them, stay far from float64's limit.
+const numericScaleAbove = 1e100
+
+// unscale multiplies a scaled result back, to the largest finite float64
+// of its sign when the product is past it.
+func unscale(v, scale float64) float64 {
+	v *= scale
+	if math.IsInf(v, 0) {
+		return math.Copysign(math.MaxFloat64, v)
+	}
+	return v
 }
 
 func meanStd(v []float64) (mean, sd float64) {

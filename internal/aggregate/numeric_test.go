@@ -115,3 +115,36 @@ func TestMultiChoiceAndText(t *testing.T) {
 	require.Equal(t, "a", text[0].Item)
 	require.Equal(t, []TextJudgment{{"a", "w1", "hello"}, {"a", "w2", "hi"}}, text[0].Answers)
 }
+
+// TestNumericHuge: answers near float64's limit are aggregated as any
+// others, every result finite (their sums and squares overflowed to ±Inf,
+// and NaN for the weighted method); answers of usual size are aggregated
+// unscaled.
+func TestNumericHuge(t *testing.T) {
+	t.Parallel()
+	js := []NumericJudgment{
+		{"a", "w1", 1.7e308}, {"a", "w2", 1.7e308}, {"a", "w3", 1.6e308},
+		{"b", "w1", -1.7e308}, {"b", "w2", 1.7e308},
+		{"c", "w1", 1}, {"c", "w2", 3},
+	}
+	for _, m := range NumericMethods() {
+		res, err := Numeric(m, js, Options{})
+		require.NoError(t, err, m)
+		for _, it := range res.Items {
+			for _, v := range []float64{it.Value, it.StdErr} {
+				require.False(t, math.IsInf(v, 0) || math.IsNaN(v), "%s: item %+v", m, it)
+			}
+		}
+		for _, w := range res.Workers {
+			require.False(t, math.IsNaN(w.Bias) || math.IsNaN(w.StdDev), "%s: worker %+v", m, w)
+		}
+		require.InEpsilon(t, 1.7e308, res.Items[0].Value, 0.1, m)
+	}
+	res, err := Numeric(NumericMean, js, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1.6666666666666667e308, res.Items[0].Value)
+	require.Equal(t, 0.0, res.Items[1].Value)
+	res, err = Numeric(NumericMedian, []NumericJudgment{{"a", "w1", 1e100}, {"a", "w2", 3e100}}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 2e100, res.Items[0].Value, "not scaled at 1e100")
+}
