@@ -568,6 +568,11 @@ func (c *Client) ContributorForgive(ctx context.Context, poolID, contributorID u
 	if err := CheckText("by", by); err != nil {
 		return nil, err // it is written in the trust history and an event
 	}
+	if contributorID == uuid.Nil {
+		// No contributor has it (ContributorQualityGet answers so too),
+		// not a missing parameter.
+		return nil, fmt.Errorf("contributor %s: %w", contributorID, ErrNotFound)
+	}
 	pool, err := c.poolSettings(ctx, poolID)
 	if err != nil {
 		return nil, err

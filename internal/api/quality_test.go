@@ -82,6 +82,10 @@ func TestQualityOverHTTP(t *testing.T) {
 			cb.do(t, docket.RoleProducer, "POST", "/v1/pools/"+pid+"/contributors/"+spammer.id+"/forgive", nil).Problem(t, http.StatusForbidden)
 			cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+uuid.NewString()+"/contributors/"+spammer.id+"/forgive", nil).Problem(t, http.StatusNotFound)
 			cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/contributors/"+uuid.NewString()+"/forgive", nil).Problem(t, http.StatusNotFound)
+			// The nil UUID is no contributor either, as for the GET: it was
+			// 400 "contributorId: is required".
+			cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/contributors/"+uuid.Nil.String()+"/forgive", nil).Problem(t, http.StatusNotFound)
+			cb.do(t, docket.RoleAdmin, "GET", "/v1/pools/"+pid+"/contributors/"+uuid.Nil.String(), nil).Problem(t, http.StatusNotFound)
 			cb.do(t, docket.RoleAdmin, "GET", "/v1/pools/"+pid+"/contributors/"+uuid.NewString(), nil).Problem(t, http.StatusNotFound)
 			cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/contributors/x/forgive", nil).Problem(t, http.StatusBadRequest)
 			cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/contributors/"+spammer.id+"/forgive", nil).JSON(t, &q)
