@@ -14,6 +14,7 @@ import (
 	"github.com/docket-run/docket/internal/quality"
 	"github.com/docket-run/docket/internal/service"
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/task"
 )
 
 // TakeStrategyDefault is how AssignmentTake picks a unit: at a random point
@@ -543,6 +544,18 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		_, err = c.unitTargetReached(ctx, tx, pool, ct, models, unit, judgments, func(u *Unit) { out.Finalized = u })
 		return err
 	})
+	if conflict := (*JudgmentConflictError)(nil); errors.As(err, &conflict) {
+		// The same answers spelt otherwise — a null for a field first left
+		// out, a multi_choice's options in another order — are the
+		// judgment sent again (200), not other data (409).
+		stored, serr := c.sameStoredJudgment(ctx, ct, ref.UnitID, conflict.JudgmentID, data)
+		if serr != nil {
+			return nil, serr
+		}
+		if stored != nil {
+			*out, err = SubmittedJudgment{Judgment: stored}, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -565,6 +578,30 @@ func (c *Client) JudgmentSubmit(ctx context.Context, assignmentID, contributorID
 		}
 	}
 	return out, nil
+}
+
+// sameStoredJudgment is the stored judgment id of unit unitID when it
+// gives the same answers as data (task.SameJudgment), else nil.
+func (c *Client) sameStoredJudgment(ctx context.Context, ct *CompiledTask, unitID, id uuid.UUID, data json.RawMessage) (*Judgment, error) {
+	list, err := c.store.JudgmentList(ctx, &store.JudgmentListParams{UnitID: unitID})
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range list {
+		if j.ID != id {
+			continue
+		}
+		stored, err := ct.ParseJudgment(j.Data)
+		if err != nil {
+			return nil, nil // stored under other rules: other data
+		}
+		sent, err := ct.ParseJudgment(data)
+		if err != nil || !task.SameJudgment(stored, sent) {
+			return nil, nil
+		}
+		return j, nil
+	}
+	return nil, nil
 }
 
 // lockRun takes the lock of run runID (none for uuid.Nil: a unit of no

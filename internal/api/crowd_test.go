@@ -616,6 +616,13 @@ func TestAssignmentsAndJudgments(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		r.JSON(t, &j2)
 		require.Equal(t, j1.JudgmentID, j2.JudgmentID)
+		// The same answers spelt otherwise (a null is no answer) are the
+		// judgment sent again, not other data: it was 409.
+		r = cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes", "note": nil}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &j2)
+		require.Equal(t, j1.JudgmentID, j2.JudgmentID)
+		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "yes", "note": ""}}).Problem(t, http.StatusConflict)
 		cb.as(t, a.secret, "POST", "/v1/judgments", map[string]any{"assignmentId": aid, "data": map[string]any{"same": "no"}}).Problem(t, http.StatusConflict)
 		cb.as(t, a.secret, "POST", "/v1/assignments/"+aid+"/heartbeat", nil).Problem(t, http.StatusConflict)
 		// a judged the pool's only unit: no work for a there any more, but

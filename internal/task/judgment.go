@@ -472,3 +472,51 @@ func (n *node) at(tokens []string) *node {
 	}
 	return n
 }
+
+// SameJudgment reports whether a and b give the same answers: the same
+// fields (a null is no answer, as an absent key), each with the same
+// value, a multi_choice's options and a bbox's boxes in any order. It is
+// how a judgment sent again in another spelling is told from other data.
+func SameJudgment(a, b Judgment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok {
+			return false
+		}
+		switch va := va.(type) {
+		case []string:
+			vb, ok := vb.([]string)
+			if !ok || len(va) != len(vb) {
+				return false
+			}
+			sa, sb := slices.Clone(va), slices.Clone(vb)
+			slices.Sort(sa)
+			slices.Sort(sb)
+			if !slices.Equal(sa, sb) {
+				return false
+			}
+		case []Box:
+			vb, ok := vb.([]Box)
+			if !ok || len(va) != len(vb) {
+				return false
+			}
+			order := func(x, y Box) int {
+				return cmp.Or(cmp.Compare(x.Label, y.Label), cmp.Compare(x.X, y.X), cmp.Compare(x.Y, y.Y), cmp.Compare(x.W, y.W), cmp.Compare(x.H, y.H))
+			}
+			sa, sb := slices.Clone(va), slices.Clone(vb)
+			slices.SortFunc(sa, order)
+			slices.SortFunc(sb, order)
+			if !slices.Equal(sa, sb) {
+				return false
+			}
+		default:
+			if va != vb {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -213,3 +213,31 @@ func TestJudgmentHostile(t *testing.T) {
 	require.Equal(t, "boxes[0].x: must be between 0 and 1 (a fraction of the image), not the number 2", got[1])
 	require.Equal(t, ": and 4901 more problems", got[MaxProblems])
 }
+
+// TestSameJudgment: a null is no answer, and a multi_choice's options and
+// a bbox's boxes may come in any order; any other difference is other data.
+func TestSameJudgment(t *testing.T) {
+	t.Parallel()
+	c := compileString(t, allKinds)
+	parse := func(s string) Judgment {
+		j, err := c.ParseJudgment([]byte(s))
+		require.NoError(t, err, s)
+		return j
+	}
+	base := `{"same":"yes","comment":"x","tags":["a","b"],"price":2,"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5},{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5}]}`
+	for _, same := range []string{
+		base,
+		`{"boxes":[{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5},{"label":"car","x":0,"y":0,"w":0.5,"h":0.5}],"price":2.0,"tags":["b","a"],"comment":"x","same":"yes","code":null,"stars":null}`,
+	} {
+		require.True(t, SameJudgment(parse(base), parse(same)), same)
+	}
+	for _, other := range []string{
+		`{"same":"no","comment":"x","tags":["a","b"],"price":2,"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5},{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5}]}`,
+		`{"same":"yes","comment":"x","tags":["a"],"price":2,"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5},{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5}]}`,
+		`{"same":"yes","comment":"x","tags":["a","b"],"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5},{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5}]}`,
+		`{"same":"yes","comment":"x","tags":["a","b"],"price":2,"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5}]}`,
+		`{"same":"yes","comment":"x","tags":["a","b"],"price":2,"stars":3,"boxes":[{"label":"car","x":0,"y":0,"w":0.5,"h":0.5},{"label":"person","x":0.5,"y":0.5,"w":0.5,"h":0.5}]}`,
+	} {
+		require.False(t, SameJudgment(parse(base), parse(other)), other)
+	}
+}
