@@ -1001,6 +1001,13 @@ func (adv *advance) putInstances(ctx context.Context, name string, plans []*plan
 	}
 	if fanOut {
 		for _, st := range slices.Clone(adv.steps[name]) {
+			if st.Index >= len(plans) && st.State.Done() && st.Error != droppedMessage {
+				// A leftover that was running at the retry (see move).
+				var err error
+				if st, err = adv.reset(ctx, st); err != nil {
+					return err
+				}
+			}
 			if st.Index >= len(plans) && st.State == flow.StepPending {
 				if _, err := adv.transition(ctx, st, flow.StepSkipped, store.StepTransitionParams{Error: droppedMessage}); err != nil {
 					return err
@@ -1049,6 +1056,19 @@ func (adv *advance) endNew(ctx context.Context, name string, plans []*planned) e
 	return nil
 }
 
+// reset moves a done instance back to PENDING, a new generation, and
+// returns it as it is then.
+func (adv *advance) reset(ctx context.Context, st *flow.StepInstance) (*flow.StepInstance, error) {
+	ok, err := adv.transition(ctx, st, flow.StepPending, store.StepTransitionParams{})
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("release step %s: refused %s -> %s", store.InstanceID(st.RunID, st.Step, st.Index), st.State, flow.StepPending)
+	}
+	return adv.instance(st.Step, st.Index), nil
+}
+
 // timeoutAt is when a wait of signal step s released now times out: the
 // sweeper finds it by this time (store.StepSignalsWaiting). Zero for a
 // step of another kind or without a timeout. timeOutSignals decides by
@@ -1080,6 +1100,15 @@ func (adv *advance) batchable(name string, plans []*planned) bool {
 // planned state; SUCCEEDED goes through RUNNING, as the state machine
 // wants.
 func (adv *advance) move(ctx context.Context, st *flow.StepInstance, p *planned, jobID uuid.UUID) error {
+	if st.State.Done() {
+		// An instance of the generation before a retry whose job was
+		// still running when the run was retried (see Retry): it ended
+		// since, and runs again with the step's other instances.
+		var err error
+		if st, err = adv.reset(ctx, st); err != nil {
+			return err
+		}
+	}
 	if st.State != flow.StepPending && !(st.State == flow.StepRunning && p.state == flow.StepSucceeded) {
 		return fmt.Errorf("release step %s: it is %s, not PENDING", store.InstanceID(st.RunID, st.Step, st.Index), st.State)
 	}

@@ -1216,3 +1216,143 @@ func TestStepJobCanceledByHand(t *testing.T) {
 		require.Equal(t, `step "a"[0] failed: job `+jobID.String()+" was canceled", got.Error)
 	})
 }
+
+// TestRetryWhileFanOutInstanceRuns: a run fails while an instance of a
+// fan-out runs on (its job outlives the failure) and the fan-out's queued
+// instance is canceled; a retry before that job ends must run the
+// canceled instance again. The fan-out folded RUNNING at the retry, so it
+// was left as it was: once its running job ended, the step was CANCELED,
+// its dependent canceled, and the run SUCCEEDED without them.
+func TestRetryWhileFanOutInstanceRuns(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"outlive","steps":[
+			{"name":"gate","job":{"type":"gate","maxAttempts":1}},
+			{"name":"each","forEach":"input.items","job":{"type":"slow"}},
+			{"name":"fin","after":["each"],"job":{"type":"ok"}}]}`)
+		var closed atomic.Bool
+		closed.Store(true)
+		hs := map[string]handler{
+			"ok": echo,
+			"gate": func(*payload) (json.RawMessage, error) {
+				if closed.Load() {
+					return nil, fmt.Errorf("gate closed")
+				}
+				return nil, nil
+			},
+		}
+		run := b.start(t, name, `{"items":[1,2]}`)
+		held, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "slow", Max: 1, Owner: "test", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, held, 1)
+		b.work(t, hs) // gate fails the run; each's queued instance is canceled
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, map[string]flow.StepState{"gate": F, "each[0]": R, "each[1]": C}, states(steps), "fin was never released")
+
+		closed.Store(false)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		// The job that outlived the failure ends now.
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{
+			{ID: held[0].ID, Attempt: held[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: json.RawMessage(`"old"`)}}})
+		require.NoError(t, err)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		hs["slow"] = func(p *payload) (json.RawMessage, error) { return p.Item, nil }
+		b.work(t, hs)
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, map[string]flow.StepState{"gate": S, "each[0]": S, "each[1]": S, "fin": S}, states(steps))
+		for _, in := range steps["each"] {
+			require.Greater(t, in.Generation, 1, "each[%d] ran again", in.Index)
+		}
+		require.Equal(t, map[string]int{"gate": 2, "slow": 2, "ok": 1}, b.ranCopy())
+	})
+}
+
+// TestRetryWhileFanOutInstanceRunsShrinks: as above, with a FAILED
+// instance, and the fan-out's list got shorter after the retry: the instance that was running at the
+// retry, past the new end, is dropped like the others, not kept as a
+// SUCCEEDED instance of the earlier generation in the fan-in.
+func TestRetryWhileFanOutInstanceRunsShrinks(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"outlive-shrink","steps":[
+			{"name":"gate","job":{"type":"gate","maxAttempts":1},"onFailure":"continue"},
+			{"name":"list","after":["gate"],"trigger":"all_done","job":{"type":"list"}},
+			{"name":"each","after":["list"],"forEach":"steps.list.output","job":{"type":"slow"}},
+			{"name":"bad","job":{"type":"bad","maxAttempts":1}},
+			{"name":"fin","after":["each","bad"],"job":{"type":"fin"}}]}`)
+		var first atomic.Bool
+		first.Store(true)
+		var finSaw []json.RawMessage
+		hs := map[string]handler{
+			"gate": func(*payload) (json.RawMessage, error) {
+				if first.Load() {
+					return nil, fmt.Errorf("gate closed")
+				}
+				return nil, nil
+			},
+			"list": func(*payload) (json.RawMessage, error) {
+				if first.Load() {
+					return json.RawMessage(`["a","b","c"]`), nil
+				}
+				return json.RawMessage(`["z"]`), nil
+			},
+		}
+		run := b.start(t, name, `{}`)
+		b.work(t, hs)
+		// each's three jobs: the first succeeds, the second fails, the
+		// third runs on; bad fails the run.
+		rows, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "slow", Max: 3, Owner: "test", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		var held *job.Row
+		var fins []*store.JobFinishParams
+		for _, row := range rows {
+			var p payload
+			require.NoError(t, json.Unmarshal(row.Payload, &p))
+			switch p.Run.Index {
+			case 0:
+				fins = append(fins, &store.JobFinishParams{ID: row.ID, Attempt: row.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: p.Item})
+			case 1:
+				fins = append(fins, &store.JobFinishParams{ID: row.ID, Attempt: row.Attempt, State: job.StateDead, Outcome: job.OutcomeError, Error: "lost"})
+			case 2:
+				held = row
+			}
+		}
+		require.NotNil(t, held)
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Jobs: fins, Now: b.now()})
+		require.NoError(t, err)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		b.work(t, map[string]handler{"bad": func(*payload) (json.RawMessage, error) { return nil, fmt.Errorf("bad") }})
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, []flow.StepState{S, F, R}, []flow.StepState{steps["each"][0].State, steps["each"][1].State, steps["each"][2].State})
+
+		first.Store(false)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{
+			{ID: held.ID, Attempt: held.Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: json.RawMessage(`"old"`)}}})
+		require.NoError(t, err)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		hs["slow"] = func(p *payload) (json.RawMessage, error) { return p.Item, nil }
+		hs["bad"] = echo
+		hs["fin"] = func(p *payload) (json.RawMessage, error) {
+			var view struct{ Output []json.RawMessage }
+			require.NoError(t, json.Unmarshal(p.Steps["each"], &view))
+			finSaw = view.Output
+			return nil, nil
+		}
+		b.work(t, hs)
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, map[string]flow.StepState{"gate": S, "list": S, "each[0]": S, "each[1]": K, "each[2]": K, "bad": S, "fin": S}, states(steps))
+		require.Len(t, finSaw, 1, "the fan-in sees the new list only")
+		require.JSONEq(t, `"z"`, string(finSaw[0]))
+	})
+}

@@ -381,6 +381,20 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 			return nil, err
 		}
 		_, states := adv.records()
+		for name, st := range states {
+			// A fan-out step with an instance still running (its job
+			// outlived the run's failure) folds RUNNING, but it can only
+			// end FAILED or CANCELED when another instance is: it is
+			// retried too, or the run would go on without the instances
+			// that failed or were canceled (and succeed with its
+			// dependents CANCELED). Its running instance ends on its own;
+			// the step is released again once it has (see move).
+			if st == flow.StepRunning {
+				if end := adv.unsuccessfulEnd(name); end != "" {
+					states[name] = end
+				}
+			}
+		}
 		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunFailed, To: flow.RunRunning, Now: adv.now})
 		if err != nil {
 			return nil, err
@@ -398,6 +412,21 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 		}
 		return nil, adv.advance(ctx)
 	})
+}
+
+// unsuccessfulEnd is FAILED when an instance of step name FAILED, else
+// CANCELED when one was CANCELED, else "".
+func (adv *advance) unsuccessfulEnd(name string) flow.StepState {
+	var end flow.StepState
+	for _, in := range adv.steps[name] {
+		switch in.State {
+		case flow.StepFailed:
+			return flow.StepFailed
+		case flow.StepCanceled:
+			end = flow.StepCanceled
+		}
+	}
+	return end
 }
 
 // Signal delivers a signal to the signal step named step of a RUNNING or
