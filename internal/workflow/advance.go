@@ -1059,6 +1059,13 @@ func (adv *advance) endNew(ctx context.Context, name string, plans []*planned) e
 // reset moves a done instance back to PENDING, a new generation, and
 // returns it as it is then.
 func (adv *advance) reset(ctx context.Context, st *flow.StepInstance) (*flow.StepInstance, error) {
+	if adv.batch != nil {
+		// Its end may be one the batch holds (recordJobEnds): written
+		// first, so that the change from it finds it.
+		if err := adv.batch.flush(ctx, adv.tx, adv.now); err != nil {
+			return nil, err
+		}
+	}
 	ok, err := adv.transition(ctx, st, flow.StepPending, store.StepTransitionParams{})
 	if err != nil {
 		return nil, err
