@@ -29,8 +29,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -305,15 +307,81 @@ func (w *Workflow) Items(ctx context.Context, step string, input []byte) ([][]by
 
 var jsonValueType = reflect.TypeFor[*structpb.Value]()
 
+// toJSON encodes a value of an expression. Integers are written exactly
+// (CEL's own JSON conversion, proto3's, writes one past 2^53 as a
+// string), and a NaN or an infinity, which JSON cannot write, is an error
+// (proto3's conversion writes "NaN" or "Infinity", a string where the
+// expression made a number). Map keys are sorted. Other values (strings,
+// bools, null, and bytes, durations and timestamps as proto3 writes them)
+// go through CEL's conversion.
 func toJSON(v ref.Val) ([]byte, error) {
+	return appendJSON(nil, v)
+}
+
+func appendJSON(b []byte, v ref.Val) ([]byte, error) {
 	if types.IsError(v) {
 		return nil, fmt.Errorf("%v", v)
+	}
+	switch x := v.(type) {
+	case types.Int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case types.Uint:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case types.Double:
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("the number %v has no JSON form", f)
+		}
+	case traits.Lister:
+		n, ok := x.Size().(types.Int)
+		if !ok {
+			return nil, errors.New("a list has no size")
+		}
+		b = append(b, '[')
+		for i := range int64(n) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendJSON(b, x.Get(types.Int(i))); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case traits.Mapper:
+		var keys []string
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			k, ok := it.Next().(types.String)
+			if !ok {
+				return nil, errors.New("a map has no JSON form")
+			}
+			keys = append(keys, string(k))
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			key, err := json.Marshal(k)
+			if err != nil {
+				return nil, err
+			}
+			b = append(append(b, key...), ':')
+			if b, err = appendJSON(b, x.Get(types.String(k))); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
 	}
 	native, err := v.ConvertToNative(jsonValueType)
 	if err != nil {
 		return nil, fmt.Errorf("a %s has no JSON form", v.Type().TypeName())
 	}
-	return json.Marshal(native.(*structpb.Value).AsInterface())
+	out, err := json.Marshal(native.(*structpb.Value).AsInterface())
+	if err != nil {
+		return nil, err
+	}
+	return append(b, out...), nil
 }
 
 // Vars are the variables of a step instance's expressions, decoded from

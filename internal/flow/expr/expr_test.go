@@ -228,6 +228,12 @@ func TestItems(t *testing.T) {
 		{"input.xs", `{"xs":"nope"}`, "", "yielded a string, not a list"},
 		{"input.missing", `{}`, "", "no such key: missing"},
 		{"[1, int]", `{}`, "", "item 1: a type has no JSON form"},
+		// Integers are written exactly, not as proto3's strings past 2^53.
+		{"[9007199254740993, 18446744073709551615u, {'n': [int(input.k) * 1000000000]}]", `{"k":123456789}`, `9007199254740993 18446744073709551615 {"n":[123456789000000000]}`, ""},
+		{"[{'b': 2, 'a': [1.5]}]", `{}`, `{"a":[1.5],"b":2}`, ""},
+		{"[1, 1.0/0.0]", `{}`, "", "item 1: the number +Inf has no JSON form"},
+		{"[[double('NaN')]]", `{}`, "", "item 0: the number NaN has no JSON form"},
+		{"[{1: 2}]", `{}`, "", "item 0: a map has no JSON form"},
 		{"input.xs", `{"xs":` + numbers(flow.MaxForEachItems) + `}`, "", ""},
 		{"input.xs", `{"xs":` + numbers(flow.MaxForEachItems+1) + `}`, "", "yielded 10001 items; a step fans out to at most 10000"},
 	}
@@ -391,5 +397,21 @@ func TestInputValue(t *testing.T) {
 	}
 	if _, err := w.Input(ctx, "run", "b", vars); err == nil {
 		t.Fatal("a step without input evaluated")
+	}
+	// Numbers: integers exact, NaN and infinities refused (proto3's JSON
+	// would write them as strings).
+	w, err = b.env.Compile(defInput("", "{'big': 123456789 * 1000000000, 'neg': -9007199254740993, 'd': 0.5}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w.Input(ctx, "run", "c", vars); err != nil || string(got) != `{"big":123456789000000000,"d":0.5,"neg":-9007199254740993}` {
+		t.Fatalf("integers: %s, %v", got, err)
+	}
+	w, err = b.env.Compile(defInput("", "{'x': -1.0/0.0}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Input(ctx, "run", "c", vars); !errors.As(err, &ee) || !strings.Contains(err.Error(), "the number -Inf has no JSON form") {
+		t.Fatalf("an infinity: %v", err)
 	}
 }
