@@ -393,5 +393,12 @@ func TestRunEvents(t *testing.T) {
 		}
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/0190c3a5-0000-7000-8000-000000000000/events", nil).Problem(t, http.StatusNotFound)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/"+run.RunID.String()+"/events?types=nope", nil).Problem(t, http.StatusBadRequest)
+		// A malformed Last-Event-ID is a 400 naming it (it was a 500),
+		// with every other bad part; one not in the history is 410.
+		p := b.do(t, docket.RoleViewer, "GET", "/v1/runs/"+run.RunID.String()+"/events", nil, "Last-Event-ID", "garbage").Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"Last-Event-ID"}, problemFields(p), p.Detail)
+		p = b.do(t, docket.RoleViewer, "GET", "/v1/runs/42/events?types=nope&lastEventId=x", nil).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"runId", "types", "lastEventId"}, problemFields(p), p.Detail)
+		b.do(t, docket.RoleViewer, "GET", "/v1/runs/"+run.RunID.String()+"/events", nil, "Last-Event-ID", "999999-0").Problem(t, http.StatusGone)
 	})
 }
