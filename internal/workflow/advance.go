@@ -669,6 +669,13 @@ func (adv *advance) releaseStep(ctx context.Context, name string, recs map[strin
 		}
 		items = make([]*flow.Item, len(list))
 		for i, v := range list {
+			// An expression can make a string no backend stores alike
+			// (a NUL, written "\u0000"): the step fails, as for a value
+			// with no JSON form, rather than every advancement of the
+			// run (PostgreSQL refuses the payload).
+			if msg := store.JSONUnstorable(v); msg != "" {
+				return adv.endStep(ctx, name, flow.StepFailed, fmt.Sprintf("step %q: forEach: item %d: %s", name, i, msg))
+			}
 			items[i] = &flow.Item{Value: v, Index: i}
 		}
 	}
@@ -762,6 +769,12 @@ func (adv *advance) planInputs(ctx context.Context, s *flow.Step, recs map[strin
 					return nil, nil, &stepFailure{fmt.Sprintf("step %q[%d]: input: %v", s.Name, p.index, ee.Err)}
 				}
 				return nil, nil, &stepFailure{err.Error()}
+			}
+			if msg := store.JSONUnstorable(v); msg != "" { // see the items in releaseStep
+				if item != nil {
+					return nil, nil, &stepFailure{fmt.Sprintf("step %q[%d]: input: %s", s.Name, p.index, msg)}
+				}
+				return nil, nil, &stepFailure{fmt.Sprintf("step %q: input: %s", s.Name, msg)}
 			}
 			if p.input, err = flow.InstanceInput(v, item); err != nil {
 				return nil, nil, &stepFailure{fmt.Sprintf("step %q: input: %v", s.Name, err)}

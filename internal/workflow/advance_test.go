@@ -1358,3 +1358,29 @@ func TestRetryWhileFanOutInstanceRunsShrinks(t *testing.T) {
 		require.JSONEq(t, `"z"`, string(finSaw[0]))
 	})
 }
+
+// TestUnstorableExpressionValueFailsStep: an input or forEach value with a
+// string no backend stores alike (CEL makes a NUL from "\u0000") fails its
+// step, on every backend, at the start of the run as later: PostgreSQL
+// refused the job's payload, which failed the run's start (a 500) or every
+// advancement of the run.
+func TestUnstorableExpressionValueFailsStep(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"nul","steps":[
+			{"name":"first","input":"'a\\u0000b'","onFailure":"continue","job":{"type":"ok"}},
+			{"name":"p","job":{"type":"ok"}},
+			{"name":"each","after":["p"],"forEach":"['x', 'y\\u0000']","onFailure":"continue","job":{"type":"ok"}},
+			{"name":"per","after":["p"],"forEach":"[1, 2]","input":"index == 1 ? 'n\\u0000' : 'ok'","onFailure":"continue","job":{"type":"ok"}}]}`)
+		run := b.start(t, name, `{}`)
+		_, steps := b.get(t, run.ID)
+		require.Equal(t, F, steps["first"][0].State)
+		require.Equal(t, `step "first": input: `+store.NULMessage, steps["first"][0].Error)
+		b.work(t, map[string]handler{"ok": echo})
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.Equal(t, map[string]flow.StepState{"first": F, "p": S, "each": F, "per": F}, states(steps))
+		require.Equal(t, `step "each": forEach: item 1: `+store.NULMessage, steps["each"][0].Error)
+		require.Equal(t, `step "per"[1]: input: `+store.NULMessage, steps["per"][0].Error)
+	})
+}
