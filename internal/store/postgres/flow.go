@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +120,11 @@ func (s *Store) WorkflowGet(ctx context.Context, p *store.WorkflowGetParams) (*f
 func workflowGet(ctx context.Context, c conn, p *store.WorkflowGetParams) (*flow.Version, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Version > math.MaxInt32 {
+		// The column is an integer: no such version (the driver would
+		// refuse to encode it, an internal error).
+		return nil, fmt.Errorf("get workflow %q version %d: %w", p.Name, p.Version, store.ErrNotFound)
 	}
 	var row pgx.Row
 	if p.Version == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -153,6 +154,12 @@ func testWorkflowVersions(t *testing.T, open opener) {
 		require.Equal(t, v2, got2)
 		_, err = b.s.WorkflowGet(b.ctx, &store.WorkflowGetParams{Name: name, Version: 4})
 		require.ErrorIs(t, err, store.ErrNotFound)
+		// Past PostgreSQL's integer column too: not found, not a failure
+		// to encode the argument.
+		for _, v := range []int{math.MaxInt32 + 1, math.MaxInt64} {
+			_, err = b.s.WorkflowGet(b.ctx, &store.WorkflowGetParams{Name: name, Version: v})
+			require.ErrorIs(t, err, store.ErrNotFound, "version %d", v)
+		}
 		_, err = b.s.WorkflowGet(b.ctx, &store.WorkflowGetParams{Name: "nope"})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
