@@ -105,8 +105,9 @@ func (adv *advance) ensurePool(ctx context.Context, s *flow.Step) (*crowd.Pool, 
 // planHuman makes the unit of one instance of human step s, with p.input
 // as its input, and sets it on p for insertUnits; a failure of the step
 // (not of the store) sets p FAILED instead. A unit is checked here, alone,
-// so that one instance's bad input fails that instance only, as it did
-// when each unit was inserted by a statement of its own.
+// so that a unit the store would refuse fails its instance, not every
+// advancement of the run (its values are checked before: expr refuses a
+// value that cannot be stored).
 func (adv *advance) planHuman(ctx context.Context, s *flow.Step, p *planned) error {
 	pool, err := adv.ensurePool(ctx, s)
 	var sf *stepFailure
