@@ -32,7 +32,7 @@ type WebhooksConfig struct {
 	// among the processes running webhooks; required (docket serve gives
 	// its worker's, Worker.NodeID).
 	NodeID string
-	// LeaderTTL is the leadership term; default 15 s.
+	// LeaderTTL is the leadership term; default 15 s, at least 100 ms.
 	LeaderTTL time.Duration
 	// PollInterval: how often the leader looks for new events and due
 	// deliveries; default 1 s.

@@ -55,7 +55,7 @@ type WorkerConfig struct {
 	// default 1 s.
 	PollInterval time.Duration
 	// LeaderTTL: term of each of the worker's leaderships (maintenance,
-	// and the event relay if set); default 15 s.
+	// and the event relay if set); default 15 s, at least 100 ms.
 	LeaderTTL time.Duration
 	// FetchBatch: most jobs acquired by one query; default 200.
 	FetchBatch int

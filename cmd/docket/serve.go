@@ -21,6 +21,7 @@ import (
 
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/web"
 	"github.com/docket-run/docket/natsembed"
 )
@@ -304,6 +305,7 @@ func (c *serveConfig) Validate() error {
 	} {
 		check(d.env, d.v > 0, "%v must be positive", d.v)
 	}
+	check("DOCKET_LEADER_TTL", c.LeaderTTL <= 0 || c.LeaderTTL >= leader.TTLMin, "%v must be at least %v", c.LeaderTTL, leader.TTLMin)
 	check("DOCKET_WEBHOOK_BACKOFF_MAX", c.WebhookBackoffMax >= c.WebhookBackoffBase,
 		"%v must not be below DOCKET_WEBHOOK_BACKOFF_BASE (%v)", c.WebhookBackoffMax, c.WebhookBackoffBase)
 	check("DOCKET_WEBHOOK_MAX_ATTEMPTS", c.WebhookMaxAttempts >= 1 && c.WebhookMaxAttempts <= 1000, "%d must be between 1 and 1000", c.WebhookMaxAttempts)

@@ -106,6 +106,10 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_LOG_LEVEL": "loud"}, want: `invalid DOCKET_LOG_LEVEL "loud"`},
 		{env: map[string]string{"DOCKET_LISTEN": "8080"}, want: `invalid DOCKET_LISTEN: "8080" must be host:port`},
 		{args: []string{"--leader-ttl", "0s"}, want: "invalid --leader-ttl: 0s must be positive"},
+		// An elector attempts every third of the TTL: 2ns panicked in
+		// time.NewTicker once the server had started.
+		{args: []string{"--leader-ttl", "2ns"}, want: "invalid --leader-ttl: 2ns must be at least 100ms"},
+		{env: map[string]string{"DOCKET_LEADER_TTL": "99ms"}, want: "invalid DOCKET_LEADER_TTL: 99ms must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "1s"}, args: []string{"--leader-ttl", "x"}, want: `invalid --leader-ttl "x"`},
 	} {
 		_, err := loadWith(t, tc.env, tc.args...)

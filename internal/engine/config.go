@@ -210,7 +210,7 @@ func (c Config) Validate() error {
 		"JobTimeout": c.JobTimeout, "RescueInterval": c.RescueInterval,
 		"SchedulerInterval": c.SchedulerInterval, "PruneInterval": c.PruneInterval,
 		"AnalyzeInterval": c.AnalyzeInterval, "Retention": c.Retention,
-		"PollInterval": c.PollInterval, "LeaderTTL": c.LeaderTTL,
+		"PollInterval":  c.PollInterval,
 		"NodeHeartbeat": c.NodeHeartbeat, "CompleteInterval": c.CompleteInterval,
 		"FetchCooldown": c.FetchCooldown,
 	}
@@ -218,6 +218,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("invalid %s: %v must not be negative", name, d))
 		}
+	}
+	if c.LeaderTTL < leader.TTLMin {
+		errs = append(errs, fmt.Errorf("invalid LeaderTTL: %v is below the minimum %v", c.LeaderTTL, leader.TTLMin))
 	}
 	if c.FetchBatch < 1 || c.CompleteBatch < 1 {
 		errs = append(errs, fmt.Errorf("invalid FetchBatch (%d) or CompleteBatch (%d): must be at least 1", c.FetchBatch, c.CompleteBatch))

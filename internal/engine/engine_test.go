@@ -215,6 +215,10 @@ func TestConfigValidate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), `invalid Leaderships: "default"`)
 	cfg.Leaderships = map[string][]service.Service{leader.Events: nil}
 	require.NoError(t, cfg.Validate())
+	// A TTL of a few nanoseconds made the elector's interval (a third of
+	// it) zero, and time.NewTicker panic in a goroutine of Start.
+	cfg = Config{LeaderTTL: 2 * time.Nanosecond}.WithDefaults()
+	require.ErrorContains(t, cfg.Validate(), "invalid LeaderTTL: 2ns is below the minimum 100ms")
 }
 
 // A handler's error is recorded whatever bytes it holds: NUL and bytes

@@ -34,6 +34,12 @@ const (
 	Webhooks    = "webhooks"
 )
 
+// TTLMin is the shortest term a leadership may have. An elector attempts
+// every third of the TTL, so a TTL under 3 ns would be no interval at all
+// (time.NewTicker panics on it); well above that, a term much shorter
+// than a database round trip would expire while it is being renewed.
+const TTLMin = 100 * time.Millisecond
+
 // Store is what an elector needs of the database.
 type Store interface {
 	LeaderAttemptElect(ctx context.Context, p *store.LeaderElectParams) (bool, error)

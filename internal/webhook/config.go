@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/docket-run/docket/internal/leader"
 )
 
 // Defaults of Config.
@@ -128,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("webhook config: NodeID is required"))
+	}
+	if c.LeaderTTL < leader.TTLMin {
+		errs = append(errs, fmt.Errorf("webhook config: LeaderTTL %v is below the minimum %v", c.LeaderTTL, leader.TTLMin))
 	}
 	if c.BackoffMax < c.BackoffBase {
 		errs = append(errs, fmt.Errorf("webhook config: BackoffMax %v is below BackoffBase %v", c.BackoffMax, c.BackoffBase))

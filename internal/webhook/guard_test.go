@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -198,3 +199,17 @@ func TestGuardDialsOnlyAllowedAddresses(t *testing.T) {
 	_, err = g.dialContext(context.Background(), "tcp", "192.0.2.1:"+u.Port())
 	require.ErrorIs(t, err, ErrHostNotAllowed)
 }
+
+// A leadership term of a few nanoseconds made the elector's interval (a
+// third of it) zero, and time.NewTicker panic once the service started:
+// New refuses it.
+func TestConfigLeaderTTLMin(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Store: nopStore{}, NodeID: "n", LeaderTTL: 2 * time.Nanosecond})
+	require.ErrorContains(t, err, "LeaderTTL 2ns is below the minimum 100ms")
+	_, err = New(Config{Store: nopStore{}, NodeID: "n", LeaderTTL: 100 * time.Millisecond})
+	require.NoError(t, err)
+}
+
+// nopStore is a Store that is never called.
+type nopStore struct{ Store }
