@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -319,9 +320,23 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
-	check("DOCKET_NATS_URL", c.NATSURL == "" || strings.HasPrefix(c.NATSURL, "nats://") || strings.HasPrefix(c.NATSURL, "tls://"),
+	check("DOCKET_NATS_URL", c.NATSURL == "" || validNATSURLs(c.NATSURL),
 		"%q must be nats://host:port (several comma-separated) or empty for the embedded server", c.NATSURL)
 	return errors.Join(errs...)
+}
+
+// validNATSURLs tells whether every comma-separated element of v is a
+// nats:// or tls:// URL naming a host: "nats://a:4222,http://b" once
+// passed a check of the prefix alone, and the bus then retried the bad
+// server for ever while /healthz said degraded.
+func validNATSURLs(v string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // servePoolConnsDefault is the PostgreSQL connection pool of docket serve

@@ -108,6 +108,9 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{args: []string{"--leader-ttl", "0s"}, want: "invalid --leader-ttl: 0s must be positive"},
 		// An elector attempts every third of the TTL: 2ns panicked in
 		// time.NewTicker once the server had started.
+		{env: map[string]string{"DOCKET_NATS_URL": "nats://127.0.0.1:4222,http://127.0.0.1:4222"}, want: `invalid DOCKET_NATS_URL: "nats://127.0.0.1:4222,http://127.0.0.1:4222" must be nats://host:port`},
+		{args: []string{"--nats-url", "nats://"}, want: `invalid --nats-url: "nats://" must be nats://host:port`},
+		{args: []string{"--nats-url", "nats://a:4222,"}, want: `invalid --nats-url: "nats://a:4222," must be nats://host:port`},
 		{args: []string{"--leader-ttl", "2ns"}, want: "invalid --leader-ttl: 2ns must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "99ms"}, want: "invalid DOCKET_LEADER_TTL: 99ms must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "1s"}, args: []string{"--leader-ttl", "x"}, want: `invalid --leader-ttl "x"`},
@@ -117,6 +120,8 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want)
 	}
 	_, err := loadWith(t, map[string]string{"DOCKET_RATE_LIMIT": "off", "DOCKET_ADMIN_KEY": "0123456789abcdef"})
+	require.NoError(t, err)
+	_, err = loadWith(t, map[string]string{"DOCKET_NATS_URL": "nats://nats-1:4222, tls://nats-2:4222,nats://user:pw@nats-3"})
 	require.NoError(t, err)
 }
 
