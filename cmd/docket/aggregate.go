@@ -48,7 +48,8 @@ The answers go to stdout (or --out) as item,label,confidence CSV, or JSON
 lines with -o jsonl. With --truth (columns item,label) the accuracy on the
 items that have a truth and at least one judgment goes to stderr, with the
 count of truth items that had no judgment; --method all prints one row per
-method instead of answers (and that count after the table).
+method instead of answers (and that count after the table), on stdout:
+--out and -o are for answers only.
 
 Categorical methods: majority, weighted (votes weighed by --trust,
 columns worker,trust; a worker not in it, or every worker without it,
@@ -79,6 +80,12 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	}
 	if fl.progress != "auto" && fl.progress != "always" && fl.progress != "never" {
 		return fmt.Errorf("--progress %q: want auto, always or never", fl.progress)
+	}
+	if fl.method == "all" && (fl.out != "" || fl.format != "csv") {
+		// The table of --method all goes to stdout; --out and -o shape
+		// the answers, which it does not print: taking them silently
+		// left no file where a script looked for one.
+		return errors.New("--out and --output are for the answers; --method all prints a table of the methods to stdout")
 	}
 	if fl.numeric {
 		return runAggregateNumeric(stdout, stderr, path, fl)

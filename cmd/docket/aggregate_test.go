@@ -82,6 +82,11 @@ func TestAggregateCommand(t *testing.T) {
 		{[]string{"--numeric", "--method", "mode", numeric}, `--method "mode": with --numeric, want mean, median, weighted, auto or all`},
 		{[]string{"--numeric", "--truth", writeFile(t, dir, "ntnan.csv", "item,label\nx,NaN\n"), numeric}, `truth of item "x" is "NaN", not a finite number`},
 		{[]string{filepath.Join(dir, "missing.csv")}, "no such file"},
+		// --method all prints a table to stdout: --out and -o jsonl were
+		// ignored, the file never written.
+		{[]string{"--method", "all", "--out", filepath.Join(dir, "all.csv"), judgments}, "--out and --output are for the answers; --method all prints a table"},
+		{[]string{"--method", "all", "-o", "jsonl", judgments}, "--out and --output are for the answers"},
+		{[]string{"--numeric", "--method", "all", "--out", filepath.Join(dir, "all.csv"), numeric}, "--out and --output are for the answers"},
 	} {
 		_, err := runDocket(t, append([]string{"aggregate"}, tc.args...)...)
 		require.ErrorContains(t, err, tc.want, tc.args)
