@@ -80,17 +80,6 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	// Values past numericScaleAbove are aggregated divided by the largest
-	// magnitude, and the results multiplied back: their sums and squares
-	// overflowed to ±Inf (two answers of 1e308 had the mean +Inf, which
-	// no JSON can hold, and every judgment finalizing such a unit failed).
-	scale := 1.0
-	for _, j := range judgments {
-		scale = max(scale, math.Abs(j.Value))
-	}
-	if scale <= numericScaleAbove {
-		scale = 1
-	}
 	// Values in the index's item-grouped order.
 	vals := make([]float64, len(judgments))
 	next := slices.Clone(x.start[:len(x.items)])
@@ -100,9 +89,11 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	}
 	for _, j := range judgments {
 		i := itemOf[j.Item]
-		vals[next[i]] = j.Value / scale
+		vals[next[i]] = j.Value
 		next[i]++
 	}
+
+	exp := scaleDown(vals)
 
 	res := &NumericResult{Method: method, Items: make([]NumericItem, len(x.items)), Workers: make([]NumericWorker, len(x.workers))}
 	for i, id := range x.items {
@@ -133,27 +124,51 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	case NumericWeighted:
 		res.Iterations = biasVariance(x, vals, res, opts)
 	}
-	if scale != 1 {
+	if exp != 0 {
 		for i := range res.Items {
 			it := &res.Items[i]
-			it.Value, it.StdErr = unscale(it.Value, scale), unscale(it.StdErr, scale)
+			it.Value, it.StdErr = unscale(it.Value, exp), unscale(it.StdErr, exp)
 		}
 		for w := range res.Workers {
 			wk := &res.Workers[w]
-			wk.Bias, wk.StdDev = unscale(wk.Bias, scale), unscale(wk.StdDev, scale)
+			wk.Bias, wk.StdDev = unscale(wk.Bias, exp), unscale(wk.StdDev, exp)
 		}
 	}
 	return res, nil
 }
 
-// numericScaleAbove is the largest magnitude Numeric aggregates as it is:
-// its squares, and sums of many of them, stay far from float64's limit.
-const numericScaleAbove = 1e100
+// scaleExpMax is the binary exponent of the largest magnitude Numeric
+// works on unscaled: sums and squares of values below 2^500 stay far from
+// the float64 limit (about 2^1024).
+const scaleExpMax = 500
 
-// unscale multiplies a scaled result back, to the largest finite float64
-// of its sign when the product is past it.
-func unscale(v, scale float64) float64 {
-	v *= scale
+// scaleDown divides vals by 2^exp when their largest magnitude is
+// 2^scaleExpMax or more, so that it falls in [0.5, 1), and returns exp
+// (0: vals unchanged); the results are multiplied back by 2^exp. Finite
+// values near the float64 limit (1e200, 1e308) made the sums of the mean
+// and the median's middle pair +Inf, and the weighted method's variances
+// +Inf, so that every item of the input, theirs or not, came out NaN.
+func scaleDown(vals []float64) int {
+	var top float64
+	for _, v := range vals {
+		top = max(top, math.Abs(v))
+	}
+	_, exp := math.Frexp(top)
+	if exp <= scaleExpMax {
+		return 0
+	}
+	for j := range vals {
+		vals[j] = math.Ldexp(vals[j], -exp)
+	}
+	return exp
+}
+
+// unscale multiplies a result back by 2^exp, to the largest finite
+// float64 of its sign when it is past it (a standard error of answers
+// spanning -1e308 to 1e308): no JSON holds an infinity, and a unit whose
+// aggregate cannot be written could never be finalized.
+func unscale(v float64, exp int) float64 {
+	v = math.Ldexp(v, exp)
 	if math.IsInf(v, 0) {
 		return math.Copysign(math.MaxFloat64, v)
 	}

@@ -38,6 +38,35 @@ func TestNumericHandComputed(t *testing.T) {
 	require.ErrorContains(t, err, `unknown numeric method "mode"`)
 }
 
+// TestNumericHugeValues: finite values near the float64 limit are
+// aggregated to finite results. Unscaled, the mean and the median of
+// three 1e308 were +Inf (their sum overflowed), and the weighted method
+// answered NaN for every item, the ordinary item i1 too (a worker's
+// variance overflowed).
+func TestNumericHugeValues(t *testing.T) {
+	t.Parallel()
+	in := []NumericJudgment{{"i1", "w1", 1}, {"i1", "w2", 2},
+		{"i2", "w1", 1e308}, {"i2", "w2", 1e308}, {"i2", "w3", 1e308},
+		{"i3", "w1", -1.5e308}, {"i3", "w2", -1.7e308}}
+	for _, m := range NumericMethods() {
+		res, err := Numeric(m, in, Options{})
+		require.NoError(t, err)
+		for _, it := range res.Items {
+			require.False(t, math.IsNaN(it.Value) || math.IsInf(it.Value, 0), "%s: item %s is %v", m, it.Item, it.Value)
+			require.False(t, math.IsNaN(it.StdErr), "%s: item %s", m, it.Item)
+		}
+		require.InEpsilon(t, 1e308, res.Items[1].Value, 1e-9, m)
+		require.InEpsilon(t, -1.6e308, res.Items[2].Value, 0.07, m)
+		if m != NumericWeighted {
+			require.Equal(t, 1.5, res.Items[0].Value, m)
+			require.Equal(t, 1e308, res.Items[1].Value, m)
+		}
+		for _, w := range res.Workers {
+			require.False(t, math.IsNaN(w.Bias) || math.IsNaN(w.StdDev), "%s: worker %s", m, w.Worker)
+		}
+	}
+}
+
 // TestNumericBiasVariance: on a seeded crowd whose workers have biases and
 // very different noise, the weighted estimate beats mean and median, and
 // finds the biases.
