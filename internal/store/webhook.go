@@ -136,7 +136,7 @@ type WebhookDelivery struct {
 	NextAttemptAt  time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
-	LastAttemptAt  time.Time // zero before the first attempt
+	LastAttemptAt  time.Time // zero before the first attempt made (claimed is not made)
 	FinishedAt     time.Time // when it became DELIVERED or DEAD
 }
 
@@ -158,7 +158,19 @@ type WebhookDeliveryFinishParams struct {
 	Error      string
 	// NextAttemptAt: when a PENDING delivery is due again.
 	NextAttemptAt time.Time
-	Now           time.Time
+	// AttemptedAt: when the attempt's request was sent, recorded as the
+	// delivery's LastAttemptAt. A claim does not set it: an attempt it
+	// gives back (WebhookDeliveryRelease) was never made.
+	AttemptedAt time.Time
+	Now         time.Time
+}
+
+// AttemptedAtOrNow is AttemptedAt, or Now when it is not set.
+func (p *WebhookDeliveryFinishParams) AttemptedAtOrNow() time.Time {
+	if p.AttemptedAt.IsZero() {
+		return p.Now
+	}
+	return p.AttemptedAt
 }
 
 // WebhookDeliveryReleaseParams gives back a claimed attempt not made.

@@ -142,6 +142,7 @@ func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.W
 			d.releaseAll(ctx, batch[i:], s.cfg.Now())
 			return
 		}
+		sent := s.cfg.Now()
 		res, err := cb.Execute(func() (result, error) {
 			r := s.post(ctx, w, dl)
 			return r, r.err
@@ -152,7 +153,7 @@ func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.W
 			d.releaseAll(ctx, batch[i:], s.cfg.Now())
 			return
 		}
-		if !d.record(ctx, w, dl, res) {
+		if !d.record(ctx, w, dl, res, sent) {
 			// The delivery is gone (its subscription was deleted) or
 			// was taken over: this claim sends no more of the batch.
 			d.releaseAll(ctx, batch[i+1:], s.cfg.Now())
@@ -202,14 +203,15 @@ func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookD
 	return result{status: resp.StatusCode}
 }
 
-// record stores the outcome of an attempt: DELIVERED on a 2xx; otherwise
-// PENDING after a backoff, or DEAD after the last attempt. It returns
-// false when the delivery was no longer this claim's to record (deleted
-// with its subscription, or claimed again after this claim's lease).
-func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery, r result) bool {
+// record stores the outcome of an attempt sent at sent: DELIVERED on a
+// 2xx; otherwise PENDING after a backoff, or DEAD after the last attempt.
+// It returns false when the delivery was no longer this claim's to record
+// (deleted with its subscription, or claimed again after this claim's
+// lease).
+func (d *deliverer) record(ctx context.Context, w *store.Webhook, dl *store.WebhookDelivery, r result, sent time.Time) bool {
 	s := d.s
 	now := s.cfg.Now()
-	p := &store.WebhookDeliveryFinishParams{ID: dl.ID, Attempt: dl.Attempts, StatusCode: r.status, Now: now}
+	p := &store.WebhookDeliveryFinishParams{ID: dl.ID, Attempt: dl.Attempts, StatusCode: r.status, AttemptedAt: sent, Now: now}
 	switch {
 	case r.err == nil:
 		p.State = store.DeliveryDelivered

@@ -216,7 +216,7 @@ func collectDeliveries(rs pgx.Rows) ([]*store.WebhookDelivery, error) {
 // taking them.
 const webhookClaimSQL = `
 UPDATE docket_webhook_deliveries
-SET attempts = attempts + 1, next_attempt_at = $5, last_attempt_at = $1, updated_at = $1
+SET attempts = attempts + 1, next_attempt_at = $5, updated_at = $1
 WHERE id = ANY(ARRAY(
 	SELECT id FROM docket_webhook_deliveries
 	WHERE id IN (
@@ -265,9 +265,10 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 		next = now
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries
-		SET state = $3, last_status_code = $4, last_error = $5, next_attempt_at = $6, finished_at = $7, updated_at = $8
+		SET state = $3, last_status_code = $4, last_error = $5, next_attempt_at = $6, finished_at = $7, updated_at = $8,
+			last_attempt_at = $9
 		WHERE id = $1 AND attempts = $2 AND state = 'PENDING'`,
-		p.ID, p.Attempt, string(p.State), p.StatusCode, p.Error, next, finished, now)
+		p.ID, p.Attempt, string(p.State), p.StatusCode, p.Error, next, finished, now, dbTime(p.AttemptedAtOrNow()))
 	if err != nil {
 		return false, fmt.Errorf("finish webhook delivery %s: %w", p.ID, err)
 	}

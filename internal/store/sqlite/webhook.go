@@ -215,7 +215,7 @@ func collectDeliveries(rows *sql.Rows) ([]*store.WebhookDelivery, error) {
 // order; the write transaction is the lock.
 const webhookClaimSQL = `
 UPDATE docket_webhook_deliveries
-SET attempts = attempts + 1, next_attempt_at = ?5, last_attempt_at = ?1, updated_at = ?1
+SET attempts = attempts + 1, next_attempt_at = ?5, updated_at = ?1
 WHERE id IN (
 	SELECT id FROM (
 		SELECT id, outbox_id, event_index,
@@ -284,9 +284,10 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 		next = now
 	}
 	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries
-		SET state = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, finished_at = ?, updated_at = ?
+		SET state = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, finished_at = ?, updated_at = ?,
+			last_attempt_at = ?
 		WHERE id = ? AND attempts = ? AND state = 'PENDING'`,
-		string(p.State), p.StatusCode, p.Error, next, finished, now, p.ID.String(), p.Attempt)
+		string(p.State), p.StatusCode, p.Error, next, finished, now, micros(p.AttemptedAtOrNow()), p.ID.String(), p.Attempt)
 	if err != nil {
 		return false, fmt.Errorf("finish webhook delivery %s: %w", p.ID, err)
 	}

@@ -213,7 +213,7 @@ func testWebhook(t *testing.T, open opener) {
 			require.Equal(t, i, d.EventIndex, "oldest event first")
 			require.Equal(t, 1, d.Attempts)
 			requireTime(t, base.Add(time.Minute), d.NextAttemptAt, "leased until")
-			requireTime(t, base, d.LastAttemptAt)
+			require.True(t, d.LastAttemptAt.IsZero(), "claimed is not attempted: the attempt may be given back")
 		}
 		rest := b.claim(t, base, 10, 10)
 		require.Len(t, rest, 4, "claimed rows are not claimed again")
@@ -226,7 +226,8 @@ func testWebhook(t *testing.T, open opener) {
 		require.NoError(t, err)
 		require.False(t, ok, "fenced: wrong attempt")
 		ok, err = b.s.WebhookDeliveryFinish(b.ctx, &store.WebhookDeliveryFinishParams{
-			ID: got[0].ID, Attempt: 1, State: store.DeliveryDelivered, StatusCode: 204, Now: at(time.Second),
+			ID: got[0].ID, Attempt: 1, State: store.DeliveryDelivered, StatusCode: 204,
+			AttemptedAt: at(500 * time.Millisecond), Now: at(time.Second),
 		})
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -259,6 +260,7 @@ func testWebhook(t *testing.T, open opener) {
 		require.Equal(t, 204, d.LastStatusCode)
 		require.Empty(t, d.LastError)
 		requireTime(t, at(time.Second), d.FinishedAt)
+		requireTime(t, at(500*time.Millisecond), d.LastAttemptAt, "when the attempt was sent")
 		d = byID[got[1].ID]
 		require.Equal(t, store.DeliveryPending, d.State)
 		require.Equal(t, 503, d.LastStatusCode)
@@ -266,9 +268,13 @@ func testWebhook(t *testing.T, open opener) {
 		require.Equal(t, 1, d.Attempts)
 		requireTime(t, at(10*time.Second), d.NextAttemptAt)
 		require.True(t, d.FinishedAt.IsZero())
+		requireTime(t, at(time.Second), d.LastAttemptAt, "AttemptedAt not given: Now")
 		d = byID[rest[0].ID]
 		require.Zero(t, d.Attempts)
 		requireTime(t, at(5*time.Second), d.NextAttemptAt)
+		// Claimed and given back (an open breaker): it showed attempts 0
+		// with the claim's time as lastAttemptAt, an attempt never made.
+		require.True(t, d.LastAttemptAt.IsZero(), "a released attempt was not made")
 
 		again := b.claim(t, at(10*time.Second), 10, 10)
 		require.Len(t, again, 2, "the retry and the released one are due again")
