@@ -310,7 +310,10 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_WEBHOOK_BACKOFF_MAX", c.WebhookBackoffMax >= c.WebhookBackoffBase,
 		"%v must not be below DOCKET_WEBHOOK_BACKOFF_BASE (%v)", c.WebhookBackoffMax, c.WebhookBackoffBase)
 	check("DOCKET_WEBHOOK_MAX_ATTEMPTS", c.WebhookMaxAttempts >= 1 && c.WebhookMaxAttempts <= 1000, "%d must be between 1 and 1000", c.WebhookMaxAttempts)
-	check("DOCKET_WEBHOOK_BREAKER_FAILURES", c.WebhookBreakerFailures >= 1, "%d must be at least 1", c.WebhookBreakerFailures)
+	// The breaker counts in 32 bits: 4294967296 wrapped to 0 and opened it
+	// at the first failure.
+	check("DOCKET_WEBHOOK_BREAKER_FAILURES", c.WebhookBreakerFailures >= 1 && int64(c.WebhookBreakerFailures) <= math.MaxUint32,
+		"%d must be between 1 and %d", c.WebhookBreakerFailures, uint32(math.MaxUint32))
 	hostsErr := docket.CheckWebhookAllowHosts(c.webhookAllowHosts())
 	check("DOCKET_WEBHOOK_ALLOW_HOSTS", hostsErr == nil, "%v", hostsErr)
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,

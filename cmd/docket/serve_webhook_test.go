@@ -42,7 +42,7 @@ func TestServeWebhookConfig(t *testing.T) {
 		"DOCKET_WEBHOOK_MAX_ATTEMPTS":     "invalid DOCKET_WEBHOOK_MAX_ATTEMPTS: 0 must be between 1 and 1000",
 		"DOCKET_WEBHOOK_TIMEOUT":          "invalid DOCKET_WEBHOOK_TIMEOUT: -1s must be positive",
 		"DOCKET_WEBHOOK_BACKOFF_MAX":      "invalid DOCKET_WEBHOOK_BACKOFF_MAX: 1ms must not be below DOCKET_WEBHOOK_BACKOFF_BASE",
-		"DOCKET_WEBHOOK_BREAKER_FAILURES": "invalid DOCKET_WEBHOOK_BREAKER_FAILURES: 0 must be at least 1",
+		"DOCKET_WEBHOOK_BREAKER_FAILURES": "invalid DOCKET_WEBHOOK_BREAKER_FAILURES: 0 must be between 1 and 4294967295",
 	} {
 		value := map[string]string{
 			"DOCKET_WEBHOOK_ALLOW_HOSTS": "10.0.0.0/33", "DOCKET_WEBHOOK_ALLOW_ANY": "maybe", "DOCKET_WEBHOOK_MAX_ATTEMPTS": "0",

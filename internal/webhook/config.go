@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -133,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderTTL < leader.TTLMin {
 		errs = append(errs, fmt.Errorf("webhook config: LeaderTTL %v is below the minimum %v", c.LeaderTTL, leader.TTLMin))
+	}
+	if int64(c.BreakerFailures) > math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("webhook config: BreakerFailures %d is over %d", c.BreakerFailures, uint32(math.MaxUint32)))
 	}
 	if c.BackoffMax < c.BackoffBase {
 		errs = append(errs, fmt.Errorf("webhook config: BackoffMax %v is below BackoffBase %v", c.BackoffMax, c.BackoffBase))

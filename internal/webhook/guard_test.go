@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,21 @@ func TestConfigLeaderTTLMin(t *testing.T) {
 	_, err := New(Config{Store: nopStore{}, NodeID: "n", LeaderTTL: 2 * time.Nanosecond})
 	require.ErrorContains(t, err, "LeaderTTL 2ns is below the minimum 100ms")
 	_, err = New(Config{Store: nopStore{}, NodeID: "n", LeaderTTL: 100 * time.Millisecond})
+	require.NoError(t, err)
+}
+
+// The breaker counts consecutive failures in 32 bits: BreakerFailures
+// 1<<32 wrapped to 0 and opened the breaker at the first failure. New
+// refuses it.
+func TestConfigBreakerFailuresMax(t *testing.T) {
+	t.Parallel()
+	if strconv.IntSize < 64 {
+		t.Skip("an int cannot hold 1<<32")
+	}
+	over := int64(1) << 32
+	_, err := New(Config{Store: nopStore{}, NodeID: "n", BreakerFailures: int(over)})
+	require.ErrorContains(t, err, "BreakerFailures 4294967296 is over 4294967295")
+	_, err = New(Config{Store: nopStore{}, NodeID: "n", BreakerFailures: int(over - 1)})
 	require.NoError(t, err)
 }
 
