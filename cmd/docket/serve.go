@@ -314,6 +314,8 @@ func (c *serveConfig) Validate() error {
 	// at the first failure.
 	check("DOCKET_WEBHOOK_BREAKER_FAILURES", c.WebhookBreakerFailures >= 1 && int64(c.WebhookBreakerFailures) <= math.MaxUint32,
 		"%d must be between 1 and %d", c.WebhookBreakerFailures, uint32(math.MaxUint32))
+	// 0 keeps the outbox forever; a negative age did too, silently.
+	check("DOCKET_OUTBOX_MAX_AGE", c.OutboxMaxAge >= 0, "%v must not be negative (0 keeps events forever)", c.OutboxMaxAge)
 	hostsErr := docket.CheckWebhookAllowHosts(c.webhookAllowHosts())
 	check("DOCKET_WEBHOOK_ALLOW_HOSTS", hostsErr == nil, "%v", hostsErr)
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,

@@ -112,6 +112,7 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{args: []string{"--nats-url", "nats://"}, want: `invalid --nats-url: "nats://" must be nats://host:port`},
 		{args: []string{"--nats-url", "nats://a:4222,"}, want: `invalid --nats-url: "nats://a:4222," must be nats://host:port`},
 		{env: map[string]string{"DOCKET_WEBHOOK_BREAKER_FAILURES": "4294967296"}, want: "invalid DOCKET_WEBHOOK_BREAKER_FAILURES: 4294967296 must be between 1 and 4294967295"},
+		{args: []string{"--outbox-max-age", "-1h"}, want: "invalid --outbox-max-age: -1h0m0s must not be negative"},
 		{args: []string{"--leader-ttl", "2ns"}, want: "invalid --leader-ttl: 2ns must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "99ms"}, want: "invalid DOCKET_LEADER_TTL: 99ms must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "1s"}, args: []string{"--leader-ttl", "x"}, want: `invalid --leader-ttl "x"`},
