@@ -40,7 +40,11 @@ func (s *Server) eventRoutes() []route {
 // now on (or, with Last-Event-ID, right after that one), as Server-Sent
 // Events.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
-	f, err := eventFilter(r)
+	var carries []string // every type, or a job's when one is asked for
+	if r.URL.Query().Get("jobId") != "" {
+		carries = jobEventTypes
+	}
+	f, err := eventFilter(r, carries)
 	if id := r.URL.Query().Get("jobId"); id != "" {
 		var perr error
 		if f.JobID, perr = uuid.Parse(id); perr != nil {
@@ -61,7 +65,7 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		err = invalidField("jobId", "must be a job id (UUID)")
 	}
-	f, ferr := eventFilter(r)
+	f, ferr := eventFilter(r, jobEventTypes)
 	if err = errors.Join(err, ferr, checkLastEventID(r)); err != nil {
 		s.fail(w, r, err)
 		return
@@ -99,23 +103,39 @@ func checkLastEventID(r *http.Request) error {
 	return nil
 }
 
+// The event types of one job's stream and of one workflow run's: the
+// events whose subject is the job (jobs/<id>) or the run (runs/<id>).
+var (
+	jobEventTypes = []string{"job.state_changed", "job.progress"}
+	runEventTypes = []string{"run.state_changed", "step.state_changed"}
+)
+
 // eventFilter reads ?types=a,b (a list: comma-separated or repeated). An
 // unknown type is refused, as webhook subscriptions refuse it, rather than
-// streaming nothing forever (a parameter the stream does not take is
-// refused by its route, rather than streaming what it did not ask for).
-func eventFilter(r *http.Request) (docket.EventFilter, error) {
+// streaming nothing forever; so is a type the stream never carries
+// (carries: the types of one job's or run's stream; nil: every type),
+// such as unit.finalized on a job's stream. (A parameter the stream does
+// not take is refused by its route, rather than streaming what it did
+// not ask for.)
+func eventFilter(r *http.Request, carries []string) (docket.EventFilter, error) {
 	var f docket.EventFilter
 	var bad []error
-	var unknown []string
+	var unknown, elsewhere []string
 	for _, t := range splitList(r.URL.Query()["types"]) {
-		if !slices.Contains(docket.WebhookEventTypes(), t) {
+		switch {
+		case !slices.Contains(docket.WebhookEventTypes(), t):
 			unknown = append(unknown, fmt.Sprintf("%q", t))
-			continue
+		case carries != nil && !slices.Contains(carries, t):
+			elsewhere = append(elsewhere, fmt.Sprintf("%q", t))
+		default:
+			f.Types = append(f.Types, t)
 		}
-		f.Types = append(f.Types, t)
 	}
 	if len(unknown) > 0 {
 		bad = append(bad, invalidField("types", fmt.Sprintf("%s: not an event type; known: %s", strings.Join(unknown, ", "), strings.Join(docket.WebhookEventTypes(), ", "))))
+	}
+	if len(elsewhere) > 0 {
+		bad = append(bad, invalidField("types", fmt.Sprintf("%s: never in this stream, which carries only %s", strings.Join(elsewhere, ", "), strings.Join(carries, ", "))))
 	}
 	return f, errors.Join(bad...)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,23 @@ import (
 	"github.com/docket-run/docket/internal/testdb"
 	"github.com/docket-run/docket/natsembed"
 )
+
+// getWithin is a GET as role that must be answered whole within 5 s: a
+// stream opened where a 400 was due fails the test instead of holding it.
+func (b *bundle) getWithin(t *testing.T, role docket.Role, path string) *response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", b.server.URL+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.keys[role])
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	require.NoError(t, err, "%s answered %d and kept streaming", path, res.StatusCode)
+	return &response{Status: res.StatusCode, Header: res.Header, Body: data}
+}
 
 // sseEvent is one event of a stream; Comment is set for comment lines.
 type sseEvent struct {
@@ -315,6 +333,12 @@ func TestSSEErrors(t *testing.T) {
 	require.ElementsMatch(t, []string{"types", "jobId", "lastEventId"}, problemFields(p), p.Detail)
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events?types=nope", nil, "Last-Event-ID", "x").Problem(t, http.StatusBadRequest)
 	require.ElementsMatch(t, []string{"jobId", "types", "Last-Event-ID"}, problemFields(p), p.Detail)
+	// A type the stream never carries streamed nothing, for ever.
+	p = b.getWithin(t, docket.RoleViewer, "/v1/jobs/"+ids[0].String()+"/events?types=job.progress,unit.finalized").Problem(t, http.StatusBadRequest)
+	require.Equal(t, []string{"types"}, problemFields(p), p.Detail)
+	require.Contains(t, p.Detail, `"unit.finalized": never in this stream, which carries only job.state_changed, job.progress`)
+	p = b.getWithin(t, docket.RoleViewer, "/v1/events?jobId="+ids[0].String()+"&types=run.state_changed").Problem(t, http.StatusBadRequest)
+	require.Equal(t, []string{"types"}, problemFields(p), p.Detail)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/42/events", nil).Problem(t, http.StatusBadRequest)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+uuid.Must(uuid.NewV7()).String()+"/events", nil).Problem(t, http.StatusNotFound)
 	b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events", nil, "Last-Event-ID", "5-x").Problem(t, http.StatusBadRequest)

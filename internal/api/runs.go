@@ -358,7 +358,7 @@ func parseRunListQuery(q url.Values) (docket.RunListParams, error) {
 // (or after Last-Event-ID), then new ones as they are published.
 func (s *Server) streamRunEvents(w http.ResponseWriter, r *http.Request) {
 	id, err := runID(r)
-	f, ferr := eventFilter(r)
+	f, ferr := eventFilter(r, runEventTypes)
 	// A malformed Last-Event-ID is refused here, with the others, as for
 	// a job's stream: unchecked, it failed the stream's read (500).
 	if err = errors.Join(err, ferr, checkLastEventID(r)); err != nil {

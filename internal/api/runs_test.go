@@ -400,5 +400,9 @@ func TestRunEvents(t *testing.T) {
 		p = b.do(t, docket.RoleViewer, "GET", "/v1/runs/42/events?types=nope&lastEventId=x", nil).Problem(t, http.StatusBadRequest)
 		require.ElementsMatch(t, []string{"runId", "types", "lastEventId"}, problemFields(p), p.Detail)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs/"+run.RunID.String()+"/events", nil, "Last-Event-ID", "999999-0").Problem(t, http.StatusGone)
+		// job.state_changed is never about a run (its subject is the job):
+		// it streamed nothing, for ever.
+		p = b.getWithin(t, docket.RoleViewer, "/v1/runs/"+run.RunID.String()+"/events?types=job.state_changed").Problem(t, http.StatusBadRequest)
+		require.Contains(t, p.Detail, "never in this stream, which carries only run.state_changed, step.state_changed")
 	})
 }
