@@ -62,36 +62,56 @@ func (c *Client) Attempts(ctx context.Context, id uuid.UUID) ([]*JobAttempt, err
 // it runs, its handler's context is canceled and the holder records
 // CANCELED (the returned row has CancelRequested). Canceling a canceled job
 // changes nothing; SUCCESS and DEAD give *InvalidTransitionError. A
-// workflow step's job canceled at once has its run advanced after, as the
-// end of a lease does: its step fails with it, and the run, now rather
-// than at the workflow sweeper's next round.
+// workflow step's job canceled at once has its run advanced in the same
+// transaction, as the end of a lease does: its step fails with it, and
+// the run, now rather than at the workflow sweeper's next round. When
+// the advancement fails, so does the cancel (nothing changed). Canceling
+// the job again advances nothing.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
-	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+	var row *JobRow
+	err := c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		row, err = c.cancelTx(ctx, tx, id)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	if row.State == JobStateCanceled {
-		c.advanceStepRun(ctx, row)
 	}
 	return row, nil
 }
 
-// advanceStepRun advances the run of row, when row is a workflow step's
-// job. A failure is logged, not returned: the job's change is committed,
-// and the workflow sweeper advances the run.
-func (c *Client) advanceStepRun(ctx context.Context, row *JobRow) {
-	runID, ok := workflow.IsStepPayload(row.Payload)
-	if !ok {
-		return
+// cancelTx cancels job id in tx and, when that moved a workflow step's
+// job to CANCELED, advances its run there too.
+func (c *Client) cancelTx(ctx context.Context, tx store.Tx, id uuid.UUID) (*JobRow, error) {
+	cur, err := tx.JobGet(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	// The run first, as every transaction that changes a run and its
+	// jobs takes them (see lockStepRuns). A missing job is JobCancel's
+	// ErrNotFound.
+	var runID uuid.UUID
+	if cur != nil {
+		runID, _ = workflow.IsStepPayload(cur.Payload)
+		if err := lockRun(ctx, tx, runID); err != nil {
+			return nil, fmt.Errorf("cancel job %s: lock run %s: %w", id, runID, err)
+		}
+	}
+	res, err := tx.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, err
+	}
+	if !res.Canceled || runID == uuid.Nil {
+		return res.Job, nil
 	}
 	adv, err := c.flows()
-	if err == nil {
-		_, err = adv.AdvanceRun(ctx, c.store, runID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %s: advance run %s: %w", id, runID, err)
 	}
-	if err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("advance the run of a canceled step job failed; the sweeper advances it",
-			"service", "workflow", "run_id", runID.String(), "job_id", row.ID.String(), "error", err)
+	if _, err := adv.Advance(ctx, tx, runID); err != nil {
+		return nil, fmt.Errorf("cancel job %s: advance run %s: %w", id, runID, err)
 	}
+	return res.Job, nil
 }
 
 // Retry puts a DEAD or CANCELED job back in its queue with attempts reset.

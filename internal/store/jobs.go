@@ -32,6 +32,14 @@ type JobTx interface {
 	// by attempt): the engine's completer writes a batch holding workflow
 	// step jobs with it, and advances their runs in the same transaction.
 	JobFinishMany(ctx context.Context, p *JobFinishManyParams) ([]job.State, error)
+	// JobCancel cancels a CREATED, QUEUED or RETRY job at once; for a RUNNING
+	// job it records the request (CancelRequested) and wakes the holder
+	// (in a Tx, once it commits); an already CANCELED job is returned
+	// unchanged. SUCCESS and DEAD give *job.InvalidTransitionError.
+	// Canceled in the result tells whether this call moved the job to
+	// CANCELED: the cancel of a workflow step's job advances its run in
+	// the same transaction, and only when it did.
+	JobCancel(ctx context.Context, p *JobCancelParams) (*JobCancelResult, error)
 }
 
 // JobStore is the jobs domain: jobs, their attempts and their queues.
@@ -78,11 +86,7 @@ type JobStore interface {
 	// JobProgress records progress of a running attempt and writes a
 	// job.progress outbox row. ErrLeaseLost when the attempt is not current.
 	JobProgress(ctx context.Context, p *JobProgressParams) error
-	// JobCancel cancels a CREATED, QUEUED or RETRY job at once; for a RUNNING
-	// job it records the request (CancelRequested) and wakes the holder; an
-	// already CANCELED job is returned unchanged. SUCCESS and DEAD give
-	// *job.InvalidTransitionError.
-	JobCancel(ctx context.Context, p *JobCancelParams) (*job.Row, error)
+	// JobCancel (declared in JobTx) cancels a job.
 	// JobRetry puts a DEAD or CANCELED job back to QUEUED with attempts
 	// reset. A CREATED, QUEUED, RETRY or RUNNING job is returned unchanged
 	// (idempotent). SUCCESS gives *job.InvalidTransitionError.
@@ -324,6 +328,15 @@ func (p *JobTransitionParams) Validate() error {
 type JobCancelParams struct {
 	ID  uuid.UUID
 	Now time.Time
+}
+
+// JobCancelResult is the outcome of one cancel.
+type JobCancelResult struct {
+	Job *job.Row // as the cancel left it
+	// Canceled: this cancel moved the job from CREATED, QUEUED or RETRY to
+	// CANCELED. False for a RUNNING job (the request is recorded, the
+	// holder ends it) and for a job that was CANCELED already.
+	Canceled bool
 }
 
 // JobRetryParams retries one job by hand.

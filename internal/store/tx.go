@@ -42,8 +42,10 @@ type Transactor interface {
 //
 // Workflows hook in here: "a job finishes and the workflow steps after it
 // are released" is one transaction. FlowTx (the release of a run's next
-// steps) is embedded here; JobTx will gain the finish of a step's job, so
-// the engine finishes such a job inside InTx with both on one Tx. Plain jobs keep JobFinishMany, one statement per batch.
+// steps) is embedded here, and JobTx has the finish of a step's job
+// (JobFinishMany) and its cancel (JobCancel), so the engine's completer
+// and Client.Cancel end such a job and advance its run on one Tx. The
+// engine's plain jobs keep JobFinishMany, one statement per batch.
 //
 // Human work hooks in the same way through CrowdTx: a run reaching a human
 // step creates its instance and its unit in one transaction

@@ -844,7 +844,7 @@ type cancelFailing struct {
 
 var errCancelDown = errors.New("connection refused")
 
-func (cancelFailing) JobCancel(context.Context, *store.JobCancelParams) (*job.Row, error) {
+func (cancelFailing) JobCancel(context.Context, *store.JobCancelParams) (*store.JobCancelResult, error) {
 	return nil, errCancelDown
 }
 

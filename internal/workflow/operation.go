@@ -19,7 +19,7 @@ import (
 // transactions, and the cooperative cancel of a running job.
 type Store interface {
 	store.Transactor
-	JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error)
+	JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error)
 }
 
 // ErrConflict: the run's state (or the step's kind or state) does not

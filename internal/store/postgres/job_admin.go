@@ -545,23 +545,39 @@ notify AS (SELECT pg_notify('` + channelJobCancel + `', id::text) FROM c WHERE s
 SELECT ` + jobColumns + ` FROM c WHERE ` + notifyGuard("notify")
 
 // JobCancel implements store.Store.
-func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error) {
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	return jobCancel(ctx, s.pool, p)
+}
+
+// JobCancel implements store.Tx: the statement on the transaction; the
+// holder of a RUNNING job is woken when it commits (NOTIFY).
+func (t *storeTx) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	if t.tx == nil {
+		return nil, errTxDone
+	}
+	return jobCancel(ctx, t.tx, p)
+}
+
+// jobCancel cancels a job through c.
+func jobCancel(ctx context.Context, c conn, p *store.JobCancelParams) (*store.JobCancelResult, error) {
 	now := dbTime(p.Now)
 	for range guardedRetries {
-		row, err := s.queryJob(ctx, cancelSQL, p.ID, now)
+		row, err := scanJob(c.QueryRow(ctx, cancelSQL, p.ID, now))
 		if err == nil {
-			return row, nil
+			// The statement changed the job: CANCELED, or a RUNNING one
+			// asked to stop.
+			return &store.JobCancelResult{Job: row, Canceled: row.State == job.StateCanceled}, nil
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("cancel job %s: %w", p.ID, err)
 		}
-		row, err = s.JobGet(ctx, p.ID)
+		row, err = jobGet(ctx, c, p.ID)
 		if err != nil {
 			return nil, fmt.Errorf("cancel job %s: %w", p.ID, err)
 		}
 		switch row.State {
 		case job.StateCanceled:
-			return row, nil
+			return &store.JobCancelResult{Job: row}, nil
 		case job.StateSuccess, job.StateDead:
 			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: row.State, To: job.StateCanceled}
 		}

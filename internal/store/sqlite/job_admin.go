@@ -477,55 +477,77 @@ func (s *Store) transitionTx(ctx context.Context, tx *sql.Tx, p *store.JobTransi
 }
 
 // JobCancel implements store.Store.
-func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*job.Row, error) {
-	var (
-		r         *job.Row
-		requested bool // a RUNNING job's holder must be told
-	)
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	var res *store.JobCancelResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, p.ID.String()))
-		if err != nil {
-			return fmt.Errorf("cancel job %s: %w", p.ID, notFound(err))
-		}
-		switch cur.State {
-		case job.StateCreated, job.StateQueued, job.StateRetry:
-			r, err = s.transitionTx(ctx, tx, &store.JobTransitionParams{
-				ID: p.ID, From: cur.State, To: job.StateCanceled, Now: p.Now,
-			})
-			if err != nil {
-				return err
-			}
-			if r == nil { // cannot happen: we hold the write lock
-				return fmt.Errorf("cancel job %s: changed concurrently", p.ID)
-			}
-			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(cur.State)}, p.Now)
-		case job.StateRunning:
-			requested = true
-			if cur.CancelRequested {
-				r = cur
-				return nil
-			}
-			r, err = scanJob(tx.QueryRowContext(ctx, `UPDATE docket_jobs SET
-				cancel_requested = 1, updated_at = ?, version = version + 1
-				WHERE id = ? RETURNING `+jobColumns, micros(p.Now), p.ID.String()))
-			if err != nil {
-				return fmt.Errorf("request cancel of job %s: %w", p.ID, err)
-			}
-			return nil
-		case job.StateCanceled:
-			r = cur
-			return nil
-		default:
-			return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateCanceled}
-		}
+		var err error
+		res, err = s.jobCancel(ctx, tx, p)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if requested {
+	if res.Job.State == job.StateRunning {
 		s.hub.Publish(store.TopicJobCancel, p.ID.String())
 	}
-	return r, nil
+	return res, nil
+}
+
+// JobCancel implements store.Tx; the holder of a RUNNING job is woken
+// once the transaction commits.
+func (t *storeTx) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	var res *store.JobCancelResult
+	err := t.savepoint(ctx, func(sqlTx *sql.Tx) error {
+		var err error
+		res, err = t.s.jobCancel(ctx, sqlTx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.Job.State == job.StateRunning {
+		t.cancelRequested = append(t.cancelRequested, p.ID)
+	}
+	return res, nil
+}
+
+// jobCancel cancels a job in tx, which holds the write lock.
+func (s *Store) jobCancel(ctx context.Context, tx *sql.Tx, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	cur, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, p.ID.String()))
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %s: %w", p.ID, notFound(err))
+	}
+	switch cur.State {
+	case job.StateCreated, job.StateQueued, job.StateRetry:
+		r, err := s.transitionTx(ctx, tx, &store.JobTransitionParams{
+			ID: p.ID, From: cur.State, To: job.StateCanceled, Now: p.Now,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if r == nil { // cannot happen: we hold the write lock
+			return nil, fmt.Errorf("cancel job %s: changed concurrently", p.ID)
+		}
+		if err := insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(cur.State)}, p.Now); err != nil {
+			return nil, err
+		}
+		return &store.JobCancelResult{Job: r, Canceled: true}, nil
+	case job.StateRunning:
+		if cur.CancelRequested {
+			return &store.JobCancelResult{Job: cur}, nil
+		}
+		r, err := scanJob(tx.QueryRowContext(ctx, `UPDATE docket_jobs SET
+			cancel_requested = 1, updated_at = ?, version = version + 1
+			WHERE id = ? RETURNING `+jobColumns, micros(p.Now), p.ID.String()))
+		if err != nil {
+			return nil, fmt.Errorf("request cancel of job %s: %w", p.ID, err)
+		}
+		return &store.JobCancelResult{Job: r}, nil
+	case job.StateCanceled:
+		return &store.JobCancelResult{Job: cur}, nil
+	default:
+		return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateCanceled}
+	}
 }
 
 // JobRetry implements store.Store.

@@ -47,6 +47,9 @@ type storeTx struct {
 	tx      *sql.Tx
 	changed []*job.Row // rows to wake workers for after commit
 	now     time.Time  // the latest Now of the methods, for publish
+	// cancelRequested: RUNNING jobs asked to stop, whose holders are
+	// woken after commit.
+	cancelRequested []uuid.UUID
 }
 
 var _ store.Tx = (*storeTx)(nil)
@@ -70,9 +73,13 @@ func (t *storeTx) changedAt(now time.Time, rows ...*job.Row) {
 	}
 }
 
-// publish wakes workers for the rows the committed transaction changed.
+// publish wakes workers for the rows the committed transaction changed,
+// and the holders of the jobs it asked to stop.
 func (t *storeTx) publish() {
 	t.s.publishAvailable(t.now, t.changed...)
+	for _, id := range t.cancelRequested {
+		t.s.hub.Publish(store.TopicJobCancel, id.String())
+	}
 }
 
 // savepoint runs fn inside SAVEPOINT docket_tx, rolled back to when fn

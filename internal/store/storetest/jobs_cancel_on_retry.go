@@ -21,9 +21,9 @@ func testCancelOnRetry(t *testing.T, open opener) {
 		row := b.jobIn(t, job.StateRunning)
 		got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: row.ID, Now: at(10 * time.Second)})
 		require.NoError(t, err)
-		require.Equal(t, job.StateRunning, got.State)
-		require.True(t, got.CancelRequested)
-		return got
+		require.Equal(t, job.StateRunning, got.Job.State)
+		require.True(t, got.Job.CancelRequested)
+		return got.Job
 	}
 	// requireCanceled asserts row's job ended CANCELED at now and is never
 	// run again.

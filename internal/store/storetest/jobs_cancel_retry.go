@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,17 +12,86 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
+// canceler cancels one job: on its own (Store.JobCancel) or in a
+// transaction (Tx.JobCancel in InTx). Both behave the same.
+type canceler struct {
+	name   string
+	cancel func(b *bundle, p *store.JobCancelParams) (*store.JobCancelResult, error)
+}
+
+var cancelers = []canceler{
+	{"Store", func(b *bundle, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+		return b.s.JobCancel(b.ctx, p)
+	}},
+	{"Tx", func(b *bundle, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+		var res *store.JobCancelResult
+		err := b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			res, err = tx.JobCancel(ctx, p)
+			return err
+		})
+		return res, err
+	}},
+}
+
 func testCancel(t *testing.T, open opener) {
+	for _, c := range cancelers {
+		t.Run(c.name, func(t *testing.T) {
+			testCancelBy(t, open, c)
+		})
+	}
+
+	t.Run("TxRollbackUndoesCancel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		before := b.jobIn(t, job.StateQueued)
+		mark := b.outboxMark(t)
+		boom := errors.New("boom")
+		err := b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			res, err := tx.JobCancel(ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+			require.NoError(t, err)
+			require.True(t, res.Canceled)
+			got, err := tx.JobGet(ctx, before.ID)
+			require.NoError(t, err)
+			require.Equal(t, job.StateCanceled, got.State, "the transaction reads its own cancel")
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		requireUnchanged(t, before, b.get(t, before.ID))
+		b.requireNoOutbox(t, mark)
+	})
+
+	t.Run("TxRefusedCancelLeavesTxUsable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		done := b.jobIn(t, job.StateSuccess)
+		queued := b.jobIn(t, job.StateQueued)
+		err := b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.JobCancel(ctx, &store.JobCancelParams{ID: done.ID, Now: later})
+			requireInvalidTransition(t, err, job.StateSuccess, job.StateCanceled)
+			_, err = tx.JobCancel(ctx, &store.JobCancelParams{ID: newID(), Now: later})
+			require.ErrorIs(t, err, store.ErrNotFound)
+			_, err = tx.JobCancel(ctx, &store.JobCancelParams{ID: queued.ID, Now: later})
+			return err
+		})
+		require.NoError(t, err)
+		requireUnchanged(t, done, b.get(t, done.ID))
+		require.Equal(t, job.StateCanceled, b.get(t, queued.ID).State)
+	})
+}
+
+func testCancelBy(t *testing.T, open opener, c canceler) {
 	for _, from := range []job.State{job.StateCreated, job.StateQueued, job.StateRetry} {
 		t.Run("From"+string(from), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, open)
 			before := b.jobIn(t, from)
 			mark := b.outboxMark(t)
-			got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+			got, err := c.cancel(b, &store.JobCancelParams{ID: before.ID, Now: later})
 			require.NoError(t, err)
 			require.NotNil(t, got)
-			for _, row := range []*job.Row{got, b.get(t, before.ID)} {
+			require.True(t, got.Canceled, "this cancel moved the job to CANCELED")
+			for _, row := range []*job.Row{got.Job, b.get(t, before.ID)} {
 				require.Equal(t, job.StateCanceled, row.State)
 				requireTime(t, later, row.FinishedAt)
 				requireTime(t, later, row.UpdatedAt)
@@ -30,6 +101,14 @@ func testCancel(t *testing.T, open opener) {
 			b.requireOneStateChanged(t, mark, tr(before, from, job.StateCanceled))
 			// A canceled job is never acquired.
 			require.Empty(t, b.acquire(t, before.Queue, 10, later.Add(time.Hour)))
+
+			// Canceling it again changes nothing, and says so.
+			mark = b.outboxMark(t)
+			again, err := c.cancel(b, &store.JobCancelParams{ID: before.ID, Now: later.Add(time.Minute)})
+			require.NoError(t, err)
+			require.False(t, again.Canceled, "the job was CANCELED already")
+			requireUnchanged(t, got.Job, again.Job)
+			b.requireNoOutbox(t, mark)
 		})
 	}
 
@@ -37,9 +116,10 @@ func testCancel(t *testing.T, open opener) {
 		t.Parallel()
 		b := setup(t, open)
 		before := b.jobIn(t, job.StateRunning)
-		got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: at(10 * time.Second)})
+		got, err := c.cancel(b, &store.JobCancelParams{ID: before.ID, Now: at(10 * time.Second)})
 		require.NoError(t, err)
-		for _, row := range []*job.Row{got, b.get(t, before.ID)} {
+		require.False(t, got.Canceled, "a running job is canceled by its holder")
+		for _, row := range []*job.Row{got.Job, b.get(t, before.ID)} {
 			require.Equal(t, job.StateRunning, row.State, "a running job is canceled by its holder")
 			require.True(t, row.CancelRequested)
 			require.Equal(t, before.Attempt, row.Attempt)
@@ -65,9 +145,10 @@ func testCancel(t *testing.T, open opener) {
 		b := setup(t, open)
 		before := b.jobIn(t, job.StateCanceled)
 		mark := b.outboxMark(t)
-		got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+		got, err := c.cancel(b, &store.JobCancelParams{ID: before.ID, Now: later})
 		require.NoError(t, err)
-		requireUnchanged(t, before, got)
+		require.False(t, got.Canceled)
+		requireUnchanged(t, before, got.Job)
 		requireUnchanged(t, before, b.get(t, before.ID))
 		b.requireNoOutbox(t, mark)
 	})
@@ -78,7 +159,7 @@ func testCancel(t *testing.T, open opener) {
 			b := setup(t, open)
 			before := b.jobIn(t, from)
 			mark := b.outboxMark(t)
-			_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: before.ID, Now: later})
+			_, err := c.cancel(b, &store.JobCancelParams{ID: before.ID, Now: later})
 			requireInvalidTransition(t, err, from, job.StateCanceled)
 			requireUnchanged(t, before, b.get(t, before.ID))
 			b.requireNoOutbox(t, mark)
@@ -88,7 +169,7 @@ func testCancel(t *testing.T, open opener) {
 	t.Run("Unknown", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
-		_, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: newID(), Now: later})
+		_, err := c.cancel(b, &store.JobCancelParams{ID: newID(), Now: later})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }

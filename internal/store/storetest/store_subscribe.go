@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -96,7 +97,28 @@ func testSubscribe(t *testing.T, open opener) {
 		awaitWakeup(t, ch, row.ID.String(), func() {
 			got, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: row.ID, Now: at(10 * time.Second)})
 			require.NoError(t, err)
-			require.True(t, got.CancelRequested)
+			require.True(t, got.Job.CancelRequested)
+		})
+	})
+
+	t.Run("JobCancelOnRunningInTx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		ch, cancel := b.s.Subscribe(store.TopicJobCancel)
+		defer cancel()
+		awaitWakeup(t, ch, row.ID.String(), func() {
+			require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+				got, err := tx.JobCancel(ctx, &store.JobCancelParams{ID: row.ID, Now: at(10 * time.Second)})
+				require.NoError(t, err)
+				require.True(t, got.Job.CancelRequested)
+				select {
+				case id := <-ch:
+					require.NotEqual(t, row.ID.String(), id, "the holder was woken before the commit")
+				default:
+				}
+				return nil
+			}))
 		})
 	})
 
