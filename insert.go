@@ -99,7 +99,8 @@ func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *In
 	return c.insertOneTx(ctx, tx, args, opts)
 }
 
-// InsertManyTx is InsertMany inside the caller's PostgreSQL transaction.
+// InsertManyTx is InsertMany inside the caller's PostgreSQL transaction
+// (pgx.Tx); InsertManySQLTx takes a *sql.Tx.
 func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParams) ([]*InsertResult, error) {
 	if tx == nil {
 		return nil, errors.New("insert in transaction: tx is nil")
@@ -108,12 +109,23 @@ func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParam
 }
 
 // InsertSQLTx records one job inside the caller's database/sql transaction
-// (PostgreSQL through the pgx stdlib driver, or SQLite).
+// (PostgreSQL through the pgx stdlib driver, or SQLite): it exists if and
+// only if the transaction commits.
 func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	if tx == nil { // not a nil any: insertOneTx would not see it
 		return nil, errors.New("insert in transaction: tx is nil")
 	}
 	return c.insertOneTx(ctx, tx, args, opts)
+}
+
+// InsertManySQLTx is InsertMany inside the caller's database/sql
+// transaction (PostgreSQL through the pgx stdlib driver, or SQLite): the
+// jobs exist if and only if the transaction commits, all of them or none.
+func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, jobs []InsertParams) ([]*InsertResult, error) {
+	if tx == nil { // not a nil any: insert would write outside a transaction
+		return nil, errors.New("insert in transaction: tx is nil")
+	}
+	return c.insert(ctx, tx, jobs)
 }
 
 func (c *Client) insertOneTx(ctx context.Context, tx any, args JobArgs, opts *InsertOpts) (*InsertResult, error) {

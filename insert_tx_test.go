@@ -90,4 +90,37 @@ func checkSQLTx(t *testing.T, b *bundle, db *sql.DB) {
 	require.NoError(t, err)
 	require.True(t, dup.Duplicate)
 	require.Equal(t, res.Job.ID, dup.Job.ID)
+
+	// Many jobs in one *sql.Tx: all of them or none.
+	_, err = b.client.InsertManySQLTx(ctx, nil, []docket.InsertParams{{Args: echoArgs{N: 1}}})
+	require.EqualError(t, err, "insert in transaction: tx is nil")
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	many, err := b.client.InsertManySQLTx(ctx, tx, []docket.InsertParams{{Args: echoArgs{N: 3}}, {Args: echoArgs{N: 4}}})
+	require.NoError(t, err)
+	require.Len(t, many, 2)
+	require.NoError(t, tx.Rollback())
+	for _, r := range many {
+		_, err = b.client.Get(ctx, r.Job.ID)
+		require.ErrorIs(t, err, docket.ErrNotFound)
+	}
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	many, err = b.client.InsertManySQLTx(ctx, tx, []docket.InsertParams{
+		{Args: echoArgs{N: 5}},
+		{Args: echoArgs{N: 2}, Opts: &docket.InsertOpts{IdempotencyKey: "k"}}, // committed above
+		{Args: echoArgs{N: 6}, Opts: &docket.InsertOpts{Queue: "other"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	require.Len(t, many, 3)
+	require.False(t, many[0].Duplicate)
+	require.True(t, many[1].Duplicate)
+	require.Equal(t, res.Job.ID, many[1].Job.ID)
+	for _, r := range many {
+		got, err := b.client.Get(ctx, r.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateQueued, got.State)
+	}
+	require.Equal(t, "other", many[2].Job.Queue)
 }
