@@ -173,6 +173,9 @@ type HandlerOpts struct {
 // Handlers are registered before Start (or after Stop, for the next Start):
 // AddHandler on a running worker panics, as registering while jobs are being
 // taken is a programming error (the new type's queue would not be worked).
+// A job type has one handler: AddHandler for a type that has one already
+// (by the same T, or by another type whose JobType is the same) panics
+// naming the type, and the first handler stays.
 func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) error, opts ...HandlerOpts) {
 	var zero T
 	typ := zero.JobType()
@@ -204,6 +207,9 @@ func AddHandler[T JobArgs](w *Worker, fn func(ctx context.Context, job *Job[T]) 
 	}
 	if w.handlers == nil { // a Worker not made by NewWorker: Start says so
 		w.handlers = map[string]*engine.Handler{}
+	}
+	if _, ok := w.handlers[typ]; ok {
+		panic(fmt.Sprintf("docket: AddHandler for job type %q: the worker has a handler for it already (one handler per job type)", typ))
 	}
 	w.handlers[typ] = h
 }

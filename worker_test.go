@@ -637,6 +637,39 @@ func TestAddHandlerWhileRunningPanics(t *testing.T) {
 	})
 }
 
+// TestAddHandlerTwicePanics: a job type has one handler. A second
+// AddHandler for it (by the same args type or by another whose JobType is
+// the same) panics naming the type, as registering on a running worker
+// does, and the first handler keeps working the type. It used to replace
+// the first handler silently.
+func TestAddHandlerTwicePanics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backend{Name: "sqlite", URL: testdb.SQLiteURL}, fastConfig())
+	ctx := context.Background()
+	docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error {
+		return docket.SetResult(ctx, "first")
+	})
+	want := `docket: AddHandler for job type "test.echo": the worker has a handler for it already (one handler per job type)`
+	require.PanicsWithValue(t, want, func() {
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoArgs]) error {
+			return docket.SetResult(ctx, "second")
+		})
+	})
+	require.PanicsWithValue(t, want, func() {
+		docket.AddHandler(b.worker, func(ctx context.Context, j *docket.Job[echoAlias]) error { return nil })
+	})
+	b.start(t)
+	res, err := b.client.Insert(ctx, echoArgs{N: 1}, nil)
+	require.NoError(t, err)
+	row := b.waitState(t, res.Job.ID, docket.JobStateSuccess)
+	require.JSONEq(t, `"first"`, string(row.Result))
+}
+
+// echoAlias is another args type of job type test.echo.
+type echoAlias struct{}
+
+func (echoAlias) JobType() string { return "test.echo" }
+
 // Each of RetryBackoffBase and RetryBackoffMax defaults on its own (to the
 // worker's, the client's, then 1 s and 1 h), so one set alone is honoured:
 // a Max alone caps the delays (it was dropped, the defaults kept, when the
