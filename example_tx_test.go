@@ -53,6 +53,9 @@ func ExampleClient_InsertManySQLTx() {
 	if err := tx.Commit(); err != nil {
 		log.Fatal(err)
 	}
+	// Committed: wake this client's workers now rather than at their next
+	// poll (SQLite cannot tell docket about your commit).
+	client.NotifyInserted(res...)
 
 	for _, r := range res {
 		job, err := client.Get(ctx, r.Job.ID)

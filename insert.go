@@ -110,7 +110,8 @@ func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParam
 
 // InsertSQLTx records one job inside the caller's database/sql transaction
 // (PostgreSQL through the pgx stdlib driver, or SQLite): it exists if and
-// only if the transaction commits.
+// only if the transaction commits. On SQLite, call NotifyInserted after
+// the commit, or the workers start it only at their next poll.
 func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	if tx == nil { // not a nil any: insertOneTx would not see it
 		return nil, errors.New("insert in transaction: tx is nil")
@@ -121,11 +122,35 @@ func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts
 // InsertManySQLTx is InsertMany inside the caller's database/sql
 // transaction (PostgreSQL through the pgx stdlib driver, or SQLite): the
 // jobs exist if and only if the transaction commits, all of them or none.
+// On SQLite, call NotifyInserted after the commit, or the workers start
+// them only at their next poll.
 func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, jobs []InsertParams) ([]*InsertResult, error) {
 	if tx == nil { // not a nil any: insert would write outside a transaction
 		return nil, errors.New("insert in transaction: tx is nil")
 	}
 	return c.insert(ctx, tx, jobs)
+}
+
+// NotifyInserted wakes the workers of this Client (and its Lease calls
+// waiting for work) for the jobs of results, inserted in the caller's
+// transaction (InsertTx, InsertManyTx, InsertSQLTx, InsertManySQLTx)
+// once it has committed. On SQLite it is needed: docket cannot see the
+// caller's commit, and without it the jobs wait for the workers' next
+// poll (WorkerConfig.PollInterval, 1 s by default). On PostgreSQL the
+// commit wakes every process's workers (NOTIFY); NotifyInserted only
+// saves this process that round trip. Workers of other Clients and
+// other processes are not woken by it: on SQLite they poll. Call it after
+// the commit, never before (a worker woken then finds nothing), with the
+// results as returned; results of jobs not QUEUED or not yet due wake
+// nothing.
+func (c *Client) NotifyInserted(results ...*InsertResult) {
+	rows := make([]*job.Row, 0, len(results))
+	for _, r := range results {
+		if r != nil {
+			rows = append(rows, r.Job)
+		}
+	}
+	c.store.JobNotifyInserted(&store.JobNotifyInsertedParams{Jobs: rows, Now: c.cfg.Now()})
 }
 
 func (c *Client) insertOneTx(ctx context.Context, tx any, args JobArgs, opts *InsertOpts) (*InsertResult, error) {

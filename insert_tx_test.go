@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -123,4 +124,39 @@ func checkSQLTx(t *testing.T, b *bundle, db *sql.DB) {
 		require.Equal(t, docket.JobStateQueued, got.State)
 	}
 	require.Equal(t, "other", many[2].Job.Queue)
+}
+
+// TestNotifyInsertedWakesWorkers: on SQLite nothing tells the workers
+// about jobs inserted in the caller's *sql.Tx when it commits (docket
+// cannot see that commit); they waited for their next poll. NotifyInserted
+// after the commit starts them at once: here the poll is an hour away.
+func TestNotifyInsertedWakesWorkers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := fastConfig()
+	cfg.PollInterval = time.Hour
+	b := setup(t, testdb.Backend{Name: "sqlite", URL: testdb.SQLiteURL}, cfg)
+	docket.AddHandler(b.worker, func(context.Context, *docket.Job[echoArgs]) error { return nil })
+	b.start(t)
+	// The worker's first poll is behind it once a job the Client inserted
+	// (and woke it for) has run.
+	first, err := b.client.Insert(ctx, echoArgs{N: 1}, nil)
+	require.NoError(t, err)
+	b.waitState(t, first.Job.ID, docket.JobStateSuccess)
+
+	db, err := sql.Open("sqlite", strings.TrimPrefix(b.url, "sqlite:")+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	res, err := b.client.InsertManySQLTx(ctx, tx, []docket.InsertParams{{Args: echoArgs{N: 2}}, {Args: echoArgs{N: 3}}})
+	require.NoError(t, err)
+	one, err := b.client.InsertSQLTx(ctx, tx, echoArgs{N: 4}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	b.client.NotifyInserted(append(res, one, nil)...)
+	for _, r := range append(res, one) {
+		row := b.waitState(t, r.Job.ID, docket.JobStateSuccess)
+		require.Less(t, row.FinishedAt.Sub(row.CreatedAt), 10*time.Second, "not at the next poll")
+	}
 }

@@ -1,6 +1,11 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/docket-run/docket/internal/job"
+)
 
 // Hub fans wakeups out to in-process subscribers without ever blocking the
 // sender. Backends embed one to implement Store.Subscribe.
@@ -41,5 +46,21 @@ func (h *Hub) Publish(topic Topic, payload string) {
 		case ch <- payload:
 		default:
 		}
+	}
+}
+
+// PublishAvailable publishes TopicJobAvailable once for each queue where
+// one of rows is QUEUED and due at now.
+func (h *Hub) PublishAvailable(now time.Time, rows ...*job.Row) {
+	var seen map[string]bool
+	for _, r := range rows {
+		if r == nil || r.State != job.StateQueued || r.RunAt.After(now) || seen[r.Queue] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[r.Queue] = true
+		h.Publish(TopicJobAvailable, r.Queue)
 	}
 }

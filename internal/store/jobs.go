@@ -51,6 +51,14 @@ type JobStore interface {
 	// committed; wakeups are sent by the database on commit where it can
 	// (postgres NOTIFY), otherwise workers find the jobs by polling.
 	JobInsertManyTx(ctx context.Context, tx any, p *JobInsertManyParams) ([]*JobInsertResult, error)
+	// JobNotifyInserted wakes this process's subscribers of
+	// TopicJobAvailable for the queues of p.Jobs that are QUEUED and due
+	// at p.Now, as the store does after its own inserts: for jobs the
+	// caller inserted with JobInsertManyTx and has committed since. Other
+	// processes are not told (on PostgreSQL the commit's NOTIFY told
+	// every process already; on SQLite they poll). Call it after the
+	// commit only: a subscriber woken before finds nothing.
+	JobNotifyInserted(p *JobNotifyInsertedParams)
 
 	// JobList lists jobs newest first (id descending), filtered.
 	JobList(ctx context.Context, p *JobListParams) ([]*job.Row, error)
@@ -160,6 +168,13 @@ func (p *JobInsertManyParams) Prepared(i int, prepare func(int) error) error {
 		return fmt.Errorf("insert jobs: job %d: a prepared batch has an idempotency key", i)
 	}
 	return nil
+}
+
+// JobNotifyInsertedParams names jobs a caller's transaction inserted
+// and committed.
+type JobNotifyInsertedParams struct {
+	Jobs []*job.Row
+	Now  time.Time
 }
 
 // JobInsertResult is the outcome for one inserted job.

@@ -237,6 +237,13 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	return s.insertCopy(ctx, c.Conn(), plan, true)
 }
 
+// JobNotifyInserted implements store.Store: the commit's NOTIFY wakes
+// every process's workers, this process's through the listener; this
+// wakes this process's at once, without that round trip.
+func (s *Store) JobNotifyInserted(p *store.JobNotifyInsertedParams) {
+	s.hub.PublishAvailable(p.Now, p.Jobs...)
+}
+
 // JobInsertManyTx implements store.Store: tx is a pgx.Tx or a *sql.Tx on the
 // pgx stdlib driver.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertManyParams) ([]*store.JobInsertResult, error) {

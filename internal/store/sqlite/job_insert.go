@@ -118,6 +118,12 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 	return s.insertMany(ctx, sqlTx, stmt, p)
 }
 
+// JobNotifyInserted implements store.Store: the wakeups JobInsertMany
+// sends after its own commit.
+func (s *Store) JobNotifyInserted(p *store.JobNotifyInsertedParams) {
+	s.publishAvailable(p.Now, p.Jobs...)
+}
+
 // validateInsert rejects a batch before anything is written.
 func validateInsert(p *store.JobInsertManyParams) error {
 	if err := p.PrepareAll(); err != nil {

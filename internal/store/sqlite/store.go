@@ -179,15 +179,5 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // publishAvailable wakes workers of every queue where one of rows is now due
 // QUEUED work. Call it after commit.
 func (s *Store) publishAvailable(now time.Time, rows ...*job.Row) {
-	var seen map[string]bool
-	for _, r := range rows {
-		if r.State != job.StateQueued || r.RunAt.After(now) || seen[r.Queue] {
-			continue
-		}
-		if seen == nil {
-			seen = map[string]bool{}
-		}
-		seen[r.Queue] = true
-		s.hub.Publish(store.TopicJobAvailable, r.Queue)
-	}
+	s.hub.PublishAvailable(now, rows...)
 }

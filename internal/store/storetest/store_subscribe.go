@@ -88,6 +88,37 @@ func testSubscribe(t *testing.T, open opener) {
 		})
 	})
 
+	t.Run("JobAvailableOnNotifyInserted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		due := b.insertOne(t, newJob(newQueue()))
+		ch, cancel := b.s.Subscribe(store.TopicJobAvailable)
+		defer cancel()
+		// received drains what was delivered so far: JobNotifyInserted
+		// publishes before it returns.
+		received := func() map[string]bool {
+			got := map[string]bool{}
+			for {
+				select {
+				case q := <-ch:
+					got[q] = true
+				default:
+					return got
+				}
+			}
+		}
+		notDue, created := *due, *due
+		notDue.Queue, notDue.RunAt = newQueue(), due.RunAt.Add(time.Hour)
+		created.Queue, created.State = newQueue(), job.StateCreated
+		received()
+		b.s.JobNotifyInserted(&store.JobNotifyInsertedParams{Jobs: []*job.Row{&notDue, &created, nil}, Now: due.RunAt})
+		got := received()
+		require.False(t, got[notDue.Queue], "a job not due yet")
+		require.False(t, got[created.Queue], "a CREATED job")
+		b.s.JobNotifyInserted(&store.JobNotifyInsertedParams{Jobs: []*job.Row{due, due}, Now: due.RunAt})
+		require.True(t, received()[due.Queue], "a QUEUED job due now")
+	})
+
 	t.Run("JobCancelOnRunning", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
