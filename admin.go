@@ -65,8 +65,10 @@ func (c *Client) Attempts(ctx context.Context, id uuid.UUID) ([]*JobAttempt, err
 // workflow step's job canceled at once has its run advanced in the same
 // transaction, as the end of a lease does: its step fails with it, and
 // the run, now rather than at the workflow sweeper's next round. When
-// the advancement fails, so does the cancel (nothing changed). Canceling
-// the job again advances nothing.
+// the advancement fails, the job is canceled alone (logged) and the
+// sweeper advances the run, as for the end of a lease: a run whose
+// advancement keeps failing is when its jobs most need canceling.
+// Canceling the job again advances nothing.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
 	var row *JobRow
 	err := c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -74,11 +76,34 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
 		row, err = c.cancelTx(ctx, tx, id)
 		return err
 	})
+	var af *advanceFailure
+	if errors.As(err, &af) && ctx.Err() == nil {
+		c.cfg.Logger.Warn("cancel a step job with its run's advancement failed; canceling it alone, the sweeper advances the run",
+			"service", "workflow", "run_id", af.runID.String(), "job_id", id.String(), "error", af.err)
+		res, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+		if err != nil {
+			return nil, err
+		}
+		return res.Job, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	return row, nil
 }
+
+// advanceFailure is a failed advancement of the run of a step job being
+// canceled: Cancel then cancels the job alone.
+type advanceFailure struct {
+	runID uuid.UUID
+	err   error
+}
+
+func (e *advanceFailure) Error() string {
+	return fmt.Sprintf("advance run %s: %v", e.runID, e.err)
+}
+
+func (e *advanceFailure) Unwrap() error { return e.err }
 
 // cancelTx cancels job id in tx and, when that moved a workflow step's
 // job to CANCELED, advances its run there too.
@@ -106,10 +131,10 @@ func (c *Client) cancelTx(ctx context.Context, tx store.Tx, id uuid.UUID) (*JobR
 	}
 	adv, err := c.flows()
 	if err != nil {
-		return nil, fmt.Errorf("cancel job %s: advance run %s: %w", id, runID, err)
+		return nil, &advanceFailure{runID: runID, err: err}
 	}
 	if _, err := adv.Advance(ctx, tx, runID); err != nil {
-		return nil, fmt.Errorf("cancel job %s: advance run %s: %w", id, runID, err)
+		return nil, &advanceFailure{runID: runID, err: err}
 	}
 	return res.Job, nil
 }
