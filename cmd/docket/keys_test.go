@@ -91,7 +91,7 @@ func TestMigrateReadersNeedADatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := "sqlite:" + path
-	for _, args := range [][]string{{"migrate", "status"}, {"migrate", "down"}} {
+	for _, args := range [][]string{{"migrate", "status"}, {"migrate", "down", "1"}} {
 		_, err := runDocket(t, append(args, "--database-url", u)...)
 		require.ErrorContains(t, err, "there is no database at "+u, args)
 		_, statErr := os.Stat(path)
@@ -102,4 +102,31 @@ func TestMigrateReadersNeedADatabase(t *testing.T) {
 	out, err := runDocket(t, "migrate", "status", "--database-url", u)
 	require.NoError(t, err)
 	require.Contains(t, out, "VERSION")
+}
+
+// docket migrate down reverts every migration — docket's tables and all
+// they hold — only when asked with --all: with no count it refuses and
+// reverts nothing (it reverted everything).
+func TestMigrateDownNeedsACountOrAll(t *testing.T) {
+	t.Parallel()
+	u := "sqlite:" + filepath.Join(t.TempDir(), "d.db")
+	_, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	_, err = runDocket(t, "migrate", "down", "--database-url", u)
+	require.ErrorContains(t, err, "--all")
+	_, err = runDocket(t, "migrate", "down", "2", "--all", "--database-url", u)
+	require.ErrorContains(t, err, "not both")
+	out, err := runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	require.NotContains(t, out, "\tno\n", "a refused down reverted something")
+	require.NotRegexp(t, `\sno\s`, out, "a refused down reverted something")
+	out, err = runDocket(t, "migrate", "down", "1", "--database-url", u)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(out, "migrated down"), out)
+	out, err = runDocket(t, "migrate", "down", "--all", "--database-url", u)
+	require.NoError(t, err)
+	require.Greater(t, strings.Count(out, "migrated down"), 1, out)
+	out, err = runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	require.NotContains(t, out, "20", "every migration reverted:\n%s", out)
 }

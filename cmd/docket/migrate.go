@@ -18,7 +18,10 @@ func migrateCommand() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply, revert or show database schema migrations",
 	}
-	var url *string
+	var (
+		url     *string
+		downAll bool
+	)
 	run := func(dir string) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			steps := 0
@@ -28,6 +31,17 @@ func migrateCommand() *cobra.Command {
 					return fmt.Errorf("steps %q: must be a positive integer", args[0])
 				}
 				steps = n
+			}
+			// Reverting every migration drops every docket table and what
+			// it holds (jobs, runs, API keys): it is asked for by name,
+			// never by leaving the count out.
+			if dir == "down" {
+				switch {
+				case downAll && steps > 0:
+					return fmt.Errorf("give either a number of migrations to revert or --all, not both")
+				case !downAll && steps == 0:
+					return fmt.Errorf("say how many migrations to revert (docket migrate down 1 reverts the last one), or --all to revert every one, which drops docket's tables and everything in them")
+				}
 			}
 			// Only up may create the database.
 			open := openExisting
@@ -55,7 +69,8 @@ func migrateCommand() *cobra.Command {
 		}
 	}
 	up := &cobra.Command{Use: "up [steps]", Short: "Apply pending migrations (all, or the next N)", Args: cobra.MaximumNArgs(1), RunE: run("up")}
-	down := &cobra.Command{Use: "down [steps]", Short: "Revert applied migrations (all, or the last N)", Args: cobra.MaximumNArgs(1), RunE: run("down")}
+	down := &cobra.Command{Use: "down (N | --all)", Short: "Revert the last N applied migrations, or with --all every one (dropping docket's tables and their data)", Args: cobra.MaximumNArgs(1), RunE: run("down")}
+	down.Flags().BoolVar(&downAll, "all", false, "revert every applied migration: drops docket's tables and everything in them")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "List migrations and whether each is applied",
