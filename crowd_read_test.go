@@ -110,3 +110,27 @@ func TestPoolContributors(t *testing.T) {
 		}
 	})
 }
+
+// TestContributorTokens: a contributor's skills and channels follow the
+// rule of a template's (flow.CheckToken) from Go as over HTTP: "en " or
+// "fr/CA" was stored by ContributorCreate and ContributorUpdate and then
+// matched no pool. Every bad one is named.
+func TestContributorTokens(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		var ve *docket.CrowdValidationError
+		_, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "tok", Skills: []string{"en", "en "}, Channels: []string{"fr/CA"}})
+		require.ErrorAs(t, err, &ve)
+		require.ErrorContains(t, err, "skills[1]")
+		require.ErrorContains(t, err, "channels[0]")
+		require.NotContains(t, err.Error(), "skills[0]")
+		who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "tok", Skills: []string{"en", "fr-CA"}})
+		require.NoError(t, err)
+		bad := []string{"a b"}
+		_, err = b.client.ContributorUpdate(ctx, who.ID, docket.ContributorUpdateParams{Skills: &bad})
+		require.ErrorAs(t, err, &ve)
+		require.ErrorContains(t, err, "skills[0]")
+	})
+}

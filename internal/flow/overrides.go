@@ -78,17 +78,11 @@ func checkOverrideTags(field string, tags []string) []string {
 		switch first, dup := seen[s]; {
 		case s == "":
 			msg = "is required"
-		case len(s) > OverrideMaxTagLen:
-			msg = fmt.Sprintf("must be at most %d bytes", OverrideMaxTagLen)
+		case CheckToken(s) != "":
+			msg = CheckToken(s)
 		case dup:
 			msg = fmt.Sprintf("duplicate %q (also %s[%d])", s, field, first)
 		default:
-			for _, r := range s {
-				if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
-					msg = fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - :)", r)
-					break
-				}
-			}
 			seen[s] = i
 		}
 		if msg != "" {
@@ -126,4 +120,24 @@ func (j *OverrideJudgments) UnmarshalJSON(b []byte) error {
 	}
 	*j = OverrideJudgments(n)
 	return nil
+}
+
+// CheckToken checks a skill or a channel — of a task template, a human
+// step's overrides, a pool or a contributor: 1–OverrideMaxTagLen bytes of
+// letters, digits and . _ - :. It returns the problem, "" when there is
+// none. One rule everywhere, so that a name one side takes the other can
+// match.
+func CheckToken(s string) string {
+	if s == "" {
+		return "is required"
+	}
+	if len(s) > OverrideMaxTagLen {
+		return fmt.Sprintf("must be at most %d bytes", OverrideMaxTagLen)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
+			return fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - :)", r)
+		}
+	}
+	return ""
 }

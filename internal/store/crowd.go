@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/crowd"
+	"github.com/docket-run/docket/internal/flow"
 )
 
 // CrowdTx is the part of CrowdStore that runs in a caller's transaction
@@ -305,11 +306,19 @@ func checkJSON(pr *crowd.Problems, field string, b json.RawMessage) {
 	}
 }
 
-// checkNames records an empty element of a list of skills or channels.
+// checkNames records a skill or channel of a list that breaks the rule
+// templates follow (flow.CheckToken): a contributor's "en " or "fr/CA"
+// was stored and matched no pool.
 func checkNames(pr *crowd.Problems, field string, names []string) {
 	for i, n := range names {
-		pr.Check(n == "", fmt.Sprintf("%s[%d]", field, i), "must not be empty")
-		checkText(pr, fmt.Sprintf("%s[%d]", field, i), n)
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if n == "" {
+			pr.Add(f, "must not be empty")
+			continue
+		}
+		if msg := flow.CheckToken(n); msg != "" {
+			pr.Add(f, "%s", msg)
+		}
 	}
 }
 

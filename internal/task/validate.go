@@ -318,22 +318,8 @@ func checkTags(p *problems, path string, tags []string) {
 // can match a pool's.
 func CheckToken(s string) string { return checkToken(s) }
 
-// checkToken checks a skill or channel: 1–MaxTokenLen bytes of letters,
-// digits and . _ - :
-func checkToken(s string) string {
-	if s == "" {
-		return "is required"
-	}
-	if len(s) > MaxTokenLen {
-		return fmt.Sprintf("must be at most %d bytes", MaxTokenLen)
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
-			return fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - :)", r)
-		}
-	}
-	return ""
-}
+// checkToken checks a skill or channel by the one rule (flow.CheckToken).
+func checkToken(s string) string { return flow.CheckToken(s) }
 
 // checkRef checks a reference to the unit's input: "unit." and a dotted
 // path of segments of letters, digits, _ and -.
