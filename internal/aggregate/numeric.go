@@ -63,7 +63,13 @@ type NumericResult struct {
 }
 
 // Numeric aggregates numeric judgments. Items and workers keep the order of
-// their first appearance. Values must be finite.
+// their first appearance. Values must be finite; results are clamped to
+// ±MaxFloat64. Mean and median scale an item's values (and a worker's
+// residuals) by a power of two only when they reach 2^500, leaving every
+// other item and worker exact. The weighted method scales the whole input
+// by one power of two when any value reaches 2^500: items 2^500 times
+// smaller than the largest keep their values but not their spread (their
+// standard errors and their workers' deviations are of the largest scale).
 func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*NumericResult, error) {
 	if !slices.Contains(NumericMethods(), method) {
 		return nil, fmt.Errorf("%w: unknown numeric method %q (want mean, median or weighted)", ErrInput, method)
@@ -93,8 +99,6 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 		next[i]++
 	}
 
-	exp := scaleDown(vals)
-
 	res := &NumericResult{Method: method, Items: make([]NumericItem, len(x.items)), Workers: make([]NumericWorker, len(x.workers))}
 	for i, id := range x.items {
 		res.Items[i] = NumericItem{Item: id, Judgments: int(x.start[i+1] - x.start[i])}
@@ -104,9 +108,17 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 	}
 	switch method {
 	case NumericMean, NumericMedian:
-		var sorted []float64
+		// Items are independent: each is scaled on its own, only when its
+		// own answers reach 2^scaleExpMax, so one item near 1e308 does
+		// not push the others' answers into the subnormal range.
+		var sorted, scaled []float64
 		for i := range x.items {
 			v := vals[x.start[i]:x.start[i+1]]
+			scaled = append(scaled[:0], v...)
+			exp := scaleDown(scaled)
+			if exp != 0 {
+				v = scaled
+			}
 			mean, sd := meanStd(v)
 			it := &res.Items[i]
 			it.Value = mean
@@ -119,19 +131,30 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 			if len(v) > 1 {
 				it.StdErr = sd / math.Sqrt(float64(len(v)))
 			}
+			if exp != 0 {
+				it.Value, it.StdErr = unscale(it.Value, exp), unscale(it.StdErr, exp)
+			}
 		}
 		numericResiduals(x, vals, res, nil)
 	case NumericWeighted:
+		// Biases and variances are shared by all the items a worker
+		// answered, so the whole input is fitted in one scale: answers
+		// 2^500 and more times smaller than the largest lose their
+		// spread (their squares underflow), and their items' standard
+		// errors and the workers' deviations are those of the largest
+		// answers' scale. Unscaled, the squared residuals of an item
+		// near 1e308 overflow.
+		exp := scaleDown(vals)
 		res.Iterations = biasVariance(x, vals, res, opts)
-	}
-	if exp != 0 {
-		for i := range res.Items {
-			it := &res.Items[i]
-			it.Value, it.StdErr = unscale(it.Value, exp), unscale(it.StdErr, exp)
-		}
-		for w := range res.Workers {
-			wk := &res.Workers[w]
-			wk.Bias, wk.StdDev = unscale(wk.Bias, exp), unscale(wk.StdDev, exp)
+		if exp != 0 {
+			for i := range res.Items {
+				it := &res.Items[i]
+				it.Value, it.StdErr = unscale(it.Value, exp), unscale(it.StdErr, exp)
+			}
+			for w := range res.Workers {
+				wk := &res.Workers[w]
+				wk.Bias, wk.StdDev = unscale(wk.Bias, exp), unscale(wk.StdDev, exp)
+			}
 		}
 	}
 	return res, nil
@@ -190,21 +213,72 @@ func meanStd(v []float64) (mean, sd float64) {
 }
 
 // numericResiduals fills each worker's StdDev (and, with bias, their bias)
-// from the residuals against the items' values.
+// from the residuals against the items' values. A worker whose largest
+// residual reaches 2^scaleExpMax (or overflows: answers of -1e308 and 1e308)
+// has its residuals computed in quarters and scaled by a power of two, its
+// deviation clamped to the largest float64; the others' are computed as
+// they are, so an item near 1e308 whose answers agree (residuals 0) leaves
+// its workers' deviations on the other items intact.
 func numericResiduals(x *index, vals []float64, res *NumericResult, bias []float64) {
+	residual := func(j int32, i int, quarter bool) float64 {
+		v, c := vals[j], res.Items[i].Value
+		var b float64
+		if bias != nil {
+			b = bias[x.worker[j]]
+		}
+		if quarter {
+			// Each term at most MaxFloat64/4: the sum cannot overflow.
+			return math.Ldexp(v, -2) - math.Ldexp(c, -2) - math.Ldexp(b, -2)
+		}
+		return v - c - b
+	}
 	sq := make([]float64, len(x.workers))
+	top := make([]float64, len(x.workers))
 	for i := range x.items {
 		for j := x.start[i]; j < x.start[i+1]; j++ {
 			w := x.worker[j]
-			r := vals[j] - res.Items[i].Value
-			if bias != nil {
-				r -= bias[w]
-			}
+			r := residual(j, i, false)
+			top[w] = max(top[w], math.Abs(r))
 			sq[w] += r * r
+		}
+	}
+	huge := make([]int, len(x.workers)) // the scale's exponent; 0: unscaled
+	var anyHuge bool
+	for w := range top {
+		if _, e := math.Frexp(top[w]); e > scaleExpMax || math.IsInf(top[w], 0) {
+			anyHuge = true
+			huge[w] = -1
+			sq[w], top[w] = 0, 0
+		}
+	}
+	if anyHuge {
+		for i := range x.items {
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				if w := x.worker[j]; huge[w] != 0 {
+					top[w] = max(top[w], math.Abs(residual(j, i, true)))
+				}
+			}
+		}
+		for w := range huge {
+			if huge[w] != 0 {
+				_, huge[w] = math.Frexp(top[w])
+			}
+		}
+		for i := range x.items {
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				if w := x.worker[j]; huge[w] != 0 {
+					r := math.Ldexp(residual(j, i, true), -huge[w])
+					sq[w] += r * r
+				}
+			}
 		}
 	}
 	for w := range res.Workers {
 		res.Workers[w].StdDev = math.Sqrt(sq[w] / float64(x.count[w]))
+		if huge[w] != 0 {
+			// The quarters: 2 more.
+			res.Workers[w].StdDev = unscale(res.Workers[w].StdDev, huge[w]+2)
+		}
 		if bias != nil {
 			res.Workers[w].Bias = bias[w]
 		}

@@ -176,4 +176,60 @@ func TestNumericHuge(t *testing.T) {
 	res, err = Numeric(NumericMedian, []NumericJudgment{{"a", "w1", 1e100}, {"a", "w2", 3e100}}, Options{})
 	require.NoError(t, err)
 	require.Equal(t, 2e100, res.Items[0].Value, "not scaled at 1e100")
+	// w3's residual against the median -1.7e308 is 3.4e308: past the
+	// limit, clamped.
+	res, err = Numeric(NumericMedian, []NumericJudgment{{"a", "w1", -1.7e308}, {"a", "w2", -1.7e308}, {"a", "w3", 1.7e308}}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, -1.7e308, res.Items[0].Value)
+	require.Equal(t, []float64{0, 0, math.MaxFloat64}, []float64{res.Workers[0].StdDev, res.Workers[1].StdDev, res.Workers[2].StdDev})
+}
+
+// TestNumericHugeMixed: one item answered near 1e308 does not distort the
+// others. All values were scaled by one power of two taken from the largest
+// magnitude of the whole input, which pushed a's and c's answers into the
+// subnormal range: mean and median gave a's standard error 0 (alone 0.88),
+// every worker's deviation 0, c's value 2.0000000000131e-05; mean and
+// median now scale each item on its own, and each worker's residuals
+// only when they are huge. The weighted method keeps one scale.
+func TestNumericHugeMixed(t *testing.T) {
+	t.Parallel()
+	// ordinary: b answered 7 by all, its residuals 0 as with 1e308.
+	var ordinary, mixed []NumericJudgment
+	for k, w := range []string{"w1", "w2", "w3"} {
+		a := NumericJudgment{"a", w, []float64{1, 2, 4}[k]}
+		c := NumericJudgment{"c", w, []float64{1e-5, 3e-5, 2e-5}[k]}
+		ordinary = append(ordinary, a, NumericJudgment{"b", w, 7}, c)
+		mixed = append(mixed, a, NumericJudgment{"b", w, 1e308}, c)
+	}
+	for _, m := range NumericMethods() {
+		res, err := Numeric(m, mixed, Options{})
+		require.NoError(t, err, m)
+		require.Equal(t, []string{"a", "b", "c"}, []string{res.Items[0].Item, res.Items[1].Item, res.Items[2].Item})
+		for _, it := range res.Items {
+			for _, v := range []float64{it.Value, it.StdErr} {
+				require.False(t, math.IsInf(v, 0) || math.IsNaN(v), "%s: item %+v", m, it)
+			}
+		}
+		for _, w := range res.Workers {
+			for _, v := range []float64{w.Bias, w.StdDev} {
+				require.False(t, math.IsInf(v, 0) || math.IsNaN(v), "%s: worker %+v", m, w)
+			}
+		}
+		if m == NumericWeighted {
+			// One scale for the whole input (documented): a and c keep
+			// their values, not their spread.
+			require.InEpsilon(t, 1e308, res.Items[1].Value, 1e-12, m)
+			require.InDelta(t, 7.0/3, res.Items[0].Value, 0.5, m)
+			require.InDelta(t, 2e-5, res.Items[2].Value, 1e-5, m)
+			continue
+		}
+		require.Equal(t, 1e308, res.Items[1].Value, m)
+		alone, err := Numeric(m, ordinary, Options{})
+		require.NoError(t, err, m)
+		require.Equal(t, alone.Items[0], res.Items[0], m)
+		require.Equal(t, alone.Items[2], res.Items[2], m)
+		require.Equal(t, 2e-5, res.Items[2].Value, m)
+		require.Equal(t, alone.Workers, res.Workers, m)
+		require.Greater(t, res.Workers[0].StdDev, 0.5, m)
+	}
 }
