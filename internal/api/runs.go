@@ -329,6 +329,11 @@ func parseRunListQuery(q url.Values) (docket.RunListParams, error) {
 			if err != nil {
 				errs = append(errs, FieldError{Field: f.name, Message: "must be an RFC 3339 timestamp such as 2030-01-02T15:04:05Z"})
 			}
+			if t.IsZero() && f.name == "createdBefore" && err == nil {
+				// The store reads the zero time as no filter; before year 1
+				// is before any run, and a nanosecond later is too.
+				t = t.Add(time.Nanosecond)
+			}
 			*f.into = t
 		}
 	}

@@ -218,6 +218,16 @@ func TestRunList(t *testing.T) {
 		require.Empty(t, page.Items)
 		b.do(t, docket.RoleViewer, "GET", "/v1/runs?createdBefore=2999-01-01T00:00:00Z", nil).JSON(t, &page)
 		require.Len(t, page.Items, 6)
+		// Nothing was created before year 1: the instant Go calls zero is
+		// a filter as any other (it listed every run), and so is its
+		// spelling in another offset.
+		for _, at := range []string{"0001-01-01T00:00:00Z", "0001-01-01T01:00:00%2B01:00"} {
+			page = runsResponse{}
+			b.do(t, docket.RoleViewer, "GET", "/v1/runs?createdBefore="+at, nil).JSON(t, &page)
+			require.Empty(t, page.Items, at)
+		}
+		b.do(t, docket.RoleViewer, "GET", "/v1/runs?createdAfter=0001-01-01T00:00:00Z", nil).JSON(t, &page)
+		require.Len(t, page.Items, 6)
 
 		p := b.do(t, docket.RoleViewer, "GET", "/v1/runs?state=DONE&createdAfter=yesterday&limit=0&cursor=zz&nope=1", nil).Problem(t, http.StatusBadRequest)
 		require.Len(t, p.Errors, 1, "an unknown parameter first: %s", p.Detail)
