@@ -70,21 +70,29 @@ func (c *Client) Attempts(ctx context.Context, id uuid.UUID) ([]*JobAttempt, err
 // advancement keeps failing is when its jobs most need canceling.
 // Canceling the job again advances nothing.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	// A job's payload never changes: whether it is a step's is read
+	// once, before any lock. A plain job (and a missing one: JobCancel
+	// reports it) is canceled by the one call.
+	var runID uuid.UUID
+	if cur, err := c.store.JobGet(ctx, id); err == nil {
+		runID, _ = workflow.IsStepPayload(cur.Payload)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	if runID == uuid.Nil {
+		return c.cancelAlone(ctx, id)
+	}
 	var row *JobRow
 	err := c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		row, err = c.cancelTx(ctx, tx, id)
+		row, err = c.cancelStepJob(ctx, tx, id, runID)
 		return err
 	})
 	var af *advanceFailure
 	if errors.As(err, &af) && ctx.Err() == nil {
 		c.cfg.Logger.Warn("cancel a step job with its run's advancement failed; canceling it alone, the sweeper advances the run",
-			"service", "workflow", "run_id", af.runID.String(), "job_id", id.String(), "error", af.err)
-		res, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
-		if err != nil {
-			return nil, err
-		}
-		return res.Job, nil
+			"service", "workflow", "run_id", runID.String(), "job_id", id.String(), "error", af.err)
+		return c.cancelAlone(ctx, id)
 	}
 	if err != nil {
 		return nil, err
@@ -92,49 +100,44 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (*JobRow, error) {
 	return row, nil
 }
 
-// advanceFailure is a failed advancement of the run of a step job being
-// canceled: Cancel then cancels the job alone.
-type advanceFailure struct {
-	runID uuid.UUID
-	err   error
+// cancelAlone cancels job id by itself, in a transaction of its own.
+func (c *Client) cancelAlone(ctx context.Context, id uuid.UUID) (*JobRow, error) {
+	res, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, err
+	}
+	return res.Job, nil
 }
 
-func (e *advanceFailure) Error() string {
-	return fmt.Sprintf("advance run %s: %v", e.runID, e.err)
-}
+// advanceFailure is a failed advancement of the run of a step job being
+// canceled: Cancel then cancels the job alone.
+type advanceFailure struct{ err error }
+
+func (e *advanceFailure) Error() string { return "advance the run: " + e.err.Error() }
 
 func (e *advanceFailure) Unwrap() error { return e.err }
 
-// cancelTx cancels job id in tx and, when that moved a workflow step's
-// job to CANCELED, advances its run there too.
-func (c *Client) cancelTx(ctx context.Context, tx store.Tx, id uuid.UUID) (*JobRow, error) {
-	cur, err := tx.JobGet(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("cancel job %s: %w", id, err)
-	}
-	// The run first, as every transaction that changes a run and its
-	// jobs takes them (see lockStepRuns). A missing job is JobCancel's
-	// ErrNotFound.
-	var runID uuid.UUID
-	if cur != nil {
-		runID, _ = workflow.IsStepPayload(cur.Payload)
-		if err := lockRun(ctx, tx, runID); err != nil {
-			return nil, fmt.Errorf("cancel job %s: lock run %s: %w", id, runID, err)
-		}
+// cancelStepJob cancels job id, a step's of run runID, in tx and, when
+// that moved it to CANCELED, advances the run there too. The run is
+// locked first, as every transaction that changes a run and its jobs
+// takes them (see lockStepRuns).
+func (c *Client) cancelStepJob(ctx context.Context, tx store.Tx, id, runID uuid.UUID) (*JobRow, error) {
+	if err := lockRun(ctx, tx, runID); err != nil {
+		return nil, fmt.Errorf("cancel job %s: lock run %s: %w", id, runID, err)
 	}
 	res, err := tx.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.cfg.Now()})
 	if err != nil {
 		return nil, err
 	}
-	if !res.Canceled || runID == uuid.Nil {
+	if !res.Canceled {
 		return res.Job, nil
 	}
 	adv, err := c.flows()
 	if err != nil {
-		return nil, &advanceFailure{runID: runID, err: err}
+		return nil, &advanceFailure{err: err}
 	}
 	if _, err := adv.Advance(ctx, tx, runID); err != nil {
-		return nil, &advanceFailure{runID: runID, err: err}
+		return nil, &advanceFailure{err: err}
 	}
 	return res.Job, nil
 }
