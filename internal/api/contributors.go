@@ -29,7 +29,6 @@ func (s *Server) contributorRoutes() []route {
 // Limits of contributor fields.
 const (
 	maxTags      = 50
-	maxTagBytes  = 64
 	maxNameBytes = 200
 )
 
@@ -101,13 +100,10 @@ func checkTags(field string, tags []string) []FieldError {
 	for i, t := range tags {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		switch {
-		case t == "" || len(t) > maxTagBytes:
-			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("must be 1 to %d bytes", maxTagBytes)})
-		case hasNUL(t):
-			errs = append(errs, FieldError{Field: f, Message: nulProblem})
 		case task.CheckToken(t) != "":
-			// A template's skills and channels follow this rule: a
-			// contributor's that did not ("en ", "fr/CA") matched no pool.
+			// A template's skills and channels follow this rule (length
+			// and characters, NUL among them): a contributor's that did
+			// not ("en ", "fr/CA") matched no pool.
 			errs = append(errs, FieldError{Field: f, Message: task.CheckToken(t)})
 		case seen[t]:
 			errs = append(errs, FieldError{Field: f, Message: fmt.Sprintf("%q appears twice", t)})
