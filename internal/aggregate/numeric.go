@@ -114,9 +114,9 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 		var sorted, scaled []float64
 		for i := range x.items {
 			v := vals[x.start[i]:x.start[i+1]]
-			scaled = append(scaled[:0], v...)
-			exp := scaleDown(scaled)
+			exp := scaleExp(v)
 			if exp != 0 {
+				scaled = scaleBy(append(scaled[:0], v...), exp)
 				v = scaled
 			}
 			mean, sd := meanStd(v)
@@ -144,7 +144,8 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 		// errors and the workers' deviations are those of the largest
 		// answers' scale. Unscaled, the squared residuals of an item
 		// near 1e308 overflow.
-		exp := scaleDown(vals)
+		exp := scaleExp(vals)
+		scaleBy(vals, exp)
 		res.Iterations = biasVariance(x, vals, res, opts)
 		if exp != 0 {
 			for i := range res.Items {
@@ -165,25 +166,32 @@ func Numeric(method NumericMethod, judgments []NumericJudgment, opts Options) (*
 // the float64 limit (about 2^1024).
 const scaleExpMax = 500
 
-// scaleDown divides vals by 2^exp when their largest magnitude is
-// 2^scaleExpMax or more, so that it falls in [0.5, 1), and returns exp
-// (0: vals unchanged); the results are multiplied back by 2^exp. Finite
-// values near the float64 limit (1e200, 1e308) made the sums of the mean
-// and the median's middle pair +Inf, and the weighted method's variances
-// +Inf, so that every item of the input, theirs or not, came out NaN.
-func scaleDown(vals []float64) int {
+// scaleExp is the power of two vals are divided by before they are
+// aggregated (scaleBy), so that their largest magnitude falls in
+// [0.5, 1): 0 (vals as they are) unless it is 2^scaleExpMax or more.
+// Finite values near the float64 limit (1e200, 1e308) made the sums of
+// the mean and the median's middle pair +Inf, and the weighted method's
+// variances +Inf, so that every item of the input, theirs or not, came
+// out NaN. The results are multiplied back by unscale.
+func scaleExp(vals []float64) int {
 	var top float64
 	for _, v := range vals {
 		top = max(top, math.Abs(v))
 	}
-	_, exp := math.Frexp(top)
-	if exp <= scaleExpMax {
-		return 0
+	if _, exp := math.Frexp(top); exp > scaleExpMax {
+		return exp
 	}
-	for j := range vals {
-		vals[j] = math.Ldexp(vals[j], -exp)
+	return 0
+}
+
+// scaleBy divides vals by 2^exp in place (exact) and returns them.
+func scaleBy(vals []float64, exp int) []float64 {
+	if exp != 0 {
+		for j := range vals {
+			vals[j] = math.Ldexp(vals[j], -exp)
+		}
 	}
-	return exp
+	return vals
 }
 
 // unscale multiplies a result back by 2^exp, to the largest finite
