@@ -48,6 +48,9 @@ var (
 	// not allow the operation; nothing was changed. The HTTP API answers
 	// 409. Repeating an operation that took effect is not a conflict.
 	ErrRunConflict = workflow.ErrConflict
+	// ErrStepNotFound: RunSignal names a step the run's workflow does
+	// not have; nothing was changed. The HTTP API answers 404.
+	ErrStepNotFound = workflow.ErrNoStep
 	// ErrWorkflowNotFound: RunStart names a workflow (or version) that is
 	// not stored.
 	ErrWorkflowNotFound = workflow.ErrNoWorkflow
@@ -379,9 +382,10 @@ func (c *Client) RunRetry(ctx context.Context, id uuid.UUID) (*Run, error) {
 
 // RunSignal delivers output (any value encoding/json encodes) to the
 // signal step named step of a run: the step SUCCEEDED with output, and the
-// run goes on. A step that is not a signal step or is not waiting (not
-// released yet, signaled already, timed out), or a finished run, is
-// ErrRunConflict.
+// run goes on. A step the run's workflow does not have is
+// ErrStepNotFound (whatever the run's state); a step that is not a signal
+// step or is not waiting (not released yet, signaled already, timed out),
+// or a finished run, is ErrRunConflict.
 func (c *Client) RunSignal(ctx context.Context, id uuid.UUID, step string, output any) (*Run, error) {
 	b, err := json.Marshal(output)
 	if err != nil {

@@ -696,7 +696,8 @@ func runSignalCommand(run runFunc, output *string) *cobra.Command {
 		Short: "Deliver a signal to a waiting signal step",
 		Long: "Deliver a signal to the signal step STEP of a run: the step succeeds with --output\n" +
 			"(JSON; -f reads it from a file, - for stdin; none is null) and the run goes on. A step\n" +
-			"that is not a waiting signal step is refused (409).",
+			"the workflow does not have is not found (404); one that is not a waiting signal step\n" +
+			"is refused (409).",
 		Example: `  docket run signal 0190a0e6-7c3b-7d2a-9a51-3f2b8c1d4e5f approve --output '{"ok": true}'`,
 		Args:    cobra.ExactArgs(2),
 	}

@@ -245,9 +245,13 @@ func (s *Server) signalRun(ctx context.Context, r *http.Request, req *signalRequ
 	if err != nil {
 		return 0, nil, err
 	}
-	run, err := s.client.RunSignal(ctx, id, r.PathValue("step"), rawOrNull(req.Output))
-	if errors.Is(err, docket.ErrNotFound) {
+	step := r.PathValue("step")
+	run, err := s.client.RunSignal(ctx, id, step, rawOrNull(req.Output))
+	switch {
+	case errors.Is(err, docket.ErrNotFound):
 		return 0, nil, noRun(id)
+	case errors.Is(err, docket.ErrStepNotFound):
+		return 0, nil, notFound(fmt.Sprintf("run %s has no step %q", id, step))
 	}
 	if err != nil {
 		return 0, nil, runProblem(err, "", 0)

@@ -100,6 +100,10 @@ func TestRunStartGetAndOperations(t *testing.T) {
 		// A second signal, a signal to a job step: 409.
 		b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/signals/approve", `{"output": 1}`).Problem(t, http.StatusConflict)
 		b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/signals/ship", nil).Problem(t, http.StatusConflict)
+		// A step the workflow does not have: 404 naming it, as an unknown
+		// run is.
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/signals/nosuch", nil).Problem(t, http.StatusNotFound)
+		require.Equal(t, fmt.Sprintf("run %s has no step \"nosuch\"", run.RunID), p.Detail)
 		// Retry of a RUNNING run is a no-op; cancel; cancel again no-op;
 		// then resume, pause and retry are 409.
 		r = b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil)

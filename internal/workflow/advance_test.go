@@ -588,6 +588,9 @@ func TestSignals(t *testing.T) {
 		require.ErrorIs(t, err, workflow.ErrConflict, "not waiting yet")
 		_, err = b.adv.Signal(b.ctx, b.st, run.ID, "fetch", nil)
 		require.ErrorIs(t, err, workflow.ErrConflict, "not a signal step")
+		_, err = b.adv.Signal(b.ctx, b.st, run.ID, "nosuch", nil)
+		require.ErrorIs(t, err, workflow.ErrNoStep, "no such step")
+		require.NotErrorIs(t, err, workflow.ErrConflict)
 		b.work(t, map[string]handler{"echo": echo})
 
 		// The optional wait times out (SKIPPED, onFailure continue), seen
@@ -613,6 +616,9 @@ func TestSignals(t *testing.T) {
 		require.JSONEq(t, `{"state":"SUCCEEDED","output":{"by":"ann"},"confidence":null}`, string(seen))
 		run, _ = b.get(t, run.ID)
 		require.Equal(t, flow.RunSucceeded, run.State)
+		// An unknown step is not found in a finished run too.
+		_, err = b.adv.Signal(b.ctx, b.st, run.ID, "nosuch", nil)
+		require.ErrorIs(t, err, workflow.ErrNoStep, "no such step, run finished")
 
 		// A wait that times out with onFailure fail fails the run.
 		timeout := b.start(t, name, `{}`)

@@ -30,6 +30,10 @@ func conflict(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
 }
 
+// ErrNoStep: an operation named a step its run's workflow does not have.
+// Nothing was changed. The API answers 404.
+var ErrNoStep = errors.New("no such step")
+
 // ErrNoWorkflow: a run was started on a workflow (or version) that is not
 // stored.
 var ErrNoWorkflow = errors.New("no such workflow")
@@ -436,6 +440,11 @@ func (adv *advance) unsuccessfulEnd(name string) flow.StepState {
 // finished run.
 func (a *Advancer) Signal(ctx context.Context, st Store, runID uuid.UUID, step string, output json.RawMessage) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
+		// A step the workflow does not have is no resource to signal, in
+		// whatever state the run is: not found, not a conflict.
+		if adv.c.err == nil && adv.c.g.Step(step) == nil {
+			return nil, fmt.Errorf("%w: run %s: workflow %q has no step %q", ErrNoStep, adv.run.ID, adv.run.Workflow, step)
+		}
 		if adv.run.State.Terminal() {
 			return nil, conflict("run %s is %s: it takes no signal", adv.run.ID, adv.run.State)
 		}
@@ -447,8 +456,6 @@ func (a *Advancer) Signal(ctx context.Context, st Store, runID uuid.UUID, step s
 		}
 		s := adv.c.g.Step(step)
 		switch {
-		case s == nil:
-			return nil, conflict("run %s: workflow %q has no step %q", adv.run.ID, adv.run.Workflow, step)
 		case s.Signal == nil:
 			return nil, conflict("run %s: step %q is a %s step, not a signal step", adv.run.ID, step, s.Kind())
 		}
