@@ -62,5 +62,13 @@ func TestTakeRate(t *testing.T) {
 			fields[e.Field] = true
 		}
 		require.Equal(t, map[string]bool{"takesPerSecond": true, "takesPerSecondPerContributor": true}, fields, string(r.Body))
+		// Under one take a day (here 1e-300, once a Retry-After of 292
+		// years): refused, naming the field.
+		r = cb.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/slow",
+			strings.Replace(sameProduct, `"priority": 5}`, `"priority": 5, "takesPerSecond": 1e-300}`, 1))
+		p = r.Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 1, string(r.Body))
+		require.Equal(t, "takesPerSecond", p.Errors[0].Field)
+		require.Contains(t, p.Errors[0].Message, "one a day")
 	})
 }

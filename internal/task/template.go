@@ -52,8 +52,11 @@ const (
 	MaxScale = 10
 	// MaxJudgmentsPerUnit is the largest judgmentsPerUnit.max.
 	MaxJudgmentsPerUnit = 100
-	// MaxTakesPerSecond bounds takesPerSecond and
-	// takesPerSecondPerContributor.
+	// MinTakesPerSecond and MaxTakesPerSecond bound takesPerSecond and
+	// takesPerSecondPerContributor when they are not 0 (no limit): at
+	// least one take a day (a slower rate answered a take 429 with a
+	// Retry-After of centuries), at most a million a second.
+	MinTakesPerSecond = 1.0 / 86400
 	MaxTakesPerSecond = 1_000_000
 	// MinAssignmentSeconds and MaxAssignmentSeconds bound assignmentSeconds.
 	MinAssignmentSeconds = 30
@@ -111,10 +114,12 @@ type Template struct {
 	// TakesPerSecond is the pool's safe rate: the most assignments one
 	// server node hands out of the pool per second (a token bucket per
 	// pool per node, holding one second's worth); a take past it is
-	// refused (HTTP 429 with Retry-After). 0, the default: no limit.
+	// refused (HTTP 429 with Retry-After). 0, the default: no limit;
+	// otherwise between MinTakesPerSecond (one a day) and
+	// MaxTakesPerSecond.
 	TakesPerSecond float64 `json:"takesPerSecond,omitempty"`
 	// TakesPerSecondPerContributor is the same for each contributor in the
-	// pool. 0, the default: no limit.
+	// pool, with the same bounds. 0, the default: no limit.
 	TakesPerSecondPerContributor float64 `json:"takesPerSecondPerContributor,omitempty"`
 	// Quality are the quality-control settings the task's pools get
 	// (docs/quality.md: test questions, trust, behaviour checks), as a

@@ -249,8 +249,15 @@ func TestValidateTemplate(t *testing.T) {
 			"skills[2]: has invalid character ' ' (allowed: letters, digits, . _ - :)",
 			"channels[0]: is required",
 			"priority: must be between 0 and 9",
-			"takesPerSecond: must be between 0 (no limit) and 1000000 takes per second",
-			"takesPerSecondPerContributor: must be between 0 (no limit) and 1000000 takes per second",
+			"takesPerSecond: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
+			"takesPerSecondPerContributor: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
+		}},
+		// A rate above 0 but under one take a day answered a take 429 with
+		// a Retry-After of centuries (1e-300: 292 years, Go's longest
+		// duration).
+		{"rates under one a day", `{"title":"t","fields":[` + ok + `],"takesPerSecond":1e-300,"takesPerSecondPerContributor":0.00001}`, []string{
+			"takesPerSecond: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
+			"takesPerSecondPerContributor: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
 		}},
 		{"max below min", `{"title":"t","fields":[` + ok + `],"judgmentsPerUnit":{"min":5,"max":3}}`, []string{
 			"judgmentsPerUnit.max: must be at least min (5)",
@@ -286,6 +293,7 @@ func TestValidateTemplateValid(t *testing.T) {
 	for _, in := range []string{
 		`{"title":"t","fields":[{"name":"a","kind":"text"}]}`,
 		`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":0.5,"takesPerSecondPerContributor":1000000}`,
+		`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":1.1574074074074073e-05,"takesPerSecondPerContributor":0}`,
 		`{"title":"t","fields":[{"name":"a","kind":"number","min":-1.5,"max":-1.5}],"priority":0,"judgmentsPerUnit":{"min":1,"max":100,"targetConfidence":1}}`,
 		`{"title":"t","fields":[{"name":"a","kind":"multi_choice","options":[{"value":"x","key":"a"}],"min":1,"max":1,"aggregation":"majority"}]}`,
 		`{"title":"t","fields":[{"name":"a","kind":"bbox","image":"unit.p.q-r_s","labels":["x"],"min":1,"max":1,"iou":1}]}`,

@@ -103,11 +103,11 @@ func validateInto(p *problems, raw *Template) {
 	checkRate(p, "takesPerSecondPerContributor", t.TakesPerSecondPerContributor)
 }
 
-// checkRate records a rate of takes that is negative, too large or not a
-// number.
+// checkRate records a rate of takes that is negative, below one a day
+// (but for 0, no limit), too large or not a number.
 func checkRate(p *problems, field string, r float64) {
-	if !(r >= 0 && r <= MaxTakesPerSecond) {
-		p.add(field, "must be between 0 (no limit) and %d takes per second", MaxTakesPerSecond)
+	if r != 0 && !(r >= MinTakesPerSecond && r <= MaxTakesPerSecond) {
+		p.add(field, "must be 0 (no limit) or between %g (one a day) and %d takes per second", MinTakesPerSecond, MaxTakesPerSecond)
 	}
 }
 
