@@ -327,6 +327,14 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
 	check("DOCKET_NATS_URL", c.NATSURL == "" || validNATSURLs(c.NATSURL),
 		"%q must be nats://host:port (several comma-separated) or empty for the embedded server", c.NATSURL)
+	// A setting that only matters with another one was silently ignored
+	// without it (or with it): refused, naming both.
+	check("DOCKET_RATE_BURST", c.RateBurst == 0 || c.RateLimit.N > 0,
+		"%d has no effect without a rate limit: set %s too, or leave the burst out", c.RateBurst, c.name("DOCKET_RATE_LIMIT"))
+	check("DOCKET_NATS_DIR", c.NATSDir == "" || c.NATSURL == "",
+		"%q is the embedded NATS server's storage, which %s replaces: give one or the other", c.NATSDir, c.name("DOCKET_NATS_URL"))
+	check("DOCKET_WEBHOOK_ALLOW_HOSTS", c.WebhookAllowHosts == "" || !c.WebhookAllowAny,
+		"has no effect with %s=true (any host is allowed): give one or the other", c.name("DOCKET_WEBHOOK_ALLOW_ANY"))
 	return errors.Join(errs...)
 }
 

@@ -116,6 +116,16 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{args: []string{"--leader-ttl", "2ns"}, want: "invalid --leader-ttl: 2ns must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "99ms"}, want: "invalid DOCKET_LEADER_TTL: 99ms must be at least 100ms"},
 		{env: map[string]string{"DOCKET_LEADER_TTL": "1s"}, args: []string{"--leader-ttl", "x"}, want: `invalid --leader-ttl "x"`},
+		// A setting that only matters with another, given without it (or
+		// with the one that overrides it), was silently ignored.
+		{args: []string{"--rate-burst", "5"}, want: "invalid --rate-burst: 5 has no effect without a rate limit: set DOCKET_RATE_LIMIT (--rate-limit) too"},
+		{env: map[string]string{"DOCKET_RATE_BURST": "5"}, args: []string{"--rate-limit", "off"}, want: "invalid DOCKET_RATE_BURST: 5 has no effect without a rate limit: set --rate-limit too"},
+		{args: []string{"--nats-dir", "/var/lib/nats", "--nats-url", "nats://nats-1:4222"},
+			want: `invalid --nats-dir: "/var/lib/nats" is the embedded NATS server's storage, which --nats-url replaces: give one or the other`},
+		{env: map[string]string{"DOCKET_NATS_DIR": "n", "DOCKET_NATS_URL": "nats://nats-1:4222"},
+			want: `invalid DOCKET_NATS_DIR: "n" is the embedded NATS server's storage, which DOCKET_NATS_URL replaces`},
+		{args: []string{"--webhook-allow-hosts", "hooks.example.com", "--webhook-allow-any=true"},
+			want: "invalid --webhook-allow-hosts: has no effect with --webhook-allow-any=true (any host is allowed): give one or the other"},
 	} {
 		_, err := loadWith(t, tc.env, tc.args...)
 		require.Error(t, err, "%v %v", tc.env, tc.args)
@@ -125,6 +135,14 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 	require.NoError(t, err)
 	_, err = loadWith(t, map[string]string{"DOCKET_NATS_URL": "nats://nats-1:4222, tls://nats-2:4222,nats://user:pw@nats-3"})
 	require.NoError(t, err)
+	// Each of those alone, with its partner, or a burst of 0: accepted.
+	for _, args := range [][]string{
+		{"--rate-burst", "5", "--rate-limit", "10/s"}, {"--rate-burst", "0"}, {"--nats-dir", "n"},
+		{"--webhook-allow-hosts", "hooks.example.com", "--webhook-allow-any=false"}, {"--webhook-allow-any=true"},
+	} {
+		_, err = loadWith(t, nil, args...)
+		require.NoError(t, err, "%v", args)
+	}
 }
 
 // TestServeGCPercent: serve sets its GOGC default only when the

@@ -27,14 +27,20 @@ func TestServeWebhookConfig(t *testing.T) {
 
 	c, err = loadWith(t, map[string]string{
 		"DOCKET_WEBHOOK_ALLOW_HOSTS": " hooks.example.com, *.partner.test ,10.0.0.0/8,",
-		"DOCKET_WEBHOOK_ALLOW_ANY":   "true",
 	}, "--webhook-max-attempts", "3", "--webhook-backoff-base", "100ms")
 	require.NoError(t, err)
 	wc = c.webhookConfig("n")
 	require.Equal(t, []string{"hooks.example.com", "*.partner.test", "10.0.0.0/8"}, wc.AllowHosts)
-	require.True(t, wc.AllowAny)
+	require.False(t, wc.AllowAny)
 	require.Equal(t, 3, wc.MaxAttempts)
 	require.Equal(t, 100*time.Millisecond, wc.BackoffBase)
+	// Any host: a list of hosts would be ignored, so it is refused with it
+	// (TestServeConfigErrorsNameTheSetting).
+	c, err = loadWith(t, map[string]string{"DOCKET_WEBHOOK_ALLOW_ANY": "true"})
+	require.NoError(t, err)
+	wc = c.webhookConfig("n")
+	require.Empty(t, wc.AllowHosts)
+	require.True(t, wc.AllowAny)
 
 	for env, want := range map[string]string{
 		"DOCKET_WEBHOOK_ALLOW_HOSTS":      "invalid DOCKET_WEBHOOK_ALLOW_HOSTS: allowed host \"10.0.0.0/33\"",

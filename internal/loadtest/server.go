@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,8 +54,12 @@ func startServer(ctx context.Context, cfg Config, adminKey string) (*server, err
 	s.cmd.Env = append(spawn.EnvWithout("DOCKET_"),
 		"DOCKET_ADMIN_KEY="+adminKey,
 		"DOCKET_NODE_ID=load-serve",
-		"DOCKET_NATS_DIR="+filepath.Join(cfg.Dir, "nats"),
 		"DOCKET_SHUTDOWN_TIMEOUT="+serverShutdown.String())
+	// The embedded bus's storage in the run's directory, unless the run
+	// gives an external NATS (serve refuses both).
+	if !slices.ContainsFunc(cfg.ServeEnv, func(kv string) bool { return strings.HasPrefix(kv, "DOCKET_NATS_URL=") && kv != "DOCKET_NATS_URL=" }) {
+		s.cmd.Env = append(s.cmd.Env, "DOCKET_NATS_DIR="+filepath.Join(cfg.Dir, "nats"))
+	}
 	s.cmd.Env = append(s.cmd.Env, cfg.ServeEnv...)
 	s.cmd.Stdout = logFile
 	stderr, err := s.cmd.StderrPipe()
