@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -226,7 +227,12 @@ func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *pat
 	return http.StatusOK, contributorViewOf(c), nil
 }
 
-var contributorStates = []string{"active", "flagged", "banned"}
+// contributorStates are the states GET /v1/contributors filters by: the
+// ones a contributor's state takes over HTTP (PATCH sets active or
+// banned). "flagged" once passed too and matched nobody: quality control
+// flags a contributor in one pool at a time (docket_pool_contributors),
+// never in their state, so it is refused with where flags are.
+var contributorStates = []string{string(docket.ContributorActive), string(docket.ContributorBanned)}
 
 func (s *Server) listContributors(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorsResponse, error) {
 	q := r.URL.Query()
@@ -236,8 +242,12 @@ func (s *Server) listContributors(ctx context.Context, r *http.Request, _ *Empty
 	}
 	p := docket.ContributorListParams{Limit: limit + 1}
 	for _, st := range splitList(q["state"]) {
-		if !docket.ContributorState(st).Valid() {
-			return 0, nil, invalidField("state", fmt.Sprintf("%q is not a contributor state (%v)", st, contributorStates))
+		switch {
+		case st == string(docket.ContributorFlagged):
+			return 0, nil, invalidField("state", `"flagged" is no contributor's state: quality control flags a contributor in one pool `+
+				`(GET /v1/pools/{poolId}/contributors/{contributorId}, event contributor.flagged); filter by active or banned`)
+		case !slices.Contains(contributorStates, st):
+			return 0, nil, invalidField("state", fmt.Sprintf("%q is not a contributor state (active or banned)", st))
 		}
 		p.States = append(p.States, docket.ContributorState(st))
 	}

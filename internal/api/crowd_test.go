@@ -280,10 +280,17 @@ func TestContributors(t *testing.T) {
 		// A list filter may be repeated as well as comma-separated, as
 		// openapi.json says: it was "state: takes one value".
 		var either contributorsResponse
-		r = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=flagged", nil)
+		r = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=active", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		r.JSON(t, &either)
-		require.Len(t, either.Items, 1)
+		require.Len(t, either.Items, 3)
+		// "flagged" matched nobody, ever: flags are per pool. Refused,
+		// saying where they are.
+		p = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned,flagged", nil).Problem(t, http.StatusBadRequest)
+		require.Len(t, p.Errors, 1)
+		require.Equal(t, "state", p.Errors[0].Field)
+		require.Contains(t, p.Errors[0].Message, "filter by active or banned")
+		require.Contains(t, p.Errors[0].Message, "/v1/pools/{poolId}/contributors/{contributorId}")
 		p = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=gone&limit=1&limit=2", nil).Problem(t, http.StatusBadRequest)
 		require.ElementsMatch(t, []FieldError{{Field: "limit", Message: "takes one value (only state takes a list)"}}, p.Errors)
 		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=gone", nil).Problem(t, http.StatusBadRequest)
