@@ -3,8 +3,8 @@
 // answer, says how sure it is, and estimates how good each worker is.
 //
 // It is pure computation: no I/O, no database, no clock, and no randomness
-// but the fixed-seed start of MethodEBCC. The same input always gives the
-// same output.
+// but the fixed-seed start of MethodEBCC. The same judgments, in any
+// order, always give the same output.
 //
 // Categorical answers (one label out of a few) go through [Categorical] with
 // one of the Method constants; [MethodDefault] is the documented default.

@@ -3,6 +3,7 @@ package aggregate
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -406,5 +407,48 @@ func TestPosteriorRejectsAMalformedModel(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(raw), &m))
 		_, err := m.Posterior("x", []Vote{{"w", "a"}})
 		require.ErrorIs(t, err, ErrInput)
+	}
+}
+
+// TestOrderChangesNothing: every method gives the same answer, to 1e-6,
+// whatever the order of the judgments, on an input small enough for a
+// start to matter (ebcc's subtypes once started from random draws taken
+// in order of first appearance, so that reordering moved its answers).
+func TestOrderChangesNothing(t *testing.T) {
+	t.Parallel()
+	in := js("a", "w1", "yes", "a", "w2", "yes", "a", "w3", "no",
+		"b", "w1", "no", "b", "w2", "yes", "b", "w4", "no",
+		"c", "w2", "no", "c", "w3", "no", "c", "w4", "yes",
+		"d", "w1", "yes", "d", "w3", "yes", "d", "w4", "no",
+		"e", "w2", "yes", "e", "w4", "yes",
+		"f", "w1", "no", "f", "w3", "yes")
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, m := range Methods() {
+		want, err := Categorical(m, in, Options{})
+		require.NoError(t, err)
+		for range 30 {
+			shuffled := append([]Judgment(nil), in...)
+			r.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+			got, err := Categorical(m, shuffled, Options{})
+			require.NoError(t, err)
+			require.Equal(t, want.Classes, got.Classes, m)
+			for _, w := range want.Items {
+				g := item(t, got, w.Item)
+				require.Equal(t, w.Label, g.Label, "%s item %s", m, w.Item)
+				for c := range w.Distribution {
+					require.InDelta(t, w.Distribution[c], g.Distribution[c], 1e-6, "%s item %s", m, w.Item)
+				}
+			}
+		}
+	}
+}
+
+// TestIDHashIsFNV1a: ebcc's start hashes ids as hash/fnv's New64a does.
+func TestIDHashIsFNV1a(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"", "a", "344", "988_1500_0", "é☃"} {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		require.Equal(t, h.Sum64(), idHash(id), id)
 	}
 }

@@ -22,19 +22,25 @@ var ebccDefault = ebccConfig{groups: 10, aPi: 0.1, alpha: 1, aV: 4, bV: 1, seed:
 // Cohn, ICML 2019) by mean-field variational Bayes: each true class has
 // subtypes, each worker a confusion row per (class, subtype), so workers
 // whose errors go together on some kind of item are modelled together.
-// The subtypes start from a seeded random split (fixed seed: the result is
-// deterministic for a given order of first appearance of the items).
+// The subtypes start from a seeded random split, each item's drawn from
+// the seed and the item's id: the same judgments in any order give the
+// same answer (renaming an item changes its draws, so may move the answer
+// a little, as another seed would).
 func ebcc(x *index, opts Options, cfg ebccConfig) *Result {
 	k := x.nClasses()
 	m := cfg.groups
 	nI, nW := len(x.items), len(x.workers)
 	km := k * m
-	// Start: vote shares, split over subtypes at seeded random.
+	// Start: vote shares, split over subtypes at seeded random. The draws
+	// of an item come from its own id, not from its position: drawn in
+	// order of first appearance, they moved with the order of the input.
 	z := make([]float64, nI*k)
 	majorityShares(x, z)
 	zg := make([]float64, nI*km)
-	r := rand.New(rand.NewPCG(cfg.seed, cfg.seed))
+	src := rand.NewPCG(0, 0)
+	r := rand.New(src)
 	for i := range nI {
+		src.Seed(cfg.seed, idHash(x.items[i]))
 		for c := 0; c < k; c++ {
 			var s float64
 			row := zg[i*km+c*m : i*km+(c+1)*m]
@@ -170,6 +176,18 @@ func ebcc(x *index, opts Options, cfg ebccConfig) *Result {
 	res.Iterations, res.Converged = it, converged
 	res.Model = ebccModel(x, res, cfg, eta, nu, mu)
 	return res
+}
+
+// idHash is the 64-bit FNV-1a hash of id (hash/fnv's New64a, without its
+// allocations): a fixed function of the id alone, where maphash is seeded
+// per process.
+func idHash(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // ebccModel summarises the fit for Model.Posterior: the expected class
