@@ -40,6 +40,17 @@ type JobTx interface {
 	// CANCELED: the cancel of a workflow step's job advances its run in
 	// the same transaction, and only when it did.
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobCancelResult, error)
+	// JobCancelMany is JobCancel for many jobs at once (a run's
+	// fan-out), in one statement however many (on PostgreSQL, one more
+	// for the few that change under it): each CREATED, QUEUED or RETRY job
+	// is CANCELED, with one job.state_changed outbox row for them all; a
+	// RUNNING job is asked to stop as JobCancel asks it (CancelRequested,
+	// its holder woken, in a Tx once it commits), unless p.LeaveRunning;
+	// a SUCCESS, DEAD or CANCELED job, and an id with no job, are left as
+	// they are, without error. The result is aligned with p.IDs and says
+	// what became of each job (an id given twice gets the same result
+	// twice). Nothing is written for an empty p.IDs.
+	JobCancelMany(ctx context.Context, p *JobCancelManyParams) ([]JobCancelManyResult, error)
 }
 
 // JobStore is the jobs domain: jobs, their attempts and their queues.
@@ -351,6 +362,34 @@ type JobCancelResult struct {
 	// Canceled: this cancel moved the job from CREATED, QUEUED or RETRY to
 	// CANCELED. False for a RUNNING job (the request is recorded, the
 	// holder ends it) and for a job that was CANCELED already.
+	Canceled bool
+}
+
+// JobCancelManyParams cancels many jobs.
+type JobCancelManyParams struct {
+	IDs []uuid.UUID
+	// Error, when not "", becomes the last_error of the jobs this call
+	// CANCELS (job.SetsLastError: an explanation, such as "the run was
+	// canceled"), stored as CleanText; "" keeps theirs, as JobCancel
+	// does. A RUNNING job's is never changed.
+	Error string
+	// LeaveRunning: a RUNNING job is not asked to stop, only reported
+	// (a run that failed lets its running jobs finish).
+	LeaveRunning bool
+	Now          time.Time
+}
+
+// ErrorText is Error as every backend stores it (CleanText).
+func (p *JobCancelManyParams) ErrorText() string { return CleanText(p.Error) }
+
+// JobCancelManyResult is what JobCancelMany did to one job.
+type JobCancelManyResult struct {
+	// State is the job's state after the call: CANCELED (by this call
+	// or before it), RUNNING (asked to stop, unless LeaveRunning: it
+	// ends later), SUCCESS or DEAD; "" when there is no such job.
+	State job.State
+	// Canceled: this call moved the job from CREATED, QUEUED or RETRY
+	// to CANCELED.
 	Canceled bool
 }
 

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Transition", testTransition},
 			{"LastError", testLastError},
 			{"Cancel", testCancel},
+			{"CancelMany", testCancelMany},
 			{"Retry", testRetry},
 			{"CancelOnRetry", testCancelOnRetry},
 			{"HeartbeatProgress", testHeartbeatProgress},
