@@ -58,6 +58,17 @@ type CrowdTx interface {
 	// FINALIZED is reached through UnitFinalize only; FINALIZED →
 	// JUDGABLE (reopen) clears the result.
 	UnitTransition(ctx context.Context, p *UnitTransitionParams) (*crowd.Unit, error)
+	// UnitCancelMany withdraws many units at once (the units of a
+	// canceled run's human fan-out) in one statement however many (on
+	// PostgreSQL, one more for the few that change under it): each NEW,
+	// JUDGABLE or PAUSED unit becomes CANCELED as UnitTransition moves
+	// it (its assignments left as they are, no outbox row), and the
+	// counters of each pool move once for all its regular units; a
+	// FINALIZED or CANCELED unit, and an id with no unit, are left as
+	// they are, without error. The result is aligned with p.IDs (an id
+	// given twice gets the same result twice). Nothing is written for an
+	// empty p.IDs.
+	UnitCancelMany(ctx context.Context, p *UnitCancelManyParams) ([]UnitCancelManyResult, error)
 	// UnitFinalize moves a regular JUDGABLE unit to FINALIZED with its
 	// result and confidence, moves the pool's counters and writes a
 	// unit.finalized outbox row.
@@ -530,6 +541,29 @@ func (p *UnitTransitionParams) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// UnitCancelManyParams withdraws many units.
+type UnitCancelManyParams struct {
+	IDs []uuid.UUID
+	Now time.Time
+}
+
+// Validate names every invalid field.
+func (p *UnitCancelManyParams) Validate() error {
+	pr := problemsOf("cancel units")
+	pr.Check(p.Now.IsZero(), "now", "is required")
+	return pr.Err()
+}
+
+// UnitCancelManyResult is what UnitCancelMany did to one unit.
+type UnitCancelManyResult struct {
+	// State is the unit's state after the call: CANCELED (by this call
+	// or before it) or FINALIZED; "" when there is no such unit.
+	State crowd.UnitState
+	// Canceled: this call moved the unit from NEW, JUDGABLE or PAUSED
+	// to CANCELED.
+	Canceled bool
 }
 
 // UnitFinalizeParams finalizes a JUDGABLE unit.

@@ -110,6 +110,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"PoolCompleteMany", testPoolCompleteMany},
 			{"PoolCompleteManyPastOpen", testPoolCompleteManyPastOpen},
 			{"Units", testUnits},
+			{"UnitCancelMany", testUnitCancelMany},
 			{"Overlap", testOverlap},
 			{"Contributors", testContributors},
 			{"QualityList", testQualityList},
