@@ -521,7 +521,12 @@ func (adv *advance) stepOrder() []string {
 
 // cancelNotStarted cancels the RUNNING instances whose work has not
 // started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
-// signal wait. It returns the jobs that are RUNNING: they may finish.
+// human step's unit not final yet (the unit is CANCELED), a signal wait.
+// It returns the jobs that are RUNNING: they may finish. However many
+// instances, the jobs are canceled by one store call, the units by one,
+// the instances moved by one: a fan-out of 10,000 canceled one
+// transition at a time took a minute on PostgreSQL, and one job
+// transition a job still 28 s.
 func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UUID, error) {
 	if adv.batch != nil {
 		// The released jobs and instances must exist to be canceled.
@@ -530,46 +535,72 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 		}
 	}
 	var (
-		running []uuid.UUID
-		ends    []*store.StepTransitionParams
+		insts []*flow.StepInstance // the RUNNING ones
+		jobs  []uuid.UUID          // of insts, in their order
+		units []uuid.UUID
 	)
 	for _, name := range adv.stepOrder() {
-		for _, st := range slices.Clone(adv.steps[name]) {
+		for _, st := range adv.steps[name] {
 			if st.State != flow.StepRunning {
 				continue
 			}
+			insts = append(insts, st)
 			if st.UnitID != uuid.Nil {
-				if err := adv.cancelUnit(ctx, st.UnitID); err != nil {
-					return nil, err
-				}
-				if err := adv.cancelRedo(ctx, st); err != nil {
-					return nil, err
+				units = append(units, st.UnitID)
+				if redo := adv.redoUnit(st); redo != uuid.Nil {
+					units = append(units, redo)
 				}
 			}
 			if st.JobID != uuid.Nil {
-				cancel, err := adv.cancelJob(ctx, st.JobID, why)
-				if err != nil {
-					return nil, err
-				}
-				switch cancel {
-				case jobRunning:
-					running = append(running, st.JobID)
-					continue
-				case jobEnded:
-					continue // recorded by the next advancement
-				}
+				jobs = append(jobs, st.JobID)
 			}
-			ends = append(ends, &store.StepTransitionParams{
-				RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation,
-				From: st.State, To: flow.StepCanceled, Error: why, Now: adv.now,
-			})
 		}
+	}
+	if len(insts) == 0 {
+		return nil, nil
+	}
+	if len(units) > 0 {
+		// A unit that ended is left alone (a FINALIZED one was recorded
+		// by recordUnitEnds first).
+		if _, err := adv.tx.UnitCancelMany(ctx, &store.UnitCancelManyParams{IDs: units, Now: adv.now}); err != nil {
+			return nil, err
+		}
+	}
+	var canceled []store.JobCancelManyResult
+	if len(jobs) > 0 {
+		// Running jobs are left to run: a failed run lets them finish,
+		// and a canceled one asks them to stop once it commits (Cancel).
+		var err error
+		canceled, err = adv.tx.JobCancelMany(ctx, &store.JobCancelManyParams{IDs: jobs, Error: why, LeaveRunning: true, Now: adv.now})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var (
+		running []uuid.UUID
+		ends    []*store.StepTransitionParams
+	)
+	for _, st := range insts {
+		if st.JobID != uuid.Nil {
+			c := canceled[0]
+			canceled = canceled[1:]
+			switch {
+			case c.State == job.StateRunning:
+				running = append(running, st.JobID)
+				continue // it may finish
+			case !c.Canceled && c.State != "":
+				continue // it ended before: recorded by the next advancement
+			}
+			// CANCELED now, or pruned since (counts as canceled).
+		}
+		ends = append(ends, &store.StepTransitionParams{
+			RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation,
+			From: st.State, To: flow.StepCanceled, Error: why, Now: adv.now,
+		})
 	}
 	if len(ends) == 0 {
 		return running, nil
 	}
-	// One statement for the instances, however many: a fan-out of 10,000
-	// canceled one transition at a time took a minute on PostgreSQL.
 	got, err := adv.tx.StepTransitionMany(ctx, &store.StepTransitionManyParams{Transitions: ends, Now: adv.now})
 	if err != nil {
 		return nil, err
@@ -578,44 +609,6 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 		adv.set(st)
 	}
 	return running, nil
-}
-
-// What cancelJob found.
-const (
-	jobCanceled = iota // it had not started: it is CANCELED now
-	jobRunning         // it runs: it may finish
-	jobEnded           // it ended before (or was pruned: jobCanceled)
-)
-
-// cancelJob cancels a step job that has not started (CREATED, QUEUED or
-// RETRY). It tries the change from QUEUED, where a step job waits, and
-// learns the job's state from a refusal, so that the usual case is one
-// statement. A job pruned since counts as canceled.
-func (adv *advance) cancelJob(ctx context.Context, id uuid.UUID, why string) (int, error) {
-	from := job.StateQueued
-	for range 3 {
-		_, err := adv.tx.JobTransition(ctx, &store.JobTransitionParams{ID: id, From: from, To: job.StateCanceled, Now: adv.now, Error: why})
-		var ite *job.InvalidTransitionError
-		switch {
-		case err == nil, errors.Is(err, store.ErrNotFound):
-			return jobCanceled, nil
-		case !errors.As(err, &ite):
-			return 0, err
-		}
-		switch ite.From {
-		case job.StateCreated, job.StateQueued, job.StateRetry:
-			if ite.From == from {
-				return 0, err // refused from the state it is in: not a race
-			}
-			from = ite.From
-		case job.StateRunning:
-			return jobRunning, nil
-		default:
-			return jobEnded, nil
-		}
-	}
-	// It kept moving between waiting states: a worker is at it.
-	return jobRunning, nil
 }
 
 // release walks the steps in topological order and acts on each PENDING

@@ -842,15 +842,15 @@ func TestAdvanceReadsTheClockOnceLocked(t *testing.T) {
 	}
 }
 
-// cancelFailing is the store with JobCancel failing as a database that
-// went away does.
+// cancelFailing is the store with JobCancelMany (the ask to running jobs
+// after a cancel's commit) failing as a database that went away does.
 type cancelFailing struct {
 	store.Store
 }
 
 var errCancelDown = errors.New("connection refused")
 
-func (cancelFailing) JobCancel(context.Context, *store.JobCancelParams) (*store.JobCancelResult, error) {
+func (cancelFailing) JobCancelMany(context.Context, *store.JobCancelManyParams) ([]store.JobCancelManyResult, error) {
 	return nil, errCancelDown
 }
 
@@ -1394,8 +1394,10 @@ func TestUnstorableExpressionValueFailsStep(t *testing.T) {
 // TestCancelFanOutInOneStatement: canceling a run cancels the instances
 // of a fan-out whose jobs have not started — QUEUED or RETRY — in one
 // store call (one step.state_changed outbox row for them all; a fan-out
-// of 10,000 took 77 s on PostgreSQL one instance at a time), while the
-// instance whose job runs is left to finish.
+// of 10,000 took 77 s on PostgreSQL one instance at a time), and their
+// jobs in one more (JobCancelMany: one job.state_changed row; 28 s one
+// job at a time), while the instance whose job runs is left to finish,
+// asked to stop by one call after the commit.
 func TestCancelFanOutInOneStatement(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
@@ -1412,18 +1414,25 @@ func TestCancelFanOutInOneStatement(t *testing.T) {
 
 		before, err := b.st.OutboxList(b.ctx, &store.OutboxListParams{Limit: 100000})
 		require.NoError(t, err)
-		got, err := b.adv.Cancel(b.ctx, b.st, run.ID)
+		counted := &countingStore{Store: b.st}
+		got, err := b.adv.Cancel(b.ctx, counted, run.ID)
 		require.NoError(t, err)
 		require.True(t, got.CancelRequested)
 		after, err := b.st.OutboxList(b.ctx, &store.OutboxListParams{Limit: 100000})
 		require.NoError(t, err)
-		stepRows := 0
+		stepRows, jobRows := 0, 0
 		for _, ev := range after[len(before):] {
-			if ev.Type == "step.state_changed" {
+			switch ev.Type {
+			case "step.state_changed":
 				stepRows++
+			case "job.state_changed":
+				jobRows++
 			}
 		}
 		require.Equal(t, 1, stepRows, "the four instances are canceled by one store call")
+		require.Equal(t, 1, jobRows, "their four jobs too")
+		require.Equal(t, map[string]int{"JobCancelMany": 1}, counted.calls, "one call cancels the jobs, none a job")
+		require.Equal(t, 1, counted.asks, "one call asks the running job to stop, after the commit")
 
 		_, steps := b.get(t, run.ID)
 		for _, in := range steps["each"] {
@@ -1440,5 +1449,130 @@ func TestCancelFanOutInOneStatement(t *testing.T) {
 				require.True(t, j.CancelRequested, "the running job is asked to stop")
 			}
 		}
+	})
+}
+
+// countingStore counts the calls of its transactions that change jobs
+// and units (by method), and its own asks to running jobs.
+type countingStore struct {
+	store.Store
+	calls map[string]int
+	asks  int
+}
+
+func (s *countingStore) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return s.Store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		return fn(ctx, &countingTx{Tx: tx, s: s})
+	})
+}
+
+func (s *countingStore) JobCancelMany(ctx context.Context, p *store.JobCancelManyParams) ([]store.JobCancelManyResult, error) {
+	s.asks++
+	return s.Store.JobCancelMany(ctx, p)
+}
+
+func (s *countingStore) count(method string) {
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[method]++
+}
+
+type countingTx struct {
+	store.Tx
+	s *countingStore
+}
+
+func (t *countingTx) JobTransition(ctx context.Context, p *store.JobTransitionParams) (*job.Row, error) {
+	t.s.count("JobTransition")
+	return t.Tx.JobTransition(ctx, p)
+}
+
+func (t *countingTx) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error) {
+	t.s.count("JobCancel")
+	return t.Tx.JobCancel(ctx, p)
+}
+
+func (t *countingTx) JobCancelMany(ctx context.Context, p *store.JobCancelManyParams) ([]store.JobCancelManyResult, error) {
+	t.s.count("JobCancelMany")
+	return t.Tx.JobCancelMany(ctx, p)
+}
+
+func (t *countingTx) UnitGet(ctx context.Context, id uuid.UUID) (*crowd.Unit, error) {
+	t.s.count("UnitGet")
+	return t.Tx.UnitGet(ctx, id)
+}
+
+func (t *countingTx) UnitTransition(ctx context.Context, p *store.UnitTransitionParams) (*crowd.Unit, error) {
+	t.s.count("UnitTransition")
+	return t.Tx.UnitTransition(ctx, p)
+}
+
+func (t *countingTx) UnitCancelMany(ctx context.Context, p *store.UnitCancelManyParams) ([]store.UnitCancelManyResult, error) {
+	t.s.count("UnitCancelMany")
+	return t.Tx.UnitCancelMany(ctx, p)
+}
+
+// TestCancelHumanFanOutInOneStatement: canceling a run cancels the
+// units of a human fan-out by one store call (UnitCancelMany), not a
+// read and a transition each: every unit CANCELED but a FINALIZED one
+// (left so, its instance CANCELED with the others, as before), the
+// pool's counters moved for the four, and the assignment in progress
+// left as it is.
+func TestCancelHumanFanOutInOneStatement(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		_, _, err := b.st.TaskPut(b.ctx, &store.TaskPutParams{Name: "same", Definition: json.RawMessage(sameTask), Hash: "sha256:same", Now: b.now()})
+		require.NoError(t, err)
+		name := b.put(t, `{"name":"units-cancel","steps":[
+			{"name":"label","forEach":"input.ids","input":"{'id': item}","human":{"task":"same"}}]}`)
+		run := b.start(t, name, `{"ids":[0,1,2,3,4]}`)
+		_, steps := b.get(t, run.ID)
+		require.Len(t, steps["label"], 5)
+		// One unit is finalized behind the run's back, one is taken by
+		// a contributor who has not answered yet.
+		done := steps["label"][0].UnitID
+		conf := 1.0
+		_, err = b.st.UnitFinalize(b.ctx, &store.UnitFinalizeParams{ID: done, Result: json.RawMessage(`{"same":"yes"}`), Confidence: &conf, Now: b.now()})
+		require.NoError(t, err)
+		u, err := b.st.UnitGet(b.ctx, steps["label"][1].UnitID)
+		require.NoError(t, err)
+		c, err := b.st.ContributorCreate(b.ctx, &store.ContributorCreateParams{ID: uuid.Must(uuid.NewV7()), ExternalID: "ext-cancel", Name: "Ada", Now: b.now()})
+		require.NoError(t, err)
+		taken, err := b.st.AssignmentTake(b.ctx, &store.AssignmentTakeParams{ID: uuid.Must(uuid.NewV7()), PoolID: u.PoolID, ContributorID: c.ID,
+			Duration: time.Hour, Strategy: crowd.StrategyCandidates, Candidates: []uuid.UUID{u.ID}, Now: b.now()})
+		require.NoError(t, err)
+		require.NotNil(t, taken)
+		pool, err := b.st.PoolGet(b.ctx, u.PoolID)
+		require.NoError(t, err)
+		countsBefore := pool.Counts
+
+		counted := &countingStore{Store: b.st}
+		got, err := b.adv.Cancel(b.ctx, counted, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, flow.RunCanceled, got.State)
+		require.Equal(t, map[string]int{"UnitCancelMany": 1}, counted.calls, "one call cancels the units, none a unit")
+
+		_, steps = b.get(t, run.ID)
+		for _, st := range steps["label"] {
+			u, err := b.st.UnitGet(b.ctx, st.UnitID)
+			require.NoError(t, err)
+			require.Equal(t, C, st.State, "label[%d]", st.Index)
+			if st.UnitID == done {
+				require.Equal(t, crowd.UnitFinalized, u.State)
+				continue
+			}
+			require.Equal(t, crowd.UnitCanceled, u.State, "label[%d]'s unit", st.Index)
+		}
+		pool, err = b.st.PoolGet(b.ctx, u.PoolID)
+		require.NoError(t, err)
+		want := countsBefore
+		want.Canceled += want.New + want.Judgable + want.Paused
+		want.New, want.Judgable, want.Paused = 0, 0, 0
+		require.Equal(t, want, pool.Counts)
+		require.Equal(t, 4, pool.Counts.Canceled)
+		a, err := b.st.AssignmentGet(b.ctx, taken.Assignment.ID)
+		require.NoError(t, err)
+		require.Equal(t, taken.Assignment.State, a.State, "the assignment in progress is left as it is")
 	})
 }

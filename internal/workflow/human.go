@@ -262,28 +262,6 @@ func (adv *advance) recordUnitEnds(ctx context.Context) error {
 	return adv.recordRedos(ctx)
 }
 
-// cancelUnit withdraws the unit of a human instance that is being
-// canceled: NEW, JUDGABLE or PAUSED → CANCELED. A unit that ended is left
-// alone (a FINALIZED one was recorded by recordUnitEnds first).
-func (adv *advance) cancelUnit(ctx context.Context, unitID uuid.UUID) error {
-	unit, err := adv.tx.UnitGet(ctx, unitID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if unit.State.Final() {
-		return nil
-	}
-	_, err = adv.tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: unit.ID, From: unit.State, To: crowd.UnitCanceled, Now: adv.now})
-	var ite *crowd.InvalidTransitionError
-	if errors.As(err, &ite) {
-		return nil
-	}
-	return err
-}
-
 // hasHumanStep reports whether the workflow has a human step.
 func hasHumanStep(g *flow.Graph) bool {
 	for _, name := range g.Order() {

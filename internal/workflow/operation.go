@@ -11,15 +11,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-run/docket/internal/flow"
-	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
 )
 
 // Store is what the advancer needs of the store outside a transaction:
-// transactions, and the cooperative cancel of a running job.
+// transactions, and the cooperative cancel of running jobs.
 type Store interface {
 	store.Transactor
-	JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobCancelResult, error)
+	JobCancelMany(ctx context.Context, p *store.JobCancelManyParams) ([]store.JobCancelManyResult, error)
 }
 
 // ErrConflict: the run's state (or the step's kind or state) does not
@@ -70,21 +69,18 @@ func (a *Advancer) inTx(ctx context.Context, st Store, runID uuid.UUID, fn func(
 	return run, nil
 }
 
-// cancelJobs asks running jobs to stop. A job that ended meanwhile
-// (SUCCESS or DEAD: *job.InvalidTransitionError) or was pruned since
-// (store.ErrNotFound) is left as it is: its end is recorded by the next
-// advancement. Any other failure is returned, after asking the others.
+// cancelJobs asks running jobs to stop, all in one statement
+// (JobCancelMany). A job that ended meanwhile (SUCCESS, DEAD or
+// CANCELED) or was pruned since is left as it is: its end is recorded by
+// the next advancement.
 func (a *Advancer) cancelJobs(ctx context.Context, st Store, ids []uuid.UUID) error {
-	var errs []error
-	for _, id := range ids {
-		_, err := st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: a.now()})
-		var ite *job.InvalidTransitionError
-		if err == nil || errors.As(err, &ite) || errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		errs = append(errs, fmt.Errorf("ask running job %s to stop: %w", id, err))
+	if len(ids) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	if _, err := st.JobCancelMany(ctx, &store.JobCancelManyParams{IDs: ids, Now: a.now()}); err != nil {
+		return fmt.Errorf("ask %d running jobs to stop: %w", len(ids), err)
+	}
+	return nil
 }
 
 // runningJobs lists the jobs of the run's RUNNING job step instances.

@@ -269,22 +269,23 @@ func isHeld(u *crowd.Unit) bool {
 	return u.State == crowd.UnitPaused && u.JudgmentCount >= u.JudgmentsPerUnit
 }
 
-// cancelRedo cancels the redo of the unit that review instance st
-// rejected, when the run is canceled while the review is held: that unit
-// belongs to a SUCCEEDED step, which a cancel does not visit.
-func (adv *advance) cancelRedo(ctx context.Context, st *flow.StepInstance) error {
+// redoUnit is the unit of the step that review instance st rejected,
+// whose redo the review holds: canceled with st when the run is canceled
+// while the review is held, for that unit belongs to a SUCCEEDED step,
+// which a cancel does not visit. uuid.Nil when st reviews nothing.
+func (adv *advance) redoUnit(st *flow.StepInstance) uuid.UUID {
 	if adv.c.g == nil {
-		return nil // a version that no longer decodes: its reviews are unknown
+		return uuid.Nil // a version that no longer decodes: its reviews are unknown
 	}
 	reviewed := adv.c.g.ReviewOf(st.Step)
 	if reviewed == "" {
-		return nil
+		return uuid.Nil
 	}
 	r := adv.instance(reviewed, 0)
-	if r == nil || r.UnitID == uuid.Nil {
-		return nil
+	if r == nil {
+		return uuid.Nil
 	}
-	return adv.cancelUnit(ctx, r.UnitID)
+	return r.UnitID
 }
 
 // amend replaces the output of SUCCEEDED instance r (the reviewed step)
