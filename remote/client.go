@@ -59,11 +59,16 @@ func NewClient(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 }
 
 // Lease takes up to req.Max jobs (see LeaseRequest). The context's deadline,
-// when it has none, is the request timeout plus the wait.
+// when it has none, is the request timeout plus the wait (a wait outside
+// 0..WaitSecondsMax adds nothing: the server refuses it, naming it).
 func (c *Client) Lease(ctx context.Context, req *LeaseRequest) ([]Lease, error) {
 	if _, ok := ctx.Deadline(); !ok && req.WaitSeconds != nil {
+		wait := time.Duration(0)
+		if n := *req.WaitSeconds; n > 0 && n <= WaitSecondsMax {
+			wait = time.Duration(n) * time.Second
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout()+time.Duration(*req.WaitSeconds)*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, c.timeout()+wait)
 		defer cancel()
 	}
 	var resp LeaseResponse

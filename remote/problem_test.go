@@ -120,3 +120,28 @@ func TestClientBoundsAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseWaitOutOfRange: a wait the server refuses reaches it, and its
+// 400 comes back; the client does not turn it into a deadline of its own
+// (9223372037 s overflowed into a deadline already past: the call failed
+// with "context deadline exceeded" before anything was sent).
+func TestLeaseWaitOutOfRange(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"type":"x","title":"Invalid request","status":400,"errors":[{"field":"waitSeconds","message":"must be between 0 and 30"}]}`)
+	}))
+	defer srv.Close()
+	c, err := remote.NewClient(srv.URL, "k", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []int{-1, 31, 9223372037, -9223372037} {
+		_, err := c.Lease(t.Context(), &remote.LeaseRequest{Queues: []string{"q"}, WaitSeconds: remote.Int(wait), LeaseSeconds: remote.Int(30), WorkerID: "w"})
+		var e *remote.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Errors[0].Field != "waitSeconds" {
+			t.Errorf("wait %d: got %v, want the server's 400 naming waitSeconds", wait, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -63,15 +64,25 @@ func (r *leaseRequest) Validate() error {
 func (r *leaseRequest) params() docket.LeaseParams {
 	p := docket.LeaseParams{Queues: r.Queues, Max: 1, WorkerID: r.WorkerID}
 	if r.LeaseSeconds != nil {
-		p.Duration = time.Duration(*r.LeaseSeconds) * time.Second
+		p.Duration = seconds(*r.LeaseSeconds)
 	}
 	if r.Max != nil {
 		p.Max = *r.Max
 	}
 	if r.WaitSeconds != nil {
-		p.Wait = time.Duration(*r.WaitSeconds) * time.Second
+		p.Wait = seconds(*r.WaitSeconds)
 	}
 	return p
+}
+
+// seconds is n seconds as a duration, or -1 (out of every range the
+// protocol takes) when n is negative or too large for a duration: n*1s
+// would wrap, and 18446744079 seconds become 5.3 s, a valid lease.
+func seconds(n int) time.Duration {
+	if n < 0 || n > math.MaxInt64/int(time.Second) {
+		return -1
+	}
+	return time.Duration(n) * time.Second
 }
 
 // leaseGoneReason is the error recorded on a job whose lease was granted

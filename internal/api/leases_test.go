@@ -210,6 +210,12 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 		{with("waitSeconds", 31), "waitSeconds"},
 		{with("leaseSeconds", 4), "leaseSeconds"},
 		{with("leaseSeconds", nil), "leaseSeconds"},
+		// Seconds that overflow a duration are out of range, not wrapped
+		// into it (18446744079 s would be a lease of 5.3 s, 18446744074 s a
+		// wait of 0.3 s).
+		{with("leaseSeconds", int64(18446744079)), "leaseSeconds"},
+		{with("waitSeconds", int64(18446744074)), "waitSeconds"},
+		{with("leaseSeconds", int64(9223372037)), "leaseSeconds"},
 		{with("workerId", nil), "workerId"},
 		{with("max", "ten"), "max"},
 		{with("extra", 1), "extra"},
