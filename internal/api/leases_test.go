@@ -355,3 +355,36 @@ func TestLeaseTextWithNUL(t *testing.T) {
 		require.Equal(t, "\uFFFD", mustAttempts(t, b, &docket.JobRow{ID: leases[1].JobID})[0].Error)
 	})
 }
+
+// TestJSONNumbersWrittenOutInFull: PostgreSQL's jsonb keeps a number as a
+// numeric and prints it in full, so a payload of 1e131072 failed the
+// insert (a 500) and 1e131071, eight bytes, came back from every read as
+// 131,072 digits. A number of more than 400 digits written out in full is
+// refused as a payload and as a result, on every backend, naming the
+// field; every float64 passes and comes back as the same float64.
+func TestJSONNumbersWrittenOutInFull(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		for _, n := range []string{"1e131072", "1e131071", "1e400", "1e-400", "0e10000000000000000000"} {
+			p := b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"remote.echo","payload":{"n":`+n+`}}`).Problem(t, http.StatusBadRequest)
+			require.Equal(t, "payload", p.Errors[0].Field, n)
+			require.Contains(t, p.Errors[0].Message, "400 digits", n)
+		}
+		const floats = `[1.7976931348623157e308,-4.9406564584124654e-324,5e-324,1e-300,123456789012345678901234567890]`
+		r := b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"remote.echo","payload":`+floats+`}`)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		leases := b.lease(t, 1)
+		require.Len(t, leases, 1)
+		var want, got []float64
+		require.NoError(t, json.Unmarshal([]byte(floats), &want))
+		require.NoError(t, json.Unmarshal(leases[0].Payload, &got))
+		require.Equal(t, want, got)
+
+		path := "/v1/leases/" + leases[0].LeaseID + "/complete"
+		p := b.do(t, docket.RoleWorker, "POST", path, `{"result":{"n":[1,1e131072]}}`).Problem(t, http.StatusBadRequest)
+		require.Equal(t, "result", p.Errors[0].Field)
+		r = b.do(t, docket.RoleWorker, "POST", path, `{"result":{"n":1.7976931348623157e308}}`)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	})
+}

@@ -21,13 +21,17 @@ import (
 // unpaired UTF-16 surrogate escape ("\ud800"), or bytes that are not UTF-8
 // (encoding/json passes a json.RawMessage through unchecked). docket
 // refuses such a text on every backend alike — at the edge, never in the
-// middle of a batch.
+// middle of a batch. It refuses a number of more than JSONNumberDigitsMax
+// digits written out in full too (numberTooLong).
 func JSONUnstorable(data []byte) string {
 	if !utf8.Valid(data) {
 		return UTF8Message
 	}
 	if tooDeep(data) {
 		return DepthMessage
+	}
+	if numberTooLong(data) {
+		return NumberMessage
 	}
 	if !bytes.Contains(data, []byte(`\u`)) {
 		return "" // NUL and surrogates can only be written as escapes
@@ -101,6 +105,124 @@ func tooDeep(data []byte) bool {
 	return false
 }
 
+// JSONNumberDigitsMax is how many digits a number of a payload, result
+// or run input may have written out in full, as PostgreSQL's jsonb keeps
+// it (a numeric, printed without exponent): 1e131072 failed the insert
+// (numeric overflow, a 500), and 1e131071, eight bytes, came back from
+// every read as 131,072 digits, so that a 13 KB payload made a lease
+// answer of 196 MB. 400 holds every float64, the smallest subnormal
+// printed in full included (341 digits).
+const JSONNumberDigitsMax = 400
+
+// numberTooLong reports whether valid JSON text holds a number of more
+// than JSONNumberDigitsMax digits written out in full. Only a text with an
+// exponent, or a long run of digits, is walked.
+func numberTooLong(data []byte) bool {
+	if !numberSuspect(data) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || c >= '0' && c <= '9':
+			n, end := numberDigits(data[i:])
+			if n > JSONNumberDigitsMax {
+				return true
+			}
+			i += end - 1
+		}
+	}
+	return false
+}
+
+// numberSuspect is the fast look of numberTooLong: whether data has a
+// digit followed by an exponent's e, or more than JSONNumberDigitsMax
+// digits and points in a row (in a string or not).
+func numberSuspect(data []byte) bool {
+	run := 0
+	for _, c := range data {
+		switch {
+		case c >= '0' && c <= '9' || c == '.':
+			if run++; run > JSONNumberDigitsMax {
+				return true
+			}
+		case (c == 'e' || c == 'E') && run > 0:
+			return true
+		default:
+			run = 0
+		}
+	}
+	return false
+}
+
+// numberDigits reads the JSON number at the start of b and returns how
+// many digits PostgreSQL prints it with (its numeric: the integer digits,
+// at least one, and as many after the point as the text has there minus
+// its exponent), and the number's length in b. An exponent beyond
+// ±1,000,000,000 is too long even on a zero (PostgreSQL refuses it:
+// numeric overflow), and saturates.
+func numberDigits(b []byte) (digits int64, end int) {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	var intLen, fracLen, zeros int64 // zeros: leading zeros of all digits
+	significant := false
+	digit := func() {
+		if b[i] != '0' {
+			significant = true
+		} else if !significant {
+			zeros++
+		}
+		i++
+	}
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		digit()
+		intLen++
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			digit()
+			fracLen++
+		}
+	}
+	var exp int64
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		neg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			neg = b[i] == '-'
+			i++
+		}
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			exp = min(exp*10+int64(b[i]-'0'), 1<<40)
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if exp > 1e9 || exp < -1e9 {
+		return 1 << 40, i
+	}
+	intDigits := int64(1)
+	if significant {
+		// The power of ten of the first significant digit, plus one.
+		intDigits = max(intLen-zeros+exp, 1)
+	}
+	return intDigits + max(fracLen-exp, 0), i
+}
+
 // hex4 reads the four hex digits of a \u escape.
 func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
@@ -128,6 +250,7 @@ const (
 	SurrogateMessage = `must not contain an unpaired UTF-16 surrogate escape (\ud800 … \udfff) in a string`
 	UTF8Message      = "must be valid UTF-8"
 	DepthMessage     = "must not nest objects and arrays more than 1000 deep"
+	NumberMessage    = "must not contain a number of more than 400 digits written out in full (1e400 has 401)"
 )
 
 // TextStorable reports whether PostgreSQL can store s as text: UTF-8
