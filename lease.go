@@ -184,6 +184,10 @@ func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 	}
 }
 
+// messageWithoutProgress refuses a heartbeat's message sent alone: a
+// message is recorded with the progress it describes.
+const messageWithoutProgress = "is recorded with progress: send progress too"
+
 // LeaseState is what a heartbeat learns.
 type LeaseState struct {
 	ExpiresAt       time.Time
@@ -191,8 +195,9 @@ type LeaseState struct {
 }
 
 // LeaseHeartbeat renews a lease for d and, when progress is not nil,
-// records progress (0..100) and message. ErrLeaseLost when the lease is no
-// longer held.
+// records progress (0..100) and message. A message without progress is a
+// *ValidationError: it would be recorded nowhere. ErrLeaseLost when the
+// lease is no longer held.
 func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Duration, progress *float64, message string) (*LeaseState, error) {
 	var errs []error
 	ref, err := parseRef(leaseID)
@@ -205,8 +210,11 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	if progress != nil && !(*progress >= 0 && *progress <= remote.ProgressMax) { // NaN too
 		errs = append(errs, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)})
 	}
-	if len(message) > remote.MessageMaxBytes {
+	switch {
+	case len(message) > remote.MessageMaxBytes:
 		errs = append(errs, &ValidationError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)})
+	case message != "" && progress == nil:
+		errs = append(errs, &ValidationError{Field: "message", Message: messageWithoutProgress})
 	}
 	if err := joinValidation(errs); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
@@ -320,4 +321,8 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	progress = math.NaN() // not between 0 and 100 either (PostgreSQL stored it)
 	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
 	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
+	// A message alone was dropped without a word: it is recorded with a
+	// progress, so it needs one.
+	_, err = c.LeaseHeartbeat(ctx, docket.LeaseID(uuid.New(), 1), time.Minute, nil, "halfway")
+	require.Equal(t, []string{"message"}, validationFields(t, err))
 }

@@ -243,6 +243,9 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 		{held + "heartbeat", map[string]any{"progress": 101, "leaseSeconds": 1, "message": strings.Repeat("m", remote.MessageMaxBytes+1)},
 			[]string{"progress", "leaseSeconds", "message"}},
 		{held + "fail", map[string]any{"error": ""}, []string{"error", "retryable"}},
+		// A message alone would be recorded nowhere (it was dropped, 200).
+		{held + "heartbeat", map[string]any{"message": "halfway"}, []string{"message"}},
+		{held + "heartbeat", map[string]any{"message": "halfway", "leaseSeconds": 1}, []string{"message", "leaseSeconds"}},
 		// Unknown keys are refused on every lease call, as on every body.
 		{held + "heartbeat", map[string]any{"progres": 5}, []string{"progres"}},
 		{held + "heartbeat", map[string]any{"progress": 101, "extra": 1}, []string{"progress", "extra"}},
