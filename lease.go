@@ -28,6 +28,7 @@ import (
 // Limits of LeaseParams: the remote-worker protocol's (package remote).
 const (
 	LeaseMaxJobs     = remote.LeaseMaxJobs
+	LeaseMaxQueues   = remote.LeaseQueuesMax
 	LeaseMaxWait     = remote.WaitSecondsMax * time.Second
 	LeaseDurationMin = remote.LeaseSecondsMin * time.Second
 	LeaseDurationMax = remote.LeaseSecondsMax * time.Second
@@ -42,7 +43,7 @@ type Lease struct {
 
 // LeaseParams ask for jobs.
 type LeaseParams struct {
-	Queues   []string      // at least one
+	Queues   []string      // at least one, at most LeaseMaxQueues
 	Max      int           // 1 … LeaseMaxJobs
 	Wait     time.Duration // long-poll up to this long when nothing is due (≤ LeaseMaxWait)
 	Duration time.Duration // lease length, LeaseDurationMin … LeaseDurationMax
@@ -53,12 +54,20 @@ type LeaseParams struct {
 // errors.Join of one per field. Lease calls it.
 func (p *LeaseParams) Validate() error {
 	var errs []error
-	if len(p.Queues) == 0 {
+	switch {
+	case len(p.Queues) == 0:
 		errs = append(errs, &ValidationError{Field: "queues", Message: "needs at least one queue"})
-	}
-	for i, q := range p.Queues {
-		if err := validName(fmt.Sprintf("queues[%d]", i), q); err != nil {
-			errs = append(errs, err)
+	case len(p.Queues) > LeaseMaxQueues:
+		// Each queue is looked at in turn, every round of a long poll: 20,000
+		// of them held SQLite's writer 1.9 s a round. Their names are not
+		// looked at (one error each could make an answer larger than the
+		// request).
+		errs = append(errs, &ValidationError{Field: "queues", Message: fmt.Sprintf("must name at most %d queues, not %d", LeaseMaxQueues, len(p.Queues))})
+	default:
+		for i, q := range p.Queues {
+			if err := validName(fmt.Sprintf("queues[%d]", i), q); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if p.Max < 1 || p.Max > LeaseMaxJobs {

@@ -3,6 +3,7 @@ package docket_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -308,6 +309,15 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	require.Equal(t, []string{"queues[1]", "max", "waitSeconds", "leaseSeconds", "workerId"}, validationFields(t, p.Validate()))
 	p = docket.LeaseParams{Queues: []string{"q"}, Max: 1, Duration: time.Minute, WorkerID: "w"}
 	require.NoError(t, p.Validate())
+	// The queues are bounded (each is looked at every round of a wait);
+	// past the bound their names are not judged one by one.
+	p.Queues = make([]string, docket.LeaseMaxQueues)
+	for i := range p.Queues {
+		p.Queues[i] = fmt.Sprintf("q%d", i)
+	}
+	require.NoError(t, p.Validate())
+	p.Queues = append(p.Queues, "not ok")
+	require.Equal(t, []string{"queues"}, validationFields(t, p.Validate()))
 
 	ctx := context.Background()
 	c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: "sqlite:" + t.TempDir() + "/docket.db", AutoMigrate: true})

@@ -33,6 +33,9 @@ const (
 	HeartbeatLeaseSecondsDefault = 30
 	// LeaseMaxJobs is the most jobs one lease request may take (max).
 	LeaseMaxJobs = 100
+	// LeaseQueuesMax is the most queues one lease request may name: the
+	// server looks at each in turn, every round of a long poll.
+	LeaseQueuesMax = 100
 	// WaitSecondsMax bounds waitSeconds, the long poll of a lease request.
 	WaitSecondsMax = 30
 	// ProgressMax: progress is a percentage, 0..ProgressMax.

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -205,6 +206,7 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 		{with("queues", nil), "queues"},
 		{with("queues", []string{}), "queues"},
 		{with("queues", []string{"bad queue"}), "queues[0]"},
+		{with("queues", manyQueues(remote.LeaseQueuesMax+1)), "queues"},
 		{with("max", 0), "max"},
 		{with("max", 101), "max"},
 		{with("waitSeconds", 31), "waitSeconds"},
@@ -390,4 +392,13 @@ func TestJSONNumbersWrittenOutInFull(t *testing.T) {
 		r = b.do(t, docket.RoleWorker, "POST", path, `{"result":{"n":1.7976931348623157e308}}`)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	})
+}
+
+// manyQueues names n queues.
+func manyQueues(n int) []string {
+	qs := make([]string, n)
+	for i := range qs {
+		qs[i] = fmt.Sprintf("q%d", i)
+	}
+	return qs
 }
