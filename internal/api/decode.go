@@ -84,6 +84,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bool, into any) error {
+	if err := refuseContentEncoding(w, r); err != nil {
+		return err
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return problem(http.StatusUnsupportedMediaType, "media-type", "Unsupported media type", "send application/json")
@@ -107,6 +110,23 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 		return badRequest("the body is empty; send a JSON object")
 	}
 	return decodeJSON(body, into)
+}
+
+// refuseContentEncoding is the 415 for a body in a content coding
+// (Content-Encoding: gzip, say), with Accept-Encoding: identity as RFC 9110
+// asks: bodies are read as sent, and compressed bytes were taken for
+// malformed JSON ("invalid character"), a 400 that said nothing of why.
+func refuseContentEncoding(w http.ResponseWriter, r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(part); c != "" && !strings.EqualFold(c, "identity") {
+				w.Header().Set("Accept-Encoding", "identity")
+				return problem(http.StatusUnsupportedMediaType, "media-type", "Unsupported media type",
+					fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", c))
+			}
+		}
+	}
+	return nil
 }
 
 // decodeJSON decodes data, one JSON value, into into strictly and reports

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -280,6 +282,20 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 	for _, ct := range []string{"application/jsonl", "application/json-patch+json", "application/json;;"} {
 		b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", ct).Problem(t, http.StatusUnsupportedMediaType)
 	}
+	// A compressed body is a 415 that says so (it was a 400 "malformed
+	// JSON at byte 1: invalid character"), on every body a client sends.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"queues":["q"],"leaseSeconds":30,"workerId":"w"}`))
+	require.NoError(t, zw.Close())
+	for _, path := range []string{"/v1/leases", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/complete", "/v1/workflows/wf/runs:batch"} {
+		r := b.do(t, docket.RoleAdmin, "POST", path, gz.String(), "Content-Encoding", "gzip")
+		p := r.Problem(t, http.StatusUnsupportedMediaType)
+		require.Contains(t, p.Detail, `Content-Encoding "gzip"`, path)
+		require.Equal(t, "identity", r.Header.Get("Accept-Encoding"), path)
+	}
+	r0 := b.do(t, docket.RoleWorker, "POST", "/v1/leases", ok, "Content-Encoding", "identity")
+	require.Equal(t, http.StatusOK, r0.Status, string(r0.Body))
 	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON"} {
 		p := b.do(t, docket.RoleWorker, "POST", "/v1/leases", "{}", "Content-Type", ct).Problem(t, http.StatusBadRequest)
 		require.Equal(t, "queues", p.Errors[0].Field, ct)

@@ -81,6 +81,9 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResp
 		}
 		version = n
 	}
+	if err := refuseContentEncoding(w, r); err != nil {
+		return nil, err
+	}
 	format, err := batchFormat(r.Header.Get("Content-Type"))
 	if err != nil {
 		return nil, err
