@@ -265,7 +265,15 @@ func (s *Server) submitBatch(ctx context.Context, r *http.Request, req *batchReq
 // the body of POST /v1/jobs.
 func decodeBatchItem(raw json.RawMessage) (*submitRequest, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return nil, badRequest("each job must be a JSON object")
+		// Named as the body of POST /v1/jobs is: the item is one's body.
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(t))
+		dec.UseNumber()
+		kind := "nothing"
+		if dec.Decode(&v) == nil {
+			kind = jsonKindOf(v)
+		}
+		return nil, invalidField("(body)", "each job must be a JSON object, not "+kind)
 	}
 	item := new(submitRequest)
 	if err := decodeJSON(raw, item); err != nil {

@@ -349,7 +349,8 @@ func TestSubmitBatch(t *testing.T) {
 			{"jobType":"email","idempotencyKey":"k","payload":{"to":"b"}},
 			{"jobType":"email","idempotencyKey":"k","payload":{"to":"b"}},
 			{"jobType":"email","idempotencyKey":"k","payload":{"to":"c"}},
-			{"jobType":"sms","runAt":"soon"}
+			{"jobType":"sms","runAt":"soon"},
+			null
 		]}`
 		r := b.do(t, docket.RoleProducer, "POST", "/v1/jobs:batch", body)
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
@@ -365,7 +366,7 @@ func TestSubmitBatch(t *testing.T) {
 			}
 		}
 		r.JSON(t, &resp)
-		require.Len(t, resp.Items, 9)
+		require.Len(t, resp.Items, 10)
 		for i, it := range resp.Items {
 			require.Equal(t, i, it.Index)
 		}
@@ -394,7 +395,12 @@ func TestSubmitBatch(t *testing.T) {
 		bad(1, http.StatusBadRequest, "priority")
 		bad(2, http.StatusBadRequest, "jobType")
 		bad(3, http.StatusBadRequest, "bogus")
-		bad(4, http.StatusBadRequest, "")
+		// An item that is not an object is named as a body that is not
+		// one (it had no errors at all).
+		bad(4, http.StatusBadRequest, "(body)")
+		require.Contains(t, resp.Items[4].Error.Errors[0].Message, "not the number 7")
+		bad(9, http.StatusBadRequest, "(body)")
+		require.Contains(t, resp.Items[9].Error.Errors[0].Message, "not null")
 		keyed := ok(5)
 		require.Equal(t, keyed, ok(6), "a key repeated with the same job is the same job")
 		bad(7, http.StatusUnprocessableEntity, "payload")
