@@ -107,7 +107,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 			}
 			return nil
 		}
-		return badRequest("the body is empty; send a JSON object")
+		return bodyProblem("is empty; send a JSON object")
 	}
 	return decodeJSON(body, into)
 }
@@ -148,7 +148,7 @@ func decodeJSON(data []byte, into any) error {
 	// Only whitespace may follow the object. dec.More would miss a stray
 	// closing delimiter ("{...}}" or "{...} ]").
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("the body has data after the JSON object")
+		return bodyProblem("has data after the JSON object")
 	}
 	dups, keys := scanKeys(data)
 	if _, deep := into.(ownedThroughout); deep {
@@ -556,6 +556,13 @@ func scanAllKeys(data []byte) (dups []FieldError) {
 	}
 }
 
+// bodyProblem is the 400 of a body that is wrong as a whole (empty, not
+// JSON, more than one value), naming the field "(body)" as a body that is
+// not an object is: such a problem had no errors at all.
+func bodyProblem(message string) *Problem {
+	return invalidField("(body)", message)
+}
+
 // jsonProblem turns a decoding error into a 400 naming the field.
 func jsonProblem(err error) *Problem {
 	var (
@@ -564,7 +571,7 @@ func jsonProblem(err error) *Problem {
 	)
 	switch {
 	case errors.As(err, &syntax):
-		return badRequest(fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err))
+		return bodyProblem(fmt.Sprintf("is malformed JSON at byte %d: %v", syntax.Offset, err))
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
@@ -572,7 +579,7 @@ func jsonProblem(err error) *Problem {
 		}
 		return invalidField(field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), jsonValue(typ.Value)))
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("malformed JSON: unexpected end of input")
+		return bodyProblem("is malformed JSON: unexpected end of input")
 	}
 	if f, ok := jsonfield.Unknown(err); ok {
 		if f == "" {
@@ -580,7 +587,7 @@ func jsonProblem(err error) *Problem {
 		}
 		return invalidField(f, "is not a known field")
 	}
-	return badRequest("malformed JSON: " + err.Error())
+	return bodyProblem("is malformed JSON: " + err.Error())
 }
 
 func jsonKind(goKind string) string {

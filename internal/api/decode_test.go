@@ -31,7 +31,8 @@ func TestDecodeBodyTrailingData(t *testing.T) {
 		var p *Problem
 		require.True(t, errors.As(err, &p), "%q: %v", body, err)
 		require.Equal(t, http.StatusBadRequest, p.Status, "%q", body)
-		require.Equal(t, "the body has data after the JSON object", p.Detail, "%q", body)
+		require.Equal(t, "(body): has data after the JSON object", p.Detail, "%q", body)
+		require.Equal(t, "(body)", p.Errors[0].Field, "%q", body)
 	}
 }
 

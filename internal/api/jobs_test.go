@@ -289,12 +289,12 @@ func TestSubmitValidation(t *testing.T) {
 			{"payload with a reversed pair", `{"jobType":"a","payload":"\udc00\ud800"}`, "payload"},
 			{"payload nested too deep", `{"jobType":"a","payload":` + strings.Repeat(`{"a":`, 1000) + `[]` + strings.Repeat(`}`, 1000) + `}`, "payload"},
 			{"unknown field", `{"jobType":"a","color":"red"}`, "color"},
-			{"malformed JSON", `{"jobType":"a",`, ""},
-			{"not JSON", `jobType=a`, ""},
-			{"trailing data", `{"jobType":"a"} {}`, ""},
-			{"trailing brace", `{"jobType":"a"}}`, ""},
-			{"trailing bracket", `{"jobType":"a"} ]`, ""},
-			{"empty body", ``, ""},
+			{"malformed JSON", `{"jobType":"a",`, "(body)"},
+			{"not JSON", `jobType=a`, "(body)"},
+			{"trailing data", `{"jobType":"a"} {}`, "(body)"},
+			{"trailing brace", `{"jobType":"a"}}`, "(body)"},
+			{"trailing bracket", `{"jobType":"a"} ]`, "(body)"},
+			{"empty body", ``, "(body)"},
 			{"array body", `[{"jobType":"a"}]`, "(body)"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

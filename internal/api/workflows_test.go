@@ -237,9 +237,10 @@ func TestWorkflowPutProblems(t *testing.T) {
 			{"no steps", "w", `{}`, 400, []string{"steps"}},
 			{"bad path name", "a%20b", `{"steps":[{"name":"a","job":{"type":"t"}}]}`, 400, []string{"name"}},
 			{"bad name in both", "-x", `{"name":"-x","steps":[{"name":"a","job":{"type":"t"}}]}`, 400, []string{"name"}},
-			{"malformed", "w", `{"name":`, 400, nil},
-			{"trailing data", "w", `{"steps":[]} {}`, 400, nil},
-			{"empty", "w", ``, 400, nil},
+			// A body wrong as a whole names (body) too (it named nothing).
+			{"malformed", "w", `{"name":`, 400, []string{"(body)"}},
+			{"trailing data", "w", `{"steps":[]} {}`, 400, []string{"(body)"}},
+			{"empty", "w", ``, 400, []string{"(body)"}},
 			{"wrong name type", "w", `{"name":1,"steps":[{"name":"a","job":{"type":"t"}}]}`, 400, []string{"name"}},
 			{"step name reserved", "w", `{"steps":[{"name":"in","job":{"type":"t"}}]}`, 400, []string{"steps[0].name"}},
 			{"two kinds", "w", `{"steps":[{"name":"a","job":{"type":"t"},"signal":{}}]}`, 400, []string{"steps[0]"}},
