@@ -375,7 +375,10 @@ func (c *Client) RunResume(ctx context.Context, id uuid.UUID) (*Run, error) {
 // every step downstream of them run again (new jobs, fresh attempts);
 // steps that succeeded keep their outputs. Retrying a run that is RUNNING
 // or PAUSED returns it unchanged; a SUCCEEDED or CANCELED run is
-// ErrRunConflict.
+// ErrRunConflict, as is a FAILED run with a step downstream of a failed
+// one still RUNNING (released before the run failed, by trigger
+// all_done): the error names it and nothing is changed; retry once it
+// ended.
 func (c *Client) RunRetry(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return c.runOp(ctx, "retry", id, func(a *workflow.Advancer) (*flow.Run, error) { return a.Retry(ctx, c.store, id) })
 }

@@ -168,6 +168,30 @@ func Outcome(g *Graph, states map[string]StepState) (state RunState, ok bool) {
 	return RunRunning, false
 }
 
+// RetryBlockers lists, in DAG order, the steps a retry would reset (see
+// RetrySteps) that are still RUNNING: downstream of a FAILED or CANCELED
+// step but released before the run failed (a trigger of all_done) and not
+// ended yet. The state table does not reset a running step, so a retry
+// then would keep it, and its output, computed from the failure, would
+// stand in the retried run: the retry waits until they end.
+func RetryBlockers(g *Graph, states map[string]StepState) []string {
+	downstream := map[string]bool{}
+	for _, name := range g.Order() {
+		if st := states[name]; st == StepFailed || st == StepCanceled {
+			for _, d := range g.Descendants(name) {
+				downstream[d] = true
+			}
+		}
+	}
+	var out []string
+	for _, name := range g.Order() {
+		if downstream[name] && states[name] == StepRunning {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // RetrySteps returns the steps a retry of a FAILED run resets to PENDING,
 // in topological order: every FAILED or CANCELED step and every done step
 // downstream of one. Steps outside that set keep their state and outputs

@@ -141,3 +141,22 @@ func TestOutcomeAndRetry(t *testing.T) {
 		t.Errorf("RetrySteps = %v", got)
 	}
 }
+
+// TestRetryBlockers: only a RUNNING step downstream of a FAILED or
+// CANCELED one blocks a retry; a running step elsewhere does not.
+func TestRetryBlockers(t *testing.T) {
+	t.Parallel()
+	g := joinGraph(t, TriggerAllDone)
+	states := map[string]StepState{"a": StepFailed, "b": StepRunning, "c": StepRunning}
+	if got := RetryBlockers(g, states); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("blockers = %v, want [c] (b runs but is not downstream of a)", got)
+	}
+	states["c"] = StepSucceeded
+	if got := RetryBlockers(g, states); len(got) != 0 {
+		t.Fatalf("blockers = %v, want none once c ended", got)
+	}
+	states = map[string]StepState{"a": StepSucceeded, "b": StepRunning, "c": StepRunning}
+	if got := RetryBlockers(g, states); len(got) != 0 {
+		t.Fatalf("blockers = %v, want none: nothing failed", got)
+	}
+}

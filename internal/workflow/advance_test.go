@@ -1576,3 +1576,68 @@ func TestCancelHumanFanOutInOneStatement(t *testing.T) {
 		require.Equal(t, taken.Assignment.State, a.State, "the assignment in progress is left as it is")
 	})
 }
+
+// TestRetryRefusedWhileDownstreamRuns: a retry of a FAILED run while a
+// step downstream of a failed one still runs (here "report", all_done
+// after "a", released by a's failure) would keep that step, the state
+// table forbidding a running step's reset, and the run could then end
+// SUCCEEDED with report's output computed from a's failure. The retry is
+// refused (ErrConflict naming the step) and writes nothing; once report
+// ended, the retry runs a, report and boom again.
+func TestRetryRefusedWhileDownstreamRuns(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		name := b.put(t, `{"name":"retry-downstream","steps":[
+			{"name":"a","job":{"type":"a","maxAttempts":1},"onFailure":"continue"},
+			{"name":"report","after":["a"],"trigger":"all_done","job":{"type":"report"}},
+			{"name":"boom","after":["a"],"trigger":"all_done","job":{"type":"boom","maxAttempts":1}}]}`)
+		var first atomic.Bool
+		first.Store(true)
+		fails := func(what string) handler {
+			return func(*payload) (json.RawMessage, error) {
+				if first.Load() {
+					return nil, fmt.Errorf("%s failed", what)
+				}
+				return json.RawMessage(`"ok"`), nil
+			}
+		}
+		report := func(p *payload) (json.RawMessage, error) {
+			var a struct{ State string }
+			require.NoError(t, json.Unmarshal(p.Steps["a"], &a))
+			return json.Marshal("a was " + a.State)
+		}
+		run := b.start(t, name, `{}`)
+		b.work(t, map[string]handler{"a": fails("a")})
+		// report's job is taken, and runs on while boom fails the run.
+		held, err := b.st.JobAcquire(b.ctx, &store.JobAcquireParams{Queue: "report", Max: 1, Owner: "test", LeaseDuration: time.Minute, Now: b.now()})
+		require.NoError(t, err)
+		require.Len(t, held, 1)
+		b.work(t, map[string]handler{"boom": fails("boom")})
+		run, steps := b.get(t, run.ID)
+		require.Equal(t, flow.RunFailed, run.State)
+		require.Equal(t, map[string]flow.StepState{"a": F, "report": R, "boom": F}, states(steps))
+
+		first.Store(false)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.ErrorIs(t, err, workflow.ErrConflict)
+		require.ErrorContains(t, err, `step "report" is still RUNNING; retry after it ends`)
+		again, steps2 := b.get(t, run.ID)
+		require.Equal(t, run, again, "the refused retry wrote nothing")
+		require.Equal(t, steps, steps2, "the refused retry wrote nothing")
+
+		out, err := report(&payload{Steps: map[string]json.RawMessage{"a": json.RawMessage(`{"state":"FAILED"}`)}})
+		require.NoError(t, err)
+		_, err = b.st.JobFinishMany(b.ctx, &store.JobFinishManyParams{Now: b.now(), Jobs: []*store.JobFinishParams{
+			{ID: held[0].ID, Attempt: held[0].Attempt, State: job.StateSuccess, Outcome: job.OutcomeSuccess, Result: out}}})
+		require.NoError(t, err)
+		_, err = b.adv.AdvanceRun(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		_, err = b.adv.Retry(b.ctx, b.st, run.ID)
+		require.NoError(t, err)
+		b.work(t, map[string]handler{"a": fails("a"), "boom": fails("boom"), "report": report})
+		run, steps = b.get(t, run.ID)
+		require.Equal(t, flow.RunSucceeded, run.State, run.Error)
+		require.JSONEq(t, `"a was SUCCEEDED"`, string(steps["report"][0].Output), "report ran again on a's new output")
+		require.Equal(t, 2, steps["report"][0].Generation)
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -361,7 +363,9 @@ func (a *Advancer) Resume(ctx context.Context, st Store, runID uuid.UUID) (*flow
 // new generation of its instances; new jobs, fresh attempts), steps that
 // succeeded keep their outputs, and the run is RUNNING again. A RUNNING
 // or PAUSED run is returned as it is (a retry took effect already);
-// SUCCEEDED and CANCELED runs are ErrConflict.
+// SUCCEEDED and CANCELED runs are ErrConflict, and so is a FAILED run
+// with a step downstream of a failed one still RUNNING
+// (flow.RetryBlockers), nothing written.
 func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
 		if err := canceling(adv.run, "retried"); err != nil {
@@ -395,6 +399,13 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 				}
 			}
 		}
+		if running := flow.RetryBlockers(adv.c.g, states); len(running) > 0 {
+			// The state table keeps a running step through a retry: it
+			// would end with an output computed from the failure and the
+			// run could succeed on it. Nothing is written (the
+			// transaction rolls back).
+			return nil, conflict("run %s: %s", adv.run.ID, stillRunning(running))
+		}
 		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunFailed, To: flow.RunRunning, Now: adv.now})
 		if err != nil {
 			return nil, err
@@ -412,6 +423,18 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 		}
 		return nil, adv.advance(ctx)
 	})
+}
+
+// stillRunning says why a retry waits for the steps names.
+func stillRunning(names []string) string {
+	if len(names) == 1 {
+		return fmt.Sprintf("step %q is still RUNNING; retry after it ends", names[0])
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	return fmt.Sprintf("steps %s are still RUNNING; retry after they end", strings.Join(quoted, ", "))
 }
 
 // unsuccessfulEnd is FAILED when an instance of step name FAILED, else
