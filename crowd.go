@@ -360,13 +360,24 @@ func (c *Client) PoolResume(ctx context.Context, id uuid.UUID) (*Pool, error) {
 	return c.poolMove(ctx, id, PoolOpen, PoolPaused)
 }
 
-// PoolClose closes an OPEN or PAUSED pool: no unit is added any more.
-// A pool with no open unit left is COMPLETED at once; any other is
-// COMPLETED when its last unit is final (PoolsComplete).
+// PoolClose closes an OPEN or PAUSED pool: no unit is added and no
+// assignment handed out any more. Its open regular units end
+// (crowd_close.go): at once those no live assignment holds, the others
+// once their assignments ended (PoolsComplete) — FINALIZED with the
+// judgments they have when those reach the pool's judgments per unit,
+// CANCELED otherwise (their human steps fail). A pool with no open unit
+// left is COMPLETED at once; any other is COMPLETED when its last unit
+// is final (PoolsComplete). Closing a CLOSED pool again ends what it can
+// end now.
 func (c *Client) PoolClose(ctx context.Context, id uuid.UUID) (*Pool, error) {
 	p, err := c.poolMove(ctx, id, PoolClosed, PoolOpen, PoolPaused)
-	if err != nil || p.Status != PoolClosed || p.Counts.Open() > 0 {
+	if err != nil || p.Status != PoolClosed {
 		return p, err
+	}
+	if p.Counts.Open() > 0 {
+		if _, err := c.poolEndUnits(ctx, id); err != nil {
+			return nil, fmt.Errorf("close pool %s: %w", id, err)
+		}
 	}
 	if _, err := c.store.PoolCompleteMany(ctx, &store.PoolCompleteManyParams{PoolID: id, Max: 1, Now: c.cfg.Now()}); err != nil {
 		return nil, err
@@ -391,7 +402,18 @@ func (c *Client) poolMove(ctx context.Context, id uuid.UUID, to PoolStatus, from
 	if !ok {
 		return nil, &CrowdTransitionError{Of: "pool", ID: id.String(), From: string(p.Status), To: string(to)}
 	}
-	return c.store.PoolTransition(ctx, &store.PoolTransitionParams{ID: id, From: p.Status, To: to, Now: c.cfg.Now()})
+	moved, err := c.store.PoolTransition(ctx, &store.PoolTransitionParams{ID: id, From: p.Status, To: to, Now: c.cfg.Now()})
+	var ite *crowd.InvalidTransitionError
+	if errors.As(err, &ite) {
+		// Another call (another node) moved it since the read: done
+		// already when it is where this one would move it (or, closed,
+		// completed since).
+		cur, gerr := c.store.PoolGet(ctx, id)
+		if gerr == nil && (cur.Status == to || to == PoolClosed && cur.Status == PoolCompleted) {
+			return cur, nil
+		}
+	}
+	return moved, err
 }
 
 // UnitsAdd adds regular units with these inputs (JSON objects) to a pool,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -100,13 +101,25 @@ func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool,
 		_, err := tx.UnitRetarget(ctx, &store.UnitRetargetParams{ID: unit.ID, JudgmentsPerUnit: target, Now: now})
 		return nil, err
 	}
+	return c.finalizeUnit(ctx, tx, ct, unit.ID, unit.RunID, clean, result, confidence, d.LowConfidence, now, finalized)
+}
+
+// finalizeUnit moves a regular JUDGABLE unit (of run runID, uuid.Nil for
+// none) to FINALIZED with result and confidence, the aggregate of its
+// clean judgments, writing unit.finalized with their agreements, and
+// completes its run's human step, all in tx; finalized as in
+// unitTargetReached. Both a unit reaching its target and one ended by
+// its pool's close (crowd_close.go) are finalized here.
+func (c *Client) finalizeUnit(ctx context.Context, tx store.Tx, ct *task.Compiled, unitID, runID uuid.UUID, clean []*Judgment,
+	result json.RawMessage, confidence *float64, low bool, now time.Time, finalized func(*Unit),
+) (*Unit, error) {
 	agreements, err := finalizedAgreements(ct, result, clean)
 	if err != nil {
-		return nil, fmt.Errorf("agreement of unit %s: %w", unit.ID, err)
+		return nil, fmt.Errorf("agreement of unit %s: %w", unitID, err)
 	}
-	fp := &store.UnitFinalizeParams{ID: unit.ID, Result: result, Confidence: confidence,
-		LowConfidence: d.LowConfidence, Judgments: agreements, Now: now}
-	if finalized != nil && unit.RunID == uuid.Nil {
+	fp := &store.UnitFinalizeParams{ID: unitID, Result: result, Confidence: confidence,
+		LowConfidence: low, Judgments: agreements, Now: now}
+	if finalized != nil && runID == uuid.Nil {
 		return nil, tx.UnitFinalizeLater(ctx, fp, finalized)
 	}
 	fin, err := tx.UnitFinalize(ctx, fp)

@@ -400,7 +400,9 @@ type HumanStepOutput struct {
 // so "the unit is FINALIZED" and "the step completed" commit together, or
 // neither does (an error rolls back the judgment too). The workflow
 // runtime sets Client.completeHumanStep; a unit without a run (RunID nil)
-// does not call it.
+// does not call it. A unit its closed pool CANCELED (crowd_close.go)
+// calls it too, in the transaction that cancels it, with unit.State
+// CANCELED and no output: the step then FAILED.
 type HumanStepCompleter func(ctx context.Context, tx store.Tx, unit *Unit, out HumanStepOutput) error
 
 // SubmittedJudgment is the outcome of JudgmentSubmit.

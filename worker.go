@@ -85,8 +85,9 @@ type WorkerConfig struct {
 	// assignments of human work whose lease ran out (freeing their slots,
 	// in batches); an abandoned slot is free again within the pool's
 	// assignment duration + this. The pool-completer runs as often: a
-	// closed pool is COMPLETED within this of its last unit becoming
-	// final. Default AssignmentReapIntervalDefault.
+	// unit of a closed pool ends within this of its last assignment
+	// ending, and a closed pool is COMPLETED within this of its last unit
+	// becoming final. Default AssignmentReapIntervalDefault.
 	AssignmentReapInterval time.Duration
 	// PoolEstimateInterval: how often the maintenance leader re-estimates
 	// the worker-quality models of the pools whose fields use a

@@ -520,9 +520,16 @@ func TestPools(t *testing.T) {
 
 		cb.do(t, docket.RoleViewer, "GET", "/v1/pools/"+pid+"/results?format=xml", nil).Problem(t, http.StatusBadRequest)
 
+		// Its four units have no judgment and no assignment: the close
+		// cancels them (runs waiting on them would go on) and the pool is
+		// COMPLETED at once; the golden unit stays.
 		r = cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/close", nil)
 		r.JSON(t, &got)
-		require.Equal(t, "CLOSED", got.Status)
+		require.Equal(t, "COMPLETED", got.Status)
+		require.Equal(t, 4, got.Counts.Canceled)
+		require.Equal(t, 1, got.Counts.Golden)
+		cb.do(t, docket.RoleViewer, "GET", "/v1/units/"+uid, nil).JSON(t, &u)
+		require.Equal(t, "CANCELED", u.State)
 		cb.do(t, docket.RoleAdmin, "POST", "/v1/pools/"+pid+"/resume", nil).Problem(t, http.StatusConflict)
 		// A closed pool takes no golden unit: 409 saying so, not that it
 		// "hands out no assignment" (no assignment was asked for).
@@ -530,7 +537,7 @@ func TestPools(t *testing.T) {
 			map[string]any{"input": map[string]any{"left": "b"}, "answer": map[string]any{"same": "no"}},
 		}}).Problem(t, http.StatusConflict)
 		require.Equal(t, "https://docket.dev/problems/pool-not-open", p.Type)
-		require.Equal(t, "pool "+pid+" is CLOSED: no unit can be added to it, golden units neither", p.Detail)
+		require.Equal(t, "pool "+pid+" is COMPLETED: no unit can be added to it, golden units neither", p.Detail)
 	})
 }
 

@@ -126,6 +126,13 @@ type CrowdStore interface {
 	// locked by another caller are skipped), and returns their ids, oldest
 	// first. p.PoolID, when set, looks at that pool only.
 	PoolCompleteMany(ctx context.Context, p *PoolCompleteManyParams) ([]uuid.UUID, error)
+	// UnitListClosing lists, by id, up to p.Limit units that closing
+	// their pool ends now: regular NEW, JUDGABLE or PAUSED units of CLOSED
+	// pools (of p.PoolID only, when set) that no ACTIVE assignment holds,
+	// with ids after p.After. One query; the caller ends each in a
+	// transaction of its own (UnitLockClosing checks again under the
+	// lock).
+	UnitListClosing(ctx context.Context, p *UnitListClosingParams) ([]*UnitClosingRef, error)
 	// UnitList lists the units of a pool newest first (id descending),
 	// filtered.
 	UnitList(ctx context.Context, p *UnitListParams) ([]*crowd.Unit, error)
@@ -367,6 +374,38 @@ func (p *PoolCompleteManyParams) Validate() error {
 	pr.Check(p.Max < 1, "max", "must be at least 1")
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
+}
+
+// UnitListClosingParams pages through the units a closed pool ends
+// (Store.UnitListClosing).
+type UnitListClosingParams struct {
+	PoolID uuid.UUID // uuid.Nil: every CLOSED pool
+	After  uuid.UUID // cursor: only ids strictly greater; uuid.Nil: from the start
+	Limit  int       // at least 1
+}
+
+// Validate names every invalid field.
+func (p *UnitListClosingParams) Validate() error {
+	pr := problemsOf("list units of closed pools")
+	pr.Check(p.Limit < 1, "limit", "must be at least 1")
+	return pr.Err()
+}
+
+// UnitClosingRef is a unit UnitListClosing found: enough to lock its run
+// and read its pool before its transaction.
+type UnitClosingRef struct {
+	ID     uuid.UUID
+	PoolID uuid.UUID
+	RunID  uuid.UUID // uuid.Nil for a unit of no run
+}
+
+// UnitClosing is what UnitLockClosing read of a unit under its lock.
+type UnitClosing struct {
+	Unit       *crowd.Unit
+	PoolStatus crowd.PoolStatus
+	// Live: an assignment of the unit is ACTIVE (its judgment may still
+	// come; the unit waits for it to be submitted, released or expired).
+	Live bool
 }
 
 // PoolTransitionParams asks for one status change.

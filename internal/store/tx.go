@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 
+	"github.com/google/uuid"
+
 	"github.com/docket-run/docket/internal/crowd"
 )
 
@@ -72,4 +74,11 @@ type Tx interface {
 	// UnitFinalize: its error is returned, done gets the unit before it
 	// returns.
 	UnitFinalizeLater(ctx context.Context, p *UnitFinalizeParams, done func(*crowd.Unit)) error
+	// UnitLockClosing locks a unit's row, waiting for a take or a
+	// judgment that holds it, and reads after the lock what ending it
+	// because its pool was closed needs (UnitClosing): an assignment
+	// taken just before the lock is seen ACTIVE. ErrNotFound when there
+	// is no such unit. The caller locks the unit's run first (the lock
+	// order of a judgment: run, then unit).
+	UnitLockClosing(ctx context.Context, id uuid.UUID) (*UnitClosing, error)
 }

@@ -274,7 +274,10 @@ func TestPoolPages(t *testing.T) {
 		require.Contains(t, r.Body, "Cannot resume")
 		got, err := b.client.PoolGet(ctx, pool.ID)
 		require.NoError(t, err)
-		require.Equal(t, docket.PoolClosed, got.Status)
+		// Its units had no judgment and no assignment: the close canceled
+		// them, and the pool is COMPLETED at once.
+		require.Equal(t, docket.PoolCompleted, got.Status)
+		require.Equal(t, 3, got.Counts.Canceled)
 
 		require.Equal(t, http.StatusNotFound, admin.get(t, "/pools/"+uuid.New().String()).Status)
 		require.Equal(t, http.StatusNotFound, admin.post(t, "/pools/nope/close", nil).Status)

@@ -109,6 +109,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Pools", testPools},
 			{"PoolCompleteMany", testPoolCompleteMany},
 			{"PoolCompleteManyPastOpen", testPoolCompleteManyPastOpen},
+			{"UnitsClosing", testUnitsClosing},
 			{"Units", testUnits},
 			{"UnitCancelMany", testUnitCancelMany},
 			{"Overlap", testOverlap},
