@@ -362,8 +362,9 @@ func (c *Client) PoolResume(ctx context.Context, id uuid.UUID) (*Pool, error) {
 
 // PoolClose closes an OPEN or PAUSED pool: no unit is added and no
 // assignment handed out any more. Its open regular units end
-// (crowd_close.go): at once those no live assignment holds, the others
-// once their assignments ended (PoolsComplete) — FINALIZED with the
+// (crowd_close.go): at once those no live assignment holds (up to
+// PoolCloseEndMax), the others once their assignments ended, within the
+// pool-completer's interval (PoolsComplete) — FINALIZED with the
 // judgments they have when those reach the pool's judgments per unit,
 // CANCELED otherwise (their human steps fail). A pool with no open unit
 // left is COMPLETED at once; any other is COMPLETED when its last unit
@@ -375,7 +376,7 @@ func (c *Client) PoolClose(ctx context.Context, id uuid.UUID) (*Pool, error) {
 		return p, err
 	}
 	if p.Counts.Open() > 0 {
-		if _, err := c.poolEndUnits(ctx, id); err != nil {
+		if _, err := c.poolEndUnits(ctx, id, PoolCloseEndMax); err != nil {
 			return nil, fmt.Errorf("close pool %s: %w", id, err)
 		}
 	}

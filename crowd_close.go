@@ -26,9 +26,9 @@ import (
 //     closed before unit … had enough judgments (1 of 3)"); the run fails
 //     or goes on by the step's onFailure.
 //
-// PoolClose ends at once the units no assignment holds; the leader's
-// pool-completer (PoolsComplete) ends the others once their assignments
-// ended, then completes the pool. Each unit is ended in a transaction of
+// PoolClose ends at once the units no assignment holds (up to
+// PoolCloseEndMax); the leader's pool-completer (PoolsComplete) ends the
+// others once their assignments ended, then completes the pool. Each unit is ended in a transaction of
 // its own that locks its run, then the unit (the lock order of a
 // judgment), and checks again under the locks: of two nodes ending one
 // unit, or a close racing a judgment, exactly one ends it.
@@ -37,16 +37,30 @@ import (
 // poolEndUnits; each is then ended in a transaction of its own.
 const PoolEndBatch = 100
 
+// PoolCloseEndMax is how many units PoolClose ends itself (a few
+// milliseconds each, their runs advanced): a larger pool's other units
+// are ended by the leader's pool-completer within its interval, so that
+// the close call stays short.
+const PoolCloseEndMax = 1000
+
 // poolEndUnits ends the open regular units of CLOSED pools (of pool poolID
-// only, when set) that no live assignment holds, and returns how many it
-// ended. A unit that fails to end does not hold up the others: its error
-// is returned with theirs, after them, and the next call tries it again.
-func (c *Client) poolEndUnits(ctx context.Context, poolID uuid.UUID) (int, error) {
+// only, when set) that no live assignment holds, at most max of them
+// (max ≤ 0: all), and returns how many it ended. A unit that fails to end
+// does not hold up the others: its error is returned with theirs, after
+// them, and the next call tries it again.
+func (c *Client) poolEndUnits(ctx context.Context, poolID uuid.UUID, max int) (int, error) {
 	ended := 0
 	after := uuid.Nil
 	var errs []error
 	for {
-		refs, err := c.store.UnitListClosing(ctx, &store.UnitListClosingParams{PoolID: poolID, After: after, Limit: PoolEndBatch})
+		limit := PoolEndBatch
+		if max > 0 {
+			limit = min(limit, max-ended)
+		}
+		if limit <= 0 {
+			return ended, errors.Join(errs...)
+		}
+		refs, err := c.store.UnitListClosing(ctx, &store.UnitListClosingParams{PoolID: poolID, After: after, Limit: limit})
 		if err != nil {
 			return ended, errors.Join(append(errs, err)...)
 		}
@@ -62,7 +76,7 @@ func (c *Client) poolEndUnits(ctx context.Context, poolID uuid.UUID) (int, error
 				ended++
 			}
 		}
-		if len(refs) < PoolEndBatch {
+		if len(refs) < limit {
 			return ended, errors.Join(errs...)
 		}
 		after = refs[len(refs)-1].ID

@@ -324,3 +324,43 @@ func TestPoolCloseRace(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolEndUnitsMax: a call that may end max units ends that many, the
+// smallest ids first, and leaves the others to the next call (PoolClose
+// ends PoolCloseEndMax itself, the pool-completer the rest).
+func TestPoolEndUnitsMax(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newCrowdFixture(t, backend)
+			inputs := make([]json.RawMessage, 5)
+			for i := range inputs {
+				inputs[i] = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+			}
+			units, err := f.c.UnitsAdd(ctx, f.pool.ID, inputs)
+			require.NoError(t, err)
+			_, err = f.c.poolMove(ctx, f.pool.ID, PoolClosed, PoolOpen) // closed, nothing ended yet
+			require.NoError(t, err)
+			n, err := f.c.poolEndUnits(ctx, f.pool.ID, 2)
+			require.NoError(t, err)
+			require.Equal(t, 2, n)
+			for i, u := range units {
+				got, err := f.c.UnitGet(ctx, u.ID)
+				require.NoError(t, err)
+				want := UnitJudgable
+				if i < 2 {
+					want = UnitCanceled
+				}
+				require.Equal(t, want, got.State, "unit %d", i)
+			}
+			done, err := f.c.PoolsComplete(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, done)
+			p, err := f.c.PoolGet(ctx, f.pool.ID)
+			require.NoError(t, err)
+			require.Equal(t, 5, p.Counts.Canceled)
+		})
+	}
+}

@@ -28,7 +28,7 @@ const PoolCompleteBatch = 100
 // is left open (PoolClose). Tools and tests may call it.
 func (c *Client) PoolsComplete(ctx context.Context) (int, error) {
 	// A unit that failed to end holds up its own pool only.
-	_, endErr := c.poolEndUnits(ctx, uuid.Nil)
+	_, endErr := c.poolEndUnits(ctx, uuid.Nil, 0)
 	total := 0
 	for {
 		ids, err := c.store.PoolCompleteMany(ctx, &store.PoolCompleteManyParams{Max: PoolCompleteBatch, Now: c.cfg.Now()})
