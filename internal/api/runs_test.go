@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -418,5 +420,46 @@ func TestRunEvents(t *testing.T) {
 		// it streamed nothing, for ever.
 		p = b.getWithin(t, docket.RoleViewer, "/v1/runs/"+run.RunID.String()+"/events?types=job.state_changed").Problem(t, http.StatusBadRequest)
 		require.Contains(t, p.Detail, "never in this stream, which carries only run.state_changed, step.state_changed")
+	})
+}
+
+// TestRunRetryWhileDownstreamRuns: a FAILED run whose step "report"
+// (all_done after the failed "a") still runs is not retried: 409
+// run-conflict naming the step, nothing changed; once report ended, the
+// retry is 200.
+func TestRunRetryWhileDownstreamRuns(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		putWorkflow(t, b, docket.RoleProducer, "downstream", `{"steps": [
+		  {"name": "a", "job": {"type": "ds.a", "maxAttempts": 1}, "onFailure": "continue"},
+		  {"name": "report", "after": ["a"], "trigger": "all_done", "job": {"type": "ds.report"}},
+		  {"name": "boom", "after": ["a"], "trigger": "all_done", "job": {"type": "ds.boom", "maxAttempts": 1}}]}`, http.StatusCreated)
+		run := startRun(t, b, "downstream", `{"input": {}}`, http.StatusAccepted)
+		lease := func(queue string) *docket.Lease {
+			t.Helper()
+			ls, err := b.client.Lease(ctx, docket.LeaseParams{Queues: []string{queue}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+			require.NoError(t, err)
+			require.Len(t, ls, 1)
+			return ls[0]
+		}
+		_, err := b.client.LeaseFail(ctx, lease("ds.a").ID, "no", false)
+		require.NoError(t, err)
+		report := lease("ds.report") // runs on while boom fails the run
+		_, err = b.client.LeaseFail(ctx, lease("ds.boom").ID, "boom", false)
+		require.NoError(t, err)
+		before := getRun(t, b, run.RunID)
+		require.Equal(t, docket.RunFailed, before.Status)
+
+		p := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil).Problem(t, http.StatusConflict)
+		require.Contains(t, p.Type, "run-conflict")
+		require.Contains(t, p.Detail, `step "report" is still RUNNING; retry after it ends`)
+		require.Equal(t, before, getRun(t, b, run.RunID), "nothing changed")
+
+		require.NoError(t, b.client.LeaseComplete(ctx, report.ID, json.RawMessage(`{}`)))
+		r := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, docket.RunRunning, getRun(t, b, run.RunID).Status)
 	})
 }
