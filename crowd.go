@@ -363,10 +363,11 @@ func (c *Client) PoolResume(ctx context.Context, id uuid.UUID) (*Pool, error) {
 // PoolClose closes an OPEN or PAUSED pool: no unit is added and no
 // assignment handed out any more. Its open regular units end
 // (crowd_close.go): at once those no live assignment holds (up to
-// PoolCloseEndMax), the others once their assignments ended, within the
-// pool-completer's interval (PoolsComplete) — FINALIZED with the
-// judgments they have when those reach the pool's judgments per unit,
-// CANCELED otherwise (their human steps fail). A pool with no open unit
+// PoolCloseEndMax; any more from the pool-completer's next round), the
+// others once their assignments ended, within the pool-completer's
+// interval (PoolsComplete) — FINALIZED with the judgments they have
+// when those reach the pool's judgments per unit, CANCELED otherwise
+// (their human steps fail). A pool with no open unit
 // left is COMPLETED at once; any other is COMPLETED when its last unit
 // is final (PoolsComplete). Closing a CLOSED pool again ends what it can
 // end now.

@@ -39,8 +39,8 @@ const PoolEndBatch = 100
 
 // PoolCloseEndMax is how many units PoolClose ends itself (a few
 // milliseconds each, their runs advanced): a larger pool's other units
-// are ended by the leader's pool-completer within its interval, so that
-// the close call stays short.
+// are ended by the leader's pool-completer, from its next round on, so
+// that the close call stays short.
 const PoolCloseEndMax = 1000
 
 // poolEndUnits ends the open regular units of CLOSED pools (of pool poolID
@@ -102,9 +102,11 @@ func (c *Client) unitEndClosed(ctx context.Context, ref *store.UnitClosingRef) (
 	ended := false
 	err = c.store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		ended = false
+		// The run first, then the unit: a judgment's lock order. A run
+		// that is gone (pruned) is not an error, as for a judgment.
 		if ref.RunID != uuid.Nil {
 			if _, err := tx.RunLock(ctx, ref.RunID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err // a pruned run: nothing to advance
+				return err
 			}
 		}
 		uc, err := tx.UnitLockClosing(ctx, ref.ID)
