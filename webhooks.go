@@ -48,7 +48,8 @@ type WebhooksConfig struct {
 	// 15.
 	MaxAttempts int
 	// BreakerFailures consecutive failures to one endpoint open its circuit
-	// breaker for BreakerOpen. Defaults 5 and 30 s.
+	// breaker for BreakerOpen: an attempt due meanwhile is counted as
+	// failed without a request. Defaults 5 and 30 s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// AllowHosts are the targets allowed besides loopback: host names,

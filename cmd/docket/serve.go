@@ -124,7 +124,7 @@ var serveSettings = []setting{
 	{"webhook-backoff-max", "DOCKET_WEBHOOK_BACKOFF_MAX", "1h", "cap of the webhook retry delay", func(c *serveConfig) any { return &c.WebhookBackoffMax }},
 	{"webhook-max-attempts", "DOCKET_WEBHOOK_MAX_ATTEMPTS", "15", "failed attempts after which a webhook delivery is DEAD", func(c *serveConfig) any { return &c.WebhookMaxAttempts }},
 	{"webhook-breaker-failures", "DOCKET_WEBHOOK_BREAKER_FAILURES", "5", "consecutive failures that open a webhook endpoint's circuit breaker", func(c *serveConfig) any { return &c.WebhookBreakerFailures }},
-	{"webhook-breaker-open", "DOCKET_WEBHOOK_BREAKER_OPEN", "30s", "how long an open breaker holds deliveries to its endpoint before one is tried", func(c *serveConfig) any { return &c.WebhookBreakerOpen }},
+	{"webhook-breaker-open", "DOCKET_WEBHOOK_BREAKER_OPEN", "30s", "how long an open breaker sends nothing to its endpoint before one request is tried (attempts due meanwhile count as failed)", func(c *serveConfig) any { return &c.WebhookBreakerOpen }},
 	{"webhook-allow-hosts", "DOCKET_WEBHOOK_ALLOW_HOSTS", "", "webhook targets allowed besides loopback: comma-separated host names, *.domain, IPs or CIDRs", func(c *serveConfig) any { return &c.WebhookAllowHosts }},
 	{"webhook-allow-any", "DOCKET_WEBHOOK_ALLOW_ANY", "false", "let webhooks target any host (turns the SSRF guard off)", func(c *serveConfig) any { return &c.WebhookAllowAny }},
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,6 +58,15 @@ type WebhookStore interface {
 	// WebhookDeliveryRelease gives a claimed attempt back unmade (attempts
 	// -1, due at p.NextAttemptAt), with the same guard as Finish.
 	WebhookDeliveryRelease(ctx context.Context, p *WebhookDeliveryReleaseParams) (bool, error)
+	// WebhookDeliverySkip counts an attempt that is due but not made (the
+	// endpoint's circuit breaker is open) for up to Max due PENDING
+	// deliveries of WebhookIDs, oldest event first: attempts+1, the status
+	// code 0 and Error recorded (LastAttemptAt unchanged: no request was
+	// sent), then DEAD if attempts reached MaxAttempts, else due again
+	// Delays[attempts-1] after Now. A claimed delivery is not due (its next
+	// attempt is its lease) and is left alone. It returns how many it
+	// changed.
+	WebhookDeliverySkip(ctx context.Context, p *WebhookDeliverySkipParams) (int, error)
 	// WebhookDeliveryList lists a webhook's deliveries, newest event first.
 	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDelivery, error)
 	// WebhookDeliveryRedeliver puts a DELIVERED or DEAD delivery back to
@@ -179,6 +189,35 @@ type WebhookDeliveryReleaseParams struct {
 	Attempt       int
 	NextAttemptAt time.Time
 	Now           time.Time
+}
+
+// WebhookDeliverySkipParams counts a due attempt not made.
+type WebhookDeliverySkipParams struct {
+	WebhookIDs  []uuid.UUID
+	Now         time.Time
+	Error       string
+	MaxAttempts int
+	// Delays[n-1] is the delay after the n-th attempt; it needs at least
+	// MaxAttempts-1 entries.
+	Delays []time.Duration
+	Max    int
+}
+
+// Check reports Delays too short for MaxAttempts.
+func (p *WebhookDeliverySkipParams) Check() error {
+	if p.MaxAttempts < 1 || len(p.Delays) < p.MaxAttempts-1 {
+		return fmt.Errorf("skip webhook deliveries: %d delays for %d attempts", len(p.Delays), p.MaxAttempts)
+	}
+	return nil
+}
+
+// DelayMicros is Delays in microseconds.
+func (p *WebhookDeliverySkipParams) DelayMicros() []int64 {
+	out := make([]int64, len(p.Delays))
+	for i, d := range p.Delays {
+		out[i] = d.Microseconds()
+	}
+	return out
 }
 
 // WebhookDeliveryListParams lists a webhook's deliveries. State "" is any.

@@ -61,8 +61,10 @@ type Config struct {
 	// 15.
 	MaxAttempts int
 	// BreakerFailures consecutive failures to one endpoint (URL) open its
-	// circuit breaker: no delivery to it is attempted for BreakerOpen, then
-	// one is tried; if it succeeds the breaker closes. Defaults 5 and 30 s.
+	// circuit breaker: no request is sent to it for BreakerOpen (a delivery
+	// due meanwhile counts the attempt as failed, unsent, so it keeps to
+	// the retry schedule), then one is tried; if it succeeds the breaker
+	// closes. Defaults 5 and 30 s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// AllowHosts are the targets allowed besides loopback: host names,

@@ -82,16 +82,21 @@ func (d *deliverer) claim(ctx context.Context) {
 	}
 	free := s.cfg.Concurrency - len(d.busy)
 	d.mu.Unlock()
+	var open []uuid.UUID
 	for _, w := range hooks {
 		byID[w.ID] = w
 		if s.breakers.open(w.URL) {
-			exclude = append(exclude, w.ID)
+			open = append(open, w.ID)
 		}
+	}
+	now := s.cfg.Now()
+	if len(open) > 0 {
+		d.skip(ctx, open, now)
+		exclude = append(exclude, open...)
 	}
 	if free <= 0 || len(hooks) == 0 {
 		return
 	}
-	now := s.cfg.Now()
 	claimed, err := s.store.WebhookDeliveryClaim(ctx, &store.WebhookDeliveryClaimParams{
 		Now: now, Max: free * PerWebhookBatch, PerWebhook: PerWebhookBatch, Exclude: exclude,
 		// Long enough for the batch to be sent one by one, each within
@@ -133,6 +138,44 @@ func (d *deliverer) claim(ctx context.Context) {
 	}
 }
 
+// skipMessage is the last error of an attempt not made.
+const skipMessage = "not sent: the endpoint's circuit breaker is open"
+
+// skipBatch is how many deliveries one skip statement changes.
+const skipBatch = 1000
+
+// skip counts the due attempts of the deliveries of ids, whose endpoints'
+// breakers are open, as failed without sending them: each keeps to the
+// retry schedule (its next attempt after the backoff, DEAD after the
+// last), however many wait behind the breaker. The delays are drawn once
+// per call: the deliveries skipped together at one attempt number stay
+// due together, in event order.
+func (d *deliverer) skip(ctx context.Context, ids []uuid.UUID, now time.Time) {
+	s := d.s
+	policy := backoff.Policy{Base: s.cfg.BackoffBase, Max: s.cfg.BackoffMax}
+	delays := make([]time.Duration, s.cfg.MaxAttempts-1)
+	for i := range delays {
+		delays[i] = policy.Delay(i + 1)
+	}
+	for ctx.Err() == nil {
+		n, err := s.store.WebhookDeliverySkip(ctx, &store.WebhookDeliverySkipParams{
+			WebhookIDs: ids, Now: now, Error: skipMessage, MaxAttempts: s.cfg.MaxAttempts, Delays: delays, Max: skipBatch,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("skip webhook deliveries failed", attrError, err)
+			}
+			return
+		}
+		if n > 0 {
+			s.log.Debug("webhook deliveries not sent: circuit breaker open", attrCount, n)
+		}
+		if n < skipBatch {
+			return
+		}
+	}
+}
+
 // send delivers one subscription's batch in event order.
 func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.WebhookDelivery) {
 	s := d.s
@@ -147,9 +190,18 @@ func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.W
 			r := s.post(ctx, w, dl)
 			return r, r.err
 		})
-		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || (err != nil && ctx.Err() != nil) {
-			// Not attempted (or cut short by shutdown): give the attempts
-			// back; the breaker decides when the endpoint is tried again.
+		if errors.Is(err, gobreaker.ErrOpenState) {
+			// The breaker opened (on this batch's failure or another's):
+			// the attempts due now count, unsent, this batch's and those
+			// of the subscription's other due deliveries.
+			now := s.cfg.Now()
+			d.releaseAll(ctx, batch[i:], now)
+			d.skip(ctx, []uuid.UUID{w.ID}, now)
+			return
+		}
+		if errors.Is(err, gobreaker.ErrTooManyRequests) || (err != nil && ctx.Err() != nil) {
+			// Not attempted, another request tries the endpoint (or cut
+			// short by shutdown): give the attempts back, due now.
 			d.releaseAll(ctx, batch[i:], s.cfg.Now())
 			return
 		}

@@ -287,6 +287,42 @@ func (s *Store) WebhookDeliveryRelease(ctx context.Context, p *store.WebhookDeli
 	return tag.RowsAffected() == 1, nil
 }
 
+// webhookSkipSQL counts a due attempt not made for the due deliveries of
+// the webhooks $1, oldest event first, locking them as a claim does.
+// $5[n] is the delay in microseconds after attempt n (1-based, as
+// PostgreSQL arrays are); SET reads the row as it was.
+const webhookSkipSQL = `
+UPDATE docket_webhook_deliveries
+SET attempts = attempts + 1, last_status_code = 0, last_error = $3, updated_at = $2,
+	state = CASE WHEN attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END,
+	finished_at = CASE WHEN attempts + 1 >= $4 THEN $2 END,
+	next_attempt_at = CASE WHEN attempts + 1 >= $4 THEN $2
+		ELSE $2 + ($5::bigint[])[attempts + 1] * interval '1 microsecond' END
+WHERE id = ANY(ARRAY(
+	SELECT id FROM docket_webhook_deliveries
+	WHERE state = 'PENDING' AND next_attempt_at <= $2 AND webhook_id = ANY($1::uuid[])
+	ORDER BY outbox_id, event_index
+	LIMIT $6
+	FOR UPDATE SKIP LOCKED))
+AND state = 'PENDING' AND next_attempt_at <= $2`
+
+// WebhookDeliverySkip implements store.Store.
+func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliverySkipParams) (int, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
+	hooks := make([][16]byte, len(p.WebhookIDs))
+	for i, id := range p.WebhookIDs {
+		hooks[i] = id
+	}
+	tag, err := s.pool.Exec(ctx, webhookSkipSQL, hooks, dbTime(p.Now), p.Error, p.MaxAttempts, p.DelayMicros(),
+		limitOrNull(p.Max))
+	if err != nil {
+		return 0, fmt.Errorf("skip webhook deliveries: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // WebhookDeliveryList implements store.Store.
 func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliveryListParams) ([]*store.WebhookDelivery, error) {
 	rs, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM docket_webhook_deliveries

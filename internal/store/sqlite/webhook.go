@@ -306,6 +306,47 @@ func (s *Store) WebhookDeliveryRelease(ctx context.Context, p *store.WebhookDeli
 	return n == 1, nil
 }
 
+// webhookSkipSQL counts a due attempt not made for the due deliveries of
+// the webhooks ?1 (a JSON array), oldest event first. ?5 is the JSON array
+// of delays in microseconds, [n-1] after attempt n; SET reads the row as
+// it was.
+const webhookSkipSQL = `
+UPDATE docket_webhook_deliveries
+SET attempts = attempts + 1, last_status_code = 0, last_error = ?3, updated_at = ?2,
+	state = CASE WHEN attempts + 1 >= ?4 THEN 'DEAD' ELSE 'PENDING' END,
+	finished_at = CASE WHEN attempts + 1 >= ?4 THEN ?2 END,
+	next_attempt_at = CASE WHEN attempts + 1 >= ?4 THEN ?2
+		ELSE ?2 + json_extract(?5, '$[' || attempts || ']') END
+WHERE id IN (
+	SELECT id FROM docket_webhook_deliveries
+	WHERE state = 'PENDING' AND next_attempt_at <= ?2 AND webhook_id IN (SELECT value FROM json_each(?1))
+	ORDER BY outbox_id, event_index
+	LIMIT ?6)`
+
+// WebhookDeliverySkip implements store.Store.
+func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliverySkipParams) (int, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
+	hooks := make([]string, len(p.WebhookIDs))
+	for i, id := range p.WebhookIDs {
+		hooks[i] = id.String()
+	}
+	ids, err := json.Marshal(hooks)
+	if err != nil {
+		return 0, err
+	}
+	delays, err := json.Marshal(p.DelayMicros())
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.exec(ctx, webhookSkipSQL, string(ids), micros(p.Now), p.Error, p.MaxAttempts, string(delays), limit(p.Max))
+	if err != nil {
+		return 0, fmt.Errorf("skip webhook deliveries: %w", err)
+	}
+	return int(n), nil
+}
+
 // WebhookDeliveryList implements store.Store.
 func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliveryListParams) ([]*store.WebhookDelivery, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM docket_webhook_deliveries

@@ -293,6 +293,74 @@ func testWebhook(t *testing.T, open opener) {
 		require.Len(t, delivered, 1)
 	})
 
+	// An open circuit breaker: due deliveries are not sent, but each due
+	// attempt counts, so a backlog follows the retry schedule to DEAD.
+	t.Run("Skip", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		w1, w2 := b.webhook(t, "http://127.0.0.1/1"), b.webhook(t, "http://127.0.0.1/2")
+		b.insert(t, newJob(newQueue()))
+		require.Equal(t, 8, b.fanOut(t, base, 4, w1, w2))
+		claimed := b.claim(t, base, 1, 1, w2.ID) // w1's first event, leased
+		require.Len(t, claimed, 1)
+
+		skip := func(now time.Time, maxN int) int {
+			t.Helper()
+			n, err := b.s.WebhookDeliverySkip(b.ctx, &store.WebhookDeliverySkipParams{
+				WebhookIDs: []uuid.UUID{w1.ID}, Now: now, Error: "breaker open", MaxAttempts: 3,
+				Delays: []time.Duration{10 * time.Second, 20 * time.Second}, Max: maxN,
+			})
+			require.NoError(t, err)
+			return n
+		}
+		require.Zero(t, skip(base.Add(-time.Second), 0), "nothing is due before its time")
+		require.Equal(t, 2, skip(base, 2), "at most Max")
+		require.Equal(t, 1, skip(base, 0), "the claimed one is not due; w2 is not named")
+		byIndex := func(w *store.Webhook) map[int]*store.WebhookDelivery {
+			m := map[int]*store.WebhookDelivery{}
+			for _, d := range b.deliveries(t, w, "") {
+				m[d.EventIndex] = d
+			}
+			return m
+		}
+		ds := byIndex(w1)
+		require.Equal(t, 1, ds[0].Attempts, "claimed, untouched")
+		requireTime(t, base.Add(time.Minute), ds[0].NextAttemptAt)
+		for i := 1; i < 4; i++ {
+			d := ds[i]
+			require.Equal(t, store.DeliveryPending, d.State)
+			require.Equal(t, 1, d.Attempts)
+			require.Equal(t, "breaker open", d.LastError)
+			require.Zero(t, d.LastStatusCode)
+			require.True(t, d.LastAttemptAt.IsZero(), "no request was sent")
+			requireTime(t, at(10*time.Second), d.NextAttemptAt, "Delays[0] after the first attempt")
+		}
+		for _, d := range b.deliveries(t, w2, "") {
+			require.Zero(t, d.Attempts, "w2 is not skipped")
+		}
+
+		require.Zero(t, skip(at(9*time.Second), 0))
+		require.Equal(t, 3, skip(at(10*time.Second), 0))
+		for i := 1; i < 4; i++ {
+			require.Equal(t, 2, byIndex(w1)[i].Attempts)
+			requireTime(t, at(30*time.Second), byIndex(w1)[i].NextAttemptAt, "Delays[1] after the second")
+		}
+		require.Equal(t, 3, skip(at(30*time.Second), 0))
+		for i := 1; i < 4; i++ {
+			d := byIndex(w1)[i]
+			require.Equal(t, store.DeliveryDead, d.State, "the third of MaxAttempts 3")
+			require.Equal(t, 3, d.Attempts)
+			requireTime(t, at(30*time.Second), d.FinishedAt)
+		}
+		require.Zero(t, skip(at(50*time.Second), 0), "a DEAD delivery is not skipped; the claimed one is still leased")
+		require.Len(t, b.deliveries(t, w1, store.DeliveryDead), 3)
+
+		_, err := b.s.WebhookDeliverySkip(b.ctx, &store.WebhookDeliverySkipParams{
+			WebhookIDs: []uuid.UUID{w1.ID}, Now: base, MaxAttempts: 3, Delays: []time.Duration{time.Second},
+		})
+		require.Error(t, err, "too few delays")
+	})
+
 	t.Run("RedeliverAndPrune", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
