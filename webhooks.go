@@ -71,7 +71,8 @@ type WebhooksConfig struct {
 	// default net.DefaultResolver.
 	Resolver WebhookResolver
 	// OnBreakerChange, when set, is told of every breaker state change
-	// ("closed", "open", "half-open") of an endpoint. Default none.
+	// ("closed", "open", "half-open") of an endpoint (its URL with a
+	// password shown as "xxxxx"). Default none.
 	OnBreakerChange func(endpoint, from, to string)
 }
 
@@ -130,9 +131,12 @@ func (w *Webhooks) Stop() { w.svc.Stop() }
 // Leading reports whether this process holds the webhooks leadership.
 func (w *Webhooks) Leading() bool { return w.svc.Leading() }
 
-// Webhook is a subscription. Its secret is never read back.
+// Webhook is a subscription. Its secret is never read back, nor a
+// password in its URL.
 type Webhook struct {
-	ID         uuid.UUID
+	ID uuid.UUID
+	// URL is where events are POSTed, with the password of its user
+	// information, if any, shown as "xxxxx" (deliveries use it as given).
 	URL        string
 	EventTypes []string // event types, or "*" for all
 	CreatedAt  time.Time
@@ -254,7 +258,7 @@ func (w *Webhooks) Redeliver(ctx context.Context, id, deliveryID uuid.UUID) (*We
 }
 
 func webhookOf(h *store.Webhook) *Webhook {
-	return &Webhook{ID: h.ID, URL: h.URL, EventTypes: h.EventTypes, CreatedAt: h.CreatedAt}
+	return &Webhook{ID: h.ID, URL: webhook.RedactURL(h.URL), EventTypes: h.EventTypes, CreatedAt: h.CreatedAt}
 }
 
 func deliveryOf(d *store.WebhookDelivery) *WebhookDelivery {

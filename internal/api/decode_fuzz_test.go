@@ -28,6 +28,9 @@ func FuzzDecode(f *testing.F) {
 		`{"jobType":"a","jobType":"b"}`, `{"payload":{"x":[{"y":1,"y":2}]},"jobType":"t"}`,
 		`{"jobs":[{"jobType":"a"},{"jobType":1,"jobType":2}]}`, `{"queues":"q","workerId":7}`,
 		`{"PROGRESS":5}`, `{"Reason":"x"}`, `{"Error":"x","retryable":true}`, `{"reason":"a","Reason":"b"}`,
+		`{"url":"http://127.0.0.1:9/hook","eventTypes":["job.state_changed"],"secret":"0123456789abcdef"}`,
+		`{"url":"https://u:p@127.0.0.1:99999/x","eventTypes":["*","nope"],"secret":"short"}`,
+		`{"url":"http://%zz","eventTypes":"*","secret":"\u0000123456789abcdef"}`, `{"url":1,"URL":"x"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -39,6 +42,7 @@ func FuzzDecode(f *testing.F) {
 		func() any { return new(releaseRequest) },
 		func() any { return new(submitRequest) },
 		func() any { return new(batchRequest) },
+		func() any { return new(webhookRequest) },
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, target := range targets {

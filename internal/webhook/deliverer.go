@@ -325,7 +325,7 @@ func (b *breakers) get(url string) *gobreaker.CircuitBreaker[result] {
 	if cb == nil {
 		failures := uint32(b.cfg.BreakerFailures)
 		cb = gobreaker.NewCircuitBreaker[result](gobreaker.Settings{
-			Name:        url,
+			Name:        RedactURL(url), // logged and told to OnBreakerChange
 			MaxRequests: 1,
 			Timeout:     b.cfg.BreakerOpen,
 			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },

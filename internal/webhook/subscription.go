@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 
 	"github.com/google/uuid"
@@ -103,7 +104,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Webhook, e
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("webhook subscribed", attrWebhook, w.ID.String(), attrEndpoint, w.URL)
+	s.log.Info("webhook subscribed", attrWebhook, w.ID.String(), attrEndpoint, RedactURL(w.URL))
 	return w, nil
 }
 
@@ -148,6 +149,19 @@ func (s *Service) Redeliver(ctx context.Context, id, deliveryID uuid.UUID) (*sto
 	}
 	s.notify()
 	return d, nil
+}
+
+// RedactURL is what docket shows of a subscription's URL (in the API,
+// the Go API and logs): raw with the password of its user information, if
+// any, replaced by "xxxxx", as url.URL.Redacted does. Deliveries use the
+// URL as given. A URL that does not parse (Validate refuses those) is
+// shown as "".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Redacted()
 }
 
 // matches reports whether w subscribes to events of type t.
