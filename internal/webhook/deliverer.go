@@ -89,6 +89,7 @@ func (d *deliverer) claim(ctx context.Context) {
 			open = append(open, w.ID)
 		}
 	}
+	s.breakers.retain(hooks)
 	now := s.cfg.Now()
 	if len(open) > 0 {
 		d.skip(ctx, open, now)
@@ -179,12 +180,12 @@ func (d *deliverer) skip(ctx context.Context, ids []uuid.UUID, now time.Time) {
 // send delivers one subscription's batch in event order.
 func (d *deliverer) send(ctx context.Context, w *store.Webhook, batch []*store.WebhookDelivery) {
 	s := d.s
-	cb := s.breakers.get(w.URL)
 	for i, dl := range batch {
 		if ctx.Err() != nil {
 			d.releaseAll(ctx, batch[i:], s.cfg.Now())
 			return
 		}
+		cb := s.breakers.get(w.URL) // marks it used
 		sent := s.cfg.Now()
 		res, err := cb.Execute(func() (result, error) {
 			r := s.post(ctx, w, dl)
@@ -305,26 +306,43 @@ func (d *deliverer) releaseAll(ctx context.Context, ds []*store.WebhookDelivery,
 	}
 }
 
-// breakers holds one circuit breaker per endpoint URL.
+// breakerIdleMin is the least time a breaker in its initial state is
+// kept after its last use.
+const breakerIdleMin = 10 * time.Minute
+
+// breakers holds one circuit breaker per endpoint URL, for the URLs the
+// subscriptions use: retain evicts the others.
 type breakers struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	idle time.Duration    // an unused breaker in its initial state is evicted after this
+	now  func() time.Time // real time, as gobreaker's; tests replace it
 
 	mu sync.Mutex
-	m  map[string]*gobreaker.CircuitBreaker[result]
+	m  map[string]*breakerEntry
+}
+
+// breakerEntry is one endpoint's breaker and when it was last asked for.
+type breakerEntry struct {
+	cb   *gobreaker.CircuitBreaker[result]
+	used time.Time
 }
 
 func newBreakers(cfg Config, log *slog.Logger) *breakers {
-	return &breakers{cfg: cfg, log: log, m: map[string]*gobreaker.CircuitBreaker[result]{}}
+	return &breakers{
+		cfg: cfg, log: log, now: time.Now, m: map[string]*breakerEntry{},
+		// Longer than a request, so a breaker is not evicted under one.
+		idle: max(breakerIdleMin, 2*cfg.Timeout),
+	}
 }
 
 func (b *breakers) get(url string) *gobreaker.CircuitBreaker[result] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	cb := b.m[url]
-	if cb == nil {
+	e := b.m[url]
+	if e == nil {
 		failures := uint32(b.cfg.BreakerFailures)
-		cb = gobreaker.NewCircuitBreaker[result](gobreaker.Settings{
+		e = &breakerEntry{cb: gobreaker.NewCircuitBreaker[result](gobreaker.Settings{
 			Name:        RedactURL(url), // logged and told to OnBreakerChange
 			MaxRequests: 1,
 			Timeout:     b.cfg.BreakerOpen,
@@ -337,16 +355,46 @@ func (b *breakers) get(url string) *gobreaker.CircuitBreaker[result] {
 					b.cfg.OnBreakerChange(name, from.String(), to.String())
 				}
 			},
-		})
-		b.m[url] = cb
+		})}
+		b.m[url] = e
 	}
-	return cb
+	e.used = b.now()
+	return e.cb
 }
 
 // open reports whether url's breaker is open (no attempt may be made).
 func (b *breakers) open(url string) bool {
 	b.mu.Lock()
-	cb := b.m[url]
+	e := b.m[url]
 	b.mu.Unlock()
-	return cb != nil && cb.State() == gobreaker.StateOpen
+	return e != nil && e.cb.State() == gobreaker.StateOpen
+}
+
+// retain evicts the breakers of the URLs no subscription of hooks uses
+// (whatever their state: nothing is sent there any more), and those not
+// used for b.idle that are in their initial state (closed, no failure
+// counted), which a new breaker would be too. So the map holds at most one
+// breaker per URL subscribed to, and in the long run only those of the
+// endpoints in use or failing.
+func (b *breakers) retain(hooks []*store.Webhook) {
+	subscribed := make(map[string]bool, len(hooks))
+	for _, w := range hooks {
+		subscribed[w.URL] = true
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for url, e := range b.m {
+		fresh := e.cb.State() == gobreaker.StateClosed && e.cb.Counts().ConsecutiveFailures == 0
+		if !subscribed[url] || (fresh && now.Sub(e.used) >= b.idle) {
+			delete(b.m, url)
+		}
+	}
+}
+
+// len is how many breakers are kept.
+func (b *breakers) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.m)
 }
