@@ -44,9 +44,12 @@ type myPoolsResponse struct {
 }
 
 func (s *Server) myPools(ctx context.Context, r *http.Request, _ *Empty) (int, *myPoolsResponse, error) {
-	q := r.URL.Query()
+	q, errs := query(r)
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
+		errs = append(errs, problemFor(err).Errors...)
+	}
+	if err := queryErrors(errs); err != nil {
 		return 0, nil, err
 	}
 	me, err := s.me(ctx)

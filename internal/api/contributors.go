@@ -235,26 +235,29 @@ func (s *Server) patchContributor(ctx context.Context, r *http.Request, req *pat
 var contributorStates = []string{string(docket.ContributorActive), string(docket.ContributorBanned)}
 
 func (s *Server) listContributors(ctx context.Context, r *http.Request, _ *Empty) (int, *contributorsResponse, error) {
-	q := r.URL.Query()
+	q, errs := query(r)
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
-		return 0, nil, err
+		errs = append(errs, problemFor(err).Errors...)
 	}
 	p := docket.ContributorListParams{Limit: limit + 1}
 	for _, st := range splitList(q["state"]) {
 		switch {
 		case st == string(docket.ContributorFlagged):
-			return 0, nil, invalidField("state", `"flagged" is no contributor's state: quality control flags a contributor in one pool `+
-				`(GET /v1/pools/{poolId}/contributors/{contributorId}, event contributor.flagged); filter by active or banned`)
+			errs = append(errs, FieldError{Field: "state", Message: `"flagged" is no contributor's state: quality control flags a contributor in one pool ` +
+				`(GET /v1/pools/{poolId}/contributors/{contributorId}, event contributor.flagged); filter by active or banned`})
 		case !slices.Contains(contributorStates, st):
-			return 0, nil, invalidField("state", fmt.Sprintf("%q is not a contributor state (active or banned)", st))
+			errs = append(errs, FieldError{Field: "state", Message: fmt.Sprintf("%q is not a contributor state (active or banned)", st)})
 		}
 		p.States = append(p.States, docket.ContributorState(st))
 	}
 	if q.Has("cursor") {
 		if p.Before, err = decodeCursor(q.Get("cursor")); err != nil {
-			return 0, nil, err
+			errs = append(errs, problemFor(err).Errors...)
 		}
+	}
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	list, err := s.client.ContributorList(ctx, p)
 	if err != nil {

@@ -292,7 +292,8 @@ func TestContributors(t *testing.T) {
 		require.Contains(t, p.Errors[0].Message, "filter by active or banned")
 		require.Contains(t, p.Errors[0].Message, "/v1/pools/{poolId}/contributors/{contributorId}")
 		p = cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=banned&state=gone&limit=1&limit=2", nil).Problem(t, http.StatusBadRequest)
-		require.ElementsMatch(t, []FieldError{{Field: "limit", Message: "takes one value (only state takes a list)"}}, p.Errors)
+		require.Equal(t, []FieldError{{Field: "limit", Message: "takes one value (only state takes a list)"},
+			{Field: "state", Message: `"gone" is not a contributor state (active or banned)`}}, p.Errors)
 		cb.do(t, docket.RoleAdmin, "GET", "/v1/contributors?state=gone", nil).Problem(t, http.StatusBadRequest)
 
 		// A contributor key cannot be made by CreateAPIKey.

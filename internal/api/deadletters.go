@@ -74,18 +74,17 @@ func (s *Server) deadLetters() (DeadLetters, error) {
 
 // listDeadLetters: GET /v1/dead-letters?consumer=&limit=, oldest first.
 func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLettersResponse, error) {
-	q := r.URL.Query()
-	var bad error
+	q, errs := query(r)
 	limit := deadLetterLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > deadLetterLimitMax {
-			bad = errors.Join(bad, invalidField("limit", "must be an integer from 1 to "+strconv.Itoa(deadLetterLimitMax)))
+			errs = append(errs, FieldError{Field: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(deadLetterLimitMax)})
 		}
 		limit = n
 	}
-	if bad != nil {
-		return 0, nil, bad
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	st, err := s.deadLetters()
 	if err != nil {

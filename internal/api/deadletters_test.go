@@ -72,10 +72,9 @@ func TestDeadLetters(t *testing.T) {
 		p := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?limit=0", nil).Problem(t, http.StatusBadRequest)
 		require.Equal(t, "limit", p.Errors[0].Field)
 		// A misspelt or repeated parameter is refused, not ignored (which
-		// listed every consumer's), by the route before the handler reads
-		// the values (the bad limit is named once the names are right).
+		// listed every consumer's), with the bad limit in the same problem.
 		p = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumr=qc&limit=0", nil).Problem(t, http.StatusBadRequest)
-		require.Equal(t, []string{"consumr"}, problemFields(p))
+		require.Equal(t, []string{"consumr", "limit"}, problemFields(p))
 		p = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumer=qc&consumer=aggregate", nil).Problem(t, http.StatusBadRequest)
 		require.Equal(t, []string{"consumer"}, problemFields(p))
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -40,18 +41,19 @@ func (s *Server) eventRoutes() []route {
 // now on (or, with Last-Event-ID, right after that one), as Server-Sent
 // Events.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	q, pending := query(r)
 	var carries []string // every type, or a job's when one is asked for
-	if r.URL.Query().Get("jobId") != "" {
+	if q.Get("jobId") != "" {
 		carries = jobEventTypes
 	}
-	f, err := eventFilter(r, carries)
-	if id := r.URL.Query().Get("jobId"); id != "" {
+	f, err := eventFilter(q, carries)
+	if id := q.Get("jobId"); id != "" {
 		var perr error
 		if f.JobID, perr = uuid.Parse(id); perr != nil {
 			err = errors.Join(err, invalidField("jobId", "must be a job id (UUID)"))
 		}
 	}
-	if err = errors.Join(err, checkLastEventID(r)); err != nil {
+	if err = errors.Join(queryErrors(pending), err, checkLastEventID(r, q)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -61,12 +63,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 // streamJobEvents serves GET /v1/jobs/{jobId}/events: one job's state
 // changes and progress, from the oldest kept (or after Last-Event-ID).
 func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
+	q, pending := query(r)
 	id, err := uuid.Parse(r.PathValue("jobId"))
 	if err != nil {
 		err = invalidField("jobId", "must be a job id (UUID)")
 	}
-	f, ferr := eventFilter(r, jobEventTypes)
-	if err = errors.Join(err, ferr, checkLastEventID(r)); err != nil {
+	f, ferr := eventFilter(q, jobEventTypes)
+	if err = errors.Join(queryErrors(pending), err, ferr, checkLastEventID(r, q)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -82,18 +85,18 @@ func (s *Server) streamJobEvents(w http.ResponseWriter, r *http.Request) {
 
 // lastEventID is the event a client resumes after: the Last-Event-ID
 // header, or the lastEventId query parameter; "" for none. field names
-// where it came from.
-func lastEventID(r *http.Request) (id, field string) {
+// where it came from. q is r's query.
+func lastEventID(r *http.Request, q url.Values) (id, field string) {
 	if id = r.Header.Get("Last-Event-ID"); id != "" {
 		return id, "Last-Event-ID"
 	}
-	return r.URL.Query().Get(lastEventIDParam), lastEventIDParam
+	return q.Get(lastEventIDParam), lastEventIDParam
 }
 
 // checkLastEventID refuses a malformed Last-Event-ID, naming the header
 // or parameter it came in.
-func checkLastEventID(r *http.Request) error {
-	id, field := lastEventID(r)
+func checkLastEventID(r *http.Request, q url.Values) error {
+	id, field := lastEventID(r, q)
 	if id == "" {
 		return nil
 	}
@@ -117,11 +120,11 @@ var (
 // such as unit.finalized on a job's stream. (A parameter the stream does
 // not take is refused by its route, rather than streaming what it did
 // not ask for.)
-func eventFilter(r *http.Request, carries []string) (docket.EventFilter, error) {
+func eventFilter(q url.Values, carries []string) (docket.EventFilter, error) {
 	var f docket.EventFilter
 	var bad []error
 	var unknown, elsewhere []string
-	for _, t := range splitList(r.URL.Query()["types"]) {
+	for _, t := range splitList(q["types"]) {
 		switch {
 		case !slices.Contains(docket.WebhookEventTypes(), t):
 			unknown = append(unknown, fmt.Sprintf("%q", t))
@@ -153,7 +156,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 
 	var cur docket.EventCursor
 	var err error
-	if last, _ := lastEventID(r); last != "" { // checked by checkLastEventID
+	// None pending: the stream's handler answered them.
+	q, _ := query(r)
+	if last, _ := lastEventID(r, q); last != "" { // checked by checkLastEventID
 		cur, err = h.After(ctx, last)
 		if errors.Is(err, docket.ErrEventNotInHistory) {
 			err = problem(http.StatusGone, "event-gone", "Event not in the history",

@@ -320,10 +320,10 @@ func TestSSEErrors(t *testing.T) {
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?jobId=42", nil).Problem(t, http.StatusBadRequest)
 	require.Equal(t, "jobId", p.Errors[0].Field)
 	// A misspelt or repeated parameter is refused, not ignored (which
-	// streamed every event): every bad one is named, by the route before
-	// the stream reads the values (types=x is named once they are right).
+	// streamed every event): every bad one is named, with the bad values
+	// (types=x) in the same problem, after them.
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?type=job.progress&jobId=42&jobId=43&types=x", nil).Problem(t, http.StatusBadRequest)
-	require.Equal(t, []string{"jobId", "type"}, problemFields(p), p.Detail)
+	require.Equal(t, []string{"jobId", "type", "types"}, problemFields(p), p.Detail)
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/jobs/"+ids[0].String()+"/events?jobId="+ids[0].String(), nil).Problem(t, http.StatusBadRequest)
 	require.Equal(t, []string{"jobId"}, problemFields(p), p.Detail)
 	p = b.do(t, docket.RoleViewer, "GET", "/v1/events?lastEventId=1-0&lastEventId=2-0", nil).Problem(t, http.StatusBadRequest)

@@ -340,12 +340,10 @@ const (
 )
 
 func (s *Server) getJob(ctx context.Context, r *http.Request, _ *Empty) (int, *jobView, error) {
+	q, pending := query(r)
 	id, err := jobID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	include, err := parseInclude(r)
-	if err != nil {
+	include, ierr := parseInclude(q)
+	if err := errors.Join(queryErrors(pending), err, ierr); err != nil {
 		return 0, nil, err
 	}
 	if len(include) > 0 {
@@ -376,9 +374,9 @@ func (s *Server) getJob(ctx context.Context, r *http.Request, _ *Empty) (int, *j
 }
 
 // parseInclude reads ?include=a,b (or repeated include=).
-func parseInclude(r *http.Request) ([]string, error) {
+func parseInclude(q url.Values) ([]string, error) {
 	var out []string
-	for _, v := range r.URL.Query()["include"] {
+	for _, v := range q["include"] {
 		for part := range strings.SplitSeq(v, ",") {
 			part = strings.TrimSpace(part)
 			switch part {
@@ -488,8 +486,7 @@ var (
 // the previous page: ids are UUIDv7, so a job inserted meanwhile sorts
 // before the first page and never shifts the pages that follow.
 func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, *listResponse, error) {
-	q := r.URL.Query()
-	p, err := parseListQuery(q)
+	p, err := parseListQuery(query(r))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -512,10 +509,10 @@ func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, 
 }
 
 // parseListQuery reads GET /v1/jobs' query; every bad parameter is named
-// in one 400.
-func parseListQuery(q url.Values) (docket.ListParams, error) {
+// in one 400, with pending, the errors checkParams left (query).
+func parseListQuery(q url.Values, pending []FieldError) (docket.ListParams, error) {
 	p := docket.ListParams{Limit: ListLimitDefault}
-	var errs []FieldError
+	errs := pending
 	bad := func(field, message string) { errs = append(errs, FieldError{Field: field, Message: message}) }
 	// status, jobType and queue take lists; a comma in priority, limit or
 	// cursor is refused as a second value (the route refuses a parameter
@@ -567,21 +564,7 @@ func parseListQuery(q url.Values) (docket.ListParams, error) {
 			p.Args = m
 		}
 	}
-	if len(errs) > 0 {
-		return p, invalidFields(dedupeFields(errs))
-	}
-	return p, nil
-}
-
-// dedupeFields keeps the first error of each field.
-func dedupeFields(errs []FieldError) []FieldError {
-	var out []FieldError
-	for _, e := range errs {
-		if !slices.ContainsFunc(out, func(o FieldError) bool { return o.Field == e.Field }) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return p, queryErrors(errs)
 }
 
 // splitList flattens repeated and comma-separated values.

@@ -999,10 +999,10 @@ func FuzzJobRequests(f *testing.F) {
 		}
 
 		if q, err := url.ParseQuery(string(data)); err == nil {
-			_, err := parseListQuery(q)
+			_, err := parseListQuery(q, nil)
 			check(t, "list query", err)
 			if len(q["include"]) > 0 {
-				_, err := parseInclude(&http.Request{URL: &url.URL{RawQuery: q.Encode()}})
+				_, err := parseInclude(q)
 				check(t, "include", err)
 			}
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"net/url"
@@ -14,9 +15,8 @@ import (
 // boundary: TestPublicBoundary).
 const textMessage = "must be UTF-8 text without the NUL character"
 
-// checkParams refuses, before next runs (so nothing is read or written
-// for it), a request whose parameters are not those of rt, naming every
-// offending one in one problem:
+// checkParams checks a request's parameters against rt's, naming every
+// offending one:
 //   - a query string that does not parse (a bad escape, a semicolon, more
 //     parameters than Go reads: r.URL.Query would drop them, and a filter
 //     or an idempotency column be silently ignored) is refused whole;
@@ -30,7 +30,14 @@ const textMessage = "must be UTF-8 text without the NUL character"
 //     refuses such a parameter (a 500 where SQLite found nothing).
 //
 // A value's meaning (a limit's range, a status's spelling) is the
-// handler's to check.
+// handler's to check, and one 400 names both kinds: when rt takes query
+// parameters and every path value is text, next runs with the errors
+// found here pending in the request (query hands them over with the
+// values), to answer them with its own before it reads or writes
+// anything. Otherwise the errors are answered here, before next runs: a
+// route without query parameters has no values to check, and a path
+// value that is not text is refused at once (next would pass it, a name
+// or an id, to the store before naming it).
 func checkParams(rt route, next http.Handler) http.Handler {
 	var names []string
 	for rest := rt.Path; ; {
@@ -58,6 +65,7 @@ func checkParams(rt route, next http.Handler) http.Handler {
 				errs = append(errs, FieldError{Field: n, Message: textMessage})
 			}
 		}
+		pathBad := len(errs) > 0
 		var q url.Values
 		if r.URL.RawQuery != "" { // most requests, the lease calls among them, have none
 			var err error
@@ -78,12 +86,48 @@ func checkParams(rt route, next http.Handler) http.Handler {
 				errs = append(errs, FieldError{Field: k, Message: once})
 			}
 		}
-		if len(errs) > 0 {
+		switch {
+		case len(errs) == 0:
+		case len(rt.Query) == 0 || pathBad:
 			writeProblem(w, invalidFields(errs))
 			return
+		default:
+			r = r.WithContext(context.WithValue(r.Context(), queryKey{}, &checkedQuery{values: q, errs: errs}))
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// queryKey keys the checkedQuery of a request in its context.
+type queryKey struct{}
+
+// checkedQuery is the query of a request checkParams found errors in,
+// as it parsed it, and the errors.
+type checkedQuery struct {
+	values url.Values
+	errs   []FieldError
+}
+
+// query is r's query and the errors checkParams left pending for the
+// handler (every parameter it does not take, given twice, not text),
+// sorted by parameter. A handler that reads its query reads it here and
+// answers a 400 naming these errors with those it finds in the values
+// (queryErrors), before reading or writing anything: with any pending,
+// a value may be one the handler must not use (not text).
+func query(r *http.Request) (url.Values, []FieldError) {
+	if c, ok := r.Context().Value(queryKey{}).(*checkedQuery); ok {
+		return c.values, slices.Clip(c.errs)
+	}
+	return r.URL.Query(), nil
+}
+
+// queryErrors is the 400 naming errs, each field once (its first error:
+// checkParams' before the handler's), in their order; nil for none.
+func queryErrors(errs []FieldError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalidFields(addFields(nil, errs...))
 }
 
 // oneValue is the problem of a parameter given more than one value, a

@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to read a database whole
 	"github.com/stretchr/testify/require"
@@ -23,8 +27,11 @@ var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 // TestRouteQueryParameters: on every route of the table, a query
 // parameter the route does not declare is a 400 naming it (with every
-// other), before the handler runs; one it declares passes, once, or more
-// than once when it is a list. A route added to the table is covered.
+// other): before the handler runs on a route without query parameters,
+// handed to the handler (query) on the others, for it to name with its
+// values' errors (TestQueryProblemNamesEveryField runs the real ones);
+// one it declares passes, once, or more than once when it is a list. A
+// route added to the table is covered.
 func TestRouteQueryParameters(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
@@ -34,15 +41,22 @@ func TestRouteQueryParameters(t *testing.T) {
 			require.Contains(t, rt.Query, name, "%s %s: a list that is not a parameter", rt.Method, rt.Path)
 		}
 		require.Len(t, slices.Compact(slices.Sorted(slices.Values(rt.Query))), len(rt.Query), "%s %s: a parameter declared twice", rt.Method, rt.Path)
-		ran := false
+		// The handler: one that answers what checkParams hands it (called
+		// says it was, ran that it went on as if all was well).
+		ran, called := false, false
 		mux := http.NewServeMux()
-		mux.Handle(rt.Method+" "+rt.Path, checkParams(rt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mux.Handle(rt.Method+" "+rt.Path, checkParams(rt, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			called = true
+			if _, errs := query(r); len(errs) > 0 {
+				writeProblem(w, invalidFields(errs))
+				return
+			}
 			ran = true
 			w.WriteHeader(http.StatusNoContent)
 		})))
 		path := pathParam.ReplaceAllString(rt.Path, "x")
 		send := func(query string) *httptest.ResponseRecorder {
-			ran = false
+			ran, called = false, false
 			w := httptest.NewRecorder()
 			mux.ServeHTTP(w, httptest.NewRequest(rt.Method, path+"?"+query, nil))
 			return w
@@ -51,7 +65,8 @@ func TestRouteQueryParameters(t *testing.T) {
 			t.Helper()
 			w := send(query)
 			require.Equal(t, http.StatusBadRequest, w.Code, "%s %s?%s: %s", rt.Method, rt.Path, query, w.Body)
-			require.False(t, ran, "%s %s?%s: the handler ran", rt.Method, rt.Path, query)
+			require.False(t, ran, "%s %s?%s: the handler went on", rt.Method, rt.Path, query)
+			require.Equal(t, len(rt.Query) > 0, called, "%s %s?%s: the handler was called (or not)", rt.Method, rt.Path, query)
 			require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			p := problemOfBody(t, w.Body.Bytes())
 			require.Equal(t, fields, problemFields(p), "%s %s?%s", rt.Method, rt.Path, query)
@@ -85,7 +100,144 @@ func TestRouteQueryParameters(t *testing.T) {
 			p := refused(name+"=1&"+name+"=2", name)
 			require.Contains(t, p.Errors[0].Message, "takes one value")
 		}
+
+		// A path value that is not text: refused before the handler is
+		// called, whatever the route takes, with the unknown parameter.
+		if names := pathParam.FindAllStringSubmatch(rt.Path, -1); len(names) > 0 {
+			want := []string{}
+			for _, m := range names {
+				want = append(want, strings.TrimSuffix(m[1], "..."))
+			}
+			called = false
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, httptest.NewRequest(rt.Method, pathParam.ReplaceAllString(rt.Path, "a%00")+"?zz=1", nil))
+			require.Equal(t, http.StatusBadRequest, w.Code, "%s %s: %s", rt.Method, rt.Path, w.Body)
+			require.False(t, called, "%s %s: the handler was called with a path value that is not text", rt.Method, rt.Path)
+			require.Equal(t, append(want, "zz"), problemFields(problemOfBody(t, w.Body.Bytes())), "%s %s", rt.Method, rt.Path)
+		}
 	}
+}
+
+// badQueryValues gives, for every route taking query parameters, a value
+// of each of its parameters that the handler refuses; "" marks a
+// parameter whose every text value is taken (free text: a name, a
+// filter), exempt. TestQueryProblemNamesEveryField fails on a route or a
+// parameter missing here, so that a new one is covered.
+var badQueryValues = map[string]map[string]string{
+	"GET /v1/me/pools":                        {"limit": "0"},
+	"GET /v1/contributors":                    {"state": "flagged", "limit": "501", "cursor": "!"},
+	"GET /v1/dead-letters":                    {"consumer": "", "limit": "0"},
+	"GET /v1/events":                          {"types": "job.nope", lastEventIDParam: "x", "jobId": "x"},
+	"GET /v1/jobs/{jobId}/events":             {"types": "unit.finalized", lastEventIDParam: "x"},
+	"GET /v1/jobs":                            {"status": "DEAD,NOPE", "jobType": "", "queue": "", "priority": "99", "limit": "-1", "cursor": "!", "search": "user:42"},
+	"GET /v1/jobs/{jobId}":                    {"include": "secrets"},
+	"GET /v1/pools":                           {"workflow": "", "step": "", "status": "NOPE", "limit": "x", "cursor": "!"},
+	"GET /v1/pools/{poolId}/units":            {"state": "NOPE", "golden": "maybe", "runId": "x", "limit": "0", "cursor": "!"},
+	"GET /v1/pools/{poolId}/results":          {"format": "xml"},
+	"POST /v1/workflows/{name}/runs:batch":    {"version": "0", "keyColumn": "key"}, // keyColumn: the body is JSON
+	"GET /v1/runs":                            {"workflow": "", "state": "NOPE", "createdAfter": "yesterday", "createdBefore": "2030-01-02", "limit": "0", "cursor": "!"},
+	"GET /v1/runs/{runId}/events":             {"types": "job.progress", lastEventIDParam: "x"},
+	"GET /v1/tasks":                           {"limit": "0", "cursor": "!"},
+	"GET /v1/tasks/{name}":                    {"version": "latest"},
+	"GET /v1/webhooks/{webhookId}/deliveries": {"status": "NOPE", "limit": "0"},
+	"GET /v1/workflows":                       {"limit": "0", "cursor": "!"},
+	"GET /v1/workflows/{name}":                {"version": "-1"},
+}
+
+// TestQueryProblemNamesEveryField: on every route taking query
+// parameters, on both backends, a request with an unknown parameter and a
+// bad value of a known one is one 400 naming both (the unknown one
+// first), for each parameter in turn and for all at once, and nothing is
+// written: the unknown parameter, found before the handler runs, no
+// longer hides the bad values, to be found on the next request.
+func TestQueryProblemNamesEveryField(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		var dbURL string
+		b := setup(t, testdb.Backend{Name: backend.Name, URL: func(t testing.TB) string {
+			dbURL = backend.URL(t)
+			return dbURL
+		}})
+		db := openWhole(t, backend.Name, dbURL)
+		// A contributor's key, for GET /v1/me/pools.
+		r := b.do(t, docket.RoleAdmin, "POST", "/v1/contributors", `{"externalId": "e1", "name": "E", "skills": ["en"]}`)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var c contributorView
+		r.JSON(t, &c)
+		r = b.do(t, docket.RoleAdmin, "POST", "/v1/contributors/"+c.ContributorID.String()+"/keys", "")
+		require.Less(t, r.Status, 300, string(r.Body))
+		var key contributorKeyView
+		r.JSON(t, &key)
+		b.keys[docket.RoleContributor] = key.Secret
+
+		send := func(rt route, query string) *response {
+			t.Helper()
+			// A handler that does not answer would stream (an SSE route) or
+			// read on: the deadline ends it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			path := pathParam.ReplaceAllStringFunc(rt.Path, func(m string) string {
+				if m == "{name}" {
+					return "match"
+				}
+				return "0196e3a8-0000-7000-8000-000000000000" // a UUID no row has
+			})
+			var body io.Reader
+			if rt.Method != "GET" {
+				body = strings.NewReader(`{"runs": [{"input": {}}]}`)
+			}
+			req, err := http.NewRequestWithContext(ctx, rt.Method, b.server.URL+path+"?"+query, body)
+			require.NoError(t, err)
+			if body != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			role := docket.RoleAdmin
+			if rt.Perm == permWork {
+				role = docket.RoleContributor
+			}
+			req.Header.Set("Authorization", "Bearer "+b.keys[role])
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err, "%s %s?%s", rt.Method, rt.Path, query)
+			defer res.Body.Close()
+			data, err := io.ReadAll(res.Body)
+			require.NoError(t, err, "%s %s?%s: the handler did not answer", rt.Method, rt.Path, query)
+			return &response{Status: res.StatusCode, Header: res.Header, Body: data}
+		}
+
+		before := readWhole(t, db)
+		s := New(Config{Client: b.client})
+		covered := 0
+		for _, rt := range s.routes {
+			if len(rt.Query) == 0 {
+				continue
+			}
+			k := rt.Method + " " + rt.Path
+			bad, ok := badQueryValues[k]
+			require.True(t, ok, "%s takes query parameters: give badQueryValues their bad values", k)
+			covered++
+			require.ElementsMatch(t, rt.Query, slices.Collect(maps.Keys(bad)), "%s: badQueryValues must give every parameter of the route", k)
+			var all []string
+			var named []string
+			for _, name := range rt.Query {
+				v := bad[name]
+				if v == "" {
+					continue // free text
+				}
+				one := "zz=1&" + name + "=" + url.QueryEscape(v)
+				p := send(rt, one).Problem(t, http.StatusBadRequest)
+				require.Equal(t, []string{"zz", name}, problemFields(p), "%s?%s: %s", k, one, p.Detail)
+				all = append(all, name+"="+url.QueryEscape(v))
+				named = append(named, name)
+			}
+			query := strings.Join(append(all, "zz=1"), "&")
+			p := send(rt, query).Problem(t, http.StatusBadRequest)
+			fields := problemFields(p)
+			require.Equal(t, "zz", fields[0], "%s?%s: %s", k, query, p.Detail)
+			require.ElementsMatch(t, named, fields[1:], "%s?%s: %s", k, query, p.Detail)
+		}
+		require.Len(t, badQueryValues, covered, "badQueryValues names a route the server does not serve, or one without query parameters")
+		require.Equal(t, before, readWhole(t, db), "a refused request wrote")
+	})
 }
 
 func problemOfBody(t *testing.T, body []byte) *Problem {

@@ -82,8 +82,7 @@ type poolsResponse struct {
 var poolStatuses = []string{"OPEN", "PAUSED", "CLOSED", "COMPLETED"}
 
 func (s *Server) listPools(ctx context.Context, r *http.Request, _ *Empty) (int, *poolsResponse, error) {
-	q := r.URL.Query()
-	var errs []FieldError
+	q, errs := query(r)
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
 		errs = append(errs, problemFor(err).Errors...)
@@ -101,8 +100,8 @@ func (s *Server) listPools(ctx context.Context, r *http.Request, _ *Empty) (int,
 			errs = append(errs, problemFor(err).Errors...)
 		}
 	}
-	if len(errs) > 0 {
-		return 0, nil, invalidFields(errs)
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	list, err := s.client.PoolList(ctx, p)
 	if err != nil {
@@ -374,12 +373,11 @@ func unitViewOf(u *docket.Unit) *unitView {
 var unitStates = []string{"NEW", "JUDGABLE", "PAUSED", "FINALIZED", "CANCELED"}
 
 func (s *Server) listUnits(ctx context.Context, r *http.Request, _ *Empty) (int, *unitsResponse, error) {
+	q, errs := query(r)
 	id, err := pathID(r, "poolId")
 	if err != nil {
-		return 0, nil, err
+		errs = append(errs, problemFor(err).Errors...)
 	}
-	q := r.URL.Query()
-	var errs []FieldError
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
 		errs = append(errs, problemFor(err).Errors...)
@@ -409,8 +407,8 @@ func (s *Server) listUnits(ctx context.Context, r *http.Request, _ *Empty) (int,
 			errs = append(errs, problemFor(err).Errors...)
 		}
 	}
-	if len(errs) > 0 {
-		return 0, nil, invalidFields(errs)
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	if _, err := s.pool(ctx, r); err != nil {
 		return 0, nil, err
@@ -474,12 +472,19 @@ func (s *Server) getUnitResult(ctx context.Context, r *http.Request, _ *Empty) (
 // finalizedAt, lowConfidence; result as compact JSON text), written by
 // crowdexport, as the dashboard's download is.
 func (s *Server) exportResults(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
+	q, errs := query(r)
+	if _, err := pathID(r, "poolId"); err != nil {
+		errs = append(errs, problemFor(err).Errors...)
+	}
+	format := q.Get("format")
 	if format == "" {
 		format = "jsonl"
 	}
 	if format != "jsonl" && format != "csv" {
-		s.fail(w, r, invalidField("format", fmt.Sprintf("must be jsonl or csv, not %q", format)))
+		errs = append(errs, FieldError{Field: "format", Message: fmt.Sprintf("must be jsonl or csv, not %q", format)})
+	}
+	if err := queryErrors(errs); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	pool, err := s.pool(r.Context(), r)

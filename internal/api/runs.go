@@ -275,7 +275,7 @@ var (
 // listRuns pages through runs newest first; the cursor is the last id of
 // the previous page (run ids are UUIDv7, as job ids).
 func (s *Server) listRuns(ctx context.Context, r *http.Request, _ *Empty) (int, *runsResponse, error) {
-	p, err := parseRunListQuery(r.URL.Query())
+	p, err := parseRunListQuery(query(r))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -297,20 +297,21 @@ func (s *Server) listRuns(ctx context.Context, r *http.Request, _ *Empty) (int, 
 	return http.StatusOK, resp, nil
 }
 
-func parseRunListQuery(q url.Values) (docket.RunListParams, error) {
+// parseRunListQuery reads GET /v1/runs' query; every bad parameter is
+// named in one 400, with pending, the errors checkParams left (query).
+func parseRunListQuery(q url.Values, pending []FieldError) (docket.RunListParams, error) {
 	p := docket.RunListParams{Limit: ListLimitDefault}
-	var errs []FieldError
 	// A comma in another parameter is refused as a second value (the
-	// route refuses the parameter given twice), before the values are read.
+	// route refuses the parameter given twice), named before what else is
+	// wrong with the value.
+	var commas []FieldError
 	for name, vs := range q {
 		if !slices.Contains(runListLists, name) && slices.ContainsFunc(vs, func(v string) bool { return strings.Contains(v, ",") }) {
-			errs = append(errs, FieldError{Field: name, Message: oneValue(runListLists)})
+			commas = append(commas, FieldError{Field: name, Message: oneValue(runListLists)})
 		}
 	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
-		return p, invalidFields(errs)
-	}
+	slices.SortFunc(commas, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	errs := append(pending, commas...)
 	var bad []string
 	for _, v := range splitList(q["state"]) {
 		st := docket.RunState(strings.ToUpper(v))
@@ -356,21 +357,19 @@ func parseRunListQuery(q url.Values) (docket.RunListParams, error) {
 		}
 		p.Before = id
 	}
-	if len(errs) > 0 {
-		return p, invalidFields(errs)
-	}
-	return p, nil
+	return p, queryErrors(errs)
 }
 
 // streamRunEvents serves GET /v1/runs/{runId}/events: the run's
 // run.state_changed and step.state_changed events, from the oldest kept
 // (or after Last-Event-ID), then new ones as they are published.
 func (s *Server) streamRunEvents(w http.ResponseWriter, r *http.Request) {
+	q, pending := query(r)
 	id, err := runID(r)
-	f, ferr := eventFilter(r, runEventTypes)
+	f, ferr := eventFilter(q, runEventTypes)
 	// A malformed Last-Event-ID is refused here, with the others, as for
 	// a job's stream: unchecked, it failed the stream's read (500).
-	if err = errors.Join(err, ferr, checkLastEventID(r)); err != nil {
+	if err = errors.Join(queryErrors(pending), err, ferr, checkLastEventID(r, q)); err != nil {
 		s.fail(w, r, err)
 		return
 	}

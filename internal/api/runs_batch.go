@@ -69,28 +69,31 @@ func (s *Server) startRunBatch(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) (*runBatchResponse, error) {
 	name := r.PathValue("name")
+	q, errs := query(r)
 	if r.Header.Get(idempotencyHeader) != "" {
-		return nil, invalidField(idempotencyHeader, "is not supported on a batch; give each run its idempotencyKey (CSV: ?keyColumn=)")
+		errs = append(errs, FieldError{Field: idempotencyHeader, Message: "is not supported on a batch; give each run its idempotencyKey (CSV: ?keyColumn=)"})
 	}
-	q := r.URL.Query()
 	version := 0
 	if q.Has("version") {
 		n, err := strconv.Atoi(q.Get("version"))
 		if err != nil || n < 1 {
-			return nil, invalidField("version", "must be an integer of at least 1 (omit it for the latest version)")
+			errs = append(errs, FieldError{Field: "version", Message: "must be an integer of at least 1 (omit it for the latest version)"})
 		}
 		version = n
 	}
 	if err := refuseContentEncoding(w, r); err != nil {
 		return nil, err
 	}
-	format, err := batchFormat(r.Header.Get("Content-Type"))
-	if err != nil {
+	format, ferr := batchFormat(r.Header.Get("Content-Type"))
+	keyColumn := q.Get("keyColumn")
+	if q.Has("keyColumn") && ferr == nil && format != batchCSV {
+		errs = append(errs, FieldError{Field: "keyColumn", Message: "applies to text/csv bodies only; JSON runs carry their idempotencyKey"})
+	}
+	if err := queryErrors(errs); err != nil {
 		return nil, err
 	}
-	keyColumn := q.Get("keyColumn")
-	if q.Has("keyColumn") && format != batchCSV {
-		return nil, invalidField("keyColumn", "applies to text/csv bodies only; JSON runs carry their idempotencyKey")
+	if ferr != nil {
+		return nil, ferr
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBatchBytes)
 	if err := docket.ValidateRunStart(docket.RunStartParams{Workflow: name}); err != nil {

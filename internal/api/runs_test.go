@@ -236,7 +236,7 @@ func TestRunList(t *testing.T) {
 		require.Len(t, page.Items, 6)
 
 		p := b.do(t, docket.RoleViewer, "GET", "/v1/runs?state=DONE&createdAfter=yesterday&limit=0&cursor=zz&nope=1", nil).Problem(t, http.StatusBadRequest)
-		require.Len(t, p.Errors, 1, "an unknown parameter first: %s", p.Detail)
+		require.Equal(t, []string{"nope", "state", "createdAfter", "limit", "cursor"}, problemFields(p), "an unknown parameter first, with the bad values: %s", p.Detail)
 		p = b.do(t, docket.RoleViewer, "GET", "/v1/runs?state=DONE&createdAfter=yesterday&limit=0&cursor=zz", nil).Problem(t, http.StatusBadRequest)
 		var fields []string
 		for _, fe := range p.Errors {

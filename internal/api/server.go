@@ -117,8 +117,10 @@ type route struct {
 	Path   string // Go 1.22 pattern path, e.g. /v1/jobs/{jobId}
 	Perm   permission
 	// Query names the query parameters the route takes. A request with
-	// any other is refused before Handler runs (checkParams, params.go),
-	// as is one giving a parameter twice unless Lists names it too.
+	// any other is refused (checkParams, params.go), as is one giving a
+	// parameter twice unless Lists names it too: before Handler runs when
+	// Query is empty, else by Handler, which reads its query with query
+	// and names these errors with its values' in one 400.
 	Query []string
 	// Lists names those of Query that may be given more than once (a
 	// filter's values, an include list).

@@ -99,13 +99,9 @@ func (s *Server) putTask(ctx context.Context, r *http.Request, req *putTaskReque
 
 func (s *Server) getTask(ctx context.Context, r *http.Request, _ *Empty) (int, *taskView, error) {
 	name := r.PathValue("name")
-	version := 0
-	if q := r.URL.Query(); q.Has("version") {
-		n, err := strconv.Atoi(q.Get("version"))
-		if err != nil || n < 1 {
-			return 0, nil, invalidField("version", "must be an integer of at least 1 (omit it for the latest version)")
-		}
-		version = n
+	version, err := queryVersion(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	v, err := s.client.TaskGet(ctx, name, version)
 	switch {
@@ -121,18 +117,21 @@ func (s *Server) getTask(ctx context.Context, r *http.Request, _ *Empty) (int, *
 
 // listTasks pages through the tasks by name, the latest version of each.
 func (s *Server) listTasks(ctx context.Context, r *http.Request, _ *Empty) (int, *tasksResponse, error) {
-	q := r.URL.Query()
+	q, errs := query(r)
 	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
 	if err != nil {
-		return 0, nil, err
+		errs = append(errs, problemFor(err).Errors...)
 	}
 	p := docket.TaskListParams{Limit: limit + 1}
 	if q.Has("cursor") {
 		name, err := decodeTaskCursor(q.Get("cursor"))
 		if err != nil {
-			return 0, nil, err
+			errs = append(errs, problemFor(err).Errors...)
 		}
 		p.After = name
+	}
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	list, err := s.client.TaskList(ctx, p)
 	if err != nil {
@@ -159,6 +158,22 @@ func decodeTaskCursor(s string) (string, error) {
 }
 
 // queryLimit reads a page size: default ListLimitDefault, 1..ListLimitMax.
+// queryVersion reads the ?version= of a task's or workflow's GET: 0,
+// the latest, when it is not given; every bad parameter is named in one
+// 400 (with the errors checkParams left).
+func queryVersion(r *http.Request) (int, error) {
+	q, errs := query(r)
+	version := 0
+	if q.Has("version") {
+		n, err := strconv.Atoi(q.Get("version"))
+		if err != nil || n < 1 {
+			errs = append(errs, FieldError{Field: "version", Message: "must be an integer of at least 1 (omit it for the latest version)"})
+		}
+		version = n
+	}
+	return version, queryErrors(errs)
+}
+
 func queryLimit(v string, given bool) (int, error) {
 	if !given {
 		return ListLimitDefault, nil

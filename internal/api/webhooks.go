@@ -201,16 +201,9 @@ func (s *Server) deleteWebhook(ctx context.Context, r *http.Request, _ *Empty) (
 // listDeliveries: GET /v1/webhooks/{webhookId}/deliveries?status=&limit=,
 // newest event first.
 func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) (int, *deliveriesResponse, error) {
-	svc, err := s.webhooks()
-	if err != nil {
-		return 0, nil, err
-	}
+	q, pending := query(r)
 	id, err := pathUUID(r, "webhookId")
-	if err != nil {
-		return 0, nil, err
-	}
-	q := r.URL.Query()
-	var errs []error
+	errs := []error{queryErrors(pending), err}
 	limit := deliveryLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -226,6 +219,10 @@ func (s *Server) listDeliveries(ctx context.Context, r *http.Request, _ *Empty) 
 		errs = append(errs, invalidField("status", "must be PENDING, DELIVERED or DEAD"))
 	}
 	if err := errors.Join(errs...); err != nil {
+		return 0, nil, err
+	}
+	svc, err := s.webhooks()
+	if err != nil {
 		return 0, nil, err
 	}
 	ds, err := svc.Deliveries(ctx, id, docket.WebhookDeliveriesParams{State: state, Limit: limit})

@@ -340,13 +340,9 @@ func (s *Server) putWorkflow(ctx context.Context, r *http.Request, req *putWorkf
 
 func (s *Server) getWorkflow(ctx context.Context, r *http.Request, _ *Empty) (int, *workflowView, error) {
 	name := r.PathValue("name")
-	version := 0
-	if q := r.URL.Query(); q.Has("version") {
-		n, err := strconv.Atoi(q.Get("version"))
-		if err != nil || n < 1 {
-			return 0, nil, invalidField("version", "must be an integer of at least 1 (omit it for the latest version)")
-		}
-		version = n
+	version, err := queryVersion(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	v, err := s.client.WorkflowGet(ctx, name, version)
 	switch {
@@ -364,21 +360,24 @@ func (s *Server) getWorkflow(ctx context.Context, r *http.Request, _ *Empty) (in
 // each. The cursor is the last name of the previous page: a workflow
 // stored meanwhile shows on a later page or not at all, never twice.
 func (s *Server) listWorkflows(ctx context.Context, r *http.Request, _ *Empty) (int, *workflowsResponse, error) {
-	q := r.URL.Query()
+	q, errs := query(r)
 	p := docket.WorkflowListParams{Limit: ListLimitDefault}
 	if v := q.Get("limit"); q.Has("limit") {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ListLimitMax {
-			return 0, nil, invalidField("limit", fmt.Sprintf("must be an integer between 1 and %d", ListLimitMax))
+			errs = append(errs, FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer between 1 and %d", ListLimitMax)})
 		}
 		p.Limit = n
 	}
 	if q.Has("cursor") {
 		name, err := decodeNameCursor(q.Get("cursor"))
 		if err != nil {
-			return 0, nil, err
+			errs = append(errs, problemFor(err).Errors...)
 		}
 		p.After = name
+	}
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
 	}
 	limit := p.Limit
 	p.Limit++ // one more tells whether there is a next page
