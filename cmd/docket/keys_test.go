@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,4 +130,29 @@ func TestMigrateDownNeedsACountOrAll(t *testing.T) {
 	out, err = runDocket(t, "migrate", "status", "--database-url", u)
 	require.NoError(t, err)
 	require.NotContains(t, out, "20", "every migration reverted:\n%s", out)
+}
+
+// docket migrate on a database a newer docket migrated further: status
+// lists the migration it does not know, and down refuses, naming it,
+// rather than revert this binary's last one underneath it.
+func TestMigrateUnknownVersion(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "d.db")
+	u := "sqlite:" + path
+	_, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO docket_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', 0)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	out, err := runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	require.Regexp(t, `9999\s+from_the_future\s+\S+ \(unknown to this docket: a newer one applied it\)`, out)
+	_, err = runDocket(t, "migrate", "down", "1", "--database-url", u)
+	require.ErrorContains(t, err, "9999_from_the_future")
+	after, err := runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	require.Equal(t, out, after, "a refused down reverted something")
 }

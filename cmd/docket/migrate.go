@@ -92,6 +92,9 @@ func migrateCommand() *cobra.Command {
 				if m.Applied {
 					applied = m.AppliedAt.UTC().Format(time.RFC3339)
 				}
+				if m.Unknown {
+					applied += " (unknown to this docket: a newer one applied it)"
+				}
 				fmt.Fprintf(tw, "%04d\t%s\t%s\n", m.Version, m.Name, applied)
 			}
 			return tw.Flush()

@@ -41,6 +41,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -185,4 +188,44 @@ type Migration struct {
 	Name      string
 	Applied   bool
 	AppliedAt time.Time // zero when not applied
+	// Unknown marks an applied migration this binary has no files for:
+	// a newer docket applied it. MigrationStatus lists such migrations
+	// after the known ones, with the name their tracking row recorded.
+	Unknown bool
+}
+
+// UnknownMigrationsError refuses to revert migrations while the database
+// has migrations applied that this binary does not know (a newer docket
+// applied them): reverting this binary's last one would leave those in
+// place on top of a schema they were not written for, and this binary
+// cannot revert them first.
+type UnknownMigrationsError struct {
+	Migrations []Migration // the unknown ones, oldest first
+}
+
+func (e *UnknownMigrationsError) Error() string {
+	names := make([]string, len(e.Migrations))
+	for i, m := range e.Migrations {
+		names[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+	}
+	return fmt.Sprintf("the database has migrations this docket does not know (%s), applied by a newer docket: "+
+		"revert them with that docket first (its docket migrate down), or run that docket", strings.Join(names, ", "))
+}
+
+// UnknownMigrations returns the applied migrations (version → name and
+// time) that are not among known, oldest first.
+func UnknownMigrations(known []int, applied map[int]Migration) []Migration {
+	isKnown := make(map[int]bool, len(known))
+	for _, v := range known {
+		isKnown[v] = true
+	}
+	var out []Migration
+	for v, m := range applied {
+		if !isKnown[v] {
+			m.Version, m.Applied, m.Unknown = v, true, true
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	return out
 }

@@ -80,6 +80,11 @@ func (s *Store) migrateStep(ctx context.Context, files []migration.File, dir sto
 		return nil, err
 	}
 
+	if dir == store.Down {
+		if unknown := store.UnknownMigrations(versions(files), applied); len(unknown) > 0 {
+			return nil, &store.UnknownMigrationsError{Migrations: unknown}
+		}
+	}
 	var f *migration.File
 	if dir == store.Up {
 		for i := range files {
@@ -126,23 +131,22 @@ func (s *Store) migrateStep(ctx context.Context, files []migration.File, dir sto
 	return m, nil
 }
 
-// appliedMigrations reads the tracking table: version → applied_at.
-func appliedMigrations(ctx context.Context, q pgx.Tx) (map[int]time.Time, error) {
-	rows, err := q.Query(ctx, `SELECT version, applied_at FROM docket_migrations`)
+// appliedMigrations reads the tracking table: version → its name and
+// time.
+func appliedMigrations(ctx context.Context, q pgx.Tx) (map[int]store.Migration, error) {
+	rows, err := q.Query(ctx, `SELECT version, name, applied_at FROM docket_migrations`)
 	if err != nil {
 		return nil, fmt.Errorf("read docket_migrations: %w", err)
 	}
 	defer rows.Close()
-	applied := map[int]time.Time{}
+	applied := map[int]store.Migration{}
 	for rows.Next() {
-		var (
-			v  int
-			at time.Time
-		)
-		if err := rows.Scan(&v, &at); err != nil {
+		var m store.Migration
+		if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
 			return nil, fmt.Errorf("read docket_migrations: %w", err)
 		}
-		applied[v] = at.UTC()
+		m.Applied, m.AppliedAt = true, m.AppliedAt.UTC()
+		applied[m.Version] = m
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read docket_migrations: %w", err)
@@ -150,8 +154,18 @@ func appliedMigrations(ctx context.Context, q pgx.Tx) (map[int]time.Time, error)
 	return applied, nil
 }
 
+// versions lists the versions of files.
+func versions(files []migration.File) []int {
+	vs := make([]int, len(files))
+	for i, f := range files {
+		vs[i] = f.Version
+	}
+	return vs
+}
+
 // MigrationStatus implements store.Store: every known migration, oldest
-// first, with whether (and when) it was applied.
+// first, with whether (and when) it was applied, then any applied
+// migration this binary does not know (Unknown).
 func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) {
 	files, err := loadMigrations()
 	if err != nil {
@@ -167,7 +181,7 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) 
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('docket_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
-	applied := map[int]time.Time{}
+	applied := map[int]store.Migration{}
 	if exists {
 		if applied, err = appliedMigrations(ctx, tx); err != nil {
 			return nil, err
@@ -175,8 +189,8 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) 
 	}
 	out := make([]store.Migration, len(files))
 	for i, f := range files {
-		at, ok := applied[f.Version]
-		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: at}
+		a, ok := applied[f.Version]
+		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: a.AppliedAt}
 	}
-	return out, nil
+	return append(out, store.UnknownMigrations(versions(files), applied)...), nil
 }

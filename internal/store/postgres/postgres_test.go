@@ -843,3 +843,14 @@ func TestQueryExecModes(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateUnknownVersion: a database a newer docket migrated further
+// (storetest.RunUnknownMigration).
+func TestMigrateUnknownVersion(t *testing.T) {
+	b := setup(t)
+	storetest.RunUnknownMigration(t, b.s, func(version int, name string) {
+		_, err := b.s.Pool().Exec(b.ctx,
+			`INSERT INTO docket_migrations (version, name, applied_at) VALUES ($1, $2, now())`, version, name)
+		require.NoError(t, err)
+	})
+}

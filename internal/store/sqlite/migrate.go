@@ -51,12 +51,16 @@ func (s *Store) Migrate(ctx context.Context, p *store.MigrateParams) ([]store.Mi
 			todo[len(files)-1-i] = f
 		}
 	}
+	known := make([]int, len(files))
+	for i, f := range files {
+		known[i] = f.Version
+	}
 	var done []store.Migration
 	for _, f := range todo {
 		if p.Steps > 0 && len(done) == p.Steps {
 			break
 		}
-		m, changed, err := s.migrateOne(ctx, f, p.Direction)
+		m, changed, err := s.migrateOne(ctx, f, known, p.Direction)
 		if err != nil {
 			return done, err
 		}
@@ -68,7 +72,9 @@ func (s *Store) Migrate(ctx context.Context, p *store.MigrateParams) ([]store.Mi
 }
 
 // migrateOne applies (up) or reverts (down) f if it is not already so.
-func (s *Store) migrateOne(ctx context.Context, f migration.File, dir store.Direction) (store.Migration, bool, error) {
+// known lists this binary's versions: down refuses while the database has
+// others (store.UnknownMigrationsError).
+func (s *Store) migrateOne(ctx context.Context, f migration.File, known []int, dir store.Direction) (store.Migration, bool, error) {
 	m := store.Migration{Version: f.Version, Name: f.Name}
 	changed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -78,6 +84,15 @@ func (s *Store) migrateOne(ctx context.Context, f migration.File, dir store.Dire
 			return fmt.Errorf("read migration %d: %w", f.Version, err)
 		}
 		applied := n > 0
+		if dir == store.Down && applied {
+			all, err := appliedMigrations(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if unknown := store.UnknownMigrations(known, all); len(unknown) > 0 {
+				return &store.UnknownMigrationsError{Migrations: unknown}
+			}
+		}
 		switch {
 		case dir == store.Up && !applied:
 			if _, err := tx.ExecContext(ctx, f.Up); err != nil {
@@ -112,40 +127,58 @@ func (s *Store) migrateOne(ctx context.Context, f migration.File, dir store.Dire
 }
 
 // MigrationStatus implements store.Store: every known migration, with
-// whether and when it was applied.
+// whether and when it was applied, then any applied migration this binary
+// does not know (Unknown).
 func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) {
 	files, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	applied := map[int]time.Time{}
+	applied := map[int]store.Migration{}
 	var exists int
 	if err := s.reader.QueryRowContext(ctx,
 		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'docket_migrations'`).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("read migration status: %w", err)
 	}
 	if exists > 0 {
-		rows, err := s.reader.QueryContext(ctx, `SELECT version, applied_at FROM docket_migrations`)
-		if err != nil {
-			return nil, fmt.Errorf("read migration status: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var v int
-			var at int64
-			if err := rows.Scan(&v, &at); err != nil {
-				return nil, fmt.Errorf("scan migration status: %w", err)
-			}
-			applied[v] = fromMicros(at)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("read migration status: %w", err)
+		if applied, err = appliedMigrations(ctx, s.reader); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]store.Migration, len(files))
+	known := make([]int, len(files))
 	for i, f := range files {
-		at, ok := applied[f.Version]
-		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: at}
+		a, ok := applied[f.Version]
+		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: a.AppliedAt}
+		known[i] = f.Version
 	}
-	return out, nil
+	return append(out, store.UnknownMigrations(known, applied)...), nil
+}
+
+// appliedMigrations reads the tracking table: version → its name and
+// time.
+func appliedMigrations(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (map[int]store.Migration, error) {
+	rows, err := q.QueryContext(ctx, `SELECT version, name, applied_at FROM docket_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read migration status: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]store.Migration{}
+	for rows.Next() {
+		var (
+			m  store.Migration
+			at int64
+		)
+		if err := rows.Scan(&m.Version, &m.Name, &at); err != nil {
+			return nil, fmt.Errorf("scan migration status: %w", err)
+		}
+		m.Applied, m.AppliedAt = true, fromMicros(at)
+		applied[m.Version] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read migration status: %w", err)
+	}
+	return applied, nil
 }

@@ -398,3 +398,15 @@ func TestProcessesAcquireConcurrently(t *testing.T) {
 	requireEachOnce(t, n, lists...)
 	t.Logf("jobs per process: parent %d, children %d %d %d", len(lists[procs]), len(lists[0]), len(lists[1]), len(lists[2]))
 }
+
+// TestMigrateUnknownVersion: a database a newer docket migrated further
+// (storetest.RunUnknownMigration).
+func TestMigrateUnknownVersion(t *testing.T) {
+	t.Parallel()
+	s := open(t).(*sqlite.Store)
+	storetest.RunUnknownMigration(t, s, func(version int, name string) {
+		_, err := s.DB().ExecContext(t.Context(),
+			`INSERT INTO docket_migrations (version, name, applied_at) VALUES (?, ?, ?)`, version, name, time.Now().UnixMicro())
+		require.NoError(t, err)
+	})
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,49 @@ func testMigration(t *testing.T, open opener) {
 		row := b.jobIn(t, job.StateSuccess)
 		require.Equal(t, job.StateSuccess, b.get(t, row.ID).State)
 	})
+}
+
+// RunUnknownMigration checks a database that a newer docket migrated
+// further than this binary knows: s is migrated, and record writes a
+// tracking row for a migration (version, name) without running anything,
+// as that newer docket would have. MigrationStatus lists it, marked
+// Unknown, after the known ones; Migrate down refuses, naming it, and
+// reverts nothing (reverting this binary's last migration would leave the
+// newer one on a schema it was not written for); up has nothing to do.
+func RunUnknownMigration(t *testing.T, s store.Store, record func(version int, name string)) {
+	t.Helper()
+	ctx := t.Context()
+	before, err := s.MigrationStatus(ctx)
+	require.NoError(t, err)
+	n := len(before)
+	record(n+1, "from_the_future")
+
+	ms, err := s.MigrationStatus(ctx)
+	require.NoError(t, err)
+	require.Len(t, ms, n+1)
+	require.Equal(t, before, ms[:n], "the known migrations are listed as before")
+	last := ms[n]
+	require.Equal(t, n+1, last.Version)
+	require.Equal(t, "from_the_future", last.Name)
+	require.True(t, last.Applied)
+	require.True(t, last.Unknown)
+	require.False(t, last.AppliedAt.IsZero())
+	for _, m := range ms[:n] {
+		require.False(t, m.Unknown)
+	}
+
+	for _, steps := range []int{1, 0} {
+		done, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Down, Steps: steps})
+		var unknown *store.UnknownMigrationsError
+		require.ErrorAs(t, err, &unknown, "down %d", steps)
+		require.Empty(t, done)
+		require.Contains(t, err.Error(), fmt.Sprintf("%04d_from_the_future", n+1))
+		after, err := s.MigrationStatus(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ms, after, "down %d reverted nothing", steps)
+	}
+
+	done, err := s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+	require.Empty(t, done)
 }
