@@ -270,6 +270,11 @@ func (c *serveConfig) name(env string) string {
 	return env
 }
 
+// serveIntervalMin is the shortest interval of serve's periodic loops
+// (rescue, scheduler, prune, workflow sweep, poll, webhook poll): each
+// tick queries the database.
+const serveIntervalMin = 10 * time.Millisecond
+
 // Validate reports every setting out of range, naming it.
 func (c *serveConfig) Validate() error {
 	var errs []error
@@ -288,23 +293,26 @@ func (c *serveConfig) Validate() error {
 		env string
 		v   time.Duration
 	}{
-		{"DOCKET_JOB_TIMEOUT", c.JobTimeout}, {"DOCKET_RESCUE_INTERVAL", c.RescueInterval},
-		{"DOCKET_SCHEDULER_INTERVAL", c.SchedulerInterval}, {"DOCKET_PRUNE_INTERVAL", c.PruneInterval},
-		{"DOCKET_WORKFLOW_SWEEP_INTERVAL", c.WorkflowSweep},
-		{"DOCKET_RETENTION", c.Retention}, {"DOCKET_POLL_INTERVAL", c.PollInterval},
+		{"DOCKET_JOB_TIMEOUT", c.JobTimeout},
+		{"DOCKET_RETENTION", c.Retention},
 		{"DOCKET_LEADER_TTL", c.LeaderTTL}, {"DOCKET_RETRY_BACKOFF_BASE", c.RetryBackoffBase},
 		{"DOCKET_SHUTDOWN_TIMEOUT", c.ShutdownTimeout}, {"DOCKET_EVENT_RETENTION", c.EventRetention},
+		{"DOCKET_WEBHOOK_TIMEOUT", c.WebhookTimeout},
+		{"DOCKET_WEBHOOK_BACKOFF_BASE", c.WebhookBackoffBase}, {"DOCKET_WEBHOOK_BREAKER_OPEN", c.WebhookBreakerOpen},
 	} {
 		check(d.env, d.v > 0, "%v must be positive", d.v)
 	}
+	// A loop's interval of 1ns was accepted and queried the database
+	// without a pause (a core busy per loop).
 	for _, d := range []struct {
 		env string
 		v   time.Duration
 	}{
-		{"DOCKET_WEBHOOK_POLL_INTERVAL", c.WebhookPollInterval}, {"DOCKET_WEBHOOK_TIMEOUT", c.WebhookTimeout},
-		{"DOCKET_WEBHOOK_BACKOFF_BASE", c.WebhookBackoffBase}, {"DOCKET_WEBHOOK_BREAKER_OPEN", c.WebhookBreakerOpen},
+		{"DOCKET_RESCUE_INTERVAL", c.RescueInterval}, {"DOCKET_SCHEDULER_INTERVAL", c.SchedulerInterval},
+		{"DOCKET_PRUNE_INTERVAL", c.PruneInterval}, {"DOCKET_WORKFLOW_SWEEP_INTERVAL", c.WorkflowSweep},
+		{"DOCKET_POLL_INTERVAL", c.PollInterval}, {"DOCKET_WEBHOOK_POLL_INTERVAL", c.WebhookPollInterval},
 	} {
-		check(d.env, d.v > 0, "%v must be positive", d.v)
+		check(d.env, d.v >= serveIntervalMin, "%v must be at least %v", d.v, serveIntervalMin)
 	}
 	check("DOCKET_LEADER_TTL", c.LeaderTTL <= 0 || c.LeaderTTL >= leader.TTLMin, "%v must be at least %v", c.LeaderTTL, leader.TTLMin)
 	check("DOCKET_WEBHOOK_BACKOFF_MAX", c.WebhookBackoffMax >= c.WebhookBackoffBase,

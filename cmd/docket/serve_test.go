@@ -96,7 +96,13 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_LEASE_SECONDS": "ten"}, want: `invalid DOCKET_LEASE_SECONDS "ten": must be an integer`},
 		{env: map[string]string{"DOCKET_LEASE_SECONDS": "0"}, want: "invalid DOCKET_LEASE_SECONDS: 0 must be between 1"},
 		{env: map[string]string{"DOCKET_RESCUE_INTERVAL": "15"}, want: `invalid DOCKET_RESCUE_INTERVAL "15": must be a Go duration`},
-		{env: map[string]string{"DOCKET_SCHEDULER_INTERVAL": "-1s"}, want: "invalid DOCKET_SCHEDULER_INTERVAL: -1s must be positive"},
+		{env: map[string]string{"DOCKET_SCHEDULER_INTERVAL": "-1s"}, want: "invalid DOCKET_SCHEDULER_INTERVAL: -1s must be at least 10ms"},
+		// A loop's interval of 1ns queried the database without a pause.
+		{args: []string{"--rescue-interval", "1ns"}, want: "invalid --rescue-interval: 1ns must be at least 10ms"},
+		{args: []string{"--prune-interval", "9ms"}, want: "invalid --prune-interval: 9ms must be at least 10ms"},
+		{args: []string{"--workflow-sweep-interval", "1us"}, want: "invalid --workflow-sweep-interval: 1µs must be at least 10ms"},
+		{args: []string{"--poll-interval", "1ns"}, want: "invalid --poll-interval: 1ns must be at least 10ms"},
+		{env: map[string]string{"DOCKET_WEBHOOK_POLL_INTERVAL": "1ns"}, want: "invalid DOCKET_WEBHOOK_POLL_INTERVAL: 1ns must be at least 10ms"},
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "1m", "DOCKET_RETRY_BACKOFF_MAX": "1s"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX: 1s must not be below"},
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "2h"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX (--retry-backoff-max): 1h0m0s"},
 		{env: map[string]string{"DOCKET_MAX_BODY_BYTES": "1MB"}, want: `invalid DOCKET_MAX_BODY_BYTES "1MB"`},
@@ -139,6 +145,8 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 	for _, args := range [][]string{
 		{"--rate-burst", "5", "--rate-limit", "10/s"}, {"--rate-burst", "0"}, {"--nats-dir", "n"},
 		{"--webhook-allow-hosts", "hooks.example.com", "--webhook-allow-any=false"}, {"--webhook-allow-any=true"},
+		{"--rescue-interval", "10ms", "--scheduler-interval", "10ms", "--prune-interval", "10ms",
+			"--workflow-sweep-interval", "10ms", "--poll-interval", "10ms", "--webhook-poll-interval", "10ms"},
 	} {
 		_, err = loadWith(t, nil, args...)
 		require.NoError(t, err, "%v", args)
