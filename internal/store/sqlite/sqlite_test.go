@@ -410,3 +410,23 @@ func TestMigrateUnknownVersion(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestOpenSaysWhyItCannot: SQLite's own message for a file it cannot open
+// is "unable to open database file (14)", whatever the reason; Open adds
+// the reason (a directory that does not exist, a directory given as the
+// file). A directory that cannot be written is the third (checked by
+// hand on a read-only mount: root writes any mode, so a test cannot).
+func TestOpenSaysWhyItCannot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for path, want := range map[string]string{
+		filepath.Join(dir, "no", "such", "docket.db"): "directory " + filepath.Join(dir, "no", "such") + ": no such file or directory",
+		dir: dir + " is a directory, not a database file",
+	} {
+		_, err := sqlite.Open(t.Context(), path, store.Options{})
+		require.ErrorContains(t, err, want, path)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the checks left a file behind")
+}

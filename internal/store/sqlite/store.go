@@ -16,7 +16,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -73,7 +76,7 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 	// force before any reader connects.
 	if err := writer.PingContext(ctx); err != nil {
 		_ = writer.Close()
-		return nil, fmt.Errorf("connect sqlite writer %q: %w", path, err)
+		return nil, fmt.Errorf("connect sqlite writer %q: %w%s", path, err, cantOpenReason(path))
 	}
 	rc, err := newCachingConnector(dsn(path, false), stats)
 	if err != nil {
@@ -180,4 +183,43 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // QUEUED work. Call it after commit.
 func (s *Store) publishAvailable(now time.Time, rows ...*job.Row) {
 	s.hub.PublishAvailable(now, rows...)
+}
+
+// cantOpenReason says why SQLite could not open path, which its own
+// message ("unable to open database file (14)") does not: a directory
+// that does not exist, a directory where the file should be, or a file or
+// directory docket cannot write (WAL mode creates path-wal and path-shm
+// next to the file). It is "" when none of these is the reason.
+func cantOpenReason(path string) string {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Sprintf(": directory %s: %v", dir, osReason(err))
+	} else if !st.IsDir() {
+		return fmt.Sprintf(": %s is not a directory", dir)
+	}
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Sprintf(": %s is a directory, not a database file", path)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Sprintf(": %s cannot be written: %v", path, osReason(err))
+		}
+		_ = f.Close()
+	}
+	f, err := os.CreateTemp(dir, ".docket-probe-*")
+	if err != nil {
+		return fmt.Sprintf(": directory %s cannot be written (the database and its -wal and -shm files are created there): %v", dir, osReason(err))
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+	return ""
+}
+
+// osReason is err without the path a *fs.PathError repeats.
+func osReason(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
