@@ -36,7 +36,8 @@ type Config struct {
 	// DatabaseURL: "postgres://…" (or "postgresql://…") or "sqlite:PATH".
 	// Default DatabaseURLDefault.
 	DatabaseURL string
-	// AutoMigrate applies pending migrations when the client opens.
+	// AutoMigrate applies pending migrations when the client opens,
+	// logging each at level info ("applied migration").
 	// Default false: run `docket migrate up` (or Client.Migrate) instead.
 	AutoMigrate bool
 	// PriorityAging: how much waiting one priority step is worth; a job of
@@ -123,9 +124,14 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		models: newRefreshCache[uuid.UUID, modelsRead](poolModelTTL, cfg.Now)}
 	c.completeHumanStep = c.advanceHumanStep
 	if cfg.AutoMigrate {
-		if _, err := c.Migrate(ctx, MigrateUp, 0); err != nil {
+		done, err := c.Migrate(ctx, MigrateUp, 0)
+		if err != nil {
 			_ = st.Close()
 			return nil, err
+		}
+		// An upgrade changes the schema at start: say what it applied.
+		for _, m := range done {
+			cfg.Logger.Info("applied migration", "service", "migrate", "version", m.Version, "name", m.Name)
 		}
 	}
 	return c, nil
