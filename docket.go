@@ -37,7 +37,8 @@ type Config struct {
 	// Default DatabaseURLDefault.
 	DatabaseURL string
 	// AutoMigrate applies pending migrations when the client opens,
-	// logging each at level info ("applied migration").
+	// logging each at level info ("applied migration"), and warns of each
+	// applied migration this binary does not know (a newer docket's).
 	// Default false: run `docket migrate up` (or Client.Migrate) instead.
 	AutoMigrate bool
 	// PriorityAging: how much waiting one priority step is worth; a job of
@@ -132,6 +133,19 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		// An upgrade changes the schema at start: say what it applied.
 		for _, m := range done {
 			cfg.Logger.Info("applied migration", "service", "migrate", "version", m.Version, "name", m.Name)
+		}
+		// A newer docket migrated further: this one runs on a schema it
+		// was not written for, and says so.
+		ms, err := c.MigrationStatus(ctx)
+		if err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+		for _, m := range ms {
+			if m.Unknown {
+				cfg.Logger.Warn("the database has a migration this docket does not know: a newer docket applied it; run that one",
+					"service", "migrate", "version", m.Version, "name", m.Name)
+			}
 		}
 	}
 	return c, nil

@@ -2,6 +2,7 @@ package docket_test
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -15,7 +16,8 @@ import (
 
 // TestAutoMigrateLogs: a client with AutoMigrate (docket serve) logs each
 // migration it applies, so an upgrade says what it changed; a start with
-// nothing to apply logs none.
+// nothing to apply logs none; one on a database a newer docket migrated
+// further warns, naming the migration it does not know.
 func TestAutoMigrateLogs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -44,5 +46,17 @@ func TestAutoMigrateLogs(t *testing.T) {
 
 	c, logs = open()
 	require.NotContains(t, logs, "applied migration")
+	require.NotContains(t, logs, "WARN")
+	require.NoError(t, c.Close())
+
+	// A newer docket's migration: a warning naming it.
+	db, err := sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:"))
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO docket_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', 0)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	c, logs = open()
+	require.Contains(t, logs, `level=WARN msg="the database has a migration this docket does not know`)
+	require.Contains(t, logs, "version=9999 name=from_the_future")
 	require.NoError(t, c.Close())
 }
