@@ -83,6 +83,16 @@ func (c *Client) poolEndUnits(ctx context.Context, poolID uuid.UUID, max int) (i
 	}
 }
 
+// heldForRedo reports whether u is a review step's unit held while the
+// unit it rejected is redone (workflow's review.go): PAUSED with its
+// judgments all in, which no other PAUSED unit has. It has its verdict;
+// the redo ends it (FINALIZED with it, or CANCELED with the review
+// failed), not its pool's close: finalized here it would reject again
+// and be held again, every round.
+func heldForRedo(u *Unit) bool {
+	return u.State == crowd.UnitPaused && u.JudgmentCount >= u.JudgmentsPerUnit
+}
+
 // unitEndClosed ends one unit of a closed pool (see above) and reports
 // whether it did: a unit that ended meanwhile, or got a live assignment
 // (a take that raced the close), is left as it is.
@@ -114,7 +124,7 @@ func (c *Client) unitEndClosed(ctx context.Context, ref *store.UnitClosingRef) (
 			return err
 		}
 		u := uc.Unit
-		if u.Golden || u.State.Final() || uc.PoolStatus != crowd.PoolClosed || uc.Live {
+		if u.Golden || u.State.Final() || uc.PoolStatus != crowd.PoolClosed || uc.Live || heldForRedo(u) {
 			return nil
 		}
 		judgments, err := tx.JudgmentList(ctx, &store.JudgmentListParams{UnitID: u.ID})

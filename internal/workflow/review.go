@@ -199,7 +199,7 @@ func (adv *advance) recordReview(ctx context.Context, st *flow.StepInstance, e *
 
 // recordRedos ends the review instances held for a redo (reject) whose
 // reviewed unit is FINALIZED again: see the top of this file. A reviewed
-// unit CANCELED fails the review.
+// unit CANCELED fails the review and cancels its held unit.
 func (adv *advance) recordRedos(ctx context.Context) error {
 	g := adv.c.g
 	for _, name := range g.Order() {
@@ -231,6 +231,11 @@ func (adv *advance) recordRedos(ctx context.Context) error {
 			if _, err := adv.transition(ctx, st, flow.StepFailed, store.StepTransitionParams{
 				Error: fmt.Sprintf("review step %q: the redo of step %q's unit %s was canceled", name, reviewed, redo.ID),
 			}); err != nil {
+				return err
+			}
+			// The held unit ends with its review: nothing ends it later
+			// (a closed pool leaves a held unit to its redo).
+			if _, err := adv.tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: held.ID, From: crowd.UnitPaused, To: crowd.UnitCanceled, Now: adv.now}); err != nil {
 				return err
 			}
 			continue
