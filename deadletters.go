@@ -30,12 +30,21 @@ type DeadLetter struct {
 type DeadLetterListParams struct {
 	Consumer string // "" = every consumer
 	Limit    int    // 0 = no limit
+	// After continues a listing after this dead letter (the last of the
+	// previous page; its CreatedAt, Consumer and EventID are what count);
+	// nil = from the oldest.
+	After *DeadLetter
 }
 
 // DeadLetterList lists the dead letters of durable event consumers, oldest
-// first. docket serve answers GET /v1/dead-letters from it.
+// first (ties by consumer, then event id); page with Limit and After.
+// docket serve answers GET /v1/dead-letters from it.
 func (c *Client) DeadLetterList(ctx context.Context, p DeadLetterListParams) ([]*DeadLetter, error) {
-	ds, err := c.store.DeadLetterList(ctx, &store.DeadLetterListParams{Consumer: p.Consumer, Limit: p.Limit})
+	sp := &store.DeadLetterListParams{Consumer: p.Consumer, Limit: p.Limit}
+	if p.After != nil {
+		sp.After = &store.DeadLetterKey{CreatedAt: p.After.CreatedAt, Consumer: p.After.Consumer, EventID: p.After.EventID}
+	}
+	ds, err := c.store.DeadLetterList(ctx, sp)
 	if err != nil {
 		return nil, fieldErrors(err)
 	}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -26,7 +28,7 @@ type DeadLetters interface {
 
 func (s *Server) deadLetterRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/dead-letters", Perm: permAdmin, Query: []string{"consumer", "limit"}, Handler: endpoint(s, s.listDeadLetters)},
+		{Method: "GET", Path: "/v1/dead-letters", Perm: permAdmin, Query: []string{"consumer", "limit", "cursor"}, Handler: endpoint(s, s.listDeadLetters)},
 		{Method: "POST", Path: "/v1/dead-letters/{consumer}/{eventId}/retry", Perm: permAdmin, Handler: endpoint(s, s.retryDeadLetter)},
 	}
 }
@@ -61,6 +63,8 @@ func deadLetterViewOf(d *docket.DeadLetter) deadLetterView {
 
 type deadLettersResponse struct {
 	Items []deadLetterView `json:"items"`
+	// NextCursor fetches the next page; null on the last one.
+	NextCursor *string `json:"nextCursor"`
 }
 
 // deadLetters is the configured store, or a 503 when there is none.
@@ -72,7 +76,11 @@ func (s *Server) deadLetters() (DeadLetters, error) {
 	return s.cfg.DeadLetters, nil
 }
 
-// listDeadLetters: GET /v1/dead-letters?consumer=&limit=, oldest first.
+// listDeadLetters: GET /v1/dead-letters?consumer=&limit=&cursor=, oldest
+// first (ties by consumer, then event id). The cursor is the sort key of
+// the last dead letter of the previous page: a dead letter's createdAt
+// never changes, so one recorded meanwhile shows on a later page and none
+// shows twice.
 func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty) (int, *deadLettersResponse, error) {
 	q, errs := query(r)
 	limit := deadLetterLimitDefault
@@ -83,6 +91,13 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 		}
 		limit = n
 	}
+	var after *docket.DeadLetter
+	if q.Has("cursor") {
+		var err error
+		if after, err = decodeDeadLetterCursor(q.Get("cursor")); err != nil {
+			errs = append(errs, FieldError{Field: "cursor", Message: "is not a cursor this server returned"})
+		}
+	}
 	if err := queryErrors(errs); err != nil {
 		return 0, nil, err
 	}
@@ -90,15 +105,59 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 	if err != nil {
 		return 0, nil, err
 	}
-	ds, err := st.DeadLetterList(ctx, docket.DeadLetterListParams{Consumer: q.Get("consumer"), Limit: limit})
+	// One more than the page tells whether there is a next page.
+	ds, err := st.DeadLetterList(ctx, docket.DeadLetterListParams{Consumer: q.Get("consumer"), Limit: limit + 1, After: after})
 	if err != nil {
 		return 0, nil, err
 	}
-	resp := &deadLettersResponse{Items: make([]deadLetterView, len(ds))}
+	resp := &deadLettersResponse{}
+	if len(ds) > limit {
+		ds = ds[:limit]
+		next := encodeDeadLetterCursor(ds[limit-1])
+		resp.NextCursor = &next
+	}
+	resp.Items = make([]deadLetterView, len(ds))
 	for i, d := range ds {
 		resp.Items[i] = deadLetterViewOf(d)
 	}
 	return http.StatusOK, resp, nil
+}
+
+// Dead-letter cursors are opaque to clients: the base64url of the JSON
+// array [createdAt in unix microseconds, consumer, eventId].
+func encodeDeadLetterCursor(d *docket.DeadLetter) string {
+	b, _ := json.Marshal([]any{d.CreatedAt.UnixMicro(), d.Consumer, d.EventID}) // cannot fail: an int and two strings
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeDeadLetterCursor(s string) (*docket.DeadLetter, error) {
+	refused := invalidField("cursor", "is not a cursor this server returned")
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, refused
+	}
+	var key []any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&key) != nil || len(key) != 3 {
+		return nil, refused
+	}
+	n, ok := key[0].(json.Number)
+	consumer, ok1 := key[1].(string)
+	eventID, ok2 := key[2].(string)
+	if !ok || !ok1 || !ok2 {
+		return nil, refused
+	}
+	micros, err := n.Int64()
+	if err != nil {
+		return nil, refused
+	}
+	d := &docket.DeadLetter{CreatedAt: time.UnixMicro(micros).UTC(), Consumer: consumer, EventID: eventID}
+	// Canonical only: one spelling per cursor.
+	if encodeDeadLetterCursor(d) != s {
+		return nil, refused
+	}
+	return d, nil
 }
 
 // retryDeadLetter: POST /v1/dead-letters/{consumer}/{eventId}/retry. The

@@ -108,3 +108,71 @@ func TestDeadLettersUnavailable(t *testing.T) {
 	b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters", nil).Problem(t, http.StatusServiceUnavailable)
 	b.do(t, docket.RoleAdmin, "POST", "/v1/dead-letters/qc/1-0/retry", nil).Problem(t, http.StatusServiceUnavailable)
 }
+
+// TestDeadLettersPaging: GET /v1/dead-letters pages with limit and cursor
+// like GET /v1/jobs (nextCursor null on the last page); it listed at most
+// 1,000, the oldest, and the later ones could never be read.
+func TestDeadLettersPaging(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b, st := setupDeadLetters(t, backend)
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Second)
+		var want []string
+		// Five dead letters, three of them recorded at the same instant.
+		for i, d := range []struct{ consumer, id string }{{"qc", "1-0"}, {"agg", "2-0"}, {"qc", "2-0"}, {"agg", "1-0"}, {"qc", "3-0"}} {
+			at := now.Add(time.Duration(min(i, 2)) * time.Second)
+			_, err := st.DeadLetterRecord(ctx, &store.DeadLetterRecordParams{
+				Consumer: d.consumer, EventID: d.id, EventType: "job.state_changed",
+				Envelope: json.RawMessage(`{}`), Deliveries: 1, LastError: "x", Now: at,
+			})
+			require.NoError(t, err)
+		}
+		want = []string{"qc/1-0", "agg/2-0", "agg/1-0", "qc/2-0", "qc/3-0"}
+
+		var got []string
+		path := "/v1/dead-letters?limit=2"
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 3, "three pages of two hold five")
+			var list deadLettersResponse
+			r := b.do(t, docket.RoleAdmin, "GET", path, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			r.JSON(t, &list)
+			for _, d := range list.Items {
+				got = append(got, d.Consumer+"/"+d.EventID)
+			}
+			if list.NextCursor == nil {
+				require.Len(t, list.Items, 1)
+				break
+			}
+			require.Len(t, list.Items, 2)
+			path = "/v1/dead-letters?limit=2&cursor=" + *list.NextCursor
+		}
+		require.Equal(t, want, got)
+
+		// The last page says so with "nextCursor": null, not by leaving it out.
+		r := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters", nil)
+		var raw map[string]any
+		r.JSON(t, &raw)
+		require.Contains(t, raw, "nextCursor")
+		require.Nil(t, raw["nextCursor"])
+
+		// With consumer: the cursor continues within it.
+		var list deadLettersResponse
+		b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumer=qc&limit=1", nil).JSON(t, &list)
+		require.NotNil(t, list.NextCursor)
+		b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?consumer=qc&limit=5&cursor="+*list.NextCursor, nil).JSON(t, &list)
+		require.Len(t, list.Items, 2)
+		require.Equal(t, "2-0", list.Items[0].EventID)
+		require.Nil(t, list.NextCursor)
+
+		// A cursor the server did not return is refused, with a bad limit
+		// named in the same answer.
+		p := b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?cursor=bm9wZQ&limit=0", nil).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"cursor", "limit"}, problemFields(p))
+		for _, c := range []string{"", "!!", "WzEsInEiXQ", "WyJ4IiwicSIsIjEiXQ"} {
+			p = b.do(t, docket.RoleAdmin, "GET", "/v1/dead-letters?cursor="+c, nil).Problem(t, http.StatusBadRequest)
+			require.Equal(t, []string{"cursor"}, problemFields(p), c)
+		}
+	})
+}

@@ -104,12 +104,28 @@ type DeadLetterRecordParams struct {
 type DeadLetterListParams struct {
 	Consumer string // "" = every consumer
 	Limit    int    // 0 = no limit
+	// After continues a listing: only dead letters that sort after it
+	// (created_at, consumer, event_id); nil = from the oldest.
+	After *DeadLetterKey
 }
 
-// Validate refuses a consumer that is not text (checkText).
+// DeadLetterKey is where a dead letter sorts in DeadLetterList: the last
+// one of a page continues the listing. created_at never changes (a new
+// failure only counts a delivery), so a page boundary stays put.
+type DeadLetterKey struct {
+	CreatedAt time.Time
+	Consumer  string
+	EventID   string
+}
+
+// Validate refuses a consumer (or After key) that is not text (checkText).
 func (p *DeadLetterListParams) Validate() error {
 	pr := problemsOf("list dead letters")
 	checkText(pr, "consumer", p.Consumer)
+	if p.After != nil {
+		checkText(pr, "after.consumer", p.After.Consumer)
+		checkText(pr, "after.eventId", p.After.EventID)
+	}
 	return pr.Err()
 }
 

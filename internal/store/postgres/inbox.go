@@ -126,9 +126,16 @@ func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	var after any // NULL: from the oldest
+	var afterConsumer, afterEventID string
+	if p.After != nil {
+		after, afterConsumer, afterEventID = dbTime(p.After.CreatedAt), p.After.Consumer, p.After.EventID
+	}
 	rs, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM docket_dead_letters
-		WHERE ($1 = '' OR consumer = $1) ORDER BY created_at, consumer, event_id LIMIT $2`,
-		p.Consumer, limitOrNull(p.Limit))
+		WHERE ($1 = '' OR consumer = $1)
+		AND ($3::timestamptz IS NULL OR (created_at, consumer, event_id) > ($3, $4, $5))
+		ORDER BY created_at, consumer, event_id LIMIT $2`,
+		p.Consumer, limitOrNull(p.Limit), after, afterConsumer, afterEventID)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}

@@ -142,9 +142,16 @@ func (s *Store) DeadLetterList(ctx context.Context, p *store.DeadLetterListParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	var after any // NULL: from the oldest
+	var afterConsumer, afterEventID string
+	if p.After != nil {
+		after, afterConsumer, afterEventID = micros(p.After.CreatedAt), p.After.Consumer, p.After.EventID
+	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM docket_dead_letters
-		WHERE (? = '' OR consumer = ?) ORDER BY created_at, consumer, event_id LIMIT ?`,
-		p.Consumer, p.Consumer, limit(p.Limit))
+		WHERE (?1 = '' OR consumer = ?1)
+		AND (?3 IS NULL OR (created_at, consumer, event_id) > (?3, ?4, ?5))
+		ORDER BY created_at, consumer, event_id LIMIT ?2`,
+		p.Consumer, limit(p.Limit), after, afterConsumer, afterEventID)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}

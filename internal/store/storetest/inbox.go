@@ -313,6 +313,43 @@ func testDeadLetter(t *testing.T, open opener) {
 		require.Len(t, limited, 1)
 	})
 
+	t.Run("ListPagesAfterKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		// Ties on created_at are broken by consumer, then event id.
+		b.recordDead(t, "qc", "2-0", 1, "x", at(time.Second))
+		b.recordDead(t, "qc", "1-0", 1, "x", at(time.Second))
+		b.recordDead(t, "agg", "1-0", 1, "x", at(time.Second))
+		b.recordDead(t, "qc", "3-0", 1, "x", base)
+		b.recordDead(t, "agg", "2-0", 1, "x", at(time.Minute))
+		// A new failure of the oldest does not move it.
+		b.recordDead(t, "qc", "3-0", 1, "y", at(time.Hour))
+		keyOf := func(d *store.DeadLetter) string { return d.Consumer + "/" + d.EventID }
+		page := func(consumer string, limit int) []string {
+			var keys []string
+			var after *store.DeadLetterKey
+			for range 10 {
+				ds, err := b.s.DeadLetterList(b.ctx, &store.DeadLetterListParams{Consumer: consumer, Limit: limit, After: after})
+				require.NoError(t, err)
+				if len(ds) == 0 {
+					return keys
+				}
+				for _, d := range ds {
+					keys = append(keys, keyOf(d))
+				}
+				last := ds[len(ds)-1]
+				after = &store.DeadLetterKey{CreatedAt: last.CreatedAt, Consumer: last.Consumer, EventID: last.EventID}
+			}
+			t.Fatalf("listing did not end: %v", keys)
+			return nil
+		}
+		want := []string{"qc/3-0", "agg/1-0", "qc/1-0", "qc/2-0", "agg/2-0"}
+		require.Equal(t, want, page("", 0))
+		require.Equal(t, want, page("", 2))
+		require.Equal(t, want, page("", 1))
+		require.Equal(t, []string{"qc/3-0", "qc/1-0", "qc/2-0"}, page("qc", 2))
+	})
+
 	t.Run("RetryRequestIsClaimedOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
