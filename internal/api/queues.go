@@ -30,7 +30,7 @@ type queuesResponse struct {
 	CountCap int          `json:"countCap"`
 }
 
-// listQueues lists every queue that has jobs or was ever paused, with
+// listQueues lists every queue that has jobs or is paused, with
 // capped counts (Client.QueueCounts): no count grows with the jobs table.
 func (s *Server) listQueues(ctx context.Context, r *http.Request, _ *Empty) (int, *queuesResponse, error) {
 	queues, err := s.client.QueueCounts(ctx, CountCap)

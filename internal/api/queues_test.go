@@ -56,6 +56,20 @@ func TestQueues(t *testing.T) {
 		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
 		b.leaseOneJob(t, "mail")
 
+		// A queue paused then resumed with no jobs drops out of the listing
+		// (it stayed listed forever); one with jobs stays, unpaused.
+		pause("pause", "typo-queue")
+		pause("resume", "typo-queue")
+		pause("resume", "team/reports")
+		var list queuesResponse
+		b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil).JSON(t, &list)
+		var names []string
+		for _, q := range list.Items {
+			names = append(names, q.Name)
+			require.False(t, q.Paused, q.Name)
+		}
+		require.Equal(t, []string{"mail", "sms"}, names)
+
 		requireProblemField(t, b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("bad name")+"/pause", nil).
 			Problem(t, http.StatusBadRequest), "queue")
 		b.do(t, docket.RoleAdmin, "GET", "/v1/queues/mail/pause", nil).Problem(t, http.StatusMethodNotAllowed)

@@ -121,7 +121,8 @@ type JobStore interface {
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
 
 	QueueSetPaused(ctx context.Context, p *QueueSetPausedParams) error
-	// QueueList lists queues that have jobs or a paused flag, with counts.
+	// QueueList lists queues that have jobs or are paused, with counts.
+	// Resuming (QueueSetPaused with Paused false) deletes the pause row.
 	QueueList(ctx context.Context) ([]*Queue, error)
 }
 

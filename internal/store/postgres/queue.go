@@ -9,15 +9,17 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// queueSetPausedSQL upserts the pause flag; resuming wakes the queue's
-// workers, since its due jobs were left waiting.
-const queueSetPausedSQL = `
-WITH q AS (
-	INSERT INTO docket_queues (name, paused, updated_at) VALUES ($1, $2, $3)
-	ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at
-	RETURNING name, paused
-)
-SELECT pg_notify('` + channelJobAvailable + `', name) FROM q WHERE NOT paused`
+// queuePauseSQL upserts the pause flag.
+const queuePauseSQL = `
+INSERT INTO docket_queues (name, paused, updated_at) VALUES ($1, true, $2)
+ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = EXCLUDED.updated_at`
+
+// queueResumeSQL deletes the pause row (a row holds nothing but the flag,
+// so a resumed queue without jobs is no longer listed) and wakes the
+// queue's workers, since its due jobs were left waiting.
+const queueResumeSQL = `
+WITH d AS (DELETE FROM docket_queues WHERE name = $1)
+SELECT pg_notify('` + channelJobAvailable + `', $1)`
 
 // QueueSetPaused implements store.Store.
 func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
@@ -27,7 +29,13 @@ func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParam
 	if p.Name == "" {
 		return fmt.Errorf("set queue paused: empty queue name")
 	}
-	if _, err := s.pool.Exec(ctx, queueSetPausedSQL, p.Name, p.Paused, dbTime(p.Now)); err != nil {
+	var err error
+	if p.Paused {
+		_, err = s.pool.Exec(ctx, queuePauseSQL, p.Name, dbTime(p.Now))
+	} else {
+		_, err = s.pool.Exec(ctx, queueResumeSQL, p.Name)
+	}
+	if err != nil {
 		return fmt.Errorf("set queue %q paused=%t: %w", p.Name, p.Paused, err)
 	}
 	return nil

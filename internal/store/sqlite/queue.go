@@ -9,7 +9,9 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// QueueSetPaused implements store.Store. Resuming a queue wakes its workers.
+// QueueSetPaused implements store.Store. Resuming a queue deletes its pause
+// row (a row holds nothing but the flag, so a resumed queue without jobs is
+// no longer listed) and wakes its workers.
 func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParams) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -18,10 +20,16 @@ func (s *Store) QueueSetPaused(ctx context.Context, p *store.QueueSetPausedParam
 		return fmt.Errorf("set queue paused: empty queue name")
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO docket_queues (name, paused, updated_at)
-			VALUES (?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
-			p.Name, boolInt(p.Paused), micros(p.Now)); err != nil {
+		var err error
+		if p.Paused {
+			_, err = tx.ExecContext(ctx, `INSERT INTO docket_queues (name, paused, updated_at)
+			VALUES (?, 1, ?)
+			ON CONFLICT (name) DO UPDATE SET paused = 1, updated_at = excluded.updated_at`,
+				p.Name, micros(p.Now))
+		} else {
+			_, err = tx.ExecContext(ctx, `DELETE FROM docket_queues WHERE name = ?`, p.Name)
+		}
+		if err != nil {
 			return fmt.Errorf("set queue %q paused=%t: %w", p.Name, p.Paused, err)
 		}
 		return nil

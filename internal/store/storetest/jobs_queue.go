@@ -40,7 +40,27 @@ func testQueue(t *testing.T, open opener) {
 		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: f.q1, Paused: false, Now: at(3 * time.Minute)}))
 		got = queueMap(t, b)
 		require.False(t, got[f.q1].Paused)
-		requireTime(t, at(3*time.Minute), got[f.q1].UpdatedAt)
+		require.True(t, got[f.q1].UpdatedAt.IsZero(), "no pause flag once resumed")
+
+		// A queue paused then resumed with no jobs is not listed: the
+		// resume deletes its pause row (it stayed listed forever).
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: empty, Paused: false, Now: at(3 * time.Minute)}))
+		got = queueMap(t, b)
+		require.NotContains(t, got, empty)
+		require.Len(t, got, 3)
+		counted, err := b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 10})
+		require.NoError(t, err)
+		for _, q := range counted {
+			require.NotEqual(t, empty, q.Name, "QueueCount (GET /v1/queues) lists it")
+		}
+		// Resuming a queue that was never paused stores nothing either.
+		never := newQueue()
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: never, Paused: false, Now: at(3 * time.Minute)}))
+		require.NotContains(t, queueMap(t, b), never)
+		// Pausing again lists it again, and workers of a paused queue
+		// still get nothing (the flag is what acquire reads).
+		require.NoError(t, b.s.QueueSetPaused(b.ctx, &store.QueueSetPausedParams{Name: empty, Paused: true, Now: at(4 * time.Minute)}))
+		require.True(t, queueMap(t, b)[empty].Paused)
 
 		// No queue has an empty name: pausing one is refused on both
 		// backends (SQLite stored it).
