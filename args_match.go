@@ -91,7 +91,7 @@ func (m *ArgsMatch) Validate() error {
 	}
 	for _, k := range m.Path {
 		if !validArgsKey(k) {
-			errs = append(errs, &ValidationError{Field: "args.path", Message: fmt.Sprintf("key %q: keys are 1 to %d letters, digits, '_' or '-'", k, argsKeyMax)})
+			errs = append(errs, &ValidationError{Field: "args.path", Message: fmt.Sprintf("key %q: keys are 1 to %d ASCII letters, digits, '_' or '-'", k, argsKeyMax)})
 			break
 		}
 	}

@@ -390,7 +390,7 @@ func validName(field, s string) error {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
 			r == '.' || r == '_' || r == '-' || r == ':' || r == '/'
 		if !ok {
-			return &ValidationError{Field: field, Message: fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - : /)", r)}
+			return &ValidationError{Field: field, Message: fmt.Sprintf("has invalid character %q (allowed: ASCII letters, digits, . _ - : /)", r)}
 		}
 	}
 	return nil

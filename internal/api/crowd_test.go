@@ -166,7 +166,7 @@ func TestTaskPutGetList(t *testing.T) {
 		// was stored, and every step naming it refused.
 		for name, msg := range map[string]string{
 			"-bad": "must start with a letter or digit", "_x": "must start with a letter or digit",
-			"a:b":                    "has invalid character ':' (allowed: letters, digits, . _ -)",
+			"a:b":                    "has invalid character ':' (allowed: ASCII letters, digits, . _ -)",
 			strings.Repeat("a", 129): "must be at most 128 bytes",
 		} {
 			p := b.do(t, docket.RoleAdmin, "PUT", "/v1/tasks/"+name, sameProduct).Problem(t, http.StatusBadRequest)
@@ -239,12 +239,12 @@ func TestContributors(t *testing.T) {
 		// refused by the template's rule, each named.
 		p = cb.do(t, docket.RoleAdmin, "POST", "/v1/contributors", map[string]any{"externalId": "ext-tags", "skills": []string{"en ", "fr:CA", "a/b"}, "channels": []string{"éu"}}).Problem(t, http.StatusBadRequest)
 		require.Equal(t, []FieldError{
-			{Field: "skills[0]", Message: "has invalid character ' ' (allowed: letters, digits, . _ - :)"},
-			{Field: "skills[2]", Message: "has invalid character '/' (allowed: letters, digits, . _ - :)"},
-			{Field: "channels[0]", Message: "has invalid character 'é' (allowed: letters, digits, . _ - :)"},
+			{Field: "skills[0]", Message: "has invalid character ' ' (allowed: ASCII letters, digits, . _ - :)"},
+			{Field: "skills[2]", Message: "has invalid character '/' (allowed: ASCII letters, digits, . _ - :)"},
+			{Field: "channels[0]", Message: "has invalid character 'é' (allowed: ASCII letters, digits, . _ - :)"},
 		}, p.Errors)
 		p = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"channels": []string{"ok", "o k"}}).Problem(t, http.StatusBadRequest)
-		require.Equal(t, []FieldError{{Field: "channels[1]", Message: "has invalid character ' ' (allowed: letters, digits, . _ - :)"}}, p.Errors)
+		require.Equal(t, []FieldError{{Field: "channels[1]", Message: "has invalid character ' ' (allowed: ASCII letters, digits, . _ - :)"}}, p.Errors)
 
 		r = cb.do(t, docket.RoleAdmin, "PATCH", "/v1/contributors/"+w.id, map[string]any{"skills": []string{"de"}, "state": "banned"})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))

@@ -72,6 +72,9 @@ func TestQueues(t *testing.T) {
 
 		requireProblemField(t, b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("bad name")+"/pause", nil).
 			Problem(t, http.StatusBadRequest), "queue")
+		// Only ASCII letters are letters here, and the message says so.
+		p := b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("typo-qué")+"/pause", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []FieldError{{Field: "queue", Message: "has invalid character 'é' (allowed: ASCII letters, digits, . _ - : /)"}}, p.Errors)
 		b.do(t, docket.RoleAdmin, "GET", "/v1/queues/mail/pause", nil).Problem(t, http.StatusMethodNotAllowed)
 	})
 }

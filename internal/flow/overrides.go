@@ -136,7 +136,7 @@ func CheckToken(s string) string {
 	}
 	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
-			return fmt.Sprintf("has invalid character %q (allowed: letters, digits, . _ - :)", r)
+			return fmt.Sprintf("has invalid character %q (allowed: ASCII letters, digits, . _ - :)", r)
 		}
 	}
 	return ""

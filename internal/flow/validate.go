@@ -134,7 +134,7 @@ func checkToken(name, punct string) string {
 	for _, r := range name {
 		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 		if !alnum && !strings.ContainsRune(punct, r) {
-			return fmt.Sprintf("has invalid character %q (allowed: letters, digits, %s)",
+			return fmt.Sprintf("has invalid character %q (allowed: ASCII letters, digits, %s)",
 				r, strings.Join(strings.Split(punct, ""), " "))
 		}
 	}

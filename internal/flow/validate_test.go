@@ -107,7 +107,7 @@ func TestValidationNamesFieldAndStep(t *testing.T) {
 		// step ("create pool: invalid parameters"); one a template cannot
 		// hold matched no contributor.
 		{"human overrides skills and channels", `{"name":"w","steps":[{"name":"a","human":{"task":"t","overrides":{"skills":["","e n","en","en"],"channels":["` + strings.Repeat("c", 65) + `"]}}},{"name":"b","human":{"task":"t","overrides":{"channels":["fr","FR:ca"]}}}]}`,
-			[]want{{"steps[0].human.overrides", `skills[0]: is required; skills[1]: has invalid character ' ' (allowed: letters, digits, . _ - :); skills[3]: duplicate "en" (also skills[2]); channels[0]: must be at most 64 bytes`}}},
+			[]want{{"steps[0].human.overrides", `skills[0]: is required; skills[1]: has invalid character ' ' (allowed: ASCII letters, digits, . _ - :); skills[3]: duplicate "en" (also skills[2]); channels[0]: must be at most 64 bytes`}}},
 		{"enums", `{"name":"w","steps":[{"name":"a","job":{"type":"t"},"trigger":"any","onFailure":"ignore"}]}`,
 			[]want{{"steps[0].trigger", `not "any"`}, {"steps[0].onFailure", `not "ignore"`}}},
 		{"signal fan-out", `{"name":"w","steps":[{"name":"a","signal":{},"forEach":"[1]"}]}`,

@@ -246,7 +246,7 @@ func TestValidateTemplate(t *testing.T) {
 			"judgmentsPerUnit.targetConfidence: must be between 0 and 1",
 			"assignmentSeconds: must be between 30 and 86400",
 			`skills[1]: duplicate "en" (also skills[0])`,
-			"skills[2]: has invalid character ' ' (allowed: letters, digits, . _ - :)",
+			"skills[2]: has invalid character ' ' (allowed: ASCII letters, digits, . _ - :)",
 			"channels[0]: is required",
 			"priority: must be between 0 and 9",
 			"takesPerSecond: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
