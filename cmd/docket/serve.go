@@ -53,6 +53,7 @@ type serveConfig struct {
 	MaxBodyBytes      int64         // --max-body-bytes, DOCKET_MAX_BODY_BYTES; default 1048576
 	RateLimit         rateLimit     // --rate-limit, DOCKET_RATE_LIMIT; default off
 	RateBurst         int           // --rate-burst, DOCKET_RATE_BURST; default 0 (the limit's N)
+	BodyReadTimeout   time.Duration // --body-read-timeout, DOCKET_BODY_READ_TIMEOUT; default 1m, 0 none
 	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
 	GCPercent         int           // --gc-percent, DOCKET_GC_PERCENT; default 400 (unless GOGC or GOMEMLIMIT is set)
 	LogLevel          slog.Level    // --log-level, DOCKET_LOG_LEVEL; default info
@@ -111,6 +112,7 @@ var serveSettings = []setting{
 	{"rate-limit", "DOCKET_RATE_LIMIT", "off", "requests per API key, N/s or N/m (e.g. 200/s); over it is 429 with Retry-After", func(c *serveConfig) any { return &c.RateLimit }},
 	{"take-strategy", "DOCKET_TAKE_STRATEGY", string(docket.TakeStrategyDefault), "how POST /v1/assignments picks a unit of a pool: ordered, random or candidates (docs/human-work.md)", func(c *serveConfig) any { return &c.TakeStrategy }},
 	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
+	{"body-read-timeout", "DOCKET_BODY_READ_TIMEOUT", bodyReadTimeoutDefault.String(), "how long a request body may take to arrive; a client still sending after it is cut off (0: no bound)", func(c *serveConfig) any { return &c.BodyReadTimeout }},
 	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
 	{"gc-percent", "DOCKET_GC_PERCENT", strconv.Itoa(gcPercentDefault), "Go's garbage collection target (GOGC) of the server process; the default applies only when neither GOGC nor GOMEMLIMIT is set", func(c *serveConfig) any { return &c.GCPercent }},
 	{"log-level", "DOCKET_LOG_LEVEL", "info", "debug, info, warn or error", func(c *serveConfig) any { return &c.LogLevel }},
@@ -329,6 +331,7 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_RETRY_BACKOFF_MAX", c.RetryBackoffMax >= c.RetryBackoffBase,
 		"%v must not be below DOCKET_RETRY_BACKOFF_BASE (%v)", c.RetryBackoffMax, c.RetryBackoffBase)
 	check("DOCKET_PRIORITY_AGING", c.PriorityAging >= 0, "%v must not be negative", c.PriorityAging)
+	check("DOCKET_BODY_READ_TIMEOUT", c.BodyReadTimeout >= 0, "%v must not be negative (0: no bound)", c.BodyReadTimeout)
 	check("DOCKET_GC_PERCENT", c.GCPercent >= 10 && c.GCPercent <= 10000, "%d must be between 10 and 10000", c.GCPercent)
 	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
@@ -628,7 +631,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		return fmt.Errorf("web dashboard: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           mountWeb(apiHandler, dashboard),
+		Handler:           limitBodyRead(mountWeb(apiHandler, dashboard), cfg.BodyReadTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },

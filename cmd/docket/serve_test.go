@@ -49,6 +49,7 @@ func TestServeConfigDefaults(t *testing.T) {
 	require.Equal(t, engine.RetryBackoffMaxDefault, w.RetryBackoffMax)
 	require.Equal(t, 5*time.Minute, c.PriorityAging)
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+	require.Equal(t, time.Minute, c.BodyReadTimeout)
 	require.Zero(t, c.RateLimit.perSecond())
 	require.Empty(t, c.AdminKey)
 }
@@ -112,6 +113,7 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_LOG_LEVEL": "loud"}, want: `invalid DOCKET_LOG_LEVEL "loud"`},
 		{env: map[string]string{"DOCKET_LISTEN": "8080"}, want: `invalid DOCKET_LISTEN: "8080" must be host:port`},
 		{args: []string{"--leader-ttl", "0s"}, want: "invalid --leader-ttl: 0s must be positive"},
+		{args: []string{"--body-read-timeout", "-1s"}, want: "invalid --body-read-timeout: -1s must not be negative"},
 		// An elector attempts every third of the TTL: 2ns panicked in
 		// time.NewTicker once the server had started.
 		{env: map[string]string{"DOCKET_NATS_URL": "nats://127.0.0.1:4222,http://127.0.0.1:4222"}, want: `invalid DOCKET_NATS_URL: "nats://127.0.0.1:4222,http://127.0.0.1:4222" must be nats://host:port`},
