@@ -126,7 +126,7 @@ func TestRouteQueryParameters(t *testing.T) {
 var badQueryValues = map[string]map[string]string{
 	"GET /v1/me/pools":                        {"limit": "0"},
 	"GET /v1/contributors":                    {"state": "flagged", "limit": "501", "cursor": "!"},
-	"GET /v1/dead-letters":                    {"consumer": "", "limit": "0"},
+	"GET /v1/dead-letters":                    {"consumer": "", "limit": "0", "cursor": "x"},
 	"GET /v1/events":                          {"types": "job.nope", lastEventIDParam: "x", "jobId": "x"},
 	"GET /v1/jobs/{jobId}/events":             {"types": "unit.finalized", lastEventIDParam: "x"},
 	"GET /v1/jobs":                            {"status": "DEAD,NOPE", "jobType": "", "queue": "", "priority": "99", "limit": "-1", "cursor": "!", "search": "user:42"},
