@@ -226,7 +226,7 @@ func (c *Client) CompiledTask(ctx context.Context, name string, version int) (*C
 	if err != nil {
 		return nil, err
 	}
-	if ct, err = task.Compile(v.Template); err != nil {
+	if ct, err = task.CompileStored(v.Template); err != nil {
 		return nil, fmt.Errorf("task %q version %d: %w", name, version, err)
 	}
 	c.tasks.mu.Lock()

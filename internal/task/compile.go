@@ -46,6 +46,25 @@ func Compile(t *Template) (*Compiled, error) {
 	if err := Validate(t); err != nil {
 		return nil, err
 	}
+	return compile(t)
+}
+
+// CompileStored compiles a version stored earlier (by this docket or an
+// older one): it is validated as Compile does, except for the rules that
+// only a new version is held to (a rate of takes below
+// MinTakesPerSecond), so that a rule added later does not break the pools
+// of a task stored before it.
+func CompileStored(t *Template) (*Compiled, error) {
+	p := problems{stored: true}
+	validateInto(&p, t)
+	if err := p.err(subjectTemplate); err != nil {
+		return nil, err
+	}
+	return compile(t)
+}
+
+// compile compiles a template that was validated.
+func compile(t *Template) (*Compiled, error) {
 	n := Normalize(t)
 	hash, err := Hash(n)
 	if err != nil {

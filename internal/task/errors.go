@@ -47,6 +47,10 @@ const MaxProblems = 100
 type problems struct {
 	list    []FieldError
 	dropped int
+	// stored: the template is a version stored earlier, checked again as
+	// it is loaded; a rule only new versions are held to is not applied
+	// (CompileStored).
+	stored bool
 }
 
 func (p *problems) add(field, format string, args ...any) {

@@ -321,3 +321,34 @@ func TestMaxProblems(t *testing.T) {
 	require.Len(t, got, MaxProblems+1)
 	require.Equal(t, ": and 51 more problems", got[MaxProblems])
 }
+
+// TestCompileStoredKeepsOlderRates: a version stored before the rate of
+// takes had its lower bound (one a day) is loaded again by CompileStored
+// (what a pool's takes, judgments and close do), so the rule does not
+// break its pools; a new version (Compile) is held to it, and a stored
+// version is still refused what was never allowed.
+func TestCompileStoredKeepsOlderRates(t *testing.T) {
+	t.Parallel()
+	decode := func(s string) *Template {
+		tpl, err := Decode([]byte(s))
+		require.NoError(t, err)
+		return tpl
+	}
+	old := decode(`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":1e-6,"takesPerSecondPerContributor":1e-300}`)
+	_, err := Compile(old)
+	require.Equal(t, []string{
+		"takesPerSecond: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
+		"takesPerSecondPerContributor: must be 0 (no limit) or between 1.1574074074074073e-05 (one a day) and 1000000 takes per second",
+	}, problemsOf(t, err), "a new version")
+	c, err := CompileStored(old)
+	require.NoError(t, err, "a stored version")
+	require.Equal(t, 1e-6, c.Template.TakesPerSecond)
+	for _, bad := range []string{
+		`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":-1}`,
+		`{"title":"t","fields":[{"name":"a","kind":"text"}],"takesPerSecond":1e7}`,
+		`{"title":"","fields":[{"name":"a","kind":"text"}],"takesPerSecond":1e-6}`,
+	} {
+		_, err := CompileStored(decode(bad))
+		require.Error(t, err, bad)
+	}
+}

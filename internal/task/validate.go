@@ -104,9 +104,15 @@ func validateInto(p *problems, raw *Template) {
 }
 
 // checkRate records a rate of takes that is negative, below one a day
-// (but for 0, no limit), too large or not a number.
+// (but for 0, no limit), too large or not a number. The lower bound came
+// after versions were stored with any positive rate: a stored version is
+// held to r > 0 only, so that its pools keep working (CompileStored).
 func checkRate(p *problems, field string, r float64) {
-	if r != 0 && !(r >= MinTakesPerSecond && r <= MaxTakesPerSecond) {
+	low := MinTakesPerSecond
+	if p.stored && r > 0 {
+		low = r
+	}
+	if r != 0 && !(r >= low && r <= MaxTakesPerSecond) {
 		p.add(field, "must be 0 (no limit) or between %g (one a day) and %d takes per second", MinTakesPerSecond, MaxTakesPerSecond)
 	}
 }
