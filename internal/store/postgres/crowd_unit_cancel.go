@@ -1,10 +1,8 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -73,9 +71,7 @@ func unitCancelMany(ctx context.Context, c conn, p *store.UnitCancelManyParams) 
 	if len(p.IDs) == 0 {
 		return out, nil
 	}
-	ids := slices.Clone(p.IDs)
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
+	ids := lockOrder(p.IDs)
 	now, sh := dbTime(p.Now), shard(ctx)
 	got := make(map[uuid.UUID]store.UnitCancelManyResult, len(ids))
 	for range guardedRetries {
@@ -116,7 +112,7 @@ func unitCancelMany(ctx context.Context, c conn, p *store.UnitCancelManyParams) 
 			}
 			return out, nil
 		}
-		ids = raced
+		ids = lockOrder(raced)
 	}
 	return nil, fmt.Errorf("cancel %d units: lost %d races", len(p.IDs), guardedRetries)
 }

@@ -76,9 +76,7 @@ func jobCancelMany(ctx context.Context, p *store.JobCancelManyParams, run func(f
 		return out, nil
 	}
 	// The distinct ids, sorted: the lock order, and each job once.
-	ids := slices.Clone(p.IDs)
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
+	ids := lockOrder(p.IDs)
 	query := cancelManyAskSQL
 	if p.LeaveRunning {
 		query = cancelManyLeaveSQL
@@ -132,7 +130,7 @@ func jobCancelMany(ctx context.Context, p *store.JobCancelManyParams, run func(f
 		}
 		// Still cancellable: they changed between the statement's
 		// snapshot and its lock. Try them again.
-		ids = slices.Clone(raced)
+		ids = lockOrder(raced)
 	}
 	return nil, fmt.Errorf("cancel %d jobs: lost %d races", len(p.IDs), guardedRetries)
 }
@@ -146,4 +144,14 @@ func cancelable(s job.State, leaveRunning bool) bool {
 		return !leaveRunning
 	}
 	return false
+}
+
+// lockOrder is ids sorted and without repeats, in a new slice: the order
+// in which a statement over many rows locks them (JobCancelMany,
+// UnitCancelMany, and the rows they try again after a race), so that two
+// such statements never wait for each other's rows in opposite orders.
+func lockOrder(ids []uuid.UUID) []uuid.UUID {
+	ids = slices.Clone(ids)
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(ids)
 }
