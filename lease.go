@@ -237,7 +237,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 		return nil, ErrLeaseLost
 	}
 	if progress != nil {
-		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: *progress, Message: message, Now: now})
+		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: progress, Message: message, Now: now})
 		if err != nil {
 			return nil, err
 		}

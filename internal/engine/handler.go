@@ -102,7 +102,7 @@ func ReportProgress(ctx context.Context, percent float64, message string) error 
 		return errors.New("progress must be between 0 and 100")
 	}
 	return ex.store.JobProgress(ctx, &store.JobProgressParams{
-		Ref: ex.ref, Progress: percent, Message: message, Now: ex.now(),
+		Ref: ex.ref, Progress: &percent, Message: message, Now: ex.now(),
 	})
 }
 

@@ -53,7 +53,7 @@ func workload(ctx context.Context, st store.Store, goroutines, jobsEach int) err
 				for i, r := range rows {
 					if i%3 == 0 {
 						if err := st.JobProgress(ctx, &store.JobProgressParams{
-							Ref: job.Ref{ID: r.ID, Attempt: r.Attempt}, Progress: 50, Now: time.Now(),
+							Ref: job.Ref{ID: r.ID, Attempt: r.Attempt}, Progress: new(50.0), Now: time.Now(),
 						}); err != nil {
 							return err
 						}

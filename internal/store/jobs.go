@@ -304,11 +304,14 @@ type JobHeartbeatResult struct {
 	LeaseExpiresAt  time.Time
 }
 
-// JobProgressParams records progress of a running attempt.
+// JobProgressParams records progress of a running attempt: Progress and
+// Message replace the stored ones, and a job.progress event carries both.
 type JobProgressParams struct {
-	Ref      job.Ref
-	Progress float64 // 0..100
-	Message  string  // stored, and sent in the event, as MessageText
+	Ref job.Ref
+	// Progress is 0..100; nil keeps the stored progress (a message alone),
+	// which the event then carries.
+	Progress *float64
+	Message  string // stored, and sent in the event, as MessageText
 	Now      time.Time
 }
 

@@ -635,21 +635,22 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row
 	return nil, fmt.Errorf("retry job %s: lost %d races", p.ID, guardedRetries)
 }
 
-// progressSQL records progress of a running attempt and its outbox row.
+// progressSQL records progress of a running attempt and its outbox row; a
+// NULL progress keeps the stored one, and the event carries what is stored.
 const progressSQL = `
 WITH p AS (
 	UPDATE docket_jobs SET
-		progress         = $3::float8,
+		progress         = COALESCE($3::float8, progress),
 		progress_message = $4::text,
 		updated_at       = $5::timestamptz,
 		version          = version + 1
 	WHERE id = $1 AND state = 'RUNNING' AND attempt = $2
-	RETURNING id, attempt
+	RETURNING id, attempt, progress
 ),
 outbox AS (
 	INSERT INTO docket_outbox (event_type, data, created_at)
 	SELECT 'job.progress', json_strip_nulls(json_build_object(
-		'jobId', id, 'attempt', attempt, 'progress', $3::float8, 'message', NULLIF($4::text, ''))),
+		'jobId', id, 'attempt', attempt, 'progress', progress, 'message', NULLIF($4::text, ''))),
 		$5::timestamptz
 	FROM p
 )

@@ -375,23 +375,24 @@ func (s *Store) JobHeartbeat(ctx context.Context, p *store.JobHeartbeatParams) (
 	return out, nil
 }
 
-// JobProgress implements store.Store.
+// JobProgress implements store.Store. A nil Progress keeps the stored
+// one, which the event carries.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE docket_jobs SET
-			progress = ?3, progress_message = ?4, updated_at = ?5, version = version + 1
-			WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2`,
-			p.Ref.ID.String(), p.Ref.Attempt, p.Progress, p.MessageText(), micros(p.Now))
+		var progress float64
+		err := tx.QueryRowContext(ctx, `UPDATE docket_jobs SET
+			progress = COALESCE(?3, progress), progress_message = ?4, updated_at = ?5, version = version + 1
+			WHERE id = ?1 AND state = 'RUNNING' AND attempt = ?2
+			RETURNING progress`,
+			p.Ref.ID.String(), p.Ref.Attempt, p.Progress, p.MessageText(), micros(p.Now)).Scan(&progress)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("record progress of job %s attempt %d: %w", p.Ref.ID, p.Ref.Attempt, store.ErrLeaseLost)
+		}
 		if err != nil {
 			return fmt.Errorf("record progress of job %s: %w", p.Ref.ID, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("record progress of job %s: %w", p.Ref.ID, err)
-		} else if n == 0 {
-			return fmt.Errorf("record progress of job %s attempt %d: %w", p.Ref.ID, p.Ref.Attempt, store.ErrLeaseLost)
-		}
 		return insertOutbox(ctx, tx, job.EventProgress, job.ProgressData{
-			JobID: p.Ref.ID, Attempt: p.Ref.Attempt, Progress: p.Progress, Message: p.MessageText(),
+			JobID: p.Ref.ID, Attempt: p.Ref.Attempt, Progress: progress, Message: p.MessageText(),
 		}, p.Now)
 	})
 }

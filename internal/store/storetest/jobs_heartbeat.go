@@ -109,15 +109,54 @@ func testHeartbeatProgress(t *testing.T, open opener) {
 		b := setup(t, open)
 		row := b.jobIn(t, job.StateRunning)
 		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
-		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 25, Message: "a quarter", Now: at(10 * time.Second)}))
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: new(25.0), Message: "a quarter", Now: at(10 * time.Second)}))
 		got := b.get(t, row.ID)
 		require.InDelta(t, 25.0, got.Progress, 1e-9)
 		require.Equal(t, "a quarter", got.ProgressMsg)
 		require.Equal(t, job.StateRunning, got.State)
 
-		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 99.5, Now: at(20 * time.Second)}))
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: new(99.5), Now: at(20 * time.Second)}))
 		got = b.get(t, row.ID)
 		require.InDelta(t, 99.5, got.Progress, 1e-9)
+	})
+
+	// A message without a progress (a remote worker's heartbeat) keeps the
+	// stored progress and replaces the message; its event carries both.
+	t.Run("ProgressMessageAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: new(25.0), Message: "a quarter", Now: at(10 * time.Second)}))
+		before := b.get(t, row.ID)
+		mark := b.outboxMark(t)
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Message: "still resizing", Now: at(20 * time.Second)}))
+		got := b.get(t, row.ID)
+		require.InDelta(t, 25.0, got.Progress, 1e-9, "the progress is kept")
+		require.Equal(t, "still resizing", got.ProgressMsg)
+		require.Equal(t, job.StateRunning, got.State)
+		require.Equal(t, before.Version+1, got.Version)
+		requireTime(t, at(20*time.Second), got.UpdatedAt)
+		evs := b.outboxSince(t, mark)
+		require.Len(t, evs, 1, describeEvents(evs))
+		require.Equal(t, job.EventProgress, evs[0].Type)
+		var data job.ProgressData
+		require.NoError(t, json.Unmarshal(evs[0].Data, &data))
+		require.Equal(t, job.ProgressData{JobID: row.ID, Attempt: row.Attempt, Progress: 25, Message: "still resizing"}, data)
+
+		// On an attempt that never reported, the progress stays 0.
+		fresh := b.jobIn(t, job.StateRunning)
+		mark = b.outboxMark(t)
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{
+			Ref: job.Ref{ID: fresh.ID, Attempt: fresh.Attempt}, Message: "starting", Now: at(20 * time.Second),
+		}))
+		got = b.get(t, fresh.ID)
+		require.Zero(t, got.Progress)
+		require.Equal(t, "starting", got.ProgressMsg)
+		evs = b.outboxSince(t, mark)
+		require.Len(t, evs, 1, describeEvents(evs))
+		require.NoError(t, json.Unmarshal(evs[0].Data, &data))
+		require.Equal(t, job.ProgressData{JobID: fresh.ID, Attempt: fresh.Attempt, Progress: 0, Message: "starting"}, data)
 	})
 
 	// A progress message is free text from a remote worker: a NUL or bytes
@@ -129,7 +168,7 @@ func testHeartbeatProgress(t *testing.T, open opener) {
 		row := b.jobIn(t, job.StateRunning)
 		mark := b.outboxMark(t)
 		ref := job.Ref{ID: row.ID, Attempt: row.Attempt}
-		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: 5, Message: "half\x00way\xff", Now: at(10 * time.Second)}))
+		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{Ref: ref, Progress: new(5.0), Message: "half\x00way\xff", Now: at(10 * time.Second)}))
 		require.Equal(t, "half\uFFFDway\uFFFD", b.get(t, row.ID).ProgressMsg)
 		evs := b.outboxSince(t, mark)
 		require.Len(t, evs, 1)
@@ -145,11 +184,16 @@ func testHeartbeatProgress(t *testing.T, open opener) {
 		done := b.jobIn(t, job.StateSuccess)
 		mark := b.outboxMark(t)
 		err := b.s.JobProgress(b.ctx, &store.JobProgressParams{
-			Ref: job.Ref{ID: running.ID, Attempt: running.Attempt + 1}, Progress: 50, Message: "x", Now: at(10 * time.Second),
+			Ref: job.Ref{ID: running.ID, Attempt: running.Attempt + 1}, Progress: new(50.0), Message: "x", Now: at(10 * time.Second),
 		})
 		require.ErrorIs(t, err, store.ErrLeaseLost)
 		err = b.s.JobProgress(b.ctx, &store.JobProgressParams{
-			Ref: job.Ref{ID: done.ID, Attempt: done.Attempt}, Progress: 50, Message: "x", Now: at(10 * time.Second),
+			Ref: job.Ref{ID: done.ID, Attempt: done.Attempt}, Progress: new(50.0), Message: "x", Now: at(10 * time.Second),
+		})
+		require.ErrorIs(t, err, store.ErrLeaseLost)
+		// A message alone is fenced the same way.
+		err = b.s.JobProgress(b.ctx, &store.JobProgressParams{
+			Ref: job.Ref{ID: running.ID, Attempt: running.Attempt + 1}, Message: "x", Now: at(10 * time.Second),
 		})
 		require.ErrorIs(t, err, store.ErrLeaseLost)
 		got := b.get(t, running.ID)

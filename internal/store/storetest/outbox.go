@@ -132,7 +132,7 @@ func testOutbox(t *testing.T, open opener) {
 		row := b.jobIn(t, job.StateRunning)
 		mark := b.outboxMark(t)
 		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{
-			Ref: job.Ref{ID: row.ID, Attempt: row.Attempt}, Progress: 42.5, Message: "half way", Now: at(30 * time.Second),
+			Ref: job.Ref{ID: row.ID, Attempt: row.Attempt}, Progress: new(42.5), Message: "half way", Now: at(30 * time.Second),
 		}))
 		evs := b.outboxSince(t, mark)
 		require.Len(t, evs, 1, describeEvents(evs))

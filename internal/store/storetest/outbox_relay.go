@@ -190,7 +190,7 @@ func testOutboxRelay(t *testing.T, open opener) {
 		running := b.acquire(t, jobs[3].Queue, 1, at(time.Second))
 		require.Len(t, running, 1)
 		require.NoError(t, b.s.JobProgress(b.ctx, &store.JobProgressParams{
-			Ref: job.Ref{ID: running[0].ID, Attempt: 1}, Progress: 50, Message: "half", Now: at(2 * time.Second),
+			Ref: job.Ref{ID: running[0].ID, Attempt: 1}, Progress: new(50.0), Message: "half", Now: at(2 * time.Second),
 		}))
 		all := b.outboxSince(t, 0)
 		require.Len(t, all, 8)
