@@ -193,20 +193,16 @@ func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 	}
 }
 
-// messageWithoutProgress refuses a heartbeat's message sent alone: a
-// message is recorded with the progress it describes.
-const messageWithoutProgress = "is recorded with progress: send progress too"
-
 // LeaseState is what a heartbeat learns.
 type LeaseState struct {
 	ExpiresAt       time.Time
 	CancelRequested bool // the job was canceled: stop and call LeaseFail
 }
 
-// LeaseHeartbeat renews a lease for d and, when progress is not nil,
-// records progress (0..100) and message. A message without progress is a
-// *ValidationError: it would be recorded nowhere. ErrLeaseLost when the
-// lease is no longer held.
+// LeaseHeartbeat renews a lease for d and, when progress is not nil or
+// message is not empty, records progress (0..100) and message: a message
+// alone keeps the job's progress (a job.progress event carries both).
+// ErrLeaseLost when the lease is no longer held.
 func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Duration, progress *float64, message string) (*LeaseState, error) {
 	var errs []error
 	ref, err := parseRef(leaseID)
@@ -219,11 +215,8 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	if progress != nil && !(*progress >= 0 && *progress <= remote.ProgressMax) { // NaN too
 		errs = append(errs, &ValidationError{Field: "progress", Message: fmt.Sprintf("must be between 0 and %d", remote.ProgressMax)})
 	}
-	switch {
-	case len(message) > remote.MessageMaxBytes:
+	if len(message) > remote.MessageMaxBytes {
 		errs = append(errs, &ValidationError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)})
-	case message != "" && progress == nil:
-		errs = append(errs, &ValidationError{Field: "message", Message: messageWithoutProgress})
 	}
 	if err := joinValidation(errs); err != nil {
 		return nil, err
@@ -236,7 +229,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	if !res[0].Extended {
 		return nil, ErrLeaseLost
 	}
-	if progress != nil {
+	if progress != nil || message != "" {
 		err := c.store.JobProgress(ctx, &store.JobProgressParams{Ref: ref, Progress: progress, Message: message, Now: now})
 		if err != nil {
 			return nil, err

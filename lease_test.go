@@ -79,6 +79,15 @@ func TestRemoteLeaseLifecycle(t *testing.T) {
 		row, err := b.client.Get(ctx, res.Job.ID)
 		require.NoError(t, err)
 		require.InDelta(t, 30, row.Progress, 0.001)
+		// A message alone renews the lease and keeps the progress.
+		st2, err := b.client.LeaseHeartbeat(ctx, l.ID, 2*time.Minute, nil, "still going")
+		require.NoError(t, err)
+		require.True(t, st2.ExpiresAt.After(st.ExpiresAt))
+		row, err = b.client.Get(ctx, res.Job.ID)
+		require.NoError(t, err)
+		require.InDelta(t, 30, row.Progress, 0.001)
+		require.Equal(t, "still going", row.ProgressMsg)
+		require.True(t, row.LeaseExpiresAt.Equal(st2.ExpiresAt))
 
 		state, err := b.client.LeaseFail(ctx, l.ID, "upstream 503", true)
 		require.NoError(t, err)
@@ -331,8 +340,8 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	progress = math.NaN() // not between 0 and 100 either (PostgreSQL stored it)
 	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
 	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
-	// A message alone was dropped without a word: it is recorded with a
-	// progress, so it needs one.
+	// A message alone is valid (it keeps the job's progress): on a lease
+	// nobody holds, the lease is lost.
 	_, err = c.LeaseHeartbeat(ctx, docket.LeaseID(uuid.New(), 1), time.Minute, nil, "halfway")
-	require.Equal(t, []string{"message"}, validationFields(t, err))
+	require.ErrorIs(t, err, docket.ErrLeaseLost)
 }

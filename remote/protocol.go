@@ -100,8 +100,8 @@ type LeaseResponse struct {
 
 // HeartbeatRequest is the body of POST /v1/leases/{leaseId}/heartbeat:
 // renew the lease for LeaseSeconds (default HeartbeatLeaseSecondsDefault)
-// and, when Progress is set, record progress and Message. A Message
-// without Progress is refused (400 naming message).
+// and record Progress and Message when either is set: a Message without
+// Progress keeps the job's progress.
 type HeartbeatRequest struct {
 	Progress     *float64 `json:"progress,omitempty"`
 	Message      string   `json:"message,omitempty"`

@@ -142,12 +142,8 @@ func (r *heartbeatRequest) Validate() error {
 	if r.LeaseSeconds != nil && (*r.LeaseSeconds < remote.LeaseSecondsMin || *r.LeaseSeconds > remote.LeaseSecondsMax) {
 		errs = append(errs, invalidField("leaseSeconds", between(remote.LeaseSecondsMin, remote.LeaseSecondsMax)))
 	}
-	switch {
-	case len(r.Message) > remote.MessageMaxBytes:
+	if len(r.Message) > remote.MessageMaxBytes {
 		errs = append(errs, invalidField("message", fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)))
-	case r.Message != "" && r.Progress == nil:
-		// It would be recorded nowhere: a message goes with a progress.
-		errs = append(errs, invalidField("message", "is recorded with progress: send progress too"))
 	}
 	return errors.Join(errs...)
 }

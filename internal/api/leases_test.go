@@ -96,6 +96,54 @@ func TestLeaseProtocol(t *testing.T) {
 	})
 }
 
+// TestLeaseHeartbeatMessageAlone: a heartbeat with a message and no
+// progress (third-party workers send one) renews the lease and records the
+// message, keeping the job's progress; it was a 400, so the lease was not
+// renewed and the job expired and was retried.
+func TestLeaseHeartbeatMessageAlone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		_, err := b.client.Insert(ctx, remoteArgs{Text: "a"}, nil)
+		require.NoError(t, err)
+		l := b.lease(t, 1)[0] // 30 s
+		heartbeat := func(body any) remote.HeartbeatResponse {
+			t.Helper()
+			r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+l.LeaseID+"/heartbeat", body)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			var hb remote.HeartbeatResponse
+			r.JSON(t, &hb)
+			return hb
+		}
+		view := func() (v struct {
+			Progress        float64   `json:"progress"`
+			ProgressMessage string    `json:"progressMessage"`
+			LeaseExpiresAt  time.Time `json:"leaseExpiresAt"`
+		}) {
+			t.Helper()
+			r := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs/"+l.JobID.String()+"?include=attempts", nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			r.JSON(t, &v)
+			return v
+		}
+
+		// A message alone before any progress: the progress stays 0.
+		heartbeat(map[string]any{"message": "downloading"})
+		got := view()
+		require.Zero(t, got.Progress)
+		require.Equal(t, "downloading", got.ProgressMessage)
+
+		heartbeat(map[string]any{"progress": 40, "message": "resized"})
+		hb := heartbeat(map[string]any{"message": "uploading", "leaseSeconds": 600})
+		require.True(t, hb.ExpiresAt.After(l.ExpiresAt.Add(9*time.Minute)), "renewed for 600 s: %v, leased until %v", hb.ExpiresAt, l.ExpiresAt)
+		got = view()
+		require.InDelta(t, 40, got.Progress, 1e-9, "the progress is kept")
+		require.Equal(t, "uploading", got.ProgressMessage)
+		require.True(t, got.LeaseExpiresAt.Equal(hb.ExpiresAt), "stored lease %v, answered %v", got.LeaseExpiresAt, hb.ExpiresAt)
+	})
+}
+
 func mustAttempts(t *testing.T, b *bundle, row *docket.JobRow) []*docket.JobAttempt {
 	t.Helper()
 	atts, err := b.client.Attempts(context.Background(), row.ID)
@@ -236,6 +284,8 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 	p = b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/fail", map[string]any{"error": "x"}).Problem(t, http.StatusBadRequest)
 	require.Equal(t, "retryable", p.Errors[0].Field)
 	b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/heartbeat", map[string]any{"progress": 101}).Problem(t, http.StatusBadRequest)
+	// A message alone passes: on a lease nobody holds, it is lost (409).
+	b.do(t, docket.RoleWorker, "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/heartbeat", map[string]any{"message": "halfway"}).Problem(t, http.StatusConflict)
 
 	// Several bad fields at once: one answer names every one.
 	const held = "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1/"
@@ -247,9 +297,8 @@ func TestLeaseValidationAndAuth(t *testing.T) {
 		{held + "heartbeat", map[string]any{"progress": 101, "leaseSeconds": 1, "message": strings.Repeat("m", remote.MessageMaxBytes+1)},
 			[]string{"progress", "leaseSeconds", "message"}},
 		{held + "fail", map[string]any{"error": ""}, []string{"error", "retryable"}},
-		// A message alone would be recorded nowhere (it was dropped, 200).
-		{held + "heartbeat", map[string]any{"message": "halfway"}, []string{"message"}},
-		{held + "heartbeat", map[string]any{"message": "halfway", "leaseSeconds": 1}, []string{"message", "leaseSeconds"}},
+		// A message alone is no bad field (it keeps the job's progress).
+		{held + "heartbeat", map[string]any{"message": "halfway", "leaseSeconds": 1}, []string{"leaseSeconds"}},
 		// Unknown keys are refused on every lease call, as on every body.
 		{held + "heartbeat", map[string]any{"progres": 5}, []string{"progres"}},
 		{held + "heartbeat", map[string]any{"progress": 101, "extra": 1}, []string{"progress", "extra"}},
