@@ -131,12 +131,7 @@ func (c *Client) unitEndClosed(ctx context.Context, ref *store.UnitClosingRef) (
 		if err != nil {
 			return err
 		}
-		var clean []*Judgment
-		for _, j := range judgments {
-			if !j.Tainted {
-				clean = append(clean, j)
-			}
-		}
+		clean := untainted(judgments)
 		now := c.cfg.Now()
 		jpu := overlapOf(pool, ct)
 		if len(clean) < jpu.Min {

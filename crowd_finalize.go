@@ -72,12 +72,7 @@ func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool,
 			return nil, err
 		}
 	}
-	var clean []*Judgment
-	for _, j := range judgments {
-		if !j.Tainted {
-			clean = append(clean, j)
-		}
-	}
+	clean := untainted(judgments)
 	result, confidence, err := aggregateUnitWith(ct, clean, models)
 	if err != nil {
 		return nil, fmt.Errorf("aggregate unit %s: %w", unit.ID, err)
@@ -102,6 +97,18 @@ func (c *Client) unitTargetReached(ctx context.Context, tx store.Tx, pool *Pool,
 		return nil, err
 	}
 	return c.finalizeUnit(ctx, tx, ct, unit.ID, unit.RunID, clean, result, confidence, d.LowConfidence, now, finalized)
+}
+
+// untainted is the judgments that count towards a unit's answer: those
+// quality control has not tainted.
+func untainted(judgments []*Judgment) []*Judgment {
+	var clean []*Judgment
+	for _, j := range judgments {
+		if !j.Tainted {
+			clean = append(clean, j)
+		}
+	}
+	return clean
 }
 
 // finalizeUnit moves a regular JUDGABLE unit (of run runID, uuid.Nil for
