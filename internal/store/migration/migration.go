@@ -64,3 +64,13 @@ func Load(fsys fs.FS, dir string) ([]File, error) {
 	}
 	return files, nil
 }
+
+// Versions lists the versions of files, in their order: the migrations a
+// binary knows, which store.UnknownMigrations compares with those applied.
+func Versions(files []File) []int {
+	vs := make([]int, len(files))
+	for i, f := range files {
+		vs[i] = f.Version
+	}
+	return vs
+}

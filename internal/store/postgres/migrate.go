@@ -81,7 +81,7 @@ func (s *Store) migrateStep(ctx context.Context, files []migration.File, dir sto
 	}
 
 	if dir == store.Down {
-		if unknown := store.UnknownMigrations(versions(files), applied); len(unknown) > 0 {
+		if unknown := store.UnknownMigrations(migration.Versions(files), applied); len(unknown) > 0 {
 			return nil, &store.UnknownMigrationsError{Migrations: unknown}
 		}
 	}
@@ -154,15 +154,6 @@ func appliedMigrations(ctx context.Context, q pgx.Tx) (map[int]store.Migration, 
 	return applied, nil
 }
 
-// versions lists the versions of files.
-func versions(files []migration.File) []int {
-	vs := make([]int, len(files))
-	for i, f := range files {
-		vs[i] = f.Version
-	}
-	return vs
-}
-
 // MigrationStatus implements store.Store: every known migration, oldest
 // first, with whether (and when) it was applied, then any applied
 // migration this binary does not know (Unknown).
@@ -192,5 +183,5 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) 
 		a, ok := applied[f.Version]
 		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: a.AppliedAt}
 	}
-	return append(out, store.UnknownMigrations(versions(files), applied)...), nil
+	return append(out, store.UnknownMigrations(migration.Versions(files), applied)...), nil
 }

@@ -51,10 +51,7 @@ func (s *Store) Migrate(ctx context.Context, p *store.MigrateParams) ([]store.Mi
 			todo[len(files)-1-i] = f
 		}
 	}
-	known := make([]int, len(files))
-	for i, f := range files {
-		known[i] = f.Version
-	}
+	known := migration.Versions(files)
 	var done []store.Migration
 	for _, f := range todo {
 		if p.Steps > 0 && len(done) == p.Steps {
@@ -146,13 +143,11 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]store.Migration, error) 
 		}
 	}
 	out := make([]store.Migration, len(files))
-	known := make([]int, len(files))
 	for i, f := range files {
 		a, ok := applied[f.Version]
 		out[i] = store.Migration{Version: f.Version, Name: f.Name, Applied: ok, AppliedAt: a.AppliedAt}
-		known[i] = f.Version
 	}
-	return append(out, store.UnknownMigrations(known, applied)...), nil
+	return append(out, store.UnknownMigrations(migration.Versions(files), applied)...), nil
 }
 
 // appliedMigrations reads the tracking table: version → its name and
