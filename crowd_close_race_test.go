@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,28 +24,6 @@ import (
 type closeRaceArgs struct{ StepPayload }
 
 func (closeRaceArgs) JobType() string { return "closerace.step" }
-
-// problemLog keeps what a client and its worker log at Warn and above.
-type problemLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (l *problemLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-func (l *problemLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.msgs = append(l.msgs, b.String())
-	l.mu.Unlock()
-	return nil
-}
-func (l *problemLog) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *problemLog) WithGroup(string) slog.Handler      { return l }
 
 // TestPoolCloseRace: two nodes (two clients on one database, each with a
 // worker; the leader's pool-completer runs every 10 ms) while contributors
@@ -72,7 +49,7 @@ func TestPoolCloseRace(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			url := backend.URL(t)
-			logs := &problemLog{}
+			logs := &WarnLog{}
 			var nodes [2]*Client
 			for i := range nodes {
 				c, err := NewClient(ctx, Config{DatabaseURL: url, AutoMigrate: true, Logger: slog.New(logs)})
@@ -223,13 +200,11 @@ func TestPoolCloseRace(t *testing.T) {
 			mu.Lock()
 			require.Empty(t, unexpected, "only documented refusals")
 			mu.Unlock()
-			logs.mu.Lock()
-			for _, m := range logs.msgs {
+			for _, m := range logs.Messages() {
 				require.NotContains(t, m, "deadlock")
 				require.NotContains(t, m, "40P01")
 				require.NotContains(t, m, "closed pool", "ending the units of the closed pool failed")
 			}
-			logs.mu.Unlock()
 
 			// The outbox: what ended each unit, step and pool.
 			finalizedEvents := map[uuid.UUID]int{}

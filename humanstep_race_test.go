@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,28 +17,6 @@ import (
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/testdb"
 )
-
-// warnLog keeps the warnings and errors a client and its worker log.
-type warnLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w *warnLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	w.mu.Lock()
-	w.msgs = append(w.msgs, b.String())
-	w.mu.Unlock()
-	return nil
-}
-func (w *warnLog) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnLog) WithGroup(string) slog.Handler      { return w }
 
 type crowdRaceArgs struct{ docket.StepPayload }
 
@@ -66,7 +43,7 @@ func TestRunHumanStepRace(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
 		ctx := context.Background()
-		logs := &warnLog{}
+		logs := &docket.WarnLog{}
 		client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true, Logger: slog.New(logs)})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, client.Close()) })
@@ -251,12 +228,10 @@ func TestRunHumanStepRace(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		require.Empty(t, unexpected, "only documented refusals")
-		logs.mu.Lock()
-		for _, m := range logs.msgs {
+		for _, m := range logs.Messages() {
 			require.NotContains(t, m, "deadlock", "worker log")
 			require.NotContains(t, m, "40P01", "worker log")
 		}
-		logs.mu.Unlock()
 
 		var succeeded, canceled, finalizedThenCanceled int
 		for i, id := range ids {
