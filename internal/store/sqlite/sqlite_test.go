@@ -430,3 +430,47 @@ func TestOpenSaysWhyItCannot(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "the checks left a file behind")
 }
+
+// TestOpenWhileAnotherWrites: the first open of a new file turns it to
+// WAL mode, which takes SQLite's exclusive lock. While another connection
+// holds the write lock of a file still in rollback mode (another process
+// starting on the same new file: two docket serve, or a serve and docket
+// migrate up, started together), SQLite refuses that at once with
+// SQLITE_BUSY, without waiting in its busy handler (a one-in-a-few-hundred
+// failure of such starts, "database is locked"). Open waits for the
+// write to end instead.
+func TestOpenWhileAnotherWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	other, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	_, err = other.ExecContext(ctx, `CREATE TABLE t (x INTEGER)`)
+	require.NoError(t, err)
+	tx, err := other.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `INSERT INTO t VALUES (1)`)
+	require.NoError(t, err)
+
+	opened := make(chan error, 1)
+	go func() {
+		s, err := sqlite.Open(ctx, path, store.Options{})
+		if err == nil {
+			err = s.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("Open returned while another connection held the write lock: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit())
+	require.NoError(t, <-opened)
+	require.NoError(t, other.Close())
+	s := openPath(t, path)
+	var mode string
+	require.NoError(t, s.DB().QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+	require.Equal(t, "wal", mode)
+}

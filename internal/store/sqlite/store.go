@@ -24,7 +24,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -74,7 +75,7 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 	writer.SetConnMaxIdleTime(0)
 	// The writer connection is made first so that journal_mode=WAL is in
 	// force before any reader connects.
-	if err := writer.PingContext(ctx); err != nil {
+	if err := connectWriter(ctx, writer); err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("connect sqlite writer %q: %w%s", path, err, cantOpenReason(path))
 	}
@@ -99,6 +100,38 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 		agingMicros: opts.PriorityAging.Microseconds(),
 		stmtStats:   stats,
 	}, nil
+}
+
+// connectWriter makes the writer's connection, whose pragmas turn a new
+// file to WAL mode. SQLite answers that pragma with SQLITE_BUSY at once,
+// without its busy handler, while another connection (of this or another
+// process: two docket serve, or a serve and docket migrate up, started
+// together on a file that does not exist yet) holds the write lock of the
+// file still in rollback mode; so a busy
+// connect is tried again until the busy timeout has passed. Once the file
+// is in WAL mode (it stays so) the pragma changes nothing and is not
+// refused.
+func connectWriter(ctx context.Context, writer *sql.DB) error {
+	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+	for {
+		err := writer.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// isBusy reports whether err is SQLITE_BUSY (or one of its extended codes).
+func isBusy(err error) bool {
+	e, ok := errors.AsType[*sqlite.Error](err)
+	return ok && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // uriPath escapes a file path for a SQLite file: URI.
