@@ -27,9 +27,9 @@ func Open(ctx context.Context, url string, opts store.Options) (store.Store, err
 		}
 		return st, nil
 	case strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-		if path == "" {
-			return nil, errors.New(`database url "sqlite:" needs a file path, e.g. sqlite:docket.db`)
+		path, _, err := SQLitePath(url)
+		if err != nil {
+			return nil, err
 		}
 		st, err := sqlite.Open(ctx, path, opts)
 		if err != nil {
@@ -38,6 +38,29 @@ func Open(ctx context.Context, url string, opts store.Options) (store.Store, err
 		return st, nil
 	}
 	return nil, fmt.Errorf("database url %q: scheme must be postgres://, postgresql:// or sqlite:PATH", redact(url))
+}
+
+// SQLitePath is the file a sqlite: URL names (sqlite:PATH or
+// sqlite://PATH), and whether url is one. A URL with nothing after the
+// scheme is refused, and so are options: a file: URI (sqlite:file:…) and a
+// query string (sqlite:docket.db?mode=ro), which docket would otherwise
+// take as part of the file's name and open, or create, another database
+// than the one meant. docket sets SQLite's options itself.
+func SQLitePath(url string) (path string, ok bool, err error) {
+	rest, ok := strings.CutPrefix(url, "sqlite:")
+	if !ok {
+		return "", false, nil
+	}
+	path = strings.TrimPrefix(rest, "//")
+	switch {
+	case path == "":
+		return "", true, errors.New(`database url "sqlite:" needs a file path, e.g. sqlite:docket.db`)
+	case strings.HasPrefix(path, "file:"):
+		return "", true, fmt.Errorf("database url %q: write a file path after sqlite:, not a file: URI (docket sets SQLite's options itself), e.g. sqlite:docket.db", url)
+	case strings.Contains(path, "?"):
+		return "", true, fmt.Errorf("database url %q: sqlite:PATH takes no options after ? (docket sets SQLite's options itself; a file name with ? is not supported)", url)
+	}
+	return path, true, nil
 }
 
 // redact hides a password in a URL for error messages.

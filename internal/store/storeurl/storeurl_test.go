@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -23,6 +24,22 @@ func TestOpen(t *testing.T) {
 	}
 	_, err := Open(ctx, "sqlite:", store.Options{})
 	require.ErrorContains(t, err, "needs a file path")
+	// Options are refused, not taken as part of the file's name: that
+	// opened (or created) another database than the one meant.
+	dir := t.TempDir()
+	for url, want := range map[string]string{
+		"sqlite:" + filepath.Join(dir, "c.db") + "?mode=ro":            "sqlite:PATH takes no options after ?",
+		"sqlite://" + filepath.Join(dir, "d.db") + "?_busy_timeout=50": "sqlite:PATH takes no options after ?",
+		"sqlite:file:" + filepath.Join(dir, "e.db") + "?cache=shared":  "not a file: URI",
+		"sqlite:file:e.db": "not a file: URI",
+	} {
+		_, err := Open(ctx, url, store.Options{})
+		require.ErrorContains(t, err, want, url)
+		require.ErrorContains(t, err, url, "the message names the URL")
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a refused URL left a file behind")
 	_, err = Open(ctx, "mysql://user:secret@host/db", store.Options{})
 	require.ErrorContains(t, err, "scheme must be")
 	require.ErrorContains(t, err, "mysql://user:xxxxx@host/db")
