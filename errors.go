@@ -14,9 +14,11 @@ var ErrNotFound = store.ErrNotFound
 var ErrLeaseLost = store.ErrLeaseLost
 
 // ErrContention: the database aborted the call's transaction to break a
-// deadlock with another one (PostgreSQL, SQLSTATE 40P01 or 40001). Nothing
-// was written and the same call again normally succeeds; the HTTP API
-// answers 503 with Retry-After.
+// deadlock with another one (PostgreSQL, SQLSTATE 40P01 or 40001), or
+// another connection (on SQLite, typically another process) held the
+// file's write lock for longer than the busy timeout of 10 s (SQLITE_BUSY).
+// Nothing was written and the same call again normally succeeds; the HTTP
+// API answers 503 with Retry-After.
 var ErrContention = store.ErrContention
 
 // ErrNotInJob is returned by Progress and SetResult outside a handler.

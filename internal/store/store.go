@@ -62,8 +62,10 @@ var (
 	// already.
 	ErrDuplicate = errors.New("duplicate")
 	// ErrContention: the database aborted the transaction to break a
-	// deadlock or a serialization conflict with another one. Nothing was
-	// written; the same call again normally succeeds.
+	// deadlock or a serialization conflict with another one (PostgreSQL),
+	// or the write lock was held by another connection for longer than the
+	// busy timeout (SQLite). Nothing was written; the same call again
+	// normally succeeds.
 	ErrContention = errors.New("transaction aborted by a conflict with another; nothing was written, try again")
 )
 

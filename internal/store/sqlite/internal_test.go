@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -111,4 +112,43 @@ func TestPragmas(t *testing.T) {
 		require.NoError(t, db.QueryRowContext(ctx, "PRAGMA query_only").Scan(&queryOnly))
 		require.Equal(t, map[string]string{"writer": "0", "reader": "1"}[name], queryOnly, "%s query_only", name)
 	}
+}
+
+// TestWriteBusyIsContention: a write that waited the whole busy timeout
+// for another process's write lock (a user's transaction, a sqlite3 shell,
+// another docket serve under load) wrote nothing and may be made again: it
+// is store.ErrContention (the API's 503 with Retry-After), not an unknown
+// error (a 500). Once the lock is released the same write succeeds.
+func TestWriteBusyIsContention(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	s, err := open(ctx, path, store.Options{}, 50*time.Millisecond)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+
+	other, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	holder, err := other.Conn(ctx)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `BEGIN IMMEDIATE`)
+	require.NoError(t, err)
+
+	insert := func() error {
+		_, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: time.Now(), Jobs: []*store.JobInsertParams{{
+			ID: uuid.Must(uuid.NewV7()), Type: "t", Queue: "q", Payload: []byte(`{}`), State: job.StateQueued, MaxAttempts: 1,
+		}}})
+		return err
+	}
+	err = insert()
+	require.ErrorIs(t, err, store.ErrContention)
+	require.ErrorContains(t, err, "SQLITE_BUSY", "the driver's error stays in the chain")
+
+	_, err = holder.ExecContext(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	require.NoError(t, holder.Close())
+	require.NoError(t, insert())
 }

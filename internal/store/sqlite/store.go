@@ -31,9 +31,10 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-// busyTimeoutMillis is how long a connection waits for another connection
-// (or process) to release a lock before a statement fails with SQLITE_BUSY.
-const busyTimeoutMillis = 10000
+// busyTimeout is how long a connection waits for another connection (or
+// process) to release a lock before a statement fails with SQLITE_BUSY
+// (which a write reports as store.ErrContention).
+const busyTimeout = 10 * time.Second
 
 // Store is the SQLite backend.
 type Store struct {
@@ -59,12 +60,17 @@ var _ store.Store = (*Store)(nil)
 // path must name a file: the writer and the readers are separate connections,
 // so an in-memory database (":memory:") would be a different one for each.
 func Open(ctx context.Context, path string, opts store.Options) (*Store, error) {
+	return open(ctx, path, opts, busyTimeout)
+}
+
+// open is Open with the busy timeout given (tests shorten it).
+func open(ctx context.Context, path string, opts store.Options, busy time.Duration) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite: path must be a file path, got %q", path)
 	}
 	opts = opts.WithDefaults()
 	stats := new(stmtStats)
-	wc, err := newCachingConnector(dsn(path, true), stats)
+	wc, err := newCachingConnector(dsn(path, true, busy), stats)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite writer %q: %w", path, err)
 	}
@@ -75,11 +81,11 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 	writer.SetConnMaxIdleTime(0)
 	// The writer connection is made first so that journal_mode=WAL is in
 	// force before any reader connects.
-	if err := connectWriter(ctx, writer); err != nil {
+	if err := connectWriter(ctx, writer, busy); err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("connect sqlite writer %q: %w%s", path, err, cantOpenReason(path))
 	}
-	rc, err := newCachingConnector(dsn(path, false), stats)
+	rc, err := newCachingConnector(dsn(path, false, busy), stats)
 	if err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("open sqlite reader %q: %w", path, err)
@@ -111,8 +117,8 @@ func Open(ctx context.Context, path string, opts store.Options) (*Store, error) 
 // connect is tried again until the busy timeout has passed. Once the file
 // is in WAL mode (it stays so) the pragma changes nothing and is not
 // refused.
-func connectWriter(ctx context.Context, writer *sql.DB) error {
-	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+func connectWriter(ctx context.Context, writer *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
 	for {
 		err := writer.PingContext(ctx)
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
@@ -138,9 +144,9 @@ func isBusy(err error) bool {
 var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // dsn builds the modernc DSN: the pragmas run on every new connection.
-func dsn(path string, writer bool) string {
+func dsn(path string, writer bool, busy time.Duration) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	// FULL: a committed job survives a power loss, not only a crash.
@@ -197,20 +203,38 @@ func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+// SQLITE_BUSY (another process held the file's write lock for longer than
+// the busy timeout) is store.ErrContention: nothing was written, and the
+// same call again may succeed.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin write transaction: %w", err)
+		return contended(fmt.Errorf("begin write transaction: %w", err))
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return contended(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return contended(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
+
+// contended marks SQLITE_BUSY as store.ErrContention, keeping the driver's
+// error in the chain.
+func contended(err error) error {
+	if isBusy(err) {
+		return busyError{err}
+	}
+	return err
+}
+
+type busyError struct{ err error }
+
+func (e busyError) Error() string        { return e.err.Error() }
+func (e busyError) Unwrap() error        { return e.err }
+func (e busyError) Is(target error) bool { return target == store.ErrContention }
 
 // publishAvailable wakes workers of every queue where one of rows is now due
 // QUEUED work. Call it after commit.
