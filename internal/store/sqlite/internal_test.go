@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestWriteBusyIsContention(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "docket.db")
-	s, err := open(ctx, path, store.Options{}, 50*time.Millisecond)
+	s, err := open(ctx, path, store.Options{}, tuning{busy: 50 * time.Millisecond, walLimit: walSizeLimit})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
@@ -151,4 +152,43 @@ func TestWriteBusyIsContention(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, holder.Close())
 	require.NoError(t, insert())
+}
+
+// TestWALShrinksAfterBurst: a burst of writes grows the WAL file past the
+// size limit; once it has been checkpointed the next write truncates it
+// back to the limit, instead of it keeping the burst's size for as long as
+// the database is open (a docket serve's lifetime).
+func TestWALShrinksAfterBurst(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	const limit = 256 << 10
+	s, err := open(ctx, path, store.Options{}, tuning{busy: busyTimeout, walLimit: limit})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	_, err = s.Migrate(ctx, &store.MigrateParams{Direction: store.Up})
+	require.NoError(t, err)
+
+	insert := func(n int) {
+		t.Helper()
+		payload := []byte(`{"s":"` + strings.Repeat("x", 2000) + `"}`)
+		jobs := make([]*store.JobInsertParams, n)
+		for i := range jobs {
+			jobs[i] = &store.JobInsertParams{ID: uuid.Must(uuid.NewV7()), Type: "t", Queue: "q", Payload: payload, State: job.StateQueued, MaxAttempts: 1}
+		}
+		_, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: time.Now(), Jobs: jobs})
+		require.NoError(t, err)
+	}
+	walSize := func() int64 {
+		t.Helper()
+		st, err := os.Stat(path + "-wal")
+		require.NoError(t, err)
+		return st.Size()
+	}
+	// About 8 MB: past SQLite's automatic checkpoint (1,000 pages), which
+	// the commit runs.
+	insert(3000)
+	require.Greater(t, walSize(), int64(4<<20), "the burst went through the WAL")
+	insert(1)
+	require.LessOrEqual(t, walSize(), int64(limit), "the WAL was truncated to the limit")
 }

@@ -36,6 +36,20 @@ import (
 // (which a write reports as store.ErrContention).
 const busyTimeout = 10 * time.Second
 
+// walSizeLimit is the size the writer truncates the WAL file back to once
+// it has been checkpointed (journal_size_limit). Without it the file keeps
+// the size of the largest burst of writes between two checkpoints for as
+// long as any connection is open: 82 MB after one InsertMany of 20,000
+// jobs of 2 kB, with docket serve running, until every process closes the
+// database.
+const walSizeLimit = 64 << 20
+
+// tuning is what Open fixes and tests change.
+type tuning struct {
+	busy     time.Duration // busy_timeout
+	walLimit int64         // journal_size_limit, bytes
+}
+
 // Store is the SQLite backend.
 type Store struct {
 	writer *sql.DB // one connection; BEGIN IMMEDIATE
@@ -60,17 +74,17 @@ var _ store.Store = (*Store)(nil)
 // path must name a file: the writer and the readers are separate connections,
 // so an in-memory database (":memory:") would be a different one for each.
 func Open(ctx context.Context, path string, opts store.Options) (*Store, error) {
-	return open(ctx, path, opts, busyTimeout)
+	return open(ctx, path, opts, tuning{busy: busyTimeout, walLimit: walSizeLimit})
 }
 
-// open is Open with the busy timeout given (tests shorten it).
-func open(ctx context.Context, path string, opts store.Options, busy time.Duration) (*Store, error) {
+// open is Open with its tuning given (tests shorten it).
+func open(ctx context.Context, path string, opts store.Options, tune tuning) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite: path must be a file path, got %q", path)
 	}
 	opts = opts.WithDefaults()
 	stats := new(stmtStats)
-	wc, err := newCachingConnector(dsn(path, true, busy), stats)
+	wc, err := newCachingConnector(dsn(path, true, tune), stats)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite writer %q: %w", path, err)
 	}
@@ -81,11 +95,11 @@ func open(ctx context.Context, path string, opts store.Options, busy time.Durati
 	writer.SetConnMaxIdleTime(0)
 	// The writer connection is made first so that journal_mode=WAL is in
 	// force before any reader connects.
-	if err := connectWriter(ctx, writer, busy); err != nil {
+	if err := connectWriter(ctx, writer, tune.busy); err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("connect sqlite writer %q: %w%s", path, err, cantOpenReason(path))
 	}
-	rc, err := newCachingConnector(dsn(path, false, busy), stats)
+	rc, err := newCachingConnector(dsn(path, false, tune), stats)
 	if err != nil {
 		_ = writer.Close()
 		return nil, fmt.Errorf("open sqlite reader %q: %w", path, err)
@@ -144,9 +158,9 @@ func isBusy(err error) bool {
 var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // dsn builds the modernc DSN: the pragmas run on every new connection.
-func dsn(path string, writer bool, busy time.Duration) string {
+func dsn(path string, writer bool, tune tuning) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", tune.busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	// FULL: a committed job survives a power loss, not only a crash.
@@ -156,6 +170,8 @@ func dsn(path string, writer bool, busy time.Duration) string {
 	q.Add("_pragma", "temp_store(MEMORY)")
 	if writer {
 		q.Set("_txlock", "immediate")
+		// The writer's commits checkpoint and restart the WAL.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", tune.walLimit))
 	} else {
 		q.Add("_pragma", "query_only(ON)")
 	}
