@@ -24,8 +24,11 @@ func ExampleClient_InsertManySQLTx() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	// The application's own handle on the same file.
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	// The application's own handle on the same file. Its transactions
+	// take the write lock when they begin (_txlock=immediate), waiting for
+	// it up to 10 s: a transaction that read first and then writes is
+	// refused at once (SQLITE_BUSY_SNAPSHOT) if docket wrote in between.
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		log.Fatal(err)
 	}

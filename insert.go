@@ -111,7 +111,12 @@ func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, jobs []InsertParam
 // InsertSQLTx records one job inside the caller's database/sql transaction
 // (PostgreSQL through the pgx stdlib driver, or SQLite): it exists if and
 // only if the transaction commits. On SQLite, call NotifyInserted after
-// the commit, or the workers start it only at their next poll.
+// the commit, or the workers start it only at their next poll; and begin
+// the transaction with the write lock (modernc DSN
+// "?_pragma=busy_timeout(10000)&_txlock=immediate", as in the example of
+// InsertManySQLTx): a transaction that reads before it writes is refused
+// with SQLITE_BUSY_SNAPSHOT at its first write if another connection,
+// docket's included, wrote in between.
 func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	if tx == nil { // not a nil any: insertOneTx would not see it
 		return nil, errors.New("insert in transaction: tx is nil")
