@@ -103,6 +103,17 @@ func TestMigrateReadersNeedADatabase(t *testing.T) {
 	out, err := runDocket(t, "migrate", "status", "--database-url", u)
 	require.NoError(t, err)
 	require.Contains(t, out, "VERSION")
+	// Options after the path of an existing database are refused as such,
+	// not reported as a missing database.
+	for _, args := range [][]string{{"migrate", "status"}, {"keys", "list"}} {
+		_, err := runDocket(t, append(args, "--database-url", u+"?mode=ro")...)
+		require.ErrorContains(t, err, "takes no options", args)
+	}
+	_, err = runDocket(t, "keys", "list", "--database-url", "sqlite:file:"+path)
+	require.ErrorContains(t, err, "not a file: URI")
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the database: the refused URLs made no file")
 }
 
 // docket migrate down reverts every migration — docket's tables and all
