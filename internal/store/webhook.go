@@ -67,6 +67,15 @@ type WebhookStore interface {
 	// attempt is its lease) and is left alone. It returns how many it
 	// changed.
 	WebhookDeliverySkip(ctx context.Context, p *WebhookDeliverySkipParams) (int, error)
+	// WebhookDeliveryHasten brings forward, due at Now, up to Max PENDING
+	// deliveries of WebhookID, oldest event first, that are not due yet
+	// and whose last attempt made (if any) was before Before: the backlog
+	// an endpoint's open circuit breaker held back, sent again once it
+	// recovered. Attempts, errors and LastAttemptAt are unchanged. A
+	// claimed delivery is not due either (its lease): the caller hastens
+	// only the webhooks it has no claim in flight for. It returns how many
+	// it changed.
+	WebhookDeliveryHasten(ctx context.Context, p *WebhookDeliveryHastenParams) (int, error)
 	// WebhookDeliveryList lists a webhook's deliveries, newest event first.
 	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDelivery, error)
 	// WebhookDeliveryRedeliver puts a DELIVERED or DEAD delivery back to
@@ -218,6 +227,15 @@ func (p *WebhookDeliverySkipParams) DelayMicros() []int64 {
 		out[i] = d.Microseconds()
 	}
 	return out
+}
+
+// WebhookDeliveryHastenParams brings a webhook's waiting deliveries
+// forward.
+type WebhookDeliveryHastenParams struct {
+	WebhookID uuid.UUID
+	Before    time.Time // only deliveries last attempted before this, or never
+	Now       time.Time
+	Max       int
 }
 
 // WebhookDeliveryListParams lists a webhook's deliveries. State "" is any.

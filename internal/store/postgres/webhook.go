@@ -323,6 +323,25 @@ func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliver
 	return int(tag.RowsAffected()), nil
 }
 
+// WebhookDeliveryHasten implements store.Store.
+func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (int, error) {
+	now := dbTime(p.Now)
+	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries SET next_attempt_at = $2, updated_at = $2
+		WHERE id = ANY(ARRAY(
+			SELECT id FROM docket_webhook_deliveries
+			WHERE webhook_id = $1 AND state = 'PENDING' AND next_attempt_at > $2
+				AND (last_attempt_at IS NULL OR last_attempt_at < $3)
+			ORDER BY outbox_id, event_index
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED))
+		AND state = 'PENDING' AND next_attempt_at > $2`,
+		p.WebhookID, now, dbTime(p.Before), limitOrNull(p.Max))
+	if err != nil {
+		return 0, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // WebhookDeliveryList implements store.Store.
 func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliveryListParams) ([]*store.WebhookDelivery, error) {
 	rs, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM docket_webhook_deliveries

@@ -347,6 +347,22 @@ func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliver
 	return int(n), nil
 }
 
+// WebhookDeliveryHasten implements store.Store.
+func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (int, error) {
+	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2
+		WHERE id IN (
+			SELECT id FROM docket_webhook_deliveries
+			WHERE webhook_id = ?1 AND state = 'PENDING' AND next_attempt_at > ?2
+				AND (last_attempt_at IS NULL OR last_attempt_at < ?3)
+			ORDER BY outbox_id, event_index
+			LIMIT ?4)`,
+		p.WebhookID.String(), micros(p.Now), micros(p.Before), limit(p.Max))
+	if err != nil {
+		return 0, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
+	}
+	return int(n), nil
+}
+
 // WebhookDeliveryList implements store.Store.
 func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliveryListParams) ([]*store.WebhookDelivery, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM docket_webhook_deliveries

@@ -361,6 +361,79 @@ func testWebhook(t *testing.T, open opener) {
 		require.Error(t, err, "too few delays")
 	})
 
+	// An endpoint recovered: its deliveries waiting since before then are
+	// brought forward, oldest event first, at most Max; one attempted
+	// since and another webhook's are not.
+	t.Run("Hasten", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		w1, w2 := b.webhook(t, "http://127.0.0.1/1"), b.webhook(t, "http://127.0.0.1/2")
+		b.insert(t, newJob(newQueue()))
+		require.Equal(t, 12, b.fanOut(t, base, 6, w1, w2))
+		// w1: event 0 attempted before the recovery (at 1 s), event 1
+		// after it (at 20 s), events 2..5 skipped behind the breaker.
+		for i, sent := range []time.Time{at(time.Second), at(20 * time.Second)} {
+			ds := b.claim(t, at(time.Duration(i)*time.Second), 1, 1, w2.ID)
+			require.Len(t, ds, 1)
+			require.Equal(t, i, ds[0].EventIndex)
+			ok, err := b.s.WebhookDeliveryFinish(b.ctx, &store.WebhookDeliveryFinishParams{
+				ID: ds[0].ID, Attempt: 1, State: store.DeliveryPending, StatusCode: 503, Error: "down",
+				NextAttemptAt: at(time.Hour), AttemptedAt: sent, Now: sent,
+			})
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		n, err := b.s.WebhookDeliverySkip(b.ctx, &store.WebhookDeliverySkipParams{
+			WebhookIDs: []uuid.UUID{w1.ID, w2.ID}, Now: at(2 * time.Second), Error: "breaker open", MaxAttempts: 5,
+			Delays: []time.Duration{time.Hour, time.Hour, time.Hour, time.Hour},
+		})
+		require.NoError(t, err)
+		require.Equal(t, 10, n, "w1's events 2..5 and all of w2's")
+
+		hasten := func(now time.Time, maxN int) int {
+			t.Helper()
+			n, err := b.s.WebhookDeliveryHasten(b.ctx, &store.WebhookDeliveryHastenParams{
+				WebhookID: w1.ID, Before: at(10 * time.Second), Now: now, Max: maxN,
+			})
+			require.NoError(t, err)
+			return n
+		}
+		now := at(30 * time.Second)
+		byIndex := func() map[int]*store.WebhookDelivery {
+			m := map[int]*store.WebhookDelivery{}
+			for _, d := range b.deliveries(t, w1, "") {
+				m[d.EventIndex] = d
+			}
+			return m
+		}
+		require.Equal(t, 3, hasten(now, 3), "at most Max")
+		ds := byIndex()
+		for _, i := range []int{0, 2, 3} {
+			requireTime(t, now, ds[i].NextAttemptAt, "oldest event first: "+fmt.Sprint(i))
+		}
+		for _, i := range []int{4, 5} {
+			requireTime(t, at(2*time.Second).Add(time.Hour), ds[i].NextAttemptAt, "beyond Max: "+fmt.Sprint(i))
+		}
+		require.Equal(t, 2, hasten(now, 0), "events 4 and 5; event 1 was attempted after Before")
+		require.Zero(t, hasten(now, 0), "nothing left to bring forward")
+		ds = byIndex()
+		requireTime(t, at(time.Hour), ds[1].NextAttemptAt, "attempted since the recovery: its own schedule")
+		require.Equal(t, "breaker open", ds[5].LastError, "the last error stays until the next attempt")
+		require.Equal(t, 1, ds[5].Attempts)
+		require.True(t, ds[5].LastAttemptAt.IsZero())
+		requireTime(t, at(time.Second), ds[0].LastAttemptAt)
+
+		due := b.claim(t, now, 10, 10, w2.ID)
+		got := []int{}
+		for _, d := range due {
+			got = append(got, d.EventIndex)
+		}
+		require.Equal(t, []int{0, 2, 3, 4, 5}, got, "due now, in event order")
+		for _, d := range b.deliveries(t, w2, "") {
+			requireTime(t, at(2*time.Second).Add(time.Hour), d.NextAttemptAt, "another webhook's are left alone")
+		}
+	})
+
 	t.Run("RedeliverAndPrune", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
