@@ -49,7 +49,9 @@ type WebhooksConfig struct {
 	MaxAttempts int
 	// BreakerFailures consecutive failures to one endpoint open its circuit
 	// breaker for BreakerOpen: an attempt due meanwhile is counted as
-	// failed without a request. Defaults 5 and 30 s.
+	// failed without a request. Then one is tried; if it succeeds, the
+	// deliveries that waited are sent at once, in event order. Defaults 5
+	// and 30 s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// AllowHosts are the targets allowed besides loopback: host names,

@@ -167,3 +167,111 @@ func TestDocumentedSchedule(t *testing.T) {
 	require.Equal(t, 2*time.Hour+43*time.Minute, (longest / 2).Round(time.Minute))
 	require.Equal(t, 4*time.Hour, (longest * 3 / 4).Round(time.Hour))
 }
+
+// A receiver fails long enough to open its breaker, with a backlog
+// behind it whose next attempts are half an hour away or more (the
+// backoff), then recovers. Once an event due now has been sent as the
+// breaker's trial and closed it, the backlog drains at once, in event
+// order, each delivery in one more attempt than it had: without waiting
+// for its retry time (the waitAll minute is far below the half hour).
+// One event the receiver keeps refusing is tried once after the recovery
+// and then keeps to its schedule.
+func TestBreakerBacklogDrainsOnRecovery(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		const backlog = 30
+		var cfg Config
+		b := setup(t, backend, func(c *Config) {
+			c.BreakerFailures, c.BreakerOpen = 3, 200*time.Millisecond
+			c.BackoffBase, c.BackoffMax = time.Hour, time.Hour
+			c.MaxAttempts = 15
+			cfg = *c
+		})
+		var down atomic.Bool
+		down.Store(true)
+		var refused atomic.Value // the event id the receiver always refuses
+		refused.Store("")
+		rc := newReceiver(t, func(_ int, r *http.Request) int {
+			if down.Load() || r.Header.Get(HeaderEventID) == refused.Load() {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusOK
+		})
+		w := b.subscribe(t, rc.srv.URL+"/hook")
+		b.start(t)
+		b.insertJobs(t, backlog)
+		waitFor(t, "the backlog waiting behind the open breaker", func() bool {
+			ds := b.deliveries(t, w)
+			if len(ds) != backlog {
+				return false
+			}
+			for _, d := range ds {
+				if d.Attempts == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		before := map[string]*store.WebhookDelivery{}
+		order := map[string][2]int64{} // event id → (outbox id, event index)
+		skipped := 0
+		for _, d := range b.deliveries(t, w) {
+			require.Equal(t, store.DeliveryPending, d.State)
+			require.Equal(t, 1, d.Attempts)
+			require.GreaterOrEqual(t, d.NextAttemptAt.Sub(d.UpdatedAt), cfg.BackoffBase/2, "due again after the backoff")
+			before[d.EventID] = d
+			order[d.EventID] = [2]int64{d.OutboxID, int64(d.EventIndex)}
+			if d.LastError == skipMessage {
+				skipped++
+			}
+		}
+		require.Equal(t, backlog-cfg.BreakerFailures, skipped, "the breaker opened after %d failures", cfg.BreakerFailures)
+		// The oldest event is refused for good; the receiver is back.
+		var oldest string
+		for id := range order {
+			if oldest == "" || order[id][1] < order[oldest][1] {
+				oldest = id
+			}
+		}
+		refused.Store(oldest)
+		recovered := len(rc.requests())
+		down.Store(false)
+		// An event due now once the open period is over (one due before
+		// would be held back too) is the breaker's trial.
+		waitFor(t, "the breaker's open period to end", func() bool { return !b.svc.breakers.open(w.URL) })
+		b.insertJobs(t, 1)
+		// All but the refused one, and the trial.
+		ds := b.waitAll(t, w, backlog-1+1, store.DeliveryDelivered)
+
+		var sent []string
+		for _, r := range rc.requests()[recovered:] {
+			if id := r.Header.Get(HeaderEventID); before[id] != nil {
+				sent = append(sent, id)
+			}
+		}
+		require.Len(t, sent, backlog, "each waiting event sent once after the recovery")
+		require.Equal(t, oldest, sent[0])
+		for i := 1; i < len(sent); i++ {
+			require.Less(t, order[sent[i-1]][1], order[sent[i]][1], "in event order")
+		}
+		for _, d := range ds {
+			if before[d.EventID] == nil {
+				require.Equal(t, 1, d.Attempts, "the trial")
+				continue
+			}
+			require.Equal(t, 2, d.Attempts, "one more attempt than before the recovery: %s", d.EventID)
+		}
+		var kept *store.WebhookDelivery
+		for _, d := range b.deliveries(t, w) {
+			if d.EventID == oldest {
+				kept = d
+			}
+		}
+		require.NotNil(t, kept)
+		require.Equal(t, store.DeliveryPending, kept.State)
+		require.Equal(t, 2, kept.Attempts)
+		require.Equal(t, http.StatusServiceUnavailable, kept.LastStatusCode)
+		require.GreaterOrEqual(t, kept.NextAttemptAt.Sub(kept.LastAttemptAt), cfg.BackoffBase/2,
+			"refused after the recovery: its own schedule again")
+	})
+}

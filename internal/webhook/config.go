@@ -64,7 +64,8 @@ type Config struct {
 	// circuit breaker: no request is sent to it for BreakerOpen (a delivery
 	// due meanwhile counts the attempt as failed, unsent, so it keeps to
 	// the retry schedule), then one is tried; if it succeeds the breaker
-	// closes. Defaults 5 and 30 s.
+	// closes and the deliveries that waited since before are sent at once,
+	// in event order (deliverer.hasten). Defaults 5 and 30 s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// AllowHosts are the targets allowed besides loopback: host names,

@@ -95,6 +95,7 @@ func (d *deliverer) claim(ctx context.Context) {
 		d.skip(ctx, open, now)
 		exclude = append(exclude, open...)
 	}
+	d.hasten(ctx, hooks, exclude, now)
 	if free <= 0 || len(hooks) == 0 {
 		return
 	}
@@ -173,6 +174,63 @@ func (d *deliverer) skip(ctx context.Context, ids []uuid.UUID, now time.Time) {
 		}
 		if n < skipBatch {
 			return
+		}
+	}
+}
+
+// hasten drains the backlogs of the endpoints whose breaker closed again
+// (the trial request succeeded: the endpoint recovered). The deliveries of
+// their subscriptions waiting since before the recovery (held back by the
+// open breaker, or failed while the endpoint was down) would each wait for
+// its own next attempt, up to BackoffMax; instead a batch of each
+// subscription not busy (excluded), oldest event first, is made due now,
+// for the claim that follows to send in event order. One batch at a time:
+// if the breaker opens again, only that batch has been brought forward.
+// An endpoint is drained when none of its subscriptions is busy and none
+// has a delivery left to bring forward, or when its breaker is no longer
+// closed. A delivery attempted since the recovery keeps its own schedule,
+// so one that keeps failing is not tried again before its time.
+func (d *deliverer) hasten(ctx context.Context, hooks []*store.Webhook, exclude []uuid.UUID, now time.Time) {
+	s := d.s
+	recovered := s.breakers.recoveredURLs()
+	if len(recovered) == 0 {
+		return
+	}
+	skip := make(map[uuid.UUID]bool, len(exclude))
+	for _, id := range exclude {
+		skip[id] = true
+	}
+	for url, since := range recovered {
+		if !s.breakers.closed(url) {
+			s.breakers.drained(url, since)
+			continue
+		}
+		left := false
+		for _, w := range hooks {
+			if w.URL != url {
+				continue
+			}
+			if skip[w.ID] {
+				left = true // its batch in flight may be followed by more
+				continue
+			}
+			n, err := s.store.WebhookDeliveryHasten(ctx, &store.WebhookDeliveryHastenParams{
+				WebhookID: w.ID, Before: since, Now: now, Max: PerWebhookBatch,
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("hasten webhook deliveries failed", attrWebhook, w.ID.String(), attrError, err)
+				}
+				left = true
+				continue
+			}
+			if n > 0 {
+				left = true
+				s.log.Debug("webhook deliveries brought forward: endpoint recovered", attrWebhook, w.ID.String(), attrCount, n)
+			}
+		}
+		if !left {
+			s.breakers.drained(url, since)
 		}
 	}
 }
@@ -320,6 +378,12 @@ type breakers struct {
 
 	mu sync.Mutex
 	m  map[string]*breakerEntry
+
+	// recovered holds the URLs whose breaker closed again, and when (by
+	// cfg.Now), until their backlog is drained. Its own lock: the breakers'
+	// state changes are told while mu may be held (retain).
+	recoveredMu sync.Mutex
+	recovered   map[string]time.Time
 }
 
 // breakerEntry is one endpoint's breaker and when it was last asked for.
@@ -330,7 +394,7 @@ type breakerEntry struct {
 
 func newBreakers(cfg Config, log *slog.Logger) *breakers {
 	return &breakers{
-		cfg: cfg, log: log, now: time.Now, m: map[string]*breakerEntry{},
+		cfg: cfg, log: log, now: time.Now, m: map[string]*breakerEntry{}, recovered: map[string]time.Time{},
 		// Longer than a request, so a breaker is not evicted under one.
 		idle: max(breakerIdleMin, 2*cfg.Timeout),
 	}
@@ -351,6 +415,11 @@ func (b *breakers) get(url string) *gobreaker.CircuitBreaker[result] {
 			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 			OnStateChange: func(name string, from, to gobreaker.State) {
 				b.log.Info("webhook endpoint circuit breaker "+to.String(), attrEndpoint, name, "from", from.String())
+				if from == gobreaker.StateHalfOpen && to == gobreaker.StateClosed {
+					b.recoveredMu.Lock()
+					b.recovered[url] = b.cfg.Now()
+					b.recoveredMu.Unlock()
+				}
 				if b.cfg.OnBreakerChange != nil {
 					b.cfg.OnBreakerChange(name, from.String(), to.String())
 				}
@@ -368,6 +437,38 @@ func (b *breakers) open(url string) bool {
 	e := b.m[url]
 	b.mu.Unlock()
 	return e != nil && e.cb.State() == gobreaker.StateOpen
+}
+
+// closed reports whether url's breaker is closed (requests flow).
+func (b *breakers) closed(url string) bool {
+	b.mu.Lock()
+	e := b.m[url]
+	b.mu.Unlock()
+	return e != nil && e.cb.State() == gobreaker.StateClosed
+}
+
+// recoveredURLs returns the URLs whose breaker closed again and whose
+// backlog is not drained yet, with when each closed.
+func (b *breakers) recoveredURLs() map[string]time.Time {
+	b.recoveredMu.Lock()
+	defer b.recoveredMu.Unlock()
+	if len(b.recovered) == 0 {
+		return nil
+	}
+	out := make(map[string]time.Time, len(b.recovered))
+	for url, since := range b.recovered {
+		out[url] = since
+	}
+	return out
+}
+
+// drained forgets url's recovery of since (not a later one).
+func (b *breakers) drained(url string, since time.Time) {
+	b.recoveredMu.Lock()
+	defer b.recoveredMu.Unlock()
+	if t, ok := b.recovered[url]; ok && t.Equal(since) {
+		delete(b.recovered, url)
+	}
 }
 
 // retain evicts the breakers of the URLs no subscription of hooks uses
