@@ -206,7 +206,7 @@ func TestBreakerBacklogDrainsOnRecovery(t *testing.T) {
 				return false
 			}
 			for _, d := range ds {
-				if d.Attempts == 0 {
+				if d.LastError == "" { // not attempted yet, or in flight
 					return false
 				}
 			}
