@@ -73,8 +73,9 @@ type WebhooksConfig struct {
 	// default net.DefaultResolver.
 	Resolver WebhookResolver
 	// OnBreakerChange, when set, is told of every breaker state change
-	// ("closed", "open", "half-open") of an endpoint (its URL with a
-	// password shown as "xxxxx"). Default none.
+	// ("closed", "open", "half-open") of an endpoint (its URL as shown:
+	// password, lone user name, query values and fragment as "xxxxx").
+	// Default none.
 	OnBreakerChange func(endpoint, from, to string)
 }
 
@@ -137,8 +138,9 @@ func (w *Webhooks) Leading() bool { return w.svc.Leading() }
 // password in its URL.
 type Webhook struct {
 	ID uuid.UUID
-	// URL is where events are POSTed, with the password of its user
-	// information, if any, shown as "xxxxx" (deliveries use it as given).
+	// URL is where events are POSTed, with its password, a user name
+	// alone, every query value and the fragment shown as "xxxxx"
+	// (deliveries use it as given).
 	URL        string
 	EventTypes []string // event types, or "*" for all
 	CreatedAt  time.Time

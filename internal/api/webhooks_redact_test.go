@@ -14,14 +14,18 @@ import (
 	"github.com/docket-run/docket/internal/testdb"
 )
 
-// A password in a subscription's URL is kept to deliver (the receiver gets
-// it as Basic authentication) but no answer shows it: create, list, get,
+// A password and a query value in a subscription's URL are kept to
+// deliver (the receiver gets the password as Basic authentication) but no
+// answer shows them: create, list, get,
 // the deliveries (whose lastError names the URL when the connection
 // fails) and a refused create all show "xxxxx" or nothing in its place.
 func TestWebhookURLPasswordRedacted(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
-		const password = "hunter2-pa55w0rd-in-url"
+		const (
+			password = "hunter2-pa55w0rd-in-url"
+			token    = "t0ken-in-the-query"
+		)
 		b := setup(t, backend, withWebhooks(t))
 		var (
 			mu    sync.Mutex
@@ -30,7 +34,7 @@ func TestWebhookURLPasswordRedacted(t *testing.T) {
 		rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			user, pass, _ := r.BasicAuth()
 			mu.Lock()
-			creds = append(creds, user+":"+pass)
+			creds = append(creds, user+":"+pass+"?"+r.URL.RawQuery)
 			mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		}))
@@ -43,7 +47,7 @@ func TestWebhookURLPasswordRedacted(t *testing.T) {
 			u, err := url.Parse(raw)
 			require.NoError(t, err)
 			u.User = url.UserPassword("hooks", password)
-			u.Path = "/in"
+			u.Path, u.RawQuery = "/in", "token="+token
 			return u.String()
 		}
 		var bodies []string
@@ -51,6 +55,7 @@ func TestWebhookURLPasswordRedacted(t *testing.T) {
 			t.Helper()
 			bodies = append(bodies, string(r.Body))
 			require.NotContains(t, string(r.Body), password, "the URL's password is shown")
+			require.NotContains(t, string(r.Body), token, "the URL's query value is shown")
 			return r
 		}
 		var hooks []webhookView
@@ -60,7 +65,7 @@ func TestWebhookURLPasswordRedacted(t *testing.T) {
 			require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 			var hook webhookView
 			r.JSON(t, &hook)
-			require.Equal(t, strings.Replace(target, "http://", "http://hooks:xxxxx@", 1)+"/in", hook.URL)
+			require.Equal(t, strings.Replace(target, "http://", "http://hooks:xxxxx@", 1)+"/in?token=xxxxx", hook.URL)
 			hooks = append(hooks, hook)
 		}
 		sub := b.do(t, docket.RoleProducer, "POST", "/v1/jobs", map[string]any{"jobType": "email"})
@@ -85,10 +90,11 @@ func TestWebhookURLPasswordRedacted(t *testing.T) {
 		r := check(b.do(t, docket.RoleAdmin, "POST", "/v1/webhooks",
 			map[string]any{"url": "http://hooks:" + password + "@10.0.0.1:99999/x", "eventTypes": []string{"*"}, "secret": hookSecret}))
 		require.Equal(t, http.StatusBadRequest, r.Status)
-		require.Contains(t, strings.Join(bodies, "\n"), "hooks:***@", "a dial error names the URL, redacted by net/http")
+		require.Contains(t, strings.Join(bodies, "\n"), "hooks:xxxxx@127.0.0.1", "a dial error names the URL, redacted")
+		require.Contains(t, strings.Join(bodies, "\n"), "/in?token=xxxxx\\\"", "a dial error names the URL, redacted")
 
 		mu.Lock()
-		require.Equal(t, []string{"hooks:" + password}, creds, "delivered with the password")
+		require.Equal(t, []string{"hooks:" + password + "?token=" + token}, creds, "delivered with the password")
 		mu.Unlock()
 	})
 }

@@ -87,8 +87,9 @@ type Config struct {
 	// default net.DefaultResolver. Tests replace it.
 	Resolver Resolver
 	// OnBreakerChange, when set, is told of every breaker state change
-	// ("closed", "open", "half-open") of an endpoint (its URL with a
-	// password shown as "xxxxx"). Default none.
+	// ("closed", "open", "half-open") of an endpoint (its URL as shown:
+	// password, lone user name, query values and fragment as "xxxxx").
+	// Default none.
 	OnBreakerChange func(endpoint, from, to string)
 }
 

@@ -284,7 +284,7 @@ func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookD
 	ts := strconv.FormatInt(s.cfg.Now().Unix(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(dl.Payload))
 	if err != nil {
-		return result{err: fmt.Errorf("build request: %w", err)}
+		return result{err: fmt.Errorf("build request: %w", redactError(err, w.URL))}
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -297,7 +297,8 @@ func (s *Service) post(ctx context.Context, w *store.Webhook, dl *store.WebhookD
 	h.Set(HeaderAttempt, strconv.Itoa(dl.Attempts))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return result{err: err}
+		// Recorded as lastError and logged: the URL it names as shown.
+		return result{err: redactError(err, w.URL)}
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyMax))

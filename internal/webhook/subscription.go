@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -151,17 +152,70 @@ func (s *Service) Redeliver(ctx context.Context, id, deliveryID uuid.UUID) (*sto
 	return d, nil
 }
 
-// RedactURL is what docket shows of a subscription's URL (in the API,
-// the Go API and logs): raw with the password of its user information, if
-// any, replaced by "xxxxx", as url.URL.Redacted does. Deliveries use the
-// URL as given. A URL that does not parse (Validate refuses those) is
-// shown as "".
+// redacted replaces what RedactURL hides.
+const redacted = "xxxxx"
+
+// RedactURL is what docket shows of a subscription's URL (in the API, the
+// Go API, logs, delivery errors and breaker changes): the scheme, host,
+// port and path as given, and every place a credential is put in a URL
+// replaced by "xxxxx": the password of its user information, the user
+// name when it stands alone (https://TOKEN@host/), the value of every
+// query parameter (names are kept: ?token=xxxxx&channel=xxxxx; a
+// parameter with no "=" is replaced whole) and the fragment. Deliveries
+// use the URL as given. A URL that does not parse (Validate refuses those)
+// is shown as "".
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	return u.Redacted()
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+		} else if u.User.Username() != "" {
+			u.User = url.User(redacted)
+		}
+	}
+	if u.Opaque != "" {
+		u.Opaque = redacted
+	}
+	u.RawQuery = redactQuery(u.RawQuery)
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = redacted, ""
+	}
+	return u.String()
+}
+
+// redactQuery replaces the value of each parameter of a raw query, and a
+// parameter without a value whole.
+func redactQuery(q string) string {
+	if q == "" {
+		return ""
+	}
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		name, value, ok := strings.Cut(p, "=")
+		switch {
+		case p == "":
+		case !ok:
+			parts[i] = redacted
+		case value != "":
+			parts[i] = name + "=" + redacted
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// redactError is err with the URL a request error names (net/http's
+// *url.Error, which hides the password only) shown by RedactURL.
+func redactError(err error, raw string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		shown := *ue
+		shown.URL = RedactURL(raw)
+		return &shown
+	}
+	return err
 }
 
 // matches reports whether w subscribes to events of type t.

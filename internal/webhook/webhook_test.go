@@ -171,6 +171,7 @@ func (b *bundle) waitStates(t *testing.T, w *store.Webhook, n int, state store.W
 type received struct {
 	At     time.Time
 	Path   string
+	Query  string // raw
 	Header http.Header
 	Body   []byte
 }
@@ -192,7 +193,7 @@ func newReceiver(t *testing.T, fail func(n int, r *http.Request) int) *receiver 
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.got = append(rc.got, received{At: time.Now(), Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+		rc.got = append(rc.got, received{At: time.Now(), Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 		n, fail := len(rc.got), rc.fail
 		rc.mu.Unlock()
 		status := http.StatusNoContent
