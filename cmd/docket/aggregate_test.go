@@ -74,7 +74,7 @@ func TestAggregateCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"--method", "vote", judgments}, `unknown aggregation method "vote"`},
-		{[]string{writeFile(t, dir, "bad.csv", "item,worker,label\ni1,w1,a\ni2,w2\n")}, "bad.csv: line 3: wrong number of fields"},
+		{[]string{writeFile(t, dir, "bad.csv", "item,worker,label\ni1,w1,a\ni2,w2\n")}, "bad.csv: line 3: 2 fields, but the header row has 3"},
 		{[]string{writeFile(t, dir, "hdr.csv", "item,who,label\n")}, `hdr.csv: line 1: the header row "item,who,label" lacks the column(s) worker`},
 		{[]string{"--numeric", writeFile(t, dir, "nan.csv", "item,worker,label\ni,w,1\ni,w2,lots\n")}, `nan.csv: line 3: label "lots" is not a finite number`},
 		{[]string{"--trust", writeFile(t, dir, "tr.csv", "worker,trust\nw1,-2\n"), judgments}, `trust of worker "w1" is "-2"`},

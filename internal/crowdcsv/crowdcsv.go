@@ -13,10 +13,12 @@ import (
 
 // Reader reads the named columns of a CSV stream, row by row.
 type Reader struct {
-	csv  *csv.Reader
-	cols []int // position of each wanted column in a record
-	row  []string
-	line int
+	csv    *csv.Reader
+	names  []string // the wanted columns
+	cols   []int    // position of each wanted column in a record
+	fields int      // in the header row, and so in every record
+	row    []string
+	line   int
 }
 
 // NewReader reads the header row from r and finds the wanted columns in it
@@ -25,6 +27,7 @@ type Reader struct {
 func NewReader(r io.Reader, columns ...string) (*Reader, error) {
 	c := csv.NewReader(r)
 	c.ReuseRecord = true
+	c.FieldsPerRecord = -1 // Next checks, with a message that says what is wrong
 	header, err := c.Read()
 	if errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("line 1: empty file; want a header row with the columns %s", strings.Join(columns, ","))
@@ -32,7 +35,7 @@ func NewReader(r io.Reader, columns ...string) (*Reader, error) {
 	if err != nil {
 		return nil, lineError(err)
 	}
-	rd := &Reader{csv: c, cols: make([]int, len(columns)), row: make([]string, len(columns))}
+	rd := &Reader{csv: c, names: columns, cols: make([]int, len(columns)), fields: len(header), row: make([]string, len(columns))}
 	var missing []string
 	for n, want := range columns {
 		rd.cols[n] = -1
@@ -68,10 +71,13 @@ func (r *Reader) Next() ([]string, error) {
 		return nil, lineError(err)
 	}
 	r.line, _ = r.csv.FieldPos(0)
+	if len(rec) != r.fields {
+		return nil, fmt.Errorf("line %d: %d fields, but the header row has %d", r.line, len(rec), r.fields)
+	}
 	for n, p := range r.cols {
 		f := strings.TrimSpace(rec[p])
 		if f == "" {
-			return nil, fmt.Errorf("line %d: column %d is empty", r.line, p+1)
+			return nil, fmt.Errorf("line %d: %s (column %d) is empty", r.line, r.names[n], p+1)
 		}
 		r.row[n] = f
 	}

@@ -39,8 +39,10 @@ func TestReader(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", "line 1: empty file; want a header row with the columns item,worker,label"},
 		{"item,label\n", `line 1: the header row "item,label" lacks the column(s) worker`},
-		{"item,worker,label\ni1,w1,a\ni2,w2\n", "line 3: wrong number of fields"},
-		{"item,worker,label\ni1,w1,a\ni2,,b\n", "line 3: column 2 is empty"},
+		{"item,worker,label\ni1,w1,a\ni2,w2\n", "line 3: 2 fields, but the header row has 3"},
+		{"item,worker,label,note\ni1,w1,a,x\ni2,w2,b,y,z\n", "line 3: 5 fields, but the header row has 4"},
+		{"item,worker,label\ni1,w1,a\ni2,,b\n", "line 3: worker (column 2) is empty"},
+		{"label,item,worker\na,i1,w1\n\" \",i2,w2\n", "line 3: label (column 1) is empty"},
 		{"item,worker,label\ni1,w1,a\n\"i2,w2,b\n", "line 3"},
 	} {
 		_, err := readAll(t, tc.in, "item", "worker", "label")
