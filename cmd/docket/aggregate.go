@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -127,12 +128,19 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 			return err
 		}
 	}
-	var judgments []aggregate.Judgment
-	err = readJudgments(path, stderr, fl.progress, func(row []string, _ int) error {
+	var (
+		judgments []aggregate.Judgment
+		lines     []int32
+	)
+	err = readJudgments(path, stderr, fl.progress, func(row []string, line int) error {
 		judgments = append(judgments, aggregate.Judgment{Item: row[0], Worker: row[1], Label: row[2]})
+		lines = append(lines, int32(line))
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := checkRepeats(path, lines, func(i int) (string, string) { return judgments[i].Item, judgments[i].Worker }); err != nil {
 		return err
 	}
 
@@ -249,16 +257,23 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	if fl.gold != "" || fl.trust != "" {
 		return errors.New("--gold and --trust are for categorical labels, not with --numeric")
 	}
-	var judgments []aggregate.NumericJudgment
+	var (
+		judgments []aggregate.NumericJudgment
+		lines     []int32
+	)
 	err := readJudgments(path, stderr, fl.progress, func(row []string, line int) error {
 		v, err := strconv.ParseFloat(row[2], 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("line %d: label %q is not a finite number", line, row[2])
 		}
 		judgments = append(judgments, aggregate.NumericJudgment{Item: row[0], Worker: row[1], Value: v})
+		lines = append(lines, int32(line))
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := checkRepeats(path, lines, func(i int) (string, string) { return judgments[i].Item, judgments[i].Worker }); err != nil {
 		return err
 	}
 	var truth map[string]float64
@@ -404,6 +419,49 @@ func readJudgments(path string, stderr io.Writer, progress string, fn func(row [
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
+}
+
+// checkRepeats refuses a worker's second judgment of an item: every method
+// takes each row as an independent judgment, so a row repeated (two
+// exports concatenated, a re-judgment) counted that worker's answer twice
+// and could outvote the others. It names the first row (in file order)
+// that repeats a pair, and the row it repeats. key gives judgment i's item
+// and worker; lines[i] is its line. It sorts indices (4 bytes a judgment)
+// rather than keeping a set of the pairs.
+func checkRepeats(path string, lines []int32, key func(i int) (item, worker string)) error {
+	idx := make([]int32, len(lines))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		ia, wa := key(int(a))
+		ib, wb := key(int(b))
+		return cmp.Or(strings.Compare(ia, ib), strings.Compare(wa, wb), cmp.Compare(a, b))
+	})
+	// Within a run of one pair the rows are in file order: the run's
+	// second row is the pair's first repeat, its first row the original.
+	again, first := -1, -1
+	for start := 0; start < len(idx); {
+		end := start + 1
+		is, ws := key(int(idx[start]))
+		for end < len(idx) {
+			ie, we := key(int(idx[end]))
+			if ie != is || we != ws {
+				break
+			}
+			end++
+		}
+		if end-start > 1 && (again < 0 || int(idx[start+1]) < again) {
+			again, first = int(idx[start+1]), int(idx[start])
+		}
+		start = end
+	}
+	if again < 0 {
+		return nil
+	}
+	item, worker := key(again)
+	return fmt.Errorf("%s: line %d: worker %q judged item %q again (first on line %d); keep one row per worker and item",
+		path, lines[again], worker, item, lines[first])
 }
 
 // readPairs reads a two-column CSV (by header names) into a map; a key

@@ -82,6 +82,12 @@ func TestAggregateCommand(t *testing.T) {
 		{[]string{"--numeric", "--method", "mode", numeric}, `--method "mode": with --numeric, want mean, median, weighted, auto or all`},
 		{[]string{"--numeric", "--truth", writeFile(t, dir, "ntnan.csv", "item,label\nx,NaN\n"), numeric}, `truth of item "x" is "NaN", not a finite number`},
 		{[]string{filepath.Join(dir, "missing.csv")}, "no such file"},
+		// A worker's second row for an item counted their answer twice:
+		// w1's three a's outvoted w2's and w3's b's.
+		{[]string{"--method", "majority", writeFile(t, dir, "dup.csv", "item,worker,label\ni2,w9,b\ni1,w1,a\ni1,w2,b\ni1,w1,a\ni1,w3,b\ni1,w1,a\ni2,w9,b\n")},
+			`dup.csv: line 5: worker "w1" judged item "i1" again (first on line 3); keep one row per worker and item`},
+		{[]string{"--numeric", writeFile(t, dir, "ndup.csv", "item,worker,label\nx,w1,1\nx,w2,2\ny,w2,3\nx,w2,2\n")},
+			`ndup.csv: line 5: worker "w2" judged item "x" again (first on line 3)`},
 		// --method all prints a table to stdout: --out and -o jsonl were
 		// ignored, the file never written.
 		{[]string{"--method", "all", "--out", filepath.Join(dir, "all.csv"), judgments}, "--out and --output are for the answers; --method all prints a table"},
