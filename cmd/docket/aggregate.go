@@ -104,27 +104,27 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	var opts aggregate.Options
 	var err error
 	if fl.gold != "" {
-		if opts.Gold, err = readPairs(fl.gold, "item", "label"); err != nil {
+		if opts.Gold, err = readPairs(fl.gold, "item", "label", nil); err != nil {
 			return err
 		}
 	}
 	if fl.trust != "" {
-		pairs, err := readPairs(fl.trust, "worker", "trust")
-		if err != nil {
-			return err
-		}
-		opts.Trust = make(map[string]float64, len(pairs))
-		for w, s := range pairs {
+		opts.Trust = map[string]float64{}
+		_, err := readPairs(fl.trust, "worker", "trust", func(w, s string) error {
 			t, err := strconv.ParseFloat(s, 64)
 			if err != nil || !(t >= 0) || math.IsInf(t, 1) {
-				return fmt.Errorf("%s: trust of worker %q is %q; want a finite number ≥ 0", fl.trust, w, s)
+				return fmt.Errorf("trust of worker %q is %q; want a finite number ≥ 0", w, s)
 			}
 			opts.Trust[w] = t
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	var truth map[string]string
 	if fl.truth != "" {
-		if truth, err = readPairs(fl.truth, "item", "label"); err != nil {
+		if truth, err = readPairs(fl.truth, "item", "label", nil); err != nil {
 			return err
 		}
 	}
@@ -278,17 +278,17 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	}
 	var truth map[string]float64
 	if fl.truth != "" {
-		pairs, err := readPairs(fl.truth, "item", "label")
-		if err != nil {
-			return err
-		}
-		truth = make(map[string]float64, len(pairs))
-		for item, s := range pairs {
+		truth = map[string]float64{}
+		_, err := readPairs(fl.truth, "item", "label", func(item, s string) error {
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%s: truth of item %q is %q, not a finite number", fl.truth, item, s)
+				return fmt.Errorf("truth of item %q is %q, not a finite number", item, s)
 			}
 			truth[item] = v
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	score := func(res *aggregate.NumericResult) (mae, rmse float64, n int) {
@@ -465,8 +465,9 @@ func checkRepeats(path string, lines []int32, key func(i int) (item, worker stri
 }
 
 // readPairs reads a two-column CSV (by header names) into a map; a key
-// given twice is an error.
-func readPairs(path, key, value string) (map[string]string, error) {
+// given twice is an error. check, if not nil, is called on each row; its
+// error is given the file and line.
+func readPairs(path, key, value string, check func(k, v string) error) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -487,6 +488,11 @@ func readPairs(path, key, value string) (map[string]string, error) {
 		}
 		if _, dup := out[row[0]]; dup {
 			return nil, fmt.Errorf("%s: line %d: %s %q appears twice", path, r.Line(), key, row[0])
+		}
+		if check != nil {
+			if err := check(row[0], row[1]); err != nil {
+				return nil, fmt.Errorf("%s: line %d: %w", path, r.Line(), err)
+			}
 		}
 		out[row[0]] = row[1]
 	}

@@ -77,10 +77,10 @@ func TestAggregateCommand(t *testing.T) {
 		{[]string{writeFile(t, dir, "bad.csv", "item,worker,label\ni1,w1,a\ni2,w2\n")}, "bad.csv: line 3: 2 fields, but the header row has 3"},
 		{[]string{writeFile(t, dir, "hdr.csv", "item,who,label\n")}, `hdr.csv: line 1: the header row "item,who,label" lacks the column(s) worker`},
 		{[]string{"--numeric", writeFile(t, dir, "nan.csv", "item,worker,label\ni,w,1\ni,w2,lots\n")}, `nan.csv: line 3: label "lots" is not a finite number`},
-		{[]string{"--trust", writeFile(t, dir, "tr.csv", "worker,trust\nw1,-2\n"), judgments}, `trust of worker "w1" is "-2"`},
+		{[]string{"--trust", writeFile(t, dir, "tr.csv", "worker,trust\nw2,1\nw1,-2\n"), judgments}, `tr.csv: line 3: trust of worker "w1" is "-2"`},
 		{[]string{"-o", "xml", judgments}, `--output "xml": want csv or jsonl`},
 		{[]string{"--numeric", "--method", "mode", numeric}, `--method "mode": with --numeric, want mean, median, weighted, auto or all`},
-		{[]string{"--numeric", "--truth", writeFile(t, dir, "ntnan.csv", "item,label\nx,NaN\n"), numeric}, `truth of item "x" is "NaN", not a finite number`},
+		{[]string{"--numeric", "--truth", writeFile(t, dir, "ntnan.csv", "item,label\ny,1\nx,NaN\n"), numeric}, `ntnan.csv: line 3: truth of item "x" is "NaN", not a finite number`},
 		{[]string{filepath.Join(dir, "missing.csv")}, "no such file"},
 		// A worker's second row for an item counted their answer twice:
 		// w1's three a's outvoted w2's and w3's b's.
