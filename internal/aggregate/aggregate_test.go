@@ -88,6 +88,24 @@ func TestWeightedVote(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 0.6, item(t, res, "i1").Confidence, 1e-12)
 
+	// Trust up to the float64 limit is accepted: the shares are the same
+	// as for trust scaled down (their sum overflowed to +Inf: NaN).
+	huge := map[string]float64{"w1": math.MaxFloat64, "w2": math.MaxFloat64 / 3, "w3": math.MaxFloat64 / 3, "z1": 0, "z2": 0}
+	res, err = Categorical(MethodWeighted, in, Options{Trust: huge})
+	require.NoError(t, err)
+	i1 = item(t, res, "i1")
+	require.Equal(t, "a", i1.Label)
+	require.InDelta(t, 0.6, i1.Confidence, 1e-12)
+	require.InDelta(t, 0.4, i1.Distribution[1], 1e-12)
+	post, err := res.Model.Posterior("i1", []Vote{{"w1", "a"}, {"w2", "b"}, {"w3", "b"}})
+	require.NoError(t, err)
+	require.Equal(t, "a", post.Label)
+	require.InDelta(t, 0.6, post.Confidence, 1e-12, "the incremental answer too")
+	tiny := map[string]float64{"w1": 3e-324, "w2": 0, "w3": 0}
+	res, err = Categorical(MethodWeighted, in, Options{Trust: tiny})
+	require.NoError(t, err)
+	require.Equal(t, []float64{1, 0}, item(t, res, "i1").Distribution, "the smallest trust still outweighs 0")
+
 	_, err = Categorical(MethodWeighted, in, Options{Trust: map[string]float64{"w1": -1}})
 	require.ErrorIs(t, err, ErrInput)
 	_, err = Categorical(MethodWeighted, in, Options{Trust: map[string]float64{"w1": math.NaN()}})

@@ -84,6 +84,15 @@ func logs(p []float64) []float64 {
 	return out
 }
 
+// weight is a voter's weight: the model's, or Unknown's for a worker it
+// has not seen.
+func (m *Model) weight(worker string) float64 {
+	if w, ok := m.Workers[worker]; ok {
+		return w.Weight
+	}
+	return m.Unknown.Weight
+}
+
 // Posterior gives one item's answer from its votes under the model, with
 // no re-estimation: the posterior over the classes for the probabilistic
 // methods, the weighted vote shares for the votes. Workers the model has
@@ -127,18 +136,21 @@ func (m *Model) Posterior(item string, votes []Vote) (ItemResult, error) {
 		buf = append(buf, d...)
 		normaliseLog(buf, d)
 	} else {
-		var total float64
+		// Weights divided by the largest, as voteShares does: the shares
+		// are the same, and a sum near the float64 limit does not overflow.
+		var top, total float64
 		for _, v := range votes {
-			l, ok := m.classOf[v.Label]
-			if !ok {
+			if _, ok := m.classOf[v.Label]; !ok {
 				return res, fmt.Errorf("%w: label %q (worker %q) is not a class of the model", ErrInput, v.Label, v.Worker)
 			}
-			wt := m.Unknown.Weight
-			if w, ok := m.Workers[v.Worker]; ok {
-				wt = w.Weight
+			top = max(top, m.weight(v.Worker))
+		}
+		if top > 0 {
+			for _, v := range votes {
+				wt := m.weight(v.Worker) / top
+				d[m.classOf[v.Label]] += wt
+				total += wt
 			}
-			d[l] += wt
-			total += wt
 		}
 		if total == 0 {
 			for _, v := range votes {

@@ -60,7 +60,9 @@ func majorityShares(x *index, post []float64) {
 }
 
 // voteShares writes into post each item's weighted vote shares; gold items
-// get their known answer.
+// get their known answer. The weights are divided by the item's largest,
+// which leaves the shares as they are: a sum of weights near the float64
+// limit would overflow to +Inf and the shares be NaN.
 func voteShares(x *index, weights, post []float64) {
 	k := x.nClasses()
 	clear(post)
@@ -70,11 +72,16 @@ func voteShares(x *index, weights, post []float64) {
 			d[g] = 1
 			continue
 		}
-		var total float64
+		var top, total float64
 		for j := x.start[i]; j < x.start[i+1]; j++ {
-			wt := weights[x.worker[j]]
-			d[x.label[j]] += wt
-			total += wt
+			top = max(top, weights[x.worker[j]])
+		}
+		if top > 0 {
+			for j := x.start[i]; j < x.start[i+1]; j++ {
+				wt := weights[x.worker[j]] / top
+				d[x.label[j]] += wt
+				total += wt
+			}
 		}
 		if total == 0 {
 			for j := x.start[i]; j < x.start[i+1]; j++ {
