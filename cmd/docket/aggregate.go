@@ -158,7 +158,7 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 			acc, correct, scored := "-", "-", "-"
 			s := scoreCategorical(res, truth)
 			if truth != nil {
-				acc, correct, scored = fmt.Sprintf("%.2f%%", s.accuracy()), strconv.Itoa(s.correct), strconv.Itoa(s.scored)
+				acc, correct, scored = s.accuracy(), strconv.Itoa(s.correct), strconv.Itoa(s.scored)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m, acc, correct, scored, res.Iterations, took.Round(time.Microsecond))
 			unjudged = s.unjudged
@@ -209,7 +209,7 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	}
 	if truth != nil {
 		s := scoreCategorical(res, truth)
-		fmt.Fprintf(stderr, "method %s: accuracy %.2f%% (%d of %d items with truth and a judgment); %d truth items had no judgment\n",
+		fmt.Fprintf(stderr, "method %s: accuracy %s (%d of %d items with truth and a judgment); %d truth items had no judgment\n",
 			res.Method, s.accuracy(), s.correct, s.scored, s.unjudged)
 	}
 	return nil
@@ -217,11 +217,22 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 
 type score struct{ correct, scored, unjudged int }
 
-func (s score) accuracy() float64 {
+// accuracy is the share of the scored items right, or "-" when none was
+// scored (no truth item has a judgment: the ids do not match), which is
+// not an accuracy of 0.
+func (s score) accuracy() string {
 	if s.scored == 0 {
-		return 0
+		return "-"
 	}
-	return 100 * float64(s.correct) / float64(s.scored)
+	return fmt.Sprintf("%.2f%%", 100*float64(s.correct)/float64(s.scored))
+}
+
+// errorOf is a numeric error measure of n scored items, or "-" for none.
+func errorOf(v float64, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.4g", v)
 }
 
 func scoreCategorical(res *aggregate.Result, truth map[string]string) score {
@@ -317,7 +328,11 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 			}
 			took := time.Since(start)
 			mae, rmse, n := score(res)
-			fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%d\t%d\t%s\n", m, mae, rmse, n, res.Iterations, took.Round(time.Microsecond))
+			scored := "-" // no --truth: nothing scored, as for categorical labels
+			if truth != nil {
+				scored = strconv.Itoa(n)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m, errorOf(mae, n), errorOf(rmse, n), scored, res.Iterations, took.Round(time.Microsecond))
 			unjudged = len(truth) - n
 		}
 		if err := tw.Flush(); err != nil {
@@ -359,8 +374,8 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	}
 	if truth != nil {
 		mae, rmse, n := score(res)
-		fmt.Fprintf(stderr, "method %s: MAE %.4g, RMSE %.4g (%d items with truth and a judgment); %d truth items had no judgment\n",
-			res.Method, mae, rmse, n, len(truth)-n)
+		fmt.Fprintf(stderr, "method %s: MAE %s, RMSE %s (%d items with truth and a judgment); %d truth items had no judgment\n",
+			res.Method, errorOf(mae, n), errorOf(rmse, n), n, len(truth)-n)
 	}
 	return nil
 }

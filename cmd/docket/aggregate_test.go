@@ -69,6 +69,23 @@ func TestAggregateCommand(t *testing.T) {
 	require.Regexp(t, `\nmean +0\.5 +0\.5 +1 `, out)
 	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment\n"), out)
 
+	// A truth file whose ids match no judged item (another id format):
+	// nothing is scored, which is no accuracy of 0 %; the numeric table
+	// without --truth scores nothing either (it showed MAE 0).
+	other := writeFile(t, dir, "other.csv", "item,label\nI-1,a\nI-2,b\n")
+	out, err = runDocket(t, "aggregate", "--method", "majority", "--truth", other, judgments)
+	require.NoError(t, err)
+	require.Contains(t, out, "method majority: accuracy - (0 of 0 items with truth and a judgment); 2 truth items had no judgment\n")
+	out, err = runDocket(t, "aggregate", "--method", "all", "--truth", other, judgments)
+	require.NoError(t, err)
+	require.Regexp(t, `\nmajority +- +0 +0 +0 `, out)
+	out, err = runDocket(t, "aggregate", "--numeric", "--method", "all", numeric)
+	require.NoError(t, err)
+	require.Regexp(t, `\nmean +- +- +- +0 `, out)
+	out, err = runDocket(t, "aggregate", "--numeric", "--method", "median", "--truth", writeFile(t, dir, "nother.csv", "item,label\nX,1\n"), numeric)
+	require.NoError(t, err)
+	require.Contains(t, out, "method median: MAE -, RMSE - (0 items with truth and a judgment); 1 truth items had no judgment\n")
+
 	for _, tc := range []struct {
 		args []string
 		want string
