@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +51,42 @@ func TestReader(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.in)
 		requireLine(t, err, tc.in)
 	}
+}
+
+// The fields returned keep only their own bytes alive, not their row's
+// other columns: a caller keeping every row of a file with a long column
+// it does not read (a comment, the item's text) held the whole file.
+func TestReaderKeepsOnlyTheFields(t *testing.T) {
+	const rows, width = 200, 100 << 10
+	var in strings.Builder
+	in.WriteString("item,worker,label,comment\n")
+	pad := strings.Repeat("x", width)
+	for i := range rows {
+		in.WriteString("i" + strconv.Itoa(i) + ",w,a," + pad + "\n")
+	}
+	src := in.String()
+	r, err := NewReader(strings.NewReader(src), "item", "worker", "label")
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var kept [][]string
+	for {
+		row, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		kept = append(kept, slices.Clone(row))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	require.Len(t, kept, rows)
+	require.Equal(t, []string{"i7", "w", "a"}, kept[7])
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grown, int64(rows*width/10), "the rows' %d KiB of comments are kept", rows*width>>10)
+	runtime.KeepAlive(kept)
+	runtime.KeepAlive(src)
 }
 
 // requireLine checks that err names a line of in: "line N" with 1 ≤ N ≤
