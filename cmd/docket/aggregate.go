@@ -48,7 +48,8 @@ func aggregateCommand() *cobra.Command {
 The answers go to stdout (or --out) as item,label,confidence CSV, or JSON
 lines with -o jsonl. With --truth (columns item,label) the accuracy on the
 items that have a truth and at least one judgment goes to stderr, with the
-count of truth items that had no judgment; --method all prints one row per
+count of truth items that had no judgment (--gold items keep their gold
+answer and are not scored; their count follows); --method all prints one row per
 method instead of answers (and that count after the table), on stdout:
 --out and -o are for answers only.
 
@@ -147,7 +148,7 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	if fl.method == "all" {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "METHOD\tACCURACY\tCORRECT\tSCORED\tITERATIONS\tTIME")
-		unjudged := 0
+		var last score
 		for _, m := range methods {
 			start := time.Now()
 			res, err := aggregate.Categorical(m, judgments, opts)
@@ -161,13 +162,13 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 				acc, correct, scored = s.accuracy(), strconv.Itoa(s.correct), strconv.Itoa(s.scored)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m, acc, correct, scored, res.Iterations, took.Round(time.Microsecond))
-			unjudged = s.unjudged
+			last = s
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		if truth != nil {
-			fmt.Fprintf(stderr, "%d truth items had no judgment\n", unjudged)
+			fmt.Fprintf(stderr, "%d truth items had no judgment%s\n", last.unjudged, last.goldNote())
 		}
 		return nil
 	}
@@ -209,13 +210,24 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	}
 	if truth != nil {
 		s := scoreCategorical(res, truth)
-		fmt.Fprintf(stderr, "method %s: accuracy %s (%d of %d items with truth and a judgment); %d truth items had no judgment\n",
-			res.Method, s.accuracy(), s.correct, s.scored, s.unjudged)
+		fmt.Fprintf(stderr, "method %s: accuracy %s (%d of %d items with truth and a judgment); %d truth items had no judgment%s\n",
+			res.Method, s.accuracy(), s.correct, s.scored, s.unjudged, s.goldNote())
 	}
 	return nil
 }
 
-type score struct{ correct, scored, unjudged int }
+// score is a categorical result against the truth: items right and
+// scored, truth items without a judgment, and judged truth items that are
+// gold (their answer is the --gold one, so they are not scored).
+type score struct{ correct, scored, unjudged, gold int }
+
+// goldNote says how many truth items were not scored for being gold.
+func (s score) goldNote() string {
+	if s.gold == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d gold items not scored", s.gold)
+}
 
 // accuracy is the share of the scored items right, or "-" when none was
 // scored (no truth item has a judgment: the ids do not match), which is
@@ -242,12 +254,18 @@ func scoreCategorical(res *aggregate.Result, truth map[string]string) score {
 		if !ok || it.Judgments == 0 {
 			continue
 		}
+		if it.Gold {
+			// Its answer is the --gold one, whatever the method: scoring
+			// it would count the gold file, not the method.
+			s.gold++
+			continue
+		}
 		s.scored++
 		if t == it.Label {
 			s.correct++
 		}
 	}
-	s.unjudged = len(truth) - s.scored
+	s.unjudged = len(truth) - s.scored - s.gold
 	return s
 }
 

@@ -69,6 +69,17 @@ func TestAggregateCommand(t *testing.T) {
 	require.Regexp(t, `\nmean +0\.5 +0\.5 +1 `, out)
 	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment\n"), out)
 
+	// A gold item with truth keeps its gold answer whatever the method:
+	// scored, it counted i2 right (majority says b) and gave 100 %.
+	gold := writeFile(t, dir, "g2.csv", "item,label\ni2,a\n")
+	out, err = runDocket(t, "aggregate", "--method", "majority", "--gold", gold, "--truth", truth, judgments)
+	require.NoError(t, err)
+	require.Contains(t, out, "method majority: accuracy 100.00% (1 of 1 items with truth and a judgment); 1 truth items had no judgment; 1 gold items not scored\n")
+	out, err = runDocket(t, "aggregate", "--method", "all", "--gold", gold, "--truth", truth, judgments)
+	require.NoError(t, err)
+	require.Regexp(t, `\nmajority +100\.00% +1 +1 +0 `, out)
+	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment; 1 gold items not scored\n"), out)
+
 	// A truth file whose ids match no judged item (another id format):
 	// nothing is scored, which is no accuracy of 0 %; the numeric table
 	// without --truth scores nothing either (it showed MAE 0).
