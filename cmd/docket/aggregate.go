@@ -144,6 +144,12 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	if err := checkRepeats(path, lines, func(i int) (string, string) { return judgments[i].Item, judgments[i].Worker }); err != nil {
 		return err
 	}
+	judged := make(map[string]bool)
+	for _, j := range judgments {
+		judged[j.Label] = true
+	}
+	warnUnknownLabels(stderr, "--gold "+fl.gold, opts.Gold, judged, "each is a class of its own, which no worker answers")
+	warnUnknownLabels(stderr, "--truth "+fl.truth, truth, judged, "no method can answer them")
 
 	if fl.method == "all" {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -451,6 +457,26 @@ func readJudgments(path string, stderr io.Writer, progress string, fn func(row [
 		if err := fn(row, r.Line()); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+	}
+}
+
+// warnUnknownLabels tells on stderr how many items of a --gold or --truth
+// file have a label that no judgment gives, with the first such item: a
+// label spelt otherwise than the workers' ("Yes" for "yes") otherwise
+// silently made a class of its own, or scored every such item wrong.
+func warnUnknownLabels(stderr io.Writer, what string, pairs map[string]string, judged map[string]bool, consequence string) {
+	n, first := 0, ""
+	for item, label := range pairs {
+		if !judged[label] {
+			n++
+			if first == "" || item < first {
+				first = item
+			}
+		}
+	}
+	if n > 0 && len(judged) > 0 {
+		fmt.Fprintf(stderr, "warning: %s: %d items have a label that no judgment gives (item %q: %q); %s\n",
+			what, n, first, pairs[first], consequence)
 	}
 }
 

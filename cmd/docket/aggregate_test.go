@@ -80,6 +80,17 @@ func TestAggregateCommand(t *testing.T) {
 	require.Regexp(t, `\nmajority +100\.00% +1 +1 +0 `, out)
 	require.True(t, strings.HasSuffix(out, "\n1 truth items had no judgment; 1 gold items not scored\n"), out)
 
+	// Labels spelt otherwise than the workers' are told, not silently a
+	// class of their own or scored wrong.
+	out, err = runDocket(t, "aggregate", "--method", "majority", "--gold", writeFile(t, dir, "gA.csv", "item,label\ni3,B\ni2,A\ni1,a\n"),
+		"--truth", writeFile(t, dir, "tY.csv", "item,label\ni1,yes\n"), judgments)
+	require.NoError(t, err)
+	require.Contains(t, out, `warning: --gold `+filepath.Join(dir, "gA.csv")+`: 2 items have a label that no judgment gives (item "i2": "A"); each is a class of its own, which no worker answers`+"\n")
+	require.Contains(t, out, `warning: --truth `+filepath.Join(dir, "tY.csv")+`: 1 items have a label that no judgment gives (item "i1": "yes"); no method can answer them`+"\n")
+	out, err = runDocket(t, "aggregate", "--method", "majority", "--gold", gold, "--truth", truth, judgments)
+	require.NoError(t, err)
+	require.NotContains(t, out, "warning", "every label is a worker's")
+
 	// A truth file whose ids match no judged item (another id format):
 	// nothing is scored, which is no accuracy of 0 %; the numeric table
 	// without --truth scores nothing either (it showed MAE 0).
