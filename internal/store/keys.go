@@ -24,6 +24,19 @@ type KeyStore interface {
 	// APIKeyRevoke revokes a key (revoking twice is fine); ErrNotFound when
 	// there is no such key.
 	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
+
+	// SecretGetOrCreate returns the secret stored under p.Name; when there
+	// is none it stores p.Secret first. The first process to store one
+	// wins: every process of the installation reads the same secret.
+	SecretGetOrCreate(ctx context.Context, p *SecretGetOrCreateParams) ([]byte, error)
+}
+
+// SecretGetOrCreateParams name a shared secret and the one to store when
+// there is none yet.
+type SecretGetOrCreateParams struct {
+	Name   string
+	Secret []byte // at least one byte
+	Now    time.Time
 }
 
 // APIKey is one key of the HTTP API.

@@ -131,3 +131,21 @@ func (s *Store) APIKeyRevoke(ctx context.Context, p *store.APIKeyRevokeParams) e
 	}
 	return nil
 }
+
+// SecretGetOrCreate implements store.Store: an insert that yields to a
+// secret stored already, then a read in a new snapshot, which sees the
+// winner's row whoever it was.
+func (s *Store) SecretGetOrCreate(ctx context.Context, p *store.SecretGetOrCreateParams) ([]byte, error) {
+	if len(p.Secret) == 0 {
+		return nil, fmt.Errorf("secret %q: no secret to store", p.Name)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO docket_secrets (name, secret, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO NOTHING`, p.Name, p.Secret, dbTime(p.Now)); err != nil {
+		return nil, fmt.Errorf("store secret %q: %w", p.Name, err)
+	}
+	var secret []byte
+	if err := s.pool.QueryRow(ctx, `SELECT secret FROM docket_secrets WHERE name = $1`, p.Name).Scan(&secret); err != nil {
+		return nil, fmt.Errorf("read secret %q: %w", p.Name, err)
+	}
+	return secret, nil
+}

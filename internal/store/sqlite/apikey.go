@@ -154,3 +154,23 @@ func (s *Store) APIKeyRevoke(ctx context.Context, p *store.APIKeyRevokeParams) e
 	}
 	return nil
 }
+
+// SecretGetOrCreate implements store.Store: inserted unless stored
+// already, and read, in one write transaction.
+func (s *Store) SecretGetOrCreate(ctx context.Context, p *store.SecretGetOrCreateParams) ([]byte, error) {
+	if len(p.Secret) == 0 {
+		return nil, fmt.Errorf("secret %q: no secret to store", p.Name)
+	}
+	var secret []byte
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO docket_secrets (name, secret, created_at) VALUES (?, ?, ?)`,
+			p.Name, p.Secret, micros(p.Now)); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT secret FROM docket_secrets WHERE name = ?`, p.Name).Scan(&secret)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("secret %q: %w", p.Name, err)
+	}
+	return secret, nil
+}

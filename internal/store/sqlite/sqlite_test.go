@@ -223,7 +223,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	all := []string{"docket_api_keys", "docket_assignments", "docket_contributors", "docket_dead_letters", "docket_inbox",
 		"docket_job_attempts", "docket_jobs", "docket_judgments", "docket_leader", "docket_migrations",
 		"docket_nodes", "docket_outbox", "docket_pool_contributors", "docket_pool_counters", "docket_pool_models", "docket_pools",
-		"docket_queues", "docket_runs", "docket_steps", "docket_task_versions", "docket_tasks", "docket_trust_history",
+		"docket_queues", "docket_runs", "docket_secrets", "docket_steps", "docket_task_versions", "docket_tasks", "docket_trust_history",
 		"docket_unit_audits", "docket_units",
 		"docket_webhook_deliveries", "docket_webhooks", "docket_workflow_versions", "docket_workflows"}
 

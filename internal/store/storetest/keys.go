@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/store"
@@ -115,5 +116,40 @@ func testAPIKey(t *testing.T, open opener) {
 			}
 		}
 		require.Equal(t, 1, ok)
+	})
+}
+
+// testSecret: the first secret stored under a name is the one every later
+// call reads, whoever stored it, even when many race to store theirs.
+func testSecret(t *testing.T, open opener) {
+	ctx := context.Background()
+	t.Run("FirstWins", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		const racers = 8
+		got := make([][]byte, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := st.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "lease", Secret: []byte{byte(i + 1), 0xff}, Now: at(0)})
+				assert.NoError(t, err)
+				got[i] = s
+			}()
+		}
+		wg.Wait()
+		require.Len(t, got[0], 2)
+		for i := range racers {
+			require.Equal(t, got[0], got[i], "racer %d read another secret", i)
+		}
+		again, err := st.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "lease", Secret: []byte("other"), Now: at(1e9)})
+		require.NoError(t, err)
+		require.Equal(t, got[0], again, "a secret stored is kept")
+		other, err := st.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "other", Secret: []byte{0, 1, 2}, Now: at(0)})
+		require.NoError(t, err)
+		require.Equal(t, []byte{0, 1, 2}, other, "each name has its own secret, bytes kept as stored (a NUL too)")
+		_, err = st.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "none", Now: at(0)})
+		require.Error(t, err, "no secret to store")
 	})
 }

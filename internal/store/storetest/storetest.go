@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}},
 		{"Keys", []group{
 			{"APIKey", testAPIKey},
+			{"Secret", testSecret},
 		}},
 		{"Outbox", []group{
 			{"Write", testOutbox},
