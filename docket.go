@@ -76,6 +76,7 @@ type Client struct {
 	cfg        Config
 	store      store.Store
 	leaseTurns leaseTurns
+	leaseKeys  leaseKeys // the key of lease ids' tokens (lease.go)
 	flowState
 	tasks compiledTasks // compiled task versions (crowd.go)
 	pools poolCache     // what never changes of a pool (crowd_work.go)

@@ -2,12 +2,18 @@ package docket
 
 import (
 	"context"
+	"crypto/hmac"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +29,11 @@ import (
 // language, over HTTP) take jobs, renew them and report their end. A lease
 // id names the job and the attempt, and is the lease's fencing token: once
 // the lease expired and the job was rescued, or the job moved on, every call
-// with the old lease id is refused with ErrLeaseLost.
+// with the old lease id is refused with ErrLeaseLost. It also carries a
+// token only Lease hands out (an HMAC of the job and attempt under a secret
+// the installation's processes share, leaseKeys): a worker cannot make the
+// lease id of a job it did not lease — another worker's, or one running in
+// a process — from the job's id and attempt, which any reader sees.
 
 // Limits of LeaseParams: the remote-worker protocol's (package remote).
 const (
@@ -36,7 +46,7 @@ const (
 
 // Lease is one job leased to a remote worker until ExpiresAt.
 type Lease struct {
-	ID        string // "<job id>.<attempt>"
+	ID        string // "<job id>.<attempt>.<token>": pass it as it is
 	Job       *JobRow
 	ExpiresAt time.Time
 }
@@ -103,33 +113,110 @@ func joinValidation(errs []error) error {
 	return errors.Join(errs...)
 }
 
-// LeaseID formats the lease id of one attempt of a job.
-func LeaseID(jobID uuid.UUID, attempt int) string {
-	return jobID.String() + "." + strconv.Itoa(attempt)
+// leaseID formats the lease id of one attempt of a job: the job, the
+// attempt and the attempt's token under key.
+func leaseID(key []byte, jobID uuid.UUID, attempt int) string {
+	return jobID.String() + "." + strconv.Itoa(attempt) + "." + leaseToken(key, jobID, attempt)
 }
 
-// ParseLeaseID splits a lease id into job id and attempt.
-func ParseLeaseID(s string) (uuid.UUID, int, error) {
-	id, att, ok := strings.Cut(s, ".")
-	if !ok {
-		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "must be <job id>.<attempt>"}
+// leaseToken is the token of one attempt of a job: 128 bits of
+// HMAC-SHA-256 under key, base64url.
+func leaseToken(key []byte, jobID uuid.UUID, attempt int) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(jobID[:])
+	m.Write(binary.BigEndian.AppendUint32(nil, uint32(attempt)))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// leaseSecretName names the lease tokens' key among the stored secrets.
+const leaseSecretName = "lease"
+
+// leaseKeys holds the key of lease tokens once read: the first process
+// to need one stores a random one, which every process then reads, so a
+// lease taken from one server is renewed and ended through any other.
+type leaseKeys struct {
+	mu  sync.Mutex
+	key []byte
+}
+
+// leaseKey returns the key of lease tokens, reading (or making) it on
+// first use; a failed read is tried again by the next call.
+func (c *Client) leaseKey(ctx context.Context) ([]byte, error) {
+	c.leaseKeys.mu.Lock()
+	defer c.leaseKeys.mu.Unlock()
+	if c.leaseKeys.key != nil {
+		return c.leaseKeys.key, nil
 	}
+	fresh := make([]byte, 32)
+	if _, err := crand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("make lease key: %w", err)
+	}
+	key, err := c.store.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: leaseSecretName, Secret: fresh, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("read lease key: %w", err)
+	}
+	c.leaseKeys.key = key
+	return key, nil
+}
+
+// ParseLeaseID splits a lease id into job id and attempt. It checks the
+// form only: whether the id's token is the one its lease was given is for
+// the lease calls to check (LeaseHeartbeat and the others refuse a wrong
+// or missing token with ErrLeaseLost).
+func ParseLeaseID(s string) (uuid.UUID, int, error) {
+	id, attempt, _, err := parseLeaseID(s)
+	return id, attempt, err
+}
+
+// parseLeaseID splits a lease id into job id, attempt and token; a lease
+// id without a token (as lease ids were before they had one) parses with
+// token "", and so is never held.
+func parseLeaseID(s string) (uuid.UUID, int, string, error) {
+	id, rest, ok := strings.Cut(s, ".")
+	if !ok {
+		return uuid.Nil, 0, "", &ValidationError{Field: "leaseId", Message: "must be a lease id as POST /v1/leases gave it: <job id>.<attempt>.<token>"}
+	}
+	att, token, _ := strings.Cut(rest, ".")
 	jobID, err := uuid.Parse(id)
 	if err != nil {
-		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "job id is not a UUID"}
+		return uuid.Nil, 0, "", &ValidationError{Field: "leaseId", Message: "job id is not a UUID"}
 	}
 	// An attempt is counted in 32 bits by the databases: a larger one
 	// was never leased.
 	attempt, err := strconv.ParseInt(att, 10, 32)
 	if err != nil || attempt < 1 {
-		return uuid.Nil, 0, &ValidationError{Field: "leaseId", Message: "attempt must be an integer between 1 and 2147483647"}
+		return uuid.Nil, 0, "", &ValidationError{Field: "leaseId", Message: "attempt must be an integer between 1 and 2147483647"}
 	}
-	return jobID, int(attempt), nil
+	return jobID, int(attempt), token, nil
 }
 
-func parseRef(leaseID string) (job.Ref, error) {
-	id, attempt, err := ParseLeaseID(leaseID)
-	return job.Ref{ID: id, Attempt: attempt}, err
+// parseRef splits a lease id into its job and attempt; only its form is
+// checked (heldRef checks its token).
+func parseRef(leaseID string) (job.Ref, string, error) {
+	id, attempt, token, err := parseLeaseID(leaseID)
+	return job.Ref{ID: id, Attempt: attempt}, token, err
+}
+
+// heldRef checks that token is the one Lease gave the attempt of ref:
+// ErrLeaseLost when it is not (forged, or of a lease id without one).
+func (c *Client) heldRef(ctx context.Context, ref job.Ref, token string) error {
+	key, err := c.leaseKey(ctx)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal([]byte(token), []byte(leaseToken(key, ref.ID, ref.Attempt))) {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// leaseRef parses a lease id and checks its token.
+func (c *Client) leaseRef(ctx context.Context, leaseID string) (job.Ref, error) {
+	ref, token, err := parseRef(leaseID)
+	if err != nil {
+		return ref, err
+	}
+	return ref, c.heldRef(ctx, ref, token)
 }
 
 // Lease takes up to p.Max due jobs from p.Queues. When none is due it waits
@@ -138,6 +225,10 @@ func parseRef(leaseID string) (job.Ref, error) {
 // queues take turns: one listens at a time (leaseTurns).
 func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	key, err := c.leaseKey(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var wakeups <-chan string
@@ -155,7 +246,7 @@ func (c *Client) Lease(ctx context.Context, p LeaseParams) ([]*Lease, error) {
 				return out, fmt.Errorf("lease jobs of queue %q: %w", q, err)
 			}
 			for _, row := range rows {
-				out = append(out, &Lease{ID: LeaseID(row.ID, row.Attempt), Job: row, ExpiresAt: row.LeaseExpiresAt})
+				out = append(out, &Lease{ID: leaseID(key, row.ID, row.Attempt), Job: row, ExpiresAt: row.LeaseExpiresAt})
 			}
 			if len(out) == p.Max {
 				break
@@ -205,7 +296,7 @@ type LeaseState struct {
 // ErrLeaseLost when the lease is no longer held.
 func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Duration, progress *float64, message string) (*LeaseState, error) {
 	var errs []error
-	ref, err := parseRef(leaseID)
+	ref, token, err := parseRef(leaseID)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -219,6 +310,9 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 		errs = append(errs, &ValidationError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", remote.MessageMaxBytes)})
 	}
 	if err := joinValidation(errs); err != nil {
+		return nil, err
+	}
+	if err := c.heldRef(ctx, ref, token); err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()
@@ -240,7 +334,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 
 // LeaseComplete records SUCCESS with an optional JSON result.
 func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.RawMessage) error {
-	ref, err := parseRef(leaseID)
+	ref, token, err := parseRef(leaseID)
 	if err != nil {
 		return err
 	}
@@ -249,6 +343,9 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 	}
 	if msg := store.JSONUnstorable(result); msg != "" {
 		return &ValidationError{Field: "result", Message: msg}
+	}
+	if err := c.heldRef(ctx, ref, token); err != nil {
+		return err
 	}
 	// The job is read first (one read by primary key, on SQLite from the
 	// readers): its payload tells a step job, whose run is advanced in
@@ -271,7 +368,7 @@ func (c *Client) LeaseComplete(ctx context.Context, leaseID string, result json.
 // and attempts remain, DEAD otherwise, CANCELED when the job's cancel was
 // requested. It returns the state recorded.
 func (c *Client) LeaseFail(ctx context.Context, leaseID, message string, retryable bool) (JobState, error) {
-	ref, err := parseRef(leaseID)
+	ref, err := c.leaseRef(ctx, leaseID)
 	if err != nil {
 		return "", err
 	}
@@ -320,12 +417,15 @@ const LeaseReleaseRefundsMax = remote.ReleaseRefundsMax
 // attempt remains), so a worker that always gives a job back cannot loop
 // it forever.
 func (c *Client) LeaseRelease(ctx context.Context, leaseID, reason string) (JobState, error) {
-	ref, err := parseRef(leaseID)
+	ref, token, err := parseRef(leaseID)
 	if err != nil {
 		return "", err
 	}
 	if len(reason) > remote.ErrorMaxBytes {
 		return "", &ValidationError{Field: "reason", Message: fmt.Sprintf("must be at most %d bytes", remote.ErrorMaxBytes)}
+	}
+	if err := c.heldRef(ctx, ref, token); err != nil {
+		return "", err
 	}
 	if reason == "" {
 		reason = leaseReleasedDefault
@@ -436,7 +536,7 @@ func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams, pa
 				return ended[0], nil
 			}
 			if ctx.Err() != nil {
-				return "", fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
+				return "", fmt.Errorf("finish lease of job %s attempt %d: %w", fin.ID, fin.Attempt, err)
 			}
 			c.cfg.Logger.Warn("finish a step job's lease with its run's advancement failed; finishing it alone, the sweeper advances the run",
 				"service", "workflow", "run_id", runID.String(), "error", err)
@@ -444,7 +544,7 @@ func (c *Client) finishLease(ctx context.Context, fin *store.JobFinishParams, pa
 	}
 	ended, err := c.store.JobFinishMany(ctx, params)
 	if err != nil {
-		return "", fmt.Errorf("finish lease %s: %w", LeaseID(fin.ID, fin.Attempt), err)
+		return "", fmt.Errorf("finish lease of job %s attempt %d: %w", fin.ID, fin.Attempt, err)
 	}
 	if ended[0] == "" {
 		return "", ErrLeaseLost

@@ -1,15 +1,17 @@
 package docket_test
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/docket-run/docket"
 )
 
-// FuzzParseLeaseID: any string either parses into a lease id that formats
-// back to the same job and attempt, or is refused with a ValidationError.
+// FuzzParseLeaseID: any string either parses into a job and attempt that,
+// formatted back with a token, parse the same, or is refused with a
+// ValidationError.
 func FuzzParseLeaseID(f *testing.F) {
-	for _, s := range []string{"0192f5a0-0000-7000-8000-000000000000.1", "", ".", "x.1", "0192f5a0-0000-7000-8000-000000000000.-1", "0192f5a0-0000-7000-8000-000000000000.99999999999999999999"} {
+	for _, s := range []string{"0192f5a0-0000-7000-8000-000000000000.1", "0192f5a0-0000-7000-8000-000000000000.1.AbC-_x", "", ".", "x.1", "0192f5a0-0000-7000-8000-000000000000.-1", "0192f5a0-0000-7000-8000-000000000000.99999999999999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -23,7 +25,7 @@ func FuzzParseLeaseID(f *testing.F) {
 		if attempt < 1 {
 			t.Fatalf("attempt %d accepted", attempt)
 		}
-		id2, attempt2, err := docket.ParseLeaseID(docket.LeaseID(id, attempt))
+		id2, attempt2, err := docket.ParseLeaseID(id.String() + "." + strconv.Itoa(attempt) + ".tok")
 		if err != nil || id2 != id || attempt2 != attempt {
 			t.Fatalf("round trip of %q failed: %v %v %d", s, err, id2, attempt2)
 		}

@@ -67,7 +67,7 @@ func TestRemoteLeaseLifecycle(t *testing.T) {
 		}
 		require.Len(t, leases, 1)
 		l := leases[0]
-		require.Equal(t, docket.LeaseID(res.Job.ID, 1), l.ID)
+		requireLeaseOf(t, res.Job.ID, 1, l.ID)
 		require.Equal(t, "py-worker-1", l.Job.LeaseOwner)
 		require.JSONEq(t, `{"N":1}`, string(l.Job.Payload))
 
@@ -107,7 +107,7 @@ func TestRemoteLeaseLifecycle(t *testing.T) {
 			require.NoError(t, err)
 			return len(second) == 1
 		})
-		require.Equal(t, docket.LeaseID(res.Job.ID, 2), second[0].ID)
+		requireLeaseOf(t, res.Job.ID, 2, second[0].ID)
 		state, err = b.client.LeaseFail(ctx, second[0].ID, "still broken", true)
 		require.NoError(t, err)
 		require.Equal(t, docket.JobStateDead, state)
@@ -285,7 +285,7 @@ func TestRemoteLeaseRelease(t *testing.T) {
 			require.NoError(t, err)
 			return len(second) == 1
 		})
-		require.Equal(t, docket.LeaseID(res.Job.ID, 2), second[0].ID)
+		requireLeaseOf(t, res.Job.ID, 2, second[0].ID)
 		require.NoError(t, b.client.LeaseComplete(ctx, second[0].ID, json.RawMessage(`{"ok":true}`)))
 		attempts, err := b.client.Attempts(ctx, res.Job.ID)
 		require.NoError(t, err)
@@ -342,6 +342,6 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
 	// A message alone is valid (it keeps the job's progress): on a lease
 	// nobody holds, the lease is lost.
-	_, err = c.LeaseHeartbeat(ctx, docket.LeaseID(uuid.New(), 1), time.Minute, nil, "halfway")
+	_, err = c.LeaseHeartbeat(ctx, uuid.NewString()+".1", time.Minute, nil, "halfway")
 	require.ErrorIs(t, err, docket.ErrLeaseLost)
 }

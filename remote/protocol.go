@@ -82,7 +82,9 @@ type LeaseRequest struct {
 
 // Lease is one job leased to the caller until ExpiresAt.
 type Lease struct {
-	// LeaseID ("<job id>.<attempt>") names the lease in every later call.
+	// LeaseID ("<job id>.<attempt>.<token>", opaque: pass it back as it
+	// is) names the lease in every later call; its token proves the lease
+	// was given to this worker.
 	LeaseID   string          `json:"leaseId"`
 	JobID     uuid.UUID       `json:"jobId"`
 	JobType   string          `json:"jobType"`

@@ -48,7 +48,10 @@ func TestLeaseProtocol(t *testing.T) {
 		leases := b.lease(t, 10)
 		require.Len(t, leases, 3)
 		require.Equal(t, ids[0], leases[0].JobID.String())
-		require.Equal(t, docket.LeaseID(leases[0].JobID, 1), leases[0].LeaseID)
+		jobID, attempt, err := docket.ParseLeaseID(leases[0].LeaseID)
+		require.NoError(t, err)
+		require.Equal(t, leases[0].JobID, jobID)
+		require.Equal(t, 1, attempt)
 		require.JSONEq(t, `{"text":"a"}`, string(leases[0].Payload))
 		require.Equal(t, "remote.echo", leases[0].JobType)
 		require.Empty(t, b.lease(t, 10), "everything is leased")
@@ -466,4 +469,43 @@ func manyQueues(n int) []string {
 		qs[i] = fmt.Sprintf("q%d", i)
 	}
 	return qs
+}
+
+// TestLeaseIDNeedsItsToken: a lease id made up from a job's id and attempt
+// (any reader sees the id; the attempt is 1 on a first run) renews, ends and
+// releases nothing: 409 on each call, and the job keeps its lease; the id
+// POST /v1/leases gave works.
+func TestLeaseIDNeedsItsToken(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		b.insertJob(t, "remote.echo", nil)
+		leases := b.lease(t, 1)
+		require.Len(t, leases, 1)
+		made := leases[0].JobID.String() + ".1"
+		for _, call := range []struct {
+			action string
+			body   any
+		}{
+			{"heartbeat", map[string]any{"message": "forged", "leaseSeconds": 3600}},
+			{"complete", map[string]any{"result": map[string]any{"forged": true}}},
+			{"fail", map[string]any{"error": "forged", "retryable": false}},
+			{"release", map[string]any{"reason": "forged"}},
+		} {
+			b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+made+"/"+call.action, call.body).Problem(t, http.StatusConflict)
+		}
+		job := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs/"+leases[0].JobID.String()+"?include=attempts", nil)
+		require.Equal(t, http.StatusOK, job.Status)
+		var view struct {
+			State           string    `json:"status"`
+			ProgressMessage *string   `json:"progressMessage"`
+			LeaseExpiresAt  time.Time `json:"leaseExpiresAt"`
+		}
+		job.JSON(t, &view)
+		require.Equal(t, "RUNNING", view.State, "not ended by a made-up lease id")
+		require.Nil(t, view.ProgressMessage)
+		require.WithinDuration(t, leases[0].ExpiresAt, view.LeaseExpiresAt, time.Second, "the lease was not renewed")
+		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/complete", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	})
 }

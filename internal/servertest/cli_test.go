@@ -276,7 +276,12 @@ func TestCLIWorkerExec(t *testing.T) {
 		require.Equal(t, "cli-worker-1", j.Attempts[0].Node)
 
 		j = awaitStatus(t, srv, ids["whoami"], "SUCCESS")
-		require.JSONEq(t, `{"job":"`+ids["whoami"]+`","type":"whoami","queue":"exec","attempt":1,"lease":"`+ids["whoami"]+`.1"}`, string(j.Result))
+		var who struct {
+			Lease string `json:"lease"`
+		}
+		require.NoError(t, json.Unmarshal(j.Result, &who))
+		require.Regexp(t, `^`+ids["whoami"]+`\.1\.[A-Za-z0-9_-]{22}$`, who.Lease, "the lease id as given, its token too")
+		require.JSONEq(t, `{"job":"`+ids["whoami"]+`","type":"whoami","queue":"exec","attempt":1,"lease":"`+who.Lease+`"}`, string(j.Result))
 
 		j = awaitStatus(t, srv, ids["busy"], "RETRY")
 		require.Equal(t, 1, j.Attempt)
