@@ -163,7 +163,7 @@ func (h *Handler) signinToken(w http.ResponseWriter, r *http.Request) string {
 		return c.Value
 	}
 	token := randomToken()
-	h.setCookie(w, signinCookie, token, 3600)
+	h.setCookie(w, r, signinCookie, token, 3600)
 	return token
 }
 
@@ -203,8 +203,8 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ss := h.sessions.create(key, secret)
-	h.setCookie(w, sessionCookie, h.sessions.cookieValue(ss.id), int(h.cfg.SessionTTL.Seconds()))
-	h.setCookie(w, signinCookie, "", -1)
+	h.setCookie(w, r, sessionCookie, h.sessions.cookieValue(ss.id), int(h.cfg.SessionTTL.Seconds()))
+	h.setCookie(w, r, signinCookie, "", -1)
 	if next == "" {
 		next = home(key.Role)
 	}
@@ -213,6 +213,6 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 	h.sessions.delete(sessionOf(r.Context()).id)
-	h.setCookie(w, sessionCookie, "", -1)
+	h.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }

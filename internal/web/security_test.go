@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -369,5 +370,60 @@ func TestActionMessagesAreOurs(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, r.Status, c.action)
 		r = admin.get(t, r.Header.Get("Location"))
 		require.Contains(t, r.Body, `<p class="message" role="status">`+c.want+`</p>`, c.action)
+	}
+}
+
+// TestCookiesSecureBehindTLS: the sign-in and session cookies are Secure
+// when the browser came over TLS — to a proxy in front that says so with
+// X-Forwarded-Proto, or to the server itself — and not on plain HTTP
+// (docket serve on loopback), where a Secure cookie would never be sent
+// back.
+func TestCookiesSecureBehindTLS(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	signIn := func(t *testing.T, target string, header http.Header) (signin, session *http.Cookie) {
+		t.Helper()
+		req := httptest.NewRequest("GET", target+"/signin", nil)
+		maps.Copy(req.Header, header)
+		rec := httptest.NewRecorder()
+		b.handler.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		cookies := rec.Result().Cookies()
+		require.Len(t, cookies, 1)
+		signin = cookies[0]
+		form := url.Values{"key": {b.keys[docket.RoleViewer]}, "csrf": {signin.Value}}
+		req = httptest.NewRequest("POST", target+"/signin", strings.NewReader(form.Encode()))
+		maps.Copy(req.Header, header)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(signin)
+		rec = httptest.NewRecorder()
+		b.handler.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusSeeOther, rec.Code)
+		for _, c := range rec.Result().Cookies() {
+			if c.Name == sessionCookie {
+				session = c
+			}
+		}
+		require.NotNil(t, session)
+		return signin, session
+	}
+	for name, c := range map[string]struct {
+		target string
+		header http.Header
+		secure bool
+	}{
+		"plain HTTP":         {"http://127.0.0.1:8080", nil, false},
+		"proxy over TLS":     {"http://127.0.0.1:8080", http.Header{"X-Forwarded-Proto": {"https"}}, true},
+		"proxies, first TLS": {"http://127.0.0.1:8080", http.Header{"X-Forwarded-Proto": {"HTTPS, http"}}, true},
+		"proxy over HTTP":    {"http://127.0.0.1:8080", http.Header{"X-Forwarded-Proto": {"http"}}, false},
+		"TLS to the server":  {"https://docket.example", nil, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			signin, session := signIn(t, c.target, c.header)
+			require.Equal(t, c.secure, signin.Secure, "sign-in cookie")
+			require.Equal(t, c.secure, session.Secure, "session cookie")
+			require.True(t, session.HttpOnly)
+			require.Equal(t, http.SameSiteStrictMode, session.SameSite)
+		})
 	}
 }

@@ -164,11 +164,27 @@ func (h *Handler) stillValid(ctx context.Context, ss *session) bool {
 	return true
 }
 
-func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+// setCookie sets one of our cookies: HttpOnly, SameSite=Strict, and
+// Secure when the browser reached us over TLS (behindTLS) or Config.Secure
+// says so.
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: h.cfg.Secure || behindTLS(r), SameSite: http.SameSiteStrictMode,
 	})
+}
+
+// behindTLS reports whether the browser sent r over TLS: to this server,
+// or to a proxy in front of it that says so (X-Forwarded-Proto: https, as
+// nginx, Caddy and the cloud load balancers send it). A client that sends
+// the header over plain HTTP only keeps its own cookies from being sent
+// back, so the header needs no trust.
+func behindTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // csrfOK reports whether the form's csrf field is want (constant time).

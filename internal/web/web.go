@@ -67,8 +67,10 @@ type Config struct {
 	Secret []byte
 	// SessionTTL is how long a session lasts after sign-in; default 12 h.
 	SessionTTL time.Duration
-	// Secure marks cookies Secure (serve behind TLS); default false, as
-	// docket serve listens on plain HTTP on loopback by default.
+	// Secure marks every cookie Secure; default false, as docket serve
+	// listens on plain HTTP on loopback by default. Without it a cookie is
+	// Secure when its request came over TLS, to this handler or to a proxy
+	// that sends X-Forwarded-Proto: https.
 	Secure bool
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
