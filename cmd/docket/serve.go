@@ -52,6 +52,7 @@ type serveConfig struct {
 	PriorityAging     time.Duration // --priority-aging, DOCKET_PRIORITY_AGING; default 5m
 	MaxBodyBytes      int64         // --max-body-bytes, DOCKET_MAX_BODY_BYTES; default 1048576
 	RateLimit         rateLimit     // --rate-limit, DOCKET_RATE_LIMIT; default off
+	MaxStreamsPerKey  int           // --max-streams-per-key, DOCKET_MAX_STREAMS_PER_KEY; default 100
 	RateBurst         int           // --rate-burst, DOCKET_RATE_BURST; default 0 (the limit's N)
 	BodyReadTimeout   time.Duration // --body-read-timeout, DOCKET_BODY_READ_TIMEOUT; default 1m, 0 none
 	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
@@ -110,6 +111,7 @@ var serveSettings = []setting{
 	{"priority-aging", "DOCKET_PRIORITY_AGING", "5m", "waiting time one priority step is worth (0 turns aging off)", func(c *serveConfig) any { return &c.PriorityAging }},
 	{"max-body-bytes", "DOCKET_MAX_BODY_BYTES", strconv.Itoa(api.MaxBodyBytesDefault), "largest request body accepted; larger is 413", func(c *serveConfig) any { return &c.MaxBodyBytes }},
 	{"rate-limit", "DOCKET_RATE_LIMIT", "off", "requests per API key, N/s or N/m (e.g. 200/s); over it is 429 with Retry-After", func(c *serveConfig) any { return &c.RateLimit }},
+	{"max-streams-per-key", "DOCKET_MAX_STREAMS_PER_KEY", strconv.Itoa(api.MaxStreamsPerKeyDefault), "event streams (SSE) one API key may hold open at once on this server; one more is 429", func(c *serveConfig) any { return &c.MaxStreamsPerKey }},
 	{"take-strategy", "DOCKET_TAKE_STRATEGY", string(docket.TakeStrategyDefault), "how POST /v1/assignments picks a unit of a pool: ordered, random or candidates (docs/human-work.md)", func(c *serveConfig) any { return &c.TakeStrategy }},
 	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
 	{"body-read-timeout", "DOCKET_BODY_READ_TIMEOUT", bodyReadTimeoutDefault.String(), "how long a request body may take to arrive; a client still sending after it is cut off (0: no bound)", func(c *serveConfig) any { return &c.BodyReadTimeout }},
@@ -334,6 +336,7 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_BODY_READ_TIMEOUT", c.BodyReadTimeout >= 0, "%v must not be negative (0: no bound)", c.BodyReadTimeout)
 	check("DOCKET_GC_PERCENT", c.GCPercent >= 10 && c.GCPercent <= 10000, "%d must be between 10 and 10000", c.GCPercent)
 	check("DOCKET_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "%d must be at least 1024", c.MaxBodyBytes)
+	check("DOCKET_MAX_STREAMS_PER_KEY", c.MaxStreamsPerKey >= 1, "%d must be at least 1", c.MaxStreamsPerKey)
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
 	check("DOCKET_NATS_URL", c.NATSURL == "" || validNATSURLs(c.NATSURL),
@@ -619,7 +622,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	apiHandler := api.New(api.Config{
-		Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(),
+		Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(), MaxStreamsPerKey: cfg.MaxStreamsPerKey,
 		RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client,
 		Webhooks:  hooks,
 		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },

@@ -49,6 +49,7 @@ func TestServeConfigDefaults(t *testing.T) {
 	require.Equal(t, engine.RetryBackoffMaxDefault, w.RetryBackoffMax)
 	require.Equal(t, 5*time.Minute, c.PriorityAging)
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+	require.Equal(t, 100, c.MaxStreamsPerKey)
 	require.Equal(t, time.Minute, c.BodyReadTimeout)
 	require.Zero(t, c.RateLimit.perSecond())
 	require.Empty(t, c.AdminKey)
@@ -107,6 +108,7 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "1m", "DOCKET_RETRY_BACKOFF_MAX": "1s"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX: 1s must not be below"},
 		{env: map[string]string{"DOCKET_RETRY_BACKOFF_BASE": "2h"}, want: "invalid DOCKET_RETRY_BACKOFF_MAX (--retry-backoff-max): 1h0m0s"},
 		{env: map[string]string{"DOCKET_MAX_BODY_BYTES": "1MB"}, want: `invalid DOCKET_MAX_BODY_BYTES "1MB"`},
+		{env: map[string]string{"DOCKET_MAX_STREAMS_PER_KEY": "0"}, want: "invalid DOCKET_MAX_STREAMS_PER_KEY: 0 must be at least 1"},
 		{env: map[string]string{"DOCKET_GC_PERCENT": "5"}, want: "invalid DOCKET_GC_PERCENT: 5 must be between 10 and 10000"},
 		{args: []string{"--gc-percent", "off"}, want: `invalid --gc-percent "off": must be an integer`},
 		{env: map[string]string{"DOCKET_ADMIN_KEY": "short"}, want: "invalid DOCKET_ADMIN_KEY: must be at least 16 characters"},

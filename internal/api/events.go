@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,6 +172,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 		s.fail(w, r, err)
 		return
 	}
+	// Each open stream reads the history at every wake-up and poll: a key
+	// may hold only so many at once.
+	if k := principal(ctx); k != nil {
+		if !s.streams.open(k.ID, s.cfg.MaxStreamsPerKey) {
+			writeProblem(w, problem(http.StatusTooManyRequests, "too-many-streams", "Too many event streams",
+				fmt.Sprintf("this API key has %d event streams open on this server, the most it may: close one first", s.cfg.MaxStreamsPerKey)))
+			return
+		}
+		defer s.streams.close(k.ID)
+	}
 
 	rc := http.NewResponseController(w)
 	// A client that stops reading must not hold its stream, and the
@@ -249,4 +260,33 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// streamCounts counts the event streams open on this server, by API key.
+type streamCounts struct {
+	mu    sync.Mutex
+	byKey map[uuid.UUID]int
+}
+
+// open counts one more stream of key unless it has max open already.
+func (c *streamCounts) open(key uuid.UUID, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey[key] >= max {
+		return false
+	}
+	if c.byKey == nil {
+		c.byKey = map[uuid.UUID]int{}
+	}
+	c.byKey[key]++
+	return true
+}
+
+// close counts one stream of key fewer.
+func (c *streamCounts) close(key uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey[key]--; c.byKey[key] <= 0 {
+		delete(c.byKey, key)
+	}
 }

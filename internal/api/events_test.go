@@ -404,3 +404,46 @@ func TestHealthReportsTheBus(t *testing.T) {
 	r = plain.do(t, "", "GET", "/healthz", nil)
 	require.NotContains(t, string(r.Body), "bus")
 }
+
+// TestSSEStreamsPerKey: a key holds at most MaxStreamsPerKey streams open
+// at once, of both kinds; one more is 429 naming the limit, other keys are
+// not held back, and a stream closed frees its place.
+func TestSSEStreamsPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0], func(c *Config) { c.MaxStreamsPerKey = 2; c.EventPoll = 20 * time.Millisecond })
+	job := b.insertJob(t, "q", nil)
+	// try opens a stream and reads its answer's status, and a problem's
+	// detail, without reading a stream's body.
+	try := func(path string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", b.server.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+b.keys[docket.RoleViewer])
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var p Problem
+		if res.StatusCode != http.StatusOK {
+			require.NoError(t, json.NewDecoder(res.Body).Decode(&p))
+		}
+		return res.StatusCode, p.Detail
+	}
+	first := b.stream(t, docket.RoleViewer, "/v1/events")
+	b.stream(t, docket.RoleViewer, "/v1/jobs/"+job.ID.String()+"/events")
+	for _, path := range []string{"/v1/events", "/v1/jobs/" + job.ID.String() + "/events"} {
+		status, detail := try(path)
+		require.Equal(t, http.StatusTooManyRequests, status, path)
+		require.Contains(t, detail, "2 event streams open")
+	}
+	b.stream(t, docket.RoleProducer, "/v1/events") // another key
+	first.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _ := try("/v1/events")
+		if status == http.StatusOK {
+			return
+		}
+		require.Equal(t, http.StatusTooManyRequests, status)
+		require.True(t, time.Now().Before(deadline), "the closed stream's place was not freed")
+		time.Sleep(20 * time.Millisecond)
+	}
+}

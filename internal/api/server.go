@@ -21,7 +21,9 @@ import (
 // Defaults of Config.
 const (
 	MaxBodyBytesDefault = 1 << 20
-	authCacheTTL        = 10 * time.Second
+	// MaxStreamsPerKeyDefault is Config.MaxStreamsPerKey's default.
+	MaxStreamsPerKeyDefault = 100
+	authCacheTTL            = 10 * time.Second
 )
 
 // Authenticator checks API key secrets (docket.Client implements it).
@@ -62,6 +64,10 @@ type Config struct {
 	// EventWriteTimeout: how long a write to an SSE stream may wait for a
 	// client that does not read before the stream is ended. Default 30 s.
 	EventWriteTimeout time.Duration
+	// MaxStreamsPerKey: how many event streams (SSE) one API key may hold
+	// open at once on this server; one more is 429. Default
+	// MaxStreamsPerKeyDefault.
+	MaxStreamsPerKey int
 	// Webhooks serves /v1/webhooks; default none (503).
 	Webhooks *docket.Webhooks
 }
@@ -81,6 +87,7 @@ type Server struct {
 	keyReads  keyReads      // the reads of keys missing from authCache (keys.go)
 	workers   workerCache   // contributors' states for workerID (workers.go)
 	taskViews taskViewCache // the task of a take's answer, encoded (assignments.go)
+	streams   streamCounts  // the event streams open, by key (events.go)
 }
 
 type authEntry struct {
@@ -135,6 +142,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if cfg.MaxStreamsPerKey <= 0 {
+		cfg.MaxStreamsPerKey = MaxStreamsPerKeyDefault
 	}
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = MaxBatchBytesDefault
