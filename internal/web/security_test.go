@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -426,4 +427,28 @@ func TestCookiesSecureBehindTLS(t *testing.T) {
 			require.Equal(t, http.SameSiteStrictMode, session.SameSite)
 		})
 	}
+}
+
+// TestSessionsPerKey: a key has at most sessionsPerKeyMax live sessions;
+// a sign-in beyond them ends the key's oldest (its cookie no longer
+// works), not another key's, so signing in again and again cannot grow
+// the server's sessions without bound.
+func TestSessionsPerKey(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	s, err := newSessions(nil, time.Hour, func() time.Time { return now })
+	require.NoError(t, err)
+	viewer := &docket.APIKey{ID: uuid.New(), Role: docket.RoleViewer}
+	other := s.create(&docket.APIKey{ID: uuid.New(), Role: docket.RoleViewer}, "other")
+	var made []*session
+	for range sessionsPerKeyMax + 2 {
+		made = append(made, s.create(viewer, "viewer"))
+	}
+	require.Nil(t, s.lookup(s.cookieValue(made[0].id)), "the oldest session ended")
+	require.Nil(t, s.lookup(s.cookieValue(made[1].id)), "the second oldest too")
+	for _, ss := range made[2:] {
+		require.Same(t, ss, s.lookup(s.cookieValue(ss.id)))
+	}
+	require.Same(t, other, s.lookup(s.cookieValue(other.id)), "another key's session stays")
+	require.Len(t, s.byID, sessionsPerKeyMax+1)
 }

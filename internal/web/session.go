@@ -38,6 +38,7 @@ type session struct {
 	csrf    string
 	expires time.Time
 	checked time.Time // last successful re-authentication
+	made    uint64    // the order sessions were made in (sessions.made)
 
 	// takeMu makes the session's takes of units one at a time, and taken
 	// is the last assignment a take of this session got in each pool
@@ -62,7 +63,13 @@ type sessions struct {
 
 	mu   sync.Mutex
 	byID map[string]*session
+	made uint64 // sessions made so far
 }
+
+// sessionsPerKeyMax is how many live sessions one API key may have: a
+// sign-in beyond them ends the key's oldest, so signing in again and again
+// cannot grow the server's memory without bound.
+const sessionsPerKeyMax = 100
 
 func newSessions(secret []byte, ttl time.Duration, now func() time.Time) (*sessions, error) {
 	if len(secret) == 0 {
@@ -100,12 +107,25 @@ func (s *sessions) create(key *docket.APIKey, secret string) *session {
 	ss := &session{id: randomToken(), key: key, secret: secret, csrf: randomToken(), expires: now.Add(s.ttl), checked: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Drop expired sessions while here: the map cannot grow without bound.
+	// Drop expired sessions while here, and count the key's live ones.
+	var oldest *session
+	live := 0
 	for id, o := range s.byID {
-		if !now.Before(o.expires) {
+		switch {
+		case !now.Before(o.expires):
 			delete(s.byID, id)
+		case o.key.ID == key.ID:
+			live++
+			if oldest == nil || o.made < oldest.made {
+				oldest = o
+			}
 		}
 	}
+	if live >= sessionsPerKeyMax {
+		delete(s.byID, oldest.id)
+	}
+	s.made++
+	ss.made = s.made
 	s.byID[ss.id] = ss
 	return ss
 }
