@@ -144,7 +144,10 @@ func (c *Client) cancelStepJob(ctx context.Context, tx store.Tx, id, runID uuid.
 
 // Retry puts a DEAD or CANCELED job back in its queue with attempts reset.
 // A job that is waiting or running is returned unchanged; a job that
-// succeeded gives *InvalidTransitionError. The DEAD or CANCELED job of a
+// succeeded gives *InvalidTransitionError, and so does a RUNNING job
+// whose cancel is requested (Reason ReasonCancelRequested): it will not
+// run again, so nothing is changed, the request is kept, and the job can
+// be retried once it has ended. The DEAD or CANCELED job of a
 // workflow step is ErrRunConflict, nothing changed: its end would reach
 // no step (the step ended with the job), so it would run after its run
 // was canceled, or once for nothing and again when its run is retried.

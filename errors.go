@@ -32,6 +32,11 @@ var ErrCancelRequested = engine.ErrCancelRequested
 // a job that succeeded). Nothing was changed.
 type InvalidTransitionError = job.InvalidTransitionError
 
+// ReasonCancelRequested is the Reason of the *InvalidTransitionError of
+// Retry on a RUNNING job whose cancel is requested: the job will end
+// CANCELED, so it is not answered unchanged; retry it once it has ended.
+const ReasonCancelRequested = job.ReasonCancelRequested
+
 // FatalError marks a handler error that must not be retried.
 type FatalError = engine.FatalError
 

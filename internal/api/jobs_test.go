@@ -571,6 +571,15 @@ func TestCancelAndRetry(t *testing.T) {
 		require.True(t, v.CancelRequested)
 		v = call("cancel", run.ID, 200)
 		require.True(t, v.CancelRequested)
+		// Its cancel requested, it will end CANCELED: a retry is refused
+		// saying so, not answered as if it held, and the request is kept.
+		p := b.do(t, docket.RoleProducer, "POST", "/v1/jobs/"+run.ID.String()+"/retry", nil).Problem(t, http.StatusConflict)
+		require.Equal(t, problemBase+"cancel-requested", p.Type)
+		require.Equal(t, "the job is RUNNING and a cancel is requested: it will not run again (it ends CANCELED, unless its attempt succeeds or fails for good first); retry it once it has ended", p.Detail)
+		row, err := b.client.Get(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRunning, row.State)
+		require.True(t, row.CancelRequested)
 
 		// SUCCESS: both refused.
 		done := b.jobInState(t, "c", docket.JobStateSuccess)
@@ -581,7 +590,7 @@ func TestCancelAndRetry(t *testing.T) {
 		dead := b.jobInState(t, "d", docket.JobStateDead)
 		call("cancel", dead.ID, http.StatusConflict)
 		require.Equal(t, docket.JobStateQueued, call("retry", dead.ID, 200).Status)
-		row, err := b.client.Get(ctx, dead.ID)
+		row, err = b.client.Get(ctx, dead.ID)
 		require.NoError(t, err)
 		require.Equal(t, 0, row.AttemptsUsed())
 		require.Equal(t, docket.JobStateQueued, row.State)

@@ -180,6 +180,8 @@ func problemOf(err error) *Problem {
 		return conflict("lease-lost", "the lease is no longer held: it expired, was rescued, or the job moved on")
 	case crowdProblem(err) != nil:
 		return crowdProblem(err)
+	case errors.As(err, &invalid) && invalid.Reason == docket.ReasonCancelRequested:
+		return conflict("cancel-requested", fmt.Sprintf("the job is %s and %s", invalid.From, invalid.Reason))
 	case errors.As(err, &invalid):
 		return conflict("invalid-transition", fmt.Sprintf("the job is %s; it cannot move to %s", invalid.From, invalid.To))
 	}

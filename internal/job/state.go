@@ -69,11 +69,25 @@ type InvalidTransitionError struct {
 	JobID string // may be empty when the check happened before any lookup
 	From  State  // the state the job was in (or was expected to be in)
 	To    State  // the state that was asked for
+	// Reason, when not empty, says why a change the state machine allows
+	// is refused (ReasonCancelRequested).
+	Reason string
 }
 
+// ReasonCancelRequested is the Reason of a retry refused because the job
+// is RUNNING with a cancel requested: it will not run again, and can be
+// retried once it has ended.
+const ReasonCancelRequested = "a cancel is requested: it will not run again (it ends CANCELED, unless its attempt succeeds or fails for good first); retry it once it has ended"
+
 func (e *InvalidTransitionError) Error() string {
+	var s string
 	if e.JobID == "" {
-		return fmt.Sprintf("invalid job transition %s -> %s", e.From, e.To)
+		s = fmt.Sprintf("invalid job transition %s -> %s", e.From, e.To)
+	} else {
+		s = fmt.Sprintf("invalid transition of job %s: %s -> %s", e.JobID, e.From, e.To)
 	}
-	return fmt.Sprintf("invalid transition of job %s: %s -> %s", e.JobID, e.From, e.To)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
 }

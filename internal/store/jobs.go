@@ -108,7 +108,9 @@ type JobStore interface {
 	// JobCancel (declared in JobTx) cancels a job.
 	// JobRetry puts a DEAD or CANCELED job back to QUEUED with attempts
 	// reset. A CREATED, QUEUED, RETRY or RUNNING job is returned unchanged
-	// (idempotent). SUCCESS gives *job.InvalidTransitionError.
+	// (idempotent). SUCCESS gives *job.InvalidTransitionError, and so does
+	// a RUNNING job whose cancel is requested (Reason
+	// job.ReasonCancelRequested: it will end CANCELED, not as returned).
 	JobRetry(ctx context.Context, p *JobRetryParams) (*job.Row, error)
 
 	// JobSchedule moves RETRY jobs whose run_at has come to QUEUED and wakes

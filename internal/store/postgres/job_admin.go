@@ -627,7 +627,13 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row
 		switch row.State {
 		case job.StateSuccess:
 			return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: row.State, To: job.StateQueued}
-		case job.StateCreated, job.StateQueued, job.StateRetry, job.StateRunning:
+		case job.StateRunning:
+			if row.CancelRequested {
+				return nil, &job.InvalidTransitionError{JobID: p.ID.String(), From: row.State, To: job.StateQueued,
+					Reason: job.ReasonCancelRequested}
+			}
+			return row, nil
+		case job.StateCreated, job.StateQueued, job.StateRetry:
 			return row, nil
 		}
 		// DEAD or CANCELED again: it changed under the statement. Try again.

@@ -572,6 +572,13 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*job.Row
 			return insertStateChanged(ctx, tx, []job.Transition{r.TransitionFrom(cur.State)}, p.Now)
 		case job.StateSuccess:
 			return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateQueued}
+		case job.StateRunning:
+			if cur.CancelRequested {
+				return &job.InvalidTransitionError{JobID: p.ID.String(), From: cur.State, To: job.StateQueued,
+					Reason: job.ReasonCancelRequested}
+			}
+			r = cur
+			return nil
 		default:
 			r = cur
 			return nil

@@ -234,6 +234,29 @@ func testRetry(t *testing.T, open opener) {
 		})
 	}
 
+	// A RUNNING job whose cancel is requested will end CANCELED: answering
+	// it unchanged would tell the caller the retry holds when it does not.
+	// It is refused, naming the request, and the request is kept.
+	t.Run("RunningCancelRequested", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		row := b.jobIn(t, job.StateRunning)
+		res, err := b.s.JobCancel(b.ctx, &store.JobCancelParams{ID: row.ID, Now: at(10 * time.Second)})
+		require.NoError(t, err)
+		before := res.Job
+		require.True(t, before.CancelRequested)
+		mark := b.outboxMark(t)
+		_, err = b.s.JobRetry(b.ctx, &store.JobRetryParams{ID: before.ID, Now: later})
+		requireInvalidTransition(t, err, job.StateRunning, job.StateQueued)
+		var ite *job.InvalidTransitionError
+		require.ErrorAs(t, err, &ite)
+		require.Equal(t, job.ReasonCancelRequested, ite.Reason)
+		after := b.get(t, before.ID)
+		requireUnchanged(t, before, after)
+		require.True(t, after.CancelRequested, "the cancel request is kept")
+		b.requireNoOutbox(t, mark)
+	})
+
 	t.Run("FromSUCCESS", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
