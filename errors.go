@@ -21,6 +21,13 @@ var ErrLeaseLost = store.ErrLeaseLost
 // API answers 503 with Retry-After.
 var ErrContention = store.ErrContention
 
+// IsStorageFull reports whether err is a write refused because the
+// database has no room left (SQLite's SQLITE_FULL: a full disk, or PRAGMA
+// max_page_count; PostgreSQL's disk_full, SQLSTATE 53100). Nothing of the
+// write was kept; the same call can succeed once space is freed. The API
+// answers it 507 problems/storage-full.
+func IsStorageFull(err error) bool { return store.IsStorageFull(err) }
+
 // ErrNotInJob is returned by Progress and SetResult outside a handler.
 var ErrNotInJob = engine.ErrNotInJob
 

@@ -173,6 +173,9 @@ func problemOf(err error) *Problem {
 			"the database aborted this request's transaction to resolve a conflict with another one; nothing was written, the same request again should succeed")
 		p.RetryAfter = 1
 		return p
+	case docket.IsStorageFull(err):
+		return problem(http.StatusInsufficientStorage, "storage-full", "Insufficient storage",
+			"the database has no room left for this write; nothing was written. Send the same request again once space is freed")
 	case errors.Is(err, docket.ErrRunConflict):
 		// Client.Retry of a step's job (runProblem maps the run calls').
 		return conflict("run-conflict", err.Error())

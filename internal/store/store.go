@@ -67,7 +67,29 @@ var (
 	// busy timeout (SQLite). Nothing was written; the same call again
 	// normally succeeds.
 	ErrContention = errors.New("transaction aborted by a conflict with another; nothing was written, try again")
+	// ErrStorageFull: the database has no room left for the write (SQLite's
+	// SQLITE_FULL: a full disk or max_page_count; PostgreSQL's disk_full,
+	// 53100). Nothing of the write was kept; the same call can succeed
+	// once space is freed.
+	ErrStorageFull = errors.New("the database's storage is full; nothing was written")
 )
+
+// IsStorageFull reports whether err says the database had no room for a
+// write: store.ErrStorageFull (SQLite translates SQLITE_FULL into it), or
+// PostgreSQL's disk_full (SQLSTATE 53100), read from any error in err's
+// chain that reports a SQLSTATE, as pgx's do: PostgreSQL's statements run
+// in many places, and this one test serves them all. Nothing of a write
+// that failed so was kept.
+func IsStorageFull(err error) bool {
+	if errors.Is(err, ErrStorageFull) {
+		return true
+	}
+	var st interface{ SQLState() string }
+	return errors.As(err, &st) && st.SQLState() == sqlStateDiskFull
+}
+
+// sqlStateDiskFull is PostgreSQL's disk_full.
+const sqlStateDiskFull = "53100"
 
 // Store is the database layer: every domain, and the database as a whole.
 // Every state change is one SQL transaction that also inserts the matching

@@ -115,7 +115,8 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx any, p *store.JobInsertM
 		prepared[q] = st
 		return st, nil
 	}
-	return s.insertMany(ctx, sqlTx, stmt, p)
+	out, err := s.insertMany(ctx, sqlTx, stmt, p)
+	return out, storageFull(err)
 }
 
 // JobNotifyInserted implements store.Store: the wakeups JobInsertMany

@@ -221,21 +221,27 @@ func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
 // SQLITE_BUSY (another process held the file's write lock for longer than
 // the busy timeout) is store.ErrContention: nothing was written, and the
-// same call again may succeed.
+// same call again may succeed. Every write of the store goes through it,
+// so it is also where a full database (SQLITE_FULL) becomes
+// store.ErrStorageFull.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return contended(fmt.Errorf("begin write transaction: %w", err))
+		return writeError(fmt.Errorf("begin write transaction: %w", err))
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return contended(err)
+		return writeError(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return contended(fmt.Errorf("commit: %w", err))
+		return writeError(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
+
+// writeError marks the write errors a caller can act on: SQLITE_BUSY as
+// store.ErrContention, SQLITE_FULL as store.ErrStorageFull.
+func writeError(err error) error { return storageFull(contended(err)) }
 
 // contended marks SQLITE_BUSY as store.ErrContention, keeping the driver's
 // error in the chain.
@@ -246,11 +252,33 @@ func contended(err error) error {
 	return err
 }
 
+// sqliteFull is SQLite's primary result code SQLITE_FULL: a write needed a
+// page the disk (or PRAGMA max_page_count) had no room for. SQLite rolls
+// the statement back (and the transaction, when it cannot go on), so
+// nothing of it is kept.
+const sqliteFull = 13
+
+// storageFull marks an error caused by SQLITE_FULL as store.ErrStorageFull,
+// keeping the driver's error in the chain; other errors are returned as
+// they are.
+func storageFull(err error) error {
+	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqliteFull {
+		return storageFullError{err}
+	}
+	return err
+}
+
 type busyError struct{ err error }
 
 func (e busyError) Error() string        { return e.err.Error() }
 func (e busyError) Unwrap() error        { return e.err }
 func (e busyError) Is(target error) bool { return target == store.ErrContention }
+
+type storageFullError struct{ err error }
+
+func (e storageFullError) Error() string        { return e.err.Error() }
+func (e storageFullError) Unwrap() error        { return e.err }
+func (e storageFullError) Is(target error) bool { return target == store.ErrStorageFull }
 
 // publishAvailable wakes workers of every queue where one of rows is now due
 // QUEUED work. Call it after commit.
