@@ -14,12 +14,14 @@ import (
 	"github.com/docket-run/docket/internal/backoff"
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
+	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/store"
 )
 
 // WorkerConfig configures a Worker. Zero fields take the documented
 // defaults, which suit production; tests set short timings instead of
-// sleeping. Queues not listed but served by a registered handler (a job's
+// sleeping. A timing below its minimum (WorkerIntervalMin for the
+// periodic loops; see Validate) is refused by Start. Queues not listed but served by a registered handler (a job's
 // queue defaults to its type) are worked with QueueWorkersDefault slots.
 type WorkerConfig struct {
 	// NodeID names this process in leases and attempts; default
@@ -95,6 +97,54 @@ type WorkerConfig struct {
 	// judgment since their last estimate (the pool-estimator service;
 	// docs/quality.md). Default PoolEstimateIntervalDefault.
 	PoolEstimateInterval time.Duration
+}
+
+// Minimums of WorkerConfig's timings (zero takes the default). Each
+// periodic loop queries the database every tick: below WorkerIntervalMin
+// (the minimum of serve's interval flags too) a loop keeps a core busy
+// for nothing.
+const (
+	// WorkerIntervalMin is the least RescueInterval, SchedulerInterval,
+	// PruneInterval, PollInterval, WorkflowSweepInterval,
+	// AssignmentReapInterval and PoolEstimateInterval.
+	WorkerIntervalMin = 10 * time.Millisecond
+	// CompleteIntervalMin is the least CompleteInterval (default 5 ms):
+	// below it a completion is written by a commit of its own.
+	CompleteIntervalMin = time.Millisecond
+	// WorkerLeaseDurationMin is the least LeaseDuration: leases are
+	// renewed every sixth of it.
+	WorkerLeaseDurationMin = engine.LeaseDurationMin
+	// LeaderTTLMin is the least LeaderTTL: leaderships are renewed every
+	// third of it.
+	LeaderTTLMin = leader.TTLMin
+)
+
+// Validate reports every timing of c below its minimum (zero is the
+// default and passes): errors.Join of one *ValidationError per field,
+// named as in WorkerConfig. Worker.Start calls it.
+func (c WorkerConfig) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		field string
+		v     time.Duration
+		least time.Duration
+	}{
+		{"LeaseDuration", c.LeaseDuration, WorkerLeaseDurationMin},
+		{"RescueInterval", c.RescueInterval, WorkerIntervalMin},
+		{"SchedulerInterval", c.SchedulerInterval, WorkerIntervalMin},
+		{"PruneInterval", c.PruneInterval, WorkerIntervalMin},
+		{"PollInterval", c.PollInterval, WorkerIntervalMin},
+		{"LeaderTTL", c.LeaderTTL, LeaderTTLMin},
+		{"CompleteInterval", c.CompleteInterval, CompleteIntervalMin},
+		{"WorkflowSweepInterval", c.WorkflowSweepInterval, WorkerIntervalMin},
+		{"AssignmentReapInterval", c.AssignmentReapInterval, WorkerIntervalMin},
+		{"PoolEstimateInterval", c.PoolEstimateInterval, WorkerIntervalMin},
+	} {
+		if f.v != 0 && f.v < f.least {
+			errs = append(errs, &ValidationError{Field: f.field, Message: fmt.Sprintf("%v is below the minimum %v", f.v, f.least)})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c WorkerConfig) engineConfig(client *Client) engine.Config {
@@ -247,6 +297,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if w.client == nil {
 		return errors.New("docket: worker has no client: make it with NewWorker(client, …)")
+	}
+	if err := w.cfg.Validate(); err != nil {
+		return err
 	}
 	cfg := w.cfg.engineConfig(w.client)
 	queues := make(map[string]int, len(cfg.Queues)+len(w.handlers))

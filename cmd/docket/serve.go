@@ -276,8 +276,8 @@ func (c *serveConfig) name(env string) string {
 
 // serveIntervalMin is the shortest interval of serve's periodic loops
 // (rescue, scheduler, prune, workflow sweep, poll, webhook poll): each
-// tick queries the database.
-const serveIntervalMin = 10 * time.Millisecond
+// tick queries the database. It is the Go API's minimum too.
+const serveIntervalMin = docket.WorkerIntervalMin
 
 // Validate reports every setting out of range, naming it.
 func (c *serveConfig) Validate() error {
