@@ -228,6 +228,32 @@ func (c *Client) QueueCounts(ctx context.Context, cap int) ([]*QueueInfo, error)
 	return c.store.QueueCount(ctx, &store.QueueCountParams{Cap: cap})
 }
 
+// QueueListParams pages Client.QueueList.
+type QueueListParams struct {
+	// Cap bounds the counts as QueueCounts' cap does; it must be positive.
+	Cap int
+	// After is the cursor: only queues whose name sorts after it (the
+	// previous page's last name). "" starts at the first.
+	After string
+	// Limit; default 100, at most 1000.
+	Limit int
+}
+
+// QueueList is QueueCounts a page at a time: at most p.Limit queues whose
+// name sorts after p.After, by name, each with the counts and lower bounds
+// it has in the whole list. A queue made meanwhile shows on a later page
+// or not at all, never twice.
+func (c *Client) QueueList(ctx context.Context, p QueueListParams) ([]*QueueInfo, error) {
+	if p.Cap <= 0 {
+		return nil, &ValidationError{Field: "Cap", Message: fmt.Sprintf("%d must be positive", p.Cap)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	p.Limit = min(p.Limit, 1000)
+	return c.store.QueueCount(ctx, &store.QueueCountParams{Cap: p.Cap, After: p.After, Limit: p.Limit})
+}
+
 // CountByState counts jobs per state over all queues.
 func (c *Client) CountByState(ctx context.Context) (map[JobState]int, error) {
 	counts, err := c.store.JobCount(ctx)

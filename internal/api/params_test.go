@@ -131,6 +131,7 @@ var badQueryValues = map[string]map[string]string{
 	"GET /v1/jobs/{jobId}/events":             {"types": "unit.finalized", lastEventIDParam: "x"},
 	"GET /v1/jobs":                            {"status": "DEAD,NOPE", "jobType": "", "queue": "", "priority": "99", "limit": "-1", "cursor": "!", "search": "user:42"},
 	"GET /v1/jobs/{jobId}":                    {"include": "secrets"},
+	"GET /v1/queues":                          {"limit": "0", "cursor": "!"},
 	"GET /v1/pools":                           {"workflow": "", "step": "", "status": "NOPE", "limit": "x", "cursor": "!"},
 	"GET /v1/pools/{poolId}/units":            {"state": "NOPE", "golden": "maybe", "runId": "x", "limit": "0", "cursor": "!"},
 	"GET /v1/pools/{poolId}/results":          {"format": "xml"},

@@ -9,7 +9,7 @@ import (
 
 func (s *Server) queueRoutes() []route {
 	return []route{
-		{Method: "GET", Path: "/v1/queues", Perm: permRead, Handler: endpoint(s, s.listQueues)},
+		{Method: "GET", Path: "/v1/queues", Perm: permRead, Query: []string{"limit", "cursor"}, Handler: endpoint(s, s.listQueues)},
 		{Method: "POST", Path: "/v1/queues/{queue}/pause", Perm: permAdmin, Handler: endpoint(s, s.pauseQueue)},
 		{Method: "POST", Path: "/v1/queues/{queue}/resume", Perm: permAdmin, Handler: endpoint(s, s.resumeQueue)},
 	}
@@ -28,16 +28,43 @@ type queueView struct {
 type queuesResponse struct {
 	Items    []*queueView `json:"items"`
 	CountCap int          `json:"countCap"`
+	// NextCursor fetches the next page; null on the last one.
+	NextCursor *string `json:"nextCursor"`
 }
 
-// listQueues lists every queue that has jobs or is paused, with
-// capped counts (Client.QueueCounts): no count grows with the jobs table.
+// listQueues pages through the queues that have jobs or are paused, by
+// name, with capped counts (Client.QueueList): no count grows with the
+// jobs table. The cursor is the last name of the previous page: a queue
+// made meanwhile shows on a later page or not at all, never twice.
 func (s *Server) listQueues(ctx context.Context, r *http.Request, _ *Empty) (int, *queuesResponse, error) {
-	queues, err := s.client.QueueCounts(ctx, CountCap)
+	q, errs := query(r)
+	p := docket.QueueListParams{Cap: CountCap}
+	limit, err := queryLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
+		errs = append(errs, problemFor(err).Errors...)
+	}
+	if q.Has("cursor") {
+		name, err := decodeQueueCursor(q.Get("cursor"))
+		if err != nil {
+			errs = append(errs, problemFor(err).Errors...)
+		}
+		p.After = name
+	}
+	if err := queryErrors(errs); err != nil {
+		return 0, nil, err
+	}
+	p.Limit = limit + 1 // one more tells whether there is a next page
+	queues, err := s.client.QueueList(ctx, p)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp := &queuesResponse{Items: make([]*queueView, len(queues)), CountCap: CountCap}
+	resp := &queuesResponse{CountCap: CountCap}
+	if len(queues) > limit {
+		queues = queues[:limit]
+		next := encodeNameCursor(queues[limit-1].Name)
+		resp.NextCursor = &next
+	}
+	resp.Items = make([]*queueView, len(queues))
 	for i, q := range queues {
 		counts := newStateCounts()
 		for st, n := range q.Counts {
@@ -83,4 +110,14 @@ func (s *Server) setPaused(ctx context.Context, r *http.Request, paused bool) (i
 		return 0, nil, err
 	}
 	return http.StatusOK, &pauseResponse{Name: name, Paused: paused}, nil
+}
+
+// decodeQueueCursor decodes a name cursor (encodeNameCursor) whose name
+// is one a queue can have.
+func decodeQueueCursor(s string) (string, error) {
+	name, err := decodeAnyNameCursor(s)
+	if err != nil || docket.CheckName("queue", name) != nil {
+		return "", invalidField("cursor", "is not a cursor this server returned")
+	}
+	return name, nil
 }

@@ -19,7 +19,7 @@ func TestQueues(t *testing.T) {
 		ctx := context.Background()
 		r := b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.JSONEq(t, `{"items":[],"countCap":10000}`, string(r.Body))
+		require.JSONEq(t, `{"items":[],"countCap":10000,"nextCursor":null}`, string(r.Body))
 
 		b.jobInState(t, "mail", docket.JobStateDead) // leases from the queue: first
 		b.jobInState(t, "mail", docket.JobStateQueued)
@@ -46,11 +46,29 @@ func TestQueues(t *testing.T) {
 
 		r = b.do(t, docket.RoleProducer, "GET", "/v1/queues", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.JSONEq(t, `{"countCap":10000,"items":[
+		require.JSONEq(t, `{"countCap":10000,"nextCursor":null,"items":[
 			{"name":"mail","paused":true,"counts":{"CREATED":0,"QUEUED":2,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":1,"CANCELED":0},"countsAtLeast":[]},
 			{"name":"sms","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]},
 			{"name":"team/reports","paused":true,"counts":{"CREATED":0,"QUEUED":0,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]}]}`,
 			string(r.Body))
+
+		// Paged by name: limit and cursor as GET /v1/jobs and
+		// /v1/dead-letters; a page's queues keep their whole-list counts.
+		var first, second queuesResponse
+		b.do(t, docket.RoleViewer, "GET", "/v1/queues?limit=2", nil).JSON(t, &first)
+		require.Equal(t, []string{"mail", "sms"}, queueNames(first.Items))
+		require.Equal(t, 2, first.Items[0].Counts[docket.JobStateQueued])
+		require.Equal(t, 10000, first.CountCap)
+		require.NotNil(t, first.NextCursor)
+		b.do(t, docket.RoleViewer, "GET", "/v1/queues?limit=2&cursor="+url.QueryEscape(*first.NextCursor), nil).JSON(t, &second)
+		require.Equal(t, []string{"team/reports"}, queueNames(second.Items))
+		require.Nil(t, second.NextCursor, "the last page")
+		var exact queuesResponse
+		b.do(t, docket.RoleViewer, "GET", "/v1/queues?limit=3", nil).JSON(t, &exact)
+		require.Len(t, exact.Items, 3)
+		require.Nil(t, exact.NextCursor, "a full last page has no next one")
+		p := b.do(t, docket.RoleViewer, "GET", "/v1/queues?limit=501&cursor=bm90IGEgcXVldWU", nil).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"limit", "cursor"}, problemFields(p), p.Detail) // "not a queue": a space
 
 		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
 		require.Equal(t, &pauseResponse{Name: "mail", Paused: false}, pause("resume", "mail"))
@@ -73,7 +91,7 @@ func TestQueues(t *testing.T) {
 		requireProblemField(t, b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("bad name")+"/pause", nil).
 			Problem(t, http.StatusBadRequest), "queue")
 		// Only ASCII letters are letters here, and the message says so.
-		p := b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("typo-qué")+"/pause", nil).Problem(t, http.StatusBadRequest)
+		p = b.do(t, docket.RoleAdmin, "POST", "/v1/queues/"+url.PathEscape("typo-qué")+"/pause", nil).Problem(t, http.StatusBadRequest)
 		require.Equal(t, []FieldError{{Field: "queue", Message: "has invalid character 'é' (allowed: ASCII letters, digits, . _ - : /)"}}, p.Errors)
 		b.do(t, docket.RoleAdmin, "GET", "/v1/queues/mail/pause", nil).Problem(t, http.StatusMethodNotAllowed)
 	})
@@ -99,7 +117,7 @@ func TestQueuesCapped(t *testing.T) {
 
 		r := b.do(t, docket.RoleViewer, "GET", "/v1/queues", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.JSONEq(t, `{"countCap":10000,"items":[
+		require.JSONEq(t, `{"countCap":10000,"nextCursor":null,"items":[
 			{"name":"big","paused":false,"counts":{"CREATED":0,"QUEUED":10001,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":["QUEUED"]},
 			{"name":"small","paused":false,"counts":{"CREATED":0,"QUEUED":1,"RUNNING":0,"RETRY":0,"SUCCESS":0,"DEAD":0,"CANCELED":0},"countsAtLeast":[]}]}`,
 			string(r.Body))
@@ -116,4 +134,12 @@ func TestQueuesCapped(t *testing.T) {
 			require.Contains(t, string(r.Body), line)
 		}
 	})
+}
+
+func queueNames(items []*queueView) []string {
+	names := make([]string, len(items))
+	for i, q := range items {
+		names[i] = q.Name
+	}
+	return names
 }

@@ -30,6 +30,11 @@ type Overviewer interface {
 // QueueCountParams bounds QueueCount.
 type QueueCountParams struct {
 	Cap int // > 0
+	// After is the cursor: only queues whose name sorts after it (the
+	// previous page's last name); "" starts at the first.
+	After string
+	// Limit: at most this many queues; non-positive: every one.
+	Limit int
 }
 
 // QueueCounts assembles QueueCount's answer from the reads every backend
@@ -38,14 +43,16 @@ type QueueCountParams struct {
 // lower bounds and orders the queues by name.
 type QueueCounts struct {
 	cap    int
+	after  string
+	limit  int
 	out    []*Queue
 	byName map[string]*Queue
 	total  map[job.State]int
 }
 
-// NewQueueCounts collects a QueueCount read with cap.
-func NewQueueCounts(cap int) *QueueCounts {
-	return &QueueCounts{cap: cap, byName: map[string]*Queue{}, total: map[job.State]int{}}
+// NewQueueCounts collects a QueueCount read with p's cap, for p's page.
+func NewQueueCounts(p *QueueCountParams) *QueueCounts {
+	return &QueueCounts{cap: p.Cap, after: p.After, limit: p.Limit, byName: map[string]*Queue{}, total: map[job.State]int{}}
 }
 
 func (c *QueueCounts) queue(name string) *Queue {
@@ -78,8 +85,9 @@ func (c *QueueCounts) Other(state job.State, queue string, n int) {
 	c.total[state] += n
 }
 
-// Done returns the queues by name, each state whose read was cut marked
-// a lower bound in every queue.
+// Done returns the page of queues by name, each state whose read was cut
+// marked a lower bound in every queue. The reads cover every queue (their
+// caps bound them), so a queue's figures are the same on any page.
 func (c *QueueCounts) Done() []*Queue {
 	for st, n := range c.total {
 		if n > c.cap {
@@ -89,7 +97,18 @@ func (c *QueueCounts) Done() []*Queue {
 		}
 	}
 	slices.SortFunc(c.out, func(a, b *Queue) int { return strings.Compare(a.Name, b.Name) })
-	return c.out
+	out := c.out
+	if c.after != "" {
+		i, found := slices.BinarySearchFunc(out, c.after, func(q *Queue, name string) int { return strings.Compare(q.Name, name) })
+		if found {
+			i++
+		}
+		out = out[i:]
+	}
+	if c.limit > 0 && len(out) > c.limit {
+		out = out[:c.limit]
+	}
+	return out
 }
 
 // QueueCountStates are the states QueueCount reads over all queues, each

@@ -169,7 +169,7 @@ func (s *Store) QueueCount(ctx context.Context, p *store.QueueCountParams) ([]*s
 	if p.Cap <= 0 {
 		return nil, fmt.Errorf("count queues: bad cap %d", p.Cap)
 	}
-	c := store.NewQueueCounts(p.Cap)
+	c := store.NewQueueCounts(p)
 	rs, err := s.pool.Query(ctx, queueCountQueuedSQL, p.Cap+1)
 	if err != nil {
 		return nil, fmt.Errorf("count queues: queued: %w", err)

@@ -161,7 +161,7 @@ func (s *Store) QueueCount(ctx context.Context, p *store.QueueCountParams) ([]*s
 	if p.Cap <= 0 {
 		return nil, fmt.Errorf("count queues: bad cap %d", p.Cap)
 	}
-	c := store.NewQueueCounts(p.Cap)
+	c := store.NewQueueCounts(p)
 	rows, err := s.reader.QueryContext(ctx, queueCountQueuedSQL, p.Cap+1)
 	if err != nil {
 		return nil, fmt.Errorf("count queues: queued: %w", err)

@@ -210,4 +210,20 @@ func testQueueCount(t *testing.T, open opener) {
 	require.Equal(t, 2, total[job.StateRunning])
 	require.Equal(t, 2, total[job.StateSuccess])
 	require.Equal(t, 1, total[job.StateDead])
+
+	// Paged by name: Limit queues after After, each with the counts and
+	// lower bounds it has in the whole list (Cap 3: SUCCESS marked in
+	// every queue, on every page).
+	page := func(after string, limit int) []row {
+		t.Helper()
+		qs, err := b.s.QueueCount(b.ctx, &store.QueueCountParams{Cap: 3, After: after, Limit: limit})
+		require.NoError(t, err)
+		return flat(qs)
+	}
+	require.Equal(t, got[:2], page("", 2))
+	require.Equal(t, got[2:], page(qb, 2))
+	require.Equal(t, got[3:], page(qc, 2), "the last page is short")
+	require.Empty(t, page(qd, 2))
+	require.Equal(t, got[1:], page(qa, 0), "no limit: every queue after the cursor")
+	require.Equal(t, got[1:2], page(qa+"~", 1), "a cursor need not be a queue's name")
 }
