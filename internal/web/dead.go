@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,8 +29,9 @@ const (
 	// retryMax is the most jobs one filtered retry retries; past it the
 	// page says more remain (post again).
 	retryMax = 5000
-	// deadEvents is how many event dead letters the page lists.
-	deadEvents = 100
+	// deadEvents is how many event dead letters a page lists (and the
+	// most one retry form takes).
+	deadEvents = pageSize
 	// retryConfirm is the word a filtered retry must be confirmed with.
 	retryConfirm = "retry"
 )
@@ -37,11 +41,18 @@ type deadData struct {
 	Queue, Type string
 	Errors      []string
 	Jobs        []*docket.JobRow
-	Next        string
-	// Events are the consumers' dead letters (admin only); EventsShown
-	// says they were read.
-	Events      []*docket.DeadLetter
-	EventsShown bool
+	// Next and First page the DEAD jobs (First: on a later page); the
+	// events' cursor is kept.
+	Next, First string
+	// Events are the consumers' dead letters (admin only), a page of
+	// them; EventsShown says they were read. EventsNext and EventsFirst
+	// page them, the jobs' cursor kept.
+	Events                  []*docket.DeadLetter
+	EventsShown             bool
+	EventsNext, EventsFirst string
+	// cursor and events are the query's cursors, as given.
+	cursor, events string
+	eventsAfter    *docket.DeadLetter
 	// Deliveries are the webhooks' DEAD deliveries (admin, with
 	// Config.Webhooks; deadhooks.go); DeliveriesMore: some webhook has
 	// more than listed.
@@ -71,9 +82,63 @@ func deadQuery(q url.Values) (*deadData, docket.ListParams) {
 		if !ok {
 			d.Errors = append(d.Errors, "cursor: not a cursor this page made")
 		}
-		p.Before = id
+		p.Before, d.cursor = id, c
+	}
+	if c := q.Get("events"); c != "" {
+		after, ok := decodeEventCursor(c)
+		if !ok {
+			d.Errors = append(d.Errors, "events: not a cursor this page made")
+		}
+		d.eventsAfter, d.events = after, c
 	}
 	return d, p
+}
+
+// deadURL is the page's URL with the filter and the given cursors (each
+// left out when empty).
+func deadURL(d *deadData, cursor, events string) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"queue": d.Queue, "type": d.Type, "cursor": cursor, "events": events} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return "/dead"
+	}
+	return "/dead?" + q.Encode()
+}
+
+// Event cursors are the base64url of the JSON array [createdAt in unix
+// microseconds, consumer, eventId] of the last dead letter of a page
+// (DeadLetterListParams.After), as GET /v1/dead-letters' are.
+func encodeEventCursor(e *docket.DeadLetter) string {
+	b, _ := json.Marshal([]any{e.CreatedAt.UnixMicro(), e.Consumer, e.EventID}) // cannot fail: an int and two strings
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeEventCursor(s string) (*docket.DeadLetter, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	var key []json.RawMessage
+	if json.Unmarshal(b, &key) != nil || len(key) != 3 {
+		return nil, false
+	}
+	var (
+		micros            int64
+		consumer, eventID string
+	)
+	if json.Unmarshal(key[0], &micros) != nil || json.Unmarshal(key[1], &consumer) != nil || json.Unmarshal(key[2], &eventID) != nil {
+		return nil, false
+	}
+	e := &docket.DeadLetter{CreatedAt: time.UnixMicro(micros).UTC(), Consumer: consumer, EventID: eventID}
+	// Canonical only: one spelling per cursor.
+	if encodeEventCursor(e) != s {
+		return nil, false
+	}
+	return e, true
 }
 
 func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
@@ -116,15 +181,27 @@ func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status 
 	}
 	if len(rows) > pageSize {
 		rows = rows[:pageSize]
-		d.Next = nextURL("/dead", map[string]string{"queue": d.Queue, "type": d.Type}, rows[pageSize-1].ID)
+		d.Next = deadURL(d, encodeCursor(rows[pageSize-1].ID), d.events)
+	}
+	if d.cursor != "" {
+		d.First = deadURL(d, "", d.events)
 	}
 	d.Jobs = rows
 	if sessionOf(r.Context()).key.Role == docket.RoleAdmin {
-		if d.Events, err = h.client.DeadLetterList(ctx, docket.DeadLetterListParams{Limit: deadEvents}); err != nil {
+		// One more than the page tells whether there is a next page.
+		events, err := h.client.DeadLetterList(ctx, docket.DeadLetterListParams{Limit: deadEvents + 1, After: d.eventsAfter})
+		if err != nil {
 			h.renderError(w, r, http.StatusInternalServerError, "Listing dead letters failed: "+err.Error())
 			return
 		}
-		d.EventsShown = true
+		if len(events) > deadEvents {
+			events = events[:deadEvents]
+			d.EventsNext = deadURL(d, d.cursor, encodeEventCursor(events[deadEvents-1]))
+		}
+		if d.events != "" {
+			d.EventsFirst = deadURL(d, d.cursor, "")
+		}
+		d.Events, d.EventsShown = events, true
 		if h.cfg.Webhooks != nil {
 			if d.Deliveries, d.DeliveriesMore, err = h.deadDeliveries(ctx); err != nil {
 				h.renderError(w, r, http.StatusInternalServerError, "Listing webhook deliveries failed: "+err.Error())
