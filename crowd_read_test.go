@@ -134,3 +134,31 @@ func TestContributorTokens(t *testing.T) {
 		require.ErrorContains(t, err, "skills[0]")
 	})
 }
+
+// TestContributorFlaggedRefused: "flagged" is no contributor's state
+// (quality control flags a contributor in one pool). HTTP refused it in
+// PATCH and GET /v1/contributors; ContributorUpdate stored it, and
+// ContributorList filtered by it. Both are a *CrowdValidationError naming
+// the field now, and the contributor is left as it was.
+func TestContributorFlaggedRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend, fastConfig())
+		ctx := context.Background()
+		who, err := b.client.ContributorCreate(ctx, docket.ContributorCreateParams{ExternalID: "fl"})
+		require.NoError(t, err)
+		flagged := docket.ContributorFlagged
+		var ve *docket.CrowdValidationError
+		_, err = b.client.ContributorUpdate(ctx, who.ID, docket.ContributorUpdateParams{State: &flagged})
+		require.ErrorAs(t, err, &ve)
+		require.Len(t, ve.Errors, 1)
+		require.Equal(t, "state", ve.Errors[0].Field)
+		require.Contains(t, ve.Errors[0].Message, "one pool")
+		got, err := b.client.ContributorGet(ctx, who.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.ContributorActive, got.State)
+		_, err = b.client.ContributorList(ctx, docket.ContributorListParams{States: []docket.ContributorState{flagged}})
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, "state[0]", ve.Errors[0].Field)
+	})
+}

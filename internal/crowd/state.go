@@ -129,10 +129,20 @@ type ContributorState string
 
 // The closed set of contributor states.
 const (
-	ContributorActive  ContributorState = "active"
-	ContributorFlagged ContributorState = "flagged" // under review; gets no work
+	ContributorActive ContributorState = "active"
+	// ContributorFlagged is refused as a contributor's state, set or
+	// filtered by (FlaggedIsNoState): quality control flags a contributor
+	// in one pool (PoolContributor.Flagged). A row an older docket let be
+	// set to it still reads as flagged (such a contributor gets no work)
+	// and may be set to active or banned.
+	ContributorFlagged ContributorState = "flagged"
 	ContributorBanned  ContributorState = "banned"
 )
+
+// FlaggedIsNoState says why ContributorFlagged is refused where a
+// contributor's state is set or filtered by.
+const FlaggedIsNoState = `"flagged" is no contributor's state: quality control flags a contributor in one pool ` +
+	`(PoolContributor, GET /v1/pools/{poolId}/contributors/{contributorId}, event contributor.flagged); use active or banned`
 
 // ContributorStates lists every contributor state.
 var ContributorStates = []ContributorState{ContributorActive, ContributorFlagged, ContributorBanned}

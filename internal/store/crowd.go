@@ -717,7 +717,10 @@ func (p *ContributorUpdateParams) Validate() error {
 	if p.Channels != nil {
 		checkNames(pr, "channels", *p.Channels)
 	}
-	pr.Check(p.State != nil && !p.State.Valid(), "state", "must be active, flagged or banned")
+	if p.State != nil {
+		pr.Check(*p.State == crowd.ContributorFlagged, "state", "%s", crowd.FlaggedIsNoState)
+		pr.Check(!p.State.Valid(), "state", "must be active or banned, not %q", *p.State)
+	}
 	pr.Check(p.Now.IsZero(), "now", "is required")
 	return pr.Err()
 }
@@ -733,7 +736,8 @@ type ContributorListParams struct {
 func (p *ContributorListParams) Validate() error {
 	pr := problemsOf("list contributors")
 	for i, s := range p.States {
-		pr.Check(!s.Valid(), fmt.Sprintf("state[%d]", i), "%q is not a contributor state", s)
+		pr.Check(s == crowd.ContributorFlagged, fmt.Sprintf("state[%d]", i), "%s", crowd.FlaggedIsNoState)
+		pr.Check(!s.Valid(), fmt.Sprintf("state[%d]", i), "%q is not a contributor state (active or banned)", s)
 	}
 	return pr.Err()
 }

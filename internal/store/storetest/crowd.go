@@ -803,6 +803,21 @@ func testContributors(t *testing.T, open opener) {
 		requireFields(t, err, "contributorId", "skills[0]", "channels[0]", "state", "now")
 		_, err = b.s.ContributorList(b.ctx, &store.ContributorListParams{States: []crowd.ContributorState{"x"}})
 		requireFields(t, err, "state[0]")
+		// "flagged" is no contributor's state (quality control flags in
+		// one pool): refused where it is set or filtered by, as over
+		// HTTP, and nothing is written.
+		c := b.contributor(t)
+		flagged := crowd.ContributorFlagged
+		name := "changed"
+		_, err = b.s.ContributorUpdate(b.ctx, &store.ContributorUpdateParams{ID: c.ID, Name: &name, State: &flagged, Now: later})
+		requireFields(t, err, "state")
+		require.ErrorContains(t, err, "one pool")
+		got, err := b.s.ContributorGet(b.ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, c, got, "a refused update writes nothing")
+		_, err = b.s.ContributorList(b.ctx, &store.ContributorListParams{States: []crowd.ContributorState{crowd.ContributorActive, flagged}})
+		requireFields(t, err, "state[1]")
+		require.ErrorContains(t, err, "one pool")
 		trust := -1.0
 		_, err = b.s.PoolContributorPut(b.ctx, &store.PoolContributorPutParams{Trust: &trust, TestsAnswered: -1, TestsCorrect: 1})
 		requireFields(t, err, "poolId", "contributorId", "trust", "testsAnswered", "testsCorrect", "now")
