@@ -378,9 +378,30 @@ func (c *Client) RunResume(ctx context.Context, id uuid.UUID) (*Run, error) {
 // ErrRunConflict, as is a FAILED run with a step downstream of a failed
 // one still RUNNING (released before the run failed, by trigger
 // all_done): the error names it and nothing is changed; retry once it
-// ended.
+// ended, or force the retry (RunRetryWith).
 func (c *Client) RunRetry(ctx context.Context, id uuid.UUID) (*Run, error) {
-	return c.runOp(ctx, "retry", id, func(a *workflow.Advancer) (*flow.Run, error) { return a.Retry(ctx, c.store, id) })
+	return c.RunRetryWith(ctx, id, RunRetryParams{})
+}
+
+// RunRetryParams are the options of RunRetryWith.
+type RunRetryParams struct {
+	// Force: a step downstream of a failed one still RUNNING, which
+	// refuses a plain retry (its job runs on after the run failed, for
+	// as long as its timeout allows), is canceled first, in the retry's
+	// transaction — its jobs CANCELED or, when running, asked to stop
+	// (their handlers' contexts end with ErrCancelRequested; a result
+	// they still report is not used), its units CANCELED, its instances
+	// CANCELED — and runs again with the others. Without such a step,
+	// Force changes nothing.
+	Force bool
+}
+
+// RunRetryWith is RunRetry with options (POST /v1/runs/{runId}/retry
+// with {"force": true}).
+func (c *Client) RunRetryWith(ctx context.Context, id uuid.UUID, p RunRetryParams) (*Run, error) {
+	return c.runOp(ctx, "retry", id, func(a *workflow.Advancer) (*flow.Run, error) {
+		return a.RetryWith(ctx, c.store, id, workflow.RetryOptions{Force: p.Force})
+	})
 }
 
 // RunSignal delivers output (any value encoding/json encodes) to the

@@ -39,7 +39,7 @@ func (s *Server) runRoutes() []route {
 		{Method: "POST", Path: "/v1/runs/{runId}/cancel", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunCancel))},
 		{Method: "POST", Path: "/v1/runs/{runId}/pause", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunPause))},
 		{Method: "POST", Path: "/v1/runs/{runId}/resume", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunResume))},
-		{Method: "POST", Path: "/v1/runs/{runId}/retry", Perm: permSubmit, Handler: endpoint(s, s.runOp(s.client.RunRetry))},
+		{Method: "POST", Path: "/v1/runs/{runId}/retry", Perm: permSubmit, Handler: endpoint(s, s.retryRun)},
 		{Method: "POST", Path: "/v1/runs/{runId}/signals/{step}", Perm: permSubmit, Handler: endpoint(s, s.signalRun)},
 		{Method: "GET", Path: "/v1/runs/{runId}/events", Perm: permRead, Query: []string{"types", lastEventIDParam}, Lists: []string{"types"}, Handler: http.HandlerFunc(s.streamRunEvents)},
 	}
@@ -230,6 +230,22 @@ func (s *Server) runOp(op func(ctx context.Context, id uuid.UUID) (*docket.Run, 
 		}
 		return http.StatusOK, runViewOf(run), nil
 	}
+}
+
+// retryRequest is the body of POST /v1/runs/{runId}/retry; it may be
+// absent (no force).
+type retryRequest struct {
+	// Force cancels the steps that block the retry (RUNNING downstream
+	// of a failed one), then retries (docket.RunRetryParams).
+	Force bool `json:"force"`
+}
+
+func (*retryRequest) bodyOptional() {}
+
+func (s *Server) retryRun(ctx context.Context, r *http.Request, req *retryRequest) (int, *runView, error) {
+	return s.runOp(func(ctx context.Context, id uuid.UUID) (*docket.Run, error) {
+		return s.client.RunRetryWith(ctx, id, docket.RunRetryParams{Force: req.Force})
+	})(ctx, r, nil)
 }
 
 // signalRequest is the body of POST /v1/runs/{runId}/signals/{step}; it

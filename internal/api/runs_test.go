@@ -454,12 +454,30 @@ func TestRunRetryWhileDownstreamRuns(t *testing.T) {
 
 		p := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil).Problem(t, http.StatusConflict)
 		require.Contains(t, p.Type, "run-conflict")
-		require.Contains(t, p.Detail, `step "report" is still RUNNING; retry after it ends`)
+		require.Contains(t, p.Detail, `step "report" is still RUNNING; retry after it ends, or force the retry (POST /v1/runs/`+run.RunID.String()+`/retry with {"force": true}`)
+		require.Equal(t, before, getRun(t, b, run.RunID), "nothing changed")
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", map[string]any{"force": false}).Problem(t, http.StatusConflict)
+		require.Contains(t, p.Detail, `still RUNNING`, "force false is no force")
+		p = b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", map[string]any{"force": "yes", "forse": true}).Problem(t, http.StatusBadRequest)
+		require.ElementsMatch(t, []string{"force", "forse"}, problemFields(p), "every bad field named")
 		require.Equal(t, before, getRun(t, b, run.RunID), "nothing changed")
 
-		require.NoError(t, b.client.LeaseComplete(ctx, report.ID, json.RawMessage(`{}`)))
-		r := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil)
+		if backend.Name == "sqlite" {
+			// Once report ended, a plain retry goes.
+			require.NoError(t, b.client.LeaseComplete(ctx, report.ID, json.RawMessage(`{}`)))
+			r := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			require.Equal(t, docket.RunRunning, getRun(t, b, run.RunID).Status)
+			return
+		}
+		// Forced: report's job is asked to stop and every step runs
+		// again, generation 2.
+		r := b.do(t, docket.RoleProducer, "POST", "/v1/runs/"+run.RunID.String()+"/retry", map[string]any{"force": true})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		require.Equal(t, docket.RunRunning, getRun(t, b, run.RunID).Status)
+		after := getRun(t, b, run.RunID)
+		require.Equal(t, docket.RunRunning, after.Status)
+		hb, err := b.client.LeaseHeartbeat(ctx, report.ID, time.Minute, nil, "")
+		require.NoError(t, err)
+		require.True(t, hb.CancelRequested)
 	})
 }

@@ -365,8 +365,24 @@ func (a *Advancer) Resume(ctx context.Context, st Store, runID uuid.UUID) (*flow
 // or PAUSED run is returned as it is (a retry took effect already);
 // SUCCEEDED and CANCELED runs are ErrConflict, and so is a FAILED run
 // with a step downstream of a failed one still RUNNING
-// (flow.RetryBlockers), nothing written.
+// (flow.RetryBlockers), nothing written: RetryWith with Force cancels
+// those steps first.
 func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.Run, error) {
+	return a.RetryWith(ctx, st, runID, RetryOptions{})
+}
+
+// RetryOptions are the options of a retry.
+type RetryOptions struct {
+	// Force: the steps that would block the retry (flow.RetryBlockers,
+	// RUNNING downstream of a failed step) are canceled first, in the
+	// retry's transaction: their units CANCELED, their jobs CANCELED or,
+	// when running, asked to stop, the instances CANCELED — and then run
+	// again with the rest. Without blockers it changes nothing.
+	Force bool
+}
+
+// RetryWith is Retry with options.
+func (a *Advancer) RetryWith(ctx context.Context, st Store, runID uuid.UUID, o RetryOptions) (*flow.Run, error) {
 	return a.inTx(ctx, st, runID, func(ctx context.Context, adv *advance) ([]uuid.UUID, error) {
 		if err := canceling(adv.run, "retried"); err != nil {
 			return nil, err
@@ -403,8 +419,13 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 			// The state table keeps a running step through a retry: it
 			// would end with an output computed from the failure and the
 			// run could succeed on it. Nothing is written (the
-			// transaction rolls back).
-			return nil, conflict("run %s: %s", adv.run.ID, stillRunning(running))
+			// transaction rolls back), unless the retry is forced.
+			if !o.Force {
+				return nil, conflict("run %s: %s", adv.run.ID, stillRunning(adv.run.ID, running))
+			}
+			if err := adv.cancelBlockers(ctx, running, states); err != nil {
+				return nil, err
+			}
 		}
 		run, err := adv.tx.RunTransition(ctx, &store.RunTransitionParams{ID: adv.run.ID, From: flow.RunFailed, To: flow.RunRunning, Now: adv.now})
 		if err != nil {
@@ -425,16 +446,75 @@ func (a *Advancer) Retry(ctx context.Context, st Store, runID uuid.UUID) (*flow.
 	})
 }
 
-// stillRunning says why a retry waits for the steps names.
-func stillRunning(names []string) string {
+// stillRunning says why a retry of run id waits for the steps names, and
+// how not to wait.
+func stillRunning(id uuid.UUID, names []string) string {
+	force := fmt.Sprintf(`(POST /v1/runs/%s/retry with {"force": true}, RunRetryWith with Force)`, id)
 	if len(names) == 1 {
-		return fmt.Sprintf("step %q is still RUNNING; retry after it ends", names[0])
+		return fmt.Sprintf("step %q is still RUNNING; retry after it ends, or force the retry %s to cancel it and run it again", names[0], force)
 	}
 	quoted := make([]string, len(names))
 	for i, n := range names {
 		quoted[i] = strconv.Quote(n)
 	}
-	return fmt.Sprintf("steps %s are still RUNNING; retry after they end", strings.Join(quoted, ", "))
+	return fmt.Sprintf("steps %s are still RUNNING; retry after they end, or force the retry %s to cancel them and run them again",
+		strings.Join(quoted, ", "), force)
+}
+
+// cancelBlockers ends, for a forced retry, the RUNNING instances of the
+// steps names (flow.RetryBlockers) and marks them CANCELED in states, in
+// this transaction: their jobs are CANCELED or, when running (the usual
+// blocker: a failed run lets its running jobs finish), asked to stop
+// (JobCancelMany; the job's late end matches no instance any more, the
+// retry gives the step a new job); their units CANCELED (UnitCancelMany;
+// a run's failure canceled its human steps' units already, so that none
+// is left open behind an instance that ends here); the instances
+// CANCELED.
+func (adv *advance) cancelBlockers(ctx context.Context, names []string, states map[string]flow.StepState) error {
+	why := fmt.Sprintf("canceled by a forced retry of run %s", adv.run.ID)
+	var (
+		ends        []*store.StepTransitionParams
+		jobs, units []uuid.UUID
+	)
+	for _, name := range names {
+		for _, st := range adv.steps[name] {
+			if st.State != flow.StepRunning {
+				continue
+			}
+			if st.UnitID != uuid.Nil {
+				units = append(units, st.UnitID)
+			}
+			if st.JobID != uuid.Nil {
+				jobs = append(jobs, st.JobID)
+			}
+			ends = append(ends, &store.StepTransitionParams{
+				RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation,
+				From: st.State, To: flow.StepCanceled, Error: why, Now: adv.now,
+			})
+		}
+		states[name] = flow.StepCanceled
+	}
+	if len(units) > 0 {
+		if _, err := adv.tx.UnitCancelMany(ctx, &store.UnitCancelManyParams{IDs: units, Now: adv.now}); err != nil {
+			return err
+		}
+	}
+	if len(jobs) > 0 {
+		if _, err := adv.tx.JobCancelMany(ctx, &store.JobCancelManyParams{IDs: jobs, Error: why, Now: adv.now}); err != nil {
+			return err
+		}
+	}
+	if len(ends) == 0 {
+		return nil
+	}
+	got, err := adv.tx.StepTransitionMany(ctx, &store.StepTransitionManyParams{Transitions: ends, Now: adv.now})
+	if err != nil {
+		return err
+	}
+	for _, st := range got {
+		adv.set(st)
+	}
+	return nil
 }
 
 // unsuccessfulEnd is FAILED when an instance of step name FAILED, else
