@@ -96,3 +96,57 @@ func TestReviewRedoCanceledPoolClose(t *testing.T) {
 		require.Equal(t, docket.PoolCompleted, pool.Status)
 	})
 }
+
+// TestReviewRejectCompletedPool: label's pool closed and COMPLETED (its
+// unit FINALIZED) before the review rejects: the redo reopened label's
+// unit in a COMPLETED pool, where no contributor could take it and no
+// close ended it, so the review stayed RUNNING and the run with it, for
+// ever. The reopen takes the pool back to CLOSED; the pool-completer's
+// next round ends the unit as a close does (no clean judgment: CANCELED),
+// which fails the review (naming the redo) and the run, cancels the held
+// unit, and completes both pools.
+func TestReviewRejectCompletedPool(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := reviewSetup(t, backend, reviewTask)
+		ctx := context.Background()
+		id := b.start(0)
+		b.label(id, "yes", "no")
+		run := b.run(id)
+		label, review := stepNamed(t, run, "label"), stepNamed(t, run, "review")
+		unit, err := b.client.UnitGet(ctx, label.UnitID)
+		require.NoError(t, err)
+		pool, err := b.client.PoolClose(ctx, unit.PoolID)
+		require.NoError(t, err)
+		require.Equal(t, docket.PoolCompleted, pool.Status)
+
+		b.judge(review.UnitID, b.contributor(), `{"verdict":"reject"}`)
+		pool, err = b.client.PoolGet(ctx, unit.PoolID)
+		require.NoError(t, err)
+		require.Equal(t, docket.PoolClosed, pool.Status, "the redo's reopen takes the pool back to CLOSED")
+		unit, err = b.client.UnitGet(ctx, unit.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.UnitJudgable, unit.State)
+
+		_, err = b.client.PoolsComplete(ctx)
+		require.NoError(t, err)
+		unit, err = b.client.UnitGet(ctx, unit.ID)
+		require.NoError(t, err)
+		require.Equal(t, docket.UnitCanceled, unit.State, "ended as a closed pool ends a unit short of judgments")
+		run = b.run(id)
+		require.Equal(t, docket.StepFailed, stepNamed(t, run, "review").State)
+		require.Contains(t, stepNamed(t, run, "review").Error, "was canceled")
+		require.Equal(t, docket.RunFailed, run.State)
+		held, err := b.client.UnitGet(ctx, review.UnitID)
+		require.NoError(t, err)
+		require.Equal(t, docket.UnitCanceled, held.State)
+		pool, err = b.client.PoolGet(ctx, unit.PoolID)
+		require.NoError(t, err)
+		require.Equal(t, docket.PoolCompleted, pool.Status, "completed again")
+		_, err = b.client.PoolClose(ctx, held.PoolID)
+		require.NoError(t, err)
+		reviews, err := b.client.PoolGet(ctx, held.PoolID)
+		require.NoError(t, err)
+		require.Equal(t, docket.PoolCompleted, reviews.Status)
+	})
+}

@@ -18,7 +18,7 @@ const (
 	PoolOpen      PoolStatus = "OPEN"      // assignments are handed out
 	PoolPaused    PoolStatus = "PAUSED"    // no new assignment; running ones go on
 	PoolClosed    PoolStatus = "CLOSED"    // no new unit; the last ones are finished
-	PoolCompleted PoolStatus = "COMPLETED" // closed and every unit is final
+	PoolCompleted PoolStatus = "COMPLETED" // closed and every unit is final (CLOSED again when one is reopened)
 )
 
 // PoolStatuses lists every pool status.
@@ -33,11 +33,14 @@ func (s PoolStatus) Valid() bool { return slices.Contains(PoolStatuses, s) }
 //	OPEN, PAUSED → CLOSED          close: no unit is added any more
 //	CLOSED → COMPLETED             every regular unit is FINALIZED or
 //	                               CANCELED (the store checks the counters)
+//	COMPLETED → CLOSED             one of its units was reopened (a review's
+//	                               reject, quality control): the close ends
+//	                               it again, then the pool COMPLETES again
 var poolMachine = machine[PoolStatus]{of: "pool", next: map[PoolStatus][]PoolStatus{
 	PoolOpen:      {PoolPaused, PoolClosed},
 	PoolPaused:    {PoolOpen, PoolClosed},
 	PoolClosed:    {PoolCompleted},
-	PoolCompleted: {},
+	PoolCompleted: {PoolClosed},
 }}
 
 // CanPoolTransition reports whether the pool machine allows from → to.

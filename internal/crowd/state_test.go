@@ -60,6 +60,7 @@ func TestPoolTransitionTable(t *testing.T) {
 		{PoolOpen, PoolPaused}: true, {PoolPaused, PoolOpen}: true,
 		{PoolOpen, PoolClosed}: true, {PoolPaused, PoolClosed}: true,
 		{PoolClosed, PoolCompleted}: true,
+		{PoolCompleted, PoolClosed}: true, // one of its units was reopened
 	}, CanPoolTransition, CheckPoolTransition)
 }
 

@@ -56,7 +56,11 @@ type CrowdTx interface {
 	// UnitTransition makes one state change of a unit by the unit state
 	// machine, guarded by state = p.From, and moves the pool's counters.
 	// FINALIZED is reached through UnitFinalize only; FINALIZED →
-	// JUDGABLE (reopen) clears the result.
+	// JUDGABLE (reopen) clears the result, and moves a COMPLETED pool
+	// back to CLOSED (pool.updated), so that the close ends the unit
+	// again (a reopened unit of a completed pool waited for ever: no
+	// take, no end); a CLOSED pool is kept from completing until the
+	// transaction ends.
 	UnitTransition(ctx context.Context, p *UnitTransitionParams) (*crowd.Unit, error)
 	// UnitCancelMany withdraws many units at once (the units of a
 	// canceled run's human fan-out) in one statement however many (on

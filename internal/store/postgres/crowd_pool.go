@@ -417,28 +417,34 @@ func poolTransition(ctx context.Context, c conn, p *store.PoolTransitionParams) 
 	return poolGet(ctx, c, p.ID)
 }
 
-// poolCompleteManySQL completes CLOSED pools with no open regular unit,
-// their counters summed in the statement's snapshot: a unit finalized by
-// a transaction not committed yet still counts as open, and the next call
+// poolCompleteLockSQL locks CLOSED pools with no open regular unit, their
+// counters summed in the statement's snapshot: a unit finalized by a
+// transaction not committed yet still counts as open, and the next call
 // completes its pool. A unit moves between two counters of one shard row
 // in one statement, so the sum never shows an open unit as final. Pools
-// locked by another caller are skipped. The counters are checked before
+// locked by another caller are skipped — a reopen of one of their units
+// holds its pool FOR SHARE (poolReopen). The counters are checked before
 // the LIMIT: closed pools that keep an open unit (they hand out no
 // assignment, so they may keep it for good) must not fill every batch.
-const poolCompleteManySQL = `
-WITH cand AS (
-	SELECT p.id FROM docket_pools p
-	WHERE p.status = 'CLOSED' AND (@pool::uuid IS NULL OR p.id = @pool::uuid)
+const poolCompleteLockSQL = `
+SELECT p.id FROM docket_pools p
+WHERE p.status = 'CLOSED' AND (@pool::uuid IS NULL OR p.id = @pool::uuid)
+	AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
+		FROM docket_pool_counters WHERE pool_id = p.id) = 0
+ORDER BY p.id
+LIMIT @max
+FOR UPDATE OF p SKIP LOCKED`
+
+// poolCompleteSQL completes the pools poolCompleteLockSQL locked whose
+// counters, read again in this statement's snapshot, still show no open
+// unit: a reopen that committed between the first statement's snapshot
+// and its lock (it held the pool then, or took it after) is seen now.
+const poolCompleteSQL = `
+WITH t AS (
+	UPDATE docket_pools p SET status = 'COMPLETED', updated_at = @now
+	WHERE p.id = ANY(@ids::uuid[]) AND p.status = 'CLOSED'
 		AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
 			FROM docket_pool_counters WHERE pool_id = p.id) = 0
-	ORDER BY p.id
-	LIMIT @max
-	FOR UPDATE OF p SKIP LOCKED
-),
-t AS (
-	UPDATE docket_pools p SET status = 'COMPLETED', updated_at = @now
-	FROM cand
-	WHERE p.id = cand.id
 	RETURNING p.id
 ),
 o AS (
@@ -447,7 +453,9 @@ o AS (
 )
 SELECT id FROM t ORDER BY id`
 
-// PoolCompleteMany implements store.Store.
+// PoolCompleteMany implements store.Store: the pools are locked by one
+// statement and completed by a second, in one transaction (see
+// poolCompleteSQL).
 func (s *Store) PoolCompleteMany(ctx context.Context, p *store.PoolCompleteManyParams) ([]uuid.UUID, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -456,19 +464,33 @@ func (s *Store) PoolCompleteMany(ctx context.Context, p *store.PoolCompleteManyP
 	if p.PoolID != uuid.Nil {
 		pool = &p.PoolID
 	}
-	rs, err := s.pool.Query(ctx, poolCompleteManySQL, pgx.NamedArgs{"pool": pool, "max": p.Max, "now": dbTime(p.Now)})
-	if err != nil {
-		return nil, fmt.Errorf("complete pools: %w", err)
-	}
-	out, err := collect(rs, func(r rowScanner) (uuid.UUID, error) {
+	out := []uuid.UUID{}
+	scanID := func(r rowScanner) (uuid.UUID, error) {
 		var id uuid.UUID
 		return id, r.Scan(&id)
+	}
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		rs, err := tx.Query(ctx, poolCompleteLockSQL, pgx.NamedArgs{"pool": pool, "max": p.Max})
+		if err != nil {
+			return err
+		}
+		ids, err := collect(rs, scanID)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		rs, err = tx.Query(ctx, poolCompleteSQL, pgx.NamedArgs{"ids": ids, "now": dbTime(p.Now)})
+		if err != nil {
+			return err
+		}
+		done, err := collect(rs, scanID)
+		if err != nil {
+			return err
+		}
+		out = append(out[:0], done...)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete pools: %w", err)
-	}
-	if out == nil {
-		out = []uuid.UUID{}
 	}
 	return out, nil
 }

@@ -400,7 +400,18 @@ func (s *Store) PoolListEligible(ctx context.Context, p *store.PoolListEligibleP
 
 // UnitTransition implements store.Store.
 func (s *Store) UnitTransition(ctx context.Context, p *store.UnitTransitionParams) (*crowd.Unit, error) {
-	return unitTransition(ctx, s.pool, p)
+	if p.From != crowd.UnitFinalized {
+		return unitTransition(ctx, s.pool, p)
+	}
+	// A reopen: the pool's lock (poolReopen) must last until the counters
+	// moved.
+	var out *crowd.Unit
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = unitTransition(ctx, tx, p)
+		return err
+	})
+	return out, err
 }
 
 // unitTransition is one statement: the guarded change and the move of
@@ -408,6 +419,11 @@ func (s *Store) UnitTransition(ctx context.Context, p *store.UnitTransitionParam
 func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) (*crowd.Unit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.From == crowd.UnitFinalized {
+		if err := poolReopen(ctx, c, p.ID, p.Now); err != nil {
+			return nil, err
+		}
 	}
 	from, to := unitCounter(p.From), unitCounter(p.To)
 	// @to::text: state is a domain (migration 0022), and a parameter
@@ -435,6 +451,54 @@ func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) 
 		return nil, fmt.Errorf("transition unit %s: %w", p.ID, err)
 	}
 	return u, nil
+}
+
+// poolReopenSQL moves the COMPLETED pool of unit $1 back to CLOSED, with
+// its pool.updated, and returns its id (no row for another status).
+const poolReopenSQL = `
+WITH t AS (
+	UPDATE docket_pools p SET status = 'CLOSED', updated_at = $2
+	FROM docket_units u WHERE u.id = $1 AND NOT u.golden AND p.id = u.pool_id AND p.status = 'COMPLETED'
+	RETURNING p.id
+),
+o AS (
+	INSERT INTO docket_outbox (event_type, data, created_at)
+	SELECT 'pool.updated', json_build_object('poolId', id, 'from', 'COMPLETED', 'to', 'CLOSED'), $2 FROM t
+)
+SELECT id FROM t`
+
+// poolReopen prepares the reopen of a FINALIZED unit (to JUDGABLE:
+// store.CrowdTx.UnitTransition), before its counters move: its pool,
+// when COMPLETED, is CLOSED again (its close ends the unit again);
+// otherwise the pool's row is locked FOR SHARE until the transaction
+// ends, so that no completion (PoolCompleteMany: FOR UPDATE SKIP
+// LOCKED) takes the pool while the unit it counts as final is reopened.
+// Locking shares with a unit insert (FOR SHARE too) and with other
+// reopens; a pool completed between the two statements is seen by the
+// second (a locking read sees the latest row), and tried again.
+func poolReopen(ctx context.Context, c conn, unitID uuid.UUID, now time.Time) error {
+	for {
+		var id uuid.UUID
+		err := c.QueryRow(ctx, poolReopenSQL, unitID, dbTime(now)).Scan(&id)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("reopen the pool of unit %s: %w", unitID, err)
+		}
+		var status string
+		err = c.QueryRow(ctx, `SELECT p.status FROM docket_pools p JOIN docket_units u ON u.pool_id = p.id
+			WHERE u.id = $1 FOR SHARE OF p`, unitID).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // no unit: the transition says so
+		}
+		if err != nil {
+			return fmt.Errorf("lock the pool of unit %s: %w", unitID, err)
+		}
+		if crowd.PoolStatus(status) != crowd.PoolCompleted {
+			return nil
+		}
+	}
 }
 
 // unitRefused explains a guarded change of a unit that matched no row.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -292,8 +293,28 @@ func unitTransition(ctx context.Context, tx *sql.Tx, p *store.UnitTransitionPara
 			WHERE pool_id = ? AND shard = ?`, u.PoolID.String(), poolShard); err != nil {
 			return nil, fmt.Errorf("transition unit %s: count: %w", p.ID, err)
 		}
+		if p.From == crowd.UnitFinalized {
+			if err := poolReopen(ctx, tx, u.PoolID, p.Now); err != nil {
+				return nil, fmt.Errorf("transition unit %s: %w", p.ID, err)
+			}
+		}
 	}
 	return u, nil
+}
+
+// poolReopen moves the COMPLETED pool of a unit just reopened back to
+// CLOSED, with its pool.updated (store.CrowdTx.UnitTransition): its
+// close ends the unit again. The one writer: no completion races it.
+func poolReopen(ctx context.Context, tx *sql.Tx, poolID uuid.UUID, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE docket_pools SET status = 'CLOSED', updated_at = ? WHERE id = ? AND status = 'COMPLETED'`,
+		micros(now), poolID.String())
+	if err != nil {
+		return fmt.Errorf("reopen pool %s: %w", poolID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	return insertOutbox(ctx, tx, crowd.EventPoolUpdated, crowd.PoolUpdatedData{PoolID: poolID, From: crowd.PoolCompleted, To: crowd.PoolClosed}, now)
 }
 
 // unitRefused explains a guarded change of a unit that matched no row.

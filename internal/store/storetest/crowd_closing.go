@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -95,4 +97,116 @@ func testUnitsClosing(t *testing.T, open opener) {
 
 	_, err = b.s.UnitListClosing(b.ctx, &store.UnitListClosingParams{})
 	requireFields(t, err, "limit")
+}
+
+// testPoolReopen: a unit reopened (FINALIZED → JUDGABLE: quality
+// control, a review's redo) in a COMPLETED pool waited for ever — no take
+// from a completed pool, no close to end it. The reopen moves the pool
+// back to CLOSED (pool.updated COMPLETED → CLOSED) in its transaction, so
+// that the close ends the unit; once it is final the pool COMPLETES
+// again. A reopen in a CLOSED pool leaves it CLOSED, without an event.
+// Racing reopens against PoolCompleteMany in goroutines, no pool ends
+// COMPLETED with an open unit.
+func testPoolReopen(t *testing.T, open opener) {
+	t.Run("BackToClosed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 2, crowd.UnitJudgable)
+		b.finalize(t, us[0].ID)
+		b.finalize(t, us[1].ID)
+		_, err := b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+		require.NoError(t, err)
+		ids, err := b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: p.ID, Max: 10, Now: later})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{p.ID}, ids)
+
+		mark := b.outboxMark(t)
+		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: us[0].ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later})
+		require.NoError(t, err)
+		got, err := b.s.PoolGet(b.ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, crowd.PoolClosed, got.Status, "a reopened unit takes its COMPLETED pool back to CLOSED")
+		require.Equal(t, 1, got.Counts.Open())
+		ds := decodeEvents[crowd.PoolUpdatedData](t, b.outboxSince(t, mark), crowd.EventPoolUpdated)
+		require.Equal(t, []crowd.PoolUpdatedData{{PoolID: p.ID, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, ds)
+		ids, err = b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: p.ID, Max: 10, Now: later})
+		require.NoError(t, err)
+		require.Empty(t, ids, "its unit is open")
+
+		// A review's redo in the CLOSED pool: no second event.
+		mark = b.outboxMark(t)
+		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.UnitRedo(ctx, &store.UnitRedoParams{ID: us[1].ID, Now: later})
+			return err
+		}))
+		got, err = b.s.PoolGet(b.ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, crowd.PoolClosed, got.Status)
+		require.Empty(t, decodeEvents[crowd.PoolUpdatedData](t, b.outboxSince(t, mark), crowd.EventPoolUpdated))
+
+		// The close ends them (here by hand): the pool COMPLETES again.
+		for _, u := range us {
+			_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: u.ID, From: crowd.UnitJudgable, To: crowd.UnitCanceled, Now: later})
+			require.NoError(t, err)
+		}
+		ids, err = b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: p.ID, Max: 10, Now: later})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{p.ID}, ids)
+	})
+
+	t.Run("RaceWithComplete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		const pools = 24
+		units := make([]*crowd.Unit, pools)
+		for i := range units {
+			p := b.pool(t, 1)
+			units[i] = b.units(t, p.ID, 1, crowd.UnitJudgable)[0]
+			b.finalize(t, units[i].ID)
+			_, err := b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+			require.NoError(t, err)
+		}
+		var (
+			wg      sync.WaitGroup
+			done    atomic.Bool
+			started = make(chan struct{})
+			errs    = make(chan error, 2)
+		)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer done.Store(true)
+			<-started // some pools are COMPLETED already, others complete meanwhile
+			for _, u := range units {
+				if _, err := b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: u.ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			once := sync.OnceFunc(func() { close(started) })
+			defer once()
+			for !done.Load() {
+				if _, err := b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{Max: 2, Now: later}); err != nil {
+					errs <- err
+					return
+				}
+				once()
+			}
+		}()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for _, u := range units {
+			p, err := b.s.PoolGet(b.ctx, u.PoolID)
+			require.NoError(t, err)
+			require.Equal(t, crowd.PoolClosed, p.Status, "pool %s: its unit is open again", p.ID)
+			require.Equal(t, 1, p.Counts.Open())
+		}
+	})
 }

@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"PoolCompleteMany", testPoolCompleteMany},
 			{"PoolCompleteManyPastOpen", testPoolCompleteManyPastOpen},
 			{"UnitsClosing", testUnitsClosing},
+			{"PoolReopen", testPoolReopen},
 			{"Units", testUnits},
 			{"UnitCancelMany", testUnitCancelMany},
 			{"Overlap", testOverlap},
