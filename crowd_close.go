@@ -143,10 +143,12 @@ func (c *Client) unitEndClosed(ctx context.Context, ref *store.UnitClosingRef) (
 				return nil
 			}
 			// The run's advancement records the CANCELED unit: its step
-			// FAILED, saying the pool was closed (workflow's
-			// recordUnitEnds).
+			// FAILED, saying the pool was closed — told here, by what
+			// ended it (workflow's recordUnitEnds).
 			u.State = crowd.UnitCanceled
-			return c.completeHumanStep(ctx, tx, u, HumanStepOutput{})
+			return c.completeHumanStep(ctx, tx, u, HumanStepOutput{
+				Canceled: fmt.Sprintf("pool %s was closed before unit %s had enough judgments (%d of %d)", u.PoolID, u.ID, len(clean), jpu.Min),
+			})
 		}
 		if u.State != crowd.UnitJudgable {
 			// A PAUSED (or NEW) unit is finalized from JUDGABLE, as

@@ -393,6 +393,9 @@ func (c *Client) assignmentReaper(interval time.Duration) service.Service {
 type HumanStepOutput struct {
 	Output     json.RawMessage `json:"output"`
 	Confidence *float64        `json:"confidence"`
+	// Canceled, for a CANCELED unit, says what ended it: the error its
+	// step FAILS with.
+	Canceled string `json:"-"`
 }
 
 // HumanStepCompleter completes the human step of a run whose unit was
@@ -402,7 +405,8 @@ type HumanStepOutput struct {
 // runtime sets Client.completeHumanStep; a unit without a run (RunID nil)
 // does not call it. A unit its closed pool CANCELED (crowd_close.go)
 // calls it too, in the transaction that cancels it, with unit.State
-// CANCELED and no output: the step then FAILED.
+// CANCELED, no output and out.Canceled saying why: the step then FAILED
+// with that error.
 type HumanStepCompleter func(ctx context.Context, tx store.Tx, unit *Unit, out HumanStepOutput) error
 
 // SubmittedJudgment is the outcome of JudgmentSubmit.

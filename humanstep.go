@@ -20,9 +20,15 @@ import (
 // the unit's row and the pool's counter row, as a run cancel does, so
 // the run lock Advance takes here is held already and a cancel racing the
 // unit's final judgment waits for it instead of deadlocking.
-func (c *Client) advanceHumanStep(ctx context.Context, tx store.Tx, unit *Unit, _ HumanStepOutput) error {
+func (c *Client) advanceHumanStep(ctx context.Context, tx store.Tx, unit *Unit, out HumanStepOutput) error {
 	adv, err := c.flows()
 	if err != nil {
+		return err
+	}
+	if unit.State == UnitCanceled && out.Canceled != "" {
+		// What ended the unit says why, in its own transaction: a later
+		// advancement could only guess it (from its pool's status).
+		_, err = adv.AdvanceUnitCanceled(ctx, tx, unit.RunID, unit.ID, out.Canceled)
 		return err
 	}
 	_, err = adv.Advance(ctx, tx, unit.RunID)

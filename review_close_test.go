@@ -2,6 +2,7 @@ package docket_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -136,6 +137,8 @@ func TestReviewRejectCompletedPool(t *testing.T) {
 		run = b.run(id)
 		require.Equal(t, docket.StepFailed, stepNamed(t, run, "review").State)
 		require.Contains(t, stepNamed(t, run, "review").Error, "was canceled")
+		require.Contains(t, stepNamed(t, run, "review").Error,
+			fmt.Sprintf(": pool %s was closed before unit %s had enough judgments (0 of 2)", unit.PoolID, unit.ID), "what ended the redo")
 		require.Equal(t, docket.RunFailed, run.State)
 		held, err := b.client.UnitGet(ctx, review.UnitID)
 		require.NoError(t, err)

@@ -167,14 +167,6 @@ type StepUnitEnd struct {
 	UnitState  crowd.UnitState
 	Result     json.RawMessage // FINALIZED: the aggregated result
 	Confidence *float64        // FINALIZED: its confidence, when the method gives one
-	// PoolID and PoolStatus are the unit's pool and its status now; a
-	// CANCELED unit of a CLOSED or COMPLETED pool was ended by the close
-	// (short of judgments). Then CleanJudgments is how many untainted
-	// judgments it held and PoolJudgmentsPerUnit how many it needed.
-	PoolID               uuid.UUID
-	PoolStatus           crowd.PoolStatus
-	CleanJudgments       int
-	PoolJudgmentsPerUnit int
 }
 
 // StepRunsToAdvanceParams: at most Limit runs (non-positive: no limit).

@@ -60,7 +60,16 @@ func NewAdvancer(now func() time.Time) (*Advancer, error) {
 // of a stored definition fails its step or run, never Advance; an error
 // returned is one of the store, and tx must then be rolled back.
 func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*flow.Run, error) {
-	return a.advanceIn(ctx, tx, runID, nil)
+	return a.advanceIn(ctx, tx, runID, nil, nil)
+}
+
+// AdvanceUnitCanceled is Advance in the transaction that CANCELED unit
+// unitID of the run, saying why: the unit's step FAILS with why as its
+// error (a review held for that unit's redo says it too). The message
+// comes from what ended the unit, not from the state of its pool at the
+// time of some later advancement.
+func (a *Advancer) AdvanceUnitCanceled(ctx context.Context, tx store.Tx, runID, unitID uuid.UUID, why string) (*flow.Run, error) {
+	return a.advanceIn(ctx, tx, runID, nil, map[uuid.UUID]string{unitID: why})
 }
 
 // advanceIn is Advance; with batch set, the steps it releases RUNNING as
@@ -70,7 +79,7 @@ func (a *Advancer) Advance(ctx context.Context, tx store.Tx, runID uuid.UUID) (*
 // The time of the advancement is read once the run is locked: read
 // before, while another transaction held the lock and recorded a
 // parent's end, the steps released here would start before that end.
-func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, batch *startBatch) (*flow.Run, error) {
+func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, batch *startBatch, canceledWhy map[uuid.UUID]string) (*flow.Run, error) {
 	run, err := tx.RunLock(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -82,7 +91,7 @@ func (a *Advancer) advanceIn(ctx context.Context, tx store.Tx, runID uuid.UUID, 
 	if err != nil {
 		return nil, err
 	}
-	adv.batch = batch
+	adv.batch, adv.canceledWhy = batch, canceledWhy
 	if err := adv.advance(ctx); err != nil {
 		return nil, err
 	}
@@ -101,7 +110,11 @@ type advance struct {
 	// instance and no job to record; batch, when set, takes the releases
 	// of such runs (see startBatch).
 	fresh bool
-	batch *startBatch
+	// canceledWhy says, by unit id, why a unit this transaction CANCELED
+	// ended (AdvanceUnitCanceled): the error of its step. A CANCELED unit
+	// not in it ended otherwise ("unit … was canceled").
+	canceledWhy map[uuid.UUID]string
+	batch       *startBatch
 	// ends, when endsRead, are the ends of the run's step jobs read with
 	// the run (Store.RunLoadMany): recordJobEnds does not read them again.
 	ends     []*store.StepJobEnd

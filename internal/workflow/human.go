@@ -219,9 +219,9 @@ func (adv *advance) parentUnit(name string, index int) uuid.UUID {
 
 // recordUnitEnds moves the RUNNING human instances whose unit ended:
 // FINALIZED → SUCCEEDED with the unit's result as output and its
-// confidence; CANCELED → CANCELED in a canceled run, FAILED otherwise
-// (someone canceled the unit itself, or its pool was closed before it had
-// its judgments: the error says which).
+// confidence; CANCELED → CANCELED in a canceled run, FAILED otherwise,
+// with the error what ended it said (AdvanceUnitCanceled: its pool was
+// closed before it had its judgments), else "unit … was canceled".
 func (adv *advance) recordUnitEnds(ctx context.Context) error {
 	if !hasHumanStep(adv.c.g) {
 		return nil // no query for runs without human steps
@@ -250,11 +250,8 @@ func (adv *advance) recordUnitEnds(ctx context.Context) error {
 			to, p.Output, p.Confidence = flow.StepSucceeded, e.Result, e.Confidence
 		case crowd.UnitCanceled:
 			to, p.Error = flow.StepFailed, fmt.Sprintf("unit %s was canceled", e.UnitID)
-			if e.PoolStatus == crowd.PoolClosed || e.PoolStatus == crowd.PoolCompleted {
-				// Ended by its pool's close (docket's PoolClose), short of
-				// the judgments it needed.
-				p.Error = fmt.Sprintf("pool %s was closed before unit %s had enough judgments (%d of %d)",
-					e.PoolID, e.UnitID, e.CleanJudgments, e.PoolJudgmentsPerUnit)
+			if why := adv.canceledWhy[e.UnitID]; why != "" {
+				p.Error = why
 			}
 			if adv.run.State == flow.RunCanceled || adv.run.CancelRequested {
 				to = flow.StepCanceled

@@ -229,7 +229,7 @@ func (adv *advance) recordRedos(ctx context.Context) error {
 		switch redo.State {
 		case crowd.UnitCanceled:
 			if _, err := adv.transition(ctx, st, flow.StepFailed, store.StepTransitionParams{
-				Error: fmt.Sprintf("review step %q: the redo of step %q's unit %s was canceled", name, reviewed, redo.ID),
+				Error: fmt.Sprintf("review step %q: the redo of step %q's unit %s was canceled", name, reviewed, redo.ID) + because(adv.canceledWhy[redo.ID]),
 			}); err != nil {
 				return err
 			}
@@ -291,6 +291,14 @@ func (adv *advance) redoUnit(st *flow.StepInstance) uuid.UUID {
 		return uuid.Nil
 	}
 	return r.UnitID
+}
+
+// because is ": why", or "" when why is.
+func because(why string) string {
+	if why == "" {
+		return ""
+	}
+	return ": " + why
 }
 
 // amend replaces the output of SUCCEEDED instance r (the reviewed step)

@@ -140,14 +140,10 @@ func scanJobEnds(ctx context.Context, c conn, of, query string, arg any) ([]*sto
 }
 
 // stepUnitEndsSQL: the running human instances of one run whose unit
-// ended, each unit and its pool by its primary key; a unit a closed pool
-// canceled with its clean judgments counted (the unit's index).
+// ended, each unit by its primary key.
 const stepUnitEndsSQL = `
-SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence, p.id, p.status,
-	CASE WHEN u.state = 'CANCELED' AND p.status IN ('CLOSED', 'COMPLETED')
-		THEN (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id AND NOT j.tainted) ELSE 0 END,
-	p.judgments_per_unit
-FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id JOIN docket_pools p ON p.id = u.pool_id
+SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence
+FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
 WHERE s.run_id = $1 AND s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
 ORDER BY s.step, s.step_index`
 
@@ -173,16 +169,14 @@ func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUn
 	var out []*store.StepUnitEnd
 	for rs.Next() {
 		var (
-			e                 store.StepUnitEnd
-			state, poolStatus string
-			result            []byte
+			e      store.StepUnitEnd
+			state  string
+			result []byte
 		)
-		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &e.UnitID, &state, &result, &e.Confidence,
-			&e.PoolID, &poolStatus, &e.CleanJudgments, &e.PoolJudgmentsPerUnit); err != nil {
+		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &e.UnitID, &state, &result, &e.Confidence); err != nil {
 			return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
 		}
 		e.UnitState = crowd.UnitState(state)
-		e.PoolStatus = crowd.PoolStatus(poolStatus)
 		if result != nil {
 			e.Result = json.RawMessage(result)
 		}

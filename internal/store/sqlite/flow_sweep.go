@@ -170,11 +170,8 @@ func (t *storeTx) StepUnitEnds(ctx context.Context, runID uuid.UUID) ([]*store.S
 
 func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUnitEnd, error) {
 	rs, err := c.QueryContext(ctx, `
-		SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence, p.id, p.status,
-			CASE WHEN u.state = 'CANCELED' AND p.status IN ('CLOSED', 'COMPLETED')
-				THEN (SELECT count(*) FROM docket_judgments j WHERE j.unit_id = u.id AND NOT j.tainted) ELSE 0 END,
-			p.judgments_per_unit
-		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id JOIN docket_pools p ON p.id = u.pool_id
+		SELECT s.step, s.step_index, s.generation, u.id, u.state, u.result, u.confidence
+		FROM docket_steps s JOIN docket_units u ON u.id = s.unit_id
 		WHERE s.run_id = ? AND s.state = 'RUNNING' AND s.kind = 'human' AND u.state IN ('FINALIZED', 'CANCELED')
 		ORDER BY s.step, s.step_index`, runID.String())
 	if err != nil {
@@ -184,23 +181,18 @@ func stepUnitEnds(ctx context.Context, c conn, runID uuid.UUID) ([]*store.StepUn
 	var out []*store.StepUnitEnd
 	for rs.Next() {
 		var (
-			e                                 store.StepUnitEnd
-			unitID, state, poolID, poolStatus string
-			result                            sql.NullString
-			confidence                        sql.NullFloat64
+			e             store.StepUnitEnd
+			unitID, state string
+			result        sql.NullString
+			confidence    sql.NullFloat64
 		)
-		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &unitID, &state, &result, &confidence,
-			&poolID, &poolStatus, &e.CleanJudgments, &e.PoolJudgmentsPerUnit); err != nil {
+		if err := rs.Scan(&e.Step, &e.Index, &e.Generation, &unitID, &state, &result, &confidence); err != nil {
 			return nil, fmt.Errorf("list ended step units of run %s: %w", runID, err)
 		}
 		if e.UnitID, err = uuid.Parse(unitID); err != nil {
 			return nil, fmt.Errorf("list ended step units of run %s: unit id %q: %w", runID, unitID, err)
 		}
-		if e.PoolID, err = uuid.Parse(poolID); err != nil {
-			return nil, fmt.Errorf("list ended step units of run %s: pool id %q: %w", runID, poolID, err)
-		}
 		e.UnitState = crowd.UnitState(state)
-		e.PoolStatus = crowd.PoolStatus(poolStatus)
 		if result.Valid {
 			e.Result = json.RawMessage(result.String)
 		}

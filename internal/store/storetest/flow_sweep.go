@@ -264,13 +264,11 @@ func testStepSweep(t *testing.T, open opener) {
 		require.Len(t, ends, 1)
 		require.JSONEq(t, `{"same":"yes"}`, string(ends[0].Result))
 		ends[0].Result = nil
-		require.Equal(t, store.StepUnitEnd{Step: "label", Generation: 1, UnitID: units[finalized.ID].ID, UnitState: crowd.UnitFinalized, Confidence: &conf,
-			PoolID: pool.ID, PoolStatus: crowd.PoolOpen, PoolJudgmentsPerUnit: pool.JudgmentsPerUnit}, *ends[0])
+		require.Equal(t, store.StepUnitEnd{Step: "label", Generation: 1, UnitID: units[finalized.ID].ID, UnitState: crowd.UnitFinalized, Confidence: &conf}, *ends[0])
 		require.NoError(t, b.s.InTx(b.ctx, func(ctx context.Context, tx store.Tx) error {
 			ends, err := tx.StepUnitEnds(ctx, canceled.ID)
 			require.NoError(t, err)
-			require.Equal(t, []*store.StepUnitEnd{{Step: "label", Generation: 1, UnitID: units[canceled.ID].ID, UnitState: crowd.UnitCanceled,
-				PoolID: pool.ID, PoolStatus: crowd.PoolOpen, PoolJudgmentsPerUnit: pool.JudgmentsPerUnit}}, ends)
+			require.Equal(t, []*store.StepUnitEnd{{Step: "label", Generation: 1, UnitID: units[canceled.ID].ID, UnitState: crowd.UnitCanceled}}, ends)
 			return nil
 		}))
 		runs, err = b.s.StepRunsToAdvance(b.ctx, &store.StepRunsToAdvanceParams{Limit: 1})
