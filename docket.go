@@ -39,7 +39,9 @@ type Config struct {
 	// AutoMigrate applies pending migrations when the client opens,
 	// logging each at level info ("applied migration"), and warns of each
 	// applied migration this binary does not know (a newer docket's).
-	// Default false: run `docket migrate up` (or Client.Migrate) instead.
+	// Default false: run `docket migrate up` (or Client.Migrate) instead;
+	// a client opened without it on a database that lacks some of this
+	// docket's migrations warns of them ("the database lacks migrations").
 	AutoMigrate bool
 	// PriorityAging: how much waiting one priority step is worth; a job of
 	// priority p sorts as if it became due p × PriorityAging later, so low
@@ -148,8 +150,33 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 					"service", "migrate", "version", m.Version, "name", m.Name)
 			}
 		}
+	} else {
+		c.warnPendingMigrations(ctx)
 	}
 	return c, nil
+}
+
+// warnPendingMigrations logs a warning when the database lacks migrations
+// this docket has (a new database, or one an older docket migrated): the
+// client's calls would fail on missing tables or columns ("no such table:
+// docket_jobs"), which say nothing of the cause. A database that cannot
+// be read now is left for the first call to report.
+func (c *Client) warnPendingMigrations(ctx context.Context) {
+	ms, err := c.store.MigrationStatus(ctx)
+	if err != nil {
+		return
+	}
+	var pending []string
+	for _, m := range ms {
+		if !m.Applied {
+			pending = append(pending, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	c.cfg.Logger.Warn("the database lacks migrations this docket needs, so its calls will fail: run `docket migrate up`, or set Config.AutoMigrate",
+		"service", "migrate", "pending", len(pending), "first", pending[0])
 }
 
 // Close releases the database connections.

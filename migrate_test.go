@@ -3,6 +3,7 @@ package docket_test
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/testdb"
 )
 
 // TestAutoMigrateLogs: a client with AutoMigrate (docket serve) logs each
@@ -59,4 +61,48 @@ func TestAutoMigrateLogs(t *testing.T) {
 	require.Contains(t, logs, `level=WARN msg="the database has a migration this docket does not know`)
 	require.Contains(t, logs, "version=9999 name=from_the_future")
 	require.NoError(t, c.Close())
+}
+
+// TestUnmigratedDatabaseWarns: a client opened without AutoMigrate on a
+// database that lacks some of this docket's migrations says so at once,
+// naming the way out, since its calls then fail on missing tables ("no
+// such table: docket_jobs"); it stays quiet once the schema is current,
+// and an insert's error says once what it inserted.
+func TestUnmigratedDatabaseWarns(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.EmptyBackends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := backend.URL(t)
+			open := func() (*docket.Client, []string) {
+				logs := &docket.WarnLog{}
+				c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, Logger: slog.New(logs)})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close() })
+				return c, logs.Messages()
+			}
+			c, warned := open()
+			require.Len(t, warned, 1, "a new database: one warning")
+			require.Contains(t, warned[0], "the database lacks migrations this docket needs")
+			require.Contains(t, warned[0], "docket migrate up")
+			require.Contains(t, warned[0], "first=0001_")
+			_, err := c.Insert(ctx, docket.RawArgs{Type: "t", Payload: json.RawMessage(`{}`)}, nil)
+			require.Error(t, err)
+			require.Equal(t, 1, strings.Count(err.Error(), "insert 1 jobs"), err.Error())
+
+			_, err = c.Migrate(ctx, docket.MigrateUp, 0)
+			require.NoError(t, err)
+			_, err = c.Migrate(ctx, docket.MigrateDown, 1)
+			require.NoError(t, err)
+			_, warned = open()
+			require.Len(t, warned, 1, "one migration short: one warning")
+			require.Contains(t, warned[0], "pending=1")
+
+			_, err = c.Migrate(ctx, docket.MigrateUp, 0)
+			require.NoError(t, err)
+			_, warned = open()
+			require.Empty(t, warned, "a current schema: no warning")
+		})
+	}
 }

@@ -46,8 +46,10 @@ func migrateCommand() *cobra.Command {
 			// Only up may create the database.
 			open := openExisting
 			if dir == "up" {
-				open = func(ctx context.Context, u string, l slog.Level) (*docket.Client, error) {
-					return openClient(ctx, u, false, l)
+				// Up is what the client's warning of pending migrations
+				// asks for: not said again here.
+				open = func(ctx context.Context, u string, _ slog.Level) (*docket.Client, error) {
+					return openClient(ctx, u, false, slog.LevelError)
 				}
 			}
 			client, err := open(cmd.Context(), *url, slog.LevelInfo)
