@@ -81,8 +81,29 @@ func TestBatchPartialContention(t *testing.T) {
 	require.Contains(t, p.Detail, "or the whole batch", "every run has a key: resending it all is safe")
 	require.NotContains(t, p.Detail, "nothing was written")
 
+	// A full database: its 507, the same advice without Retry-After.
+	for i := range runs {
+		runs[i].key = ""
+	}
+	p = batchPartial(fmt.Errorf("start runs: %w", diskFull{}), 1000, runs)
+	require.Equal(t, http.StatusInsufficientStorage, p.Status)
+	require.Equal(t, problemBase+"storage-full", p.Type)
+	require.Contains(t, p.Detail, "runs 0 to 999 were started; runs from 1000 on were not: the database has no room left for them")
+	require.NotContains(t, p.Detail, "nothing was written")
+	require.NotContains(t, p.Detail, "the same request again")
+	require.Contains(t, p.Detail, "send runs from 1000 on again once space is freed")
+	require.Contains(t, p.Detail, "would start runs 0 to 999 again", "runs without keys")
+
 	// Another error keeps its own detail after what was started.
 	p = batchPartial(notFound(`workflow "w" has no version 3`), 1000, runs)
 	require.Equal(t, http.StatusNotFound, p.Status)
 	require.Equal(t, `runs 0 to 999 were started; runs from 1000 on were not: workflow "w" has no version 3`, p.Detail)
 }
+
+// diskFull is an error as pgx reports PostgreSQL's disk_full.
+type diskFull struct{}
+
+func (diskFull) Error() string {
+	return "ERROR: could not extend file: No space left on device (SQLSTATE 53100)"
+}
+func (diskFull) SQLState() string { return "53100" }

@@ -165,23 +165,30 @@ func (s *Server) checkBatchVersions(ctx context.Context, name string, runs []bat
 // batchPartial is the problem of a batch whose runs before start were
 // started (their chunks are committed) when err stopped the rest: it says
 // which, so that a client resends the rest (or everything, with keys).
-// A deadlock keeps its 503 and Retry-After, but not the detail of a
-// single transaction ("nothing was written, the same request again"):
-// here the earlier runs were written, and the same request again starts
-// those without a key a second time.
+// A contention (503, Retry-After) or a full database (507) keeps its
+// status, but not the detail of a single transaction ("nothing was
+// written, the same request again"): here the earlier runs were written,
+// and the same request again starts those without a key a second time.
 func batchPartial(err error, start int, runs []batchRun) *Problem {
 	p := problemFor(err)
-	if !errors.Is(err, docket.ErrContention) {
+	var why, resend string
+	switch {
+	case errors.Is(err, docket.ErrContention):
+		why = "the database could not write their transaction for a conflict with another one (on SQLite: another process held the write lock too long)"
+		resend = fmt.Sprintf("send runs from %d on again after Retry-After (%d s)", start, p.RetryAfter)
+	case docket.IsStorageFull(err):
+		why = "the database has no room left for them"
+		resend = fmt.Sprintf("send runs from %d on again once space is freed", start)
+	default:
 		p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: %s", start-1, start, p.Detail)
 		return p
 	}
-	resend := fmt.Sprintf("send runs from %d on again after Retry-After (%d s)", start, p.RetryAfter)
 	if slices.ContainsFunc(runs, func(r batchRun) bool { return r.key == "" }) {
 		resend += fmt.Sprintf("; the whole batch again would start runs 0 to %d again, as not every run has an idempotencyKey", start-1)
 	} else {
 		resend += ", or the whole batch: every run has an idempotencyKey, so the started ones are not started twice"
 	}
-	p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: the database aborted their transaction to resolve a conflict with another one; %s", start-1, start, resend)
+	p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: %s; %s", start-1, start, why, resend)
 	return p
 }
 
