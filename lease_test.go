@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
@@ -341,7 +340,14 @@ func TestLeaseValidationNamesEveryField(t *testing.T) {
 	_, err = c.LeaseHeartbeat(ctx, "nope", time.Second, &progress, "")
 	require.Equal(t, []string{"leaseId", "leaseSeconds", "progress"}, validationFields(t, err))
 	// A message alone is valid (it keeps the job's progress): on a lease
-	// nobody holds, the lease is lost.
-	_, err = c.LeaseHeartbeat(ctx, uuid.NewString()+".1", time.Minute, nil, "halfway")
+	// nobody holds any more (a real id, its job completed), the lease is
+	// lost.
+	_, err = c.Insert(ctx, docket.RawArgs{Type: "t", Payload: json.RawMessage(`{}`)}, &docket.InsertOpts{Queue: "q"})
+	require.NoError(t, err)
+	leases, err := c.Lease(ctx, docket.LeaseParams{Queues: []string{"q"}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	require.NoError(t, c.LeaseComplete(ctx, leases[0].ID, nil))
+	_, err = c.LeaseHeartbeat(ctx, leases[0].ID, time.Minute, nil, "halfway")
 	require.ErrorIs(t, err, docket.ErrLeaseLost)
 }
