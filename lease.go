@@ -318,7 +318,7 @@ func (c *Client) LeaseHeartbeat(ctx context.Context, leaseID string, d time.Dura
 	now := c.cfg.Now()
 	res, err := c.store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Jobs: []job.Ref{ref}, LeaseDuration: d, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("renew lease %s: %w", leaseID, err)
+		return nil, fmt.Errorf("renew lease of job %s attempt %d: %w", ref.ID, ref.Attempt, err)
 	}
 	if !res[0].Extended {
 		return nil, ErrLeaseLost

@@ -111,8 +111,8 @@ const (
 	// CompleteIntervalMin is the least CompleteInterval (default 5 ms):
 	// below it a completion is written by a commit of its own.
 	CompleteIntervalMin = time.Millisecond
-	// WorkerLeaseDurationMin is the least LeaseDuration: leases are
-	// renewed every sixth of it.
+	// WorkerLeaseDurationMin is the least LeaseDuration: a lease is
+	// renewed once a quarter of it has passed (looked at every sixth).
 	WorkerLeaseDurationMin = engine.LeaseDurationMin
 	// LeaderTTLMin is the least LeaderTTL: leaderships are renewed every
 	// third of it.

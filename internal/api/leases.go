@@ -99,7 +99,7 @@ func (s *Server) giveBackGone(ctx context.Context, leases []*docket.Lease) {
 	defer cancel()
 	for _, l := range leases {
 		if _, err := s.client.LeaseRelease(rctx, l.ID, leaseGoneReason); err != nil {
-			s.cfg.Logger.Warn("give back a lease granted to a worker that was gone", "lease_id", l.ID, "job_id", l.Job.ID, "error", err)
+			s.cfg.Logger.Warn("give back a lease granted to a worker that was gone", "job_id", l.Job.ID, "attempt", l.Job.Attempt, "error", err)
 		}
 	}
 }
