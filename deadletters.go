@@ -2,6 +2,7 @@ package docket
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"time"
 
@@ -34,6 +35,40 @@ type DeadLetterListParams struct {
 	// previous page; its CreatedAt, Consumer and EventID are what count);
 	// nil = from the oldest.
 	After *DeadLetter
+}
+
+// DeadLetterCursor is the opaque position of d in a dead-letter listing,
+// as GET /v1/dead-letters and the dashboard hand it out: the base64url of
+// the JSON array [createdAt in unix microseconds, consumer, eventId].
+func DeadLetterCursor(d *DeadLetter) string {
+	b, _ := json.Marshal([]any{d.CreatedAt.UnixMicro(), d.Consumer, d.EventID}) // cannot fail: an int and two strings
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseDeadLetterCursor reads a DeadLetterCursor back into the dead letter
+// to page after (DeadLetterListParams.After); false for anything
+// DeadLetterCursor does not write (one spelling per cursor).
+func ParseDeadLetterCursor(s string) (*DeadLetter, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	var key []json.RawMessage
+	if json.Unmarshal(b, &key) != nil || len(key) != 3 {
+		return nil, false
+	}
+	var (
+		micros            int64
+		consumer, eventID string
+	)
+	if json.Unmarshal(key[0], &micros) != nil || json.Unmarshal(key[1], &consumer) != nil || json.Unmarshal(key[2], &eventID) != nil {
+		return nil, false
+	}
+	d := &DeadLetter{CreatedAt: time.UnixMicro(micros).UTC(), Consumer: consumer, EventID: eventID}
+	if DeadLetterCursor(d) != s {
+		return nil, false
+	}
+	return d, true
 }
 
 // DeadLetterList lists the dead letters of durable event consumers, oldest

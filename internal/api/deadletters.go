@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -93,8 +91,8 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 	}
 	var after *docket.DeadLetter
 	if q.Has("cursor") {
-		var err error
-		if after, err = decodeDeadLetterCursor(q.Get("cursor")); err != nil {
+		var ok bool
+		if after, ok = docket.ParseDeadLetterCursor(q.Get("cursor")); !ok {
 			errs = append(errs, FieldError{Field: "cursor", Message: "is not a cursor this server returned"})
 		}
 	}
@@ -113,7 +111,7 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 	resp := &deadLettersResponse{}
 	if len(ds) > limit {
 		ds = ds[:limit]
-		next := encodeDeadLetterCursor(ds[limit-1])
+		next := docket.DeadLetterCursor(ds[limit-1])
 		resp.NextCursor = &next
 	}
 	resp.Items = make([]deadLetterView, len(ds))
@@ -121,43 +119,6 @@ func (s *Server) listDeadLetters(ctx context.Context, r *http.Request, _ *Empty)
 		resp.Items[i] = deadLetterViewOf(d)
 	}
 	return http.StatusOK, resp, nil
-}
-
-// Dead-letter cursors are opaque to clients: the base64url of the JSON
-// array [createdAt in unix microseconds, consumer, eventId].
-func encodeDeadLetterCursor(d *docket.DeadLetter) string {
-	b, _ := json.Marshal([]any{d.CreatedAt.UnixMicro(), d.Consumer, d.EventID}) // cannot fail: an int and two strings
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeDeadLetterCursor(s string) (*docket.DeadLetter, error) {
-	refused := invalidField("cursor", "is not a cursor this server returned")
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil {
-		return nil, refused
-	}
-	var key []any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if dec.Decode(&key) != nil || len(key) != 3 {
-		return nil, refused
-	}
-	n, ok := key[0].(json.Number)
-	consumer, ok1 := key[1].(string)
-	eventID, ok2 := key[2].(string)
-	if !ok || !ok1 || !ok2 {
-		return nil, refused
-	}
-	micros, err := n.Int64()
-	if err != nil {
-		return nil, refused
-	}
-	d := &docket.DeadLetter{CreatedAt: time.UnixMicro(micros).UTC(), Consumer: consumer, EventID: eventID}
-	// Canonical only: one spelling per cursor.
-	if encodeDeadLetterCursor(d) != s {
-		return nil, refused
-	}
-	return d, nil
 }
 
 // retryDeadLetter: POST /v1/dead-letters/{consumer}/{eventId}/retry. The

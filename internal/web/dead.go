@@ -2,14 +2,11 @@ package web
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -85,7 +82,7 @@ func deadQuery(q url.Values) (*deadData, docket.ListParams) {
 		p.Before, d.cursor = id, c
 	}
 	if c := q.Get("events"); c != "" {
-		after, ok := decodeEventCursor(c)
+		after, ok := docket.ParseDeadLetterCursor(c)
 		if !ok {
 			d.Errors = append(d.Errors, "events: not a cursor this page made")
 		}
@@ -107,38 +104,6 @@ func deadURL(d *deadData, cursor, events string) string {
 		return "/dead"
 	}
 	return "/dead?" + q.Encode()
-}
-
-// Event cursors are the base64url of the JSON array [createdAt in unix
-// microseconds, consumer, eventId] of the last dead letter of a page
-// (DeadLetterListParams.After), as GET /v1/dead-letters' are.
-func encodeEventCursor(e *docket.DeadLetter) string {
-	b, _ := json.Marshal([]any{e.CreatedAt.UnixMicro(), e.Consumer, e.EventID}) // cannot fail: an int and two strings
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeEventCursor(s string) (*docket.DeadLetter, bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil {
-		return nil, false
-	}
-	var key []json.RawMessage
-	if json.Unmarshal(b, &key) != nil || len(key) != 3 {
-		return nil, false
-	}
-	var (
-		micros            int64
-		consumer, eventID string
-	)
-	if json.Unmarshal(key[0], &micros) != nil || json.Unmarshal(key[1], &consumer) != nil || json.Unmarshal(key[2], &eventID) != nil {
-		return nil, false
-	}
-	e := &docket.DeadLetter{CreatedAt: time.UnixMicro(micros).UTC(), Consumer: consumer, EventID: eventID}
-	// Canonical only: one spelling per cursor.
-	if encodeEventCursor(e) != s {
-		return nil, false
-	}
-	return e, true
 }
 
 func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +161,7 @@ func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status 
 		}
 		if len(events) > deadEvents {
 			events = events[:deadEvents]
-			d.EventsNext = deadURL(d, d.cursor, encodeEventCursor(events[deadEvents-1]))
+			d.EventsNext = deadURL(d, d.cursor, docket.DeadLetterCursor(events[deadEvents-1]))
 		}
 		if d.events != "" {
 			d.EventsFirst = deadURL(d, d.cursor, "")

@@ -394,16 +394,16 @@ func FuzzForgiveForm(f *testing.F) {
 // FuzzEventCursor: any ?events= cursor either decodes into a dead letter's
 // key that encodes back to the same cursor, or is refused — never a panic.
 func FuzzEventCursor(f *testing.F) {
-	f.Add(encodeEventCursor(&docket.DeadLetter{CreatedAt: time.UnixMicro(1700000000123456).UTC(), Consumer: "qc", EventID: "10-0"}))
+	f.Add(docket.DeadLetterCursor(&docket.DeadLetter{CreatedAt: time.UnixMicro(1700000000123456).UTC(), Consumer: "qc", EventID: "10-0"}))
 	for _, s := range []string{"", "zz", "WzEsImEiXQ", "WzEsImEiLCJiIl0", "W10", "bnVsbA", "=", "not base64!"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		e, ok := decodeEventCursor(s)
+		e, ok := docket.ParseDeadLetterCursor(s)
 		if !ok {
 			return
 		}
-		if got := encodeEventCursor(e); got != s {
+		if got := docket.DeadLetterCursor(e); got != s {
 			t.Fatalf("cursor %q decodes to %+v, which encodes to %q", s, e, got)
 		}
 	})
