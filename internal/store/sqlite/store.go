@@ -252,17 +252,13 @@ func contended(err error) error {
 	return err
 }
 
-// sqliteFull is SQLite's primary result code SQLITE_FULL: a write needed a
-// page the disk (or PRAGMA max_page_count) had no room for. SQLite rolls
-// the statement back (and the transaction, when it cannot go on), so
-// nothing of it is kept.
-const sqliteFull = 13
-
-// storageFull marks an error caused by SQLITE_FULL as store.ErrStorageFull,
-// keeping the driver's error in the chain; other errors are returned as
-// they are.
+// storageFull marks an error caused by SQLITE_FULL (a write needed a page
+// the disk, or PRAGMA max_page_count, had no room for; SQLite rolls the
+// statement back, and the transaction when it cannot go on, so nothing of
+// it is kept) as store.ErrStorageFull, keeping the driver's error in the
+// chain; other errors are returned as they are.
 func storageFull(err error) error {
-	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqliteFull {
+	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_FULL {
 		return storageFullError{err}
 	}
 	return err
