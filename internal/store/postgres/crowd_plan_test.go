@@ -105,7 +105,11 @@ func TestTakePlan(t *testing.T) {
 			"ids": []uuid.UUID{uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())}, "pool": pools[0], "shard": 0})...)
 		t.Logf("batch count (%s):\n%s", mode, plan)
 		require.Contains(t, plan, "docket_assignments_pkey", mode)
-		require.NotContains(t, plan, "Seq Scan", mode)
+		// The assignments' scan is what this pins; the pool's counter row
+		// (a few rows a pool) is read as the planner likes, by a
+		// sequential scan once autovacuum's ANALYZE has seen how small
+		// the table is.
+		require.NotContains(t, plan, "Seq Scan on docket_assignments", mode)
 	}
 	// Whether the pool has judgable golden units (asked before a take
 	// schedules a test question) is docket_units_golden's, in a generic
