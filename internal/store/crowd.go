@@ -60,7 +60,9 @@ type CrowdTx interface {
 	// back to CLOSED (pool.updated), so that the close ends the unit
 	// again (a reopened unit of a completed pool waited for ever: no
 	// take, no end); a CLOSED pool is kept from completing until the
-	// transaction ends.
+	// transaction ends. A reopen refused (the unit is not FINALIZED, or
+	// is golden) changes nothing, its pool included, even in a
+	// transaction that goes on. Locks: the unit, then its pool.
 	UnitTransition(ctx context.Context, p *UnitTransitionParams) (*crowd.Unit, error)
 	// UnitCancelMany withdraws many units at once (the units of a
 	// canceled run's human fan-out) in one statement however many (on

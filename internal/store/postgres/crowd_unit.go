@@ -453,13 +453,13 @@ func unitTransition(ctx context.Context, c conn, p *store.UnitTransitionParams) 
 	return u, nil
 }
 
-// poolReopenSQL moves the COMPLETED pool of unit $1 back to CLOSED, with
-// its pool.updated, and returns its id (no row for another status).
+// poolReopenSQL moves the COMPLETED pool $1 back to CLOSED, with its
+// pool.updated, and returns its id (no row for another status).
 const poolReopenSQL = `
 WITH t AS (
-	UPDATE docket_pools p SET status = 'CLOSED', updated_at = $2
-	FROM docket_units u WHERE u.id = $1 AND NOT u.golden AND p.id = u.pool_id AND p.status = 'COMPLETED'
-	RETURNING p.id
+	UPDATE docket_pools SET status = 'CLOSED', updated_at = $2
+	WHERE id = $1 AND status = 'COMPLETED'
+	RETURNING id
 ),
 o AS (
 	INSERT INTO docket_outbox (event_type, data, created_at)
@@ -468,37 +468,52 @@ o AS (
 SELECT id FROM t`
 
 // poolReopen prepares the reopen of a FINALIZED unit (to JUDGABLE:
-// store.CrowdTx.UnitTransition), before its counters move: its pool,
-// when COMPLETED, is CLOSED again (its close ends the unit again);
+// store.CrowdTx.UnitTransition), before its counters move. The unit is
+// locked first, FINALIZED and regular (lock order, docs/quality.md:
+// units → pool → pool counter row, as a flag's repair, which holds its
+// units before it reopens one); any other unit is left to the guarded
+// change, which refuses it, and its pool is not touched — before, the
+// pool moved first and a refused redo, which a review's reject
+// tolerates in a transaction that commits, kept the move. Then its
+// pool, when COMPLETED, is CLOSED again (its close ends the unit again);
 // otherwise the pool's row is locked FOR SHARE until the transaction
-// ends, so that no completion (PoolCompleteMany: FOR UPDATE SKIP
-// LOCKED) takes the pool while the unit it counts as final is reopened.
-// Locking shares with a unit insert (FOR SHARE too) and with other
-// reopens; a pool completed between the two statements is seen by the
-// second (a locking read sees the latest row), and tried again.
+// ends, so that no completion (PoolCompleteMany: FOR UPDATE SKIP LOCKED)
+// takes the pool while the unit it counts as final is reopened. Locking
+// shares with a unit insert (FOR SHARE too) and with other reopens. A
+// pool completed between the two statements is seen by the second (a
+// locking read sees the latest row) and flipped by a second round, which
+// cannot miss: the share lock held keeps it COMPLETED (another reopen
+// flipping it meanwhile waits for that lock, a deadlock PostgreSQL
+// breaks: store.ErrContention).
 func poolReopen(ctx context.Context, c conn, unitID uuid.UUID, now time.Time) error {
-	for {
+	var poolID uuid.UUID
+	err := c.QueryRow(ctx, `SELECT pool_id FROM docket_units WHERE id = $1 AND state = 'FINALIZED' AND NOT golden FOR UPDATE`,
+		unitID).Scan(&poolID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // no reopen: the guarded change says why
+	}
+	if err != nil {
+		return fmt.Errorf("lock unit %s: %w", unitID, err)
+	}
+	for range 2 {
 		var id uuid.UUID
-		err := c.QueryRow(ctx, poolReopenSQL, unitID, dbTime(now)).Scan(&id)
+		err := c.QueryRow(ctx, poolReopenSQL, poolID, dbTime(now)).Scan(&id)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("reopen the pool of unit %s: %w", unitID, err)
+			return fmt.Errorf("reopen pool %s of unit %s: %w", poolID, unitID, err)
 		}
 		var status string
-		err = c.QueryRow(ctx, `SELECT p.status FROM docket_pools p JOIN docket_units u ON u.pool_id = p.id
-			WHERE u.id = $1 FOR SHARE OF p`, unitID).Scan(&status)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // no unit: the transition says so
-		}
+		err = c.QueryRow(ctx, `SELECT status FROM docket_pools WHERE id = $1 FOR SHARE`, poolID).Scan(&status)
 		if err != nil {
-			return fmt.Errorf("lock the pool of unit %s: %w", unitID, err)
+			return fmt.Errorf("lock pool %s of unit %s: %w", poolID, unitID, err)
 		}
 		if crowd.PoolStatus(status) != crowd.PoolCompleted {
 			return nil
 		}
 	}
+	return fmt.Errorf("reopen pool %s of unit %s: still COMPLETED under its lock", poolID, unitID)
 }
 
 // unitRefused explains a guarded change of a unit that matched no row.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -153,6 +154,56 @@ func testPoolReopen(t *testing.T, open opener) {
 		ids, err = b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: p.ID, Max: 10, Now: later})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{p.ID}, ids)
+	})
+
+	// A reopen refused (the unit is not FINALIZED, or is golden) leaves
+	// its COMPLETED pool alone, even in a transaction that goes on and
+	// commits (a review's reject tolerates a refused redo): PostgreSQL
+	// moved the pool before the guarded change of the unit and kept the
+	// move (COMPLETED → CLOSED → COMPLETED, two spurious pool.updated),
+	// and a golden unit's pool looped without end.
+	t.Run("RefusedLeavesCompleted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		p := b.pool(t, 1)
+		us := b.units(t, p.ID, 2, crowd.UnitJudgable)
+		golden, err := b.s.UnitInsertMany(b.ctx, &store.UnitInsertManyParams{PoolID: p.ID, State: crowd.UnitJudgable,
+			Units: []*store.UnitInsertParams{newGolden(0)}, Now: base})
+		require.NoError(t, err)
+		b.finalize(t, us[0].ID)
+		_, err = b.s.UnitTransition(b.ctx, &store.UnitTransitionParams{ID: us[1].ID, From: crowd.UnitJudgable, To: crowd.UnitCanceled, Now: base})
+		require.NoError(t, err)
+		_, err = b.s.PoolTransition(b.ctx, &store.PoolTransitionParams{ID: p.ID, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: base})
+		require.NoError(t, err)
+		ids, err := b.s.PoolCompleteMany(b.ctx, &store.PoolCompleteManyParams{PoolID: p.ID, Max: 10, Now: later})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{p.ID}, ids)
+
+		mark := b.outboxMark(t)
+		// Bounded: the golden unit's reopen looped for ever.
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer cancel()
+		refused := func(what string, err error) {
+			t.Helper()
+			var ite *crowd.InvalidTransitionError
+			require.ErrorAs(t, err, &ite, what)
+		}
+		_, err = b.s.UnitTransition(ctx, &store.UnitTransitionParams{ID: golden[0].ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later})
+		refused("reopen of a golden unit", err)
+		require.NoError(t, b.s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: golden[0].ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later})
+			refused("reopen of a golden unit in a transaction", err)
+			_, err = tx.UnitRedo(ctx, &store.UnitRedoParams{ID: us[1].ID, Now: later})
+			refused("redo of a CANCELED unit", err)
+			_, err = tx.UnitTransition(ctx, &store.UnitTransitionParams{ID: us[1].ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later})
+			refused("reopen of a CANCELED unit", err)
+			return nil // and commit, as a review's reject does
+		}))
+		got, err := b.s.PoolGet(b.ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, crowd.PoolCompleted, got.Status)
+		require.Equal(t, 0, got.Counts.Open())
+		require.Empty(t, decodeEvents[crowd.PoolUpdatedData](t, b.outboxSince(t, mark), crowd.EventPoolUpdated))
 	})
 
 	t.Run("RaceWithComplete", func(t *testing.T) {
