@@ -532,27 +532,14 @@ func (adv *advance) stepOrder() []string {
 	return slices.Sorted(maps.Keys(adv.steps))
 }
 
-// cancelNotStarted cancels the RUNNING instances whose work has not
-// started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
-// human step's unit not final yet (the unit is CANCELED), a signal wait.
-// It returns the jobs that are RUNNING: they may finish. However many
-// instances, the jobs are canceled by one store call, the units by one,
-// the instances moved by one: a fan-out of 10,000 canceled one
-// transition at a time took a minute on PostgreSQL, and one job
-// transition a job still 28 s.
-func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UUID, error) {
-	if adv.batch != nil {
-		// The released jobs and instances must exist to be canceled.
-		if err := adv.batch.flush(ctx, adv.tx, adv.now); err != nil {
-			return nil, err
-		}
-	}
-	var (
-		insts []*flow.StepInstance // the RUNNING ones
-		jobs  []uuid.UUID          // of insts, in their order
-		units []uuid.UUID
-	)
-	for _, name := range adv.stepOrder() {
+// runningWork lists the RUNNING instances of the steps names, in that
+// order, with their work: their jobs (in the instances' order) and their
+// units, each with the unit a review holding for a redo waits for
+// (redoUnit), so that a canceled review leaves no redo JUDGABLE with
+// nothing waiting for it. The run's end (cancelNotStarted) and a forced
+// retry (cancelBlockers) cancel the same work.
+func (adv *advance) runningWork(names []string) (insts []*flow.StepInstance, jobs, units []uuid.UUID) {
+	for _, name := range names {
 		for _, st := range adv.steps[name] {
 			if st.State != flow.StepRunning {
 				continue
@@ -569,6 +556,25 @@ func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UU
 			}
 		}
 	}
+	return insts, jobs, units
+}
+
+// cancelNotStarted cancels the RUNNING instances whose work has not
+// started: a job CREATED, QUEUED or RETRY (the job is CANCELED too), a
+// human step's unit not final yet (the unit is CANCELED), a signal wait.
+// It returns the jobs that are RUNNING: they may finish. However many
+// instances, the jobs are canceled by one store call, the units by one,
+// the instances moved by one: a fan-out of 10,000 canceled one
+// transition at a time took a minute on PostgreSQL, and one job
+// transition a job still 28 s.
+func (adv *advance) cancelNotStarted(ctx context.Context, why string) ([]uuid.UUID, error) {
+	if adv.batch != nil {
+		// The released jobs and instances must exist to be canceled.
+		if err := adv.batch.flush(ctx, adv.tx, adv.now); err != nil {
+			return nil, err
+		}
+	}
+	insts, jobs, units := adv.runningWork(adv.stepOrder())
 	if len(insts) == 0 {
 		return nil, nil
 	}

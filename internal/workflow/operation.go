@@ -468,30 +468,20 @@ func stillRunning(id uuid.UUID, names []string) string {
 // (JobCancelMany; the job's late end matches no instance any more, the
 // retry gives the step a new job); their units CANCELED (UnitCancelMany;
 // a run's failure canceled its human steps' units already, so that none
-// is left open behind an instance that ends here); the instances
-// CANCELED.
+// is left open behind an instance that ends here), with the redo a
+// review waits for (runningWork, shared with cancelNotStarted); the
+// instances CANCELED.
 func (adv *advance) cancelBlockers(ctx context.Context, names []string, states map[string]flow.StepState) error {
 	why := fmt.Sprintf("canceled by a forced retry of run %s", adv.run.ID)
-	var (
-		ends        []*store.StepTransitionParams
-		jobs, units []uuid.UUID
-	)
-	for _, name := range names {
-		for _, st := range adv.steps[name] {
-			if st.State != flow.StepRunning {
-				continue
-			}
-			if st.UnitID != uuid.Nil {
-				units = append(units, st.UnitID)
-			}
-			if st.JobID != uuid.Nil {
-				jobs = append(jobs, st.JobID)
-			}
-			ends = append(ends, &store.StepTransitionParams{
-				RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation,
-				From: st.State, To: flow.StepCanceled, Error: why, Now: adv.now,
-			})
+	insts, jobs, units := adv.runningWork(names)
+	ends := make([]*store.StepTransitionParams, len(insts))
+	for i, st := range insts {
+		ends[i] = &store.StepTransitionParams{
+			RunID: st.RunID, Step: st.Step, Index: st.Index, Generation: st.Generation,
+			From: st.State, To: flow.StepCanceled, Error: why, Now: adv.now,
 		}
+	}
+	for _, name := range names {
 		states[name] = flow.StepCanceled
 	}
 	if len(units) > 0 {
