@@ -67,15 +67,17 @@ type WebhookStore interface {
 	// attempt is its lease) and is left alone. It returns how many it
 	// changed.
 	WebhookDeliverySkip(ctx context.Context, p *WebhookDeliverySkipParams) (int, error)
-	// WebhookDeliveryHasten brings forward, due at Now, up to Max PENDING
-	// deliveries of WebhookID, oldest event first, that are not due yet
-	// and whose last attempt made (if any) was before Before: the backlog
-	// an endpoint's open circuit breaker held back, sent again once it
-	// recovered. Attempts, errors and LastAttemptAt are unchanged. A
-	// claimed delivery is not due either (its lease): the caller hastens
-	// only the webhooks it has no claim in flight for. It returns how many
-	// it changed.
-	WebhookDeliveryHasten(ctx context.Context, p *WebhookDeliveryHastenParams) (int, error)
+	// WebhookDeliveryHasten brings forward, due at Now, up to Max of
+	// WebhookID's backlog, oldest event first: its PENDING deliveries made
+	// before Before and last attempted (if ever) before Before, that are
+	// not due yet — those an endpoint's open circuit breaker held back,
+	// sent again once it recovered. Attempts, errors and LastAttemptAt
+	// are unchanged. One batch at a time: while some of the backlog is
+	// due already (brought forward before and not claimed yet, or due on
+	// its own schedule) it brings none forward, and counts those as
+	// waiting. A claimed delivery is not due either (its lease): the
+	// caller hastens only the webhooks it has no claim in flight for.
+	WebhookDeliveryHasten(ctx context.Context, p *WebhookDeliveryHastenParams) (*WebhookDeliveryHastenResult, error)
 	// WebhookDeliveryList lists a webhook's deliveries, newest event first.
 	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDelivery, error)
 	// WebhookDeliveryRedeliver puts a DELIVERED or DEAD delivery back to
@@ -233,9 +235,16 @@ func (p *WebhookDeliverySkipParams) DelayMicros() []int64 {
 // forward.
 type WebhookDeliveryHastenParams struct {
 	WebhookID uuid.UUID
-	Before    time.Time // only deliveries last attempted before this, or never
+	Before    time.Time // only deliveries made before this, last attempted before it or never
 	Now       time.Time
 	Max       int
+}
+
+// WebhookDeliveryHastenResult is what WebhookDeliveryHasten found and
+// did. Both zero: the backlog is drained.
+type WebhookDeliveryHastenResult struct {
+	Hastened int // brought forward by this call
+	Waiting  int // of the backlog, due already (none was brought forward)
 }
 
 // WebhookDeliveryListParams lists a webhook's deliveries. State "" is any.

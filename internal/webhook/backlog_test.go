@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/store"
@@ -277,4 +278,146 @@ func TestBreakerBacklogDrainsOnRecovery(t *testing.T) {
 		require.GreaterOrEqual(t, kept.NextAttemptAt.Sub(kept.LastAttemptAt), cfg.BackoffBase/2,
 			"refused after the recovery: its own schedule again")
 	})
+}
+
+// An endpoint recovers while two subscriptions to it each have a backlog
+// held back by its breaker, and one endpoint's batch at a time may be
+// sent (Concurrency 1). Deliverer rounds are run by hand, on a clock the
+// test moves. A subscription's deliveries are brought forward one batch
+// at a time: none while nothing can be claimed (another endpoint's batch
+// in flight), and the next only once the previous one has been claimed.
+// So when the breaker opens again, at most one batch per subscription
+// was brought forward and is then charged an attempt not made; the rest
+// of the backlog keeps its schedule. (Before, every round brought
+// another batch of each subscription forward: 30 in 3 rounds with
+// nothing claimed, and 5 more per round than the claim took.)
+func TestBreakerBacklogOneBatchAtATime(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		const backlog = 40
+		var clock atomic.Int64
+		clock.Store(time.Now().UnixNano())
+		now := func() time.Time { return time.Unix(0, clock.Load()) }
+		tick := func() { clock.Add(int64(time.Second)) }
+		var cfg Config
+		b := setup(t, backend, func(c *Config) {
+			c.Now = now
+			c.Concurrency = 1
+			c.BreakerFailures, c.BreakerOpen = 1, time.Hour
+			c.BackoffBase, c.BackoffMax = time.Hour, time.Hour
+			c.MaxAttempts = 15
+			cfg = *c
+		})
+		t.Cleanup(b.svc.Stop) // never started: closes the client's connections
+		var down atomic.Bool
+		rc := newReceiver(t, func(int, *http.Request) int {
+			if down.Load() {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusNoContent
+		})
+		url := rc.srv.URL + "/hook"
+		ws := []*store.Webhook{b.subscribe(t, url), b.subscribe(t, url)}
+		b.insertJobs(t, backlog)
+		n, err := b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2*backlog, n)
+		// Every delivery's first attempt fell due behind the open breaker.
+		delays := make([]time.Duration, cfg.MaxAttempts-1)
+		for i := range delays {
+			delays[i] = time.Hour
+		}
+		held := now()
+		n, err = b.st.WebhookDeliverySkip(b.ctx, &store.WebhookDeliverySkipParams{
+			WebhookIDs: []uuid.UUID{ws[0].ID, ws[1].ID}, Now: held, Error: skipMessage,
+			MaxAttempts: cfg.MaxAttempts, Delays: delays,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 2*backlog, n)
+		tick()
+		// Then the breaker's trial succeeded: it closed again.
+		b.svc.breakers.get(url)
+		b.svc.breakers.recoveredMu.Lock()
+		b.svc.breakers.recovered[url] = now()
+		b.svc.breakers.recoveredMu.Unlock()
+		tick()
+
+		due := func(w *store.Webhook) int { // brought forward, not claimed
+			n := 0
+			for _, d := range b.deliveries(t, w) {
+				if d.State == store.DeliveryPending && !d.NextAttemptAt.After(now()) {
+					n++
+				}
+			}
+			return n
+		}
+		d := &deliverer{s: b.svc, busy: map[uuid.UUID]bool{uuid.New(): true}}
+		for range 3 {
+			d.claim(b.ctx)
+			tick()
+		}
+		for _, w := range ws {
+			require.Zero(t, due(w), "nothing brought forward while another endpoint takes the only slot")
+		}
+		require.Contains(t, b.svc.breakers.recoveredURLs(), url, "the backlog is still to drain")
+		require.Empty(t, rc.requests())
+
+		// The slot is free: each round claims one batch (the claim takes
+		// the oldest events, of both subscriptions).
+		d.busy = map[uuid.UUID]bool{}
+		for round := 1; round <= 4; round++ {
+			d.claim(b.ctx)
+			d.wg.Wait()
+			tick()
+			for i, w := range ws {
+				require.LessOrEqual(t, due(w), PerWebhookBatch,
+					"round %d, subscription %d: at most one batch brought forward and not claimed", round, i)
+			}
+		}
+		delivered := map[uuid.UUID]int{}
+		for _, w := range ws {
+			for _, dl := range b.deliveries(t, w) {
+				if dl.State == store.DeliveryDelivered {
+					require.Equal(t, 2, dl.Attempts)
+					delivered[w.ID]++
+				}
+			}
+			require.Positive(t, delivered[w.ID], "the backlog drains")
+		}
+
+		// The endpoint fails again: the batch in flight opens the breaker,
+		// and the next round finds it open.
+		down.Store(true)
+		d.claim(b.ctx)
+		d.wg.Wait()
+		require.True(t, b.svc.breakers.open(url))
+		tick()
+		d.claim(b.ctx)
+		for i, w := range ws {
+			charged, untouched := 0, 0
+			for _, dl := range b.deliveries(t, w) {
+				switch {
+				case dl.State == store.DeliveryDelivered:
+				case dl.Attempts == 2: // sent and refused, or not sent
+					charged++
+				default:
+					require.Equal(t, 1, dl.Attempts)
+					require.Equal(t, skipMessage, dl.LastError)
+					requireSameTime(t, held.Add(time.Hour), dl.NextAttemptAt, "keeps its schedule")
+					untouched++
+				}
+			}
+			require.LessOrEqual(t, charged, PerWebhookBatch,
+				"subscription %d: one more attempt counted for at most the batch brought forward", i)
+			require.Equal(t, backlog, delivered[w.ID]+charged+untouched)
+			t.Logf("subscription %d: %d delivered, %d charged an attempt, %d untouched", i, delivered[w.ID], charged, untouched)
+		}
+		require.NotContains(t, b.svc.breakers.recoveredURLs(), url, "the breaker opened: no more brought forward")
+	})
+}
+
+// requireSameTime compares stored times to the microsecond.
+func requireSameTime(t *testing.T, want, got time.Time, msg string) {
+	t.Helper()
+	require.Equal(t, want.Truncate(time.Microsecond).UnixMicro(), got.UnixMicro(), msg)
 }

@@ -95,10 +95,12 @@ func (d *deliverer) claim(ctx context.Context) {
 		d.skip(ctx, open, now)
 		exclude = append(exclude, open...)
 	}
-	d.hasten(ctx, hooks, exclude, now)
 	if free <= 0 || len(hooks) == 0 {
+		// Nothing can be claimed: nothing is brought forward either,
+		// which the breaker opening again could charge an attempt.
 		return
 	}
+	d.hasten(ctx, hooks, exclude, now)
 	claimed, err := s.store.WebhookDeliveryClaim(ctx, &store.WebhookDeliveryClaimParams{
 		Now: now, Max: free * PerWebhookBatch, PerWebhook: PerWebhookBatch, Exclude: exclude,
 		// Long enough for the batch to be sent one by one, each within
@@ -185,11 +187,15 @@ func (d *deliverer) skip(ctx context.Context, ids []uuid.UUID, now time.Time) {
 // its own next attempt, up to BackoffMax; instead a batch of each
 // subscription not busy (excluded), oldest event first, is made due now,
 // for the claim that follows to send in event order. One batch at a time:
-// if the breaker opens again, only that batch has been brought forward.
+// the caller hastens only when it can claim, and a subscription's next
+// batch is brought forward only once the previous one has been claimed
+// (none of its backlog is due), so if the breaker opens again, at most one
+// batch per subscription had been brought forward without being sent.
 // An endpoint is drained when none of its subscriptions is busy and none
-// has a delivery left to bring forward, or when its breaker is no longer
-// closed. A delivery attempted since the recovery keeps its own schedule,
-// so one that keeps failing is not tried again before its time.
+// has a delivery left to bring forward or waiting to be claimed, or when
+// its breaker is no longer closed. A delivery attempted since the recovery
+// keeps its own schedule, so one that keeps failing is not tried again
+// before its time.
 func (d *deliverer) hasten(ctx context.Context, hooks []*store.Webhook, exclude []uuid.UUID, now time.Time) {
 	s := d.s
 	recovered := s.breakers.recoveredURLs()
@@ -214,7 +220,7 @@ func (d *deliverer) hasten(ctx context.Context, hooks []*store.Webhook, exclude 
 				left = true // its batch in flight may be followed by more
 				continue
 			}
-			n, err := s.store.WebhookDeliveryHasten(ctx, &store.WebhookDeliveryHastenParams{
+			r, err := s.store.WebhookDeliveryHasten(ctx, &store.WebhookDeliveryHastenParams{
 				WebhookID: w.ID, Before: since, Now: now, Max: PerWebhookBatch,
 			})
 			if err != nil {
@@ -224,9 +230,11 @@ func (d *deliverer) hasten(ctx context.Context, hooks []*store.Webhook, exclude 
 				left = true
 				continue
 			}
-			if n > 0 {
-				left = true
-				s.log.Debug("webhook deliveries brought forward: endpoint recovered", attrWebhook, w.ID.String(), attrCount, n)
+			if r.Hastened > 0 || r.Waiting > 0 {
+				left = true // the claim that follows takes this batch; then the next
+			}
+			if r.Hastened > 0 {
+				s.log.Debug("webhook deliveries brought forward: endpoint recovered", attrWebhook, w.ID.String(), attrCount, r.Hastened)
 			}
 		}
 		if !left {

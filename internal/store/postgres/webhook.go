@@ -324,22 +324,31 @@ func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliver
 }
 
 // WebhookDeliveryHasten implements store.Store.
-func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (int, error) {
-	now := dbTime(p.Now)
-	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries SET next_attempt_at = $2, updated_at = $2
-		WHERE id = ANY(ARRAY(
-			SELECT id FROM docket_webhook_deliveries
-			WHERE webhook_id = $1 AND state = 'PENDING' AND next_attempt_at > $2
-				AND (last_attempt_at IS NULL OR last_attempt_at < $3)
-			ORDER BY outbox_id, event_index
-			LIMIT $4
-			FOR UPDATE SKIP LOCKED))
-		AND state = 'PENDING' AND next_attempt_at > $2`,
-		p.WebhookID, now, dbTime(p.Before), limitOrNull(p.Max))
+func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (*store.WebhookDeliveryHastenResult, error) {
+	var r store.WebhookDeliveryHastenResult
+	err := s.pool.QueryRow(ctx, `WITH waiting AS (
+			SELECT count(*) AS n FROM docket_webhook_deliveries
+			WHERE webhook_id = $1 AND state = 'PENDING' AND next_attempt_at <= $2
+				AND created_at < $3 AND (last_attempt_at IS NULL OR last_attempt_at < $3)
+		), hastened AS (
+			UPDATE docket_webhook_deliveries SET next_attempt_at = $2, updated_at = $2
+			WHERE id = ANY(ARRAY(
+				SELECT id FROM docket_webhook_deliveries
+				WHERE webhook_id = $1 AND state = 'PENDING' AND next_attempt_at > $2
+					AND created_at < $3 AND (last_attempt_at IS NULL OR last_attempt_at < $3)
+					AND (SELECT n FROM waiting) = 0
+				ORDER BY outbox_id, event_index
+				LIMIT $4
+				FOR UPDATE SKIP LOCKED))
+			AND state = 'PENDING' AND next_attempt_at > $2
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM hastened), (SELECT n FROM waiting)`,
+		p.WebhookID, dbTime(p.Now), dbTime(p.Before), limitOrNull(p.Max)).Scan(&r.Hastened, &r.Waiting)
 	if err != nil {
-		return 0, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
+		return nil, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return &r, nil
 }
 
 // WebhookDeliveryList implements store.Store.

@@ -348,19 +348,35 @@ func (s *Store) WebhookDeliverySkip(ctx context.Context, p *store.WebhookDeliver
 }
 
 // WebhookDeliveryHasten implements store.Store.
-func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (int, error) {
-	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2
-		WHERE id IN (
-			SELECT id FROM docket_webhook_deliveries
-			WHERE webhook_id = ?1 AND state = 'PENDING' AND next_attempt_at > ?2
-				AND (last_attempt_at IS NULL OR last_attempt_at < ?3)
-			ORDER BY outbox_id, event_index
-			LIMIT ?4)`,
-		p.WebhookID.String(), micros(p.Now), micros(p.Before), limit(p.Max))
+func (s *Store) WebhookDeliveryHasten(ctx context.Context, p *store.WebhookDeliveryHastenParams) (*store.WebhookDeliveryHastenResult, error) {
+	var r store.WebhookDeliveryHastenResult
+	id, now, before := p.WebhookID.String(), micros(p.Now), micros(p.Before)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM docket_webhook_deliveries
+			WHERE webhook_id = ?1 AND state = 'PENDING' AND next_attempt_at <= ?2
+				AND created_at < ?3 AND (last_attempt_at IS NULL OR last_attempt_at < ?3)`,
+			id, now, before).Scan(&r.Waiting); err != nil || r.Waiting > 0 {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE docket_webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2
+			WHERE id IN (
+				SELECT id FROM docket_webhook_deliveries
+				WHERE webhook_id = ?1 AND state = 'PENDING' AND next_attempt_at > ?2
+					AND created_at < ?3 AND (last_attempt_at IS NULL OR last_attempt_at < ?3)
+				ORDER BY outbox_id, event_index
+				LIMIT ?4)`,
+			id, now, before, limit(p.Max))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		r.Hastened = int(n)
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
+		return nil, fmt.Errorf("hasten deliveries of webhook %s: %w", p.WebhookID, err)
 	}
-	return int(n), nil
+	return &r, nil
 }
 
 // WebhookDeliveryList implements store.Store.

@@ -363,7 +363,9 @@ func testWebhook(t *testing.T, open opener) {
 
 	// An endpoint recovered: its deliveries waiting since before then are
 	// brought forward, oldest event first, at most Max; one attempted
-	// since and another webhook's are not.
+	// since and another webhook's are not. One batch at a time: none more
+	// while some brought forward are not claimed yet; a delivery made
+	// since the recovery is not of the backlog and does not hold it up.
 	t.Run("Hasten", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, open)
@@ -390,23 +392,44 @@ func testWebhook(t *testing.T, open opener) {
 		require.NoError(t, err)
 		require.Equal(t, 10, n, "w1's events 2..5 and all of w2's")
 
-		hasten := func(now time.Time, maxN int) int {
+		hasten := func(now time.Time, maxN int) store.WebhookDeliveryHastenResult {
 			t.Helper()
-			n, err := b.s.WebhookDeliveryHasten(b.ctx, &store.WebhookDeliveryHastenParams{
+			r, err := b.s.WebhookDeliveryHasten(b.ctx, &store.WebhookDeliveryHastenParams{
 				WebhookID: w1.ID, Before: at(10 * time.Second), Now: now, Max: maxN,
 			})
 			require.NoError(t, err)
-			return n
+			return *r
 		}
 		now := at(30 * time.Second)
-		byIndex := func() map[int]*store.WebhookDelivery {
+		byIndex := func() map[int]*store.WebhookDelivery { // the backlog's
 			m := map[int]*store.WebhookDelivery{}
 			for _, d := range b.deliveries(t, w1, "") {
-				m[d.EventIndex] = d
+				if d.CreatedAt.Before(at(10 * time.Second)) {
+					m[d.EventIndex] = d
+				}
 			}
 			return m
 		}
-		require.Equal(t, 3, hasten(now, 3), "at most Max")
+		// A claim in flight is not hastened (its lease is not due): the
+		// caller's to ensure. These are sent before the next hasten.
+		sent := func(ds []*store.WebhookDelivery) {
+			t.Helper()
+			for _, d := range ds {
+				ok, err := b.s.WebhookDeliveryFinish(b.ctx, &store.WebhookDeliveryFinishParams{
+					ID: d.ID, Attempt: d.Attempts, State: store.DeliveryDelivered, StatusCode: 200, Now: now,
+				})
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+		}
+		eventIndexes := func(ds []*store.WebhookDelivery) []int {
+			got := []int{}
+			for _, d := range ds {
+				got = append(got, d.EventIndex)
+			}
+			return got
+		}
+		require.Equal(t, store.WebhookDeliveryHastenResult{Hastened: 3}, hasten(now, 3), "at most Max")
 		ds := byIndex()
 		for _, i := range []int{0, 2, 3} {
 			requireTime(t, now, ds[i].NextAttemptAt, "oldest event first: "+fmt.Sprint(i))
@@ -414,21 +437,30 @@ func testWebhook(t *testing.T, open opener) {
 		for _, i := range []int{4, 5} {
 			requireTime(t, at(2*time.Second).Add(time.Hour), ds[i].NextAttemptAt, "beyond Max: "+fmt.Sprint(i))
 		}
-		require.Equal(t, 2, hasten(now, 0), "events 4 and 5; event 1 was attempted after Before")
-		require.Zero(t, hasten(now, 0), "nothing left to bring forward")
+		require.Equal(t, store.WebhookDeliveryHastenResult{Waiting: 3}, hasten(now.Add(time.Second), 0),
+			"the batch brought forward is not claimed yet: none more")
+		requireTime(t, at(2*time.Second).Add(time.Hour), byIndex()[4].NextAttemptAt, "still waiting its turn")
+
+		// A new event, made after the recovery, due now.
+		b.insert(t, newJob(newQueue()))
+		require.Equal(t, 1, b.fanOut(t, at(20*time.Second), 1, w1))
+		batch := b.claim(t, now, 3, 3, w2.ID)
+		require.Equal(t, []int{0, 2, 3}, eventIndexes(batch), "the batch, claimed")
+		sent(batch)
+		require.Equal(t, store.WebhookDeliveryHastenResult{Hastened: 2}, hasten(now, 0),
+			"events 4 and 5 (event 1 was attempted after Before); the new event due is not of the backlog")
+		require.Equal(t, store.WebhookDeliveryHastenResult{Waiting: 2}, hasten(now, 0), "nothing more to bring forward")
 		ds = byIndex()
 		requireTime(t, at(time.Hour), ds[1].NextAttemptAt, "attempted since the recovery: its own schedule")
 		require.Equal(t, "breaker open", ds[5].LastError, "the last error stays until the next attempt")
 		require.Equal(t, 1, ds[5].Attempts)
 		require.True(t, ds[5].LastAttemptAt.IsZero())
-		requireTime(t, at(time.Second), ds[0].LastAttemptAt)
+		require.Equal(t, store.DeliveryDelivered, ds[0].State)
 
 		due := b.claim(t, now, 10, 10, w2.ID)
-		got := []int{}
-		for _, d := range due {
-			got = append(got, d.EventIndex)
-		}
-		require.Equal(t, []int{0, 2, 3, 4, 5}, got, "due now, in event order")
+		require.Equal(t, []int{4, 5, 0}, eventIndexes(due), "due now, in event order: the backlog's, then the new event")
+		sent(due)
+		require.Equal(t, store.WebhookDeliveryHastenResult{}, hasten(now, 0), "drained")
 		for _, d := range b.deliveries(t, w2, "") {
 			requireTime(t, at(2*time.Second).Add(time.Hour), d.NextAttemptAt, "another webhook's are left alone")
 		}
