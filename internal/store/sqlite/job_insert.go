@@ -184,7 +184,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, stmt stmtFunc, p *st
 				flat = append(flat, args[i]...)
 			}
 			if _, err := st.ExecContext(ctx, flat...); err != nil {
-				return nil, fmt.Errorf("insert %d jobs: %w", n, err)
+				return nil, err // the caller says how many jobs it inserted
 			}
 			keyless = keyless[n:]
 		}
