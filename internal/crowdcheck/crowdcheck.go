@@ -18,6 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/docket-run/docket/internal/store/sqlite"
+	"github.com/docket-run/docket/internal/store/storeurl"
 )
 
 // Check is one invariant: Query counts the rows that violate it.
@@ -112,9 +115,15 @@ func Open(databaseURL string) (*sql.DB, error) {
 			return nil, fmt.Errorf("crowdcheck: %w", err)
 		}
 		return stdlib.OpenDB(*cfg.ConnConfig), nil
-	case strings.HasPrefix(databaseURL, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "//")
-		return sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	}
+	// The path as the server reads it (storeurl.SQLitePath: options and
+	// file: URIs refused), escaped as the store escapes it: a '#' or '%'
+	// in a file name opened another file.
+	if path, ok, err := storeurl.SQLitePath(databaseURL); ok {
+		if err != nil {
+			return nil, fmt.Errorf("crowdcheck: %w", err)
+		}
+		return sql.Open("sqlite", sqlite.FileURI(path)+"?_pragma=busy_timeout(10000)")
 	}
 	return nil, errors.New("crowdcheck: database url must be postgres://, postgresql:// or sqlite:PATH")
 }

@@ -177,8 +177,13 @@ func dsn(path string, writer bool, tune tuning) string {
 	}
 	// A file: URI, so that SQLite rather than the driver reads the path; the
 	// characters that mean something in a URI are escaped.
-	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
+	return FileURI(path) + "?" + q.Encode()
 }
+
+// FileURI is path as a SQLite file: URI (without a query), the characters
+// that mean something in a URI escaped, for a program that opens a
+// docket database with database/sql itself (crowdcheck.Open).
+func FileURI(path string) string { return "file:" + uriPath.Replace(path) }
 
 // DB returns the writer *sql.DB: begin a transaction on it to use
 // JobInsertManyTx. It has one connection, so do not call other Store methods
