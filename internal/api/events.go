@@ -26,6 +26,11 @@ const (
 	eventWriteTimeoutDefault = 30 * time.Second
 	// eventPage bounds the outbox rows one read of the history takes.
 	eventPage = 500
+	// eventKeyCheck: how often an open stream looks whether its key still
+	// works. The look is answered by the key cache, read again from the
+	// database every authCacheTTL, so a revoked key's streams end within
+	// that and this.
+	eventKeyCheck = time.Second
 	// lastEventIDParam is the query form of the Last-Event-ID header, for
 	// clients that cannot set headers on their first request.
 	lastEventIDParam = "lastEventId"
@@ -209,7 +214,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 	defer heartbeat.Stop()
 	poll := time.NewTicker(orDefault(s.cfg.EventPoll, eventPollDefault))
 	defer poll.Stop()
+	secret, _ := bearer(r) // the route's authorization checked it
+	checked := time.Now()
 	for {
+		// A key revoked ends its streams as it ends its other calls: an
+		// open stream would otherwise go on for as long as its client.
+		// A check that cannot be made (the database failing) ends
+		// nothing.
+		if time.Since(checked) >= eventKeyCheck {
+			checked = time.Now()
+			if _, err := s.authenticate(ctx, secret); err != nil && ctx.Err() == nil && problemFor(err).Status < 500 {
+				return
+			}
+		}
 		evs, next, err := h.Read(ctx, cur, f, eventPage)
 		if err != nil {
 			if ctx.Err() == nil {

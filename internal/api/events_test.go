@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -445,5 +446,65 @@ func TestSSEStreamsPerKey(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, status)
 		require.True(t, time.Now().Before(deadline), "the closed stream's place was not freed")
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSSEEndsWhenItsKeyIsRevoked: a key revoked stops working within
+// authCacheTTL, and that includes the event streams it holds open: once
+// the cached answer is gone (cleared here instead of waited for), the
+// revoked key's streams end, of both kinds, and another key's goes on.
+func TestSSEEndsWhenItsKeyIsRevoked(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	client, err := docket.NewClient(ctx, docket.Config{DatabaseURL: testdb.Backends()[0].URL(t), AutoMigrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	s := New(Config{Client: client, EventPoll: 20 * time.Millisecond, EventHeartbeat: 20 * time.Millisecond})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	b := &bundle{client: client, server: srv, keys: map[docket.Role]string{}}
+	secret, revoked, err := client.CreateAPIKey(ctx, "revoked", docket.RoleViewer)
+	require.NoError(t, err)
+	b.keys[docket.RoleViewer] = secret
+	other, _, err := client.CreateAPIKey(ctx, "other", docket.RoleProducer)
+	require.NoError(t, err)
+	b.keys[docket.RoleProducer] = other
+	job := b.insertJob(t, "q", nil)
+
+	all := b.stream(t, docket.RoleViewer, "/v1/events")
+	one := b.stream(t, docket.RoleViewer, "/v1/jobs/"+job.ID.String()+"/events")
+	kept := b.stream(t, docket.RoleProducer, "/v1/events")
+	require.NoError(t, client.RevokeAPIKey(ctx, revoked.ID))
+	s.authMu.Lock()
+	clear(s.authCache) // as after authCacheTTL
+	s.authMu.Unlock()
+
+	ended := func(st *sseStream) bool {
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case _, ok := <-st.events:
+				if !ok {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	require.True(t, ended(all), "the revoked key's stream of every event is still open")
+	require.True(t, ended(one), "the revoked key's stream of a job is still open")
+	// The other key's stream still sends its heartbeats.
+	deadline := time.After(10 * time.Second)
+	for beats := 0; beats < 3; {
+		select {
+		case ev, ok := <-kept.events:
+			require.True(t, ok, "another key's stream ended")
+			if ev.Comment == "heartbeat" {
+				beats++
+			}
+		case <-deadline:
+			t.Fatal("another key's stream sends no heartbeat")
+		}
 	}
 }
