@@ -36,7 +36,6 @@ const exitRetryable = 75
 const (
 	resultMaxBytes  = 1 << 20 // stdout beyond this fails the job
 	stderrTailBytes = 4 << 10 // the end of stderr becomes the error message
-	reportAttempts  = 5       // tries to deliver complete/fail before giving up
 	leaseRetryMax   = 10 * time.Second
 	// emptyPollInterval: at most one lease request per interval while
 	// none comes back.
@@ -322,10 +321,13 @@ func (w *remoteWorker) runJob(hard context.Context, l remote.Lease) {
 		mu.Unlock()
 		stop()
 	}
+	// ends is when the lease runs out, by this worker's clock: it was
+	// granted before start, and each renewal sent lengthens it.
+	ends := &leaseEnd{at: start.Add(time.Duration(w.cfg.LeaseSeconds) * time.Second)}
 	beats := make(chan struct{})
 	go func() {
 		defer close(beats)
-		w.heartbeat(runCtx, l, log, stopFor)
+		w.heartbeat(runCtx, l, log, stopFor, ends)
 	}()
 
 	out, err := w.execute(runCtx, l)
@@ -339,20 +341,24 @@ func (w *remoteWorker) runJob(hard context.Context, l remote.Lease) {
 	}
 
 	// The report must reach the server even while the worker shuts down.
+	// It is sent again, on errors that may pass, until the lease runs out:
+	// a server whose database restarts answers 5xx for a few seconds, and
+	// a result given up on would be run again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(hard), 2*requestTimeout)
 	defer cancel()
+	until := ends.get()
 	log = log.With("duration", time.Since(start).Round(time.Millisecond))
 	switch {
 	case r == stopLost:
 		log.Warn("job abandoned: the lease was lost (expired or rescued); the server has moved on")
 	case err == nil: // it finished before it could be stopped
-		w.complete(ctx, l, log, out)
+		w.complete(ctx, l, until, log, out)
 	case r == stopCanceled:
-		w.fail(ctx, l, log, "canceled while running", false)
+		w.fail(ctx, l, until, log, "canceled while running", false)
 	case r == stopShutdown:
-		w.release(ctx, l, log, "worker "+w.cfg.WorkerID+" shut down before the program finished")
+		w.release(ctx, l, until, log, "worker "+w.cfg.WorkerID+" shut down before the program finished")
 	default:
-		w.fail(ctx, l, log, err.message, err.retryable)
+		w.fail(ctx, l, until, log, err.message, err.retryable)
 	}
 }
 
@@ -433,8 +439,9 @@ func childEnviron(environ []string) []string {
 
 // heartbeat renews the lease every LeaseSeconds/3 until ctx ends, and stops
 // the job when it was canceled or the lease is lost.
-func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.Logger, stopFor func(stopReason)) {
-	every := time.Duration(w.cfg.LeaseSeconds) * time.Second / 3
+func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.Logger, stopFor func(stopReason), ends *leaseEnd) {
+	lease := time.Duration(w.cfg.LeaseSeconds) * time.Second
+	every := lease / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -443,6 +450,7 @@ func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, every)
 		resp, err := w.api.Heartbeat(rctx, l.LeaseID, &remote.HeartbeatRequest{LeaseSeconds: remote.Int(w.cfg.LeaseSeconds)})
 		cancel()
@@ -457,16 +465,39 @@ func (w *remoteWorker) heartbeat(ctx context.Context, l remote.Lease, log *slog.
 			// try again at the next tick.
 			log.Warn("heartbeat failed", "error", err)
 		case resp.CancelRequested:
+			ends.set(sent.Add(lease))
 			log.Info("job canceled: stopping the program")
 			stopFor(stopCanceled)
 			return
+		default:
+			// By this worker's clock, from before the renewal was sent:
+			// the server's expiresAt is by the server's.
+			ends.set(sent.Add(lease))
 		}
 	}
 }
 
-func (w *remoteWorker) complete(ctx context.Context, l remote.Lease, log *slog.Logger, result json.RawMessage) {
+// leaseEnd is when a lease runs out by this worker's clock.
+type leaseEnd struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (e *leaseEnd) set(at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.at = at
+}
+
+func (e *leaseEnd) get() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.at
+}
+
+func (w *remoteWorker) complete(ctx context.Context, l remote.Lease, until time.Time, log *slog.Logger, result json.RawMessage) {
 	var refused error
-	if w.report(ctx, log, remote.ActionComplete, func(ctx context.Context) error {
+	if w.report(ctx, until, log, remote.ActionComplete, func(ctx context.Context) error {
 		err := w.api.Complete(ctx, l.LeaseID, result)
 		if resultRefused(err) {
 			refused = err
@@ -481,7 +512,7 @@ func (w *remoteWorker) complete(ctx context.Context, l remote.Lease, log *slog.L
 		// Sending it again would be refused again, and the job would
 		// stay RUNNING until its lease expired: it fails, as a result
 		// that is not JSON does.
-		w.fail(ctx, l, log, "the server refused the program's result: "+refused.Error(), false)
+		w.fail(ctx, l, until, log, "the server refused the program's result: "+refused.Error(), false)
 	}
 }
 
@@ -492,9 +523,9 @@ func resultRefused(err error) bool {
 	return errors.As(err, &p) && (p.Status == http.StatusBadRequest || p.Status == http.StatusRequestEntityTooLarge)
 }
 
-func (w *remoteWorker) fail(ctx context.Context, l remote.Lease, log *slog.Logger, message string, retryable bool) {
+func (w *remoteWorker) fail(ctx context.Context, l remote.Lease, until time.Time, log *slog.Logger, message string, retryable bool) {
 	var status string
-	if w.report(ctx, log, remote.ActionFail, func(ctx context.Context) (err error) {
+	if w.report(ctx, until, log, remote.ActionFail, func(ctx context.Context) (err error) {
 		status, err = w.api.Fail(ctx, l.LeaseID, message, retryable)
 		return err
 	}) {
@@ -504,9 +535,9 @@ func (w *remoteWorker) fail(ctx context.Context, l remote.Lease, log *slog.Logge
 
 // release gives the job back after its program was stopped at shutdown:
 // the attempt is refunded and the job is due again at once.
-func (w *remoteWorker) release(ctx context.Context, l remote.Lease, log *slog.Logger, reason string) {
+func (w *remoteWorker) release(ctx context.Context, l remote.Lease, until time.Time, log *slog.Logger, reason string) {
 	var status string
-	if w.report(ctx, log, remote.ActionRelease, func(ctx context.Context) (err error) {
+	if w.report(ctx, until, log, remote.ActionRelease, func(ctx context.Context) (err error) {
 		status, err = w.api.Release(ctx, l.LeaseID, reason)
 		return err
 	}) {
@@ -515,8 +546,10 @@ func (w *remoteWorker) release(ctx context.Context, l remote.Lease, log *slog.Lo
 }
 
 // report sends complete, fail or release, trying again on errors that may
-// pass. It returns whether the server took it.
-func (w *remoteWorker) report(ctx context.Context, log *slog.Logger, action string, send func(context.Context) error) bool {
+// pass until the lease runs out at until (once more at its end), after
+// which another attempt may hold the job. It returns whether the server
+// took it.
+func (w *remoteWorker) report(ctx context.Context, until time.Time, log *slog.Logger, action string, send func(context.Context) error) bool {
 	for n := 1; ; n++ {
 		err := send(ctx)
 		if err == nil {
@@ -526,11 +559,12 @@ func (w *remoteWorker) report(ctx context.Context, log *slog.Logger, action stri
 			log.Warn("job outcome refused: the lease was lost (expired or rescued)", "action", action, "error", err)
 			return false
 		}
-		if !remote.IsTemporary(err) || n == reportAttempts || ctx.Err() != nil {
+		left := time.Until(until)
+		if !remote.IsTemporary(err) || left <= 0 || ctx.Err() != nil {
 			log.Error("could not report the job's outcome; the lease will expire and the job be retried", "action", action, "error", err)
 			return false
 		}
-		pause(ctx, retryDelay(err, n))
+		pause(ctx, min(retryDelay(err, n), left))
 	}
 }
 

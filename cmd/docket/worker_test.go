@@ -1,8 +1,13 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +135,72 @@ func TestExecLeftoverChild(t *testing.T) {
 	out, execErr := w.execute(t.Context(), remote.Lease{LeaseID: jobID.String() + ".1", JobID: jobID, JobType: "t", Queue: "q", Attempt: 1})
 	require.Nil(t, execErr)
 	require.JSONEq(t, `{"done":true}`, string(out))
+}
+
+// TestReportOutlastsAShortOutage: a server that answers 5xx for a few
+// seconds (its database restarting) does not cost a finished job its
+// result: the worker sends the completion again for as long as its lease
+// lasts, not five times (about 4 s); and it gives up once the lease is
+// over, when another attempt may have the job.
+func TestReportOutlastsAShortOutage(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	// serve answers every heartbeat, and each completion with 500 until
+	// failFor has passed since the first one.
+	serve := func(failFor time.Duration) (*remote.Client, *atomic.Int32, *atomic.Bool) {
+		var tries atomic.Int32
+		var done atomic.Bool
+		var first atomic.Int64
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /v1/leases/{id}/heartbeat", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"expiresAt":"2026-01-01T00:00:00Z","cancelRequested":false}`)
+		})
+		mux.HandleFunc("POST /v1/leases/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
+			tries.Add(1)
+			first.CompareAndSwap(0, time.Now().UnixNano())
+			if time.Since(time.Unix(0, first.Load())) < failFor {
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = io.WriteString(w, `{"type":"https://docket.dev/problems/internal","title":"Internal error","status":500}`)
+				return
+			}
+			done.Store(true)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"status":"SUCCESS"}`)
+		})
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		c, err := remote.NewClient(srv.URL, "dk_test", nil)
+		require.NoError(t, err)
+		return c, &tries, &done
+	}
+	jobID := uuid.MustParse("0192f0c4-7a5e-7cc1-9e3f-3b2a1c0d9e8f")
+	lease := remote.Lease{LeaseID: jobID.String() + ".1.token", JobID: jobID, JobType: "t", Queue: "q", Attempt: 1}
+	worker := func(c *remote.Client) *remoteWorker {
+		return &remoteWorker{api: c, cfg: workerConfig{
+			Argv: []string{sh, "-c", "exit 0"}, LeaseSeconds: remote.LeaseSecondsMin, KillGrace: time.Second,
+			WorkerID: "w", Logger: slog.New(slog.DiscardHandler),
+		}}
+	}
+
+	t.Run("outage shorter than the lease", func(t *testing.T) {
+		t.Parallel()
+		c, tries, done := serve(4 * time.Second)
+		worker(c).runJob(t.Context(), lease)
+		require.True(t, done.Load(), "the completion was given up after %d tries", tries.Load())
+	})
+	t.Run("outage longer than the lease", func(t *testing.T) {
+		t.Parallel()
+		c, _, done := serve(time.Hour)
+		start := time.Now()
+		worker(c).runJob(t.Context(), lease)
+		require.False(t, done.Load())
+		took := time.Since(start)
+		lease := time.Duration(remote.LeaseSecondsMin) * time.Second
+		require.Less(t, took, lease+2*time.Second, "tried on well past the lease")
+	})
 }
