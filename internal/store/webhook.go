@@ -49,8 +49,18 @@ type WebhookStore interface {
 	// PerWebhook of each webhook and none of the webhooks in Exclude,
 	// oldest event first: each gets attempts+1 and its next attempt moved
 	// to LeaseUntil, so no other claimer takes it while it is being sent
-	// (a claimer that dies leaves it to be retried after LeaseUntil).
+	// (a claimer that dies leaves it to be retried after LeaseUntil, or
+	// to WebhookDeliveryReclaim). The claim records NodeID until the
+	// attempt is finished or released.
 	WebhookDeliveryClaim(ctx context.Context, p *WebhookDeliveryClaimParams) ([]*WebhookDelivery, error)
+	// WebhookDeliveryReclaim makes the PENDING deliveries claimed by
+	// another node than NodeID, and neither finished nor released, due at
+	// Now: a new holder of the webhooks leadership takes over the claims
+	// of the previous one (dead, or stepped down) instead of waiting for
+	// their leases. Their attempts stay counted (the request may have been
+	// sent), so a late Finish or Release of the old claim is fenced once
+	// they are claimed again. It returns how many it made due.
+	WebhookDeliveryReclaim(ctx context.Context, p *WebhookDeliveryReclaimParams) (int, error)
 	// WebhookDeliveryFinish records the outcome of a claimed attempt,
 	// guarded by state PENDING and attempts = p.Attempt (fencing). It
 	// reports whether the row was updated.
@@ -168,6 +178,14 @@ type WebhookDeliveryClaimParams struct {
 	PerWebhook int
 	Exclude    []uuid.UUID
 	LeaseUntil time.Time
+	NodeID     string // the claimer
+}
+
+// WebhookDeliveryReclaimParams: take over the claims of nodes other than
+// NodeID at Now.
+type WebhookDeliveryReclaimParams struct {
+	NodeID string
+	Now    time.Time
 }
 
 // WebhookDeliveryFinishParams is the outcome of one attempt.

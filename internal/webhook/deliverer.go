@@ -106,6 +106,7 @@ func (d *deliverer) claim(ctx context.Context) {
 		// Long enough for the batch to be sent one by one, each within
 		// the timeout; another claimer may retry it after that.
 		LeaseUntil: now.Add(time.Duration(PerWebhookBatch+1) * s.cfg.Timeout),
+		NodeID:     s.cfg.NodeID,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

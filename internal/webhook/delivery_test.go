@@ -462,3 +462,33 @@ func TestDeleteStopsTheBatchInFlight(t *testing.T) {
 			"a request was sent for a deleted subscription")
 	})
 }
+
+// A leader that dies while it sends a batch leaves its claims behind: the
+// next leader takes them over at the start of its term and sends them at
+// once, instead of after the dead claim's lease ((PerWebhookBatch+1) ×
+// Timeout, an hour here), which later events of the subscription would
+// not have waited for.
+func TestNewLeaderTakesOverADeadLeadersClaims(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		rc := newReceiver(t, nil)
+		w := b.subscribe(t, rc.srv.URL)
+		b.insertJobs(t, 3)
+		n, err := b.svc.FanOut(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		now := time.Now()
+		claimed, err := b.st.WebhookDeliveryClaim(b.ctx, &store.WebhookDeliveryClaimParams{
+			Now: now, Max: 10, PerWebhook: 10, LeaseUntil: now.Add(time.Hour), NodeID: "dead-leader",
+		})
+		require.NoError(t, err)
+		require.Len(t, claimed, 3)
+
+		b.start(t)
+		for _, d := range b.waitStates(t, w, 3, store.DeliveryDelivered) {
+			require.Equal(t, 2, d.Attempts, "the dead claim's attempt counts: it may have been sent")
+		}
+		require.Len(t, rc.requests(), 3)
+	})
+}

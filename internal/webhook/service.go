@@ -17,6 +17,7 @@ import (
 
 	"github.com/docket-run/docket/internal/leader"
 	"github.com/docket-run/docket/internal/service"
+	"github.com/docket-run/docket/internal/store"
 )
 
 // Log attribute keys.
@@ -108,10 +109,29 @@ type loops struct {
 // Start is called by the elector only, at the start of a term.
 func (l *loops) Start(ctx context.Context) error {
 	return l.life.Start(ctx, func(ctx context.Context, r *service.Run) error {
+		r.Go(func() {
+			l.s.reclaim(ctx)
+			l.s.runDeliverer(ctx)
+		})
 		r.Go(func() { l.s.runDispatcher(ctx) })
-		r.Go(func() { l.s.runDeliverer(ctx) })
 		return nil
 	})
+}
+
+// reclaim takes over, at the start of a term, the deliveries the previous
+// holder of the leadership claimed and did not finish: it died (or was cut
+// off) while sending them, and they would wait for the end of its claim,
+// (PerWebhookBatch+1) × Timeout, while later events of their
+// subscriptions are sent before them. A previous holder that stepped down
+// gave its claims back already. A failure leaves them to their lease.
+func (s *Service) reclaim(ctx context.Context) {
+	n, err := s.store.WebhookDeliveryReclaim(ctx, &store.WebhookDeliveryReclaimParams{NodeID: s.cfg.NodeID, Now: s.cfg.Now()})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("take over the previous leader's webhook deliveries failed; they are sent after their claim", attrError, err)
+	case n > 0:
+		s.log.Info("took over webhook deliveries the previous leader had claimed", attrCount, n)
+	}
 }
 
 // Stop is called by the elector only, at the end of a term.

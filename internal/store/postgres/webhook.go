@@ -216,7 +216,7 @@ func collectDeliveries(rs pgx.Rows) ([]*store.WebhookDelivery, error) {
 // taking them.
 const webhookClaimSQL = `
 UPDATE docket_webhook_deliveries
-SET attempts = attempts + 1, next_attempt_at = $5, updated_at = $1
+SET attempts = attempts + 1, next_attempt_at = $5, updated_at = $1, claimed_by = $6
 WHERE id = ANY(ARRAY(
 	SELECT id FROM docket_webhook_deliveries
 	WHERE id IN (
@@ -240,7 +240,7 @@ func (s *Store) WebhookDeliveryClaim(ctx context.Context, p *store.WebhookDelive
 		exclude[i] = id
 	}
 	now := dbTime(p.Now)
-	rs, err := s.pool.Query(ctx, webhookClaimSQL, now, p.Max, max(p.PerWebhook, 1), exclude, dbTime(p.LeaseUntil))
+	rs, err := s.pool.Query(ctx, webhookClaimSQL, now, p.Max, max(p.PerWebhook, 1), exclude, dbTime(p.LeaseUntil), p.NodeID)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhook deliveries: %w", err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries
 		SET state = $3, last_status_code = $4, last_error = $5, next_attempt_at = $6, finished_at = $7, updated_at = $8,
-			last_attempt_at = $9
+			last_attempt_at = $9, claimed_by = NULL
 		WHERE id = $1 AND attempts = $2 AND state = 'PENDING'`,
 		p.ID, p.Attempt, string(p.State), p.StatusCode, p.Error, next, finished, now, dbTime(p.AttemptedAtOrNow()))
 	if err != nil {
@@ -278,13 +278,27 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 // WebhookDeliveryRelease implements store.Store.
 func (s *Store) WebhookDeliveryRelease(ctx context.Context, p *store.WebhookDeliveryReleaseParams) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries
-		SET attempts = attempts - 1, next_attempt_at = $3, updated_at = $4
+		SET attempts = attempts - 1, next_attempt_at = $3, updated_at = $4, claimed_by = NULL
 		WHERE id = $1 AND attempts = $2 AND state = 'PENDING'`,
 		p.ID, p.Attempt, dbTime(p.NextAttemptAt), dbTime(p.Now))
 	if err != nil {
 		return false, fmt.Errorf("release webhook delivery %s: %w", p.ID, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// WebhookDeliveryReclaim implements store.Store. It reads every PENDING
+// delivery (the partial index of due ones): once per term of the
+// webhooks leadership.
+func (s *Store) WebhookDeliveryReclaim(ctx context.Context, p *store.WebhookDeliveryReclaimParams) (int, error) {
+	now := dbTime(p.Now)
+	tag, err := s.pool.Exec(ctx, `UPDATE docket_webhook_deliveries
+		SET next_attempt_at = $2, updated_at = $2, claimed_by = NULL
+		WHERE state = 'PENDING' AND claimed_by IS NOT NULL AND claimed_by <> $1`, p.NodeID, now)
+	if err != nil {
+		return 0, fmt.Errorf("reclaim webhook deliveries: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // webhookSkipSQL counts a due attempt not made for the due deliveries of

@@ -215,7 +215,7 @@ func collectDeliveries(rows *sql.Rows) ([]*store.WebhookDelivery, error) {
 // order; the write transaction is the lock.
 const webhookClaimSQL = `
 UPDATE docket_webhook_deliveries
-SET attempts = attempts + 1, next_attempt_at = ?5, updated_at = ?1
+SET attempts = attempts + 1, next_attempt_at = ?5, updated_at = ?1, claimed_by = ?6
 WHERE id IN (
 	SELECT id FROM (
 		SELECT id, outbox_id, event_index,
@@ -242,7 +242,7 @@ func (s *Store) WebhookDeliveryClaim(ctx context.Context, p *store.WebhookDelive
 	var out []*store.WebhookDelivery
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, webhookClaimSQL, micros(p.Now), limit(p.Max), max(p.PerWebhook, 1),
-			string(excl), micros(p.LeaseUntil))
+			string(excl), micros(p.LeaseUntil), p.NodeID)
 		if err != nil {
 			return err
 		}
@@ -285,7 +285,7 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 	}
 	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries
 		SET state = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, finished_at = ?, updated_at = ?,
-			last_attempt_at = ?
+			last_attempt_at = ?, claimed_by = NULL
 		WHERE id = ? AND attempts = ? AND state = 'PENDING'`,
 		string(p.State), p.StatusCode, p.Error, next, finished, now, micros(p.AttemptedAtOrNow()), p.ID.String(), p.Attempt)
 	if err != nil {
@@ -297,13 +297,27 @@ func (s *Store) WebhookDeliveryFinish(ctx context.Context, p *store.WebhookDeliv
 // WebhookDeliveryRelease implements store.Store.
 func (s *Store) WebhookDeliveryRelease(ctx context.Context, p *store.WebhookDeliveryReleaseParams) (bool, error) {
 	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries
-		SET attempts = attempts - 1, next_attempt_at = ?, updated_at = ?
+		SET attempts = attempts - 1, next_attempt_at = ?, updated_at = ?, claimed_by = NULL
 		WHERE id = ? AND attempts = ? AND state = 'PENDING'`,
 		micros(p.NextAttemptAt), micros(p.Now), p.ID.String(), p.Attempt)
 	if err != nil {
 		return false, fmt.Errorf("release webhook delivery %s: %w", p.ID, err)
 	}
 	return n == 1, nil
+}
+
+// WebhookDeliveryReclaim implements store.Store. It reads every PENDING
+// delivery (the partial index of due ones): once per term of the
+// webhooks leadership.
+func (s *Store) WebhookDeliveryReclaim(ctx context.Context, p *store.WebhookDeliveryReclaimParams) (int, error) {
+	now := micros(p.Now)
+	n, err := s.exec(ctx, `UPDATE docket_webhook_deliveries
+		SET next_attempt_at = ?, updated_at = ?, claimed_by = NULL
+		WHERE state = 'PENDING' AND claimed_by IS NOT NULL AND claimed_by <> ?`, now, now, p.NodeID)
+	if err != nil {
+		return 0, fmt.Errorf("reclaim webhook deliveries: %w", err)
+	}
+	return int(n), nil
 }
 
 // webhookSkipSQL counts a due attempt not made for the due deliveries of

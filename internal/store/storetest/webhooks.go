@@ -293,6 +293,61 @@ func testWebhook(t *testing.T, open opener) {
 		require.Len(t, delivered, 1)
 	})
 
+	// A new leader takes over the claims another node left unfinished
+	// (it died sending them): due at once, their attempts still counted,
+	// and the old claim fenced once they are claimed again. Its own
+	// claims, and claims finished or released, are not touched.
+	t.Run("Reclaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		w := b.webhook(t, "http://127.0.0.1/1")
+		b.insert(t, newJob(newQueue()))
+		require.Equal(t, 4, b.fanOut(t, base, 4, w))
+		claimBy := func(node string, now time.Time, n int) []*store.WebhookDelivery {
+			t.Helper()
+			ds, err := b.s.WebhookDeliveryClaim(b.ctx, &store.WebhookDeliveryClaimParams{
+				Now: now, Max: n, PerWebhook: n, LeaseUntil: now.Add(time.Hour), NodeID: node,
+			})
+			require.NoError(t, err)
+			return ds
+		}
+		reclaim := func(node string, now time.Time) int {
+			t.Helper()
+			n, err := b.s.WebhookDeliveryReclaim(b.ctx, &store.WebhookDeliveryReclaimParams{NodeID: node, Now: now})
+			require.NoError(t, err)
+			return n
+		}
+		old := claimBy("dead", base, 4)
+		require.Len(t, old, 4)
+		// One finished, one released by the old holder: no claim left.
+		ok, err := b.s.WebhookDeliveryFinish(b.ctx, &store.WebhookDeliveryFinishParams{
+			ID: old[0].ID, Attempt: 1, State: store.DeliveryDelivered, StatusCode: 200, Now: at(time.Second),
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.s.WebhookDeliveryRelease(b.ctx, &store.WebhookDeliveryReleaseParams{
+			ID: old[1].ID, Attempt: 1, NextAttemptAt: at(time.Hour), Now: at(time.Second),
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		require.Zero(t, reclaim("dead", at(2*time.Second)), "a node's own claims are its own")
+		require.Equal(t, 2, reclaim("new", at(2*time.Second)), "the two claims left unfinished")
+		require.Zero(t, reclaim("new", at(2*time.Second)), "taken over once")
+		again := claimBy("new", at(2*time.Second), 10)
+		require.Len(t, again, 2, "due at once, not after the old claim's lease")
+		for i, d := range again {
+			require.Equal(t, old[i+2].ID, d.ID, "in event order")
+			require.Equal(t, 2, d.Attempts, "the old claim's attempt stays counted: it may have been sent")
+		}
+		ok, err = b.s.WebhookDeliveryFinish(b.ctx, &store.WebhookDeliveryFinishParams{
+			ID: old[2].ID, Attempt: 1, State: store.DeliveryDelivered, StatusCode: 200, Now: at(3 * time.Second),
+		})
+		require.NoError(t, err)
+		require.False(t, ok, "the old claim is fenced")
+		require.Equal(t, 2, reclaim("third", at(3*time.Second)), "the next holder takes them over in turn")
+	})
+
 	// An open circuit breaker: due deliveries are not sent, but each due
 	// attempt counts, so a backlog follows the retry schedule to DEAD.
 	t.Run("Skip", func(t *testing.T) {

@@ -1,0 +1,1 @@
+ALTER TABLE docket_webhook_deliveries DROP COLUMN claimed_by;
