@@ -680,9 +680,21 @@ func runOpCommand(run runFunc, output *string, op, short string) *cobra.Command 
 			"state does not allow is refused (409).",
 		Args: cobra.ExactArgs(1),
 	}
+	var force *bool
+	if op == "retry" {
+		cmd.Long += "\nA retry is refused (409) while a step downstream of a failed one is still RUNNING\n" +
+			"(released before the run failed, e.g. by trigger all_done); --force cancels such\n" +
+			"steps in the retry's transaction (running jobs are asked to stop) and runs them\n" +
+			"again with the others."
+		force = cmd.Flags().Bool("force", false, "cancel the RUNNING steps that block the retry and run them again")
+	}
 	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error {
+		var body any
+		if force != nil && *force {
+			body = map[string]any{"force": true}
+		}
 		var raw json.RawMessage
-		if err := c.Do(ctx, "POST", "/v1/runs/"+url.PathEscape(args[0])+"/"+op, nil, &raw); err != nil {
+		if err := c.Do(ctx, "POST", "/v1/runs/"+url.PathEscape(args[0])+"/"+op, body, &raw); err != nil {
 			return err
 		}
 		return printRun(out, raw, *output, false)

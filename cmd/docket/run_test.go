@@ -235,3 +235,49 @@ func TestRunDAG(t *testing.T) {
 		"    └── join  (↑ after left, fan)",
 	}, runDAG(steps, parents))
 }
+
+// TestCLIRunRetryForce: docket run retry of a FAILED run whose step
+// report (all_done after the failed check) still runs is refused (409,
+// saying to force it); with --force the retry cancels report, asks its
+// job to stop and runs the run again.
+func TestCLIRunRetryForce(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := startCLIServer(t, backend) // no worker: the test leases the jobs
+			res := s.docket(t, docket.RoleProducer, `{"name": "audit", "steps": [
+  {"name": "check", "job": {"type": "audit.check", "maxAttempts": 1}, "onFailure": "continue"},
+  {"name": "report", "after": ["check"], "trigger": "all_done", "job": {"type": "audit.report"}},
+  {"name": "close", "after": ["check"], "trigger": "all_done", "job": {"type": "audit.close", "maxAttempts": 1}}]}`, "workflow", "put")
+			require.NoError(t, res.err, res.stderr)
+			res = s.runOK(t, docket.RoleProducer, "", "start", "audit")
+			id := runIDPattern.FindString(res.stdout)
+			lease := func(queue string) *docket.Lease {
+				ls, err := s.client.Lease(ctx, docket.LeaseParams{Queues: []string{queue}, Max: 1, Duration: time.Minute, WorkerID: "w"})
+				require.NoError(t, err)
+				require.Len(t, ls, 1, queue)
+				return ls[0]
+			}
+			_, err := s.client.LeaseFail(ctx, lease("audit.check").ID, "no", false)
+			require.NoError(t, err)
+			report := lease("audit.report") // runs on
+			_, err = s.client.LeaseFail(ctx, lease("audit.close").ID, "no", false)
+			require.NoError(t, err)
+
+			res = s.docket(t, docket.RoleProducer, "", "run", "retry", id)
+			require.ErrorContains(t, res.err, "409")
+			require.ErrorContains(t, res.err, "force the retry")
+			res = s.runOK(t, docket.RoleProducer, "", "retry", id, "--force")
+			require.Regexp(t, `(?m)^`+id+`\s+audit\s+1\s+RUNNING\s+`, res.stdout)
+			hb, err := s.client.LeaseHeartbeat(ctx, report.ID, time.Minute, nil, "")
+			require.NoError(t, err)
+			require.True(t, hb.CancelRequested, "the forced retry asked report's job to stop")
+
+			// --force is retry's only.
+			res = s.docket(t, docket.RoleProducer, "", "run", "cancel", id, "--force")
+			require.ErrorContains(t, res.err, "unknown flag: --force")
+		})
+	}
+}

@@ -27,8 +27,9 @@ const cliWorkflow = `{"name": "product-match",
 
 // cliServer is an API server on a real database, and a key per role.
 type cliServer struct {
-	url  string
-	keys map[docket.Role]string
+	url    string
+	keys   map[docket.Role]string
+	client *docket.Client // the server's
 }
 
 func startCLIServer(t *testing.T, backend testdb.Backend) *cliServer {
@@ -39,7 +40,7 @@ func startCLIServer(t *testing.T, backend testdb.Backend) *cliServer {
 	t.Cleanup(func() { _ = client.Close() })
 	srv := httptest.NewServer(api.New(api.Config{Client: client}))
 	t.Cleanup(srv.Close)
-	s := &cliServer{url: srv.URL, keys: map[docket.Role]string{}}
+	s := &cliServer{url: srv.URL, keys: map[docket.Role]string{}, client: client}
 	for _, role := range docket.Roles {
 		secret, _, err := client.CreateAPIKey(ctx, "cli-"+string(role), role)
 		require.NoError(t, err)
