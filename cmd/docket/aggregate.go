@@ -78,16 +78,16 @@ weighted); --truth then reports MAE and RMSE as well.`,
 
 func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) error {
 	if fl.format != "csv" && fl.format != "jsonl" {
-		return fmt.Errorf("--output %q: want csv or jsonl", fl.format)
+		return usageErrorf("--output %q: want csv or jsonl", fl.format)
 	}
 	if fl.progress != "auto" && fl.progress != "always" && fl.progress != "never" {
-		return fmt.Errorf("--progress %q: want auto, always or never", fl.progress)
+		return usageErrorf("--progress %q: want auto, always or never", fl.progress)
 	}
 	if fl.method == "all" && (fl.out != "" || fl.format != "csv") {
 		// The table of --method all goes to stdout; --out and -o shape
 		// the answers, which it does not print: taking them silently
 		// left no file where a script looked for one.
-		return errors.New("--out and --output are for the answers; --method all prints a table of the methods to stdout")
+		return usageErrorf("--out and --output are for the answers; --method all prints a table of the methods to stdout")
 	}
 	if fl.numeric {
 		return runAggregateNumeric(stdout, stderr, path, fl)
@@ -98,7 +98,7 @@ func runAggregate(stdout, stderr io.Writer, path string, fl aggregateFlags) erro
 	} else {
 		m, err := aggregate.ParseMethod(fl.method)
 		if err != nil {
-			return fmt.Errorf("--method: %w", err)
+			return usageErrorf("--method: %w", err)
 		}
 		methods = append(methods, m)
 	}
@@ -285,12 +285,12 @@ func runAggregateNumeric(stdout, stderr io.Writer, path string, fl aggregateFlag
 	default:
 		m := aggregate.NumericMethod(fl.method)
 		if !slices.Contains(aggregate.NumericMethods(), m) {
-			return fmt.Errorf("--method %q: with --numeric, want mean, median, weighted, auto or all", fl.method)
+			return usageErrorf("--method %q: with --numeric, want mean, median, weighted, auto or all", fl.method)
 		}
 		methods = []aggregate.NumericMethod{m}
 	}
 	if fl.gold != "" || fl.trust != "" {
-		return errors.New("--gold and --trust are for categorical labels, not with --numeric")
+		return usageErrorf("--gold and --trust are for categorical labels, not with --numeric")
 	}
 	var (
 		judgments []aggregate.NumericJudgment

@@ -151,7 +151,7 @@ percentiles), or as JSON with -o json.`,
 		switch cfg.Mode {
 		case bench.ModeBurn, bench.ModeContinuous, bench.ModeLatency, bench.ModeWorkflow, bench.ModeWorkflowLatency, "crowd":
 		default:
-			bad = append(bad, fmt.Errorf("--mode %q: want burn, continuous, latency, workflow, workflow-latency or crowd", cfg.Mode))
+			bad = append(bad, usageErrorf("--mode %q: want burn, continuous, latency, workflow, workflow-latency or crowd", cfg.Mode))
 		}
 		for _, n := range []struct {
 			flag string
@@ -162,28 +162,28 @@ percentiles), or as JSON with -o json.`,
 			{"runs", runs}, {"run-batch", runBatch}, {"units", crowd.Units}, {"contributors", crowd.Contributors},
 		} {
 			if n.v < 1 {
-				bad = append(bad, fmt.Errorf("--%s %d: must be at least 1", n.flag, n.v))
+				bad = append(bad, usageErrorf("--%s %d: must be at least 1", n.flag, n.v))
 			}
 		}
 		if f.Changed("rate") && cfg.Rate < 1 {
-			bad = append(bad, fmt.Errorf("--rate %d: must be at least 1", cfg.Rate))
+			bad = append(bad, usageErrorf("--rate %d: must be at least 1", cfg.Rate))
 		}
 		if flush < 0 {
-			bad = append(bad, fmt.Errorf("--complete-batch %d: must not be negative (0: the worker default)", flush))
+			bad = append(bad, usageErrorf("--complete-batch %d: must not be negative (0: the worker default)", flush))
 		}
 		for _, d := range []struct {
 			flag string
 			v    time.Duration
 		}{{"duration", cfg.Duration}, {"interval", cfg.Interval}} {
 			if d.v <= 0 {
-				bad = append(bad, fmt.Errorf("--%s %s: must be positive", d.flag, d.v))
+				bad = append(bad, usageErrorf("--%s %s: must be positive", d.flag, d.v))
 			}
 		}
 		if crowd.Think < 0 {
-			bad = append(bad, fmt.Errorf("--think %s: must not be negative", crowd.Think))
+			bad = append(bad, usageErrorf("--think %s: must not be negative", crowd.Think))
 		}
 		if len(bad) > 0 {
-			return errors.Join(bad...)
+			return asUsage(errors.Join(bad...))
 		}
 		var shapes []bench.Shape
 		switch shape {
@@ -193,14 +193,14 @@ percentiles), or as JSON with -o json.`,
 		case bench.ShapeDiamond.Name:
 			shapes = []bench.Shape{bench.ShapeDiamond}
 		default:
-			return fmt.Errorf("--shape %q: want chain or diamond", shape)
+			return usageErrorf("--shape %q: want chain or diamond", shape)
 		}
 		switch output {
 		case "text":
 		case "json":
 			cfg.JSON = true
 		default:
-			return fmt.Errorf("--output %q: want text or json", output)
+			return usageErrorf("--output %q: want text or json", output)
 		}
 		ctx := cmd.Context()
 		// Burn and continuous count completions from the client's commit

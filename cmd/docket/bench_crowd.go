@@ -89,16 +89,16 @@ const crowdBenchTemplate = `{"title": "Benchmark: same product?",
 // cfg.Server), runs the contributors over HTTP, then checks the tables.
 func runCrowdBench(ctx context.Context, client *docket.Client, cfg crowdBenchConfig) (*crowdBenchResult, error) {
 	if cfg.Units < 1 || cfg.Contributors < 1 {
-		return nil, errors.New("--units and --contributors must be at least 1")
+		return nil, usageErrorf("--units and --contributors must be at least 1")
 	}
 	if cfg.Contributors < crowdBenchPerUnit {
-		return nil, fmt.Errorf("--contributors must be at least %d: each unit needs that many different people", crowdBenchPerUnit)
+		return nil, usageErrorf("--contributors must be at least %d: each unit needs that many different people", crowdBenchPerUnit)
 	}
 	if cfg.Think < 0 {
-		return nil, fmt.Errorf("--think %s: must not be negative (0: no pause between a submit and the next take)", cfg.Think)
+		return nil, usageErrorf("--think %s: must not be negative (0: no pause between a submit and the next take)", cfg.Think)
 	}
 	if !docket.TakeStrategy(cfg.Strategy).Valid() {
-		return nil, fmt.Errorf("--strategy %q: want ordered, random or candidates", cfg.Strategy)
+		return nil, usageErrorf("--strategy %q: want ordered, random or candidates", cfg.Strategy)
 	}
 	res := &crowdBenchResult{Backend: client.Backend(), Strategy: cfg.Strategy, Units: cfg.Units, JudgmentsPerUnit: crowdBenchPerUnit,
 		Contributors: cfg.Contributors, ThinkMs: float64(cfg.Think.Microseconds()) / 1000, Setup: map[string]float64{}, trace: cfg.Trace}

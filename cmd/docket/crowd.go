@@ -609,7 +609,7 @@ func parseProfiles(s string) ([]simShare, error) {
 		problems = append(problems, fmt.Sprintf("the percentages sum to %d, not 100", sum))
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("--profiles: %s", strings.Join(problems, "; "))
+		return nil, usageErrorf("--profiles: %s", strings.Join(problems, "; "))
 	}
 	return out, nil
 }

@@ -44,7 +44,7 @@ func demoCommand() *cobra.Command {
 	n := cmd.Flags().Int("jobs", 300, "how many jobs to insert")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *n < 4 || *n > 100000 {
-			return fmt.Errorf("--jobs %d: must be between 4 and 100000", *n)
+			return usageErrorf("--jobs %d: must be between 4 and 100000", *n)
 		}
 		return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *url, *n)
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -45,14 +43,14 @@ func addAPIFlags(flags interface {
 func (f *apiFlags) client() (*remote.Client, error) {
 	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want a URL like %s", f.server, ServerDefault)
+		return nil, usageErrorf("--server %q: want a URL like %s", f.server, ServerDefault)
 	}
 	key := f.key
 	if key == "" {
 		key = os.Getenv("DOCKET_API_KEY")
 	}
 	if key == "" {
-		return nil, errors.New("no API key: pass --api-key or set DOCKET_API_KEY (make one with docket keys create)")
+		return nil, usageErrorf("no API key: pass --api-key or set DOCKET_API_KEY (make one with docket keys create)")
 	}
 	return remote.NewClient(f.server, key, nil)
 }
@@ -64,7 +62,7 @@ func outputFlag(cmd *cobra.Command) *string {
 
 func checkOutput(o string) error {
 	if o != "table" && o != "json" {
-		return fmt.Errorf("--output %q: want table or json", o)
+		return usageErrorf("--output %q: want table or json", o)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -154,21 +153,21 @@ func jobSubmitCommand(run runFunc, output *string) *cobra.Command {
 		}
 		switch {
 		case runAt != "" && delay != 0:
-			return errors.New("--run-at and --delay: give one of them")
+			return usageErrorf("--run-at and --delay: give one of them")
 		case runAt != "":
 			t, err := time.Parse(time.RFC3339, runAt)
 			if err != nil {
-				return fmt.Errorf("--run-at %q: want RFC 3339, e.g. 2030-01-02T15:04:05Z", runAt)
+				return usageErrorf("--run-at %q: want RFC 3339, e.g. 2030-01-02T15:04:05Z", runAt)
 			}
 			req.RunAt = &t
 		case delay < 0:
-			return fmt.Errorf("--delay %s: must not be negative", delay)
+			return usageErrorf("--delay %s: must not be negative", delay)
 		case delay > 0:
 			t := time.Now().Add(delay).UTC()
 			req.RunAt = &t
 		}
 		if timeout < 0 || timeout%time.Second != 0 {
-			return fmt.Errorf("--timeout %s: want a positive number of whole seconds", timeout)
+			return usageErrorf("--timeout %s: want a positive number of whole seconds", timeout)
 		}
 		req.TimeoutSeconds = int(timeout / time.Second)
 		var raw json.RawMessage

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,17 +17,18 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := rootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "docket:", err)
-		os.Exit(1)
-	}
+	code := execute(ctx, rootCommand(), os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 func rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "docket",
-		Short:         "A durable platform for asynchronous work",
+		Use:   "docket",
+		Short: "A durable platform for asynchronous work",
+		Long: "A durable platform for asynchronous work.\n\n" +
+			"Exit status: 0 on success, 1 when the command ran and failed (the server's\n" +
+			"problems included), 2 when the command line is wrong (nothing was done).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -53,7 +53,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	c.Args = cobra.ArbitraryArgs
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			return usageErrorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
 		}
 		return cmd.Help()
 	}

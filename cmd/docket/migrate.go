@@ -28,7 +28,7 @@ func migrateCommand() *cobra.Command {
 			if len(args) == 1 {
 				n, err := strconv.Atoi(args[0])
 				if err != nil || n < 1 {
-					return fmt.Errorf("steps %q: must be a positive integer", args[0])
+					return usageErrorf("steps %q: must be a positive integer", args[0])
 				}
 				steps = n
 			}
@@ -38,9 +38,9 @@ func migrateCommand() *cobra.Command {
 			if dir == "down" {
 				switch {
 				case downAll && steps > 0:
-					return fmt.Errorf("give either a number of migrations to revert or --all, not both")
+					return usageErrorf("give either a number of migrations to revert or --all, not both")
 				case !downAll && steps == 0:
-					return fmt.Errorf("say how many migrations to revert (docket migrate down 1 reverts the last one), or --all to revert every one, which drops docket's tables and everything in them")
+					return usageErrorf("say how many migrations to revert (docket migrate down 1 reverts the last one), or --all to revert every one, which drops docket's tables and everything in them")
 				}
 			}
 			// Only up may create the database.

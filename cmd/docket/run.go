@@ -101,7 +101,7 @@ func readJSONArg(what, inline, file string, stdin io.Reader) (json.RawMessage, e
 	var data []byte
 	switch {
 	case inline != "" && file != "":
-		return nil, fmt.Errorf("give the %s inline or with -f, not both", what)
+		return nil, usageErrorf("give the %s inline or with -f, not both", what)
 	case file == "-":
 		b, err := io.ReadAll(stdin)
 		if err != nil {
@@ -121,6 +121,9 @@ func readJSONArg(what, inline, file string, stdin io.Reader) (json.RawMessage, e
 	}
 	data = bytes.TrimSpace(data)
 	if !json.Valid(data) {
+		if inline != "" {
+			return nil, usageErrorf("the %s is not valid JSON", what)
+		}
 		return nil, fmt.Errorf("the %s is not valid JSON", what)
 	}
 	return data, nil
@@ -229,10 +232,10 @@ func runBatchCommand(run runFunc, output *string) *cobra.Command {
 	version := cmd.Flags().Int("version", 0, "the workflow version (default: the latest)")
 	cmd.RunE = run(func(ctx context.Context, c *remote.Client, out io.Writer, args []string) error {
 		if *file == "" {
-			return errors.New("give the rows with -f FILE")
+			return usageErrorf("give the rows with -f FILE")
 		}
 		if *chunk < 1 || *chunk > api.RunBatchMax {
-			return fmt.Errorf("--chunk %d: want 1 to %d", *chunk, api.RunBatchMax)
+			return usageErrorf("--chunk %d: want 1 to %d", *chunk, api.RunBatchMax)
 		}
 		f := *format
 		if f == "" {
@@ -242,14 +245,14 @@ func runBatchCommand(run runFunc, output *string) *cobra.Command {
 			case ".csv":
 				f = "csv"
 			default:
-				return fmt.Errorf("cannot tell the format of %q from its extension: pass --format jsonl or csv", *file)
+				return usageErrorf("cannot tell the format of %q from its extension: pass --format jsonl or csv", *file)
 			}
 		}
 		if f != "jsonl" && f != "csv" {
-			return fmt.Errorf("--format %q: want jsonl or csv", f)
+			return usageErrorf("--format %q: want jsonl or csv", f)
 		}
 		if *keyColumn != "" && f != "csv" {
-			return errors.New("--key-column applies to CSV files; JSON lines carry their idempotencyKey")
+			return usageErrorf("--key-column applies to CSV files; JSON lines carry their idempotencyKey")
 		}
 		var rd io.Reader = cmd.InOrStdin()
 		if *file != "-" {

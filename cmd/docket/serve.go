@@ -523,7 +523,7 @@ the environment. See docs/configuration.md.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadServeConfig(cmd.Flags(), os.LookupEnv)
 		if err != nil {
-			return err
+			return asUsage(err)
 		}
 		return runServe(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}

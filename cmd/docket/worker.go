@@ -104,19 +104,19 @@ at once for another worker.`,
 		argv, err := splitCommandLine(*execLine)
 		switch {
 		case err != nil:
-			return fmt.Errorf("--exec: %w", err)
+			return usageErrorf("--exec: %w", err)
 		case len(argv) == 0:
-			return errors.New("--exec is required: the program to run per job")
+			return usageErrorf("--exec is required: the program to run per job")
 		case len(*queues) == 0:
-			return errors.New("--queue is required")
+			return usageErrorf("--queue is required")
 		case *concurrency < 1 || *concurrency > concurrencyMax:
-			return fmt.Errorf("--concurrency %d: want 1..%d", *concurrency, concurrencyMax)
+			return usageErrorf("--concurrency %d: want 1..%d", *concurrency, concurrencyMax)
 		case *leaseSeconds < remote.LeaseSecondsMin || *leaseSeconds > remote.LeaseSecondsMax:
-			return fmt.Errorf("--lease-seconds %d: want %d..%d", *leaseSeconds, remote.LeaseSecondsMin, remote.LeaseSecondsMax)
+			return usageErrorf("--lease-seconds %d: want %d..%d", *leaseSeconds, remote.LeaseSecondsMin, remote.LeaseSecondsMax)
 		case *waitSeconds < 0 || *waitSeconds > remote.WaitSecondsMax:
-			return fmt.Errorf("--wait-seconds %d: want 0..%d", *waitSeconds, remote.WaitSecondsMax)
+			return usageErrorf("--wait-seconds %d: want 0..%d", *waitSeconds, remote.WaitSecondsMax)
 		case *shutdownTimeout < 0:
-			return fmt.Errorf("--shutdown-timeout %s: must not be negative", *shutdownTimeout)
+			return usageErrorf("--shutdown-timeout %s: must not be negative", *shutdownTimeout)
 		}
 		if _, err := exec.LookPath(argv[0]); err != nil {
 			return fmt.Errorf("--exec: %w", err)
