@@ -31,6 +31,19 @@ import (
 // file in the working directory.
 const DatabaseURLDefault = "sqlite:docket.db"
 
+// SQLitePath tells whether url names an SQLite database (sqlite:PATH or
+// sqlite://PATH) and, if so, the path of its file, exactly as NewClient
+// reads it: the path is taken as written (no percent-decoding, no ~
+// expansion; relative to the working directory), and a URL NewClient
+// refuses (nothing after the scheme, a file: URI, options after ?) is
+// an error here too, with the same message. A postgres:// URL, or any
+// other, is ok false with no error. Programs that look at the file
+// before opening it (does it exist? where do its neighbours go?) use it
+// so that they and the client can never disagree on which file it is.
+func SQLitePath(url string) (path string, ok bool, err error) {
+	return storeurl.SQLitePath(url)
+}
+
 // Config configures a Client.
 type Config struct {
 	// DatabaseURL: "postgres://…" (or "postgresql://…") or "sqlite:PATH".

@@ -65,3 +65,17 @@ func Example() {
 	// same job: true duplicate: true
 	// SUCCESS {"sentTo":"ada@example.com"}
 }
+
+// SQLitePath reads a database URL as NewClient does: the file of a
+// sqlite: URL, taken as written, or an error for one NewClient refuses.
+func ExampleSQLitePath() {
+	for _, url := range []string{"sqlite:data/docket.db", "sqlite:///var/lib/docket/a%23b.db", "postgres://db/docket", "sqlite:docket.db?mode=ro"} {
+		path, ok, err := docket.SQLitePath(url)
+		fmt.Printf("%q %v %v\n", path, ok, err)
+	}
+	// Output:
+	// "data/docket.db" true <nil>
+	// "/var/lib/docket/a%23b.db" true <nil>
+	// "" false <nil>
+	// "" true database url "sqlite:docket.db?mode=ro": sqlite:PATH takes no options after ? (docket sets SQLite's options itself; a file name with ? is not supported)
+}

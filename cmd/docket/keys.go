@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -128,13 +127,12 @@ func openMigrated(ctx context.Context, databaseURL string) (*docket.Client, erro
 // refusing a SQLite path where there is no file: opening would create an
 // empty database there, and a mistyped URL must not.
 func openExisting(ctx context.Context, databaseURL string, level slog.Level) (*docket.Client, error) {
-	if path, ok := strings.CutPrefix(databaseURL, "sqlite:"); ok {
-		path = strings.TrimPrefix(path, "//")
-		// A URL with options or a file: URI is refused when the client
-		// opens it (before any file is made), with its own message: the
-		// path is not a file name to look for.
-		withOptions := strings.Contains(path, "?") || strings.HasPrefix(path, "file:")
-		if _, err := os.Stat(path); !withOptions && errors.Is(err, fs.ErrNotExist) {
+	path, ok, err := docket.SQLitePath(databaseURL)
+	if err != nil {
+		return nil, err // a URL the client refuses: no path to look for
+	}
+	if ok {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("there is no database at %s: check --database-url (docket serve or docket migrate up creates it)", displayURL(databaseURL))
 		}
 	}

@@ -167,3 +167,36 @@ func TestMigrateUnknownVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, out, after, "a refused down reverted something")
 }
+
+// TestKeysDatabasePath: docket keys looks for the file the client would
+// open (docket.SQLitePath), and refuses a URL the client refuses with the
+// client's message, making no file: "sqlite:" was "there is no database
+// at sqlite:". A file name with %23 is taken as written, by both.
+func TestKeysDatabasePath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for url, want := range map[string]string{
+		"sqlite:":   "needs a file path",
+		"sqlite://": "needs a file path",
+		"sqlite:" + filepath.Join(dir, "a.db") + "?mode=ro": "takes no options after ?",
+		"sqlite:file:" + filepath.Join(dir, "a.db"):         "not a file: URI",
+	} {
+		_, err := runDocket(t, "keys", "list", "--database-url", url)
+		require.ErrorContains(t, err, want, url)
+		require.NotContains(t, err.Error(), "there is no database", url)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a refused URL left a file behind")
+
+	url := "sqlite:" + filepath.Join(dir, "a%23b.db")
+	_, err = runDocket(t, "migrate", "up", "--database-url", url)
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "a%23b.db"))
+	require.NoError(t, err, "the file is named as written")
+	_, err = runDocket(t, "keys", "create", "--role", "admin", "--name", "hash", "--database-url", url)
+	require.NoError(t, err)
+	out, err := runDocket(t, "keys", "list", "--database-url", url)
+	require.NoError(t, err)
+	require.Contains(t, out, "hash")
+}

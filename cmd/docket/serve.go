@@ -290,6 +290,8 @@ func (c *serveConfig) Validate() error {
 	_, _, err := net.SplitHostPort(c.Listen)
 	check("DOCKET_LISTEN", err == nil, "%q must be host:port, e.g. 127.0.0.1:8080 or :8080", c.Listen)
 	check("DOCKET_DATABASE_URL", c.DatabaseURL != "", "must not be empty")
+	_, _, sqliteErr := docket.SQLitePath(c.DatabaseURL)
+	check("DOCKET_DATABASE_URL", sqliteErr == nil, "%v", sqliteErr)
 	check("DOCKET_TAKE_STRATEGY", docket.TakeStrategy(c.TakeStrategy).Valid(), "%q must be ordered, random or candidates", c.TakeStrategy)
 	check("DOCKET_ADMIN_KEY", c.AdminKey == "" || len(c.AdminKey) >= 16, "must be at least 16 characters (it has %d)", len(c.AdminKey))
 	check("DOCKET_LEASE_SECONDS", c.LeaseSeconds >= 1 && c.LeaseSeconds <= 86400, "%d must be between 1 and 86400", c.LeaseSeconds)
@@ -444,8 +446,9 @@ func (c *serveConfig) natsDir() string {
 	if c.NATSDir != "" {
 		return c.NATSDir
 	}
-	if path, ok := strings.CutPrefix(c.DatabaseURL, "sqlite:"); ok {
-		return strings.TrimPrefix(path, "//") + "-nats"
+	// Validate refused a sqlite: URL docket.SQLitePath finds no path in.
+	if path, ok, err := docket.SQLitePath(c.DatabaseURL); ok && err == nil {
+		return path + "-nats"
 	}
 	return "docket-nats"
 }

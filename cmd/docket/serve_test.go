@@ -136,6 +136,11 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 			want: `invalid DOCKET_NATS_DIR: "n" is the embedded NATS server's storage, which DOCKET_NATS_URL replaces`},
 		{args: []string{"--webhook-allow-hosts", "hooks.example.com", "--webhook-allow-any=true"},
 			want: "invalid --webhook-allow-hosts: has no effect with --webhook-allow-any=true (any host is allowed): give one or the other"},
+		// A sqlite: URL the client refuses is refused with the settings:
+		// the embedded NATS server's directory (natsDir) was made of it.
+		{args: []string{"--database-url", "sqlite:"}, want: `invalid --database-url: database url "sqlite:" needs a file path`},
+		{env: map[string]string{"DOCKET_DATABASE_URL": "sqlite:d.db?mode=ro"}, want: `invalid DOCKET_DATABASE_URL: database url "sqlite:d.db?mode=ro": sqlite:PATH takes no options`},
+		{args: []string{"--database-url", "sqlite://file:d.db"}, want: "invalid --database-url: " + `database url "sqlite://file:d.db": write a file path after sqlite:, not a file: URI`},
 	} {
 		_, err := loadWith(t, tc.env, tc.args...)
 		require.Error(t, err, "%v %v", tc.env, tc.args)
@@ -232,4 +237,27 @@ func TestServePoolDefault(t *testing.T) {
 	c, err := loadWith(t, map[string]string{"DOCKET_DATABASE_URL": "postgres://u@h/db?sslmode=disable"})
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("postgres://u@h/db?sslmode=disable&pool_max_conns=%d", max(8, runtime.NumCPU())), c.clientConfig(nil, nil).DatabaseURL)
+}
+
+// TestServeNATSDir: the embedded NATS server's storage is next to the
+// SQLite file the client opens, its path read as docket.SQLitePath reads
+// it (taken as written: %23 is not decoded).
+func TestServeNATSDir(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "docket.db-nats"},
+		{[]string{"--database-url", "sqlite:data/a.db"}, "data/a.db-nats"},
+		{[]string{"--database-url", "sqlite:///var/lib/docket/docket.db"}, "/var/lib/docket/docket.db-nats"},
+		{[]string{"--database-url", "sqlite:a%23b.db"}, "a%23b.db-nats"},
+		{[]string{"--database-url", "postgres://u@h/db"}, "docket-nats"},
+		{[]string{"--database-url", "sqlite:a.db", "--nats-dir", "n"}, "n"},
+		{[]string{"--database-url", "sqlite:a.db", "--nats-url", "nats://n:4222"}, ""},
+	} {
+		cfg, err := loadWith(t, nil, tc.args...)
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, cfg.natsDir(), "%v", tc.args)
+	}
 }
