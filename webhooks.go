@@ -265,11 +265,14 @@ func webhookOf(h *store.Webhook) *Webhook {
 	return &Webhook{ID: h.ID, URL: webhook.RedactURL(h.URL), EventTypes: h.EventTypes, CreatedAt: h.CreatedAt}
 }
 
+// deliveryOf is the Go API's view of a delivery: every read of one (the
+// HTTP API and the dashboard too) goes through it, so a lastError stored
+// before URLs were redacted in it is redacted here.
 func deliveryOf(d *store.WebhookDelivery) *WebhookDelivery {
 	return &WebhookDelivery{
 		ID: d.ID, WebhookID: d.WebhookID, EventID: d.EventID, EventType: d.EventType, Payload: d.Payload,
 		State: WebhookDeliveryState(d.State), Attempts: d.Attempts, LastStatusCode: d.LastStatusCode,
-		LastError: d.LastError, NextAttemptAt: d.NextAttemptAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		LastError: webhook.RedactText(d.LastError), NextAttemptAt: d.NextAttemptAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 		LastAttemptAt: d.LastAttemptAt, FinishedAt: d.FinishedAt,
 	}
 }

@@ -36,6 +36,26 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+// TestRedactText: every URL in a stored lastError is shown as RedactURL
+// shows it (net/http's *** password too), one already shown so is
+// unchanged, the rest of the text kept; an error naming no URL is
+// returned as it is.
+func TestRedactText(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]string{
+		`Post "http://127.0.0.1:9/in?token=abc": dial tcp 127.0.0.1:9: connect: connection refused`: `Post "http://127.0.0.1:9/in?token=xxxxx": dial tcp 127.0.0.1:9: connect: connection refused`,
+		`Post "https://hooks:***@h/in?sig=s&x": EOF`:                                                `Post "https://hooks:xxxxx@h/in?sig=xxxxx&xxxxx": EOF`,
+		`Post "https://TOKEN@h/in": context deadline exceeded`:                                      `Post "https://xxxxx@h/in": context deadline exceeded`,
+		`Post "https://hooks:xxxxx@h/in?sig=xxxxx&xxxxx": EOF`:                                      `Post "https://hooks:xxxxx@h/in?sig=xxxxx&xxxxx": EOF`,
+		`HTTP 502 Bad Gateway: see https://status.example.com/?id=7 and http://a/b#frag`:            `HTTP 502 Bad Gateway: see https://status.example.com/?id=xxxxx and http://a/b#xxxxx`,
+		`Post "http://%zz/in?token=abc": invalid URL escape "%zz"`:                                  `Post "xxxxx": invalid URL escape "%zz"`,
+		"HTTP 500 Internal Server Error: boom":                                                      "HTTP 500 Internal Server Error: boom",
+		"":                                                                                          "",
+	} {
+		require.Equal(t, want, RedactText(text), text)
+	}
+}
+
 // Whatever the URL, what is shown of it carries no password, no lone
 // user name, no query value and no fragment; it still parses, names the
 // same host and path, and showing it again changes nothing.

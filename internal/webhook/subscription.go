@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -216,6 +217,30 @@ func redactError(err error, raw string) error {
 		return &shown
 	}
 	return err
+}
+
+// urlInText is what RedactText takes for a URL: a scheme, "://", and
+// everything up to a space, a quote, a backslash or an angle bracket (a
+// delivery error quotes its URL with %q).
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
+
+// RedactText is s with every URL in it shown as RedactURL shows it, or as
+// "xxxxx" when it does not parse. A delivery's lastError is recorded with
+// the URL redacted (redactError), but rows recorded before that have the
+// URL as net/http shows it (the password as ***, the query and a lone
+// user name as given): whatever shows a stored lastError passes it
+// through RedactText. An error recorded redacted is unchanged, RedactURL
+// being idempotent.
+func RedactText(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		if shown := RedactURL(u); shown != "" {
+			return shown
+		}
+		return redacted
+	})
 }
 
 // matches reports whether w subscribes to events of type t.
