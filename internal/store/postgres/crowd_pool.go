@@ -423,7 +423,7 @@ func poolTransition(ctx context.Context, c conn, p *store.PoolTransitionParams) 
 // completes its pool. A unit moves between two counters of one shard row
 // in one statement, so the sum never shows an open unit as final. Pools
 // locked by another caller are skipped — a reopen of one of their units
-// holds its pool FOR SHARE (poolReopen). The counters are checked before
+// holds its pool FOR NO KEY UPDATE (poolReopen). The counters are checked before
 // the LIMIT: closed pools that keep an open unit (they hand out no
 // assignment, so they may keep it for good) must not fill every batch.
 const poolCompleteLockSQL = `

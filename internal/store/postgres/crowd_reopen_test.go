@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,6 +67,79 @@ func TestPoolReopenLockOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, crowd.PoolClosed, p.Status)
 	require.Equal(t, 2, p.Counts.Open())
+	var moves []crowd.PoolUpdatedData
+	for _, ev := range cp.outbox(t)[events:] {
+		if ev.Type == crowd.EventPoolUpdated {
+			var d crowd.PoolUpdatedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			moves = append(moves, d)
+		}
+	}
+	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, moves)
+}
+
+// Reopens of units of one pool that completes under them: each reopen
+// found the pool CLOSED (its UPDATE to CLOSED matched nothing), then
+// locked it FOR SHARE to keep it from completing and found it COMPLETED
+// (the completion had committed meanwhile), and moved it back to CLOSED
+// holding its share lock: every reopen waited for the others' share
+// locks to update, a deadlock PostgreSQL broke by aborting all but one
+// (40P01). Here a transaction completes the pool, as PoolCompleteMany
+// does, while the reopens of its units wait for it; once it commits,
+// every reopen succeeds, the pool is CLOSED once, with one pool.updated.
+func TestPoolReopenRacesCompletion(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	cp := setupCrowdPool(t, crowdPoolParams{Units: n, Slots: 1})
+	conf := 0.9
+	for _, u := range cp.units {
+		_, err := cp.s.UnitFinalize(cp.ctx, &store.UnitFinalizeParams{ID: u.ID, Result: json.RawMessage(`{}`), Confidence: &conf, Now: testBase})
+		require.NoError(t, err)
+	}
+	_, err := cp.s.PoolTransition(cp.ctx, &store.PoolTransitionParams{ID: cp.pool, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: testBase})
+	require.NoError(t, err)
+	events := len(cp.outbox(t))
+
+	tx, err := cp.s.Pool().Begin(cp.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(cp.ctx) }()
+	var xid string // as pg_locks shows it (see holdWhile)
+	require.NoError(t, tx.QueryRow(cp.ctx, `SELECT pg_current_xact_id()::xid::text`).Scan(&xid))
+	_, err = tx.Exec(cp.ctx, `UPDATE docket_pools SET status = 'COMPLETED' WHERE id = $1`, cp.pool) // a completion, in flight
+	require.NoError(t, err)
+
+	// A connection per reopen: the default pool has max(4, cores).
+	wide, err := url.Parse(cp.url)
+	require.NoError(t, err)
+	q := wide.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n+2))
+	wide.RawQuery = q.Encode()
+	reopener := openAt(t, wide.String())
+
+	later := testBase.Add(time.Minute)
+	errs := make(chan error, n)
+	for _, u := range cp.units {
+		go func() {
+			_, err := reopener.UnitTransition(context.Background(), &store.UnitTransitionParams{ID: u.ID, From: crowd.UnitFinalized, To: crowd.UnitJudgable, Now: later})
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool {
+		// The first waits for the transaction, the others for the
+		// pool's tuple lock the first holds.
+		return cp.count(t, `SELECT count(*) FROM pg_locks WHERE NOT granted
+			AND (locktype = 'transactionid' AND transactionid::text = $1
+				OR locktype = 'tuple' AND relation = 'docket_pools'::regclass)`, xid) == n
+	}, time.Minute, 20*time.Millisecond, "every reopen waits for the completion")
+	require.NoError(t, tx.Commit(cp.ctx))
+	for range n {
+		require.NoError(t, <-errs, "a reopen")
+	}
+
+	p, err := cp.s.PoolGet(cp.ctx, cp.pool)
+	require.NoError(t, err)
+	require.Equal(t, crowd.PoolClosed, p.Status)
+	require.Equal(t, n, p.Counts.Open())
 	var moves []crowd.PoolUpdatedData
 	for _, ev := range cp.outbox(t)[events:] {
 		if ev.Type == crowd.EventPoolUpdated {

@@ -476,15 +476,18 @@ SELECT id FROM t`
 // pool moved first and a refused redo, which a review's reject
 // tolerates in a transaction that commits, kept the move. Then its
 // pool, when COMPLETED, is CLOSED again (its close ends the unit again);
-// otherwise the pool's row is locked FOR SHARE until the transaction
-// ends, so that no completion (PoolCompleteMany: FOR UPDATE SKIP LOCKED)
-// takes the pool while the unit it counts as final is reopened. Locking
-// shares with a unit insert (FOR SHARE too) and with other reopens. A
-// pool completed between the two statements is seen by the second (a
-// locking read sees the latest row) and flipped by a second round, which
-// cannot miss: the share lock held keeps it COMPLETED (another reopen
-// flipping it meanwhile waits for that lock, a deadlock PostgreSQL
-// breaks: store.ErrContention).
+// otherwise the pool's row is locked FOR NO KEY UPDATE until the
+// transaction ends, so that no completion (PoolCompleteMany: FOR UPDATE
+// SKIP LOCKED) takes the pool while the unit it counts as final is
+// reopened. A pool completed between the two statements is seen by the
+// second (a locking read sees the latest row) and flipped by a second
+// round under the lock already held. The lock is the one the flip
+// takes, not FOR SHARE: reopens of units of one pool that all found it
+// completed under their share locks each waited for the others' to
+// update it, a deadlock PostgreSQL broke by aborting all but one
+// (TestPoolReopenRacesCompletion). So reopens of one pool's units, and
+// unit inserts into it (FOR SHARE), wait for each other's transactions;
+// a key share (foreign keys) is not held up.
 func poolReopen(ctx context.Context, c conn, unitID uuid.UUID, now time.Time) error {
 	var poolID uuid.UUID
 	err := c.QueryRow(ctx, `SELECT pool_id FROM docket_units WHERE id = $1 AND state = 'FINALIZED' AND NOT golden FOR UPDATE`,
@@ -505,7 +508,7 @@ func poolReopen(ctx context.Context, c conn, unitID uuid.UUID, now time.Time) er
 			return fmt.Errorf("reopen pool %s of unit %s: %w", poolID, unitID, err)
 		}
 		var status string
-		err = c.QueryRow(ctx, `SELECT status FROM docket_pools WHERE id = $1 FOR SHARE`, poolID).Scan(&status)
+		err = c.QueryRow(ctx, `SELECT status FROM docket_pools WHERE id = $1 FOR NO KEY UPDATE`, poolID).Scan(&status)
 		if err != nil {
 			return fmt.Errorf("lock pool %s of unit %s: %w", poolID, unitID, err)
 		}
