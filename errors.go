@@ -1,6 +1,8 @@
 package docket
 
 import (
+	"fmt"
+
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
@@ -12,6 +14,12 @@ var ErrNotFound = store.ErrNotFound
 // ErrLeaseLost: the attempt no longer holds the job's lease (it expired and
 // was rescued, or the job was canceled); its writes are refused.
 var ErrLeaseLost = store.ErrLeaseLost
+
+// ErrLeaseWithoutToken: a lease id without its token (<job id>.<attempt>),
+// as dockets before lease tokens (28 Nov 2026) gave them, e.g. to a worker
+// that held a lease across an upgrade. It is refused like any lease not
+// held: errors.Is(err, ErrLeaseLost) is true too.
+var ErrLeaseWithoutToken = fmt.Errorf("%w: the lease id has no token (a docket before lease tokens gave it)", ErrLeaseLost)
 
 // ErrContention: the database aborted the call's transaction to break a
 // deadlock with another one (PostgreSQL, SQLSTATE 40P01 or 40001), or

@@ -198,8 +198,12 @@ func parseRef(leaseID string) (job.Ref, string, error) {
 }
 
 // heldRef checks that token is the one Lease gave the attempt of ref:
-// ErrLeaseLost when it is not (forged, or of a lease id without one).
+// ErrLeaseLost when it is not (forged), ErrLeaseWithoutToken for a lease
+// id without one (an older docket's).
 func (c *Client) heldRef(ctx context.Context, ref job.Ref, token string) error {
+	if token == "" {
+		return ErrLeaseWithoutToken
+	}
 	key, err := c.leaseKey(ctx)
 	if err != nil {
 		return err

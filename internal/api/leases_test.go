@@ -492,7 +492,15 @@ func TestLeaseIDNeedsItsToken(t *testing.T) {
 			{"fail", map[string]any{"error": "forged", "retryable": false}},
 			{"release", map[string]any{"reason": "forged"}},
 		} {
-			b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+made+"/"+call.action, call.body).Problem(t, http.StatusConflict)
+			p := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+made+"/"+call.action, call.body).Problem(t, http.StatusConflict)
+			// Such an id is what a worker holds across an upgrade from a
+			// docket before lease tokens: the answer says so.
+			require.Contains(t, p.Type, "lease-lost")
+			require.Contains(t, p.Detail, "the lease id has no token: an older docket gave it", call.action)
+			// Another lease's token is refused as lost, nothing more said.
+			forged := made + "." + strings.SplitN(leases[0].LeaseID, ".", 3)[2] + "x"
+			p = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+forged+"/"+call.action, call.body).Problem(t, http.StatusConflict)
+			require.Contains(t, p.Detail, "the lease is no longer held", call.action)
 		}
 		job := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs/"+leases[0].JobID.String()+"?include=attempts", nil)
 		require.Equal(t, http.StatusOK, job.Status)

@@ -179,6 +179,8 @@ func problemOf(err error) *Problem {
 	case errors.Is(err, docket.ErrRunConflict):
 		// Client.Retry of a step's job (runProblem maps the run calls').
 		return conflict("run-conflict", err.Error())
+	case errors.Is(err, docket.ErrLeaseWithoutToken):
+		return conflict("lease-lost", "the lease id has no token: an older docket gave it, before lease ids became <job id>.<attempt>.<token>, and this server refuses it as a lease no longer held; drop the job, which runs again once its lease expires")
 	case errors.Is(err, docket.ErrLeaseLost):
 		return conflict("lease-lost", "the lease is no longer held: it expired, was rescued, or the job moved on")
 	case crowdProblem(err) != nil:
