@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,11 +51,13 @@ type Config struct {
 	// Default DatabaseURLDefault.
 	DatabaseURL string
 	// AutoMigrate applies pending migrations when the client opens,
-	// logging each at level info ("applied migration"), and warns of each
-	// applied migration this binary does not know (a newer docket's).
+	// logging each at level info ("applied migration"); on a database a
+	// newer docket migrated further (applied migrations this binary does
+	// not know) NewClient fails, naming them, and applies nothing.
 	// Default false: run `docket migrate up` (or Client.Migrate) instead;
 	// a client opened without it on a database that lacks some of this
-	// docket's migrations warns of them ("the database lacks migrations").
+	// docket's migrations warns of them ("the database lacks migrations"),
+	// and of those a newer docket applied ("migrated by a newer docket").
 	AutoMigrate bool
 	// PriorityAging: how much waiting one priority step is worth; a job of
 	// priority p sorts as if it became due p × PriorityAging later, so low
@@ -141,6 +144,18 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		models: newRefreshCache[uuid.UUID, modelsRead](poolModelTTL, cfg.Now)}
 	c.completeHumanStep = c.advanceHumanStep
 	if cfg.AutoMigrate {
+		// A newer docket migrated further: this one was not written for
+		// that schema, and refuses to run on it rather than write what
+		// the newer one may not read. Checked before applying anything.
+		ms, err := c.MigrationStatus(ctx)
+		if err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+		if err := newerSchemaError(ms); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
 		done, err := c.Migrate(ctx, MigrateUp, 0)
 		if err != nil {
 			_ = st.Close()
@@ -150,34 +165,47 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		for _, m := range done {
 			cfg.Logger.Info("applied migration", "service", "migrate", "version", m.Version, "name", m.Name)
 		}
-		// A newer docket migrated further: this one runs on a schema it
-		// was not written for, and says so.
-		ms, err := c.MigrationStatus(ctx)
-		if err != nil {
-			_ = st.Close()
-			return nil, err
-		}
-		for _, m := range ms {
-			if m.Unknown {
-				cfg.Logger.Warn("the database has a migration this docket does not know: a newer docket applied it; run that one",
-					"service", "migrate", "version", m.Version, "name", m.Name)
-			}
-		}
 	} else {
-		c.warnPendingMigrations(ctx)
+		c.warnMigrations(ctx)
 	}
 	return c, nil
 }
 
-// warnPendingMigrations logs a warning when the database lacks migrations
-// this docket has (a new database, or one an older docket migrated): the
-// client's calls would fail on missing tables or columns ("no such table:
-// docket_jobs"), which say nothing of the cause. A database that cannot
-// be read now is left for the first call to report.
-func (c *Client) warnPendingMigrations(ctx context.Context) {
+// newerSchemaError refuses a database that has migrations this docket
+// does not know (ms as MigrationStatus lists them), naming them and this
+// docket's newest; nil when it has none.
+func newerSchemaError(ms []Migration) error {
+	var unknown []string
+	var newest Migration
+	for _, m := range ms {
+		if m.Unknown {
+			unknown = append(unknown, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		} else {
+			newest = m
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the database was migrated by a newer docket: it has %s, which this docket (migrations up to %04d_%s) does not know; "+
+		"run that docket (or a newer one), or revert those migrations with it first (its docket migrate down)",
+		strings.Join(unknown, ", "), newest.Version, newest.Name)
+}
+
+// warnMigrations logs a warning when the database's migrations are not
+// this docket's: some are missing (a new database, or one an older docket
+// migrated), so the client's calls would fail on missing tables or
+// columns ("no such table: docket_jobs"), which say nothing of the cause;
+// or a newer docket applied some this one does not know, so it runs on a
+// schema it was not written for. A database that cannot be read now is
+// left for the first call to report.
+func (c *Client) warnMigrations(ctx context.Context) {
 	ms, err := c.store.MigrationStatus(ctx)
 	if err != nil {
 		return
+	}
+	if err := newerSchemaError(ms); err != nil {
+		c.cfg.Logger.Warn(err.Error(), "service", "migrate")
 	}
 	var pending []string
 	for _, m := range ms {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,7 +20,8 @@ import (
 // TestAutoMigrateLogs: a client with AutoMigrate (docket serve) logs each
 // migration it applies, so an upgrade says what it changed; a start with
 // nothing to apply logs none; one on a database a newer docket migrated
-// further warns, naming the migration it does not know.
+// further fails, naming the migration it does not know
+// (TestAutoMigrateRefusesNewerSchema).
 func TestAutoMigrateLogs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -51,16 +53,14 @@ func TestAutoMigrateLogs(t *testing.T) {
 	require.NotContains(t, logs, "WARN")
 	require.NoError(t, c.Close())
 
-	// A newer docket's migration: a warning naming it.
+	// A newer docket's migration: refused, naming it.
 	db, err := sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:"))
 	require.NoError(t, err)
 	_, err = db.Exec(`INSERT INTO docket_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', 0)`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
-	c, logs = open()
-	require.Contains(t, logs, `level=WARN msg="the database has a migration this docket does not know`)
-	require.Contains(t, logs, "version=9999 name=from_the_future")
-	require.NoError(t, c.Close())
+	_, err = docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+	require.ErrorContains(t, err, "migrated by a newer docket: it has 9999_from_the_future")
 }
 
 // TestUnmigratedDatabaseWarns: a client opened without AutoMigrate on a
@@ -103,6 +103,74 @@ func TestUnmigratedDatabaseWarns(t *testing.T) {
 			require.NoError(t, err)
 			_, warned = open()
 			require.Empty(t, warned, "a current schema: no warning")
+
+			// A newer docket's migration: refused, naming it.and this
+			// docket's newest (a worker left on the old version in a
+			// rolling upgrade runs on a schema it was not written for).
+			recordMigration(t, url, 9999, "from_the_future")
+			_, warned = open()
+			require.Len(t, warned, 1, "a newer docket's migration: one warning")
+			require.Contains(t, warned[0], "migrated by a newer docket: it has 9999_from_the_future")
+			ms, err := c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			require.Contains(t, warned[0], fmt.Sprintf("migrations up to %04d_%s", ms[len(ms)-2].Version, ms[len(ms)-2].Name))
+		})
+	}
+}
+
+// recordMigration writes a tracking row for a migration without running
+// anything, as a newer docket that applied it would have.
+func recordMigration(t *testing.T, url string, version int, name string) {
+	t.Helper()
+	driver, dsn := "pgx", url
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		driver, dsn = "sqlite", path
+	}
+	db, err := sql.Open(driver, dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	q := `INSERT INTO docket_migrations (version, name, applied_at) VALUES ($1, $2, $3)`
+	at := any(time.Now())
+	if driver == "sqlite" {
+		at = time.Now().UnixMicro()
+	}
+	_, err = db.ExecContext(t.Context(), q, version, name, at)
+	require.NoError(t, err)
+}
+
+// TestAutoMigrateRefusesNewerSchema: docket serve (a client with
+// AutoMigrate) on a database a newer docket migrated further refuses to
+// start, naming the migrations it does not know and its own newest, and
+// applies nothing (even a migration of its own that is missing); once
+// the newer migration is gone it starts.
+func TestAutoMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.EmptyBackends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := backend.URL(t)
+			c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+			require.NoError(t, err)
+			ms, err := c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			newest := ms[len(ms)-1]
+			_, err = c.Migrate(ctx, docket.MigrateDown, 1)
+			require.NoError(t, err)
+			recordMigration(t, url, 9998, "newer_one")
+			recordMigration(t, url, 9999, "newer_two")
+
+			_, err = docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "migrated by a newer docket: it has 9998_newer_one, 9999_newer_two")
+			require.Contains(t, err.Error(), fmt.Sprintf("this docket (migrations up to %04d_%s)", newest.Version, newest.Name))
+			after, err := c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			require.False(t, after[len(ms)-1].Applied, "nothing applied")
+
+			_, err = c.Migrate(ctx, docket.MigrateDown, 1)
+			require.ErrorContains(t, err, "9998_newer_one", "down refuses too")
+			require.NoError(t, c.Close())
 		})
 	}
 }
