@@ -156,14 +156,15 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 			_ = st.Close()
 			return nil, err
 		}
+		// An upgrade changes the schema at start: say what it applied,
+		// also when a later migration failed (those stay applied).
 		done, err := c.Migrate(ctx, MigrateUp, 0)
+		for _, m := range done {
+			cfg.Logger.Info("applied migration", "service", "migrate", "version", m.Version, "name", m.Name)
+		}
 		if err != nil {
 			_ = st.Close()
 			return nil, err
-		}
-		// An upgrade changes the schema at start: say what it applied.
-		for _, m := range done {
-			cfg.Logger.Info("applied migration", "service", "migrate", "version", m.Version, "name", m.Name)
 		}
 	} else {
 		c.warnMigrations(ctx)
@@ -242,11 +243,13 @@ const (
 type Migration = store.Migration
 
 // Migrate applies steps migrations (0 = all) in the given direction and
-// returns the migrations it applied or reverted.
+// returns the migrations it applied or reverted. Each migration commits
+// on its own: when one fails, the error comes with those done before it,
+// which stay applied (or reverted).
 func (c *Client) Migrate(ctx context.Context, dir MigrateDirection, steps int) ([]Migration, error) {
 	done, err := c.store.Migrate(ctx, &store.MigrateParams{Direction: dir, Steps: steps})
 	if err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", dir, err)
+		return done, fmt.Errorf("migrate %s: %w", dir, err)
 	}
 	return done, nil
 }

@@ -174,3 +174,78 @@ func TestAutoMigrateRefusesNewerSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateFailsHalfWay: each migration commits on its own, so when one
+// fails those before it stay applied; Migrate returns them with the
+// error (docket serve logs them, docket migrate up lists them), the
+// failed one leaves nothing, and up once the cause is gone applies it.
+func TestMigrateFailsHalfWay(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.EmptyBackends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := backend.URL(t)
+			c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true})
+			require.NoError(t, err)
+			defer c.Close()
+			secrets := revertPast(t, c, "secrets")
+			// The secrets migration will fail: its table is there.
+			execSQL(t, url, `CREATE TABLE docket_secrets (x integer)`)
+
+			var buf bytes.Buffer
+			_, err = docket.NewClient(ctx, docket.Config{DatabaseURL: url, AutoMigrate: true,
+				Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+			require.ErrorContains(t, err, fmt.Sprintf("migrate up %04d_secrets", secrets.Version))
+			require.Contains(t, buf.String(), fmt.Sprintf(`msg="applied migration" service=migrate version=%d`, secrets.Version-1),
+				"the one before it is logged")
+
+			_, err = c.Migrate(ctx, docket.MigrateDown, 1)
+			require.NoError(t, err)
+			done, err := c.Migrate(ctx, docket.MigrateUp, 0)
+			require.ErrorContains(t, err, fmt.Sprintf("%04d_secrets", secrets.Version))
+			require.Len(t, done, 1, "the one before it is applied, and returned")
+			require.Equal(t, secrets.Version-1, done[0].Version)
+			ms, err := c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			require.True(t, ms[secrets.Version-2].Applied)
+			require.False(t, ms[secrets.Version-1].Applied, "the failed one is not recorded")
+
+			execSQL(t, url, `DROP TABLE docket_secrets`)
+			done, err = c.Migrate(ctx, docket.MigrateUp, 0)
+			require.NoError(t, err)
+			require.Equal(t, secrets.Version, done[0].Version, "run again, it applies")
+		})
+	}
+}
+
+// revertPast reverts migrations until the one named name and the one
+// before it are reverted, and returns the named one.
+func revertPast(t *testing.T, c *docket.Client, name string) docket.Migration {
+	t.Helper()
+	ms, err := c.MigrationStatus(t.Context())
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Name == name {
+			_, err := c.Migrate(t.Context(), docket.MigrateDown, len(ms)-m.Version+2)
+			require.NoError(t, err)
+			return m
+		}
+	}
+	t.Fatalf("no migration %s", name)
+	return docket.Migration{}
+}
+
+// execSQL runs statement on the database at url.
+func execSQL(t *testing.T, url, statement string) {
+	t.Helper()
+	driver, dsn := "pgx", url
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		driver, dsn = "sqlite", path
+	}
+	db, err := sql.Open(driver, dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(t.Context(), statement)
+	require.NoError(t, err)
+}

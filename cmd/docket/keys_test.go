@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -199,4 +202,39 @@ func TestKeysDatabasePath(t *testing.T) {
 	out, err := runDocket(t, "keys", "list", "--database-url", url)
 	require.NoError(t, err)
 	require.Contains(t, out, "hash")
+}
+
+// TestMigrateUpFailsHalfWay: docket migrate up lists the migrations it
+// applied before one failed (they stay applied), then fails with its
+// error; run again once the cause is gone, it applies the rest.
+func TestMigrateUpFailsHalfWay(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "d.db")
+	u := "sqlite:" + path
+	_, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	status, err := runDocket(t, "migrate", "status", "--database-url", u)
+	require.NoError(t, err)
+	last := regexp.MustCompile(`(?m)^(\d{4})\s+secrets\s`).FindStringSubmatch(status)
+	require.NotNil(t, last, status)
+	v, _ := strconv.Atoi(last[1])
+	n := strings.Count(status, "\n") - 1
+	_, err = runDocket(t, "migrate", "down", strconv.Itoa(n-v+2), "--database-url", u)
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`CREATE TABLE docket_secrets (x INTEGER)`)
+	require.NoError(t, err)
+
+	out, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.ErrorContains(t, err, fmt.Sprintf("migrate up %04d_secrets", v))
+	require.Contains(t, out, fmt.Sprintf("migrated up %04d_", v-1), "the one applied before the failure is listed")
+	require.NotContains(t, out, "nothing to migrate")
+
+	_, err = db.Exec(`DROP TABLE docket_secrets`)
+	require.NoError(t, err)
+	out, err = runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("migrated up %04d_secrets", v))
 }

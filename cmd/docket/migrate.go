@@ -57,15 +57,17 @@ func migrateCommand() *cobra.Command {
 				return err
 			}
 			defer client.Close()
+			// Each migration commits on its own: those done before one
+			// that failed stay done, and are listed before its error.
 			done, err := client.Migrate(cmd.Context(), migrateDirection(dir), steps)
+			for _, m := range done {
+				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s %04d_%s\n", dir, m.Version, m.Name)
+			}
 			if err != nil {
 				return err
 			}
 			if len(done) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "nothing to migrate %s\n", dir)
-			}
-			for _, m := range done {
-				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s %04d_%s\n", dir, m.Version, m.Name)
 			}
 			return nil
 		}

@@ -93,7 +93,7 @@ func (s *Store) migrateOne(ctx context.Context, f migration.File, known []int, d
 		switch {
 		case dir == store.Up && !applied:
 			if _, err := tx.ExecContext(ctx, f.Up); err != nil {
-				return fmt.Errorf("migrate up %d_%s: %w", f.Version, f.Name, err)
+				return fmt.Errorf("migrate up %04d_%s: %w", f.Version, f.Name, err)
 			}
 			now := time.Now().UTC()
 			if _, err := tx.ExecContext(ctx,
@@ -105,7 +105,7 @@ func (s *Store) migrateOne(ctx context.Context, f migration.File, known []int, d
 			changed = true
 		case dir == store.Down && applied:
 			if _, err := tx.ExecContext(ctx, f.Down); err != nil {
-				return fmt.Errorf("migrate down %d_%s: %w", f.Version, f.Name, err)
+				return fmt.Errorf("migrate down %04d_%s: %w", f.Version, f.Name, err)
 			}
 			if _, err := tx.ExecContext(ctx,
 				`DELETE FROM docket_migrations WHERE version = ?`, f.Version); err != nil {
