@@ -243,10 +243,24 @@ const (
 type Migration = store.Migration
 
 // Migrate applies steps migrations (0 = all) in the given direction and
-// returns the migrations it applied or reverted. Each migration commits
+// returns the migrations it applied or reverted; up refuses a database
+// that a newer docket migrated further, naming what it does not know
+// (down refuses too, store.UnknownMigrationsError). Each migration commits
 // on its own: when one fails, the error comes with those done before it,
 // which stay applied (or reverted).
 func (c *Client) Migrate(ctx context.Context, dir MigrateDirection, steps int) ([]Migration, error) {
+	// Up on a database a newer docket migrated further has nothing to
+	// do, and saying so would let a deployment go on to start a docket
+	// that refuses that database: up refuses, as serve does.
+	if dir == MigrateUp {
+		ms, err := c.store.MigrationStatus(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("migrate %s: %w", dir, err)
+		}
+		if err := newerSchemaError(ms); err != nil {
+			return nil, fmt.Errorf("migrate %s: %w", dir, err)
+		}
+	}
 	done, err := c.store.Migrate(ctx, &store.MigrateParams{Direction: dir, Steps: steps})
 	if err != nil {
 		return done, fmt.Errorf("migrate %s: %w", dir, err)

@@ -168,6 +168,12 @@ func TestAutoMigrateRefusesNewerSchema(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, after[len(ms)-1].Applied, "nothing applied")
 
+			done, err := c.Migrate(ctx, docket.MigrateUp, 0)
+			require.ErrorContains(t, err, "migrated by a newer docket: it has 9998_newer_one, 9999_newer_two", "up refuses too")
+			require.Empty(t, done)
+			after, err = c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			require.False(t, after[len(ms)-1].Applied, "nothing applied")
 			_, err = c.Migrate(ctx, docket.MigrateDown, 1)
 			require.ErrorContains(t, err, "9998_newer_one", "down refuses too")
 			require.NoError(t, c.Close())

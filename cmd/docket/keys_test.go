@@ -169,6 +169,9 @@ func TestMigrateUnknownVersion(t *testing.T) {
 	after, err := runDocket(t, "migrate", "status", "--database-url", u)
 	require.NoError(t, err)
 	require.Equal(t, out, after, "a refused down reverted something")
+	// Up has nothing to do, and says why this docket cannot go on.
+	_, err = runDocket(t, "migrate", "up", "--database-url", u)
+	require.ErrorContains(t, err, "migrated by a newer docket: it has 9999_from_the_future")
 }
 
 // TestKeysDatabasePath: docket keys looks for the file the client would
