@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,11 +155,38 @@ func OpenBus(ctx context.Context, cfg BusConfig) (*Bus, error) {
 	return b, nil
 }
 
+// where names the server for errors and logs: the embedded one, or the
+// URLs of the external one without their credentials (Health's error is
+// logged by every /healthz while the bus is down, and shown on the
+// dashboard).
 func (b *Bus) where() string {
 	if b.cfg.Embedded != nil {
 		return b.cfg.Embedded.String()
 	}
-	return b.cfg.URL
+	return redactURLs(b.cfg.URL)
+}
+
+// redactURLs is a comma-separated list of NATS URLs with each one's
+// password, or its token (a user without password), replaced by "xxxxx";
+// a URL that does not parse is replaced whole.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, part := range parts {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			parts[i] = "(a URL that does not parse)"
+			continue
+		}
+		if u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			} else {
+				u.User = url.User("xxxxx")
+			}
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // ensureStream creates the stream, or updates its configuration, once per

@@ -201,3 +201,20 @@ func describe(evs []events.Envelope) string {
 	}
 	return b.String()
 }
+
+// TestBusHealthHidesCredentials: Health's error (logged by every /healthz
+// while the bus is down, shown on the dashboard) names the servers without
+// the user's password or the token of their URLs.
+func TestBusHealthHidesCredentials(t *testing.T) {
+	t.Parallel()
+	b, err := events.OpenBus(t.Context(), events.BusConfig{URL: "nats://alice:s3cret-pw@127.0.0.1:1, nats://t0ken-secret@127.0.0.1:2,nats://127.0.0.1:3"})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	err = b.Health()
+	require.ErrorIs(t, err, events.ErrBusDown)
+	for _, want := range []string{"alice", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.NotContains(t, err.Error(), "s3cret-pw")
+	require.NotContains(t, err.Error(), "t0ken-secret")
+}
