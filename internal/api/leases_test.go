@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -516,4 +517,49 @@ func TestLeaseIDNeedsItsToken(t *testing.T) {
 		r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+leases[0].LeaseID+"/complete", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	})
+}
+
+// TestLeaseTokenNotLogged: a lease call that fails on the server is logged
+// with its path, but without the lease id's token, which proves the lease
+// to whoever holds it (docs/api.md, Leases): the job id and attempt are
+// logged, the token is not.
+func TestLeaseTokenNotLogged(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		var logs syncBuffer
+		b := setup(t, backend, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+		_, err := b.client.Insert(context.Background(), remoteArgs{Text: "a"}, nil)
+		require.NoError(t, err)
+		leases := b.lease(t, 1)
+		require.Len(t, leases, 1)
+		id := leases[0].LeaseID
+		parts := strings.SplitN(id, ".", 3)
+		require.Len(t, parts, 3, "<job id>.<attempt>.<token>")
+		token := parts[2]
+		require.NotEmpty(t, token)
+
+		require.NoError(t, b.client.Close()) // every call now fails on the server
+		for _, action := range []string{"heartbeat", "complete"} {
+			r := b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+id+"/"+action, map[string]any{})
+			require.GreaterOrEqual(t, r.Status, 500, string(r.Body))
+		}
+		log := logs.String()
+		require.Contains(t, log, "request failed")
+		require.Contains(t, log, "/v1/leases/"+leases[0].JobID.String()+".1.", "the path is logged")
+		require.NotContains(t, log, token, "the lease's token is not")
+	})
+}
+
+func TestLoggedPath(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/v1/leases/0193.2.c2VjcmV0/complete": "/v1/leases/0193.2.xxxxx/complete",
+		"/v1/leases/0193.2.c2VjcmV0":          "/v1/leases/0193.2.xxxxx",
+		"/v1/leases/0193.2.a.b/fail":          "/v1/leases/0193.2.xxxxx/fail",
+		"/v1/leases/0193.2/complete":          "/v1/leases/0193.2/complete", // no token to hide
+		"/v1/leases":                          "/v1/leases",
+		"/v1/jobs/0193.2.x":                   "/v1/jobs/0193.2.x",
+	} {
+		require.Equal(t, want, loggedPath(path), path)
+	}
 }

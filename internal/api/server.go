@@ -210,7 +210,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+			s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", loggedPath(r.URL.Path), "panic", v)
 			writeProblem(w, problemFor(nil))
 		}
 	}()
