@@ -67,6 +67,11 @@ const EventStream = events.StreamName
 // ErrEventBusDown: the bus is not connected; nothing was published.
 var ErrEventBusDown = events.ErrBusDown
 
+// ErrEventRelayDatabase: an EventRelay's Health when its last round
+// failed on the database (reading the outbox or marking it published),
+// not on the bus.
+var ErrEventRelayDatabase = events.ErrRelayDatabase
+
 // OpenEventBus connects to the bus. An external server that is down does
 // not fail it: the connection keeps retrying in the background, Health
 // reports it, and Publish fails with ErrEventBusDown until it is up.

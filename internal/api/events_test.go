@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -374,11 +375,11 @@ func TestSSEEndsWithTheServer(t *testing.T) {
 
 func TestHealthReportsTheBus(t *testing.T) {
 	t.Parallel()
-	var busDown atomic.Bool
+	var busErr atomic.Pointer[error]
 	b := setup(t, testdb.Backends()[0], func(c *Config) {
 		c.BusHealth = func() error {
-			if busDown.Load() {
-				return errors.New("event bus is not connected")
+			if err := busErr.Load(); err != nil {
+				return *err
 			}
 			return nil
 		}
@@ -390,7 +391,8 @@ func TestHealthReportsTheBus(t *testing.T) {
 	require.Equal(t, "ok", h.Bus)
 	require.Empty(t, h.BusDetail)
 
-	busDown.Store(true)
+	down := errors.New("event bus is not connected")
+	busErr.Store(&down)
 	r = b.do(t, "", "GET", "/healthz", nil)
 	require.Equal(t, http.StatusOK, r.Status, "the API works without the bus")
 	h = healthResponse{}
@@ -399,6 +401,19 @@ func TestHealthReportsTheBus(t *testing.T) {
 	require.Equal(t, "degraded", h.Bus)
 	require.Contains(t, h.BusDetail, "unreachable")
 	require.NotContains(t, string(r.Body), "not connected", "the bus's own error stays in the log")
+
+	// The relay failing on the database is not the bus being unreachable
+	// (the bus may be up); the bus down as well is.
+	for relayErr, want := range map[error]string{
+		fmt.Errorf("outbox relay: %w", docket.ErrEventRelayDatabase):                                      "cannot read the outbox from the database",
+		errors.Join(docket.ErrEventBusDown, fmt.Errorf("outbox relay: %w", docket.ErrEventRelayDatabase)): "the event bus is unreachable",
+	} {
+		busErr.Store(&relayErr)
+		h = healthResponse{}
+		b.do(t, "", "GET", "/healthz", nil).JSON(t, &h)
+		require.Equal(t, "degraded", h.Bus)
+		require.Contains(t, h.BusDetail, want, relayErr.Error())
+	}
 
 	// Without a bus configured, no bus field.
 	plain := setup(t, testdb.Backends()[0])

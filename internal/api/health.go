@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
+
+	"github.com/docket-run/docket"
 )
 
 func (s *Server) healthRoutes() []route {
@@ -19,8 +22,10 @@ type healthResponse struct {
 	// databases.
 	Database string `json:"database"`
 	Backend  string `json:"backend"`
-	// Bus is "ok", or "degraded" while the event bus is down (events wait
-	// in the outbox; the API works); absent without a bus.
+	// Bus is "ok", or "degraded" while events are not published: the event
+	// bus is down, or the relay cannot read the outbox from the database
+	// (BusDetail says which; events wait in the outbox; the API works);
+	// absent without a bus.
 	Bus       string `json:"bus,omitempty"`
 	BusDetail string `json:"busDetail,omitempty"`
 }
@@ -42,8 +47,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		if err := s.cfg.BusHealth(); err != nil {
 			// The detail (addresses, server names) goes to the log, not to
 			// this public endpoint.
-			s.cfg.Logger.Warn("health check: the event bus is unreachable", "error", err)
 			resp.Bus, resp.BusDetail = "degraded", "the event bus is unreachable; events wait in the outbox"
+			if errors.Is(err, docket.ErrEventRelayDatabase) && !errors.Is(err, docket.ErrEventBusDown) {
+				// The bus is up: the relay could not read the outbox.
+				resp.BusDetail = "the event relay cannot read the outbox from the database; events wait in it"
+			}
+			s.cfg.Logger.Warn("health check: events are not published", "bus_detail", resp.BusDetail, "error", err)
 		}
 	}
 	writeJSON(w, status, resp)

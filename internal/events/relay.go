@@ -193,8 +193,12 @@ func (r *Relay) Start(ctx context.Context) error {
 // Start.
 func (r *Relay) Stop() { r.life.Stop() }
 
+// ErrRelayDatabase: the relay's round failed on the database (reading the
+// outbox or marking it published), not on the bus.
+var ErrRelayDatabase = errors.New("database failed")
+
 // Health is nil unless the last round failed (the bus is down or refused
-// the events, or the database failed).
+// the events, or the database failed: ErrRelayDatabase).
 func (r *Relay) Health() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -271,8 +275,11 @@ func (r *Relay) Round(ctx context.Context) (int, error) {
 // be waiting.
 func (r *Relay) round(ctx context.Context, limit int) (n int, more bool, err error) {
 	rows, err := r.store.OutboxListUnpublished(ctx, &store.OutboxListUnpublishedParams{Limit: limit})
-	if err != nil || len(rows) == 0 {
-		return 0, false, err
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %w", ErrRelayDatabase, err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
 	}
 	var (
 		evs []Envelope
@@ -296,7 +303,7 @@ func (r *Relay) round(ctx context.Context, limit int) (n int, more bool, err err
 		return 0, false, fmt.Errorf("publish %d events of %d outbox rows: %w", len(evs), len(ids), err)
 	}
 	if _, err := r.store.OutboxMarkPublished(ctx, &store.OutboxMarkPublishedParams{IDs: ids, Now: r.cfg.Now()}); err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("%w: %w", ErrRelayDatabase, err)
 	}
 	return len(ids), len(ids) < len(rows) || len(rows) == limit, nil
 }

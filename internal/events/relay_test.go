@@ -359,3 +359,36 @@ func TestRelayRoundsGrowWithABacklog(t *testing.T) {
 		})
 	}
 }
+
+// failingOutbox is a relay store whose outbox reads fail.
+type failingOutbox struct{ store.Store }
+
+var errOutboxRead = errors.New("connection refused")
+
+func (failingOutbox) OutboxListUnpublished(context.Context, *store.OutboxListUnpublishedParams) ([]*store.OutboxEvent, error) {
+	return nil, errOutboxRead
+}
+
+// TestRelayDatabaseFailure: a round that fails on the database says so
+// (ErrRelayDatabase), so that /healthz does not blame the bus, which is
+// up; a failure of the bus is not one.
+func TestRelayDatabaseFailure(t *testing.T) {
+	t.Parallel()
+	st := relayStore(t, testdb.Backends()[0])
+	n := startNATS(t)
+	bus := openBus(t, n.URL())
+	relay := startRelay(t, failingOutbox{st}, bus, events.RelayConfig{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	eventually(t, 10*time.Second, "relay reports the failure", func() bool { return relay.Health() != nil })
+	err := relay.Health()
+	require.ErrorIs(t, err, events.ErrRelayDatabase)
+	require.ErrorIs(t, err, errOutboxRead)
+	require.NoError(t, bus.Health(), "the bus is up")
+
+	// The bus down is not a database failure.
+	up := startRelay(t, st, bus, events.RelayConfig{BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	require.NoError(t, workload(t.Context(), st, 1, 1))
+	n.Stop()
+	require.NoError(t, workload(t.Context(), st, 2, 1))
+	eventually(t, 10*time.Second, "relay reports the bus down", func() bool { return up.Health() != nil })
+	require.NotErrorIs(t, up.Health(), events.ErrRelayDatabase)
+}
