@@ -637,7 +637,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		return fmt.Errorf("web dashboard: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           limitBodyRead(mountWeb(apiHandler, dashboard), cfg.BodyReadTimeout),
+		Handler:           limitBodyRead(mountWeb(apiHandler, dashboard, metrics), cfg.BodyReadTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -774,8 +774,12 @@ func writeAddrFile(path, addr string) error {
 }
 
 // mountWeb serves the API under /v1 (and its /healthz and /metrics) and
-// the dashboard at every other path.
-func mountWeb(apiHandler, dashboard http.Handler) http.Handler {
+// the dashboard at every other path. The API counts its requests in
+// flight in metrics; the dashboard's are counted here, so that
+// docket_http_requests_in_flight is every request the process serves
+// (its live streams included).
+func mountWeb(apiHandler, dashboard http.Handler, metrics *api.Metrics) http.Handler {
+	dashboard = metrics.CountInFlight(dashboard)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/healthz" || p == "/metrics" {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/api"
 	"github.com/docket-run/docket/internal/engine"
 )
 
@@ -260,4 +263,36 @@ func TestServeNATSDir(t *testing.T) {
 		require.NoError(t, err, "%v", tc.args)
 		require.Equal(t, tc.want, cfg.natsDir(), "%v", tc.args)
 	}
+}
+
+// TestServeCountsDashboardInFlight: docket_http_requests_in_flight counts
+// the dashboard's requests (its live streams last) as well as the API's,
+// as docs/configuration.md says: every request the process serves.
+func TestServeCountsDashboardInFlight(t *testing.T) {
+	t.Parallel()
+	m := api.NewMetrics()
+	inFlight := func() float64 {
+		families, err := m.Registry().Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == "docket_http_requests_in_flight" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no docket_http_requests_in_flight")
+		return 0
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	dashboard := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(entered); <-release })
+	h := mountWeb(http.NotFoundHandler(), dashboard, m)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/live", nil))
+	}()
+	<-entered
+	require.Equal(t, 1.0, inFlight(), "the dashboard's request is in flight")
+	close(release)
+	<-done
+	require.Equal(t, 0.0, inFlight())
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,7 @@ const CountCap = 10_000
 //	docket_jobs_failed_total{queue}               attempt ends that were errors (JobFinishedEvent.Failed)
 //	docket_job_queue_latency_seconds{queue}       due → start of each attempt
 //	docket_job_run_duration_seconds{queue}        start → end of each attempt
-//	docket_http_requests_in_flight                requests being served now (long polls included)
+//	docket_http_requests_in_flight                requests being served now (long polls included; the dashboard's through CountInFlight)
 //
 // plus the Go runtime and process collectors. Counters and histograms count
 // what this process did; sum them over processes. Attempt ends are fed by
@@ -121,6 +122,17 @@ func (m *Metrics) requestDone() {
 	if m != nil {
 		m.inFlight.Dec()
 	}
+}
+
+// CountInFlight counts the requests h serves in
+// docket_http_requests_in_flight, as the API's own are: for handlers served
+// beside the API (docket serve's dashboard). A nil *Metrics counts nothing.
+func (m *Metrics) CountInFlight(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.requestStarted()
+		defer m.requestDone()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Inserted counts n jobs newly inserted into queue. Call it once per
