@@ -124,6 +124,9 @@ func TestServeConfigErrorsNameTheSetting(t *testing.T) {
 		{env: map[string]string{"DOCKET_NATS_URL": "nats://127.0.0.1:4222,http://127.0.0.1:4222"}, want: `invalid DOCKET_NATS_URL: "nats://127.0.0.1:4222,http://127.0.0.1:4222" must be nats://host:port`},
 		{args: []string{"--nats-url", "nats://"}, want: `invalid --nats-url: "nats://" must be nats://host:port`},
 		{args: []string{"--nats-url", "nats://a:4222,"}, want: `invalid --nats-url: "nats://a:4222," must be nats://host:port`},
+		// Its credentials are not repeated in the error (it is logged).
+		{env: map[string]string{"DOCKET_NATS_URL": "nats://alice:s3cret@a:4222,nats://t0ken@b:4222,http://c:4222"},
+			want: `invalid DOCKET_NATS_URL: "nats://alice:xxxxx@a:4222,nats://xxxxx@b:4222,http://c:4222" must be nats://host:port`},
 		{env: map[string]string{"DOCKET_WEBHOOK_BREAKER_FAILURES": "4294967296"}, want: "invalid DOCKET_WEBHOOK_BREAKER_FAILURES: 4294967296 must be between 1 and 4294967295"},
 		{args: []string{"--outbox-max-age", "-1h"}, want: "invalid --outbox-max-age: -1h0m0s must not be negative"},
 		{args: []string{"--leader-ttl", "2ns"}, want: "invalid --leader-ttl: 2ns must be at least 100ms"},
