@@ -162,18 +162,24 @@ func (c *Client) DoRaw(ctx context.Context, method, path, contentType string, bo
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}
+	// A lease id's token is not repeated in errors (they are logged).
+	shown := RedactLeasePath(path)
 	res, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+		var ue *url.Error
+		if errors.As(err, &ue) && shown != path {
+			ue.URL = c.base + shown
+		}
+		return 0, fmt.Errorf("%s %s: %w", method, shown, err)
 	}
 	defer res.Body.Close()
 	limit := c.answerMax()
 	data, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return 0, fmt.Errorf("%s %s: read answer: %w", method, shown, err)
 	}
 	if int64(len(data)) > limit {
-		return res.StatusCode, fmt.Errorf("%s %s: %w: status %d, more than %d bytes", method, path, ErrAnswerTooLarge, res.StatusCode, limit)
+		return res.StatusCode, fmt.Errorf("%s %s: %w: status %d, more than %d bytes", method, shown, ErrAnswerTooLarge, res.StatusCode, limit)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return res.StatusCode, problemOf(res, data)
@@ -182,7 +188,7 @@ func (c *Client) DoRaw(ctx context.Context, method, path, contentType string, bo
 		return res.StatusCode, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return res.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		return res.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, shown, err)
 	}
 	return res.StatusCode, nil
 }

@@ -145,3 +145,48 @@ func TestLeaseWaitOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestClientErrorsHideLeaseToken: an error of a lease call names the path
+// with the lease id's token replaced by xxxxx (workers log these errors;
+// the token proves the lease), whether the server is gone or its answer
+// does not decode.
+func TestClientErrorsHideLeaseToken(t *testing.T) {
+	t.Parallel()
+	const lease = "0193.2.t0kenSecret"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "not json")
+	}))
+	c, err := remote.NewClient(srv.URL, "k", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Heartbeat(t.Context(), lease, nil)
+	check := func(err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "/v1/leases/0193.2.xxxxx/") || strings.Contains(err.Error(), "t0kenSecret") {
+			t.Errorf("error %v: want the lease path without its token", err)
+		}
+	}
+	check(err)
+	srv.Close()
+	_, err = c.Heartbeat(t.Context(), lease, nil)
+	check(err)
+	_, err = c.Release(t.Context(), lease, "")
+	check(err)
+}
+
+func TestRedactLeasePath(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/v1/leases/0193.2.c2VjcmV0/complete": "/v1/leases/0193.2.xxxxx/complete",
+		"/v1/leases/0193.2.c2VjcmV0":          "/v1/leases/0193.2.xxxxx",
+		"/v1/leases/0193.2.a.b/fail":          "/v1/leases/0193.2.xxxxx/fail",
+		"/v1/leases/0193.2/complete":          "/v1/leases/0193.2/complete", // no token to hide
+		"/v1/leases":                          "/v1/leases",
+		"/v1/jobs/0193.2.x":                   "/v1/jobs/0193.2.x",
+	} {
+		if got := remote.RedactLeasePath(path); got != want {
+			t.Errorf("RedactLeasePath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

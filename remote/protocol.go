@@ -16,6 +16,7 @@ package remote
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,6 +64,27 @@ const (
 	ActionFail      = "fail"
 	ActionRelease   = "release"
 )
+
+// RedactLeasePath is path as logs and errors show it: the token of a lease
+// id (PathLeases + "/<job id>.<attempt>.<token>/" + action) proves the
+// lease to whoever holds it, so it is replaced by "xxxxx"; the job id and
+// the attempt stay. Any other path is returned as it is.
+func RedactLeasePath(path string) string {
+	rest, ok := strings.CutPrefix(path, PathLeases+"/")
+	if !ok {
+		return path
+	}
+	id, action, hasAction := strings.Cut(rest, "/")
+	parts := strings.SplitN(id, ".", 3)
+	if len(parts) < 3 {
+		return path
+	}
+	out := PathLeases + "/" + parts[0] + "." + parts[1] + ".xxxxx"
+	if hasAction {
+		out += "/" + action
+	}
+	return out
+}
 
 // LeaseRequest is the body of POST /v1/leases: take up to Max due jobs of
 // Queues for LeaseSeconds, waiting up to WaitSeconds when none is due.

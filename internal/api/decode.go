@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/docket-run/docket/internal/jsonfield"
+
+	"github.com/docket-run/docket/remote"
 )
 
 // Empty is the request type of endpoints without a body.
@@ -78,7 +80,7 @@ func endpoint[Req, Resp any](s *Server, fn func(ctx context.Context, r *http.Req
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 {
-		s.cfg.Logger.Error("request failed", "method", r.Method, "path", loggedPath(r.URL.Path), "error", err)
+		s.cfg.Logger.Error("request failed", "method", r.Method, "path", remote.RedactLeasePath(r.URL.Path), "error", err)
 	}
 	writeProblem(w, p)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/docket-run/docket"
@@ -30,27 +29,6 @@ func (s *Server) leaseRoutes() []route {
 		{Method: "POST", Path: action(remote.ActionFail), Perm: permLease, Handler: endpoint(s, s.leaseFail)},
 		{Method: "POST", Path: action(remote.ActionRelease), Perm: permLease, Handler: endpoint(s, s.leaseRelease)},
 	}
-}
-
-// loggedPath is a request's path as log lines show it: the token of a
-// lease id (/v1/leases/<job id>.<attempt>.<token>/...) proves the lease
-// to whoever holds it, so it is replaced by "xxxxx"; the job id and the
-// attempt stay, to find the job. Other paths are as they are.
-func loggedPath(path string) string {
-	rest, ok := strings.CutPrefix(path, remote.PathLeases+"/")
-	if !ok {
-		return path
-	}
-	id, action, hasAction := strings.Cut(rest, "/")
-	parts := strings.SplitN(id, ".", 3)
-	if len(parts) < 3 {
-		return path
-	}
-	out := remote.PathLeases + "/" + parts[0] + "." + parts[1] + ".xxxxx"
-	if hasAction {
-		out += "/" + action
-	}
-	return out
 }
 
 // between is the message of a number outside min..max.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/remote"
 )
 
 // Defaults of Config.
@@ -210,7 +211,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", loggedPath(r.URL.Path), "panic", v)
+			s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", remote.RedactLeasePath(r.URL.Path), "panic", v)
 			writeProblem(w, problemFor(nil))
 		}
 	}()
