@@ -474,3 +474,27 @@ func TestOpenWhileAnotherWrites(t *testing.T) {
 	require.NoError(t, s.DB().QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
 	require.Equal(t, "wal", mode)
 }
+
+// TestPingWhileWriting: Ping answers at once while a write transaction
+// holds the writer (its one connection): the database answers, it is
+// busy. Ping waited for the writer, so under a steady write load /healthz
+// (2 s) said "unreachable" and answered 503 on a working server. A closed
+// store still fails it.
+func TestPingWhileWriting(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "docket.db")
+	s, err := sqlite.Open(context.Background(), path, store.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	tx, err := s.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, "CREATE TABLE ping_hold (x INTEGER)")
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, s.Ping(pctx), "the writer is busy, not gone")
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, s.Ping(ctx))
+	require.NoError(t, s.Close())
+	require.Error(t, s.Ping(ctx))
+}
