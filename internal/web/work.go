@@ -214,7 +214,11 @@ type assignmentData struct {
 	// Problems is the list of the last submission's problems (field:
 	// message), shown above the form; each is also shown at its field.
 	Problems []string
-	Message  string
+	// FocusProblems: the list of problems takes the focus when the page
+	// opens, when no field of the form is in error (a problem of the whole
+	// judgment); else the first field in error takes it.
+	FocusProblems bool
+	Message       string
 	// Test: what the test question submitted before this unit scored
 	// (feedback.go); nil for none.
 	Test *testView
@@ -296,6 +300,17 @@ func (h *Handler) showAssignment(w http.ResponseWriter, r *http.Request, status 
 		byField[fieldOf(p.Field)] = append(byField[fieldOf(p.Field)], p.Message)
 	}
 	d.Fields = workFields(ct.Fields, input, form, byField)
+	// After a refused answer the focus goes to what to fix first, so that a
+	// keyboard or screen reader user starts there, not at the page's top.
+	if len(d.Problems) > 0 {
+		d.FocusProblems = true
+		for i := range d.Fields {
+			if len(d.Fields[i].Errors) > 0 {
+				d.Fields[i].Autofocus, d.FocusProblems = true, false
+				break
+			}
+		}
+	}
 	w.Header().Set("Content-Security-Policy", WorkContentSecurityPolicy)
 	h.renderPageStatus(w, r, status, "assignment", ct.Template.Title, d)
 }

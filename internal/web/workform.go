@@ -48,6 +48,9 @@ type workField struct {
 	BoxesMax int
 	// Errors are the problems of the field's last submitted value.
 	Errors []string
+	// Autofocus: the field's first control takes the focus when the page
+	// opens (the first field in error after a refused answer).
+	Autofocus bool
 }
 
 // workChoice is one option (or rating point) of a field.
