@@ -142,9 +142,9 @@ func TestTestFeedbackPages(t *testing.T) {
 		ada.get(t, r.Header.Get("Location"))
 		r = ada.post(t, "/work/a/"+test.String()+"/submit", url.Values{"f.same": {"no"}})
 		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
-		require.Equal(t, "/work?m=refused&t="+test.String(), r.Header.Get("Location"))
+		require.Equal(t, "/work?m=saved-refused&t="+test.String(), r.Header.Get("Location"))
 		page = ada.get(t, r.Header.Get("Location"))
 		require.Equal(t, "Test question: incorrect — the expected answer was Same.", verdictOf(page))
-		require.Contains(t, text(find(page.Doc, "p", "work-message")), "You may not work on that pool")
+		require.Equal(t, "Saved. You may not work on that pool.", text(find(page.Doc, "p", "work-message")))
 	})
 }

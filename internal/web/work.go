@@ -73,6 +73,13 @@ var workMessages = map[string]string{
 	// explicit take is answered 429).
 	"saved-busy":   "Saved. That pool hands out work at a limited rate: take its next unit in a moment.",
 	"skipped-busy": "Skipped. That pool hands out work at a limited rate: take its next unit in a moment.",
+	// The next take refused after a judgment or a skip went through: the
+	// pool paused or closed meanwhile, or the contributor flagged (by that
+	// very answer) — the page says what was done before why no unit came.
+	"saved-closed":    "Saved. That pool hands out no work now (paused or closed).",
+	"skipped-closed":  "Skipped. That pool hands out no work now (paused or closed).",
+	"saved-refused":   "Saved. You may not work on that pool.",
+	"skipped-refused": "Skipped. You may not work on that pool.",
 }
 
 func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
@@ -150,6 +157,14 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 		}
 		return "?" + v.Encode()
 	}
+	// after is the message code of a refused take: after a judgment or a
+	// skip, one that says it went through ("saved-closed").
+	after := func(code string) string {
+		if noneCode == "none" {
+			return code
+		}
+		return noneCode + "-" + code
+	}
 	q := query("")
 	if noneCode != "none" {
 		q = query(noneCode)
@@ -178,9 +193,9 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 	case docket.IsNoUnit(err):
 		http.Redirect(w, r, "/work"+query(noneCode), http.StatusSeeOther)
 	case errors.As(err, &notOpen):
-		http.Redirect(w, r, "/work"+query("closed"), http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query(after("closed")), http.StatusSeeOther)
 	case errors.As(err, &notEligible):
-		http.Redirect(w, r, "/work"+query("refused"), http.StatusSeeOther)
+		http.Redirect(w, r, "/work"+query(after("refused")), http.StatusSeeOther)
 	case errors.As(err, &takeRate) && noneCode != "none":
 		// The judgment or the skip went through: say so, not 429.
 		http.Redirect(w, r, "/work"+query(noneCode+"-busy"), http.StatusSeeOther)
