@@ -219,9 +219,12 @@ type assignmentData struct {
 	Instructions string
 	Display      []workDisplay
 	Fields       []workField
-	// Active: the form is shown (the assignment is ACTIVE and its lease
-	// has not run out).
+	// Active: the form is shown (the assignment is ACTIVE, its lease has
+	// not run out, and its unit is not canceled).
 	Active bool
+	// Canceled: the unit was canceled (its run canceled, say): the work is
+	// no longer wanted, whatever the assignment's state.
+	Canceled bool
 	// Now is the server's time, for the countdown's clock skew;
 	// HeartbeatEvery how often the page beats, in seconds.
 	Now            time.Time
@@ -303,9 +306,11 @@ func (h *Handler) showAssignment(w http.ResponseWriter, r *http.Request, status 
 	}
 	input := decodeInput(unit.Input)
 	byField := map[string][]string{}
+	canceled := unit.State == docket.UnitCanceled
 	d := &assignmentData{Assignment: a, Pool: pool, Title: ct.Template.Title, Instructions: ct.Template.Instructions,
-		Display: workDisplays(ct.Display, input), Active: a.State == docket.AssignmentActive && a.ExpiresAt.After(h.cfg.Now()),
-		Now: h.cfg.Now(), HeartbeatEvery: heartbeatEvery(pool.AssignmentSeconds), Message: message, Test: testShown(r)}
+		Display: workDisplays(ct.Display, input), Canceled: canceled, Now: h.cfg.Now(),
+		Active:         a.State == docket.AssignmentActive && a.ExpiresAt.After(h.cfg.Now()) && !canceled,
+		HeartbeatEvery: heartbeatEvery(pool.AssignmentSeconds), Message: message, Test: testShown(r)}
 	for _, p := range problems {
 		if p.Field == "" {
 			d.Problems = append(d.Problems, p.Message)
@@ -487,6 +492,15 @@ func (h *Handler) workHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var b *docket.Assignment
 	if err == nil && !banned {
 		b, err = h.client.AssignmentHeartbeat(r.Context(), a.ID, me(r))
+	}
+	if err == nil && !banned {
+		// A canceled unit takes no answer (JudgmentSubmit refuses it),
+		// though its assignment stays held until it lapses: the open page
+		// says so now, not after the work is done.
+		var u *docket.Unit
+		if u, err = h.client.UnitGet(r.Context(), a.UnitID); err == nil && u.State == docket.UnitCanceled {
+			err = &docket.AssignmentError{AssignmentID: a.ID, Reason: docket.RefusedUnitCanceled, State: b.State}
+		}
 	}
 	var ae *docket.AssignmentError
 	switch {

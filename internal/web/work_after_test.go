@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,5 +69,67 @@ func TestWorkSavedPoolClosed(t *testing.T) {
 		// Start on the closed pool: no "Saved", nothing was.
 		r = ada.post(t, "/work/pools/"+pool.ID.String()+"/take", nil)
 		require.Equal(t, "/work?m=closed", r.Header.Get("Location"))
+	})
+}
+
+// TestWorkUnitCanceled: a unit canceled while a contributor has it open
+// (its run canceled) takes no answer: the work page said so on a submit
+// ("Not saved: this unit was canceled") but showed the form again, and
+// again after every try, and the page's heartbeat went on answering 200,
+// so nothing told the contributor before they had done the work. Now the
+// page shows the unit as over with a way on, the heartbeat answers 409
+// with why, and a submit shows the page without its form.
+func TestWorkUnitCanceled(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend)
+		putWorkflow(t, b.client, `{"name": "catalog", "steps": [{"name": "label", "human": {"task": "photo"}}]}`)
+		tmpl, err := docket.ParseTask([]byte(workTask))
+		require.NoError(t, err)
+		_, _, err = b.client.TaskPut(ctx, "photo", tmpl)
+		require.NoError(t, err)
+		started, err := b.client.RunStart(ctx, "catalog", map[string]any{"caption": "a mug"}, nil)
+		require.NoError(t, err)
+		ada := b.signIn(t, RoleContributor)
+		var pool uuid.UUID
+		require.Eventually(t, func() bool {
+			pools, err := b.client.EligiblePools(ctx, b.contributor.ID, 0)
+			require.NoError(t, err)
+			if len(pools) == 1 {
+				pool = pools[0].Pool.ID
+			}
+			return len(pools) == 1
+		}, 10*time.Second, 20*time.Millisecond, "the run's unit")
+		r := ada.post(t, "/work/pools/"+pool.String()+"/take", nil)
+		require.Equal(t, http.StatusSeeOther, r.Status, r.Body)
+		id := assignmentOf(t, r.Header.Get("Location")).String()
+		require.NotNil(t, find(ada.get(t, "/work/a/"+id).Doc, "form", "work-form"))
+
+		_, err = b.client.RunCancel(ctx, started.Run.ID)
+		require.NoError(t, err)
+		a, err := b.client.AssignmentGet(ctx, assignmentOf(t, "/work/a/"+id))
+		require.NoError(t, err)
+		u, err := b.client.UnitGet(ctx, a.UnitID)
+		require.NoError(t, err)
+		require.Equal(t, docket.UnitCanceled, u.State)
+		require.Equal(t, docket.AssignmentActive, a.State, "the assignment itself stays held until it lapses")
+
+		over := func(r *response) {
+			t.Helper()
+			require.Nil(t, find(r.Doc, "form", "work-form"), "no form for a canceled unit")
+			require.Contains(t, text(find(r.Doc, "span", "lease-over")), "canceled")
+			require.NotNil(t, find(r.Doc, "button", "next"), "a way on")
+		}
+		r = ada.get(t, "/work/a/"+id)
+		require.Equal(t, http.StatusOK, r.Status)
+		over(r)
+		res := ada.post(t, "/work/a/"+id+"/heartbeat", nil)
+		require.Equal(t, http.StatusConflict, res.Status, res.Body)
+		require.Contains(t, res.Body, "canceled")
+		r = ada.post(t, "/work/a/"+id+"/submit", url.Values{"f.same": {"yes"}})
+		require.Equal(t, http.StatusConflict, r.Status)
+		require.Contains(t, text(find(r.Doc, "p", "work-message")), "Not saved: this unit was canceled")
+		over(r)
 	})
 }
