@@ -54,8 +54,10 @@ type workPool struct {
 type workData struct {
 	// NoContributor: the key is bound to no contributor (an admin's key).
 	NoContributor bool
-	Pools         []workPool
-	Message       string
+	// Banned: the contributor is banned, so no pool hands them work.
+	Banned  bool
+	Pools   []workPool
+	Message string
 	// Test: what the test question just submitted scored (feedback.go).
 	Test *testView
 }
@@ -87,6 +89,17 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	id := me(r)
 	if id == uuid.Nil {
 		d.NoContributor = true
+		h.renderPage(w, r, "work", "Work", d)
+		return
+	}
+	// A banned contributor's search finds no pool: say why, rather than
+	// "no work right now".
+	switch banned, err := h.banned(r); {
+	case err != nil:
+		h.renderError(w, r, http.StatusInternalServerError, "Reading your account failed: "+err.Error())
+		return
+	case banned:
+		d.Banned = true
 		h.renderPage(w, r, "work", "Work", d)
 		return
 	}

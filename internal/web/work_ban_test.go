@@ -56,3 +56,28 @@ func TestWorkPagesBanned(t *testing.T) {
 		require.Equal(t, docket.AssignmentReleased, after.State)
 	})
 }
+
+// TestWorkPoolsBanned: the pools page of a banned contributor says they
+// are banned. It said "No work for you right now. Come back later." — the
+// search of eligible pools finds nothing for a banned contributor — so
+// they would come back for ever.
+func TestWorkPoolsBanned(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		ctx := context.Background()
+		b := setup(t, backend)
+		makeWorkPool(t, b.client, 2, "/static/favicon.svg")
+		ada := b.signIn(t, RoleContributor)
+		r := ada.get(t, "/work")
+		require.Nil(t, find(r.Doc, "td", "no-work"), "a pool to work on")
+		require.Nil(t, find(r.Doc, "p", "banned"))
+
+		banned := docket.ContributorBanned
+		_, err := b.client.ContributorUpdate(ctx, b.contributor.ID, docket.ContributorUpdateParams{State: &banned})
+		require.NoError(t, err)
+		r = ada.get(t, "/work")
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Nil(t, find(r.Doc, "td", "no-work"), "not \"no work right now\"")
+		require.Contains(t, text(find(r.Doc, "p", "banned")), "banned")
+	})
+}
