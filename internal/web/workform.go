@@ -142,6 +142,20 @@ func decodeInput(raw json.RawMessage) map[string]any {
 	return m
 }
 
+// jsonText is v as JSON for a person to read, indented by indent: as
+// written, without encoding/json's HTML escapes ("Tom \u0026 Jerry"),
+// since the page's template escapes what it shows.
+func jsonText(v any, indent string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // workDisplays resolves the task's display blocks against the unit's input.
 func workDisplays(blocks []docket.TaskDisplay, input map[string]any) []workDisplay {
 	out := make([]workDisplay, 0, len(blocks))
@@ -156,11 +170,9 @@ func workDisplays(blocks []docket.TaskDisplay, input map[string]any) []workDispl
 			case string:
 				d.Text = v
 			case map[string]any, []any:
-				buf, _ := json.MarshalIndent(v, "", "  ")
-				d.Text, d.Block = string(buf), true
+				d.Text, d.Block = jsonText(v, "  "), true
 			default:
-				buf, _ := json.Marshal(v)
-				d.Text = string(buf)
+				d.Text = jsonText(v, "")
 			}
 		default: // image, link
 			d.URL, d.Problem = webURL(v)
