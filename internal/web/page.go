@@ -138,6 +138,8 @@ func (h *Handler) renderErrorAs(w http.ResponseWriter, _ *http.Request, ss *sess
 type errorData struct {
 	Status  int
 	Message string
+	// Next is where the sign-in link leads back to ("" for the home).
+	Next string
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -150,7 +150,10 @@ func (h *Handler) authedLimit(need []access, limit int64, next http.HandlerFunc)
 				http.Redirect(w, r, "/signin?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			h.renderError(w, r, http.StatusUnauthorized, "Sign in first.")
+			// A form sent after the session ended (a work page's answer,
+			// say): signing in leads back to the page it was sent from.
+			h.render(w, http.StatusUnauthorized, "error", "layout", &view{Title: http.StatusText(http.StatusUnauthorized),
+				Data: errorData{Status: http.StatusUnauthorized, Message: "Sign in first.", Next: refererPath(r)}})
 			return
 		}
 		for _, a := range need {
@@ -182,6 +185,16 @@ func (h *Handler) authedLimit(need []access, limit int64, next http.HandlerFunc)
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ss)))
 	})
+}
+
+// refererPath is the path (and query) of the page of this site r was
+// sent from, by its Referer header, when safeNext keeps it; "" otherwise.
+func refererPath(r *http.Request) string {
+	u, err := url.Parse(r.Referer())
+	if err != nil || u.Host != r.Host || u.Scheme != "http" && u.Scheme != "https" {
+		return ""
+	}
+	return safeNext(u.RequestURI())
 }
 
 // safeNext keeps a post-sign-in redirect on this site: a path, not

@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,35 @@ func TestWorkUnitCanceled(t *testing.T) {
 		require.Contains(t, text(find(r.Doc, "p", "work-message")), "Not saved: this unit was canceled")
 		over(r)
 	})
+}
+
+// TestSignInLinkAfterPost: a form refused for want of a session (401)
+// links to the sign-in page with the page the form was sent from as where
+// to go next — a page of this site only, by the Referer.
+func TestSignInLinkAfterPost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	for referer, want := range map[string]string{
+		b.server.URL + "/work/a/1?m=saved": "/signin?next=%2fwork%2fa%2f1%3fm%3dsaved",
+		"http://evil.example/work/a/1":     "/signin",
+		b.server.URL + "//evil.example/x":  "/signin",
+		"":                                 "/signin",
+		"javascript:alert(1)//" + b.server.URL[7:]: "/signin",
+	} {
+		req, err := http.NewRequest("POST", b.server.URL+"/work/a/1/submit", strings.NewReader("f.same=yes"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if referer != "" {
+			req.Header.Set("Referer", referer)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		link := find(wellFormed(t, string(body)), "a", "signin-link")
+		require.NotNil(t, link, referer)
+		require.Equal(t, want, attr(link, "href"), referer)
+	}
 }

@@ -11,6 +11,68 @@
   }
   var csrf = form.querySelector('input[name="csrf"]').value;
 
+  // ---- Draft ----
+  // When the form is sent, the answer is kept in the tab's
+  // sessionStorage. If the post did not arrive — the session had ended
+  // (the refusal's sign-in link leads back here), the network failed —
+  // this assignment's form opens blank again and is filled back from it.
+  // A page showing the server's problems has the answer already; any
+  // other assignment's page drops the draft.
+  var DRAFT = "docket.work.draft";
+  var here = form.getAttribute("action");
+
+  function keepDraft() {
+    var values = [];
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === "csrf" || el.disabled) {
+        return;
+      }
+      if ((el.type === "radio" || el.type === "checkbox") && !el.checked) {
+        return;
+      }
+      values.push([el.name, el.value]);
+    });
+    try {
+      sessionStorage.setItem(DRAFT, JSON.stringify({ action: here, values: values }));
+    } catch (e) {
+      // No storage (private mode, full): nothing kept.
+    }
+  }
+
+  (function restoreDraft() {
+    var draft = null;
+    try {
+      draft = JSON.parse(sessionStorage.getItem(DRAFT) || "null");
+      sessionStorage.removeItem(DRAFT);
+    } catch (e) {
+      return;
+    }
+    if (!draft || draft.action !== here || !Array.isArray(draft.values) || document.getElementById("problems")) {
+      return;
+    }
+    var byName = {};
+    draft.values.forEach(function (p) {
+      (byName[p[0]] = byName[p[0]] || []).push(p[1]);
+    });
+    Array.prototype.forEach.call(form.elements, function (el) {
+      var vs = byName[el.name];
+      if (!vs || el.name === "csrf") {
+        return;
+      }
+      if (el.type === "radio" || el.type === "checkbox") {
+        el.checked = vs.indexOf(el.value) >= 0;
+      } else {
+        el.value = vs[0];
+      }
+    });
+    var note = document.createElement("p");
+    note.className = "message";
+    note.id = "draft-restored";
+    note.setAttribute("role", "status");
+    note.textContent = "Your answer was not saved: it is filled back in as you left it. Check it and submit.";
+    form.parentNode.insertBefore(note, form);
+  })();
+
   // ---- Boxes ----
   // Each .bbox keeps its boxes, as fractions of the image, in a hidden
   // input: [{label, x, y, w, h}], x+w <= 1 and y+h <= 1.
@@ -149,6 +211,7 @@
     widgets.forEach(function (w) {
       w.sync();
     });
+    keepDraft();
     sent = true;
   });
 
