@@ -40,6 +40,15 @@ func (r Role) Valid() bool {
 	return false
 }
 
+// ReadsPayloads reports whether keys of role r may read job payloads:
+// admin keys only (GET /v1/jobs/{id}?include=payload, the dashboard's job
+// page). Whatever reveals a payload's content is refused to the others,
+// the search by payload value included (GET /v1/jobs?search=, the
+// dashboard's Args filter): its matches would confirm a guessed value.
+// Worker keys receive the payloads of the jobs they lease, and nothing
+// else.
+func (r Role) ReadsPayloads() bool { return r == RoleAdmin }
+
 // APIKey is a key of the HTTP API. Only a hash of its secret is stored; the
 // secret is shown once, when the key is created.
 type APIKey struct {

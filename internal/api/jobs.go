@@ -486,7 +486,11 @@ var (
 // the previous page: ids are UUIDv7, so a job inserted meanwhile sorts
 // before the first page and never shifts the pages that follow.
 func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, *listResponse, error) {
-	p, err := parseListQuery(query(r))
+	q, pending := query(r)
+	if err := searchAllowed(principal(ctx), q["search"]); err != nil {
+		return 0, nil, err
+	}
+	p, err := parseListQuery(q, pending)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -506,6 +510,21 @@ func (s *Server) listJobs(ctx context.Context, r *http.Request, _ *Empty) (int, 
 		resp.Items = append(resp.Items, jobViewOf(row))
 	}
 	return http.StatusOK, resp, nil
+}
+
+// searchAllowed refuses a search by payload value (a non-empty search)
+// to a key that may not read payloads (docket.Role.ReadsPayloads): its
+// matches would confirm a guessed payload value. It is checked before the
+// search is parsed, so a malformed one is refused the same.
+func searchAllowed(key *docket.APIKey, search []string) error {
+	if !slices.ContainsFunc(search, func(v string) bool { return v != "" }) || (key != nil && key.Role.ReadsPayloads()) {
+		return nil
+	}
+	role := "none"
+	if key != nil {
+		role = string(key.Role)
+	}
+	return forbiddenField("search", "searches job payloads, which only admin keys may read; role "+role+" may not")
 }
 
 // parseListQuery reads GET /v1/jobs' query; every bad parameter is named

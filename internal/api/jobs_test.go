@@ -315,7 +315,7 @@ func TestSubmitValidation(t *testing.T) {
 		// made every search that read it a 500).
 		r = b.do(t, docket.RoleProducer, "POST", "/v1/jobs", `{"jobType":"a","payload":`+strings.Repeat(`{"a":`, 999)+`"[{\"}"`+strings.Repeat(`}`, 999)+`}`)
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
-		r = b.do(t, docket.RoleViewer, "GET", "/v1/jobs?search=args.a:1", nil)
+		r = b.do(t, docket.RoleAdmin, "GET", "/v1/jobs?search=args.a:1", nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 
 		rows, err := b.client.List(context.Background(), docket.ListParams{})
@@ -757,7 +757,7 @@ func TestListJobsSearch(t *testing.T) {
 		}
 		list := func(query string) []uuid.UUID {
 			t.Helper()
-			r := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+query, nil)
+			r := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs"+query, nil)
 			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 			var resp listResponse
 			r.JSON(t, &resp)
@@ -775,7 +775,7 @@ func TestListJobsSearch(t *testing.T) {
 		require.Equal(t, []uuid.UUID{ids[3]}, list(search("args.flag:true")))
 		require.Equal(t, []uuid.UUID{}, list(search("args.user.id:8")))
 		require.Len(t, list("?search="), 5, "an empty search is no search")
-		r := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+search("args.user.id:42")+"&limit=2", nil)
+		r := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs"+search("args.user.id:42")+"&limit=2", nil)
 		var page listResponse
 		r.JSON(t, &page)
 		require.NotNil(t, page.NextCursor)
@@ -789,16 +789,46 @@ func TestListJobsSearch(t *testing.T) {
 			{search(`args.a:"x`), "search", "JSON string"},
 			{search("args.a:1") + "&search=args.b:2", "search", "one value"},
 		} {
-			p := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+tc.query, nil).Problem(t, http.StatusBadRequest)
+			p := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs"+tc.query, nil).Problem(t, http.StatusBadRequest)
 			requireProblemField(t, p, tc.field)
 			require.Contains(t, p.Errors[0].Message, tc.says, tc.query)
 		}
-		p := b.do(t, docket.RoleViewer, "GET", "/v1/jobs"+search("nope")+"&limit=0&status=DONE", nil).Problem(t, http.StatusBadRequest)
+		p := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs"+search("nope")+"&limit=0&status=DONE", nil).Problem(t, http.StatusBadRequest)
 		var fields []string
 		for _, e := range p.Errors {
 			fields = append(fields, e.Field)
 		}
 		require.ElementsMatch(t, []string{"search", "limit", "status"}, fields, "every bad parameter named: %+v", p)
+	})
+}
+
+// TestListJobsSearchNeedsPayloads: a search by payload value is refused
+// (403 naming search) to the keys that may not read payloads, producer
+// and viewer: its matches would confirm a guessed value. A malformed
+// search is refused the same (checked first), and an empty one is no
+// search, allowed.
+func TestListJobsSearchNeedsPayloads(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		_, err := b.client.Insert(context.Background(), docket.RawArgs{Type: "email", Payload: json.RawMessage(`{"email":"ada@example.com"}`)}, nil)
+		require.NoError(t, err)
+		for _, role := range []docket.Role{docket.RoleProducer, docket.RoleViewer} {
+			for _, q := range []string{"search=args.email:ada@example.com", "search=nope", "search=&search=args.email:x", "search=args.email:x&limit=0"} {
+				p := b.do(t, role, "GET", "/v1/jobs?"+q, nil).Problem(t, http.StatusForbidden)
+				require.Equal(t, []string{"search"}, problemFields(p), "%s %s", role, q)
+				require.Contains(t, p.Errors[0].Message, "only admin keys may read", "%s %s", role, q)
+				require.Contains(t, p.Detail, "role "+string(role))
+			}
+			r := b.do(t, role, "GET", "/v1/jobs?search=", nil)
+			require.Equal(t, http.StatusOK, r.Status, "an empty search is no search")
+		}
+		var resp listResponse
+		r := b.do(t, docket.RoleAdmin, "GET", "/v1/jobs?search=args.email:ada@example.com", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r.JSON(t, &resp)
+		require.Len(t, resp.Items, 1)
+		b.do(t, docket.RoleWorker, "GET", "/v1/jobs?search=args.email:x", nil).Problem(t, http.StatusForbidden)
 	})
 }
 

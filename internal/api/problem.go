@@ -119,6 +119,14 @@ func forbidden(detail string) *Problem {
 	return problem(http.StatusForbidden, "forbidden", "Forbidden", detail)
 }
 
+// forbiddenField is a 403 naming the request field that asks for what
+// the key may not have.
+func forbiddenField(field, message string) *Problem {
+	p := forbidden(field + ": " + message)
+	p.Errors = []FieldError{{Field: field, Message: message}}
+	return p
+}
+
 func tooLarge(limit int64) *Problem {
 	return problem(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 		fmt.Sprintf("the body exceeds the limit of %d bytes", limit))

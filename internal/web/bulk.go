@@ -119,6 +119,11 @@ func parseBulkForm(f url.Values) (d *bulkData, ids []uuid.UUID, p *docket.ListPa
 func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	d, ids, p := parseBulkForm(f)
+	if msg := argsRefused(sessionOf(r.Context()).key.Role, d.Args); msg != "" {
+		d.Errors = []string{msg}
+		h.renderPageStatus(w, r, http.StatusForbidden, "bulk", "Bulk action", d)
+		return
+	}
 	do := h.client.Retry
 	if d.Action == "cancel" {
 		do = h.client.Cancel

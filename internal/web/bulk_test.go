@@ -61,37 +61,70 @@ func TestJobsSearchArgs(t *testing.T) {
 		for range pageSize + 5 {
 			insert(t, b.client, "bulk", "mail", `{"user": {"id": 42}, "x": "y z: w"}`)
 		}
-		viewer := b.signIn(t, docket.RoleViewer)
-		r := viewer.get(t, "/jobs?type=email&args="+url.QueryEscape("args.user.id:42"))
+		admin := b.signIn(t, docket.RoleAdmin)
+		r := admin.get(t, "/jobs?type=email&args="+url.QueryEscape("args.user.id:42"))
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Equal(t, []string{other.ID.String(), s42.ID.String(), n42.ID.String()}, listed(r))
 		require.Contains(t, text(find(r.Doc, "p", "args-bound")), "10000")
 		require.Equal(t, "args.user.id:42", formValue(r.Doc, "args"))
-		require.Equal(t, []string{s42.ID.String()}, listed(viewer.get(t, "/jobs?args="+url.QueryEscape(`args.user.id:"42"`))))
-		require.Equal(t, []string{other.ID.String()}, listed(viewer.get(t, "/jobs?queue=other&args="+url.QueryEscape("args.user.id:42"))))
+		require.Equal(t, []string{s42.ID.String()}, listed(admin.get(t, "/jobs?args="+url.QueryEscape(`args.user.id:"42"`))))
+		require.Equal(t, []string{other.ID.String()}, listed(admin.get(t, "/jobs?queue=other&args="+url.QueryEscape("args.user.id:42"))))
 		// Paging keeps the search.
-		r = viewer.get(t, "/jobs?args="+url.QueryEscape("args.x:y z: w"))
+		r = admin.get(t, "/jobs?args="+url.QueryEscape("args.x:y z: w"))
 		require.Len(t, listed(r), pageSize)
 		next := attr(find(r.Doc, "a", "next"), "href")
 		require.Contains(t, next, "args=args.x")
-		require.Len(t, listed(viewer.get(t, next)), 5)
+		require.Len(t, listed(admin.get(t, next)), 5)
 		// A number no payload can hold finds nothing (PostgreSQL's numeric
 		// cannot hold it: not a 500).
-		r = viewer.get(t, "/jobs?args="+url.QueryEscape("args.user.id:1e200000"))
+		r = admin.get(t, "/jobs?args="+url.QueryEscape("args.user.id:1e200000"))
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Empty(t, listed(r))
 		// Bad searches name the field.
 		for _, bad := range []string{"user.id:42", "args.user.id", "args.:1", `args.a"b:1`, `args.a:"unterminated`, `args.a:"\u0000"`} {
-			r = viewer.get(t, "/jobs?args="+url.QueryEscape(bad))
+			r = admin.get(t, "/jobs?args="+url.QueryEscape(bad))
 			require.Equal(t, http.StatusBadRequest, r.Status, bad)
 			require.Contains(t, text(find(r.Doc, "ul", "")), "args:", bad)
 		}
 		// A value that is not text is refused before any page reads it.
 		for _, bad := range []string{"args.a:b\x00", "args.a:\xff"} {
-			r = viewer.get(t, "/jobs?args="+url.QueryEscape(bad))
+			r = admin.get(t, "/jobs?args="+url.QueryEscape(bad))
 			require.Equal(t, http.StatusBadRequest, r.Status, bad)
 			require.Contains(t, r.Body, "args: must be UTF-8 text", bad)
 		}
+	})
+}
+
+// TestJobsSearchArgsNeedsPayloads: producers and viewers, whose keys may
+// not read payloads, have no Args field, and a search by payload value
+// (the list, or a bulk action's filter, whose count would tell as much)
+// is refused with 403 naming args, malformed or not; nothing is listed
+// or done.
+func TestJobsSearchArgsNeedsPayloads(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		job := dead(t, b.client, "mail")
+		for _, role := range []docket.Role{docket.RoleViewer, docket.RoleProducer} {
+			br := b.signIn(t, role)
+			r := br.get(t, "/jobs")
+			require.Equal(t, http.StatusOK, r.Status)
+			require.Nil(t, find(r.Doc, "input", "args"), "%s: no Args field", role)
+			for _, args := range []string{"args.user.id:42", "nope"} {
+				r = br.get(t, "/jobs?args="+url.QueryEscape(args))
+				require.Equal(t, http.StatusForbidden, r.Status, role)
+				require.Contains(t, text(find(r.Doc, "ul", "")), "args: searches job payloads, which only admin keys may read; role "+string(role), role)
+				require.Empty(t, listed(r), role)
+			}
+		}
+		producer := b.signIn(t, docket.RoleProducer)
+		r := producer.post(t, "/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"retry"}, "state": {"DEAD"}, "args": {"args.x:1"}, "confirm": {"1"}})
+		require.Equal(t, http.StatusForbidden, r.Status)
+		require.Contains(t, text(find(r.Doc, "ul", "bulk-errors")), "args: searches job payloads")
+		require.Nil(t, find(r.Doc, "strong", "bulk-count"), "no count of the matches")
+		require.Equal(t, docket.JobStateDead, jobState(t, b.client, job.ID))
+		admin := b.signIn(t, docket.RoleAdmin)
+		require.NotNil(t, find(admin.get(t, "/jobs").Doc, "input", "args"))
 	})
 }
 
@@ -148,7 +181,7 @@ func TestJobsBulk(t *testing.T) {
 		errs := text(find(r.Doc, "ul", "bulk-errors"))
 		require.Contains(t, errs, "action:")
 		require.Contains(t, errs, "scope:")
-		r = producer.post(t, "/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"retry"}, "state": {"GONE"}, "args": {"nope"}})
+		r = b.signIn(t, docket.RoleAdmin).post(t, "/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"retry"}, "state": {"GONE"}, "args": {"nope"}})
 		require.Equal(t, http.StatusBadRequest, r.Status)
 		errs = text(find(r.Doc, "ul", "bulk-errors"))
 		require.Contains(t, errs, "state:")
@@ -224,7 +257,7 @@ func TestBrowserBulkRetry(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/jobs"),
 		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleProducer]),
+		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("args")),
 		chromedp.SendKeys(chromedp.ID("args"), "args.user.id:42"),

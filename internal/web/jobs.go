@@ -20,6 +20,9 @@ type jobsData struct {
 	Type   string
 	Queue  string
 	Args   string // args.path:value (search.go)
+	// Search: the key may search by payload value (it may read payloads,
+	// docket.Role.ReadsPayloads); the Args field is shown only then.
+	Search bool
 	ID     string
 	Within int      // how many newest jobs an args search scans
 	Errors []string // about the filter, each naming its field
@@ -82,6 +85,13 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 	d, p, id := parseJobsQuery(r.URL.Query())
 	if id != uuid.Nil {
 		http.Redirect(w, r, "/jobs/"+id.String(), http.StatusSeeOther)
+		return
+	}
+	role := sessionOf(r.Context()).key.Role
+	d.Search = role.ReadsPayloads()
+	if msg := argsRefused(role, d.Args); msg != "" {
+		d.Errors = []string{msg}
+		h.renderPageStatus(w, r, http.StatusForbidden, "jobs", "Jobs", d)
 		return
 	}
 	if len(d.Errors) > 0 {

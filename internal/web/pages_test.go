@@ -333,7 +333,7 @@ func TestTemplatesRender(t *testing.T) {
 		{"overview", "panel", &view{User: admin, Data: &overviewData{Chart: drawBars(nil, depthStates), Refresh: 5, Bus: "up"}}, []string{`id="bus-health" class="ok">up<`}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), State: "RUNNING", Jobs: []*docket.JobRow{row}, Next: "/jobs?cursor=x&state=RUNNING"}}, []string{id.String(), "Next page", "selected"}},
 		{"jobs", "layout", &view{Title: "Jobs", User: viewer, Data: &jobsData{States: docket.JobStates(), Errors: []string{"id: bad"}}}, []string{"id: bad", "No jobs match"}},
-		{"jobs", "layout", &view{Title: "Jobs", User: admin, Data: &jobsData{States: docket.JobStates(), State: "DEAD", Args: "args.a:<b>", Within: 10000, Jobs: []*docket.JobRow{row}}},
+		{"jobs", "layout", &view{Title: "Jobs", User: admin, Data: &jobsData{States: docket.JobStates(), State: "DEAD", Args: "args.a:<b>", Search: true, Within: 10000, Jobs: []*docket.JobRow{row}}},
 			[]string{`form="bulk-selected"`, `id="retry-filter"`, `value="args.a:&lt;b&gt;"`, "newest 10000", `name="csrf" value="tok"`}},
 		{"bulk", "layout", &view{Title: "Confirm", User: admin, Data: &bulkData{Action: "retry", Scope: "filter", State: "DEAD", Args: "args.x:<y>", Count: 3, More: true, Sample: []*docket.JobRow{row}, Back: "/jobs?state=DEAD"}},
 			[]string{`id="bulk-count">3<`, "Type <strong>3</strong>", "args.x:&lt;y&gt;", "newest 3", id.String(), `name="csrf" value="tok"`, `name="expect" value="3"`}},

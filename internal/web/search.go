@@ -24,3 +24,14 @@ func parseArgsSearch(s string) (*docket.ArgsMatch, error) {
 	m.Within = argsSearchWithin
 	return m, nil
 }
+
+// argsRefused is the error of a search by payload value (args not empty)
+// by a key whose role may not read payloads, "" when there is none: its
+// matches (the list, a bulk action's count) would confirm a guessed
+// payload value. It is checked before the search is parsed.
+func argsRefused(role docket.Role, args string) string {
+	if args == "" || role.ReadsPayloads() {
+		return ""
+	}
+	return "args: searches job payloads, which only admin keys may read; role " + string(role) + " may not"
+}
