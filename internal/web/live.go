@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,7 +34,40 @@ const (
 	liveHeartbeat = 15 * time.Second
 	// livePage bounds the history rows one check of a run's stream reads.
 	livePage = 500
+	// liveStreamsPerSession is how many live streams one dashboard
+	// session may hold open at once (a tab holds one or two). One more is
+	// refused with 429 (liveOneMore): its page polls instead (live.js
+	// does when its stream fails), and the streams already open go on.
+	liveStreamsPerSession = 8
 )
+
+// liveSlot wraps a live stream's handler: it takes one of the session's
+// liveStreamsPerSession slots for as long as the stream is open, or
+// answers 429 with Retry-After when none is free. Refusing the new
+// stream rather than closing the oldest keeps the open ones steady: a
+// closed stream's page reconnects by itself, which would close the next.
+func (h *Handler) liveSlot(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ss := sessionOf(r.Context())
+		ss.liveMu.Lock()
+		full := ss.live >= liveStreamsPerSession
+		if !full {
+			ss.live++
+		}
+		ss.liveMu.Unlock()
+		if full {
+			w.Header().Set("Retry-After", strconv.Itoa(int(liveFallback/time.Second)))
+			http.Error(w, fmt.Sprintf("this session has %d live streams open, the most one session may hold: close a tab, or let this page poll", liveStreamsPerSession), http.StatusTooManyRequests)
+			return
+		}
+		defer func() {
+			ss.liveMu.Lock()
+			ss.live--
+			ss.liveMu.Unlock()
+		}()
+		next(w, r)
+	}
+}
 
 // liveCheck reports whether anything the view shows may have changed since
 // the last check; it keeps its own place in the history.

@@ -339,3 +339,62 @@ func TestLiveStreamEndsWithExpiryOrRevokedKey(t *testing.T) {
 		ended(t, events, "key revoked")
 	})
 }
+
+// TestLiveStreamsPerSession: a session holds at most
+// liveStreamsPerSession live streams at once; one more is refused with
+// 429 and Retry-After (its page polls instead) while the open ones go
+// on; closing one frees its place; another session of the same key has
+// its own.
+func TestLiveStreamsPerSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Backends()[0])
+	viewer := b.signIn(t, docket.RoleViewer)
+	open := func(br *browser) (*http.Response, func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "GET", br.b.server.URL+"/overview/events", nil)
+		require.NoError(t, err)
+		res, err := br.http.Do(req)
+		require.NoError(t, err)
+		closed := false
+		end := func() {
+			if !closed {
+				closed = true
+				cancel()
+				res.Body.Close()
+			}
+		}
+		t.Cleanup(end)
+		return res, end
+	}
+	var ends []func()
+	for range liveStreamsPerSession {
+		res, end := open(viewer)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		ends = append(ends, end)
+	}
+	res, _ := open(viewer)
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+	require.Equal(t, "5", res.Header.Get("Retry-After"))
+	body := make([]byte, 200)
+	n, _ := res.Body.Read(body)
+	require.Contains(t, string(body[:n]), fmt.Sprintf("this session has %d live streams open", liveStreamsPerSession))
+	// A run's stream counts against the same cap.
+	require.Equal(t, http.StatusTooManyRequests, viewer.get(t, "/runs/0190c6a4-0000-7000-8000-000000000000/events").Status)
+
+	other := b.signIn(t, docket.RoleViewer)
+	res, _ = open(other)
+	require.Equal(t, http.StatusOK, res.StatusCode, "another session of the key has its own streams")
+
+	ends[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, end := open(viewer)
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		end()
+		require.True(t, time.Now().Before(deadline), "the closed stream's place was not freed")
+		time.Sleep(10 * time.Millisecond) // polling for the server to see the close, with a deadline
+	}
+}

@@ -6,8 +6,8 @@ import "time"
 // job search and bulk actions, webhook deliveries on the dead letters
 // page.
 func (h *Handler) opsRoutes() {
-	h.mux.Handle("GET /overview/events", h.authed([]access{accessOperate}, h.overviewEvents))
-	h.mux.Handle("GET /runs/{id}/events", h.authed([]access{accessOperate}, h.runEvents))
+	h.mux.Handle("GET /overview/events", h.authed([]access{accessOperate}, h.liveSlot(h.overviewEvents)))
+	h.mux.Handle("GET /runs/{id}/events", h.authed([]access{accessOperate}, h.liveSlot(h.runEvents)))
 	h.mux.Handle("GET /runs/{id}/live", h.authed([]access{accessOperate}, h.runLive))
 	h.mux.Handle("POST /jobs/bulk", h.authed([]access{accessOperate, accessActJobs}, h.jobsBulk))
 	h.mux.Handle("POST /dead/deliveries/retry", h.authed([]access{accessOperate, accessAdmin}, h.deadDeliveriesRetry))

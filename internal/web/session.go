@@ -54,6 +54,11 @@ type session struct {
 	testMu    sync.Mutex
 	tested    map[uuid.UUID]*testView
 	testOrder []uuid.UUID
+
+	// live counts the session's open live streams, at most
+	// liveStreamsPerSession (liveSlot).
+	liveMu sync.Mutex
+	live   int
 }
 
 type sessions struct {
