@@ -54,6 +54,7 @@ type serveConfig struct {
 	RateLimit         rateLimit     // --rate-limit, DOCKET_RATE_LIMIT; default off
 	MaxStreamsPerKey  int           // --max-streams-per-key, DOCKET_MAX_STREAMS_PER_KEY; default 100
 	RateBurst         int           // --rate-burst, DOCKET_RATE_BURST; default 0 (the limit's N)
+	AuthFailureLimit  rateLimit     // --auth-failure-limit, DOCKET_AUTH_FAILURE_LIMIT; default 30/m
 	BodyReadTimeout   time.Duration // --body-read-timeout, DOCKET_BODY_READ_TIMEOUT; default 1m, 0 none
 	ShutdownTimeout   time.Duration // --shutdown-timeout, DOCKET_SHUTDOWN_TIMEOUT; default 30s
 	GCPercent         int           // --gc-percent, DOCKET_GC_PERCENT; default 400 (unless GOGC or GOMEMLIMIT is set)
@@ -114,6 +115,7 @@ var serveSettings = []setting{
 	{"max-streams-per-key", "DOCKET_MAX_STREAMS_PER_KEY", strconv.Itoa(api.MaxStreamsPerKeyDefault), "event streams (SSE) one API key may hold open at once on this server; one more is 429", func(c *serveConfig) any { return &c.MaxStreamsPerKey }},
 	{"take-strategy", "DOCKET_TAKE_STRATEGY", string(docket.TakeStrategyDefault), "how POST /v1/assignments picks a unit of a pool: ordered, random or candidates (docs/human-work.md)", func(c *serveConfig) any { return &c.TakeStrategy }},
 	{"rate-burst", "DOCKET_RATE_BURST", "0", "requests a key may send at once under the rate limit (0: N of the limit)", func(c *serveConfig) any { return &c.RateBurst }},
+	{"auth-failure-limit", "DOCKET_AUTH_FAILURE_LIMIT", "30/m", "failed authentications (unknown or revoked API keys) per client address, N/s or N/m, or off; past it the address's requests with keys not cached are 429 with Retry-After, before any read of keys", func(c *serveConfig) any { return &c.AuthFailureLimit }},
 	{"body-read-timeout", "DOCKET_BODY_READ_TIMEOUT", bodyReadTimeoutDefault.String(), "how long a request body may take to arrive; a client still sending after it is cut off (0: no bound)", func(c *serveConfig) any { return &c.BodyReadTimeout }},
 	{"shutdown-timeout", "DOCKET_SHUTDOWN_TIMEOUT", "30s", "on SIGTERM/SIGINT, how long requests and maintenance may take to finish", func(c *serveConfig) any { return &c.ShutdownTimeout }},
 	{"gc-percent", "DOCKET_GC_PERCENT", strconv.Itoa(gcPercentDefault), "Go's garbage collection target (GOGC) of the server process; the default applies only when neither GOGC nor GOMEMLIMIT is set", func(c *serveConfig) any { return &c.GCPercent }},
@@ -144,6 +146,15 @@ func (r rateLimit) perSecond() float64 {
 		return 0
 	}
 	return r.N / r.Per.Seconds()
+}
+
+// authFailureLimit is api.Config.AuthFailureLimit for the setting: its
+// rate a second, or -1 (off) when it is off.
+func authFailureLimit(r rateLimit) float64 {
+	if r.N == 0 {
+		return -1
+	}
+	return r.perSecond()
 }
 
 func parseRateLimit(v string) (rateLimit, error) {
@@ -649,6 +660,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 	apiHandler := api.New(api.Config{
 		Client: client, MaxBodyBytes: cfg.MaxBodyBytes, RateLimit: cfg.RateLimit.perSecond(), MaxStreamsPerKey: cfg.MaxStreamsPerKey,
 		RateBurst: rateBurst(cfg), Logger: logger, Metrics: metrics, DeadLetters: client,
+		AuthFailureLimit: authFailureLimit(cfg.AuthFailureLimit), AuthFailureBurst: int(math.Ceil(cfg.AuthFailureLimit.N)),
 		Webhooks:  hooks,
 		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
 	})

@@ -56,6 +56,13 @@ func TestServeConfigDefaults(t *testing.T) {
 	require.Equal(t, time.Minute, c.BodyReadTimeout)
 	require.Zero(t, c.RateLimit.perSecond())
 	require.Empty(t, c.AdminKey)
+	// The API's default limit of failed authentications, as a setting.
+	require.InDelta(t, api.AuthFailureLimitDefault, authFailureLimit(c.AuthFailureLimit), 1e-12)
+	off, err := loadWith(t, map[string]string{"DOCKET_AUTH_FAILURE_LIMIT": "off"})
+	require.NoError(t, err)
+	require.Negative(t, authFailureLimit(off.AuthFailureLimit), "off turns the limit off")
+	_, err = loadWith(t, map[string]string{"DOCKET_AUTH_FAILURE_LIMIT": "ten"})
+	require.ErrorContains(t, err, "DOCKET_AUTH_FAILURE_LIMIT")
 }
 
 func TestServeConfigSources(t *testing.T) {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,12 +57,12 @@ func TestKeyReadsTogether(t *testing.T) {
 		errs := make([]error, len(asked))
 		var wg sync.WaitGroup
 		for i, secret := range asked {
-			wg.Go(func() { got[i], errs[i] = s.authenticate(ctx, secret) })
+			wg.Go(func() { got[i], errs[i] = s.authenticate(ctx, secret, netip.Addr{}) })
 		}
 		// A request whose context ends while it waits stops with it.
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
-		_, err = s.authenticate(cctx, secrets[0])
+		_, err = s.authenticate(cctx, secrets[0], netip.Addr{})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Eventually(t, func() bool {
 			s.keyReads.mu.Lock()
@@ -105,17 +106,17 @@ func TestKeyReadsTogether(t *testing.T) {
 		s.authMu.Lock()
 		s.authCache[secrets[5]] = authEntry{key: e.key, expires: time.Now().Add(authCacheTTL)}
 		s.authMu.Unlock()
-		k, err := s.authenticate(ctx, secrets[5])
+		k, err := s.authenticate(ctx, secrets[5], netip.Addr{})
 		require.NoError(t, err)
 		require.Equal(t, ids[secrets[5]].ID, k.ID)
 		require.Equal(t, 1, reads())
 		require.NoError(t, client.RevokeAPIKey(ctx, ids[secrets[5]].ID))
-		_, err = s.authenticate(ctx, secrets[5])
+		_, err = s.authenticate(ctx, secrets[5], netip.Addr{})
 		require.NoError(t, err, "within authCacheTTL")
 		s.authMu.Lock()
 		s.authCache[secrets[5]] = authEntry{key: e.key, expires: time.Now()}
 		s.authMu.Unlock()
-		_, err = s.authenticate(ctx, secrets[5])
+		_, err = s.authenticate(ctx, secrets[5], netip.Addr{})
 		require.ErrorIs(t, err, docket.ErrNotFound)
 		require.Equal(t, 2, reads(), "missing alone: read at once")
 	})
@@ -174,20 +175,20 @@ func TestKeyReadPanicsAndLongSecrets(t *testing.T) {
 	}
 
 	auth.panics.Store(true)
-	_, err = s.authenticate(ctx, secret)
+	_, err = s.authenticate(ctx, secret, netip.Addr{})
 	require.ErrorContains(t, err, "panic: a read of keys went wrong")
 	s.keyReads.mu.Lock()
 	require.False(t, s.keyReads.reading, "no read left in flight")
 	s.keyReads.mu.Unlock()
 	auth.panics.Store(false)
-	got, err := s.authenticate(ctx, secret)
+	got, err := s.authenticate(ctx, secret, netip.Addr{})
 	require.NoError(t, err, "the next miss is read")
 	require.Equal(t, k.ID, got.ID)
 	require.Equal(t, 2, reads())
 
 	long := "dk_" + strings.Repeat("x", keyReadMaxSecret)
 	auth.panics.Store(true) // a read of many would panic: it is not one
-	_, err = s.authenticate(ctx, long)
+	_, err = s.authenticate(ctx, long, netip.Addr{})
 	require.ErrorIs(t, err, docket.ErrNotFound)
 	require.Equal(t, 2, reads(), "read alone")
 }

@@ -7,8 +7,12 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -71,6 +75,14 @@ type Config struct {
 	MaxStreamsPerKey int
 	// Webhooks serves /v1/webhooks; default none (503).
 	Webhooks *docket.Webhooks
+	// AuthFailureLimit: failed authentications (unknown or revoked bearer
+	// tokens) one client address may make per second; past it, its
+	// requests whose key is not cached are 429 with Retry-After, before
+	// any read of keys (authfail.go). Default AuthFailureLimitDefault (30
+	// a minute); negative disables it. AuthFailureBurst: failures an
+	// address may make at once; default a minute's worth of the limit.
+	AuthFailureLimit float64
+	AuthFailureBurst int
 }
 
 // Server is the HTTP API.
@@ -89,6 +101,8 @@ type Server struct {
 	workers   workerCache   // contributors' states for workerID (workers.go)
 	taskViews taskViewCache // the task of a take's answer, encoded (assignments.go)
 	streams   streamCounts  // the event streams open, by key (events.go)
+	unknown   unknownKeys   // tokens of no valid key, remembered briefly (authfail.go)
+	failures  *authFailures // failed authentications by client address; nil when off
 }
 
 type authEntry struct {
@@ -162,6 +176,12 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, client: cfg.Client, metrics: cfg.Metrics, mux: http.NewServeMux(), paths: http.NewServeMux(), authCache: map[string]authEntry{}}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AuthFailureLimit == 0 {
+		cfg.AuthFailureLimit = AuthFailureLimitDefault
+	}
+	if cfg.AuthFailureLimit > 0 {
+		s.failures = newAuthFailures(cfg.AuthFailureLimit, cfg.AuthFailureBurst)
 	}
 	s.routes = append(s.routes, s.healthRoutes()...)
 	s.routes = append(s.routes, s.metricsRoutes()...)
@@ -249,8 +269,13 @@ func (s *Server) authorize(perm permission, next http.Handler) http.Handler {
 			writeProblem(w, unauthorized("send Authorization: Bearer <API key>"))
 			return
 		}
-		key, err := s.authenticate(r.Context(), secret)
+		key, err := s.authenticate(r.Context(), secret, clientAddr(r))
 		if err != nil {
+			var limited *Problem
+			if errors.As(err, &limited) && limited.Status == http.StatusTooManyRequests {
+				writeProblem(w, limited)
+				return
+			}
 			if problemFor(err).Status >= 500 {
 				s.fail(w, r, err)
 				return
@@ -306,7 +331,13 @@ func equalFold(a, b string) bool {
 // but for a secret longer than any generated one: it is read by its own
 // request, which hashes it, so that nobody's oversized bearer token costs
 // the requests sharing its read the time to hash it.
-func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKey, error) {
+//
+// A secret of no valid key is remembered (by its SHA-256) for
+// unknownKeyTTL and refused from memory meanwhile, and counts as a
+// failure of the client's address (addr); an address past the failure
+// limit has its secrets that are not cached refused with a 429 problem
+// before anything is read (authfail.go).
+func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Addr) (*docket.APIKey, error) {
 	now := time.Now()
 	s.authMu.Lock()
 	e, ok := s.authCache[secret]
@@ -314,6 +345,35 @@ func (s *Server) authenticate(ctx context.Context, secret string) (*docket.APIKe
 	if ok && now.Before(e.expires) {
 		return e.key, nil
 	}
+	if s.failures != nil {
+		if wait := s.failures.wait(addr, now); wait > 0 {
+			p := tooMany(wait)
+			p.Detail = fmt.Sprintf("too many requests with API keys that are not valid from this address; retry after %d s", wait)
+			return nil, p
+		}
+	}
+	hash := sha256.Sum256([]byte(secret))
+	if s.unknown.has(hash, now) {
+		s.failed(addr, now)
+		return nil, docket.ErrNotFound
+	}
+	key, err := s.readKeyOf(ctx, secret, now)
+	if errors.Is(err, docket.ErrNotFound) {
+		s.unknown.add(hash, now)
+		s.failed(addr, now)
+	}
+	return key, err
+}
+
+// failed counts a failed authentication of addr.
+func (s *Server) failed(addr netip.Addr, now time.Time) {
+	if s.failures != nil {
+		s.failures.fail(addr, now)
+	}
+}
+
+// readKeyOf reads the key of secret (not cached) and caches it.
+func (s *Server) readKeyOf(ctx context.Context, secret string, now time.Time) (*docket.APIKey, error) {
 	if many, ok := s.cfg.Auth.(manyAuthenticator); ok && len(secret) <= keyReadMaxSecret {
 		return s.readKey(ctx, many, secret)
 	}
