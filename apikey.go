@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,8 +63,18 @@ type APIKey struct {
 	// ContributorID is the contributor a key of role contributor is bound
 	// to; uuid.Nil for other keys.
 	ContributorID uuid.UUID
-	CreatedAt     time.Time
-	RevokedAt     time.Time // zero while the key is valid
+	// Queues scope a worker key (CreateWorkerKey): the lease protocol
+	// gives it only jobs of these queues, and it may renew and end only
+	// leases of their jobs. nil for a key of any queue.
+	Queues    []string
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the key is valid
+}
+
+// MayLease reports whether k may lease jobs of queue: any queue when it
+// has no Queues, else one of them (names compared exactly).
+func (k *APIKey) MayLease(queue string) bool {
+	return k.Queues == nil || slices.Contains(k.Queues, queue)
 }
 
 // apiKeyAlphabet: secrets are "dk_" and 40 characters of it (≈ 238 bits).
@@ -94,7 +105,7 @@ func hashSecret(secret string) string {
 }
 
 func apiKeyFrom(k *store.APIKey) *APIKey {
-	return &APIKey{ID: k.ID, Name: k.Name, Role: Role(k.Role), Prefix: k.Prefix, ContributorID: k.ContributorID, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return &APIKey{ID: k.ID, Name: k.Name, Role: Role(k.Role), Prefix: k.Prefix, ContributorID: k.ContributorID, Queues: k.Queues, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 // CreateAPIKey makes a key with a random secret. The secret is returned
@@ -109,6 +120,51 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string, role Role) (stri
 	}
 	k, err := c.insertAPIKey(ctx, name, role, secret, generatedPrefixLen, uuid.Nil)
 	return secret, k, err
+}
+
+// CreateWorkerKey makes a key of role worker scoped to queues (1 to
+// LeaseMaxQueues queue names; a name given twice is kept once): the lease
+// protocol gives it only jobs of these queues (a lease request naming no
+// queue leases from all of them, one naming another is refused), and it
+// may renew, complete, fail or release only leases of their jobs. A
+// worker key of any queue is CreateAPIKey's. The secret is returned once.
+func (c *Client) CreateWorkerKey(ctx context.Context, name string, queues []string) (string, *APIKey, error) {
+	scope, err := keyQueues(queues)
+	if err != nil {
+		return "", nil, err
+	}
+	secret, err := newAPIKeySecret()
+	if err != nil {
+		return "", nil, err
+	}
+	k, err := c.insertAPIKeyWith(ctx, name, RoleWorker, secret, generatedPrefixLen, uuid.Nil, scope)
+	return secret, k, err
+}
+
+// keyQueues checks a worker key's queues, each named queues[i], and
+// drops repeats.
+func keyQueues(queues []string) ([]string, error) {
+	switch {
+	case len(queues) == 0:
+		return nil, &ValidationError{Field: "queues", Message: "needs at least one queue (a worker key of any queue is made by CreateAPIKey)"}
+	case len(queues) > LeaseMaxQueues:
+		return nil, &ValidationError{Field: "queues", Message: fmt.Sprintf("must name at most %d queues, not %d", LeaseMaxQueues, len(queues))}
+	}
+	var errs []error
+	out := make([]string, 0, len(queues))
+	for i, q := range queues {
+		if err := validName(fmt.Sprintf("queues[%d]", i), q); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	if err := joinValidation(errs); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // CreateContributorKey makes a key of role contributor bound to the
@@ -155,6 +211,11 @@ func prefixOf(secret string, n int) string {
 // insertAPIKey records a key for secret, keeping its first prefixLen
 // characters as the Prefix.
 func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secret string, prefixLen int, contributor uuid.UUID) (*APIKey, error) {
+	return c.insertAPIKeyWith(ctx, name, role, secret, prefixLen, contributor, nil)
+}
+
+// insertAPIKeyWith is insertAPIKey for a key scoped to queues (nil: any).
+func (c *Client) insertAPIKeyWith(ctx context.Context, name string, role Role, secret string, prefixLen int, contributor uuid.UUID, queues []string) (*APIKey, error) {
 	if !role.Valid() {
 		return nil, &ValidationError{Field: "role", Message: "must be admin, producer, worker or viewer"}
 	}
@@ -170,7 +231,7 @@ func (c *Client) insertAPIKey(ctx context.Context, name string, role Role, secre
 	}
 	k, err := c.store.APIKeyInsert(ctx, &store.APIKeyInsertParams{
 		ID: id, Name: name, Role: string(role), Prefix: prefixOf(secret, prefixLen),
-		SecretHash: hashSecret(secret), ContributorID: contributor, Now: c.cfg.Now(),
+		SecretHash: hashSecret(secret), ContributorID: contributor, Queues: queues, Now: c.cfg.Now(),
 	})
 	if err != nil {
 		return nil, fieldErrors(err)

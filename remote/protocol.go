@@ -90,6 +90,9 @@ func RedactLeasePath(path string) string {
 // Queues for LeaseSeconds, waiting up to WaitSeconds when none is due.
 // Pointer fields tell "absent" from zero; Int makes one.
 type LeaseRequest struct {
+	// Queues to lease from, 1..LeaseQueuesMax; required, but for a key
+	// scoped to queues, for which none means all of the key's (and
+	// another queue is refused, 403).
 	Queues []string `json:"queues"`
 	// Max jobs to take, 1..LeaseMaxJobs; default 1.
 	Max *int `json:"max,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,18 +37,35 @@ mistyped --database-url fails instead of making a new database.`,
 	createURL := databaseURLFlag(create, docket.DatabaseURLDefault)
 	role := create.Flags().String("role", "", "admin, producer, worker or viewer (required)")
 	name := create.Flags().String("name", "", "who or what the key is for (required)")
+	queues := create.Flags().StringSlice("queues", nil, "worker keys only: the queues the key may lease from (comma-separated or repeated; default any queue)")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
+		scoped := cmd.Flags().Changed("queues")
+		if scoped && docket.Role(*role) != docket.RoleWorker {
+			return fmt.Errorf("--queues: only worker keys are scoped to queues (this key's role is %q)", *role)
+		}
 		client, err := openMigrated(cmd.Context(), *createURL)
 		if err != nil {
 			return err
 		}
 		defer client.Close()
-		secret, k, err := client.CreateAPIKey(cmd.Context(), *name, docket.Role(*role))
+		var (
+			secret string
+			k      *docket.APIKey
+		)
+		if scoped {
+			secret, k, err = client.CreateWorkerKey(cmd.Context(), *name, *queues)
+		} else {
+			secret, k, err = client.CreateAPIKey(cmd.Context(), *name, docket.Role(*role))
+		}
 		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "created key %s (%s, role %s); store the secret now, it is not shown again:\n", k.ID, k.Name, k.Role)
+		scope := ""
+		if k.Queues != nil {
+			scope = ", queues " + strings.Join(k.Queues, ",")
+		}
+		fmt.Fprintf(out, "created key %s (%s, role %s%s); store the secret now, it is not shown again:\n", k.ID, k.Name, k.Role, scope)
 		fmt.Fprintln(out, secret)
 		return nil
 	}
@@ -65,13 +83,17 @@ mistyped --database-url fails instead of making a new database.`,
 			return err
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tROLE\tPREFIX\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tROLE\tQUEUES\tPREFIX\tCREATED\tREVOKED")
 		for _, k := range keys {
 			revoked := "-"
 			if !k.RevokedAt.IsZero() {
 				revoked = k.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Name, k.Role, k.Prefix, k.CreatedAt.Format(time.RFC3339), revoked)
+			queues := "*" // any queue
+			if k.Queues != nil {
+				queues = strings.Join(k.Queues, ",")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Name, k.Role, queues, k.Prefix, k.CreatedAt.Format(time.RFC3339), revoked)
 		}
 		return tw.Flush()
 	}

@@ -80,6 +80,33 @@ func TestKeysNeverMigrate(t *testing.T) {
 	}
 }
 
+// TestKeysCreateQueues: docket keys create --queues makes a worker key
+// scoped to those queues, which keys list shows ("*" for a key of any
+// queue); --queues with another role, or a bad queue name, is refused
+// naming it, nothing made.
+func TestKeysCreateQueues(t *testing.T) {
+	t.Parallel()
+	u := testdb.SQLiteURL(t)
+	_, err := runDocket(t, "migrate", "up", "--database-url", u)
+	require.NoError(t, err)
+	out, err := runDocket(t, "keys", "create", "--role", "worker", "--name", "thumbs", "--queues", "images,video", "--queues", "audio", "--database-url", u)
+	require.NoError(t, err)
+	require.Contains(t, out, "role worker, queues images,video,audio)")
+	_, err = runDocket(t, "keys", "create", "--role", "producer", "--name", "p", "--queues", "images", "--database-url", u)
+	require.ErrorContains(t, err, "--queues: only worker keys are scoped to queues")
+	_, err = runDocket(t, "keys", "create", "--role", "worker", "--name", "w", "--queues", "bad name", "--database-url", u)
+	require.ErrorContains(t, err, "queues[0]")
+	_, err = runDocket(t, "keys", "create", "--role", "worker", "--name", "all", "--database-url", u)
+	require.NoError(t, err)
+	out, err = runDocket(t, "keys", "list", "--database-url", u)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Equal(t, []string{"ID", "NAME", "ROLE", "QUEUES"}, strings.Fields(lines[0])[:4])
+	require.Equal(t, []string{"thumbs", "worker", "images,video,audio"}, strings.Fields(lines[1])[1:4])
+	require.Equal(t, []string{"all", "worker", "*"}, strings.Fields(lines[2])[1:4])
+}
+
 func TestDisplayURLHidesPassword(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u:xxxxx@db:5432/docket", displayURL("postgres://u:secret@db:5432/docket"))

@@ -575,7 +575,7 @@ func jsonProblem(err error) *Problem {
 	case errors.As(err, &syntax):
 		return bodyProblem(fmt.Sprintf("is malformed JSON at byte %d: %v", syntax.Offset, err))
 	case errors.As(err, &typ):
-		field := typ.Field
+		field := withoutEmbedded(typ.Field)
 		if field == "" {
 			field = "(body)"
 		}
@@ -590,6 +590,23 @@ func jsonProblem(err error) *Problem {
 		return invalidField(f, "is not a known field")
 	}
 	return bodyProblem("is malformed JSON: " + err.Error())
+}
+
+// withoutEmbedded is a path of an UnmarshalTypeError as the client wrote
+// it: encoding/json puts the Go name of an embedded struct into the path
+// ("LeaseRequest.max" for a leaseRequest's max), which no JSON key of the
+// API spells (they begin with a lowercase letter); such components are
+// dropped but for the last.
+func withoutEmbedded(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for i, p := range parts {
+		if i < len(parts)-1 && p != "" && p[0] >= 'A' && p[0] <= 'Z' {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
 }
 
 func jsonKind(goKind string) string {

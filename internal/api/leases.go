@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/docket-run/docket"
@@ -34,14 +36,27 @@ func (s *Server) leaseRoutes() []route {
 // between is the message of a number outside min..max.
 func between(min, max int) string { return fmt.Sprintf("must be between %d and %d", min, max) }
 
-type leaseRequest remote.LeaseRequest
+// leaseRequest is a lease request, with the queues of its key.
+type leaseRequest struct {
+	remote.LeaseRequest
+	// scope: the queues of a scoped worker key (prepare), nil for a key
+	// of any queue. A request naming no queue leases from these; one
+	// naming others is 403 (leaseAcquire).
+	scope []string
+}
+
+func (r *leaseRequest) prepare(_ *Server, hr *http.Request) {
+	if k := principal(hr.Context()); k != nil {
+		r.scope = k.Queues
+	}
+}
 
 // Validate names every invalid field: the missing ones, then whatever
 // docket.LeaseParams.Validate (the protocol's limits, queue and worker
-// names) finds about the others.
+// names) finds about the others. queues may be left out by a scoped key.
 func (r *leaseRequest) Validate() error {
 	var errs []FieldError
-	if len(r.Queues) == 0 {
+	if len(r.Queues) == 0 && r.scope == nil {
 		errs = append(errs, FieldError{Field: "queues", Message: "is required: a list of at least one queue"})
 	}
 	if r.WorkerID == "" {
@@ -63,6 +78,9 @@ func (r *leaseRequest) Validate() error {
 // params are the lease parameters r asks for; a missing leaseSeconds is 0.
 func (r *leaseRequest) params() docket.LeaseParams {
 	p := docket.LeaseParams{Queues: r.Queues, Max: 1, WorkerID: r.WorkerID}
+	if len(p.Queues) == 0 && r.scope != nil {
+		p.Queues = r.scope
+	}
 	if r.LeaseSeconds != nil {
 		p.Duration = seconds(*r.LeaseSeconds)
 	}
@@ -85,6 +103,33 @@ func seconds(n int) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
+// leaseInScope refuses (403 naming leaseId) a call of a scoped key on the
+// lease of a job outside its queues. A job's queue never changes, so the
+// job read here is the one the call acts on. A lease id that does not
+// parse, or of no job, is left to the call, which refuses it as it
+// would any (400, 409). Keys of any queue read nothing.
+func (s *Server) leaseInScope(ctx context.Context, leaseID string) error {
+	key := principal(ctx)
+	if key == nil || key.Queues == nil {
+		return nil
+	}
+	id, _, err := docket.ParseLeaseID(leaseID)
+	if err != nil {
+		return nil
+	}
+	row, err := s.client.Get(ctx, id)
+	if errors.Is(err, docket.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !key.MayLease(row.Queue) {
+		return forbiddenField("leaseId", "the lease's job is not in a queue this key may lease from ("+strings.Join(key.Queues, ", ")+")")
+	}
+	return nil
+}
+
 // leaseGoneReason is the error recorded on a job whose lease was granted
 // to a worker that had gone (its lease request cut) and was given back.
 const leaseGoneReason = "the worker was gone when its lease was granted; given back"
@@ -105,6 +150,18 @@ func (s *Server) giveBackGone(ctx context.Context, leases []*docket.Lease) {
 }
 
 func (s *Server) leaseAcquire(ctx context.Context, _ *http.Request, req *leaseRequest) (int, *remote.LeaseResponse, error) {
+	if key := principal(ctx); key != nil {
+		var outside []string
+		for _, q := range req.Queues {
+			if !key.MayLease(q) && !slices.Contains(outside, q) {
+				outside = append(outside, q)
+			}
+		}
+		if len(outside) > 0 {
+			return 0, nil, forbiddenField("queues", fmt.Sprintf("this key may lease only from %s, not from %s",
+				strings.Join(key.Queues, ", "), strings.Join(outside, ", ")))
+		}
+	}
 	leases, err := s.client.Lease(ctx, req.params())
 	if err != nil && len(leases) == 0 {
 		if ctx.Err() != nil {
@@ -153,6 +210,9 @@ func (s *Server) leaseHeartbeat(ctx context.Context, r *http.Request, req *heart
 	if req.LeaseSeconds != nil {
 		d = time.Duration(*req.LeaseSeconds) * time.Second
 	}
+	if err := s.leaseInScope(ctx, r.PathValue("leaseId")); err != nil {
+		return 0, nil, err
+	}
 	st, err := s.client.LeaseHeartbeat(ctx, r.PathValue("leaseId"), d, req.Progress, req.Message)
 	if err != nil {
 		return 0, nil, err
@@ -172,6 +232,9 @@ func (s *Server) leaseComplete(ctx context.Context, r *http.Request, req *comple
 	result := req.Result
 	if string(result) == "null" {
 		result = nil
+	}
+	if err := s.leaseInScope(ctx, r.PathValue("leaseId")); err != nil {
+		return 0, nil, err
 	}
 	if err := s.client.LeaseComplete(ctx, r.PathValue("leaseId"), result); err != nil {
 		return 0, nil, err
@@ -196,6 +259,9 @@ func (r *failRequest) Validate() error {
 }
 
 func (s *Server) leaseFail(ctx context.Context, r *http.Request, req *failRequest) (int, *remote.StatusResponse, error) {
+	if err := s.leaseInScope(ctx, r.PathValue("leaseId")); err != nil {
+		return 0, nil, err
+	}
 	state, err := s.client.LeaseFail(ctx, r.PathValue("leaseId"), req.Error, *req.Retryable)
 	if err != nil {
 		return 0, nil, err
@@ -218,6 +284,9 @@ func (r *releaseRequest) Validate() error {
 // unfinished; the attempt is refunded (up to remote.ReleaseRefundsMax
 // times per job) and the job is due again at once.
 func (s *Server) leaseRelease(ctx context.Context, r *http.Request, req *releaseRequest) (int, *remote.StatusResponse, error) {
+	if err := s.leaseInScope(ctx, r.PathValue("leaseId")); err != nil {
+		return 0, nil, err
+	}
 	state, err := s.client.LeaseRelease(ctx, r.PathValue("leaseId"), req.Reason)
 	if err != nil {
 		return 0, nil, err

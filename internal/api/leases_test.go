@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket"
@@ -547,5 +548,103 @@ func TestLeaseTokenNotLogged(t *testing.T) {
 		require.Contains(t, log, "request failed")
 		require.Contains(t, log, "/v1/leases/"+leases[0].JobID.String()+".1.", "the path is logged")
 		require.NotContains(t, log, token, "the lease's token is not")
+	})
+}
+
+// TestLeaseScopedKey: a worker key scoped to queues leases only from
+// them: a request naming none leases from all of them, one naming
+// another queue is 403 naming queues (and those queues), nothing leased;
+// it cannot renew, complete, fail or release the lease of a job outside
+// them (403 naming leaseId, the job untouched), while its own leases work
+// as any; keys of any queue behave as before (queues required).
+func TestLeaseScopedKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := setup(t, backend)
+		ctx := context.Background()
+		scoped, _, err := b.client.CreateWorkerKey(ctx, "thumbs", []string{"images", "video"})
+		require.NoError(t, err)
+		as := func(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
+		var images, video, mail []uuid.UUID
+		for _, q := range []string{"images", "video", "mail", "images", "mail"} {
+			res, err := b.client.Insert(ctx, docket.RawArgs{Type: "t", Payload: json.RawMessage(`{"secret":"` + q + `"}`)}, &docket.InsertOpts{Queue: q})
+			require.NoError(t, err)
+			switch q {
+			case "images":
+				images = append(images, res.Job.ID)
+			case "video":
+				video = append(video, res.Job.ID)
+			default:
+				mail = append(mail, res.Job.ID)
+			}
+		}
+		lease := func(secret string, body map[string]any) *response {
+			t.Helper()
+			body["leaseSeconds"], body["workerId"], body["max"] = 60, "w", 10
+			return b.do(t, "", "POST", "/v1/leases", body, as(secret)...)
+		}
+		for _, tc := range []struct {
+			queues  []string
+			outside string
+		}{{[]string{"mail"}, "mail"}, {[]string{"images", "mail", "other", "mail"}, "mail, other"}} {
+			p := lease(scoped, map[string]any{"queues": tc.queues}).Problem(t, http.StatusForbidden)
+			require.Equal(t, []string{"queues"}, problemFields(p))
+			require.Equal(t, "this key may lease only from images, video, not from "+tc.outside, p.Errors[0].Message)
+		}
+		for _, id := range append(append(images, video...), mail...) {
+			row, err := b.client.Get(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, docket.JobStateQueued, row.State, "nothing leased by a refused request")
+		}
+		// No queue named: the key's queues.
+		r := lease(scoped, map[string]any{})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var got remote.LeaseResponse
+		r.JSON(t, &got)
+		var leased []uuid.UUID
+		for _, l := range got.Leases {
+			require.Contains(t, []string{"images", "video"}, l.Queue)
+			leased = append(leased, l.JobID)
+		}
+		require.ElementsMatch(t, append(append([]uuid.UUID{}, images...), video...), leased)
+		own := got.Leases[0].LeaseID
+
+		// A key of any queue: queues still required; it leases mail.
+		p := lease(b.keys[docket.RoleWorker], map[string]any{}).Problem(t, http.StatusBadRequest)
+		require.Equal(t, []string{"queues"}, problemFields(p))
+		r = lease(b.keys[docket.RoleWorker], map[string]any{"queues": []string{"mail"}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var other remote.LeaseResponse
+		r.JSON(t, &other)
+		require.Len(t, other.Leases, 2)
+		foreign := other.Leases[0]
+		for _, action := range []struct {
+			path string
+			body any
+		}{
+			{"heartbeat", map[string]any{"progress": 50}},
+			{"complete", map[string]any{"result": map[string]any{"stolen": true}}},
+			{"fail", map[string]any{"error": "x", "retryable": false}},
+			{"release", map[string]any{}},
+		} {
+			p := b.do(t, "", "POST", "/v1/leases/"+foreign.LeaseID+"/"+action.path, action.body, as(scoped)...).Problem(t, http.StatusForbidden)
+			require.Equal(t, []string{"leaseId"}, problemFields(p), action.path)
+		}
+		row, err := b.client.Get(ctx, foreign.JobID)
+		require.NoError(t, err)
+		require.Equal(t, docket.JobStateRunning, row.State, "untouched")
+		require.Equal(t, foreign.Attempt, row.Attempt)
+		require.Zero(t, row.Progress)
+		// The holder of any queue ends it as usual.
+		r = b.do(t, docket.RoleWorker, "POST", "/v1/leases/"+foreign.LeaseID+"/complete", map[string]any{})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+
+		// Its own leases: renewed and ended as any.
+		r = b.do(t, "", "POST", "/v1/leases/"+own+"/heartbeat", map[string]any{"progress": 10}, as(scoped)...)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = b.do(t, "", "POST", "/v1/leases/"+own+"/complete", map[string]any{}, as(scoped)...)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		// A lease id of no job is refused as for any key.
+		b.do(t, "", "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1.x/complete", map[string]any{}, as(scoped)...).Problem(t, http.StatusConflict)
 	})
 }

@@ -48,8 +48,11 @@ type APIKey struct {
 	// ContributorID is the contributor a key of role contributor is bound
 	// to; uuid.Nil for other keys.
 	ContributorID uuid.UUID
-	CreatedAt     time.Time
-	RevokedAt     time.Time // zero while valid
+	// Queues are the queues the key may lease from, in the order given;
+	// nil for a key of any queue.
+	Queues    []string
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while valid
 }
 
 // APIKeyInsertParams records a new key.
@@ -62,13 +65,17 @@ type APIKeyInsertParams struct {
 	// ContributorID binds the key to a contributor, who must exist;
 	// uuid.Nil for none.
 	ContributorID uuid.UUID
-	Now           time.Time
+	// Queues scope the key to these queues; nil for any queue (an empty
+	// list is stored as nil).
+	Queues []string
+	Now    time.Time
 }
 
 // Validate refuses a name that is not text (checkText).
 func (p *APIKeyInsertParams) Validate() error {
 	pr := problemsOf("insert API key")
 	checkText(pr, "name", p.Name)
+	checkTexts(pr, "queues", p.Queues)
 	return pr.Err()
 }
 

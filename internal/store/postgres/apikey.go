@@ -13,14 +13,17 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-const apiKeyColumns = `id, name, role, prefix, contributor_id, created_at, revoked_at`
+const apiKeyColumns = `id, name, role, prefix, contributor_id, queues, created_at, revoked_at`
 
 func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 	var k store.APIKey
 	var revoked *time.Time
 	var contributor *uuid.UUID
-	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Prefix, &contributor, &k.CreatedAt, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Prefix, &contributor, &k.Queues, &k.CreatedAt, &revoked); err != nil {
 		return nil, err
+	}
+	if len(k.Queues) == 0 {
+		k.Queues = nil
 	}
 	k.ContributorID = uuidOrNil(contributor)
 	k.CreatedAt = k.CreatedAt.UTC()
@@ -35,9 +38,9 @@ func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
-		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), dbTime(p.Now)))
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, queues, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+apiKeyColumns,
+		p.ID, p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), nullQueues(p.Queues), dbTime(p.Now)))
 	if isFKViolation(err) {
 		return nil, fmt.Errorf("insert api key: contributor %s: %w", p.ContributorID, store.ErrNotFound)
 	}
@@ -148,4 +151,12 @@ func (s *Store) SecretGetOrCreate(ctx context.Context, p *store.SecretGetOrCreat
 		return nil, fmt.Errorf("read secret %q: %w", p.Name, err)
 	}
 	return secret, nil
+}
+
+// nullQueues is a key's queues as stored: NULL for none (any queue).
+func nullQueues(queues []string) []string {
+	if len(queues) == 0 {
+		return nil
+	}
+	return queues
 }

@@ -13,18 +13,26 @@ import (
 	"github.com/docket-run/docket/internal/store"
 )
 
-const apiKeyColumns = `id, name, role, prefix, contributor_id, created_at, revoked_at`
+const apiKeyColumns = `id, name, role, prefix, contributor_id, queues, created_at, revoked_at`
 
 func scanAPIKey(row scanner) (*store.APIKey, error) {
 	var k store.APIKey
 	var id string
 	var created int64
 	var revoked sql.NullInt64
-	var contributor sql.NullString
-	if err := row.Scan(&id, &k.Name, &k.Role, &k.Prefix, &contributor, &created, &revoked); err != nil {
+	var contributor, queues sql.NullString
+	if err := row.Scan(&id, &k.Name, &k.Role, &k.Prefix, &contributor, &queues, &created, &revoked); err != nil {
 		return nil, err
 	}
 	var err error
+	if queues.Valid {
+		if err := json.Unmarshal([]byte(queues.String), &k.Queues); err != nil {
+			return nil, fmt.Errorf("api key queues %q: %w", queues.String, err)
+		}
+		if len(k.Queues) == 0 {
+			k.Queues = nil
+		}
+	}
 	if k.ID, err = uuid.Parse(id); err != nil {
 		return nil, fmt.Errorf("api key id %q: %w", id, err)
 	}
@@ -40,6 +48,14 @@ func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	var queues sql.NullString
+	if len(p.Queues) > 0 {
+		js, err := json.Marshal(p.Queues)
+		if err != nil {
+			return nil, fmt.Errorf("insert api key: %w", err)
+		}
+		queues = sql.NullString{String: string(js), Valid: true}
+	}
 	var k *store.APIKey
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if p.ContributorID != uuid.Nil {
@@ -49,9 +65,9 @@ func (s *Store) APIKeyInsert(ctx context.Context, p *store.APIKeyInsertParams) (
 			}
 		}
 		var err error
-		k, err = scanAPIKey(tx.QueryRowContext(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+apiKeyColumns,
-			p.ID.String(), p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), micros(p.Now)))
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, `INSERT INTO docket_api_keys (id, name, role, prefix, secret_hash, contributor_id, queues, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+apiKeyColumns,
+			p.ID.String(), p.Name, p.Role, p.Prefix, p.SecretHash, nullUUID(p.ContributorID), queues, micros(p.Now)))
 		return err
 	})
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {

@@ -59,6 +59,44 @@ func testAPIKey(t *testing.T, open opener) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("Queues", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		scoped, err := st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Name: "w", Role: "worker", Prefix: "dk_abc", SecretHash: "q-1",
+			Queues: []string{"images", "mail.é", "a,b"}, Now: at(0),
+		})
+		require.NoError(t, err)
+		require.Equal(t, []string{"images", "mail.é", "a,b"}, scoped.Queues, "kept as given, in order")
+		empty, err := st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Name: "e", Role: "worker", Prefix: "dk_abc", SecretHash: "q-2", Queues: []string{}, Now: at(0),
+		})
+		require.NoError(t, err)
+		require.Nil(t, empty.Queues, "an empty list is any queue")
+		any := insert(t, st, "any", "q-3")
+		require.Nil(t, any.Queues)
+
+		one, err := st.APIKeyGetByHash(ctx, "q-1")
+		require.NoError(t, err)
+		require.Equal(t, scoped, one)
+		many, err := st.APIKeysGetByHash(ctx, []string{"q-1", "q-2", "q-3"})
+		require.NoError(t, err)
+		require.Equal(t, scoped, many["q-1"])
+		require.Nil(t, many["q-2"].Queues)
+		require.Nil(t, many["q-3"].Queues)
+		list, err := st.APIKeyList(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 3)
+		require.Equal(t, scoped.Queues, list[0].Queues)
+
+		_, err = st.APIKeyInsert(ctx, &store.APIKeyInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Name: "bad", Role: "worker", Prefix: "dk_abc", SecretHash: "q-4",
+			Queues: []string{"ok", "nul\x00"}, Now: at(0),
+		})
+		require.Error(t, err, "a queue that is not text is refused")
+		require.Contains(t, err.Error(), "queues[1]")
+	})
+
 	t.Run("GetManyByHash", func(t *testing.T) {
 		t.Parallel()
 		st := open(t)

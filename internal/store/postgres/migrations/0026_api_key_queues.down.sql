@@ -1,0 +1,1 @@
+ALTER TABLE docket_api_keys DROP COLUMN queues;
