@@ -220,14 +220,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f docket.EventFi
 		// A key revoked ends its streams as it ends its other calls: an
 		// open stream would otherwise go on for as long as its client.
 		// A check that cannot be made (the database failing) ends
-		// nothing, nor does the address's limit on failed
-		// authentications (429: other clients' bad keys).
+		// nothing. The address's limit on failed authentications plays
+		// no part (recheckKey).
 		if time.Since(checked) >= eventKeyCheck {
 			checked = time.Now()
-			if _, err := s.authenticate(ctx, secret, clientAddr(r)); err != nil && ctx.Err() == nil {
-				if status := problemFor(err).Status; status < 500 && status != http.StatusTooManyRequests {
-					return
-				}
+			if _, err := s.recheckKey(ctx, secret); err != nil && ctx.Err() == nil && problemFor(err).Status < 500 {
+				return
 			}
 		}
 		evs, next, err := h.Read(ctx, cur, f, eventPage)

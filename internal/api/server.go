@@ -339,11 +339,8 @@ func equalFold(a, b string) bool {
 // before anything is read (authfail.go).
 func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Addr) (*docket.APIKey, error) {
 	now := time.Now()
-	s.authMu.Lock()
-	e, ok := s.authCache[secret]
-	s.authMu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.key, nil
+	if key, ok := s.cachedKey(secret, now); ok {
+		return key, nil
 	}
 	if s.failures != nil {
 		if wait := s.failures.wait(addr, now); wait > 0 {
@@ -352,15 +349,49 @@ func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Add
 			return nil, p
 		}
 	}
+	key, err := s.keyOf(ctx, secret, now)
+	if errors.Is(err, docket.ErrNotFound) {
+		s.failed(addr, now)
+	}
+	return key, err
+}
+
+// recheckKey is authenticate for a key this server accepted on the
+// request in hand (an open event stream looking whether its key was
+// revoked meanwhile): not a guess, so the address's limit on failed
+// authentications neither holds it back nor counts it. Held back, a
+// revoked key's stream would outlive the key while its address is over
+// the limit; counted, a stream another client's bad keys put over it
+// would end.
+func (s *Server) recheckKey(ctx context.Context, secret string) (*docket.APIKey, error) {
+	now := time.Now()
+	if key, ok := s.cachedKey(secret, now); ok {
+		return key, nil
+	}
+	return s.keyOf(ctx, secret, now)
+}
+
+// cachedKey is the key of secret if the cache holds it unexpired.
+func (s *Server) cachedKey(secret string, now time.Time) (*docket.APIKey, bool) {
+	s.authMu.Lock()
+	e, ok := s.authCache[secret]
+	s.authMu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.key, true
+	}
+	return nil, false
+}
+
+// keyOf reads the key of secret, unless it was found unknown within the
+// last few seconds, and remembers it if it is unknown.
+func (s *Server) keyOf(ctx context.Context, secret string, now time.Time) (*docket.APIKey, error) {
 	hash := sha256.Sum256([]byte(secret))
 	if s.unknown.has(hash, now) {
-		s.failed(addr, now)
 		return nil, docket.ErrNotFound
 	}
 	key, err := s.readKeyOf(ctx, secret, now)
 	if errors.Is(err, docket.ErrNotFound) {
 		s.unknown.add(hash, now)
-		s.failed(addr, now)
 	}
 	return key, err
 }
