@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,12 @@ import (
 // ends the stream, and the client resumes with Last-Event-ID.
 func TestSSEClientThatDoesNotReadIsCut(t *testing.T) {
 	t.Parallel()
-	b := eventsSetup(t, testdb.Backends()[0], func(c *Config) { c.EventWriteTimeout = 200 * time.Millisecond })
+	// One stream per key: a second one is accepted once the first ended,
+	// which is how the test sees the cut without reading.
+	b := eventsSetup(t, testdb.Backends()[0], func(c *Config) {
+		c.EventWriteTimeout = 200 * time.Millisecond
+		c.MaxStreamsPerKey = 1
+	})
 	// A small receive buffer, set before connecting so that the window
 	// the client offers is small from the start.
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
@@ -48,22 +54,37 @@ func TestSSEClientThatDoesNotReadIsCut(t *testing.T) {
 			break
 		}
 	}
-	// 20,000 events of ~330 bytes: more than the sockets' buffers hold
-	// (Linux sends at most 4 MiB ahead by default).
-	for range 20 {
+	// Batches of 1,000 events of ~330 bytes until the stream is cut:
+	// how much the sockets' buffers hold ahead of a reader that does not
+	// read varies (Linux's autotuning, the machine's settings), so the
+	// test does not guess it; a stream that is never cut fails at 100
+	// batches (33 MB).
+	open := func() bool {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", b.server.URL+"/v1/events", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+b.keys[docket.RoleViewer])
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, resp.StatusCode)
+		return resp.StatusCode == http.StatusTooManyRequests
+	}
+	batches := 0
+	for ; batches < 100 && open(); batches++ {
 		batch := make([]docket.InsertParams, 1000)
 		for i := range batch {
 			batch[i] = docket.InsertParams{Args: sseJob{}}
 		}
 		_, err := b.client.InsertMany(t.Context(), batch)
 		require.NoError(t, err)
+		b.waitPublished(t)
+		// The stream has the write timeout to fail its write.
+		time.Sleep(300 * time.Millisecond)
 	}
-	b.waitPublished(t)
-	// Only now read: what the buffers hold, then the end of the stream.
-	// A stream still open would be drained and then wait for more events
-	// (or heartbeats) instead of ending.
+	require.Less(t, batches, 100, "the stream of a client that does not read was never cut")
+	// Now read: what the buffers hold, then the end of the stream.
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
 	n, err := io.Copy(io.Discard, br)
 	require.NoError(t, err, "the stream did not end (%d bytes read)", n)
-	require.Less(t, n, int64(20000*330), "the stream was cut before it sent everything")
+	require.Less(t, n, int64(batches*1000*330), "the stream was cut before it sent everything")
 }
