@@ -167,7 +167,10 @@ func TestCLIJobCommands(t *testing.T) {
 		cliProblem(t, srv, viewer, "docket: 403 Forbidden: ", "job", "submit", "email.send")
 		cliProblem(t, srv, producer, "docket: 403 Forbidden: ", "job", "get", first.JobID, "--include", "payload")
 		cliProblem(t, srv, "dk_not_a_key_at_all_0000000000", "docket: 401 Unauthorized: ", "job", "list")
-		cliProblem(t, srv, "", "docket: no API key", "job", "list")
+		// No key at all is a wrong command line: exit 2.
+		res = cli(t, srv, "", "job", "list")
+		require.Equal(t, 2, res.Code, res.Stderr)
+		require.True(t, strings.HasPrefix(res.Stderr, "docket: no API key"), res.Stderr)
 	})
 }
 
@@ -400,11 +403,12 @@ func TestCLIWorkerRefusals(t *testing.T) {
 	require.Equal(t, 1, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, `docket: --exec: exec: "no-such-program-docket"`)
 
+	// A wrong command line exits 2 (docs/operations.md, Exit status).
 	res = cli(t, srv, srv.AdminKey, "worker", "--queue", "q", "--exec", `sh -c "unterminated`)
-	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Equal(t, 2, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "docket: --exec: unterminated")
 
 	res = cli(t, srv, srv.AdminKey, "worker", "--exec", "cat")
-	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Equal(t, 2, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "docket: --queue is required")
 }
