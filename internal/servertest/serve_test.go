@@ -211,7 +211,8 @@ func TestServeInvalidConfig(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			res := servertest.Run(t, dir, tc.env, append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)...)
-			require.Equal(t, 1, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+			require.Equal(t, 2, res.Code, // a wrong setting is a usage error
+				"stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 			require.Contains(t, res.Stderr, tc.want)
 			require.Empty(t, res.Stdout)
 			require.NoFileExists(t, filepath.Join(dir, "docket.db"), "nothing is created before the config is valid")
