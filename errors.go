@@ -6,6 +6,7 @@ import (
 	"github.com/docket-run/docket/internal/engine"
 	"github.com/docket-run/docket/internal/job"
 	"github.com/docket-run/docket/internal/store"
+	"github.com/docket-run/docket/internal/store/postgres"
 )
 
 // ErrNotFound: no job with that id.
@@ -35,6 +36,19 @@ var ErrContention = store.ErrContention
 // write was kept; the same call can succeed once space is freed. The API
 // answers it 507 problems/storage-full.
 func IsStorageFull(err error) bool { return store.IsStorageFull(err) }
+
+// IsUnavailable reports whether err is a call that failed because the
+// database could not be reached or the connection to it was lost:
+// PostgreSQL stopped, restarting or refusing connections for now, the
+// network down, a connection ended by the server or reset under a
+// statement. Nothing was wrong with the call, and it can succeed once the
+// database is back; but a write whose connection was lost while it
+// committed may have been committed, so send writes again with an
+// idempotency key (or read first). A statement's own error (a constraint,
+// a validation, a canceled context) is not one. The API answers it 503
+// problems/database-unavailable with Retry-After, the dashboard a 503
+// page.
+func IsUnavailable(err error) bool { return postgres.IsUnavailable(err) }
 
 // ErrNotInJob is returned by Progress and SetResult outside a handler.
 var ErrNotInJob = engine.ErrNotInJob

@@ -18,7 +18,8 @@ type Error struct {
 	Status int          `json:"status"`
 	Detail string       `json:"detail,omitempty"`
 	Errors []FieldError `json:"errors,omitempty"`
-	// RetryAfter is the Retry-After header of the answer (429), if any.
+	// RetryAfter is the Retry-After header of the answer (429, 503), if
+	// any.
 	RetryAfter time.Duration `json:"-"`
 }
 

@@ -76,10 +76,15 @@ func endpoint[Req, Resp any](s *Server, fn func(ctx context.Context, r *http.Req
 	}
 }
 
-// fail writes the problem for err, logging server errors.
+// fail writes the problem for err, logging server errors: an unreachable
+// database at warning level (an outage the operator sees on /healthz
+// too, not a bug; each request logs it once), any other at error level.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
-	if p.Status >= 500 {
+	switch {
+	case p.Type == problemBase+"database-unavailable":
+		s.cfg.Logger.Warn("request failed: the database is unavailable", "method", r.Method, "path", remote.RedactLeasePath(r.URL.Path), "error", err)
+	case p.Status >= 500:
 		s.cfg.Logger.Error("request failed", "method", r.Method, "path", remote.RedactLeasePath(r.URL.Path), "error", err)
 	}
 	writeProblem(w, p)

@@ -19,7 +19,8 @@ type Problem struct {
 	Status int          `json:"status"`
 	Detail string       `json:"detail,omitempty"`
 	Errors []FieldError `json:"errors,omitempty"`
-	// RetryAfter, in seconds, is sent as the Retry-After header (429).
+	// RetryAfter, in seconds, is sent as the Retry-After header (429,
+	// and the 503s of contention and of an unreachable database).
 	RetryAfter int `json:"-"`
 }
 
@@ -139,6 +140,24 @@ func tooMany(retryAfter int) *Problem {
 	return p
 }
 
+// unavailableRetryAfter is the Retry-After, in seconds, of
+// problems/database-unavailable: long enough for a restart or a failover
+// not to be met by a storm of retries, short enough not to keep a client
+// waiting once the database is back.
+const unavailableRetryAfter = 5
+
+// databaseUnavailable is the problem of a call that failed because the
+// database could not be reached or the connection to it was lost
+// (docket.IsUnavailable): not the request's fault, and worth sending
+// again.
+func databaseUnavailable() *Problem {
+	p := problem(http.StatusServiceUnavailable, "database-unavailable", "Database unavailable",
+		fmt.Sprintf("the server cannot reach its database (it is down or restarting, or the connection to it was lost); send the request again after %d s. "+
+			"A write whose connection was lost while it committed may have been written: send it again with the same idempotency key, or read first", unavailableRetryAfter))
+	p.RetryAfter = unavailableRetryAfter
+	return p
+}
+
 // problemFor maps an error from the layers below to its problem. Unknown
 // errors are 500s whose detail does not leak internals. Joined errors,
 // also wrapped or joined again, are walked whole: every field any of them
@@ -181,6 +200,8 @@ func problemOf(err error) *Problem {
 			"the database aborted this request's transaction to resolve a conflict with another one; nothing was written, the same request again should succeed")
 		p.RetryAfter = 1
 		return p
+	case docket.IsUnavailable(err):
+		return databaseUnavailable()
 	case docket.IsStorageFull(err):
 		return problem(http.StatusInsufficientStorage, "storage-full", "Insufficient storage",
 			"the database has no room left for this write; nothing was written. Send the same request again once space is freed")

@@ -169,10 +169,17 @@ func (s *Server) checkBatchVersions(ctx context.Context, name string, runs []bat
 // status, but not the detail of a single transaction ("nothing was
 // written, the same request again"): here the earlier runs were written,
 // and the same request again starts those without a key a second time.
+// An unreachable database (503, Retry-After) may have committed the chunk
+// whose connection it lost: those runs are said to be maybe not started.
 func batchPartial(err error, start int, runs []batchRun) *Problem {
 	p := problemFor(err)
 	var why, resend string
+	notStarted := "were not"
 	switch {
+	case docket.IsUnavailable(err):
+		notStarted = "may not have been"
+		why = fmt.Sprintf("the database could not be reached (runs %d to %d were being written: if the connection was lost as they committed, they were started)", start, min(start+runChunk, len(runs))-1)
+		resend = fmt.Sprintf("send runs from %d on again after Retry-After (%d s)", start, p.RetryAfter)
 	case errors.Is(err, docket.ErrContention):
 		why = "the database could not write their transaction for a conflict with another one (on SQLite: another process held the write lock too long)"
 		resend = fmt.Sprintf("send runs from %d on again after Retry-After (%d s)", start, p.RetryAfter)
@@ -188,7 +195,7 @@ func batchPartial(err error, start int, runs []batchRun) *Problem {
 	} else {
 		resend += ", or the whole batch: every run has an idempotencyKey, so the started ones are not started twice"
 	}
-	p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on were not: %s; %s", start-1, start, why, resend)
+	p.Detail = fmt.Sprintf("runs 0 to %d were started; runs from %d on %s: %s; %s", start-1, start, notStarted, why, resend)
 	return p
 }
 

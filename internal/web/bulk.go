@@ -133,7 +133,7 @@ func (h *Handler) jobsBulk(w http.ResponseWriter, r *http.Request) {
 		rows, err := h.client.List(lctx, *p)
 		cancel()
 		if err != nil {
-			h.renderError(w, r, http.StatusInternalServerError, "Listing the jobs failed: "+err.Error())
+			h.renderFailure(w, r, "Listing the jobs failed", err)
 			return
 		}
 		d.More = len(rows) == bulkMax

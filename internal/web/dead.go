@@ -141,7 +141,7 @@ func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status 
 	defer cancel()
 	rows, err := h.client.List(ctx, p)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing DEAD jobs failed: "+err.Error())
+		h.renderFailure(w, r, "Listing DEAD jobs failed", err)
 		return
 	}
 	if len(rows) > pageSize {
@@ -156,7 +156,7 @@ func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status 
 		// One more than the page tells whether there is a next page.
 		events, err := h.client.DeadLetterList(ctx, docket.DeadLetterListParams{Limit: deadEvents + 1, After: d.eventsAfter})
 		if err != nil {
-			h.renderError(w, r, http.StatusInternalServerError, "Listing dead letters failed: "+err.Error())
+			h.renderFailure(w, r, "Listing dead letters failed", err)
 			return
 		}
 		if len(events) > deadEvents {
@@ -169,7 +169,7 @@ func (h *Handler) showDeadStatus(w http.ResponseWriter, r *http.Request, status 
 		d.Events, d.EventsShown = events, true
 		if h.cfg.Webhooks != nil {
 			if d.Deliveries, d.DeliveriesMore, err = h.deadDeliveries(ctx); err != nil {
-				h.renderError(w, r, http.StatusInternalServerError, "Listing webhook deliveries failed: "+err.Error())
+				h.renderFailure(w, r, "Listing webhook deliveries failed", err)
 				return
 			}
 			d.DeliveriesShown = true
@@ -247,7 +247,7 @@ func (h *Handler) deadRetryPost(w http.ResponseWriter, r *http.Request) {
 	}
 	n, skipped, more, err := h.retryDead(r.Context(), dr)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Retrying failed after "+strconv.Itoa(n)+" jobs: "+err.Error())
+		h.renderFailure(w, r, "Retrying failed after "+strconv.Itoa(n)+" jobs", err)
 		return
 	}
 	q := url.Values{"retried": {strconv.Itoa(n)}}
@@ -384,7 +384,7 @@ func (h *Handler) deadEventsRetry(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, docket.ErrNotFound):
 			// handled meanwhile
 		case err != nil:
-			h.renderError(w, r, http.StatusInternalServerError, "Retrying an event failed: "+err.Error())
+			h.renderFailure(w, r, "Retrying an event failed", err)
 			return
 		default:
 			n++

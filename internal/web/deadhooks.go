@@ -100,7 +100,7 @@ func (h *Handler) deadDeliveriesRetry(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, docket.ErrNotFound):
 			// deleted meanwhile (pruned, or its webhook deleted)
 		case err != nil:
-			h.renderError(w, r, http.StatusInternalServerError, "Redelivering failed: "+err.Error())
+			h.renderFailure(w, r, "Redelivering failed", err)
 			return
 		default:
 			n++

@@ -62,7 +62,7 @@ func (h *Handler) contributorForgive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the contributor failed", err)
 		return
 	}
 	name := c.Name
@@ -71,7 +71,7 @@ func (h *Handler) contributorForgive(w http.ResponseWriter, r *http.Request) {
 	}
 	before, err := h.client.ContributorQualityGet(ctx, poolID, cID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor's quality failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the contributor's quality failed", err)
 		return
 	}
 	if !before.Standing.Flagged {
@@ -84,7 +84,7 @@ func (h *Handler) contributorForgive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Forgiving failed: "+err.Error())
+		h.renderFailure(w, r, "Forgiving failed", err)
 		return
 	}
 	q := url.Values{"done": {"forgiven"}, "check": {string(before.Standing.Check)}}

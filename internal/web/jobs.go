@@ -102,7 +102,7 @@ func (h *Handler) jobsList(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rows, err := h.client.List(ctx, p)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing jobs failed: "+err.Error())
+		h.renderFailure(w, r, "Listing jobs failed", err)
 		return
 	}
 	if len(rows) > pageSize {
@@ -165,7 +165,7 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, status int, me
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the job failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the job failed", err)
 		return
 	}
 	ss := sessionOf(r.Context())
@@ -175,7 +175,7 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, status int, me
 	d := &jobData{Job: row, Full: ss.key.Role == docket.RoleAdmin, Message: message}
 	if d.Full {
 		if d.Attempts, err = h.client.Attempts(r.Context(), id); err != nil {
-			h.renderError(w, r, http.StatusInternalServerError, "Reading the attempts failed: "+err.Error())
+			h.renderFailure(w, r, "Reading the attempts failed", err)
 			return
 		}
 	}
@@ -218,7 +218,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, verb string, do fu
 			h.showJob(w, r, http.StatusConflict, "Cannot "+verb+": "+err.Error())
 			return
 		}
-		h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
+		h.renderFailure(w, r, verb+" failed", err)
 	default:
 		done := verb
 		if row.CancelRequested && row.State == docket.JobStateRunning {

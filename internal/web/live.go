@@ -231,9 +231,9 @@ func (h *Handler) busHealth() string {
 func (h *Handler) runLive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), dashboardTimeout)
 	defer cancel()
-	d, status, msg := h.runPageData(r.WithContext(ctx))
+	d, status, msg, err := h.runPageData(r.WithContext(ctx))
 	if d == nil {
-		h.renderError(w, r, status, msg)
+		h.renderNoData(w, r, status, msg, err)
 		return
 	}
 	h.render(w, http.StatusOK, "run", "live", &view{User: userOf(sessionOf(r.Context())), Data: d})

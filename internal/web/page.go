@@ -135,6 +135,26 @@ func (h *Handler) renderErrorAs(w http.ResponseWriter, _ *http.Request, ss *sess
 		Data: errorData{Status: status, Message: msg}})
 }
 
+// unavailableRetryAfter is the Retry-After, in seconds, of a page that
+// failed because the database could not be reached.
+const unavailableRetryAfter = 5
+
+// renderFailure is the error page of a read or a change that failed with
+// err, msg saying what failed ("Listing jobs failed"): 503 with
+// Retry-After, logged as a warning, while the database cannot be reached
+// (docket.IsUnavailable: the same page works once it is back); 500
+// otherwise.
+func (h *Handler) renderFailure(w http.ResponseWriter, r *http.Request, msg string, err error) {
+	if docket.IsUnavailable(err) {
+		h.cfg.Logger.Warn("web: the database is unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", fmt.Sprint(unavailableRetryAfter))
+		h.renderError(w, r, http.StatusServiceUnavailable,
+			fmt.Sprintf("%s: the database cannot be reached; try again in a few seconds. (%v)", msg, err))
+		return
+	}
+	h.renderError(w, r, http.StatusInternalServerError, msg+": "+err.Error())
+}
+
 type errorData struct {
 	Status  int
 	Message string
@@ -196,6 +216,14 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := h.cfg.Auth.AuthenticateAPIKey(r.Context(), secret)
+	if docket.IsUnavailable(err) {
+		// Not the key's fault: say so, rather than that it is unknown.
+		h.cfg.Logger.Warn("web: the database is unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", fmt.Sprint(unavailableRetryAfter))
+		h.render(w, http.StatusServiceUnavailable, "signin", "layout", &view{Title: "Sign in",
+			Data: signinData{CSRF: h.signinToken(w, r), Next: next, Error: "The database cannot be reached: sign in again in a few seconds."}})
+		return
+	}
 	if err != nil {
 		fail("That key is unknown or revoked.")
 		return

@@ -33,7 +33,7 @@ func (h *Handler) poolResults(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, http.StatusNotFound, "No pool "+id.String()+".")
 		return
 	} else if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the pool failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the pool failed", err)
 		return
 	}
 	w.Header().Set("Content-Disposition", `attachment; filename="pool-`+id.String()+`-results.`+format+`"`)

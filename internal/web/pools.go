@@ -44,7 +44,7 @@ func (h *Handler) poolsList(w http.ResponseWriter, r *http.Request) {
 	}
 	pools, err := h.client.PoolList(r.Context(), p)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing pools failed: "+err.Error())
+		h.renderFailure(w, r, "Listing pools failed", err)
 		return
 	}
 	if len(pools) > pageSize {
@@ -89,12 +89,12 @@ func (h *Handler) showPool(w http.ResponseWriter, r *http.Request, status int, m
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the pool failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the pool failed", err)
 		return
 	}
 	units, err := h.client.UnitList(r.Context(), id, docket.UnitListParams{Limit: poolUnits})
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing the units failed: "+err.Error())
+		h.renderFailure(w, r, "Listing the units failed", err)
 		return
 	}
 	if done := r.URL.Query().Get("done"); message == "" && (done == "pause" || done == "resume" || done == "close") {
@@ -134,7 +134,7 @@ func (h *Handler) poolAction(verb string, do func(*docket.Client, context.Contex
 		case errors.As(err, &tr):
 			h.showPool(w, r, http.StatusConflict, "Cannot "+verb+": "+err.Error())
 		case err != nil:
-			h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
+			h.renderFailure(w, r, verb+" failed", err)
 		default:
 			http.Redirect(w, r, "/pools/"+id.String()+"?done="+verb, http.StatusSeeOther)
 		}

@@ -224,7 +224,7 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the pool failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the pool failed", err)
 		return
 	}
 	c, err := h.client.ContributorGet(ctx, cID)
@@ -233,22 +233,22 @@ func (h *Handler) showContributor(w http.ResponseWriter, r *http.Request, status
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the contributor failed", err)
 		return
 	}
 	st, err := h.client.ContributorQualityGet(ctx, poolID, cID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the contributor's quality failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the contributor's quality failed", err)
 		return
 	}
 	history, err := h.client.TrustHistory(ctx, poolID, cID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the trust history failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the trust history failed", err)
 		return
 	}
 	js, err := h.client.JudgmentPage(ctx, docket.JudgmentPageParams{PoolID: poolID, ContributorID: cID, Limit: contributorRecent + 1})
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing the judgments failed: "+err.Error())
+		h.renderFailure(w, r, "Listing the judgments failed", err)
 		return
 	}
 	name := c.Name

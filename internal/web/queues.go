@@ -31,7 +31,7 @@ func (h *Handler) queuesList(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) showQueues(w http.ResponseWriter, r *http.Request, status int, message string, errs []string) {
 	o, _, err := h.jobOverview(r.Context())
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the queues failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the queues failed", err)
 		return
 	}
 	d := &queuesData{Queues: queueRows(o), Cap: thousands(overviewCap), Message: message, Errors: errs, CanPause: can(sessionOf(r.Context()).key.Role, accessAdmin)}
@@ -61,7 +61,7 @@ func (h *Handler) queuePause(paused bool) http.HandlerFunc {
 			set, done = h.client.PauseQueue, "paused"
 		}
 		if err := set(r.Context(), name); err != nil {
-			h.renderError(w, r, http.StatusInternalServerError, "Pausing or resuming failed: "+err.Error())
+			h.renderFailure(w, r, "Pausing or resuming failed", err)
 			return
 		}
 		h.ov.forget() // the page it redirects to shows the new flag

@@ -82,7 +82,7 @@ func (h *Handler) runsList(w http.ResponseWriter, r *http.Request) {
 	}
 	runs, err := h.client.RunList(r.Context(), p)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing runs failed: "+err.Error())
+		h.renderFailure(w, r, "Listing runs failed", err)
 		return
 	}
 	if len(runs) > pageSize {
@@ -128,9 +128,9 @@ func runDone(code string, run *docket.Run) string {
 }
 
 func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, message string) {
-	d, st, msg := h.runPageData(r)
+	d, st, msg, err := h.runPageData(r)
 	if d == nil {
-		h.renderError(w, r, st, msg)
+		h.renderNoData(w, r, st, msg, err)
 		return
 	}
 	if message == "" {
@@ -141,18 +141,19 @@ func (h *Handler) showRun(w http.ResponseWriter, r *http.Request, status int, me
 }
 
 // runPageData reads the run of the path for its page; nil with a status
-// and a message when it cannot.
-func (h *Handler) runPageData(r *http.Request) (*runData, int, string) {
+// and a message when it cannot, or with what failed and the error of a
+// read that failed (renderNoData renders either).
+func (h *Handler) runPageData(r *http.Request) (*runData, int, string, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		return nil, http.StatusNotFound, "Not a run id: " + r.PathValue("id")
+		return nil, http.StatusNotFound, "Not a run id: " + r.PathValue("id"), nil
 	}
 	run, err := h.client.RunGet(r.Context(), id)
 	if errors.Is(err, docket.ErrNotFound) {
-		return nil, http.StatusNotFound, "No run " + id.String() + "."
+		return nil, http.StatusNotFound, "No run " + id.String() + ".", nil
 	}
 	if err != nil {
-		return nil, http.StatusInternalServerError, "Reading the run failed: " + err.Error()
+		return nil, 0, "Reading the run failed", err
 	}
 	d := &runData{Run: run, Steps: run.Steps}
 	if len(d.Steps) > runStepsShown {
@@ -173,7 +174,17 @@ func (h *Handler) runPageData(r *http.Request) (*runData, int, string) {
 			d.CanRetry = true
 		}
 	}
-	return d, http.StatusOK, ""
+	return d, http.StatusOK, "", nil
+}
+
+// renderNoData is the error page of a page whose data could not be had:
+// renderFailure's when a read failed with err, else status and msg.
+func (h *Handler) renderNoData(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		h.renderFailure(w, r, msg, err)
+		return
+	}
+	h.renderError(w, r, status, msg)
 }
 
 // runAction is a POST /runs/{id}/{verb} handler: the operation through
@@ -193,7 +204,7 @@ func (h *Handler) runAction(verb string, do func(*docket.Client, context.Context
 		case errors.Is(err, docket.ErrRunConflict):
 			h.showRun(w, r, http.StatusConflict, "Cannot "+verb+": "+err.Error())
 		case err != nil:
-			h.renderError(w, r, http.StatusInternalServerError, verb+" failed: "+err.Error())
+			h.renderFailure(w, r, verb+" failed", err)
 		default:
 			done := verb
 			if run.CancelRequested && run.State != docket.RunCanceled {

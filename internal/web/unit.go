@@ -64,12 +64,12 @@ func (h *Handler) unitDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the unit failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the unit failed", err)
 		return
 	}
 	js, err := h.client.JudgmentPage(ctx, docket.JudgmentPageParams{UnitID: id, Limit: unitJudgments + 1})
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing the judgments failed: "+err.Error())
+		h.renderFailure(w, r, "Listing the judgments failed", err)
 		return
 	}
 	d := &unitData{Unit: u}

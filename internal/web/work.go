@@ -96,7 +96,7 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	// "no work right now".
 	switch banned, err := h.banned(r); {
 	case err != nil:
-		h.renderError(w, r, http.StatusInternalServerError, "Reading your account failed: "+err.Error())
+		h.renderFailure(w, r, "Reading your account failed", err)
 		return
 	case banned:
 		d.Banned = true
@@ -105,7 +105,7 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	}
 	pools, err := h.client.EligiblePools(r.Context(), id, 0)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing your pools failed: "+err.Error())
+		h.renderFailure(w, r, "Listing your pools failed", err)
 		return
 	}
 	for _, e := range pools {
@@ -220,7 +220,7 @@ func (h *Handler) takeNext(w http.ResponseWriter, r *http.Request, poolID uuid.U
 	case errors.Is(err, docket.ErrNotFound):
 		h.renderError(w, r, http.StatusNotFound, "No pool "+poolID.String()+".")
 	default:
-		h.renderError(w, r, http.StatusInternalServerError, "Taking a unit failed: "+err.Error())
+		h.renderFailure(w, r, "Taking a unit failed", err)
 	}
 }
 
@@ -284,7 +284,7 @@ func (h *Handler) mine(w http.ResponseWriter, r *http.Request) (*docket.Assignme
 		h.renderError(w, r, http.StatusNotFound, "No assignment "+id.String()+".")
 		return nil, false
 	case err != nil:
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the assignment failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the assignment failed", err)
 		return nil, false
 	}
 	return a, true
@@ -304,17 +304,17 @@ func (h *Handler) showAssignment(w http.ResponseWriter, r *http.Request, status 
 	ctx := r.Context()
 	pool, err := h.client.PoolGet(ctx, a.PoolID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the pool failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the pool failed", err)
 		return
 	}
 	ct, err := h.client.CompiledTask(ctx, pool.Task, pool.TaskVersion)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the task failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the task failed", err)
 		return
 	}
 	unit, err := h.client.UnitGet(ctx, a.UnitID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the unit failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the unit failed", err)
 		return
 	}
 	input := decodeInput(unit.Input)
@@ -374,7 +374,7 @@ func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	switch banned, err := h.banned(r); {
 	case err != nil:
-		h.renderError(w, r, http.StatusInternalServerError, "Reading your account failed: "+err.Error())
+		h.renderFailure(w, r, "Reading your account failed", err)
 		return
 	case banned:
 		h.renderError(w, r, http.StatusForbidden, "You are banned: you can no longer submit judgments.")
@@ -383,12 +383,12 @@ func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pool, err := h.client.PoolGet(ctx, a.PoolID)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the pool failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the pool failed", err)
 		return
 	}
 	ct, err := h.client.CompiledTask(ctx, pool.Task, pool.TaskVersion)
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the task failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the task failed", err)
 		return
 	}
 	data, formProblems := judgmentFromForm(ct.Fields, r.PostForm)
@@ -419,7 +419,7 @@ func (h *Handler) workSubmit(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &conflict):
 		h.showAssignment(w, r, http.StatusConflict, h.reread(ctx, a), nil, nil, "Not saved: another answer was already saved for this unit.")
 	case err != nil:
-		h.renderError(w, r, http.StatusInternalServerError, "Saving the judgment failed: "+err.Error())
+		h.renderFailure(w, r, "Saving the judgment failed", err)
 	default:
 		h.takeNext(w, r, a.PoolID, "saved", keepTest(r, a.ID, ct, sub.Test))
 	}
@@ -477,7 +477,7 @@ func (h *Handler) workSkip(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &ae):
 		// Over already (expired or submitted): nothing to give back.
 	case err != nil:
-		h.renderError(w, r, http.StatusInternalServerError, "Releasing the assignment failed: "+err.Error())
+		h.renderFailure(w, r, "Releasing the assignment failed", err)
 		return
 	}
 	h.takeNext(w, r, a.PoolID, "skipped", uuid.Nil)
@@ -521,6 +521,11 @@ func (h *Handler) workHeartbeat(w http.ResponseWriter, r *http.Request) {
 		status, v.Error = http.StatusForbidden, "you are banned"
 	case errors.As(err, &ae):
 		status, v.State, v.Error = http.StatusConflict, string(ae.State), refusal(ae)
+	case docket.IsUnavailable(err):
+		// The unit is still held; the page's next beat tries again.
+		status, v.Error = http.StatusServiceUnavailable, "the database cannot be reached"
+		w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
+		h.cfg.Logger.Warn("web: the database is unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 	case err != nil:
 		status, v.Error = http.StatusInternalServerError, "the heartbeat failed"
 		h.cfg.Logger.Error("assignment heartbeat", "assignment_id", a.ID, "error", err)

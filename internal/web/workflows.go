@@ -21,7 +21,7 @@ func (h *Handler) workflowsList(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
 	list, err := h.client.WorkflowList(r.Context(), docket.WorkflowListParams{After: after, Limit: pageSize + 1})
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Listing workflows failed: "+err.Error())
+		h.renderFailure(w, r, "Listing workflows failed", err)
 		return
 	}
 	d := &workflowsData{}
@@ -64,12 +64,12 @@ func (h *Handler) workflowDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Reading the workflow failed: "+err.Error())
+		h.renderFailure(w, r, "Reading the workflow failed", err)
 		return
 	}
 	def, err := json.MarshalIndent(v.Definition, "", "  ")
 	if err != nil {
-		h.renderError(w, r, http.StatusInternalServerError, "Encoding the definition failed: "+err.Error())
+		h.renderFailure(w, r, "Encoding the definition failed", err)
 		return
 	}
 	d := &workflowData{Version: v, Latest: latest.Version, Definition: string(def), DAG: layoutDAG(definitionSteps(v.Definition))}
