@@ -255,3 +255,51 @@ func execSQL(t *testing.T, url, statement string) {
 	_, err = db.ExecContext(t.Context(), statement)
 	require.NoError(t, err)
 }
+
+// TestMigrateDownRevokesScopedKeys: reverting the queue scopes of worker
+// keys (api_key_queues) drops the column whose NULL means "any queue", so
+// its down migration revokes the scoped keys first: they fail closed
+// instead of leasing every queue. Keys of any queue are left as they were.
+func TestMigrateDownRevokesScopedKeys(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testdb.EmptyBackends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			c, err := docket.NewClient(ctx, docket.Config{DatabaseURL: backend.URL(t), AutoMigrate: true})
+			require.NoError(t, err)
+			defer c.Close()
+			_, scoped, err := c.CreateWorkerKey(ctx, "scoped", []string{"mail"})
+			require.NoError(t, err)
+			_, anyQueue, err := c.CreateAPIKey(ctx, "any", docket.RoleWorker)
+			require.NoError(t, err)
+
+			ms, err := c.MigrationStatus(ctx)
+			require.NoError(t, err)
+			steps := 0
+			for i := len(ms) - 1; i >= 0; i-- {
+				steps++
+				if ms[i].Name == "api_key_queues" {
+					break
+				}
+			}
+			require.Less(t, steps, len(ms), "api_key_queues not found")
+			reverted, err := c.Migrate(ctx, docket.MigrateDown, steps)
+			require.NoError(t, err)
+			require.Equal(t, "api_key_queues", reverted[len(reverted)-1].Name)
+			_, err = c.Migrate(ctx, docket.MigrateUp, 0)
+			require.NoError(t, err)
+
+			keys, err := c.APIKeys(ctx)
+			require.NoError(t, err)
+			byID := map[string]*docket.APIKey{}
+			for _, k := range keys {
+				byID[k.ID.String()] = k
+			}
+			require.False(t, byID[scoped.ID.String()].RevokedAt.IsZero(), "the scoped key is revoked")
+			require.WithinDuration(t, time.Now(), byID[scoped.ID.String()].RevokedAt, time.Minute)
+			require.Nil(t, byID[scoped.ID.String()].Queues)
+			require.True(t, byID[anyQueue.ID.String()].RevokedAt.IsZero(), "the key of any queue is untouched")
+		})
+	}
+}
