@@ -383,14 +383,19 @@ func validNATSURLs(v string) bool {
 
 // redactNATSURLs is v, comma-separated URLs, for an error message: each
 // password, or token (a user without password), is replaced by "xxxxx",
-// and a URL that does not parse is not shown.
+// a URL that does not parse is not shown, and in one where no user was
+// parsed but that has an '@' ("nats:/alice:pw@a:4222", "alice:pw@a"),
+// the invalid URLs this error reports, all before the last '@' is masked.
 func redactNATSURLs(v string) string {
 	parts := strings.Split(v, ",")
 	for i, part := range parts {
 		u, err := url.Parse(strings.TrimSpace(part))
+		at := strings.LastIndex(part, "@")
 		switch {
 		case err != nil:
 			parts[i] = "(a URL that does not parse)"
+		case u.User == nil && at >= 0:
+			parts[i] = "xxxxx" + part[at:]
 		case u.User != nil:
 			if _, ok := u.User.Password(); ok {
 				u.User = url.UserPassword(u.User.Username(), "xxxxx")

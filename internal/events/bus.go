@@ -168,13 +168,20 @@ func (b *Bus) where() string {
 
 // redactURLs is a comma-separated list of NATS URLs with each one's
 // password, or its token (a user without password), replaced by "xxxxx";
-// a URL that does not parse is replaced whole.
+// a URL that does not parse is replaced whole, and in one where no user
+// was parsed but that has an '@' ("nats:/alice:pw@a:4222", "alice:pw@a"),
+// all before the last '@' is.
 func redactURLs(list string) string {
 	parts := strings.Split(list, ",")
 	for i, part := range parts {
-		u, err := url.Parse(strings.TrimSpace(part))
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(part)
 		if err != nil {
 			parts[i] = "(a URL that does not parse)"
+			continue
+		}
+		if at := strings.LastIndex(part, "@"); u.User == nil && at >= 0 {
+			parts[i] = "xxxxx" + part[at:]
 			continue
 		}
 		if u.User != nil {
