@@ -41,7 +41,7 @@ mistyped --database-url fails instead of making a new database.`,
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
 		scoped := cmd.Flags().Changed("queues")
 		if scoped && docket.Role(*role) != docket.RoleWorker {
-			return fmt.Errorf("--queues: only worker keys are scoped to queues (this key's role is %q)", *role)
+			return usageErrorf("--queues: only worker keys are scoped to queues (this key's role is %q)", *role)
 		}
 		client, err := openMigrated(cmd.Context(), *createURL)
 		if err != nil {

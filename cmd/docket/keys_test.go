@@ -94,6 +94,8 @@ func TestKeysCreateQueues(t *testing.T) {
 	require.Contains(t, out, "role worker, queues images,video,audio)")
 	_, err = runDocket(t, "keys", "create", "--role", "producer", "--name", "p", "--queues", "images", "--database-url", u)
 	require.ErrorContains(t, err, "--queues: only worker keys are scoped to queues")
+	var ue *usageError
+	require.ErrorAs(t, err, &ue, "a wrong command line: exit 2")
 	_, err = runDocket(t, "keys", "create", "--role", "worker", "--name", "w", "--queues", "bad name", "--database-url", u)
 	require.ErrorContains(t, err, "queues[0]")
 	_, err = runDocket(t, "keys", "create", "--role", "worker", "--name", "all", "--database-url", u)
