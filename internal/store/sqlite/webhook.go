@@ -323,10 +323,12 @@ func (s *Store) WebhookDeliveryReclaim(ctx context.Context, p *store.WebhookDeli
 // webhookSkipSQL counts a due attempt not made for the due deliveries of
 // the webhooks ?1 (a JSON array), oldest event first. ?5 is the JSON array
 // of delays in microseconds, [n-1] after attempt n; SET reads the row as
-// it was.
+// it was. It ends an old claim of the row (expired, since the row is
+// due), so that a new holder's reclaim does not bring it forward past the
+// backoff set here.
 const webhookSkipSQL = `
 UPDATE docket_webhook_deliveries
-SET attempts = attempts + 1, last_status_code = 0, last_error = ?3, updated_at = ?2,
+SET attempts = attempts + 1, last_status_code = 0, last_error = ?3, updated_at = ?2, claimed_by = NULL,
 	state = CASE WHEN attempts + 1 >= ?4 THEN 'DEAD' ELSE 'PENDING' END,
 	finished_at = CASE WHEN attempts + 1 >= ?4 THEN ?2 END,
 	next_attempt_at = CASE WHEN attempts + 1 >= ?4 THEN ?2

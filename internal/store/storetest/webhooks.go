@@ -348,6 +348,35 @@ func testWebhook(t *testing.T, open opener) {
 		require.Equal(t, 2, reclaim("third", at(3*time.Second)), "the next holder takes them over in turn")
 	})
 
+	// A delivery whose claim expired and that an open breaker then skipped
+	// is no one's claim: a new holder's reclaim does not bring it forward,
+	// so the breaker's backoff holds.
+	t.Run("SkippedIsNotReclaimed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, open)
+		w := b.webhook(t, "http://127.0.0.1/1")
+		b.insert(t, newJob(newQueue()))
+		require.Equal(t, 1, b.fanOut(t, base, 1, w))
+		ds, err := b.s.WebhookDeliveryClaim(b.ctx, &store.WebhookDeliveryClaimParams{
+			Now: base, Max: 1, PerWebhook: 1, LeaseUntil: at(time.Minute), NodeID: "dead",
+		})
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		n, err := b.s.WebhookDeliverySkip(b.ctx, &store.WebhookDeliverySkipParams{
+			WebhookIDs: []uuid.UUID{w.ID}, Now: at(time.Minute), Error: "breaker open", MaxAttempts: 5,
+			Delays: []time.Duration{time.Hour, time.Hour, time.Hour, time.Hour}, Max: 10,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the expired claim is due again, and skipped")
+		n, err = b.s.WebhookDeliveryReclaim(b.ctx, &store.WebhookDeliveryReclaimParams{NodeID: "new", Now: at(2 * time.Minute)})
+		require.NoError(t, err)
+		require.Zero(t, n, "the skip ended the old claim")
+		d := b.deliveries(t, w, store.DeliveryPending)
+		require.Len(t, d, 1)
+		require.Equal(t, 2, d[0].Attempts)
+		requireTime(t, at(time.Minute+time.Hour), d[0].NextAttemptAt, "the breaker's backoff is kept")
+	})
+
 	// An open circuit breaker: due deliveries are not sent, but each due
 	// attempt counts, so a backlog follows the retry schedule to DEAD.
 	t.Run("Skip", func(t *testing.T) {
