@@ -192,3 +192,50 @@ func TestWALShrinksAfterBurst(t *testing.T) {
 	insert(1)
 	require.LessOrEqual(t, walSize(), int64(limit), "the WAL was truncated to the limit")
 }
+
+// TestPingStuckWriter: Ping lets the writer be busy while writes end (a
+// steady load), but once it has been in use with none ended for longer
+// than stuckAfter (a write that hangs) Ping waits for it and so fails
+// within its context, where it answered at once for ever.
+func TestPingStuckWriter(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := open(ctx, filepath.Join(t.TempDir(), "docket.db"), store.Options{}, tuning{busy: time.Second, walLimit: walSizeLimit})
+	require.NoError(t, err)
+	defer s.Close()
+	clock := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return clock }
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		return s.Ping(pctx)
+	}
+	// hold runs a write that waits until its channel is closed.
+	hold := func() (chan struct{}, chan error) {
+		release, done, started := make(chan struct{}), make(chan error, 1), make(chan struct{})
+		go func() {
+			done <- s.write(ctx, func(tx *sql.Tx) error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		<-started
+		return release, done
+	}
+
+	release, done := hold()
+	require.NoError(t, ping(), "busy, first seen")
+	clock = clock.Add(2 * time.Second)
+	require.NoError(t, ping(), "busy for stuckAfter, not longer")
+	close(release)
+	require.NoError(t, <-done)
+	release, done = hold()
+	clock = clock.Add(time.Hour)
+	require.NoError(t, ping(), "a write ended meanwhile: a steady load, not a stuck writer")
+	clock = clock.Add(2*time.Second + time.Millisecond)
+	require.ErrorIs(t, ping(), context.DeadlineExceeded, "no write ended for longer than stuckAfter")
+	close(release)
+	require.NoError(t, <-done)
+	require.NoError(t, ping(), "idle again")
+}

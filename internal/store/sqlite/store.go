@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -64,6 +66,17 @@ type Store struct {
 	// stmtStats counts what the connections' statement caches did (see
 	// cachingConnector).
 	stmtStats *stmtStats
+
+	// writesDone counts the write transactions ended (committed or not),
+	// for Ping to tell a busy writer from a stuck one; stuckAfter is how
+	// long Ping lets the writer be in use with none ended before it waits
+	// for it; now is the clock (tests set it).
+	writesDone atomic.Uint64
+	stuckAfter time.Duration
+	now        func() time.Time
+	pingMu     sync.Mutex
+	busySeen   uint64    // writesDone when Ping first saw the writer so
+	busySince  time.Time // zero while Ping last saw it idle
 }
 
 var _ store.Store = (*Store)(nil)
@@ -119,6 +132,8 @@ func open(ctx context.Context, path string, opts store.Options, tune tuning) (*S
 		opts:        opts,
 		agingMicros: opts.PriorityAging.Microseconds(),
 		stmtStats:   stats,
+		stuckAfter:  2 * tune.busy,
+		now:         time.Now,
 	}, nil
 }
 
@@ -193,13 +208,17 @@ func (s *Store) DB() *sql.DB { return s.writer }
 // Backend implements store.Store.
 func (s *Store) Backend() string { return "sqlite" }
 
-// Ping implements store.Store. The writer has one connection: while a
-// write holds it the database is evidently answering, and a ping would
-// only queue behind the writes (under a steady write load /healthz, which
+// Ping implements store.Store. The writer has one connection: while
+// writes hold it and end the database is evidently answering, and a ping
+// would only queue behind them (under a steady write load /healthz, which
 // gives Ping 2 s, answered 503 on a working server), so the writer is
-// pinged only when it is idle; the readers always are.
+// pinged when it is idle, or when it has been in use with no write ended
+// for stuckAfter (twice the busy timeout, after which a write waiting for
+// another process's lock gives up): a write that hangs (a stalled disk)
+// then fails Ping within its context instead of /healthz answering 200
+// for ever. The readers are always pinged.
 func (s *Store) Ping(ctx context.Context) error {
-	if s.writer.Stats().InUse == 0 {
+	if s.writerDue(s.writer.Stats().InUse > 0) {
 		if err := s.writer.PingContext(ctx); err != nil {
 			return fmt.Errorf("ping sqlite writer: %w", err)
 		}
@@ -208,6 +227,25 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping sqlite reader: %w", err)
 	}
 	return nil
+}
+
+// writerDue reports whether Ping should ping the writer: when it is not
+// inUse, or has been since Ping first saw it so with no write transaction
+// ended meanwhile, for longer than stuckAfter. Seen idle, the watch starts
+// again.
+func (s *Store) writerDue(inUse bool) bool {
+	done, now := s.writesDone.Load(), s.now()
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
+	if !inUse {
+		s.busySince = time.Time{}
+		return true
+	}
+	if s.busySince.IsZero() || done != s.busySeen {
+		s.busySeen, s.busySince = done, now
+		return false
+	}
+	return now.Sub(s.busySince) > s.stuckAfter
 }
 
 // AnalyzeGrown implements store.Store: nothing to do, SQLite plans a
@@ -236,6 +274,7 @@ func (s *Store) Subscribe(topic store.Topic) (<-chan string, func()) {
 // so it is also where a full database (SQLITE_FULL) becomes
 // store.ErrStorageFull.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	defer s.writesDone.Add(1)
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return writeError(fmt.Errorf("begin write transaction: %w", err))
