@@ -671,7 +671,7 @@ func runServe(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) e
 		Webhooks:  hooks,
 		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) },
 	})
-	dashboard, err := web.New(web.Config{Client: client, Logger: logger,
+	dashboard, err := web.New(web.Config{Client: client, Logger: logger, SignIn: apiHandler.SignInKey,
 		BusHealth: func() error { return errors.Join(bus.Health(), relay.Health()) }, Webhooks: hooks})
 	if err != nil {
 		stopWorker()

@@ -24,6 +24,10 @@ type Problem struct {
 	RetryAfter int `json:"-"`
 }
 
+// RetryAfterSeconds is RetryAfter: the dashboard's sign-in tells a
+// limited address to wait by it (web.Config.SignIn).
+func (p *Problem) RetryAfterSeconds() int { return p.RetryAfter }
+
 // FieldError names one invalid field of a request.
 type FieldError struct {
 	Field   string `json:"field"`

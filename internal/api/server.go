@@ -356,6 +356,16 @@ func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Add
 	return key, err
 }
 
+// SignInKey checks the API key a person signs in to the dashboard with
+// (web.Config.SignIn), exactly as a bearer token of a request from the
+// same client: cached keys, the memory of unknown tokens and the
+// address's limit on failed authentications all apply, so the sign-in
+// form is no way around them. Over the limit the error is a 429 *Problem
+// whose RetryAfterSeconds is the wait, returned before any read of keys.
+func (s *Server) SignInKey(r *http.Request, secret string) (*docket.APIKey, error) {
+	return s.authenticate(r.Context(), secret, clientAddr(r))
+}
+
 // recheckKey is authenticate for a key this server accepted on the
 // request in hand (an open event stream looking whether its key was
 // revoked meanwhile): not a guess, so the address's limit on failed

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -215,13 +217,23 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		fail("Enter an API key.")
 		return
 	}
-	key, err := h.cfg.Auth.AuthenticateAPIKey(r.Context(), secret)
+	key, err := h.cfg.SignIn(r, secret)
 	if docket.IsUnavailable(err) {
 		// Not the key's fault: say so, rather than that it is unknown.
 		h.cfg.Logger.Warn("web: the database is unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", fmt.Sprint(unavailableRetryAfter))
 		h.render(w, http.StatusServiceUnavailable, "signin", "layout", &view{Title: "Sign in",
 			Data: signinData{CSRF: h.signinToken(w, r), Next: next, Error: "The database cannot be reached: sign in again in a few seconds."}})
+		return
+	}
+	var limited interface{ RetryAfterSeconds() int }
+	if errors.As(err, &limited) && limited.RetryAfterSeconds() > 0 {
+		wait := limited.RetryAfterSeconds()
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		token := h.signinToken(w, r)
+		h.render(w, http.StatusTooManyRequests, "signin", "layout", &view{Title: "Sign in",
+			Data: signinData{CSRF: token, Next: next, Error: fmt.Sprintf(
+				"Too many keys that are not valid were tried from your address: wait %d s before trying again.", wait)}})
 		return
 	}
 	if err != nil {

@@ -49,6 +49,14 @@ type Config struct {
 	Client *docket.Client
 	// Auth checks the API keys people sign in with; default Client.
 	Auth Authenticator
+	// SignIn checks the API key of a sign-in form posted by r; default
+	// Auth, with no limit. docket serve passes the API server's
+	// SignInKey, so the form counts against the client address's limit
+	// on failed authentications and uses the memory of unknown keys as a
+	// bearer token does. An error with a method RetryAfterSeconds() int
+	// answering more than 0 means the address is over the limit: the form
+	// is answered 429 with Retry-After.
+	SignIn func(r *http.Request, secret string) (*docket.APIKey, error)
 	// Overview reads the overview's and the queues page's figures with
 	// bounded queries; default Client.Overview. One read serves every view
 	// for a second (the handler caches it).
@@ -92,6 +100,12 @@ type Handler struct {
 func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		cfg.Auth = cfg.Client
+	}
+	if cfg.SignIn == nil {
+		auth := cfg.Auth
+		cfg.SignIn = func(r *http.Request, secret string) (*docket.APIKey, error) {
+			return auth.AuthenticateAPIKey(r.Context(), secret)
+		}
 	}
 	if cfg.Overview == nil {
 		cfg.Overview = cfg.Client.Overview
