@@ -170,3 +170,30 @@ func TestAuthFailuresBounded(t *testing.T) {
 	require.LessOrEqual(t, len(a.buckets), authFailureAddrsMax)
 	require.LessOrEqual(t, len(u.expires), unknownKeysMax)
 }
+
+// TestAuthFailureCountsReadsOnly: only a token read and found no valid
+// key counts against its address. One stale client retrying a single
+// revoked token (read once, then refused from memory) does not put its
+// address, and every valid key behind it, over the limit; many
+// different unknown tokens still do.
+func TestAuthFailureCountsReadsOnly(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, backend testdb.Backend) {
+		b := authSetup(t, backend, func(c *Config) { c.AuthFailureLimit, c.AuthFailureBurst = 1.0/3600, 3 })
+		uncached, _, err := b.client.CreateAPIKey(t.Context(), "uncached", docket.RoleViewer)
+		require.NoError(t, err)
+		const nat = "203.0.113.5:4000"
+		const stale = "dk_revoked_long_ago_xxxxxxxxxx"
+		for range 100 {
+			require.Equal(t, http.StatusUnauthorized, b.get(stale, nat).Code)
+		}
+		require.Equal(t, 1, b.keys.readsOf(stale))
+		require.Equal(t, http.StatusOK, b.get(uncached, nat).Code, "one token refused from memory put the address over the limit")
+
+		// The stale token's one read took one of the 3; 2 more unknown tokens take the rest.
+		for i := range 2 {
+			require.Equal(t, http.StatusUnauthorized, b.get("dk_other_guess_"+strconv.Itoa(i)+"_xxxxxxxx", nat).Code)
+		}
+		require.Equal(t, http.StatusTooManyRequests, b.get("dk_other_guess_x_xxxxxxxx", nat).Code)
+	})
+}

@@ -333,8 +333,11 @@ func equalFold(a, b string) bool {
 // the requests sharing its read the time to hash it.
 //
 // A secret of no valid key is remembered (by its SHA-256) for
-// unknownKeyTTL and refused from memory meanwhile, and counts as a
-// failure of the client's address (addr); an address past the failure
+// unknownKeyTTL and refused from memory meanwhile. A secret read and
+// found to be no valid key counts as a failure of the client's address
+// (addr); one refused from memory does not (it cost no read: a stale
+// client retrying one revoked key must not put its address, and every
+// other client behind the same NAT or proxy, over the limit); an address past the failure
 // limit has its secrets that are not cached refused with a 429 problem
 // before anything is read (authfail.go).
 func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Addr) (*docket.APIKey, error) {
@@ -349,8 +352,8 @@ func (s *Server) authenticate(ctx context.Context, secret string, addr netip.Add
 			return nil, p
 		}
 	}
-	key, err := s.keyOf(ctx, secret, now)
-	if errors.Is(err, docket.ErrNotFound) {
+	key, read, err := s.keyOf(ctx, secret, now)
+	if read && errors.Is(err, docket.ErrNotFound) {
 		s.failed(addr, now)
 	}
 	return key, err
@@ -378,7 +381,8 @@ func (s *Server) recheckKey(ctx context.Context, secret string) (*docket.APIKey,
 	if key, ok := s.cachedKey(secret, now); ok {
 		return key, nil
 	}
-	return s.keyOf(ctx, secret, now)
+	key, _, err := s.keyOf(ctx, secret, now)
+	return key, err
 }
 
 // cachedKey is the key of secret if the cache holds it unexpired.
@@ -393,17 +397,18 @@ func (s *Server) cachedKey(secret string, now time.Time) (*docket.APIKey, bool) 
 }
 
 // keyOf reads the key of secret, unless it was found unknown within the
-// last few seconds, and remembers it if it is unknown.
-func (s *Server) keyOf(ctx context.Context, secret string, now time.Time) (*docket.APIKey, error) {
+// last few seconds, and remembers it if it is unknown. read is whether
+// keys were read (false: refused from memory).
+func (s *Server) keyOf(ctx context.Context, secret string, now time.Time) (key *docket.APIKey, read bool, err error) {
 	hash := sha256.Sum256([]byte(secret))
 	if s.unknown.has(hash, now) {
-		return nil, docket.ErrNotFound
+		return nil, false, docket.ErrNotFound
 	}
-	key, err := s.readKeyOf(ctx, secret, now)
+	key, err = s.readKeyOf(ctx, secret, now)
 	if errors.Is(err, docket.ErrNotFound) {
 		s.unknown.add(hash, now)
 	}
-	return key, err
+	return key, true, err
 }
 
 // failed counts a failed authentication of addr.
