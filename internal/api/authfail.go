@@ -27,9 +27,12 @@ const (
 	// unknownKeysMax bounds the remembered unknown tokens; full, the
 	// expired ones are dropped, then any.
 	unknownKeysMax = 10000
-	// authFailureAddrsMax bounds the client addresses counted; full, those
-	// whose bucket is full again are dropped, then any.
-	authFailureAddrsMax = 10000
+	// authFailureAddrsMax bounds the client addresses counted; full,
+	// those whose bucket is full again are dropped (at most once every
+	// authFailureSweepEvery), and with none to drop a new address is
+	// counted in one overflow bucket shared by all such addresses.
+	authFailureAddrsMax   = 10000
+	authFailureSweepEvery = time.Second
 )
 
 // AuthFailureLimitDefault is Config.AuthFailureLimit's default: 30 failed
@@ -80,6 +83,10 @@ type authFailures struct {
 
 	mu      sync.Mutex
 	buckets map[netip.Addr]*failBucket
+	// overflow counts the addresses that found buckets full with none
+	// to drop, together (bucket).
+	overflow failBucket
+	sweptAt  time.Time // when buckets was last swept of full ones
 }
 
 type failBucket struct {
@@ -107,7 +114,7 @@ func (a *authFailures) refill(b *failBucket, now time.Time) {
 func (a *authFailures) wait(addr netip.Addr, now time.Time) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.buckets[addr]
+	b := a.bucket(addr, now, false)
 	if b == nil {
 		return 0
 	}
@@ -122,26 +129,42 @@ func (a *authFailures) wait(addr netip.Addr, now time.Time) int {
 func (a *authFailures) fail(addr netip.Addr, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.buckets[addr]
-	if b == nil {
-		if len(a.buckets) >= authFailureAddrsMax {
-			for k, o := range a.buckets {
-				if a.refill(o, now); o.tokens >= a.burst {
-					delete(a.buckets, k)
-				}
-			}
-			for k := range a.buckets {
-				if len(a.buckets) < authFailureAddrsMax {
-					break
-				}
+	b := a.bucket(addr, now, true)
+	a.refill(b, now)
+	b.tokens = max(0, b.tokens-1)
+}
+
+// bucket is addr's bucket; a.mu is held. An address not tracked gets
+// one of its own when create is set and there is room, after dropping
+// the buckets that have refilled to full (they hold nothing a new one
+// would not) when the map is full, at most once every
+// authFailureSweepEvery so that a flood of new addresses does not scan
+// the map each. With no room, the address shares the overflow bucket
+// (same limit): a tracked bucket, exhausted ones included, is never
+// dropped for it, so an address cannot reset its bucket by making
+// failures from many others. Without create, an untracked address has
+// nil while there is room (never failed), else the overflow bucket.
+func (a *authFailures) bucket(addr netip.Addr, now time.Time, create bool) *failBucket {
+	if b := a.buckets[addr]; b != nil {
+		return b
+	}
+	if create && len(a.buckets) >= authFailureAddrsMax && now.Sub(a.sweptAt) >= authFailureSweepEvery {
+		a.sweptAt = now
+		for k, o := range a.buckets {
+			if a.refill(o, now); o.tokens >= a.burst {
 				delete(a.buckets, k)
 			}
 		}
-		b = &failBucket{tokens: a.burst, at: now}
-		a.buckets[addr] = b
 	}
-	a.refill(b, now)
-	b.tokens = max(0, b.tokens-1)
+	if len(a.buckets) < authFailureAddrsMax {
+		if !create {
+			return nil
+		}
+		b := &failBucket{tokens: a.burst, at: now}
+		a.buckets[addr] = b
+		return b
+	}
+	return &a.overflow
 }
 
 // clientAddr is the address failed authentications are counted by: the

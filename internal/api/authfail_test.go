@@ -197,3 +197,36 @@ func TestAuthFailureCountsReadsOnly(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, b.get("dk_other_guess_x_xxxxxxxx", nat).Code)
 	})
 }
+
+// TestAuthFailuresFullKeepsExhausted: with the map of addresses full of
+// exhausted buckets, failures from new addresses drop none of them (an
+// attacker with many addresses cannot reset its own): they share the
+// overflow bucket, which limits them like one address. A bucket refilled
+// to full is dropped to make room.
+func TestAuthFailuresFullKeepsExhausted(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a := newAuthFailures(1.0/60, 2)
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
+	for i := range authFailureAddrsMax {
+		a.fail(addr(i), now)
+		a.fail(addr(i), now)
+	}
+	for i := range 5 {
+		a.fail(addr(authFailureAddrsMax+i), now.Add(time.Duration(i)*2*time.Second))
+	}
+	later := now.Add(10 * time.Second)
+	for i := range authFailureAddrsMax {
+		if a.wait(addr(i), later) == 0 {
+			t.Fatalf("exhausted address %d reset by failures of new ones", i)
+		}
+	}
+	require.Positive(t, a.wait(addr(authFailureAddrsMax+100), later), "the overflow bucket limits new addresses")
+	require.LessOrEqual(t, len(a.buckets), authFailureAddrsMax)
+
+	// An hour on, every bucket is full again: a new address gets its own.
+	hour := now.Add(time.Hour)
+	a.fail(addr(authFailureAddrsMax+200), hour)
+	require.Zero(t, a.wait(addr(authFailureAddrsMax+200), hour))
+	require.Len(t, a.buckets, 1)
+}
