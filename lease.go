@@ -223,6 +223,20 @@ func (c *Client) leaseRef(ctx context.Context, leaseID string) (job.Ref, error) 
 	return ref, c.heldRef(ctx, ref, token)
 }
 
+// LeaseQueue is the queue of a lease's job, for checking a caller may
+// act on the lease: ErrLeaseLost when the id's token is not the one its
+// lease was given (nothing is read then, so a forged id tells nothing of
+// the job), ErrLeaseWithoutToken for an id without one, a
+// *ValidationError naming leaseId when it does not parse, ErrNotFound when
+// there is no such job. Only the job's queue is read.
+func (c *Client) LeaseQueue(ctx context.Context, leaseID string) (string, error) {
+	ref, err := c.leaseRef(ctx, leaseID)
+	if err != nil {
+		return "", err
+	}
+	return c.store.JobQueueOf(ctx, ref.ID)
+}
+
 // Lease takes up to p.Max due jobs from p.Queues. When none is due it waits
 // up to p.Wait for one (woken by inserts, polling every second as a
 // fallback) and then returns an empty list. Calls waiting on the same

@@ -104,27 +104,28 @@ func seconds(n int) time.Duration {
 }
 
 // leaseInScope refuses (403 naming leaseId) a call of a scoped key on the
-// lease of a job outside its queues. A job's queue never changes, so the
-// job read here is the one the call acts on. A lease id that does not
-// parse, or of no job, is left to the call, which refuses it as it
-// would any (400, 409). Keys of any queue read nothing.
+// lease of a job outside its queues. The lease id's token is checked
+// first and only the job's queue is read (LeaseQueue): a lease id that
+// does not parse, has a wrong token or is of no job is left to the call,
+// which refuses it as it would any (400, 409), so a forged id tells a
+// scoped key nothing of jobs in other queues. A job's queue never
+// changes, so the queue read here is the one of the job the call acts
+// on. Keys of any queue read nothing.
 func (s *Server) leaseInScope(ctx context.Context, leaseID string) error {
 	key := principal(ctx)
 	if key == nil || key.Queues == nil {
 		return nil
 	}
-	id, _, err := docket.ParseLeaseID(leaseID)
+	queue, err := s.client.LeaseQueue(ctx, leaseID)
 	if err != nil {
-		return nil
-	}
-	row, err := s.client.Get(ctx, id)
-	if errors.Is(err, docket.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+		var invalid *docket.ValidationError
+		if errors.Is(err, docket.ErrNotFound) || errors.Is(err, docket.ErrLeaseLost) ||
+			errors.Is(err, docket.ErrLeaseWithoutToken) || errors.As(err, &invalid) {
+			return nil
+		}
 		return err
 	}
-	if !key.MayLease(row.Queue) {
+	if !key.MayLease(queue) {
 		return forbiddenField("leaseId", "the lease's job is not in a queue this key may lease from ("+strings.Join(key.Queues, ", ")+")")
 	}
 	return nil

@@ -645,6 +645,14 @@ func TestLeaseScopedKey(t *testing.T) {
 		r = b.do(t, "", "POST", "/v1/leases/"+own+"/complete", map[string]any{}, as(scoped)...)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		// A lease id of no job is refused as for any key.
-		b.do(t, "", "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1.x/complete", map[string]any{}, as(scoped)...).Problem(t, http.StatusConflict)
+		none := b.do(t, "", "POST", "/v1/leases/0192f5a0-0000-7000-8000-000000000000.1.x/complete", map[string]any{}, as(scoped)...).Problem(t, http.StatusConflict)
+		// A forged token for a job in another queue: the same 409, so the
+		// key learns nothing of the job (the token is checked before any
+		// read of it).
+		for _, path := range []string{"heartbeat", "complete"} {
+			forged := b.do(t, "", "POST", "/v1/leases/"+other.Leases[1].JobID.String()+".1.x/"+path, map[string]any{}, as(scoped)...).Problem(t, http.StatusConflict)
+			require.Equal(t, none.Type, forged.Type, path)
+			require.Equal(t, none.Detail, forged.Detail, path)
+		}
 	})
 }

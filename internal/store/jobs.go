@@ -71,6 +71,9 @@ type JobStore interface {
 	// commit only: a subscriber woken before finds nothing.
 	JobNotifyInserted(p *JobNotifyInsertedParams)
 
+	// JobQueueOf reads the queue of one job, nothing else (a scoped
+	// key's call on a lease checks it); ErrNotFound when there is none.
+	JobQueueOf(ctx context.Context, id uuid.UUID) (string, error)
 	// JobList lists jobs newest first (id descending), filtered.
 	JobList(ctx context.Context, p *JobListParams) ([]*job.Row, error)
 	// JobCount counts jobs by queue and state.

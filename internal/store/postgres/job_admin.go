@@ -25,6 +25,15 @@ func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 	return jobGet(ctx, s.pool, id)
 }
 
+// JobQueueOf implements store.Store.
+func (s *Store) JobQueueOf(ctx context.Context, id uuid.UUID) (string, error) {
+	var q string
+	if err := s.pool.QueryRow(ctx, `SELECT queue FROM docket_jobs WHERE id = $1`, id).Scan(&q); err != nil {
+		return "", fmt.Errorf("get queue of job %s: %w", id, notFound(err))
+	}
+	return q, nil
+}
+
 // jobGet reads one job through c.
 func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
 	row, err := scanJob(c.QueryRow(ctx, `SELECT `+jobColumns+` FROM docket_jobs WHERE id = $1`, id))

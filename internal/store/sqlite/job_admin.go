@@ -21,6 +21,15 @@ func (s *Store) JobGet(ctx context.Context, id uuid.UUID) (*job.Row, error) {
 	return jobGet(ctx, s.reader, id)
 }
 
+// JobQueueOf implements store.Store.
+func (s *Store) JobQueueOf(ctx context.Context, id uuid.UUID) (string, error) {
+	var q string
+	if err := s.reader.QueryRowContext(ctx, `SELECT queue FROM docket_jobs WHERE id = ?`, id.String()).Scan(&q); err != nil {
+		return "", fmt.Errorf("get queue of job %s: %w", id, notFound(err))
+	}
+	return q, nil
+}
+
 // jobGet reads one job through c.
 func jobGet(ctx context.Context, c conn, id uuid.UUID) (*job.Row, error) {
 	r, err := scanJob(c.QueryRowContext(ctx, jobByIDSQL, id.String()))

@@ -90,3 +90,15 @@ func nonZero(m map[job.State]int) map[job.State]int {
 	}
 	return out
 }
+
+// testJobQueueOf: a job's queue alone, ErrNotFound for no job.
+func testJobQueueOf(t *testing.T, open opener) {
+	b := setup(t, open)
+	q := newQueue()
+	res := b.insertAt(t, at(0), newJob(q))
+	got, err := b.s.JobQueueOf(b.ctx, res[0].Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, q, got)
+	_, err = b.s.JobQueueOf(b.ctx, newID())
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -72,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"ListPayloadDeep", testListPayloadDeep},
 			{"ListPayloadNumber", testListPayloadNumber},
 			{"Queue", testQueue},
+			{"QueueOf", testJobQueueOf},
 			{"Overview", testOverview},
 			{"QueueCount", testQueueCount},
 			{"Concurrency", testConcurrency},
