@@ -23,6 +23,7 @@ import (
 	"github.com/docket-run/docket"
 	"github.com/docket-run/docket/internal/api"
 	"github.com/docket-run/docket/internal/leader"
+	"github.com/docket-run/docket/internal/natsurl"
 	"github.com/docket-run/docket/internal/web"
 	"github.com/docket-run/docket/natsembed"
 )
@@ -355,7 +356,7 @@ func (c *serveConfig) Validate() error {
 	check("DOCKET_RATE_BURST", c.RateBurst >= 0, "%d must not be negative", c.RateBurst)
 	check("DOCKET_LOG_FORMAT", c.LogFormat == "text" || c.LogFormat == "json", "%q must be text or json", c.LogFormat)
 	check("DOCKET_NATS_URL", c.NATSURL == "" || validNATSURLs(c.NATSURL),
-		"%q must be nats://host:port (several comma-separated) or empty for the embedded server", redactNATSURLs(c.NATSURL))
+		"%q must be nats://host:port (several comma-separated) or empty for the embedded server", natsurl.Redact(c.NATSURL))
 	// A setting that only matters with another one was silently ignored
 	// without it (or with it): refused, naming both.
 	check("DOCKET_RATE_BURST", c.RateBurst == 0 || c.RateLimit.N > 0,
@@ -379,33 +380,6 @@ func validNATSURLs(v string) bool {
 		}
 	}
 	return true
-}
-
-// redactNATSURLs is v, comma-separated URLs, for an error message: each
-// password, or token (a user without password), is replaced by "xxxxx",
-// a URL that does not parse is not shown, and in one where no user was
-// parsed but that has an '@' ("nats:/alice:pw@a:4222", "alice:pw@a"),
-// the invalid URLs this error reports, all before the last '@' is masked.
-func redactNATSURLs(v string) string {
-	parts := strings.Split(v, ",")
-	for i, part := range parts {
-		u, err := url.Parse(strings.TrimSpace(part))
-		at := strings.LastIndex(part, "@")
-		switch {
-		case err != nil:
-			parts[i] = "(a URL that does not parse)"
-		case u.User == nil && at >= 0:
-			parts[i] = "xxxxx" + part[at:]
-		case u.User != nil:
-			if _, ok := u.User.Password(); ok {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			} else {
-				u.User = url.User("xxxxx")
-			}
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // servePoolConnsDefault is the PostgreSQL connection pool of docket serve

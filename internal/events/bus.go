@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/docket-run/docket/internal/natsurl"
 )
 
 // StreamName is the JetStream stream every event goes to, under subjects
@@ -163,37 +163,7 @@ func (b *Bus) where() string {
 	if b.cfg.Embedded != nil {
 		return b.cfg.Embedded.String()
 	}
-	return redactURLs(b.cfg.URL)
-}
-
-// redactURLs is a comma-separated list of NATS URLs with each one's
-// password, or its token (a user without password), replaced by "xxxxx";
-// a URL that does not parse is replaced whole, and in one where no user
-// was parsed but that has an '@' ("nats:/alice:pw@a:4222", "alice:pw@a"),
-// all before the last '@' is.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, part := range parts {
-		part = strings.TrimSpace(part)
-		u, err := url.Parse(part)
-		if err != nil {
-			parts[i] = "(a URL that does not parse)"
-			continue
-		}
-		if at := strings.LastIndex(part, "@"); u.User == nil && at >= 0 {
-			parts[i] = "xxxxx" + part[at:]
-			continue
-		}
-		if u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			} else {
-				u.User = url.User("xxxxx")
-			}
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
+	return natsurl.Redact(b.cfg.URL)
 }
 
 // ensureStream creates the stream, or updates its configuration, once per

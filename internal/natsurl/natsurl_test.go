@@ -1,4 +1,4 @@
-package main
+package natsurl
 
 import (
 	"strings"
@@ -7,11 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRedactNATSURLs: serve's error about a wrong NATS URL shows no
-// password or token, the malformed URLs included (no user parsed, but an
-// '@': what comes before it is masked whole), which are the ones it
-// reports.
-func TestRedactNATSURLs(t *testing.T) {
+// TestRedact: no password or token of a NATS URL list reaches a log
+// or an error, the malformed URLs included (no user parsed, but an '@':
+// what comes before it is masked whole).
+func TestRedact(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"nats://a:4222", "nats://a:4222"},
@@ -22,8 +21,9 @@ func TestRedactNATSURLs(t *testing.T) {
 		{"nats:/alice:pw@a:4222", "xxxxx@a:4222"},
 		{"nats://a:4222, nats:/alice:pw@b:4222", "nats://a:4222,xxxxx@b:4222"},
 		{"nats://a b:pw@c:4222", "(a URL that does not parse)"},
+		{"nats://", "nats://"},
 	} {
-		got := redactNATSURLs(c.in)
+		got := Redact(c.in)
 		require.Equal(t, c.want, got, c.in)
 		require.False(t, strings.Contains(got, "pw") || strings.Contains(got, "tok"), got)
 	}
