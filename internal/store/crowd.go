@@ -369,7 +369,7 @@ func (p *PoolListParams) Validate() error {
 // PoolCompleteManyParams asks for the CLOSED pools with no open unit to
 // be COMPLETED.
 type PoolCompleteManyParams struct {
-	PoolID uuid.UUID // uuid.Nil: any pool
+	PoolID uuid.UUID // uuid.Nil: any pool, skipping those another caller holds; else this one, waiting for it
 	Max    int       // at least 1
 	Now    time.Time
 }

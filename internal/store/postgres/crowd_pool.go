@@ -421,19 +421,29 @@ func poolTransition(ctx context.Context, c conn, p *store.PoolTransitionParams) 
 // counters summed in the statement's snapshot: a unit finalized by a
 // transaction not committed yet still counts as open, and the next call
 // completes its pool. A unit moves between two counters of one shard row
-// in one statement, so the sum never shows an open unit as final. Pools
-// locked by another caller are skipped — a reopen of one of their units
-// holds its pool FOR NO KEY UPDATE (poolReopen). The counters are checked before
-// the LIMIT: closed pools that keep an open unit (they hand out no
-// assignment, so they may keep it for good) must not fill every batch.
-const poolCompleteLockSQL = `
+// in one statement, so the sum never shows an open unit as final. The
+// sweep over all pools skips pools another caller holds — a completer, or
+// a reopen of one of their units, which holds its pool FOR NO KEY UPDATE
+// (poolReopen) — and leaves them to its next round. The counters are
+// checked before the LIMIT: closed pools that keep an open unit (they
+// hand out no assignment, so they may keep it for good) must not fill
+// every batch.
+const poolCompleteLockSQL = poolCompleteOneLockSQL + ` SKIP LOCKED`
+
+// poolCompleteOneLockSQL is poolCompleteLockSQL waiting for the pools
+// another caller holds: a close completing its own pool (@pool) waits for
+// a completer or reopen holding it, so that its read afterwards sees what
+// they did (a skip let a close read CLOSED while the leader's completer
+// was about to commit COMPLETED). Re-checked after the wait, a pool
+// completed meanwhile no longer matches.
+const poolCompleteOneLockSQL = `
 SELECT p.id FROM docket_pools p
 WHERE p.status = 'CLOSED' AND (@pool::uuid IS NULL OR p.id = @pool::uuid)
 	AND (SELECT coalesce(sum(units_new + units_judgable + units_paused), 0)
 		FROM docket_pool_counters WHERE pool_id = p.id) = 0
 ORDER BY p.id
 LIMIT @max
-FOR UPDATE OF p SKIP LOCKED`
+FOR UPDATE OF p`
 
 // poolCompleteSQL completes the pools poolCompleteLockSQL locked whose
 // counters, read again in this statement's snapshot, still show no open
@@ -470,7 +480,11 @@ func (s *Store) PoolCompleteMany(ctx context.Context, p *store.PoolCompleteManyP
 		return id, r.Scan(&id)
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		rs, err := tx.Query(ctx, poolCompleteLockSQL, pgx.NamedArgs{"pool": pool, "max": p.Max})
+		lock := poolCompleteLockSQL
+		if pool != nil {
+			lock = poolCompleteOneLockSQL
+		}
+		rs, err := tx.Query(ctx, lock, pgx.NamedArgs{"pool": pool, "max": p.Max})
 		if err != nil {
 			return err
 		}

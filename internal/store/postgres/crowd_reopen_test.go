@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-run/docket/internal/crowd"
@@ -149,4 +150,66 @@ func TestPoolReopenRacesCompletion(t *testing.T) {
 		}
 	}
 	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, moves)
+}
+
+// TestPoolCompleteOneWaitsForItsLock: completing one named pool (a close's
+// PoolCompleteMany with PoolID) waits for a transaction holding that pool
+// — the leader's pool-completer completing it — instead of skipping it,
+// so the close's read after it sees the pool COMPLETED, not a CLOSED pool
+// whose completion is about to commit (TestPoolCompletes failed so about
+// 1 run in 8). The sweep over all pools still skips locked ones.
+func TestPoolCompleteOneWaitsForItsLock(t *testing.T) {
+	t.Parallel()
+	cp := setupCrowdPool(t, crowdPoolParams{Units: 1, Slots: 1})
+	conf := 0.9
+	_, err := cp.s.UnitFinalize(cp.ctx, &store.UnitFinalizeParams{ID: cp.units[0].ID, Result: json.RawMessage(`{}`), Confidence: &conf, Now: testBase})
+	require.NoError(t, err)
+	_, err = cp.s.PoolTransition(cp.ctx, &store.PoolTransitionParams{ID: cp.pool, From: crowd.PoolOpen, To: crowd.PoolClosed, Now: testBase})
+	require.NoError(t, err)
+
+	// Another completer holds the pool, as poolCompleteLockSQL takes it.
+	tx, err := cp.s.Pool().Begin(cp.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(cp.ctx) }()
+	var xid string // as pg_locks shows it
+	require.NoError(t, tx.QueryRow(cp.ctx, `SELECT pg_current_xact_id()::xid::text`).Scan(&xid))
+	_, err = tx.Exec(cp.ctx, `SELECT id FROM docket_pools WHERE id = $1 FOR UPDATE`, cp.pool)
+	require.NoError(t, err)
+
+	later := testBase.Add(time.Minute)
+	ids, err := cp.s.PoolCompleteMany(cp.ctx, &store.PoolCompleteManyParams{Max: 10, Now: later})
+	require.NoError(t, err)
+	require.Empty(t, ids, "the sweep skips a pool another completer holds")
+
+	type result struct {
+		ids []uuid.UUID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ids, err := cp.s.PoolCompleteMany(context.Background(), &store.PoolCompleteManyParams{PoolID: cp.pool, Max: 1, Now: later})
+		done <- result{ids, err}
+	}()
+	var early *result
+	require.Eventually(t, func() bool {
+		select {
+		case r := <-done:
+			early = &r
+			return true
+		default:
+		}
+		return cp.count(t, `SELECT count(*) FROM pg_locks WHERE NOT granted
+			AND locktype = 'transactionid' AND transactionid::text = $1`, xid) == 1
+	}, time.Minute, 10*time.Millisecond)
+	require.Nil(t, early, "completing the named pool skipped it while another completer held it")
+
+	_, err = tx.Exec(cp.ctx, `UPDATE docket_pools SET status = 'COMPLETED', updated_at = $2 WHERE id = $1`, cp.pool, later)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(cp.ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Empty(t, r.ids, "completed by the other, not twice")
+	p, err := cp.s.PoolGet(cp.ctx, cp.pool)
+	require.NoError(t, err)
+	require.Equal(t, crowd.PoolCompleted, p.Status)
 }
