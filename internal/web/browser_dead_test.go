@@ -30,9 +30,7 @@ func TestBrowserDeadRetry(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/dead"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleProducer]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleProducer]),
 		chromedp.WaitVisible(chromedp.ID("dead-jobs")),
 		chromedp.Click(chromedp.CSS(`a[href="/jobs/`+one.ID.String()+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("retry")),

@@ -46,9 +46,7 @@ func TestBrowserTestFeedback(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS(`button.start[data-pool="`+pool.ID.String()+`"]`)),
 		chromedp.Click(chromedp.CSS(`button.start[data-pool="`+pool.ID.String()+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("work-form")),

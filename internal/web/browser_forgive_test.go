@@ -29,9 +29,7 @@ func TestBrowserForgive(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(page),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleAdmin]),
 		chromedp.WaitVisible(chromedp.ID("forgive-form")),
 		chromedp.ScrollIntoView(chromedp.ID("forgive-form")),
 		screenshot(shots, "web-forgive"),

@@ -26,9 +26,7 @@ func TestBrowserQuality(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/pools/"+s.pool.ID.String()),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleViewer]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleViewer]),
 		chromedp.WaitVisible(chromedp.ID("contributors")),
 		chromedp.ScrollIntoView(chromedp.ID("contributors")),
 		screenshot(shots, "web-pool"),

@@ -51,6 +51,15 @@ func screenshotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
+// signIn fills the sign-in form on the page and sends it with key.
+func signIn(key string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), key),
+		chromedp.Click(chromedp.ID("signin")),
+	)
+}
+
 // headless starts a headless chromium and returns its context, and a func
 // returning the console messages and browser log entries so far (CSP
 // violations and script errors among them).

@@ -60,9 +60,7 @@ func TestBrowserWorkAccessible(t *testing.T) {
 	makeWorkPool(t, b.client, 2, "/static/favicon.svg")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 		chromedp.Click(chromedp.CSS("button.start")),
 		chromedp.WaitVisible(chromedp.ID("work-form")),

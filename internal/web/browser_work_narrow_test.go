@@ -63,9 +63,7 @@ func TestBrowserWorkNarrow(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.EmulateViewport(375, 800),
 		chromedp.Navigate(b.server.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 	))
 	fits("narrow-pools")

@@ -28,9 +28,7 @@ func TestBrowserWorkSignedOut(t *testing.T) {
 	makeWorkPool(t, b.client, 2, "/static/favicon.svg")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 		chromedp.Click(chromedp.CSS("button.start")),
 		chromedp.WaitVisible(chromedp.ID("work-form")),
@@ -77,9 +75,7 @@ func TestBrowserWorkSignedOut(t *testing.T) {
 	require.Equal(t, "/signin?next="+strings.ReplaceAll(unitPage, "/", "%2f"), href, "back to the unit")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.ID("signin-link")),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 	))
 	waitFor(`document.getElementById("work-form") !== null`, "not back on the unit")
 	waitFor(`document.getElementById("draft-restored") !== null`, "the answer is not filled back in")

@@ -47,9 +47,7 @@ func TestBrowserWork(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 		screenshot(shots, "work-pools"),
 		chromedp.Click(chromedp.CSS("button.start")),
@@ -191,9 +189,7 @@ func TestBrowserWork(t *testing.T) {
 		chromedp.Click(chromedp.CSS("form.signout button")),
 		chromedp.WaitVisible(chromedp.ID("key")),
 		chromedp.Navigate(srv.URL+"/pools/"+pool.ID.String()),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleAdmin]),
 		chromedp.WaitVisible(chromedp.ID("pool-counts")),
 		screenshot(shots, "pool-finalized"),
 	))
@@ -243,9 +239,7 @@ func TestBrowserStartOnce(t *testing.T) {
 	}
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 	))
 	urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
@@ -316,9 +310,7 @@ func TestBrowserHeartbeatTrouble(t *testing.T) {
 	t.Cleanup(srv.Close)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/work"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[RoleContributor]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[RoleContributor]),
 		chromedp.WaitVisible(chromedp.CSS("button.start")),
 		chromedp.Click(chromedp.CSS("button.start")),
 		chromedp.WaitVisible(chromedp.ID("work-form")),

@@ -256,9 +256,7 @@ func TestBrowserBulkRetry(t *testing.T) {
 	tagged := insert(t, b.client, "email", "mail", `{"user": {"id": 42}}`)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.server.URL+"/jobs"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleAdmin]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleAdmin]),
 		chromedp.WaitVisible(chromedp.ID("args")),
 		chromedp.SendKeys(chromedp.ID("args"), "args.user.id:42"),
 		chromedp.Click(chromedp.ID("filter")),

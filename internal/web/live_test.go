@@ -240,9 +240,7 @@ func TestBrowserRunLive(t *testing.T) {
 	)
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(runURL),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), b.keys[docket.RoleViewer]),
-		chromedp.Click(chromedp.ID("signin")),
+		signIn(b.keys[docket.RoleViewer]),
 		chromedp.WaitVisible(chromedp.CSS(`svg#dag g[data-step="split"] rect`)),
 	))
 	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("run-live").dataset.liveMode === "sse"`,
