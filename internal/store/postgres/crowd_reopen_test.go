@@ -68,15 +68,7 @@ func TestPoolReopenLockOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, crowd.PoolClosed, p.Status)
 	require.Equal(t, 2, p.Counts.Open())
-	var moves []crowd.PoolUpdatedData
-	for _, ev := range cp.outbox(t)[events:] {
-		if ev.Type == crowd.EventPoolUpdated {
-			var d crowd.PoolUpdatedData
-			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			moves = append(moves, d)
-		}
-	}
-	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, moves)
+	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, cp.poolMoves(t, events))
 }
 
 // Reopens of units of one pool that completes under them: each reopen
@@ -141,15 +133,7 @@ func TestPoolReopenRacesCompletion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, crowd.PoolClosed, p.Status)
 	require.Equal(t, n, p.Counts.Open())
-	var moves []crowd.PoolUpdatedData
-	for _, ev := range cp.outbox(t)[events:] {
-		if ev.Type == crowd.EventPoolUpdated {
-			var d crowd.PoolUpdatedData
-			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			moves = append(moves, d)
-		}
-	}
-	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, moves)
+	require.Equal(t, []crowd.PoolUpdatedData{{PoolID: cp.pool, From: crowd.PoolCompleted, To: crowd.PoolClosed}}, cp.poolMoves(t, events))
 }
 
 // TestPoolCompleteOneWaitsForItsLock: completing one named pool (a close's
@@ -212,4 +196,18 @@ func TestPoolCompleteOneWaitsForItsLock(t *testing.T) {
 	p, err := cp.s.PoolGet(cp.ctx, cp.pool)
 	require.NoError(t, err)
 	require.Equal(t, crowd.PoolCompleted, p.Status)
+}
+
+// poolMoves is the pool.updated events of the outbox from its from-th on.
+func (cp *crowdPool) poolMoves(t *testing.T, from int) []crowd.PoolUpdatedData {
+	t.Helper()
+	var moves []crowd.PoolUpdatedData
+	for _, ev := range cp.outbox(t)[from:] {
+		if ev.Type == crowd.EventPoolUpdated {
+			var d crowd.PoolUpdatedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			moves = append(moves, d)
+		}
+	}
+	return moves
 }
