@@ -1,32 +1,25 @@
-package main
+package servertest_test
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/docket-run/docket"
+	"github.com/docket-run/docket/internal/servertest"
 	"github.com/docket-run/docket/internal/testdb"
 )
 
-// TestExitStatus runs the built binary: a wrong command line (unknown
+// TestExitStatus (docs/operations.md, Exit status) runs the binary: a wrong command line (unknown
 // command or flag, a flag value of the wrong type or out of range, a
 // missing or extra argument) exits 2 and does nothing; a command that ran
 // and failed (no server, no database, the server's 404 or 409) exits 1;
 // help exits 0.
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "docket")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
-	backend := testdb.Backends()[0]
-	s := startCLIServer(t, backend)
-	api := []string{"--server", s.url, "--api-key", s.keys[docket.RoleAdmin]}
+	s := servertest.Start(t, servertest.Options{DatabaseURL: testdb.SQLiteMigratedURL(t), Env: servertest.FastEnv()})
+	api := []string{"--server", s.URL, "--api-key", s.AdminKey}
 	dir := t.TempDir()
 	for _, c := range []struct {
 		args   []string
@@ -43,8 +36,8 @@ func TestExitStatus(t *testing.T) {
 		{append([]string{"run", "list", "--limit", "many"}, api...), 2, `invalid argument "many" for "--limit"`},
 		{append([]string{"run", "batch", "w", "-f", "x.csv", "--chunk", "0"}, api...), 2, "--chunk 0: want 1 to"},
 		{append([]string{"run", "start", "w", "--input", "{nope"}, api...), 2, "the input is not valid JSON"},
-		{append([]string{"job", "list", "-o", "yaml"}, "--server", s.url), 2, `--output "yaml": want table or json`},
-		{[]string{"job", "get", "x", "--server", s.url}, 2, "no API key"},
+		{append([]string{"job", "list", "-o", "yaml"}, "--server", s.URL), 2, `--output "yaml": want table or json`},
+		{[]string{"job", "get", "x", "--server", s.URL}, 2, "no API key"},
 		{[]string{"migrate", "down", "--database-url", "sqlite:" + filepath.Join(dir, "d.db")}, 2, "say how many migrations to revert"},
 		{[]string{"serve", "--lease-seconds", "0", "--database-url", "sqlite:" + filepath.Join(dir, "s.db")}, 2, "invalid --lease-seconds"},
 		{[]string{"worker", "--queue", "q", "--exec", "true", "--concurrency", "0", "--api-key", "k"}, 2, "--concurrency 0"},
@@ -54,21 +47,9 @@ func TestExitStatus(t *testing.T) {
 		{append([]string{"run", "get", "0190a0e6-7c3b-7d2a-9a51-3f2b8c1d4e5f"}, api...), 1, "404"},
 		{append([]string{"workflow", "get", "nosuch"}, api...), 1, "404"},
 	} {
-		cmd := exec.Command(bin, c.args...)
-		cmd.Env = append(os.Environ(), "DOCKET_API_KEY=", "DOCKET_SERVER=", "DOCKET_DATABASE_URL=")
-		cmd.Dir = dir
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		status := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			status = ee.ExitCode()
-		} else {
-			require.NoError(t, err, "docket %v", c.args)
-		}
-		require.Equal(t, c.status, status, "docket %v\nstderr: %s", c.args, stderr.String())
-		require.Contains(t, stderr.String(), c.stderr, "docket %v", c.args)
+		res := servertest.Run(t, dir, nil, c.args...)
+		require.Equal(t, c.status, res.Code, "docket %v\nstderr: %s", c.args, res.Stderr)
+		require.Contains(t, res.Stderr, c.stderr, "docket %v", c.args)
 	}
 	// The usage errors did nothing: neither database was made.
 	for _, f := range []string{"d.db", "s.db", "none.db"} {
